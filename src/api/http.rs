@@ -1,0 +1,180 @@
+//! Plain HTTP values for the Durable Object's API, and the helpers every route uses: JSON
+//! bodies and answers, query strings, path parameters and error bodies.
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+use serde_json::{Map, Value as Json};
+
+use crate::core::error::{Error, ErrorKind, Result};
+use crate::core::message::check_id;
+
+/// Largest request body accepted, in bytes.
+pub const MAX_BODY_BYTES: usize = 32 * 1024 * 1024;
+
+/// A request as the Durable Object sees it (the front door has stripped `/agents/{agent}`).
+#[derive(Clone, Debug, Default)]
+pub struct Request {
+    pub method: String,
+    /// The raw (still percent-encoded) path, e.g. `/sessions/s1/messages/a%2Fb`.
+    pub path: String,
+    /// The raw query string without `?`.
+    pub query: String,
+    pub body: Vec<u8>,
+}
+
+impl Request {
+    /// A request with no body.
+    pub fn new(method: &str, path_and_query: &str) -> Self {
+        let (path, query) = path_and_query.split_once('?').unwrap_or((path_and_query, ""));
+        Request { method: method.to_owned(), path: path.to_owned(), query: query.to_owned(), body: Vec::new() }
+    }
+
+    /// The same request with a JSON body.
+    pub fn json(mut self, body: &Json) -> Self {
+        self.body = body.to_string().into_bytes();
+        self
+    }
+
+    /// The query string as a map (the last value of a repeated key wins).
+    pub fn query_map(&self) -> HashMap<String, String> {
+        form_urlencoded::parse(self.query.as_bytes()).into_owned().collect()
+    }
+
+    /// The body as a JSON object; an empty body is an empty object.
+    pub fn json_object(&self) -> Result<Map<String, Json>> {
+        if self.body.len() > MAX_BODY_BYTES {
+            return Err(Error::too_large(format!("request body is over {MAX_BODY_BYTES} bytes")));
+        }
+        if self.body.iter().all(u8::is_ascii_whitespace) {
+            return Ok(Map::new());
+        }
+        match serde_json::from_slice(&self.body) {
+            Ok(Json::Object(map)) => Ok(map),
+            Ok(_) => Err(Error::invalid("request body must be a JSON object")),
+            Err(e) => Err(Error::invalid(format!("request body is not valid JSON: {e}"))),
+        }
+    }
+}
+
+/// An answer: status, headers and body bytes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Response {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Response {
+    /// A JSON answer.
+    pub fn json<T: Serialize + ?Sized>(status: u16, value: &T) -> Response {
+        match serde_json::to_vec(value) {
+            Ok(body) => Response {
+                status,
+                headers: vec![("content-type".into(), "application/json; charset=utf-8".into())],
+                body,
+            },
+            Err(e) => Response::error(&Error::internal(format!("serializing the answer: {e}"))),
+        }
+    }
+
+    /// `204 No Content`.
+    pub fn no_content() -> Response {
+        Response { status: 204, headers: Vec::new(), body: Vec::new() }
+    }
+
+    /// The JSON error body `{"error": {"code", "message"}}` with the kind's status.
+    pub fn error(e: &Error) -> Response {
+        let body = serde_json::json!({"error": {"code": e.kind.code(), "message": e.message}});
+        Response {
+            status: e.kind.status(),
+            headers: vec![("content-type".into(), "application/json; charset=utf-8".into())],
+            body: body.to_string().into_bytes(),
+        }
+    }
+
+    /// The body parsed as JSON (for tests and callers that want a value).
+    pub fn body_json(&self) -> Json {
+        serde_json::from_slice(&self.body).unwrap_or(Json::Null)
+    }
+
+    /// A header's value.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+    }
+}
+
+/// Checks an agent or session name: 1–128 characters of `[A-Za-z0-9._:-]`.
+pub fn check_name(what: &str, name: &str) -> Result<()> {
+    let ok = (1..=128).contains(&name.len())
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-'));
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::invalid(format!("{what} must be 1-128 characters of [A-Za-z0-9._:-]")))
+    }
+}
+
+/// Percent-decodes one path segment as UTF-8.
+pub fn decode_segment(what: &str, raw: &str) -> Result<String> {
+    percent_encoding::percent_decode_str(raw)
+        .decode_utf8()
+        .map(|s| s.into_owned())
+        .map_err(|_| Error::invalid(format!("{what} is not valid UTF-8 after percent-decoding")))
+}
+
+/// A session id from the path, decoded and checked.
+pub fn session_param(raw: &str) -> Result<String> {
+    let sid = decode_segment("session id", raw)?;
+    check_name("session id", &sid)?;
+    Ok(sid)
+}
+
+/// A message id from the path, decoded and checked.
+pub fn message_param(raw: &str) -> Result<String> {
+    let mid = decode_segment("message id", raw)?;
+    check_id("message id", &mid)?;
+    Ok(mid)
+}
+
+/// An optional string field of a JSON body (`null` counts as absent).
+pub fn opt_str(body: &Map<String, Json>, key: &str) -> Result<Option<String>> {
+    match body.get(key) {
+        None | Some(Json::Null) => Ok(None),
+        Some(Json::String(s)) => Ok(Some(s.clone())),
+        Some(_) => Err(Error::invalid(format!("{key} must be a string"))),
+    }
+}
+
+/// A required string field of a JSON body.
+pub fn req_str(body: &Map<String, Json>, key: &str) -> Result<String> {
+    opt_str(body, key)?.ok_or_else(|| Error::invalid(format!("{key} is required")))
+}
+
+/// An optional integer query parameter within `min..=max`.
+pub fn int_param(q: &HashMap<String, String>, key: &str, min: i64, max: i64) -> Result<Option<i64>> {
+    let Some(v) = q.get(key) else { return Ok(None) };
+    match v.trim().parse::<i64>() {
+        Ok(n) if (min..=max).contains(&n) => Ok(Some(n)),
+        _ => Err(Error::invalid(format!("{key} must be an integer from {min} to {max}"))),
+    }
+}
+
+/// A boolean query flag: `1`/`true` on, `0`/`false`/absent off.
+pub fn flag_param(q: &HashMap<String, String>, key: &str) -> Result<bool> {
+    match q.get(key).map(String::as_str) {
+        None | Some("0") | Some("false") => Ok(false),
+        Some("1") | Some("true") | Some("") => Ok(true),
+        Some(_) => Err(Error::invalid(format!("{key} must be 1 or 0"))),
+    }
+}
+
+/// `405` naming the allowed methods.
+pub fn method_not_allowed(allowed: &[&str]) -> Response {
+    let mut r = Response::error(&Error::new(
+        ErrorKind::MethodNotAllowed,
+        format!("allowed methods: {}", allowed.join(", ")),
+    ));
+    r.headers.push(("allow".into(), allowed.join(", ")));
+    r
+}

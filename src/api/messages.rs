@@ -1,0 +1,215 @@
+//! Message tree routes: append (one or a batch), read, update, delete, clear, branches,
+//! history (whole, or a recent window), latest leaf and path length.
+
+use serde::Serialize;
+use serde_json::{json, Map, Value as Json};
+
+use super::http::{flag_param, int_param, Request, Response};
+use super::Ctx;
+use crate::core::error::{Error, Result};
+use crate::core::history;
+use crate::core::message::{check_id, NewMessage};
+use crate::core::sessions;
+use crate::core::sql::atomically;
+use crate::core::tree::{raw, Parent, RawMessage, Tree};
+
+/// `parentId` of an append body: absent → latest leaf, `null` → new root, a string → that id.
+fn parent(body: &Map<String, Json>) -> Result<Parent> {
+    match body.get("parentId") {
+        None => Ok(Parent::Latest),
+        Some(Json::Null) => Ok(Parent::Root),
+        Some(Json::String(id)) => {
+            check_id("parentId", id)?;
+            Ok(Parent::Id(id.clone()))
+        }
+        Some(_) => Err(Error::invalid("parentId must be a string or null")),
+    }
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Appended {
+    message: RawMessage,
+    parent_id: Option<String>,
+    inserted: bool,
+}
+
+/// `{"messages": [...]}` written straight from the stored JSON, without re-parsing it.
+#[derive(Serialize)]
+struct Messages<'a> {
+    messages: &'a [RawMessage],
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct RecentOut<'a> {
+    messages: &'a [RawMessage],
+    truncated: bool,
+    total_content_bytes: i64,
+}
+
+/// `POST /sessions/{sid}/messages` `{message, parentId?}`: 201 when stored, 200 with
+/// `inserted:false` (and the stored message) when the id already exists.
+pub fn append(ctx: &Ctx, sid: &str, req: &Request) -> Result<Response> {
+    let body = req.json_object()?;
+    let msg = NewMessage::from_json(body.get("message").ok_or_else(|| Error::invalid("message is required"))?)?;
+    let parent = parent(&body)?;
+    let tree = Tree::new(ctx.sql, sid);
+    let done = atomically(ctx.sql, || {
+        let done = tree.append(&msg, &parent, &ctx.now)?;
+        if done.inserted {
+            sessions::ensure(ctx.sql, sid, &ctx.now)?;
+            sessions::touch(ctx.sql, sid, &ctx.now)?;
+        }
+        Ok(done)
+    })?;
+    let message = if done.inserted { raw(msg.json)? } else { stored(&tree, &msg.id)? };
+    let status = if done.inserted { 201 } else { 200 };
+    Ok(Response::json(status, &Appended { message, parent_id: done.parent_id, inserted: done.inserted }))
+}
+
+fn stored(tree: &Tree, id: &str) -> Result<RawMessage> {
+    tree.get(id)?.ok_or_else(|| Error::not_found(format!("message {id} not found")))
+}
+
+/// `POST /sessions/{sid}/messages/batch` `{messages, parentId?}`: appends in order, each the
+/// child of the one before. An id that already exists is skipped, and the chain continues
+/// from it. All or nothing: one invalid message and nothing is stored.
+pub fn batch(ctx: &Ctx, sid: &str, req: &Request) -> Result<Response> {
+    let body = req.json_object()?;
+    let list = body
+        .get("messages")
+        .and_then(Json::as_array)
+        .ok_or_else(|| Error::invalid("messages must be an array"))?;
+    let msgs = list
+        .iter()
+        .enumerate()
+        .map(|(i, m)| NewMessage::from_json(m).map_err(|e| Error::new(e.kind, format!("messages[{i}]: {}", e.message))))
+        .collect::<Result<Vec<_>>>()?;
+    let first_parent = parent(&body)?;
+    let tree = Tree::new(ctx.sql, sid);
+    let (ids, last, inserted) = atomically(ctx.sql, || {
+        let mut parent = first_parent.clone();
+        let mut ids = Vec::with_capacity(msgs.len());
+        let mut inserted = 0;
+        for m in &msgs {
+            if tree.append(m, &parent, &ctx.now)?.inserted {
+                inserted += 1;
+            }
+            ids.push(m.id.clone());
+            parent = Parent::Id(m.id.clone());
+        }
+        if inserted > 0 {
+            sessions::ensure(ctx.sql, sid, &ctx.now)?;
+            sessions::touch(ctx.sql, sid, &ctx.now)?;
+        }
+        let last = match parent {
+            Parent::Id(id) => Some(id),
+            Parent::Latest => tree.latest_leaf_id()?,
+            Parent::Root => None,
+        };
+        Ok((ids, last, inserted))
+    })?;
+    Ok(Response::json(201, &json!({ "ids": ids, "lastId": last, "inserted": inserted })))
+}
+
+/// `GET /sessions/{sid}/messages/{mid}`.
+pub fn get(ctx: &Ctx, sid: &str, mid: &str) -> Result<Response> {
+    Ok(Response::json(200, &stored(&Tree::new(ctx.sql, sid), mid)?))
+}
+
+/// `PUT /sessions/{sid}/messages/{mid}` `{message}`: replaces the message's content; its id
+/// must equal `mid` and its place in the tree stays.
+pub fn update(ctx: &Ctx, sid: &str, mid: &str, req: &Request) -> Result<Response> {
+    let body = req.json_object()?;
+    let msg = NewMessage::from_json(body.get("message").ok_or_else(|| Error::invalid("message is required"))?)?;
+    if msg.id != mid {
+        return Err(Error::invalid(format!("message.id {} does not match the path's {mid}", msg.id)));
+    }
+    let tree = Tree::new(ctx.sql, sid);
+    atomically(ctx.sql, || {
+        if !tree.update(&msg)? {
+            return Err(Error::not_found(format!("message {mid} not found in session {sid}")));
+        }
+        sessions::touch(ctx.sql, sid, &ctx.now)
+    })?;
+    Ok(Response::json(200, &raw(msg.json)?))
+}
+
+/// `DELETE /sessions/{sid}/messages/{mid}`: 204; its children stay (orphaned).
+pub fn delete(ctx: &Ctx, sid: &str, mid: &str) -> Result<Response> {
+    let tree = Tree::new(ctx.sql, sid);
+    atomically(ctx.sql, || {
+        if !tree.delete(mid)? {
+            return Err(Error::not_found(format!("message {mid} not found in session {sid}")));
+        }
+        sessions::touch(ctx.sql, sid, &ctx.now)
+    })?;
+    Ok(Response::no_content())
+}
+
+/// `DELETE /sessions/{sid}/messages`: every message and compaction of the session.
+pub fn clear(ctx: &Ctx, sid: &str) -> Result<Response> {
+    atomically(ctx.sql, || {
+        Tree::new(ctx.sql, sid).clear()?;
+        sessions::touch(ctx.sql, sid, &ctx.now)
+    })?;
+    Ok(Response::no_content())
+}
+
+/// `GET /sessions/{sid}/messages/{mid}/branches`: the children, oldest first.
+pub fn branches(ctx: &Ctx, sid: &str, mid: &str) -> Result<Response> {
+    let messages = Tree::new(ctx.sql, sid).branches(mid)?;
+    Ok(Response::json(200, &Messages { messages: &messages }))
+}
+
+/// `GET /sessions/{sid}/history?leaf=&raw=1`.
+pub fn history(ctx: &Ctx, sid: &str, req: &Request) -> Result<Response> {
+    let q = req.query_map();
+    let leaf = leaf_param(&q)?;
+    let messages = history::history(ctx.sql, sid, leaf.as_deref(), flag_param(&q, "raw")?)?;
+    Ok(Response::json(200, &Messages { messages: &messages }))
+}
+
+fn leaf_param(q: &std::collections::HashMap<String, String>) -> Result<Option<String>> {
+    match q.get("leaf").filter(|l| !l.is_empty()) {
+        Some(l) => {
+            check_id("leaf", l)?;
+            Ok(Some(l.clone()))
+        }
+        None => Ok(None),
+    }
+}
+
+/// `GET /sessions/{sid}/history/recent?maxBytes=&minMessages=`.
+pub fn recent(ctx: &Ctx, sid: &str, req: &Request) -> Result<Response> {
+    let q = req.query_map();
+    let max = int_param(&q, "maxBytes", 0, i64::MAX)?.ok_or_else(|| Error::invalid("maxBytes is required"))?;
+    let min = int_param(&q, "minMessages", 1, 100_000)?.unwrap_or(1);
+    let r = history::recent(ctx.sql, sid, max, min)?;
+    Ok(Response::json(
+        200,
+        &RecentOut { messages: &r.messages, truncated: r.truncated, total_content_bytes: r.total_content_bytes },
+    ))
+}
+
+/// `GET /sessions/{sid}/leaf`: the latest leaf, 404 when the session is empty.
+pub fn leaf(ctx: &Ctx, sid: &str) -> Result<Response> {
+    let tree = Tree::new(ctx.sql, sid);
+    let id = tree
+        .latest_leaf_id()?
+        .ok_or_else(|| Error::not_found(format!("session {sid} has no messages")))?;
+    Ok(Response::json(200, &stored(&tree, &id)?))
+}
+
+/// `GET /sessions/{sid}/path-length?leaf=`: messages on the raw path (0 when empty).
+pub fn path_length(ctx: &Ctx, sid: &str, req: &Request) -> Result<Response> {
+    let q = req.query_map();
+    let leaf = leaf_param(&q)?;
+    let tree = Tree::new(ctx.sql, sid);
+    let length = match tree.resolve_leaf(leaf.as_deref())? {
+        Some(l) => tree.path(&l)?.len(),
+        None => 0,
+    };
+    Ok(Response::json(200, &json!({ "length": length })))
+}

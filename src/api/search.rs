@@ -1,0 +1,27 @@
+//! Search routes: `GET /sessions/{sid}/search` and `GET /search` (across sessions).
+
+use serde_json::json;
+
+use super::http::{int_param, Request, Response};
+use super::Ctx;
+use crate::core::error::{Error, Result};
+use crate::core::search::{self, DEFAULT_LIMIT, MAX_LIMIT};
+
+fn params(req: &Request) -> Result<(String, i64)> {
+    let q = req.query_map();
+    let text = q.get("q").cloned().ok_or_else(|| Error::invalid("q is required"))?;
+    let limit = int_param(&q, "limit", 1, MAX_LIMIT)?.unwrap_or(DEFAULT_LIMIT);
+    Ok((text, limit))
+}
+
+/// `GET /sessions/{sid}/search?q=&limit=`.
+pub fn in_session(ctx: &Ctx, sid: &str, req: &Request) -> Result<Response> {
+    let (q, limit) = params(req)?;
+    Ok(Response::json(200, &json!({ "results": search::in_session(ctx.sql, sid, &q, limit)? })))
+}
+
+/// `GET /search?q=&limit=`: every session of the agent; hits carry `sessionId`.
+pub fn across(ctx: &Ctx, req: &Request) -> Result<Response> {
+    let (q, limit) = params(req)?;
+    Ok(Response::json(200, &json!({ "results": search::across_sessions(ctx.sql, &q, limit)? })))
+}

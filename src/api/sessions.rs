@@ -1,0 +1,93 @@
+//! Routes of the sessions registry: `/sessions`, `/sessions/{sid}`, `…/fork`, `…/usage`.
+
+use serde_json::{json, Map, Value as Json};
+
+use super::http::{check_name, opt_str, req_str, Request, Response};
+use super::Ctx;
+use crate::core::error::{Error, Result};
+use crate::core::sessions::{self, NewSession};
+use crate::core::sql::atomically;
+
+/// `GET /sessions`: newest `updatedAt` first.
+pub fn list(ctx: &Ctx) -> Result<Response> {
+    Ok(Response::json(200, &json!({ "sessions": sessions::list(ctx.sql)? })))
+}
+
+/// `POST /sessions` `{name, parentSessionId?, model?, source?}` → 201.
+pub fn create(ctx: &Ctx, req: &Request) -> Result<Response> {
+    let body = req.json_object()?;
+    let parent = opt_str(&body, "parentSessionId")?;
+    if let Some(p) = &parent {
+        check_name("parentSessionId", p)?;
+    }
+    let new = NewSession {
+        name: req_str(&body, "name")?,
+        parent_session_id: parent,
+        model: short_str(&body, "model")?,
+        source: short_str(&body, "source")?,
+    };
+    let info = atomically(ctx.sql, || sessions::create(ctx.sql, &new, &ctx.now))?;
+    Ok(Response::json(201, &info))
+}
+
+fn short_str(body: &Map<String, Json>, key: &str) -> Result<Option<String>> {
+    let v = opt_str(body, key)?;
+    if v.as_ref().is_some_and(|s| s.chars().count() > 256) {
+        return Err(Error::invalid(format!("{key} must be at most 256 characters")));
+    }
+    Ok(v)
+}
+
+/// `GET /sessions/{sid}`.
+pub fn get(ctx: &Ctx, sid: &str) -> Result<Response> {
+    Ok(Response::json(200, &sessions::require(ctx.sql, sid)?))
+}
+
+/// `PATCH /sessions/{sid}` `{name}`.
+pub fn rename(ctx: &Ctx, sid: &str, req: &Request) -> Result<Response> {
+    let name = req_str(&req.json_object()?, "name")?;
+    let info = atomically(ctx.sql, || sessions::rename(ctx.sql, sid, &name, &ctx.now))?;
+    Ok(Response::json(200, &info))
+}
+
+/// `DELETE /sessions/{sid}`: the session and everything stored for it.
+pub fn delete(ctx: &Ctx, sid: &str) -> Result<Response> {
+    atomically(ctx.sql, || sessions::delete(ctx.sql, sid))?;
+    Ok(Response::no_content())
+}
+
+/// `POST /sessions/{sid}/fork` `{atMessageId, name?}` → 201 with the new session.
+pub fn fork(ctx: &Ctx, sid: &str, req: &Request) -> Result<Response> {
+    let body = req.json_object()?;
+    let at = req_str(&body, "atMessageId")?;
+    let name = opt_str(&body, "name")?;
+    let info = atomically(ctx.sql, || sessions::fork(ctx.sql, sid, &at, name.as_deref(), &ctx.now))?;
+    Ok(Response::json(201, &info))
+}
+
+/// `POST /sessions/{sid}/usage` `{inputTokens, outputTokens, cost}`: adds to the totals.
+pub fn usage(ctx: &Ctx, sid: &str, req: &Request) -> Result<Response> {
+    let body = req.json_object()?;
+    let input = count(&body, "inputTokens")?;
+    let output = count(&body, "outputTokens")?;
+    let cost = match body.get("cost") {
+        None | Some(Json::Null) => 0.0,
+        Some(v) => v
+            .as_f64()
+            .filter(|c| *c >= 0.0 && c.is_finite())
+            .ok_or_else(|| Error::invalid("cost must be a number, not negative"))?,
+    };
+    let info = atomically(ctx.sql, || sessions::add_usage(ctx.sql, sid, input, output, cost, &ctx.now))?;
+    Ok(Response::json(200, &info))
+}
+
+fn count(body: &Map<String, Json>, key: &str) -> Result<i64> {
+    match body.get(key) {
+        None | Some(Json::Null) => Ok(0),
+        Some(v) => v
+            .as_i64()
+            .or_else(|| v.as_f64().filter(|f| f.fract() == 0.0 && f.abs() < 9.0e15).map(|f| f as i64))
+            .filter(|n| *n >= 0)
+            .ok_or_else(|| Error::invalid(format!("{key} must be a whole number, not negative"))),
+    }
+}

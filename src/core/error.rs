@@ -1,0 +1,91 @@
+//! The one error type of the core, carrying the API error code it maps to.
+
+use std::fmt;
+
+/// The error codes of the HTTP contract (`../shared/API.md`), plus `Internal` for bugs and
+/// storage failures (the only kind that becomes a 5xx on bad luck rather than bad input).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrorKind {
+    InvalidRequest,
+    Unauthorized,
+    NotFound,
+    MethodNotAllowed,
+    Conflict,
+    TooLarge,
+    OverBudget,
+    NotConfigured,
+    LlmUnavailable,
+    Internal,
+}
+
+impl ErrorKind {
+    /// The HTTP status of this kind.
+    pub fn status(self) -> u16 {
+        match self {
+            ErrorKind::InvalidRequest => 400,
+            ErrorKind::Unauthorized => 401,
+            ErrorKind::NotFound => 404,
+            ErrorKind::MethodNotAllowed => 405,
+            ErrorKind::Conflict => 409,
+            ErrorKind::TooLarge => 413,
+            ErrorKind::OverBudget => 422,
+            ErrorKind::NotConfigured | ErrorKind::LlmUnavailable => 503,
+            ErrorKind::Internal => 500,
+        }
+    }
+
+    /// The `error.code` string of the JSON error body.
+    pub fn code(self) -> &'static str {
+        match self {
+            ErrorKind::InvalidRequest => "invalid_request",
+            ErrorKind::Unauthorized => "unauthorized",
+            ErrorKind::NotFound => "not_found",
+            ErrorKind::MethodNotAllowed => "method_not_allowed",
+            ErrorKind::Conflict => "conflict",
+            ErrorKind::TooLarge => "too_large",
+            ErrorKind::OverBudget => "over_budget",
+            ErrorKind::NotConfigured => "not_configured",
+            ErrorKind::LlmUnavailable => "llm_unavailable",
+            ErrorKind::Internal => "internal",
+        }
+    }
+}
+
+/// An error with its kind and a message meant for the API caller.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Error {
+    pub kind: ErrorKind,
+    pub message: String,
+}
+
+impl Error {
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        Error { kind, message: message.into() }
+    }
+    pub fn invalid(message: impl Into<String>) -> Self {
+        Error::new(ErrorKind::InvalidRequest, message)
+    }
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Error::new(ErrorKind::NotFound, message)
+    }
+    pub fn too_large(message: impl Into<String>) -> Self {
+        Error::new(ErrorKind::TooLarge, message)
+    }
+    pub fn conflict(message: impl Into<String>) -> Self {
+        Error::new(ErrorKind::Conflict, message)
+    }
+    pub fn internal(message: impl Into<String>) -> Self {
+        Error::new(ErrorKind::Internal, message)
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.kind.code(), self.message)
+    }
+}
+
+impl std::error::Error for Error {}
+
+/// Result with the core's error.
+pub type Result<T> = std::result::Result<T, Error>;

@@ -1,0 +1,84 @@
+//! Reading a path as the model sees it: the tree's messages with compaction overlays applied,
+//! whole or as a byte-budgeted recent window.
+
+use crate::core::compaction::{self, Piece};
+use crate::core::error::Result;
+use crate::core::sql::Sql;
+use crate::core::tree::{PathRow, RawMessage, Tree};
+
+/// The messages from the root to `leaf` (default: the latest leaf), with overlays unless `raw`.
+/// An empty session has an empty history; an unknown `leaf` is `not_found`.
+pub fn history(sql: &dyn Sql, session: &str, leaf: Option<&str>, raw: bool) -> Result<Vec<RawMessage>> {
+    let tree = Tree::new(sql, session);
+    let Some(leaf) = tree.resolve_leaf(leaf)? else { return Ok(Vec::new()) };
+    let path = tree.path(&leaf)?;
+    render(sql, &tree, session, &path, raw)
+}
+
+/// Hydrates `path` and lays the session's overlays over it (only overlays whose both ends lie
+/// inside `path` can apply).
+fn render(sql: &dyn Sql, tree: &Tree, session: &str, path: &[PathRow], raw: bool) -> Result<Vec<RawMessage>> {
+    let overlays = if raw { Vec::new() } else { compaction::list(sql, session)? };
+    if overlays.is_empty() {
+        return tree.hydrate(path);
+    }
+    let ids: Vec<&str> = path.iter().map(|r| r.id.as_str()).collect();
+    let pieces = compaction::overlay(&ids, &overlays);
+    // Fetch only the messages that stay visible.
+    let visible: Vec<PathRow> = pieces
+        .iter()
+        .filter_map(|p| match p {
+            Piece::Message(i) => Some(path[*i].clone()),
+            Piece::Summary(_) => None,
+        })
+        .collect();
+    let mut contents = tree.hydrate(&visible)?.into_iter();
+    let mut out = Vec::with_capacity(pieces.len());
+    for p in pieces {
+        match p {
+            Piece::Message(_) => out.extend(contents.next()),
+            Piece::Summary(c) => out.push(compaction::synthetic_message(c)?),
+        }
+    }
+    Ok(out)
+}
+
+/// A recent window of the active path.
+pub struct Recent {
+    pub messages: Vec<RawMessage>,
+    /// Whether older messages were left out.
+    pub truncated: bool,
+    /// Stored bytes of the whole path.
+    pub total_content_bytes: i64,
+}
+
+/// The longest suffix of the active path whose stored size fits `max_bytes`, always holding the
+/// leaf and at least `min_messages` messages (both even past the budget). Overlays apply inside
+/// the window only.
+pub fn recent(sql: &dyn Sql, session: &str, max_bytes: i64, min_messages: i64) -> Result<Recent> {
+    let tree = Tree::new(sql, session);
+    let Some(leaf) = tree.latest_leaf_id()? else {
+        return Ok(Recent { messages: Vec::new(), truncated: false, total_content_bytes: 0 });
+    };
+    let path = tree.path(&leaf)?;
+    let total: i64 = path.iter().map(|r| r.bytes).sum();
+    let start = window_start(&path, max_bytes, min_messages);
+    let messages = render(sql, &tree, session, &path[start..], false)?;
+    Ok(Recent { messages, truncated: start > 0, total_content_bytes: total })
+}
+
+/// Where the recent window begins (reference §3.3).
+pub fn window_start(path: &[PathRow], max_bytes: i64, min_messages: i64) -> usize {
+    if path.is_empty() {
+        return 0;
+    }
+    let min_recent = min_messages.max(1) as usize;
+    let len = path.len();
+    let mut start = len - 1;
+    let mut used = path[start].bytes;
+    while start > 0 && (len - start < min_recent || used + path[start - 1].bytes <= max_bytes) {
+        start -= 1;
+        used += path[start].bytes;
+    }
+    start
+}

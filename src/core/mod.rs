@@ -1,0 +1,16 @@
+//! The runtime-independent core: everything the agent remembers, over the small [`sql::Sql`]
+//! trait. Nothing here knows about Workers; it is tested natively against real SQLite.
+
+pub mod compaction;
+pub mod error;
+pub mod history;
+pub mod ids;
+pub mod message;
+pub mod schema;
+pub mod search;
+pub mod sessions;
+pub mod sql;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod sqlite;
+pub mod time;
+pub mod tree;

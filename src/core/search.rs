@@ -1,0 +1,122 @@
+//! Full-text search over messages (FTS5, porter unicode61, bm25 ranking), in one session or
+//! across all of them. User text is compiled into a safe FTS5 query, never passed through.
+
+use serde::Serialize;
+
+use crate::core::error::Result;
+use crate::core::sql::{Sql, Value};
+
+/// Default number of results.
+pub const DEFAULT_LIMIT: i64 = 20;
+/// Largest `limit` accepted.
+pub const MAX_LIMIT: i64 = 100;
+
+/// One hit. `content` is the indexed text of the message (its text parts joined by a space).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Hit {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    pub id: String,
+    pub role: String,
+    pub content: String,
+    pub created_at: String,
+}
+
+/// Compiles user text into an FTS5 query, or `None` when it has nothing to search for.
+///
+/// - Words separated by white space must all match (in any order, anywhere in the message).
+/// - Text in double quotes is a phrase: its words must appear together, in order. An unclosed
+///   quote runs to the end of the text.
+/// - A word ending in `*` matches every word it begins (`deploy*` finds "deployment").
+/// - Everything else is literal: `OR`, `NOT`, `NEAR(`, parentheses, `:` and `^` are ordinary
+///   text. Words with no letter or digit are dropped, since the tokenizer ignores them.
+pub fn compile(query: &str) -> Option<String> {
+    let mut terms = Vec::new();
+    let mut rest = query;
+    while !rest.is_empty() {
+        if let Some(after) = rest.strip_prefix('"') {
+            let (phrase, tail) = after.split_once('"').unwrap_or((after, ""));
+            push_term(&mut terms, phrase, false);
+            rest = tail;
+            continue;
+        }
+        let end = rest.find(|c: char| c.is_whitespace() || c == '"').unwrap_or(rest.len());
+        let word = &rest[..end];
+        match word.strip_suffix('*') {
+            Some(stem) => push_term(&mut terms, stem.trim_end_matches('*'), true),
+            None => push_term(&mut terms, word, false),
+        }
+        rest = rest[end..].trim_start_matches(|c: char| c.is_whitespace());
+    }
+    (!terms.is_empty()).then(|| terms.join(" "))
+}
+
+fn push_term(terms: &mut Vec<String>, text: &str, prefix: bool) {
+    if !text.chars().any(char::is_alphanumeric) {
+        return;
+    }
+    let quoted = format!("\"{}\"", text.replace('"', "\"\""));
+    terms.push(if prefix { format!("{quoted} *") } else { quoted });
+}
+
+/// Searches one session, best match first.
+pub fn in_session(sql: &dyn Sql, session: &str, query: &str, limit: i64) -> Result<Vec<Hit>> {
+    let Some(fts) = compile(query) else { return Ok(Vec::new()) };
+    hits(
+        sql,
+        "SELECT NULL, m.id, m.role, f.content, m.created_at
+           FROM messages_fts f JOIN messages m ON m.seq = f.rowid
+          WHERE messages_fts MATCH ? AND m.session_id = ?
+          ORDER BY f.rank, f.rowid LIMIT ?",
+        &[fts.into(), session.into(), Value::Int(limit)],
+    )
+}
+
+/// Searches every session of the agent, best match first; hits carry their session id.
+pub fn across_sessions(sql: &dyn Sql, query: &str, limit: i64) -> Result<Vec<Hit>> {
+    let Some(fts) = compile(query) else { return Ok(Vec::new()) };
+    hits(
+        sql,
+        "SELECT m.session_id, m.id, m.role, f.content, m.created_at
+           FROM messages_fts f JOIN messages m ON m.seq = f.rowid
+          WHERE messages_fts MATCH ?
+          ORDER BY f.rank, f.rowid LIMIT ?",
+        &[fts.into(), Value::Int(limit)],
+    )
+}
+
+fn hits(sql: &dyn Sql, q: &str, params: &[Value]) -> Result<Vec<Hit>> {
+    sql.query(q, params)?
+        .iter()
+        .map(|r| {
+            Ok(Hit {
+                session_id: r.opt_text(0)?,
+                id: r.text(1)?,
+                role: r.text(2)?,
+                content: r.text(3)?,
+                created_at: r.text(4)?,
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::compile;
+
+    #[test]
+    fn words_phrases_and_prefixes() {
+        assert_eq!(compile("deploy production").unwrap(), r#""deploy" "production""#);
+        assert_eq!(compile(r#""deploy to" prod*"#).unwrap(), r#""deploy to" "prod" *"#);
+        assert_eq!(compile(r#"say "hi"#).unwrap(), r#""say" "hi""#);
+        assert_eq!(compile("a OR b NEAR(c").unwrap(), r#""a" "OR" "b" "NEAR(c""#);
+    }
+
+    #[test]
+    fn nothing_to_search() {
+        for q in ["", "   ", "*", "\"\"", "( ) ^ :", "\"", "** \"  \""] {
+            assert_eq!(compile(q), None, "{q:?}");
+        }
+    }
+}

@@ -1,0 +1,223 @@
+//! The sessions registry of one agent: create, list, get, rename, delete, fork and usage sums.
+
+use serde::Serialize;
+use serde_json::Value as Json;
+
+use crate::core::compaction;
+use crate::core::error::{Error, Result};
+use crate::core::ids::new_id;
+use crate::core::message::{indexed_text, NewMessage};
+use crate::core::sql::{Row, Sql, Value};
+use crate::core::tree::{chunks, Tree};
+
+/// Longest session name, in characters.
+pub const MAX_NAME_CHARS: usize = 256;
+
+/// A session as the API shows it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionInfo {
+    pub id: String,
+    pub name: String,
+    pub parent_session_id: Option<String>,
+    pub model: Option<String>,
+    pub source: Option<String>,
+    pub input_tokens: i64,
+    pub output_tokens: i64,
+    pub estimated_cost: f64,
+    pub end_reason: Option<String>,
+    /// Messages stored in the session, on every branch.
+    pub message_count: i64,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+/// The fields a new session may set.
+#[derive(Clone, Debug, Default)]
+pub struct NewSession {
+    pub name: String,
+    pub parent_session_id: Option<String>,
+    pub model: Option<String>,
+    pub source: Option<String>,
+}
+
+const SELECT: &str = "SELECT s.id, s.name, s.parent_session_id, s.model, s.source, s.input_tokens,
+        s.output_tokens, s.estimated_cost, s.end_reason, s.created_at, s.updated_at,
+        (SELECT COUNT(*) FROM messages m WHERE m.session_id = s.id)
+   FROM sessions s";
+
+fn info(r: &Row) -> Result<SessionInfo> {
+    Ok(SessionInfo {
+        id: r.text(0)?,
+        name: r.text(1)?,
+        parent_session_id: r.opt_text(2)?,
+        model: r.opt_text(3)?,
+        source: r.opt_text(4)?,
+        input_tokens: r.int(5)?,
+        output_tokens: r.int(6)?,
+        estimated_cost: r.real(7)?,
+        end_reason: r.opt_text(8)?,
+        created_at: r.text(9)?,
+        updated_at: r.text(10)?,
+        message_count: r.int(11)?,
+    })
+}
+
+/// Checks a session name: 1–256 characters, no control characters.
+pub fn check_name(name: &str) -> Result<()> {
+    let n = name.chars().count();
+    if n == 0 || n > MAX_NAME_CHARS || name.chars().any(char::is_control) {
+        return Err(Error::invalid(format!(
+            "name must be 1-{MAX_NAME_CHARS} characters without control characters"
+        )));
+    }
+    Ok(())
+}
+
+/// One session, or `None`.
+pub fn get(sql: &dyn Sql, id: &str) -> Result<Option<SessionInfo>> {
+    sql.query_row(&format!("{SELECT} WHERE s.id = ?"), &[id.into()])?
+        .map(|r| info(&r))
+        .transpose()
+}
+
+/// One session, or `not_found`.
+pub fn require(sql: &dyn Sql, id: &str) -> Result<SessionInfo> {
+    get(sql, id)?.ok_or_else(|| Error::not_found(format!("session {id} not found")))
+}
+
+/// Every session, most recently updated first (ties: the later update first).
+pub fn list(sql: &dyn Sql) -> Result<Vec<SessionInfo>> {
+    sql.query(&format!("{SELECT} ORDER BY s.updated_at DESC, s.touch_seq DESC"), &[])?
+        .iter()
+        .map(info)
+        .collect()
+}
+
+const NEXT_TOUCH: &str = "(SELECT COALESCE(MAX(touch_seq), 0) + 1 FROM sessions)";
+
+fn insert(sql: &dyn Sql, id: &str, s: &NewSession, now: &str) -> Result<()> {
+    sql.execute(
+        &format!(
+            "INSERT INTO sessions (id, name, parent_session_id, model, source, created_at, updated_at, touch_seq)
+             VALUES (?, ?, ?, ?, ?, ?, ?, {NEXT_TOUCH})"
+        ),
+        &[
+            id.into(),
+            s.name.as_str().into(),
+            s.parent_session_id.clone().into(),
+            s.model.clone().into(),
+            s.source.clone().into(),
+            now.into(),
+            now.into(),
+        ],
+    )
+}
+
+/// Registers a new session under a fresh id.
+pub fn create(sql: &dyn Sql, s: &NewSession, now: &str) -> Result<SessionInfo> {
+    check_name(&s.name)?;
+    let id = new_id()?;
+    insert(sql, &id, s, now)?;
+    require(sql, &id)
+}
+
+/// Registers `id` with `name = id` if no session has that id yet (every write does this).
+pub fn ensure(sql: &dyn Sql, id: &str, now: &str) -> Result<()> {
+    if get_exists(sql, id)? {
+        return Ok(());
+    }
+    insert(sql, id, &NewSession { name: id.to_owned(), ..Default::default() }, now)
+}
+
+fn get_exists(sql: &dyn Sql, id: &str) -> Result<bool> {
+    Ok(sql.query_row("SELECT 1 FROM sessions WHERE id = ?", &[id.into()])?.is_some())
+}
+
+/// Marks the session as updated now.
+pub fn touch(sql: &dyn Sql, id: &str, now: &str) -> Result<()> {
+    sql.execute(
+        &format!("UPDATE sessions SET updated_at = ?, touch_seq = {NEXT_TOUCH} WHERE id = ?"),
+        &[now.into(), id.into()],
+    )
+}
+
+/// Renames a session (`not_found` when unknown).
+pub fn rename(sql: &dyn Sql, id: &str, name: &str, now: &str) -> Result<SessionInfo> {
+    check_name(name)?;
+    require(sql, id)?;
+    sql.execute("UPDATE sessions SET name = ? WHERE id = ?", &[name.into(), id.into()])?;
+    touch(sql, id, now)?;
+    require(sql, id)
+}
+
+/// Deletes a session and everything stored for it (`not_found` when unknown).
+pub fn delete(sql: &dyn Sql, id: &str) -> Result<()> {
+    require(sql, id)?;
+    Tree::new(sql, id).clear()?;
+    sql.execute("DELETE FROM sessions WHERE id = ?", &[id.into()])
+}
+
+/// Adds token and cost figures to the session's totals, registering it if needed.
+pub fn add_usage(sql: &dyn Sql, id: &str, input: i64, output: i64, cost: f64, now: &str) -> Result<SessionInfo> {
+    if input < 0 || output < 0 || !(cost >= 0.0 && cost.is_finite()) {
+        return Err(Error::invalid("usage figures must be finite and not negative"));
+    }
+    ensure(sql, id, now)?;
+    sql.execute(
+        "UPDATE sessions SET input_tokens = input_tokens + ?, output_tokens = output_tokens + ?,
+                estimated_cost = estimated_cost + ? WHERE id = ?",
+        &[Value::Int(input), Value::Int(output), Value::Real(cost), id.into()],
+    )?;
+    touch(sql, id, now)?;
+    require(sql, id)
+}
+
+/// Copies the path from the root to `at` into a new session (child of `id`, same model and
+/// source) with fresh message ids, together with the overlays that lie wholly on that path, so
+/// the fork reads exactly as the original did at `at`. Run inside a transaction.
+pub fn fork(sql: &dyn Sql, id: &str, at: &str, name: Option<&str>, now: &str) -> Result<SessionInfo> {
+    let source = require(sql, id)?;
+    let tree = Tree::new(sql, id);
+    if !tree.contains(at)? {
+        return Err(Error::not_found(format!("message {at} not found in session {id}")));
+    }
+    let name = name.map_or_else(|| format!("{} (fork)", source.name), str::to_owned);
+    let copy = create(
+        sql,
+        &NewSession {
+            name,
+            parent_session_id: Some(id.to_owned()),
+            model: source.model.clone(),
+            source: source.source.clone(),
+        },
+        now,
+    )?;
+    let target = Tree::new(sql, &copy.id);
+    let path = tree.path(at)?;
+    let mut new_ids = std::collections::HashMap::with_capacity(path.len());
+    let mut parent: Option<String> = None;
+    for chunk in chunks(&path) {
+        for (row, raw) in chunk.iter().zip(tree.hydrate(chunk)?) {
+            let mut value: Json = serde_json::from_str(raw.get()).map_err(|e| Error::internal(e.to_string()))?;
+            let new_id = new_id()?;
+            value["id"] = Json::String(new_id.clone());
+            let text = value.get("parts").and_then(Json::as_array).map_or_else(String::new, |p| indexed_text(p));
+            let msg = NewMessage {
+                id: new_id.clone(),
+                role: row.role.clone(),
+                json: value.to_string(),
+                text,
+            };
+            target.insert(&msg, parent.as_deref(), now)?;
+            new_ids.insert(row.id.clone(), new_id.clone());
+            parent = Some(new_id);
+        }
+    }
+    for c in compaction::list(sql, id)? {
+        if let (Some(from), Some(to)) = (new_ids.get(&c.from_message_id), new_ids.get(&c.to_message_id)) {
+            compaction::add(sql, &copy.id, &c.summary, from, to, now)?;
+        }
+    }
+    require(sql, &copy.id)
+}

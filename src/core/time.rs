@@ -1,0 +1,20 @@
+//! Timestamps: ISO-8601 UTC with milliseconds (`2026-11-22T11:00:00.000Z`) everywhere.
+
+use std::time::{Duration, UNIX_EPOCH};
+
+/// Formats milliseconds since the Unix epoch. Negative inputs clamp to the epoch.
+pub fn iso_millis(ms: i64) -> String {
+    let t = UNIX_EPOCH + Duration::from_millis(ms.max(0) as u64);
+    humantime::format_rfc3339_millis(t).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats_with_milliseconds_and_z() {
+        assert_eq!(iso_millis(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(iso_millis(1_795_345_200_007), "2026-11-22T11:00:00.007Z");
+    }
+}

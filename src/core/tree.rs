@@ -1,0 +1,302 @@
+//! The message tree of one session: append, paths, branches, updates, deletes, and the latest
+//! leaf. Messages are rows linked by `parent_id`; the JSON of each is stored verbatim.
+
+use serde_json::value::RawValue;
+
+use crate::core::error::{Error, Result};
+use crate::core::message::NewMessage;
+use crate::core::sql::{Row, Sql, Value};
+
+/// Most rows a path walk returns: the reference's recursion guard (`depth < 10000`). A deeper
+/// path yields its newest 10,001 messages (the ones nearest the leaf).
+pub const MAX_PATH_ROWS: i64 = 10_001;
+
+/// History content is fetched in chunks of at most this many rows …
+pub const CHUNK_ROWS: usize = 50;
+/// … and at most this many bytes (a chunk always holds at least one row).
+pub const CHUNK_BYTES: i64 = 4 * 1024 * 1024;
+
+/// A stored message as JSON text, handed out without re-parsing.
+pub type RawMessage = Box<RawValue>;
+
+/// Where an appended message attaches.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Parent {
+    /// Child of the latest leaf (a root when the session is empty).
+    Latest,
+    /// A new root.
+    Root,
+    /// Child of this message, which must exist in the session.
+    Id(String),
+}
+
+/// What an append did.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Appended {
+    pub parent_id: Option<String>,
+    /// `false` when the id already existed: nothing was changed.
+    pub inserted: bool,
+}
+
+/// One message on a path, without its content.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PathRow {
+    pub seq: i64,
+    pub id: String,
+    pub role: String,
+    /// UTF-8 bytes of the stored JSON.
+    pub bytes: i64,
+}
+
+/// The tree of one session.
+pub struct Tree<'a> {
+    sql: &'a dyn Sql,
+    session: &'a str,
+}
+
+impl<'a> Tree<'a> {
+    pub fn new(sql: &'a dyn Sql, session: &'a str) -> Self {
+        Tree { sql, session }
+    }
+
+    fn sid(&self) -> Value {
+        self.session.into()
+    }
+
+    /// The latest leaf: the newest row of the session. A child is always inserted after its
+    /// parent, so the newest row never has children; this is one index probe, cold or warm.
+    pub fn latest_leaf_id(&self) -> Result<Option<String>> {
+        self.sql
+            .query_row(
+                "SELECT id FROM messages WHERE session_id = ? ORDER BY seq DESC LIMIT 1",
+                &[self.sid()],
+            )?
+            .map(|r| r.text(0))
+            .transpose()
+    }
+
+    /// The insertion sequence number of `id`, if it is in this session.
+    pub fn seq_of(&self, id: &str) -> Result<Option<i64>> {
+        self.sql
+            .query_row(
+                "SELECT seq FROM messages WHERE session_id = ? AND id = ?",
+                &[self.sid(), id.into()],
+            )?
+            .map(|r| r.int(0))
+            .transpose()
+    }
+
+    /// Whether `id` is a message of this session.
+    pub fn contains(&self, id: &str) -> Result<bool> {
+        Ok(self.seq_of(id)?.is_some())
+    }
+
+    /// `leaf` if given (404 when it is not in the session), else the latest leaf (None when the
+    /// session is empty).
+    pub fn resolve_leaf(&self, leaf: Option<&str>) -> Result<Option<String>> {
+        match leaf {
+            Some(id) if !self.contains(id)? => Err(Error::not_found(format!(
+                "message {id} not found in session {}",
+                self.session
+            ))),
+            Some(id) => Ok(Some(id.to_owned())),
+            None => self.latest_leaf_id(),
+        }
+    }
+
+    /// One message, as stored.
+    pub fn get(&self, id: &str) -> Result<Option<RawMessage>> {
+        self.sql
+            .query_row(
+                "SELECT content FROM messages WHERE session_id = ? AND id = ?",
+                &[self.sid(), id.into()],
+            )?
+            .map(|r| raw(r.text(0)?))
+            .transpose()
+    }
+
+    /// Appends `msg`. The same id again is a no-op (`inserted: false`, first write wins). An
+    /// explicit parent that is not in this session is `not_found`. Run inside a transaction:
+    /// the row and its index entry are two writes.
+    pub fn append(&self, msg: &NewMessage, parent: &Parent, now: &str) -> Result<Appended> {
+        if self.contains(&msg.id)? {
+            let parent_id = self
+                .sql
+                .query_row(
+                    "SELECT parent_id FROM messages WHERE session_id = ? AND id = ?",
+                    &[self.sid(), msg.id.as_str().into()],
+                )?
+                .map(|r| r.opt_text(0))
+                .transpose()?
+                .flatten();
+            return Ok(Appended { parent_id, inserted: false });
+        }
+        let parent_id = match parent {
+            Parent::Latest => self.latest_leaf_id()?,
+            Parent::Root => None,
+            Parent::Id(id) => {
+                if !self.contains(id)? {
+                    return Err(Error::not_found(format!(
+                        "parent message {id} not found in session {}",
+                        self.session
+                    )));
+                }
+                Some(id.clone())
+            }
+        };
+        self.insert(msg, parent_id.as_deref(), now)?;
+        Ok(Appended { parent_id, inserted: true })
+    }
+
+    /// Inserts a row and its index entry without any checks; returns the new seq.
+    pub(crate) fn insert(&self, msg: &NewMessage, parent_id: Option<&str>, now: &str) -> Result<i64> {
+        let seq = self
+            .sql
+            .query_row(
+                "INSERT INTO messages (session_id, id, parent_id, role, bytes, created_at, content)
+                 VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING seq",
+                &[
+                    self.sid(),
+                    msg.id.as_str().into(),
+                    parent_id.into(),
+                    msg.role.as_str().into(),
+                    Value::Int(msg.json.len() as i64),
+                    now.into(),
+                    msg.json.as_str().into(),
+                ],
+            )?
+            .ok_or_else(|| Error::internal("INSERT returned no row"))?
+            .int(0)?;
+        self.index(seq, &msg.text)?;
+        Ok(seq)
+    }
+
+    fn index(&self, seq: i64, text: &str) -> Result<()> {
+        if !text.is_empty() {
+            self.sql.execute(
+                "INSERT INTO messages_fts (rowid, content) VALUES (?, ?)",
+                &[Value::Int(seq), text.into()],
+            )?;
+        }
+        Ok(())
+    }
+
+    /// The path from the root to `leaf` (which must exist), root first. The walk stops at a
+    /// missing parent, so a deleted interior message cuts the path there.
+    pub fn path(&self, leaf: &str) -> Result<Vec<PathRow>> {
+        let rows = self.sql.query(
+            "WITH RECURSIVE path (seq, id, parent_id, role, bytes, depth) AS (
+               SELECT seq, id, parent_id, role, bytes, 0 FROM messages
+                WHERE session_id = ? AND id = ?
+               UNION ALL
+               SELECT m.seq, m.id, m.parent_id, m.role, m.bytes, p.depth + 1
+                 FROM path p JOIN messages m ON m.session_id = ? AND m.id = p.parent_id
+                WHERE p.depth + 1 < ?
+             )
+             SELECT seq, id, role, bytes FROM path ORDER BY depth DESC",
+            &[self.sid(), leaf.into(), self.sid(), Value::Int(MAX_PATH_ROWS)],
+        )?;
+        rows.iter().map(path_row).collect()
+    }
+
+    /// The contents of `rows`, in their order, fetched in chunks of at most [`CHUNK_ROWS`] rows
+    /// and [`CHUNK_BYTES`] bytes so that no single query result grows without bound.
+    pub fn hydrate(&self, rows: &[PathRow]) -> Result<Vec<RawMessage>> {
+        let mut out = Vec::with_capacity(rows.len());
+        for chunk in chunks(rows) {
+            let seqs: Vec<i64> = chunk.iter().map(|r| r.seq).collect();
+            let ids = serde_json::to_string(&seqs).map_err(|e| Error::internal(e.to_string()))?;
+            let fetched = self.sql.query(
+                "SELECT seq, content FROM messages WHERE seq IN (SELECT value FROM json_each(?))",
+                &[ids.into()],
+            )?;
+            let mut by_seq = std::collections::HashMap::with_capacity(fetched.len());
+            for row in fetched {
+                by_seq.insert(row.int(0)?, row.text(1)?);
+            }
+            for r in chunk {
+                // A row deleted between the walk and the fetch is simply left out.
+                if let Some(content) = by_seq.remove(&r.seq) {
+                    out.push(raw(content)?);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// The children of `id`, oldest first (404 when `id` is not in the session).
+    pub fn branches(&self, id: &str) -> Result<Vec<RawMessage>> {
+        if !self.contains(id)? {
+            return Err(Error::not_found(format!("message {id} not found in session {}", self.session)));
+        }
+        self.sql
+            .query(
+                "SELECT content FROM messages WHERE session_id = ? AND parent_id = ? ORDER BY seq",
+                &[self.sid(), id.into()],
+            )?
+            .into_iter()
+            .map(|r| raw(r.text(0)?))
+            .collect()
+    }
+
+    /// Replaces the stored JSON (and role) of an existing message and re-indexes it. Its place
+    /// in the tree does not change. Returns `false` when the id is unknown (nothing changes).
+    pub fn update(&self, msg: &NewMessage) -> Result<bool> {
+        let Some(seq) = self.seq_of(&msg.id)? else { return Ok(false) };
+        self.sql.execute(
+            "UPDATE messages SET role = ?, bytes = ?, content = ? WHERE seq = ?",
+            &[msg.role.as_str().into(), Value::Int(msg.json.len() as i64), msg.json.as_str().into(), Value::Int(seq)],
+        )?;
+        self.sql.execute("DELETE FROM messages_fts WHERE rowid = ?", &[Value::Int(seq)])?;
+        self.index(seq, &msg.text)?;
+        Ok(true)
+    }
+
+    /// Deletes one message and its index entry. Its children stay, orphaned (as the reference):
+    /// paths through them now start at the child. Returns `false` when the id is unknown.
+    pub fn delete(&self, id: &str) -> Result<bool> {
+        let Some(seq) = self.seq_of(id)? else { return Ok(false) };
+        self.sql.execute("DELETE FROM messages_fts WHERE rowid = ?", &[Value::Int(seq)])?;
+        self.sql.execute("DELETE FROM messages WHERE seq = ?", &[Value::Int(seq)])?;
+        Ok(true)
+    }
+
+    /// Deletes every message of the session, its index entries and its compactions.
+    pub fn clear(&self) -> Result<()> {
+        self.sql.execute(
+            "DELETE FROM messages_fts WHERE rowid IN (SELECT seq FROM messages WHERE session_id = ?)",
+            &[self.sid()],
+        )?;
+        self.sql.execute("DELETE FROM messages WHERE session_id = ?", &[self.sid()])?;
+        self.sql.execute("DELETE FROM compactions WHERE session_id = ?", &[self.sid()])
+    }
+}
+
+fn path_row(r: &Row) -> Result<PathRow> {
+    Ok(PathRow { seq: r.int(0)?, id: r.text(1)?, role: r.text(2)?, bytes: r.int(3)? })
+}
+
+/// Splits `rows` into content-fetch chunks: a new chunk starts when the current one is
+/// non-empty and holds [`CHUNK_ROWS`] rows or would pass [`CHUNK_BYTES`] with the next row.
+pub fn chunks(rows: &[PathRow]) -> Vec<&[PathRow]> {
+    let mut out = Vec::new();
+    let (mut start, mut bytes) = (0, 0i64);
+    for (i, r) in rows.iter().enumerate() {
+        let n = i - start;
+        if n > 0 && (n >= CHUNK_ROWS || bytes + r.bytes > CHUNK_BYTES) {
+            out.push(&rows[start..i]);
+            start = i;
+            bytes = 0;
+        }
+        bytes += r.bytes;
+    }
+    if start < rows.len() {
+        out.push(&rows[start..]);
+    }
+    out
+}
+
+/// Wraps stored JSON text for output. Stored rows were validated when written.
+pub fn raw(json: String) -> Result<RawMessage> {
+    RawValue::from_string(json).map_err(|e| Error::internal(format!("stored message is not JSON: {e}")))
+}

@@ -1,0 +1,94 @@
+//! Shared helpers for the native tests: a migrated SQLite database and an API client over it.
+#![allow(dead_code)]
+
+use std::cell::Cell;
+
+use serde_json::{json, Value as Json};
+use session_agent::api::{self, Request, Response};
+use session_agent::core::sqlite::SqliteDb;
+
+/// A fresh in-memory database with the schema applied.
+pub fn db() -> SqliteDb {
+    let db = SqliteDb::memory().expect("open sqlite");
+    api::open(&db, 0).expect("migrate");
+    db
+}
+
+/// Calls the DO API on an in-memory database, one millisecond apart (or frozen).
+pub struct Api {
+    pub db: SqliteDb,
+    pub now: Cell<i64>,
+    pub frozen: bool,
+}
+
+impl Api {
+    pub fn new() -> Api {
+        Api { db: db(), now: Cell::new(1_795_345_200_000), frozen: false }
+    }
+
+    pub fn with_db(db: SqliteDb) -> Api {
+        Api { db, now: Cell::new(1_795_345_200_000), frozen: false }
+    }
+
+    pub fn send(&self, req: Request) -> Response {
+        if !self.frozen {
+            self.now.set(self.now.get() + 1);
+        }
+        api::handle(&self.db, self.now.get(), &req)
+    }
+
+    pub fn get(&self, path: &str) -> Response {
+        self.send(Request::new("GET", path))
+    }
+
+    pub fn delete(&self, path: &str) -> Response {
+        self.send(Request::new("DELETE", path))
+    }
+
+    pub fn post(&self, path: &str, body: Json) -> Response {
+        self.send(Request::new("POST", path).json(&body))
+    }
+
+    pub fn put(&self, path: &str, body: Json) -> Response {
+        self.send(Request::new("PUT", path).json(&body))
+    }
+
+    pub fn patch(&self, path: &str, body: Json) -> Response {
+        self.send(Request::new("PATCH", path).json(&body))
+    }
+
+    /// Appends a text message and asserts it was stored; returns the answer body.
+    pub fn append(&self, sid: &str, id: &str, parent: Option<Option<&str>>, text: &str) -> Json {
+        let mut body = json!({ "message": msg(id, "user", text) });
+        if let Some(p) = parent {
+            body["parentId"] = json!(p);
+        }
+        let r = self.post(&format!("/sessions/{sid}/messages"), body);
+        assert_eq!(r.status, 201, "append {id}: {}", String::from_utf8_lossy(&r.body));
+        r.body_json()
+    }
+
+    /// The ids of a history answer.
+    pub fn history_ids(&self, path: &str) -> Vec<String> {
+        let r = self.get(path);
+        assert_eq!(r.status, 200, "{path}: {}", String::from_utf8_lossy(&r.body));
+        ids(&r.body_json()["messages"])
+    }
+}
+
+/// A text message.
+pub fn msg(id: &str, role: &str, text: &str) -> Json {
+    json!({ "id": id, "role": role, "parts": [{ "type": "text", "text": text }] })
+}
+
+/// The `id`s of a JSON array of messages.
+pub fn ids(list: &Json) -> Vec<String> {
+    list.as_array()
+        .map(|a| a.iter().map(|m| m["id"].as_str().unwrap_or_default().to_string()).collect())
+        .unwrap_or_default()
+}
+
+/// The error code of an error answer.
+pub fn code(r: &Response) -> String {
+    r.body_json()["error"]["code"].as_str().unwrap_or_default().to_string()
+}

@@ -1,0 +1,211 @@
+//! The message tree through the API on real SQLite: append rules, paths, branches, deletes,
+//! chunked history, the recent window and the latest leaf.
+
+mod support;
+
+use serde_json::{json, Value as Json};
+use session_agent::core::sqlite::SqliteDb;
+use support::{code, ids, msg, Api};
+
+#[test]
+fn absent_parent_attaches_to_the_latest_leaf_and_null_starts_a_root() {
+    let api = Api::new();
+    assert_eq!(api.append("s", "a", None, "one")["parentId"], Json::Null);
+    assert_eq!(api.append("s", "b", None, "two")["parentId"], "a");
+    assert_eq!(api.append("s", "r", Some(None), "root")["parentId"], Json::Null);
+    assert_eq!(api.append("s", "c", None, "after root")["parentId"], "r");
+    assert_eq!(api.history_ids("/sessions/s/history"), ["r", "c"]);
+    assert_eq!(api.history_ids("/sessions/s/history?leaf=b"), ["a", "b"]);
+}
+
+#[test]
+fn unknown_parent_is_404_and_changes_nothing() {
+    let api = Api::new();
+    api.append("s", "a", None, "one");
+    let r = api.post("/sessions/s/messages", json!({"message": msg("b", "user", "x"), "parentId": "nope"}));
+    assert_eq!((r.status, code(&r).as_str()), (404, "not_found"));
+    assert_eq!(api.get("/sessions/s/messages/b").status, 404);
+    // A parent from another session is unknown here too.
+    api.append("other", "o1", None, "elsewhere");
+    let r = api.post("/sessions/s/messages", json!({"message": msg("b", "user", "x"), "parentId": "o1"}));
+    assert_eq!(r.status, 404);
+    assert_eq!(api.get("/sessions/s").body_json()["messageCount"], 1);
+}
+
+#[test]
+fn duplicate_id_is_a_no_op_and_first_write_wins() {
+    let api = Api::new();
+    api.append("s", "a", None, "first");
+    let r = api.post("/sessions/s/messages", json!({"message": msg("a", "user", "second"), "parentId": null}));
+    assert_eq!(r.status, 200);
+    let b = r.body_json();
+    assert_eq!(b["inserted"], false);
+    assert_eq!(b["message"]["parts"][0]["text"], "first");
+    assert_eq!(api.get("/sessions/s/messages/a").body_json()["parts"][0]["text"], "first");
+}
+
+#[test]
+fn ids_are_unique_per_session_not_per_agent() {
+    let api = Api::new();
+    api.append("s1", "same", None, "in s1");
+    api.append("s2", "same", None, "in s2");
+    assert_eq!(api.get("/sessions/s1/messages/same").body_json()["parts"][0]["text"], "in s1");
+    assert_eq!(api.get("/sessions/s2/messages/same").body_json()["parts"][0]["text"], "in s2");
+    api.delete("/sessions/s1/messages/same");
+    assert_eq!(api.get("/sessions/s2/messages/same").status, 200);
+}
+
+#[test]
+fn branches_are_oldest_first_and_a_branch_append_becomes_active() {
+    let mut api = Api::new();
+    api.frozen = true; // same millisecond: insertion order must still decide
+    api.append("s", "q", None, "question");
+    api.append("s", "a1", None, "answer one");
+    api.append("s", "a2", Some(Some("q")), "answer two");
+    api.append("s", "a3", Some(Some("q")), "answer three");
+    let b = api.get("/sessions/s/messages/q/branches").body_json();
+    assert_eq!(ids(&b["messages"]), ["a1", "a2", "a3"]);
+    assert_eq!(api.get("/sessions/s/leaf").body_json()["id"], "a3");
+    assert_eq!(api.history_ids("/sessions/s/history"), ["q", "a3"]);
+    assert_eq!(api.history_ids("/sessions/s/history?leaf=a1"), ["q", "a1"]);
+    assert_eq!(api.get("/sessions/s/messages/nope/branches").status, 404);
+    assert_eq!(api.get("/sessions/s/messages/a1/branches").body_json()["messages"], json!([]));
+}
+
+#[test]
+fn deleting_an_interior_message_orphans_its_children() {
+    let api = Api::new();
+    for (id, _) in [("a", 0), ("b", 1), ("c", 2), ("d", 3)] {
+        api.append("s", id, None, id);
+    }
+    assert_eq!(api.delete("/sessions/s/messages/b").status, 204);
+    assert_eq!(api.history_ids("/sessions/s/history"), ["c", "d"]);
+    assert_eq!(api.get("/sessions/s/path-length").body_json()["length"], 2);
+    assert_eq!(api.history_ids("/sessions/s/history?leaf=a"), ["a"]);
+    assert_eq!(api.delete("/sessions/s/messages/b").status, 404);
+    // Deleting the leaf moves the latest leaf to the newest remaining message.
+    api.delete("/sessions/s/messages/d");
+    assert_eq!(api.get("/sessions/s/leaf").body_json()["id"], "c");
+}
+
+#[test]
+fn update_replaces_content_in_place_and_reindexes() {
+    let api = Api::new();
+    api.append("s", "a", None, "apples");
+    api.append("s", "b", None, "bananas");
+    let r = api.put("/sessions/s/messages/a", json!({"message": {"id":"a","role":"user","parts":[{"type":"text","text":"cherries"}],"metadata":{"k":1}}}));
+    assert_eq!(r.status, 200);
+    assert_eq!(api.history_ids("/sessions/s/history"), ["a", "b"]);
+    assert_eq!(api.get("/sessions/s/messages/a").body_json()["metadata"]["k"], 1);
+    assert_eq!(api.get("/sessions/s/search?q=apples").body_json()["results"], json!([]));
+    assert_eq!(ids(&api.get("/sessions/s/search?q=cherries").body_json()["results"]), ["a"]);
+    let r = api.put("/sessions/s/messages/a", json!({"message": msg("z", "user", "x")}));
+    assert_eq!(r.status, 400);
+    let r = api.put("/sessions/s/messages/zz", json!({"message": msg("zz", "user", "x")}));
+    assert_eq!(r.status, 404);
+    assert_eq!(api.get("/sessions/s/search?q=x").body_json()["results"], json!([]));
+}
+
+#[test]
+fn clear_removes_messages_compactions_and_index_rows() {
+    let api = Api::new();
+    api.append("s", "a", None, "alpha");
+    api.append("s", "b", None, "beta");
+    api.post("/sessions/s/compactions", json!({"summary":"sum","fromMessageId":"a","toMessageId":"b"}));
+    api.append("t", "a", None, "alpha elsewhere");
+    assert_eq!(api.delete("/sessions/s/messages").status, 204);
+    assert_eq!(api.history_ids("/sessions/s/history"), Vec::<String>::new());
+    assert_eq!(api.get("/sessions/s/compactions").body_json()["compactions"], json!([]));
+    assert_eq!(api.get("/sessions/s/leaf").status, 404);
+    let hits = api.get("/search?q=alpha").body_json()["results"].clone();
+    assert_eq!(hits.as_array().unwrap().len(), 1);
+    assert_eq!(hits[0]["sessionId"], "t");
+}
+
+fn chain(api: &Api, sid: &str, n: usize, text: &dyn Fn(usize) -> String) -> Vec<String> {
+    let msgs: Vec<Json> = (0..n).map(|i| msg(&format!("m{i:05}"), if i % 2 == 0 { "user" } else { "assistant" }, &text(i))).collect();
+    let r = api.post(&format!("/sessions/{sid}/messages/batch"), json!({"messages": msgs}));
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    (0..n).map(|i| format!("m{i:05}")).collect()
+}
+
+#[test]
+fn history_crosses_chunk_boundaries_in_order() {
+    for n in [1, 49, 50, 51, 100, 120] {
+        let api = Api::new();
+        let want = chain(&api, "s", n, &|i| format!("message {i}"));
+        assert_eq!(api.history_ids("/sessions/s/history"), want, "n={n}");
+        assert_eq!(api.get("/sessions/s/path-length").body_json()["length"], n);
+    }
+}
+
+#[test]
+fn multi_megabyte_paths_come_back_whole() {
+    let api = Api::new();
+    // 7 messages of ~1.5 MB: chunks must split on the 4 MiB budget, not just on 50 rows.
+    let want = chain(&api, "s", 7, &|i| format!("{i}").repeat(1_500_000));
+    let r = api.get("/sessions/s/history");
+    let h = r.body_json();
+    assert_eq!(ids(&h["messages"]), want);
+    for (i, m) in h["messages"].as_array().unwrap().iter().enumerate() {
+        assert_eq!(m["parts"][0]["text"].as_str().unwrap().len(), 1_500_000 * format!("{i}").len());
+    }
+}
+
+#[test]
+fn recent_window_respects_budget_floor_and_leaf() {
+    let api = Api::new();
+    chain(&api, "s", 10, &|_| "x".repeat(100));
+    let size = |i: usize| api.get(&format!("/sessions/s/messages/m{i:05}")).body.len() as i64;
+    let last3 = size(7) + size(8) + size(9);
+    let r = api.get(&format!("/sessions/s/history/recent?maxBytes={}", last3 + size(6) - 1)).body_json();
+    assert_eq!(ids(&r["messages"]), ["m00007", "m00008", "m00009"]);
+    assert_eq!(r["truncated"], true);
+    assert_eq!(r["totalContentBytes"], (0..10).map(size).sum::<i64>());
+    // The leaf is always there, and the floor is honoured past the budget.
+    let r = api.get("/sessions/s/history/recent?maxBytes=1").body_json();
+    assert_eq!(ids(&r["messages"]), ["m00009"]);
+    let r = api.get("/sessions/s/history/recent?maxBytes=1&minMessages=4").body_json();
+    assert_eq!(ids(&r["messages"]).len(), 4);
+    let r = api.get("/sessions/s/history/recent?maxBytes=100000000").body_json();
+    assert_eq!((ids(&r["messages"]).len(), r["truncated"].clone()), (10, json!(false)));
+    let r = api.get("/sessions/empty/history/recent?maxBytes=10").body_json();
+    assert_eq!(r, json!({"messages": [], "truncated": false, "totalContentBytes": 0}));
+    assert_eq!(api.get("/sessions/s/history/recent").status, 400);
+}
+
+#[test]
+fn unknown_leaf_is_404_and_empty_sessions_are_empty() {
+    let api = Api::new();
+    assert_eq!(api.get("/sessions/s/history").body_json(), json!({"messages": []}));
+    assert_eq!(api.get("/sessions/s/path-length").body_json(), json!({"length": 0}));
+    assert_eq!(api.get("/sessions/s/leaf").status, 404);
+    api.append("s", "a", None, "x");
+    assert_eq!(api.get("/sessions/s/history?leaf=zz").status, 404);
+    assert_eq!(api.get("/sessions/s/path-length?leaf=zz").status, 404);
+}
+
+#[test]
+fn latest_leaf_survives_a_reopen_without_scanning() {
+    let dir = std::env::temp_dir().join(format!("sa-tree-{}", std::process::id()));
+    let _ = std::fs::remove_file(&dir);
+    {
+        let api = Api::with_db(SqliteDb::open(&dir).unwrap());
+        session_agent::api::open(&api.db, 0).unwrap();
+        chain(&api, "s", 120, &|i| format!("m {i}"));
+        api.append("s", "branch", Some(Some("m00010")), "a branch");
+    }
+    let db = SqliteDb::open(&dir).unwrap();
+    assert!(session_agent::api::open(&db, 0).unwrap().is_empty(), "already migrated");
+    // The latest leaf is one index probe: the plan must not scan the messages table.
+    use session_agent::core::sql::Sql;
+    let plan = db
+        .query("EXPLAIN QUERY PLAN SELECT id FROM messages WHERE session_id = ? ORDER BY seq DESC LIMIT 1", &["s".into()])
+        .unwrap();
+    let plan: Vec<String> = plan.iter().map(|r| r.text(3).unwrap()).collect();
+    assert!(plan.iter().all(|p| !p.starts_with("SCAN messages") && !p.contains("TEMP B-TREE")), "{plan:?}");
+    let api = Api::with_db(db);
+    assert_eq!(api.get("/sessions/s/leaf").body_json()["id"], "branch");
+    assert_eq!(api.append("s", "next", None, "after reopen")["parentId"], "branch");
+    let _ = std::fs::remove_file(&dir);
+}
