@@ -1,0 +1,11 @@
+//! The Workers layer (wasm32 only): thin adapters from the runtime to the core.
+//!
+//! - [`front_door`]: the Worker's `fetch` (health, token auth, name checks, routing to a DO).
+//! - [`agent`]: the `SessionAgent` Durable Object, which hands each request to [`crate::api`].
+//! - [`do_sql`]: the core's SQL trait over the DO's `SqlStorage`.
+//! - [`convert`]: requests and responses between `worker` types and [`crate::api::http`].
+
+pub mod agent;
+pub mod convert;
+pub mod do_sql;
+pub mod front_door;
