@@ -86,6 +86,11 @@ fn deleting_an_interior_message_orphans_its_children() {
     // Deleting the leaf moves the latest leaf to the newest remaining message.
     api.delete("/sessions/s/messages/d");
     assert_eq!(api.get("/sessions/s/leaf").body_json()["id"], "c");
+    // Re-using a deleted id does not adopt the orphans: "b" again is a new leaf of its own.
+    api.append("s", "b", Some(None), "b again");
+    assert_eq!(api.get("/sessions/s/messages/b/branches").body_json()["messages"], json!([]));
+    assert_eq!(api.history_ids("/sessions/s/history?leaf=c"), ["c"]);
+    assert_eq!(api.get("/sessions/s/leaf").body_json()["id"], "b");
 }
 
 #[test]

@@ -253,11 +253,17 @@ impl<'a> Tree<'a> {
     }
 
     /// Deletes one message and its index entry. Its children stay, orphaned (as the reference):
-    /// paths through them now start at the child. Returns `false` when the id is unknown.
+    /// paths through them now start at the child. The orphans become roots, so a message later
+    /// appended under the deleted id does not adopt them (a child always stays newer than its
+    /// parent). Returns `false` when the id is unknown.
     pub fn delete(&self, id: &str) -> Result<bool> {
         let Some(seq) = self.seq_of(id)? else { return Ok(false) };
         self.sql.execute("DELETE FROM messages_fts WHERE rowid = ?", &[Value::Int(seq)])?;
         self.sql.execute("DELETE FROM messages WHERE seq = ?", &[Value::Int(seq)])?;
+        self.sql.execute(
+            "UPDATE messages SET parent_id = NULL WHERE session_id = ? AND parent_id = ?",
+            &[self.sid(), id.into()],
+        )?;
         Ok(true)
     }
 

@@ -80,7 +80,10 @@ async fn forward(req: Request, env: &Env, agent: &str, tail: &str) -> Result<Res
     let stub = env.durable_object("SESSION_AGENT")?.id_from_name(agent)?.get_stub()?;
     let method = req.method();
     let mut init = RequestInit::new();
-    init.with_method(method.clone()).with_headers(req.headers().clone());
+    // The token stops here: the DO never sees it (nor logs it).
+    let headers = req.headers().clone();
+    headers.delete("authorization")?;
+    init.with_method(method.clone()).with_headers(headers);
     if !matches!(method, Method::Get | Method::Head) {
         init.with_body(req.inner().body().map(Into::into));
     }
