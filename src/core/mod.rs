@@ -2,10 +2,12 @@
 //! trait. Nothing here knows about Workers; it is tested natively against real SQLite.
 
 pub mod compaction;
+pub mod entry_key;
 pub mod error;
 pub mod history;
 pub mod ids;
 pub mod message;
+pub mod prompt;
 pub mod schema;
 pub mod search;
 pub mod sessions;
@@ -13,4 +15,5 @@ pub mod sql;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod sqlite;
 pub mod time;
+pub mod tokens;
 pub mod tree;
