@@ -20,6 +20,9 @@ fn unknown_routes_and_wrong_methods() {
     assert_eq!(api.send(Request::new("GET", "/sessions/s/fork")).status, 405);
     assert_eq!(api.send(Request::new("POST", "/sessions/s/history")).status, 405);
     assert_eq!(api.send(Request::new("PATCH", "/sessions/s/messages/m")).status, 405);
+    // `batch` is a route for POST and a message id for the rest, so its Allow names all of them.
+    let b = api.send(Request::new("PATCH", "/sessions/s/messages/batch"));
+    assert_eq!((b.status, b.header("allow")), (405, Some("GET, POST, PUT, DELETE")));
     assert_eq!(r.header("content-type"), Some("application/json; charset=utf-8"));
 }
 
@@ -122,6 +125,10 @@ fn batch_chains_in_order_and_is_all_or_nothing() {
     let r = api.post("/sessions/e/messages/batch", json!({"messages": []}));
     assert_eq!(r.body_json(), json!({"ids": [], "lastId": null, "inserted": 0}));
     assert_eq!(api.get("/sessions/e").status, 404);
+    // An unknown parentId is 404 also for an empty batch and for one made of known ids.
+    assert_eq!(api.post("/sessions/s/messages/batch", json!({"messages": [], "parentId": "missing"})).status, 404);
+    let r = api.post("/sessions/s/messages/batch", json!({"messages": [msg("a", "user", "1")], "parentId": "missing"}));
+    assert_eq!(r.status, 404);
 }
 
 #[test]

@@ -30,6 +30,9 @@ fn unknown_parent_is_404_and_changes_nothing() {
     let r = api.post("/sessions/s/messages", json!({"message": msg("b", "user", "x"), "parentId": "o1"}));
     assert_eq!(r.status, 404);
     assert_eq!(api.get("/sessions/s").body_json()["messageCount"], 1);
+    // The parent is checked before the duplicate rule: a known id with a wrong parent is 404 too.
+    let r = api.post("/sessions/s/messages", json!({"message": msg("a", "user", "one"), "parentId": "nope"}));
+    assert_eq!(r.status, 404);
 }
 
 #[test]

@@ -89,6 +89,7 @@ pub fn batch(ctx: &Ctx, sid: &str, req: &Request) -> Result<Response> {
     let first_parent = parent(&body)?;
     let tree = Tree::new(ctx.sql, sid);
     let (ids, last, inserted) = atomically(ctx.sql, || {
+        tree.check_parent(&first_parent)?; // also for an empty batch
         let mut parent = first_parent.clone();
         let mut ids = Vec::with_capacity(msgs.len());
         let mut inserted = 0;

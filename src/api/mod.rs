@@ -115,7 +115,8 @@ fn dispatch(ctx: &Ctx, req: &Request) -> Result<Response> {
         (Messages, _) => Ok(method_not_allowed(&["POST", "DELETE"])),
         (Batch, "POST") => messages::batch(ctx, sid, req),
         // A message may be called "batch": other methods reach it as a message.
-        (Batch, _) => message(ctx, sid, "batch", req),
+        (Batch, m) if m != "PATCH" => message(ctx, sid, "batch", req),
+        (Batch, _) => Ok(method_not_allowed(&["GET", "POST", "PUT", "DELETE"])),
         (Message, _) => message(ctx, sid, mid, req),
         (Branches, "GET") => messages::branches(ctx, sid, mid),
         (History, "GET") => messages::history(ctx, sid, req),

@@ -115,10 +115,12 @@ impl<'a> Tree<'a> {
             .transpose()
     }
 
-    /// Appends `msg`. The same id again is a no-op (`inserted: false`, first write wins). An
-    /// explicit parent that is not in this session is `not_found`. Run inside a transaction:
+    /// Appends `msg`. An explicit parent that is not in this session is `not_found`, checked
+    /// first so a retried append with a wrong parent fails the same way every time. The same id
+    /// again is then a no-op (`inserted: false`, first write wins). Run inside a transaction:
     /// the row and its index entry are two writes.
     pub fn append(&self, msg: &NewMessage, parent: &Parent, now: &str) -> Result<Appended> {
+        self.check_parent(parent)?;
         if self.contains(&msg.id)? {
             let parent_id = self
                 .sql
@@ -134,21 +136,23 @@ impl<'a> Tree<'a> {
         let parent_id = match parent {
             Parent::Latest => self.latest_leaf_id()?,
             Parent::Root => None,
-            Parent::Id(id) => {
-                if !self.contains(id)? {
-                    return Err(Error::not_found(format!(
-                        "parent message {id} not found in session {}",
-                        self.session
-                    )));
-                }
-                Some(id.clone())
-            }
+            Parent::Id(id) => Some(id.clone()),
         };
         self.insert(msg, parent_id.as_deref(), now)?;
         Ok(Appended { parent_id, inserted: true })
     }
 
-    /// Inserts a row and its index entry without any checks; returns the new seq.
+    /// `not_found` when `parent` names a message that is not in this session.
+    pub fn check_parent(&self, parent: &Parent) -> Result<()> {
+        match parent {
+            Parent::Id(id) if !self.contains(id)? => Err(Error::not_found(format!(
+                "parent message {id} not found in session {}",
+                self.session
+            ))),
+            _ => Ok(()),
+        }
+    }
+
     pub(crate) fn insert(&self, msg: &NewMessage, parent_id: Option<&str>, now: &str) -> Result<i64> {
         let seq = self
             .sql
