@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Installs everything the build and the tests need, skipping what is already there (a warm
+# machine takes a second or two): the wasm32 target, worker-build and wasm-bindgen-cli (cached
+# in $SA_TOOLS_DIR and checked by version) and the npm packages (from package-lock.json).
+# Needs only crates.io and the npm registry. Prints what it did and how long each step took.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
+cd "$SA_ROOT"
+start=$SECONDS
+
+# step NAME: times the step that follows; done_step prints "NAME: WHAT (N s)".
+step() { step_name=$1; step_start=$SECONDS; }
+done_step() { sa_log "setup: $step_name: $1 ($((SECONDS - step_start)) s)"; }
+
+for cmd in cargo rustc node npm; do
+  command -v "$cmd" >/dev/null || { echo "setup: '$cmd' is not installed" >&2; exit 1; }
+done
+node_major="$(node -p 'process.versions.node.split(".")[0]')"
+if [ "$node_major" -lt 20 ]; then
+  echo "setup: Node >= 20 is needed (wrangler 4.86), found $(node --version)" >&2
+  exit 1
+fi
+
+# Two set-ups at once (say `npm run dev` and `npm test`) must not run `cargo install` into the
+# same directory together: hold a lock for the tool installs.
+mkdir -p "$SA_TOOLS_DIR"
+if command -v flock >/dev/null; then
+  exec 9>"$SA_TOOLS_DIR/.setup.lock"
+  flock 9
+fi
+
+step "wasm32-unknown-unknown target"
+if command -v rustup >/dev/null; then
+  if rustup target list --installed | grep -qx wasm32-unknown-unknown; then
+    done_step "already installed"
+  else
+    rustup target add wasm32-unknown-unknown
+    done_step "installed"
+  fi
+elif [ -d "$(rustc --print sysroot)/lib/rustlib/wasm32-unknown-unknown" ]; then
+  done_step "already in the sysroot (no rustup)"
+else
+  echo "setup: no rustup and no wasm32-unknown-unknown in the sysroot" >&2
+  exit 1
+fi
+
+# `worker-build --version` prints the bare version.
+step "worker-build $SA_WORKER_BUILD_VERSION"
+if [ "$("$SA_WORKER_BUILD_BIN" --version 2>/dev/null || true)" = "$SA_WORKER_BUILD_VERSION" ]; then
+  done_step "already installed in $SA_TOOLS_DIR"
+else
+  sa_log "setup: installing worker-build $SA_WORKER_BUILD_VERSION (about 3 min, once per machine)"
+  cargo install --locked --force --quiet worker-build --version "$SA_WORKER_BUILD_VERSION" \
+    --root "$SA_TOOLS_DIR/worker-build-$SA_WORKER_BUILD_VERSION"
+  done_step "installed"
+fi
+
+# `wasm-bindgen --version` prints "wasm-bindgen 0.2.130".
+step "wasm-bindgen-cli $SA_WASM_BINDGEN_VERSION"
+if [ "$("$WASM_BINDGEN_BIN" --version 2>/dev/null || true)" = "wasm-bindgen $SA_WASM_BINDGEN_VERSION" ]; then
+  done_step "already installed in $SA_TOOLS_DIR"
+else
+  sa_log "setup: installing wasm-bindgen-cli $SA_WASM_BINDGEN_VERSION (about 2 min, once per machine)"
+  # Not --locked: its lock file names a webpki-roots version that is no longer published.
+  cargo install --force --quiet wasm-bindgen-cli --version "$SA_WASM_BINDGEN_VERSION" \
+    --root "$SA_TOOLS_DIR/wasm-bindgen-$SA_WASM_BINDGEN_VERSION"
+  done_step "installed"
+fi
+
+if command -v flock >/dev/null; then exec 9>&-; fi
+
+# npm ci wipes node_modules, so run it only when the lock file changed since the last install.
+step "npm packages"
+if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
+  npm ci --no-audit --no-fund --prefer-offline --loglevel=error
+  done_step "installed from package-lock.json"
+else
+  done_step "up to date"
+fi
+
+for bin in "$WASM_OPT_BIN" "$ESBUILD_BIN" "$SA_ROOT/node_modules/.bin/wrangler"; do
+  [ -x "$bin" ] || { echo "setup: $bin is missing after npm ci" >&2; exit 1; }
+done
+
+sa_log "setup: ready in $((SECONDS - start)) s (rustc $(rustc --version | cut -d' ' -f2), node $(node --version), tools in $SA_TOOLS_DIR)"

@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# THE test command (`npm test`, CI's .ci/run): works on a fresh clone of a fresh machine.
+#   1. scripts/setup.sh            tools and npm packages (cached, version-checked)
+#   2. cargo test                  native tests of the core (real SQLite via rusqlite)
+#   3. scripts/build.sh            the wasm Worker (release unless SA_BUILD_PROFILE=dev)
+#   4. wrangler deploy --dry-run   the deployable bundle builds (no account needed); gzip size
+#   5. node --test tests/e2e/      every *.test.mjs against the built Worker in workerd, serially
+# Runs every step it can even after a failure, then prints one last line "N passed, N failed":
+# the test counts of cargo and node; a step that fails without test results (compile error,
+# build, dry run) counts as one failure. Exit status 0 only when nothing failed.
+# Logs stay in $SA_TEST_LOGS (default: a new temporary directory, printed at the end).
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
+cd "$SA_ROOT"
+logs="${SA_TEST_LOGS:-$(mktemp -d "${TMPDIR:-/tmp}/sa-test.XXXXXX")}"
+mkdir -p "$logs"
+t0=$SECONDS
+passed=0
+failed=0
+failures=() # names of the failed steps, for the summary
+timings=()
+
+fail_step() { failed=$((failed + 1)); failures+=("$1"); sa_log "FAILED: $1"; }
+timed() { timings+=("$1 $(($SECONDS - $2)) s"); }
+summary() {
+  echo
+  sa_log "steps: $(IFS=','; echo "${timings[*]}" | sed 's/,/, /g'); total $((SECONDS - t0)) s; logs in $logs"
+  [ ${#failures[@]} -eq 0 ] || sa_log "failed: ${failures[*]}"
+  echo "$passed passed, $failed failed"
+}
+
+# 1. Without the tools nothing else can run: stop here.
+sa_log "== 1/5 set-up"
+s=$SECONDS
+if ! bash scripts/setup.sh 2>&1 | tee "$logs/setup.log"; then
+  fail_step "setup"
+  timed setup "$s"
+  summary
+  exit 1
+fi
+timed setup "$s"
+
+# 2. Native tests. A compile error leaves no "test result:" lines: count it as one failure.
+sa_log "== 2/5 native tests: cargo test"
+s=$SECONDS
+set +e
+cargo test --color never 2>&1 | tee "$logs/cargo.log"
+cargo_rc=${PIPESTATUS[0]}
+set -e
+cargo_pass=0
+cargo_fail=0
+while read -r p f; do
+  cargo_pass=$((cargo_pass + p))
+  cargo_fail=$((cargo_fail + f))
+done < <(sed -n 's/^test result: [A-Za-z]*\. \([0-9]*\) passed; \([0-9]*\) failed.*/\1 \2/p' "$logs/cargo.log")
+passed=$((passed + cargo_pass))
+failed=$((failed + cargo_fail))
+[ "$cargo_fail" -eq 0 ] || failures+=("cargo test ($cargo_fail)")
+if [ "$cargo_rc" -ne 0 ] && [ "$cargo_fail" -eq 0 ]; then fail_step "cargo test (exit $cargo_rc, see $logs/cargo.log)"; fi
+sa_log "cargo test: $cargo_pass passed, $cargo_fail failed"
+timed "cargo-test" "$s"
+
+# 3. The wasm build, as wrangler's [build] step runs it.
+sa_log "== 3/5 wasm build: scripts/build.sh (${SA_BUILD_PROFILE:-release})"
+s=$SECONDS
+built=1
+if ! bash scripts/build.sh 2>&1 | tee "$logs/build.log"; then
+  built=0
+  fail_step "wasm build (see $logs/build.log)"
+fi
+timed build "$s"
+
+# 4. The bundle `wrangler deploy` would upload. The build just ran: skip the [build] rerun.
+sa_log "== 4/5 wrangler deploy --dry-run"
+s=$SECONDS
+if [ "$built" = 1 ]; then
+  rm -rf "$logs/bundle"
+  if SA_SKIP_BUILD_IF_FRESH=1 wrangler deploy --dry-run --outdir "$logs/bundle" >"$logs/deploy.log" 2>&1 &&
+    ls "$logs/bundle"/*.wasm >/dev/null 2>&1; then
+    sa_log "bundle: wasm $(cat "$logs/bundle"/*.wasm | wc -c) bytes, $(cat "$logs/bundle"/*.wasm | gzip -9 | wc -c) gzipped;" \
+      "js $(cat "$logs/bundle"/*.js | wc -c) bytes, $(cat "$logs/bundle"/*.js | gzip -9 | wc -c) gzipped"
+    sa_log "bundle (wrangler): $(grep -o 'Total Upload: .*' "$logs/deploy.log" || echo '?')"
+  else
+    cat "$logs/deploy.log" >&2
+    ls -la "$logs/bundle" >&2 2>/dev/null || true
+    fail_step "wrangler deploy --dry-run (see $logs/deploy.log)"
+  fi
+else
+  fail_step "wrangler deploy --dry-run (skipped: no build)"
+fi
+timed "dry-run" "$s"
+
+# 5. End to end in workerd. One file at a time (each starts its own runtimes and ports). Human
+# output on the terminal, TAP to a file for the counts ("cancelled" = hook failures, timeouts).
+# node:test has no default timeout: a hung test would hang CI, so each test gets
+# SA_E2E_TIMEOUT_MS (default 120 s) unless it sets its own { timeout }.
+sa_log "== 5/5 end-to-end tests: node --test tests/e2e/"
+s=$SECONDS
+if [ "$built" = 1 ]; then
+  set +e
+  node --test --test-concurrency=1 --test-timeout="${SA_E2E_TIMEOUT_MS:-120000}" \
+    --test-reporter=spec --test-reporter-destination=stdout \
+    --test-reporter=tap --test-reporter-destination="$logs/e2e.tap" \
+    tests/e2e/ 2>&1 | tee "$logs/e2e.log"
+  e2e_rc=${PIPESTATUS[0]}
+  set -e
+  count() { sed -n "s/^# $1 \([0-9]*\)\$/\1/p" "$logs/e2e.tap" | tail -1; }
+  e2e_pass=$(count pass)
+  e2e_failed=$(count fail)
+  e2e_cancelled=$(count cancelled)
+  e2e_fail=$((${e2e_failed:-0} + ${e2e_cancelled:-0}))
+  passed=$((passed + ${e2e_pass:-0}))
+  failed=$((failed + e2e_fail))
+  [ "$e2e_fail" -eq 0 ] || failures+=("e2e ($e2e_fail)")
+  if [ "$e2e_rc" -ne 0 ] && [ "$e2e_fail" -eq 0 ]; then fail_step "node --test (exit $e2e_rc, see $logs/e2e.log)"; fi
+  sa_log "e2e: ${e2e_pass:-0} passed, $e2e_fail failed"
+else
+  fail_step "e2e (skipped: no build)"
+fi
+timed e2e "$s"
+
+summary
+[ "$failed" -eq 0 ]
