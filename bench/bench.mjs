@@ -1,0 +1,110 @@
+// Benchmark against local workerd (Miniflare running the built Worker + DO, persisted to a
+// temporary directory). Prints figures; asserts nothing. Run: npm run bench
+import { gzipSync } from "node:zlib";
+import { readFileSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, dirname } from "node:path";
+import { fileURLToPath } from "node:url";
+import { startWorker } from "../tests/e2e/harness.mjs";
+
+const root = join(dirname(fileURLToPath(import.meta.url)), "..");
+const SEARCH_SIZES = (process.env.BENCH_SEARCH_SIZES ?? "10000,100000").split(",").map(Number);
+const PATHS = (process.env.BENCH_PATHS ?? "100,1000,10000").split(",").map(Number);
+
+const WORDS = "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november oscar papa quebec romeo sierra tango uniform victor whiskey xray yankee zulu deploy production database latency cache memory session agent search index token budget summary branch message history window prompt context skill tool model stream socket worker durable object storage query result error retry timeout request response header payload schema migration version release friday monday weekend customer invoice order payment refund shipping warehouse inventory report dashboard metric alert incident review design feature bug fix test coverage benchmark profile".split(" ");
+let seed = 42;
+const rand = () => ((seed = (seed * 1103515245 + 12345) % 2147483648) / 2147483648);
+const sentence = (n = 14) => Array.from({ length: n }, () => WORDS[Math.floor(rand() * WORDS.length)]).join(" ");
+const msg = (id, i) => ({ id, role: i % 2 ? "assistant" : "user", parts: [{ type: "text", text: `${sentence()} #${i}` }] });
+
+const pct = (xs, p) => { const s = [...xs].sort((a, b) => a - b); return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))]; };
+const ms = (x) => `${x.toFixed(1)} ms`;
+const log = (...a) => console.log(...a);
+const progress = (...a) => process.stderr.write(`[bench ${new Date().toISOString().slice(11, 19)}] ${a.join(" ")}\n`);
+
+async function timed(fn) { const t = performance.now(); const r = await fn(); return [performance.now() - t, r]; }
+
+function client(w, agent) {
+  return async (method, path, body) => {
+    const init = { method, headers: {} };
+    if (body !== undefined) { init.body = JSON.stringify(body); init.headers["content-type"] = "application/json"; }
+    const r = await w.fetch(`/agents/${agent}${path}`, init);
+    const text = await r.text();
+    if (r.status >= 400) throw new Error(`${method} ${path}: ${r.status} ${text.slice(0, 200)}`);
+    return text;
+  };
+}
+
+async function seedSession(call, sid, n, batch = 500) {
+  for (let i = 0; i < n; i += batch) {
+    const msgs = [];
+    for (let j = i; j < Math.min(n, i + batch); j++) msgs.push(msg(`${sid}-${j}`, j));
+    await call("POST", `/sessions/${sid}/messages/batch`, { messages: msgs });
+  }
+}
+
+async function latency(call, path, runs) {
+  const xs = [];
+  let bytes = 0;
+  for (let i = 0; i < runs; i++) { const [t, body] = await timed(() => call("GET", path)); xs.push(t); bytes = body.length; }
+  return { p50: pct(xs, 50), p95: pct(xs, 95), bytes };
+}
+
+const dir = mkdtempSync(join(tmpdir(), "sa-bench-"));
+let w = await startWorker({ persistDir: dir, apiToken: "bench" });
+try {
+  const wasm = readFileSync(join(root, "build/index_bg.wasm"));
+  const js = readFileSync(join(root, "build/index.js"));
+  log(`wasm: ${(wasm.length / 1024).toFixed(0)} KiB raw, ${(gzipSync(wasm).length / 1024).toFixed(0)} KiB gzip; JS glue ${(gzipSync(js).length / 1024).toFixed(1)} KiB gzip`);
+
+  const call = client(w, "bench");
+  await call("GET", "/sessions"); // start the DO
+  // Appends, one per request.
+  const N = 500;
+  const appendTimes = [];
+  const [appendTotal] = await timed(async () => {
+    for (let i = 0; i < N; i++) {
+      const [t] = await timed(() => call("POST", "/sessions/appends/messages", { message: msg(`a${i}`, i) }));
+      appendTimes.push(t);
+    }
+  });
+  log(`append (1 message/request, sequential): ${(N / (appendTotal / 1000)).toFixed(0)} msg/s, p50 ${ms(pct(appendTimes, 50))}, p95 ${ms(pct(appendTimes, 95))}`);
+  const [batchTotal] = await timed(() => seedSession(call, "batched", 20_000, 1000));
+  log(`append (batches of 1,000): ${(20_000 / (batchTotal / 1000)).toFixed(0)} msg/s`);
+
+  // History along paths of several lengths.
+  for (const n of PATHS) {
+    progress(`seeding a path of ${n}`);
+    await seedSession(call, `path${n}`, n);
+    const r = await latency(call, `/sessions/path${n}/history`, n >= 10_000 ? 10 : 20);
+    const recent = await latency(call, `/sessions/path${n}/history/recent?maxBytes=50000`, 20);
+    log(`history, path of ${n}: p50 ${ms(r.p50)}, p95 ${ms(r.p95)} (${(r.bytes / 1024).toFixed(0)} KiB); recent 50 KB window: p50 ${ms(recent.p50)}`);
+  }
+
+  // Search over 10k and 100k messages, each in its own agent.
+  for (const total of SEARCH_SIZES) {
+    const agent = `search${total}`;
+    const sc = client(w, agent);
+    const sessions = Math.max(1, total / 10_000);
+    progress(`seeding ${total} messages in ${sessions} sessions`);
+    for (let s = 0; s < sessions; s++) await seedSession(sc, `s${s}`, total / sessions, 1000);
+    const queries = { "one common word": "deploy", "two words": "memory budget", phrase: '"production database"', prefix: "warehou*", "no hit": "zzzzqqq" };
+    for (const [label, q] of Object.entries(queries)) {
+      const one = await latency(sc, `/sessions/s0/search?q=${encodeURIComponent(q)}&limit=20`, 20);
+      const all = await latency(sc, `/search?q=${encodeURIComponent(q)}&limit=20`, 20);
+      log(`search over ${total} (${label}): one session p50 ${ms(one.p50)}, all sessions p50 ${ms(all.p50)} / p95 ${ms(all.p95)}`);
+    }
+  }
+
+  // Cold start: restart workerd, then the first request to a DO that holds 10,000+ messages.
+  const big = PATHS.includes(10_000) ? "path10000" : `path${PATHS[PATHS.length - 1]}`;
+  await w.restart();
+  const cold = client(w, "bench");
+  const [first] = await timed(() => cold("GET", `/sessions/${big}/leaf`));
+  const [firstAppend] = await timed(() => cold("POST", `/sessions/${big}/messages`, { message: msg("after-restart", 1) }));
+  const warm = await latency(cold, `/sessions/${big}/leaf`, 20);
+  log(`cold start (DO with ${20_000 + N + PATHS.reduce((a, b) => a + b, 0)} messages): first request ${ms(first)}, first append ${ms(firstAppend)}; warm leaf p50 ${ms(warm.p50)}`);
+} finally {
+  await w.stop();
+  rmSync(dir, { recursive: true, force: true });
+}
