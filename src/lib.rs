@@ -10,4 +10,4 @@
 pub mod api;
 pub mod core;
 #[cfg(target_arch = "wasm32")]
-mod workers;
+pub mod workers;

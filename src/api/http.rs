@@ -63,6 +63,8 @@ pub struct Response {
     pub status: u16,
     pub headers: Vec<(String, String)>,
     pub body: Vec<u8>,
+    /// Warnings for the operator's log (the Workers layer prints them); not sent to the client.
+    pub warnings: Vec<String>,
 }
 
 impl Response {
@@ -73,6 +75,7 @@ impl Response {
                 status,
                 headers: vec![("content-type".into(), "application/json; charset=utf-8".into())],
                 body,
+                warnings: Vec::new(),
             },
             Err(e) => Response::error(&Error::internal(format!("serializing the answer: {e}"))),
         }
@@ -80,7 +83,7 @@ impl Response {
 
     /// `204 No Content`.
     pub fn no_content() -> Response {
-        Response { status: 204, headers: Vec::new(), body: Vec::new() }
+        Response { status: 204, headers: Vec::new(), body: Vec::new(), warnings: Vec::new() }
     }
 
     /// The JSON error body `{"error": {"code", "message"}}` with the kind's status.
@@ -90,7 +93,14 @@ impl Response {
             status: e.kind.status(),
             headers: vec![("content-type".into(), "application/json; charset=utf-8".into())],
             body: body.to_string().into_bytes(),
+            warnings: Vec::new(),
         }
+    }
+
+    /// The same answer with a warning for the log.
+    pub fn warn(mut self, warning: impl Into<String>) -> Response {
+        self.warnings.push(warning.into());
+        self
     }
 
     /// The body parsed as JSON (for tests and callers that want a value).

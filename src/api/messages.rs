@@ -9,7 +9,9 @@ use super::Ctx;
 use crate::core::error::{Error, Result};
 use crate::core::history;
 use crate::core::message::{check_id, NewMessage};
+use crate::core::context::Context;
 use crate::core::sessions;
+use crate::core::skills;
 use crate::core::sql::atomically;
 use crate::core::tree::{raw, Parent, RawMessage, Tree};
 
@@ -150,12 +152,22 @@ pub fn delete(ctx: &Ctx, sid: &str, mid: &str) -> Result<Response> {
 }
 
 /// `DELETE /sessions/{sid}/messages`: every message and compaction of the session.
-pub fn clear(ctx: &Ctx, sid: &str) -> Result<Response> {
+///
+/// Loaded skills are forgotten and the frozen prompt is rendered again (as the reference). The
+/// old prompt goes in the same transaction as the messages, so if the new one cannot be
+/// rendered now (R2 unreachable) the next `GET …/prompt` renders it.
+pub async fn clear(ctx: &Ctx<'_>, sid: &str) -> Result<Response> {
     atomically(ctx.sql, || {
         Tree::new(ctx.sql, sid).clear()?;
+        skills::forget(ctx.sql, sid, None)?;
+        ctx.sql.execute("DELETE FROM prompts WHERE session_id = ?", &[sid.into()])?;
         sessions::touch(ctx.sql, sid, &ctx.now)
     })?;
-    Ok(Response::no_content())
+    let c = Context { sql: ctx.sql, blobs: ctx.blobs, config: ctx.config, agent: ctx.agent, session: sid };
+    Ok(match c.refresh_prompt(&ctx.now).await {
+        Ok(_) => Response::no_content(),
+        Err(e) => Response::no_content().warn(format!("clear {sid}: prompt not re-rendered now ({e}); the next GET prompt renders it")),
+    })
 }
 
 /// `GET /sessions/{sid}/messages/{mid}/branches`: the children, oldest first.

@@ -2,9 +2,11 @@
 //! and a SQL database in, a [`Response`] out. Runtime independent, so every route is tested
 //! natively; the Workers layer only converts requests and responses.
 //!
-//! One file per resource: [`sessions`], [`messages`], [`search`], [`compactions`].
+//! One file per resource: [`sessions`], [`messages`], [`search`], [`compactions`],
+//! [`context`] (blocks, prompt, tools).
 
 pub mod compactions;
+pub mod context;
 pub mod http;
 pub mod messages;
 pub mod search;
@@ -18,11 +20,34 @@ use crate::core::error::{Error, Result};
 use crate::core::schema;
 use crate::core::sql::Sql;
 use crate::core::time::iso_millis;
-use http::{message_param, method_not_allowed, session_param};
+use crate::core::blobs::Blobs;
+use crate::core::config::{check_label, SessionConfig};
+use http::{decode_segment, message_param, method_not_allowed, session_param};
 
-/// What every handler gets: the database and the time of this request.
+/// A block label from the path, decoded and checked.
+fn label_param(raw: &str) -> Result<String> {
+    let label = decode_segment("block label", raw)?;
+    check_label(&label)?;
+    Ok(label)
+}
+
+/// What the Durable Object gives the API: its database, its object store, its configuration
+/// and its name.
+#[derive(Clone, Copy)]
+pub struct Env<'a> {
+    pub sql: &'a dyn Sql,
+    pub blobs: &'a dyn Blobs,
+    pub config: &'a SessionConfig,
+    /// The agent's name (`idFromName`), under which its own skills are kept.
+    pub agent: &'a str,
+}
+
+/// What every handler gets: the [`Env`] and the time of this request.
 pub struct Ctx<'a> {
     pub sql: &'a dyn Sql,
+    pub blobs: &'a dyn Blobs,
+    pub config: &'a SessionConfig,
+    pub agent: &'a str,
     /// The request's timestamp (ISO-8601 ms), used for every write it makes.
     pub now: String,
 }
@@ -44,6 +69,13 @@ enum Route {
     PathLength,
     SessionSearch,
     Compactions,
+    Context,
+    Block,
+    BlockAppend,
+    Prompt,
+    PromptRefresh,
+    Tools,
+    Tool,
 }
 
 const ROUTES: &[(&str, Route)] = &[
@@ -62,6 +94,13 @@ const ROUTES: &[(&str, Route)] = &[
     ("/sessions/{sid}/path-length", Route::PathLength),
     ("/sessions/{sid}/search", Route::SessionSearch),
     ("/sessions/{sid}/compactions", Route::Compactions),
+    ("/sessions/{sid}/context", Route::Context),
+    ("/sessions/{sid}/context/{label}", Route::Block),
+    ("/sessions/{sid}/context/{label}/append", Route::BlockAppend),
+    ("/sessions/{sid}/prompt", Route::Prompt),
+    ("/sessions/{sid}/prompt/refresh", Route::PromptRefresh),
+    ("/sessions/{sid}/tools", Route::Tools),
+    ("/sessions/{sid}/tools/{name}", Route::Tool),
 ];
 
 fn router() -> &'static matchit::Router<Route> {
@@ -84,19 +123,23 @@ pub fn open(sql: &dyn Sql, now_ms: i64) -> Result<Vec<i64>> {
 }
 
 /// Answers one request. Never panics on input; every failure is a JSON error answer.
-pub fn handle(sql: &dyn Sql, now_ms: i64, req: &Request) -> Response {
-    let ctx = Ctx { sql, now: iso_millis(now_ms) };
-    dispatch(&ctx, req).unwrap_or_else(|e| Response::error(&e))
+pub async fn handle(env: Env<'_>, now_ms: i64, req: &Request) -> Response {
+    let ctx = Ctx { sql: env.sql, blobs: env.blobs, config: env.config, agent: env.agent, now: iso_millis(now_ms) };
+    dispatch(&ctx, req).await.unwrap_or_else(|e| Response::error(&e))
 }
 
-fn dispatch(ctx: &Ctx, req: &Request) -> Result<Response> {
+async fn dispatch(ctx: &Ctx<'_>, req: &Request) -> Result<Response> {
     let matched = router()
         .at(&req.path)
         .map_err(|_| Error::not_found(format!("no route for {}", req.path)))?;
     let sid = matched.params.get("sid").map(session_param).transpose()?;
     let mid = matched.params.get("mid").map(message_param).transpose()?;
+    let label = matched.params.get("label").map(label_param).transpose()?;
+    let name = matched.params.get("name").map(|n| decode_segment("tool name", n)).transpose()?;
     let sid = sid.as_deref().unwrap_or_default();
     let mid = mid.as_deref().unwrap_or_default();
+    let label = label.as_deref().unwrap_or_default();
+    let name = name.as_deref().unwrap_or_default();
     let m = req.method.as_str();
     use Route::*;
     match (matched.value, m) {
@@ -111,7 +154,7 @@ fn dispatch(ctx: &Ctx, req: &Request) -> Result<Response> {
         (Usage, "POST") => sessions::usage(ctx, sid, req),
         (Search, "GET") => search::across(ctx, req),
         (Messages, "POST") => messages::append(ctx, sid, req),
-        (Messages, "DELETE") => messages::clear(ctx, sid),
+        (Messages, "DELETE") => messages::clear(ctx, sid).await,
         (Messages, _) => Ok(method_not_allowed(&["POST", "DELETE"])),
         (Batch, "POST") => messages::batch(ctx, sid, req),
         // A message may be called "batch": other methods reach it as a message.
@@ -127,8 +170,20 @@ fn dispatch(ctx: &Ctx, req: &Request) -> Result<Response> {
         (Compactions, "GET") => compactions::list(ctx, sid),
         (Compactions, "POST") => compactions::add(ctx, sid, req),
         (Compactions, _) => Ok(method_not_allowed(&["GET", "POST"])),
-        (Fork | Usage, _) => Ok(method_not_allowed(&["POST"])),
-        (Search | Branches | History | Recent | Leaf | PathLength | SessionSearch, _) => {
+        (Context, "GET") => context::list(ctx, sid).await,
+        (Context, "POST") => context::add(ctx, sid, req).await,
+        (Context, _) => Ok(method_not_allowed(&["GET", "POST"])),
+        (Block, "GET") => context::get(ctx, sid, label).await,
+        (Block, "PUT") => context::write(ctx, sid, label, req, false).await,
+        (Block, "DELETE") => context::remove(ctx, sid, label),
+        (Block, _) => Ok(method_not_allowed(&["GET", "PUT", "DELETE"])),
+        (BlockAppend, "POST") => context::write(ctx, sid, label, req, true).await,
+        (Prompt, "GET") => context::prompt(ctx, sid).await,
+        (PromptRefresh, "POST") => context::refresh(ctx, sid).await,
+        (Tools, "GET") => context::list_tools(ctx, sid),
+        (Tool, "POST") => context::run_tool(ctx, sid, name, req).await,
+        (Fork | Usage | BlockAppend | PromptRefresh | Tool, _) => Ok(method_not_allowed(&["POST"])),
+        (Search | Branches | History | Recent | Leaf | PathLength | SessionSearch | Prompt | Tools, _) => {
             Ok(method_not_allowed(&["GET"]))
         }
     }

@@ -4,11 +4,10 @@ use crate::core::error::Result;
 use crate::core::sql::{atomically, Sql, Value};
 
 /// Every migration, in order. A new one is appended here and never edits an old one.
-pub const MIGRATIONS: &[(i64, &str, &str)] = &[(
-    1,
-    "foundation",
-    include_str!("../../migrations/0001_foundation.sql"),
-)];
+pub const MIGRATIONS: &[(i64, &str, &str)] = &[
+    (1, "foundation", include_str!("../../migrations/0001_foundation.sql")),
+    (2, "context", include_str!("../../migrations/0002_context.sql")),
+];
 
 /// The newest schema version this build knows.
 pub fn latest_version() -> i64 {

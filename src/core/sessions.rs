@@ -155,6 +155,7 @@ pub fn rename(sql: &dyn Sql, id: &str, name: &str, now: &str) -> Result<SessionI
 pub fn delete(sql: &dyn Sql, id: &str) -> Result<()> {
     require(sql, id)?;
     Tree::new(sql, id).clear()?;
+    crate::core::context::delete_session(sql, id)?;
     sql.execute("DELETE FROM sessions WHERE id = ?", &[id.into()])
 }
 

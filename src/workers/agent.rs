@@ -1,45 +1,95 @@
-//! The `SessionAgent` Durable Object: one agent's memory. It migrates its SQLite schema when it
-//! starts and answers every request through [`crate::api::handle`].
+//! The `SessionAgent` Durable Object: one agent's memory. [`Agent`] holds what a request needs
+//! (SQLite, R2, the config, the agent's name) and answers through [`crate::api::handle`]; it is
+//! public so a Durable Object of your own can embed it with a config built in code.
 
-use worker::{console_error, durable_object, Date, DurableObject, Env, Request, Response, Result, State};
+use worker::{console_error, console_warn, durable_object, Date, DurableObject, Env, Request, Response, Result, State};
 
-use super::{convert, do_sql::DoSql};
+use super::{convert, do_sql::DoSql, r2::R2Blobs};
 use crate::api;
-use crate::core::error::Error;
+use crate::core::config::SessionConfig;
+use crate::core::error::{Error, ErrorKind};
 
-#[durable_object]
-pub struct SessionAgent {
+/// The binding of the skills bucket.
+pub const SKILLS_BUCKET: &str = "SKILLS_BUCKET";
+
+/// One agent's memory, ready to answer requests.
+pub struct Agent {
     db: DoSql,
-    /// Why the schema could not be brought up to date, if it could not.
-    broken: Option<String>,
+    blobs: R2Blobs,
+    config: SessionConfig,
+    name: String,
+    /// Why the agent cannot serve (schema or config), if it cannot.
+    broken: Option<Error>,
 }
 
-impl DurableObject for SessionAgent {
-    fn new(state: State, _env: Env) -> Self {
+impl Agent {
+    /// Opens the agent with `config`: migrates its SQLite schema (synchronous in a DO, so it is
+    /// done before any request) and binds `SKILLS_BUCKET` if the Worker has it.
+    pub fn new(state: &State, env: &Env, config: SessionConfig) -> Self {
         let db = DoSql::new(&state.storage());
-        // SQL is synchronous in a DO, so migrating here finishes before any request is served.
-        let broken = match api::open(&db, Date::now().as_millis() as i64) {
-            Ok(_) => None,
-            Err(e) => {
-                console_error!("SessionAgent: schema migration failed: {e}");
-                Some(e.to_string())
-            }
-        };
-        SessionAgent { db, broken }
+        let broken = api::open(&db, Date::now().as_millis() as i64).err().map(|e| {
+            console_error!("SessionAgent: schema migration failed: {e}");
+            Error::internal(format!("storage is not ready: {e}"))
+        });
+        // The name given to idFromName; an object made otherwise keys its skills by its id.
+        let id = state.id();
+        let name = id.name().unwrap_or_else(|| id.to_string());
+        Agent { db, blobs: R2Blobs::new(env.bucket(SKILLS_BUCKET).ok()), config, name, broken }
     }
 
-    async fn fetch(&self, req: Request) -> Result<Response> {
-        if let Some(why) = &self.broken {
-            return convert::error(&Error::internal(format!("storage is not ready: {why}")));
+    /// Opens the agent with the config of the `SESSION_CONFIG` variable. A config that does not
+    /// parse makes every request a 503 `not_configured` naming the problem.
+    pub fn from_env(state: &State, env: &Env) -> Self {
+        let text = env.var("SESSION_CONFIG").map(|v| v.to_string()).unwrap_or_default();
+        match SessionConfig::from_json(&text) {
+            Ok(cfg) => Agent::new(state, env, cfg),
+            Err(e) => {
+                console_error!("SessionAgent: {}", e.message);
+                let mut agent = Agent::new(state, env, SessionConfig::default());
+                agent.broken.get_or_insert(Error::new(ErrorKind::NotConfigured, e.message));
+                agent
+            }
+        }
+    }
+
+    /// The agent's name (its `idFromName` name).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Answers one request of the DO API (`../shared/API.md`).
+    pub async fn fetch(&self, req: Request) -> Result<Response> {
+        if let Some(e) = &self.broken {
+            return convert::error(e);
         }
         let req = match convert::read(req).await {
             Ok(r) => r,
             Err(e) => return convert::error(&e),
         };
-        let resp = api::handle(&self.db, Date::now().as_millis() as i64, &req);
+        let env = api::Env { sql: &self.db, blobs: &self.blobs, config: &self.config, agent: &self.name };
+        let resp = api::handle(env, Date::now().as_millis() as i64, &req).await;
         if resp.status >= 500 {
             console_error!("{} {} -> {}: {}", req.method, req.path, resp.status, String::from_utf8_lossy(&resp.body));
         }
+        for w in &resp.warnings {
+            console_warn!("{} {}: {w}", req.method, req.path);
+        }
         convert::write(resp)
+    }
+}
+
+/// The Durable Object class bound as `SESSION_AGENT`, configured by `SESSION_CONFIG`.
+#[durable_object]
+pub struct SessionAgent {
+    agent: Agent,
+}
+
+impl DurableObject for SessionAgent {
+    fn new(state: State, env: Env) -> Self {
+        SessionAgent { agent: Agent::from_env(&state, &env) }
+    }
+
+    async fn fetch(&self, req: Request) -> Result<Response> {
+        self.agent.fetch(req).await
     }
 }

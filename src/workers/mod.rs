@@ -4,8 +4,10 @@
 //! - [`agent`]: the `SessionAgent` Durable Object, which hands each request to [`crate::api`].
 //! - [`do_sql`]: the core's SQL trait over the DO's `SqlStorage`.
 //! - [`convert`]: requests and responses between `worker` types and [`crate::api::http`].
+//! - [`r2`]: the core's object store over the `SKILLS_BUCKET` R2 binding.
 
 pub mod agent;
 pub mod convert;
 pub mod do_sql;
 pub mod front_door;
+pub mod r2;

@@ -4,7 +4,9 @@
 use std::cell::Cell;
 
 use serde_json::{json, Value as Json};
-use session_agent::api::{self, Request, Response};
+use session_agent::api::{self, Env, Request, Response};
+use session_agent::core::blobs::MemBlobs;
+use session_agent::core::config::SessionConfig;
 use session_agent::core::sqlite::SqliteDb;
 
 /// A fresh in-memory database with the schema applied.
@@ -14,27 +16,46 @@ pub fn db() -> SqliteDb {
     db
 }
 
-/// Calls the DO API on an in-memory database, one millisecond apart (or frozen).
+/// Calls the DO API of agent `agent` on an in-memory database and object store, one
+/// millisecond apart (or frozen).
 pub struct Api {
     pub db: SqliteDb,
+    pub blobs: MemBlobs,
+    pub config: SessionConfig,
+    pub agent: String,
     pub now: Cell<i64>,
     pub frozen: bool,
 }
 
 impl Api {
     pub fn new() -> Api {
-        Api { db: db(), now: Cell::new(1_795_345_200_000), frozen: false }
+        Api::with_db(db())
     }
 
     pub fn with_db(db: SqliteDb) -> Api {
-        Api { db, now: Cell::new(1_795_345_200_000), frozen: false }
+        Api {
+            db,
+            blobs: MemBlobs::new(),
+            config: SessionConfig::default(),
+            agent: "alice".into(),
+            now: Cell::new(1_795_345_200_000),
+            frozen: false,
+        }
+    }
+
+    /// An API whose agent has `config` (JSON as in `SESSION_CONFIG`).
+    pub fn with_config(config: Json) -> Api {
+        let mut api = Api::new();
+        api.config = SessionConfig::from_json(&config.to_string()).expect("valid config");
+        api
     }
 
     pub fn send(&self, req: Request) -> Response {
         if !self.frozen {
             self.now.set(self.now.get() + 1);
         }
-        api::handle(&self.db, self.now.get(), &req)
+        let env = Env { sql: &self.db, blobs: &self.blobs, config: &self.config, agent: &self.agent };
+        futures::executor::block_on(api::handle(env, self.now.get(), &req))
     }
 
     pub fn get(&self, path: &str) -> Response {

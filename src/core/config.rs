@@ -1,0 +1,294 @@
+//! The agent's configuration (`SESSION_CONFIG`): its context blocks and policies. Parsed from
+//! JSON or built in code with [`SessionConfig::builder`], then validated once, so a bad config
+//! is reported when the Durable Object starts rather than in the middle of a turn.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value as Json;
+
+use crate::core::error::{Error, Result};
+
+/// Where skills live when a skills block names no `prefix`.
+pub const DEFAULT_SKILLS_PREFIX: &str = "skills/";
+/// The description of the `searchableHistory` block (reference §10).
+pub const HISTORY_DESCRIPTION: &str = "Cross-session conversation history";
+
+/// The four kinds of block (`kind` in the config and the API).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BlockKind {
+    /// Static text, or text read from R2 (`r2Key`). The model cannot write it.
+    Readonly,
+    /// Per-session text the model writes with `set_context`, within `maxTokens`.
+    Writable,
+    /// Keyed entries in SQLite FTS5, shared by the agent's sessions; `search_context` reads them.
+    Search,
+    /// Documents in R2 under a prefix, listed in the prompt, loaded on demand.
+    Skills,
+}
+
+impl BlockKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BlockKind::Readonly => "readonly",
+            BlockKind::Writable => "writable",
+            BlockKind::Search => "search",
+            BlockKind::Skills => "skills",
+        }
+    }
+}
+
+/// Who may see and write a skills block's objects.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Scope {
+    /// `<prefix><agent>/<key>`: this agent's own skills, which its model may write.
+    #[default]
+    Agent,
+    /// `<prefix><key>`: a library common to all agents, readonly to the model.
+    Shared,
+}
+
+/// One context block as configured (in `SESSION_CONFIG`, a builder, or `POST …/context`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct BlockConfig {
+    pub label: String,
+    pub kind: BlockKind,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// Token budget of a writable block.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<i64>,
+    /// Readonly: the text. Writable: the initial text of every session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<String>,
+    /// Readonly: read the text from this R2 key instead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub r2_key: Option<String>,
+    /// Skills: the R2 key prefix (default `skills/`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix: Option<String>,
+    /// Skills: `agent` (default) or `shared`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<Scope>,
+}
+
+impl BlockConfig {
+    /// A block of `kind` with nothing else set.
+    pub fn new(label: impl Into<String>, kind: BlockKind) -> Self {
+        BlockConfig {
+            label: label.into(),
+            kind,
+            description: None,
+            max_tokens: None,
+            content: None,
+            r2_key: None,
+            prefix: None,
+            scope: None,
+        }
+    }
+
+    /// The skills prefix in effect.
+    pub fn skills_prefix(&self) -> &str {
+        self.prefix.as_deref().unwrap_or(DEFAULT_SKILLS_PREFIX)
+    }
+
+    /// Checks one block on its own (labels against each other: [`SessionConfig::validate`]).
+    pub fn validate(&self) -> Result<()> {
+        check_label(&self.label)?;
+        let l = &self.label;
+        let only = |what: &str, set: bool, kinds: &str| {
+            if set {
+                Err(Error::invalid(format!("block \"{l}\": {what} is only for {kinds} blocks")))
+            } else {
+                Ok(())
+            }
+        };
+        let k = self.kind;
+        only("maxTokens", self.max_tokens.is_some() && k != BlockKind::Writable, "writable")?;
+        only("content", self.content.is_some() && !matches!(k, BlockKind::Readonly | BlockKind::Writable), "readonly and writable")?;
+        only("r2Key", self.r2_key.is_some() && k != BlockKind::Readonly, "readonly")?;
+        only("prefix", self.prefix.is_some() && k != BlockKind::Skills, "skills")?;
+        only("scope", self.scope.is_some() && k != BlockKind::Skills, "skills")?;
+        if self.content.is_some() && self.r2_key.is_some() {
+            return Err(Error::invalid(format!("block \"{l}\": give content or r2Key, not both")));
+        }
+        if let Some(max) = self.max_tokens {
+            if max < 1 {
+                return Err(Error::invalid(format!("block \"{l}\": maxTokens must be a positive integer")));
+            }
+        }
+        if let Some(key) = &self.r2_key {
+            if key.is_empty() || key.len() > 1024 {
+                return Err(Error::invalid(format!("block \"{l}\": r2Key must be 1-1024 bytes")));
+            }
+        }
+        if self.prefix.as_ref().is_some_and(|p| p.len() > 512) {
+            return Err(Error::invalid(format!("block \"{l}\": prefix is longer than 512 bytes")));
+        }
+        Ok(())
+    }
+}
+
+/// Block labels: 1–64 characters of `[A-Za-z0-9_-]` (they appear in paths and in `label:key`).
+pub fn check_label(label: &str) -> Result<()> {
+    let ok = (1..=64).contains(&label.len())
+        && label.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::invalid(format!("block label {label:?} must be 1-64 characters of [A-Za-z0-9_-]")))
+    }
+}
+
+/// Everything `SESSION_CONFIG` configures. Every key is optional.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionConfig {
+    /// The agent's context blocks, in prompt order.
+    #[serde(default)]
+    pub context: Vec<BlockConfig>,
+    /// Freeze the system prompt in SQLite (default true). When false, `GET …/prompt` renders
+    /// afresh every time and says `frozen: false`.
+    #[serde(default = "yes")]
+    pub cached_prompt: bool,
+    /// Label of a readonly, searchable block over all sessions' messages (rendered last).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub searchable_history: Option<String>,
+    /// Compaction policy (used by compaction; kept verbatim here).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compaction: Option<Json>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl Default for SessionConfig {
+    fn default() -> Self {
+        SessionConfig { context: Vec::new(), cached_prompt: true, searchable_history: None, compaction: None }
+    }
+}
+
+impl SessionConfig {
+    /// Parses and validates `SESSION_CONFIG`. An empty string is the default config.
+    pub fn from_json(text: &str) -> Result<Self> {
+        if text.trim().is_empty() {
+            return Ok(Self::default());
+        }
+        let cfg: SessionConfig =
+            serde_json::from_str(text).map_err(|e| Error::invalid(format!("SESSION_CONFIG: {e}")))?;
+        cfg.validate().map_err(|e| Error::invalid(format!("SESSION_CONFIG: {}", e.message)))?;
+        Ok(cfg)
+    }
+
+    /// Starts a config in code, for a Durable Object of your own.
+    pub fn builder() -> SessionConfigBuilder {
+        SessionConfigBuilder { cfg: SessionConfig::default() }
+    }
+
+    /// Every block valid, labels unique (the history block included), skills prefixes safe.
+    pub fn validate(&self) -> Result<()> {
+        for b in &self.context {
+            b.validate()?;
+        }
+        let mut labels: Vec<&str> = self.context.iter().map(|b| b.label.as_str()).collect();
+        if let Some(h) = &self.searchable_history {
+            check_label(h)?;
+            labels.push(h);
+        }
+        let mut sorted = labels.clone();
+        sorted.sort_unstable();
+        if let Some(w) = sorted.windows(2).find(|w| w[0] == w[1]) {
+            return Err(Error::invalid(format!("two blocks are labelled \"{}\"", w[0])));
+        }
+        check_scopes(&self.context.iter().collect::<Vec<_>>())
+    }
+}
+
+/// A shared skills block must not list another tenant's private skills: its prefix may not
+/// cover (or be covered by) the prefix of any agent-scoped skills block.
+pub fn check_scopes(blocks: &[&BlockConfig]) -> Result<()> {
+    let skills = || blocks.iter().filter(|b| b.kind == BlockKind::Skills);
+    for shared in skills().filter(|b| b.scope == Some(Scope::Shared)) {
+        for own in skills().filter(|b| b.scope.unwrap_or_default() == Scope::Agent) {
+            let (s, a) = (shared.skills_prefix(), own.skills_prefix());
+            if s.starts_with(a) || a.starts_with(s) {
+                return Err(Error::invalid(format!(
+                    "skills blocks \"{}\" (shared, prefix {s:?}) and \"{}\" (agent, prefix {a:?}) overlap: \
+                     a shared library would list every agent's own skills",
+                    shared.label, own.label
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Builds a [`SessionConfig`] in code; `build` validates it like `SESSION_CONFIG`.
+#[derive(Clone, Debug)]
+pub struct SessionConfigBuilder {
+    cfg: SessionConfig,
+}
+
+impl SessionConfigBuilder {
+    /// Any block, as configured.
+    pub fn block(mut self, block: BlockConfig) -> Self {
+        self.cfg.context.push(block);
+        self
+    }
+    /// A readonly block with static text.
+    pub fn readonly(self, label: &str, description: Option<&str>, content: &str) -> Self {
+        let mut b = BlockConfig::new(label, BlockKind::Readonly);
+        b.description = description.map(str::to_owned);
+        b.content = Some(content.to_owned());
+        self.block(b)
+    }
+    /// A readonly block whose text is the R2 object `key`.
+    pub fn readonly_r2(self, label: &str, description: Option<&str>, key: &str) -> Self {
+        let mut b = BlockConfig::new(label, BlockKind::Readonly);
+        b.description = description.map(str::to_owned);
+        b.r2_key = Some(key.to_owned());
+        self.block(b)
+    }
+    /// A per-session writable block, optionally with a token budget.
+    pub fn writable(self, label: &str, description: Option<&str>, max_tokens: Option<i64>) -> Self {
+        let mut b = BlockConfig::new(label, BlockKind::Writable);
+        b.description = description.map(str::to_owned);
+        b.max_tokens = max_tokens;
+        self.block(b)
+    }
+    /// A searchable block of keyed entries.
+    pub fn search(self, label: &str, description: Option<&str>) -> Self {
+        let mut b = BlockConfig::new(label, BlockKind::Search);
+        b.description = description.map(str::to_owned);
+        self.block(b)
+    }
+    /// A skills block over R2 objects under `prefix`.
+    pub fn skills(self, label: &str, prefix: &str, scope: Scope) -> Self {
+        let mut b = BlockConfig::new(label, BlockKind::Skills);
+        b.prefix = Some(prefix.to_owned());
+        b.scope = Some(scope);
+        self.block(b)
+    }
+    /// Freeze the prompt in SQLite (the default) or not.
+    pub fn cached_prompt(mut self, on: bool) -> Self {
+        self.cfg.cached_prompt = on;
+        self
+    }
+    /// A searchable block over every session's messages, labelled `label`.
+    pub fn searchable_history(mut self, label: &str) -> Self {
+        self.cfg.searchable_history = Some(label.to_owned());
+        self
+    }
+    /// The compaction policy, as its JSON.
+    pub fn compaction(mut self, policy: Json) -> Self {
+        self.cfg.compaction = Some(policy);
+        self
+    }
+    /// The validated config.
+    pub fn build(self) -> Result<SessionConfig> {
+        self.cfg.validate()?;
+        Ok(self.cfg)
+    }
+}

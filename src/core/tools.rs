@@ -1,0 +1,315 @@
+//! The LLM tools generated from a session's blocks (reference §9): their names, descriptions
+//! and JSON Schemas, and their execution. Outputs are the strings the model sees, word for word
+//! as the reference; a failure is an `Error: …` output, never an exception.
+
+use serde::Serialize;
+use serde_json::{json, Map, Value as Json};
+
+use crate::core::context::{Block, Context, Origin};
+use crate::core::entry_key::entry_key;
+use crate::core::error::{Error, Result};
+use crate::core::prompt::usage_percent;
+use crate::core::search::across_sessions;
+use crate::core::search_entries;
+use crate::core::skills;
+use crate::core::sql::atomically;
+use crate::core::tokens::estimate_str;
+
+/// How many hits `session_search` and the history block return.
+pub const SESSION_SEARCH_LIMIT: i64 = 10;
+
+/// One tool as the model is offered it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolDef {
+    pub name: &'static str,
+    pub description: String,
+    pub input_schema: Json,
+}
+
+fn quoted(labels: &[&str]) -> String {
+    labels.iter().map(|l| format!("\"{l}\"")).collect::<Vec<_>>().join(", ")
+}
+
+/// The tools for `blocks`: `set_context` if a block is writable, `load_context` and
+/// `unload_context` if one is a skills block, `search_context` if one is searchable, then
+/// `session_search` always. `loaded` lists `label:key` of the loaded skills.
+pub fn definitions(blocks: &[Block], loaded: &[String]) -> Vec<ToolDef> {
+    let mut tools = Vec::new();
+    let writable: Vec<&Block> = blocks.iter().filter(|b| b.writable()).collect();
+    if !writable.is_empty() {
+        tools.push(set_context(&writable));
+    }
+    let skill_labels: Vec<&str> = blocks.iter().filter(|b| b.is_skill()).map(Block::label).collect();
+    if !skill_labels.is_empty() {
+        tools.push(ToolDef {
+            name: "load_context",
+            description: format!(
+                "Load a document from a skill block by key. Available skill blocks: {}. Check the system prompt for available keys.",
+                quoted(&skill_labels)
+            ),
+            input_schema: label_key_schema(&skill_labels, "Skill key to load"),
+        });
+        let state = if loaded.is_empty() {
+            " No skills currently loaded.".to_owned()
+        } else {
+            format!(" Currently loaded: {}.", loaded.join(", "))
+        };
+        tools.push(ToolDef {
+            name: "unload_context",
+            description: format!(
+                "Unload a previously loaded skill to free context space. The skill remains available for re-loading.{state}"
+            ),
+            input_schema: label_key_schema(&skill_labels, "Skill key to unload"),
+        });
+    }
+    let search_labels: Vec<&str> = blocks.iter().filter(|b| b.is_searchable()).map(Block::label).collect();
+    if !search_labels.is_empty() {
+        tools.push(ToolDef {
+            name: "search_context",
+            description: format!(
+                "Search for information in a searchable context block. ONLY these blocks are searchable: {}. Other blocks cannot be searched.",
+                quoted(&search_labels)
+            ),
+            input_schema: json!({
+                "type": "object",
+                "properties": {
+                    "label": {"type": "string", "enum": search_labels, "description": "Searchable block label"},
+                    "query": {"type": "string", "description": "Search query"}
+                },
+                "required": ["label", "query"]
+            }),
+        });
+    }
+    tools.push(ToolDef {
+        name: "session_search",
+        description: "Search past conversations for relevant context. Searches across all sessions.".to_owned(),
+        input_schema: json!({
+            "type": "object",
+            "properties": {"query": {"type": "string", "description": "Search query"}},
+            "required": ["query"]
+        }),
+    });
+    tools
+}
+
+fn set_context(writable: &[&Block]) -> ToolDef {
+    let lines: Vec<String> = writable
+        .iter()
+        .map(|b| {
+            let kind = if b.is_skill() {
+                "skill collection, keyed entries"
+            } else if b.is_searchable() {
+                "searchable, keyed entries"
+            } else {
+                "writable"
+            };
+            let desc = b.cfg.description.as_deref().unwrap_or("no description");
+            format!("- \"{}\" ({kind}): {desc}", b.label())
+        })
+        .collect();
+    let keyed: Vec<&str> = writable.iter().filter(|b| b.keyed()).map(|b| b.label()).collect();
+    let hint = if keyed.is_empty() {
+        ""
+    } else {
+        "\n\nFor keyed blocks (skill collections / searchable), pass `metadata: { title, description }` \u{2014} title stabilises updates, description helps the model pick entries. Metadata is optional; short content rarely needs it, long loadable entries benefit most."
+    };
+    let labels: Vec<&str> = writable.iter().map(|b| b.label()).collect();
+    let mut props = json!({
+        "label": {"type": "string", "enum": labels, "description": "Block label to write to"},
+        "content": {"type": "string", "description": "The main content to write to the block."},
+        "action": {"type": "string", "enum": ["replace", "append"], "description": "replace (default) or append"}
+    });
+    if !keyed.is_empty() {
+        props["metadata"] = json!({
+            "type": "object",
+            "description": format!(
+                "Optional metadata for keyed entries (skill collections, searchable blocks: {}). Short content doesn't need metadata; longer loadable entries (skills) benefit from a title and description so the model can pick the right one without loading it.",
+                quoted(&keyed)
+            ),
+            "properties": {
+                "title": {"type": "string", "description": "Short title. Used as a stable identifier \u{2014} entries with the same title are updated in place, different titles create new entries."},
+                "description": {"type": "string", "description": "One-line summary shown alongside the title in the system prompt so the model can decide when to load the entry."}
+            }
+        });
+    }
+    ToolDef {
+        name: "set_context",
+        description: format!(
+            "Write to a context block. Available blocks:\n{}\n\nWrites are durable and persist across sessions.{hint}",
+            lines.join("\n")
+        ),
+        input_schema: json!({"type": "object", "required": ["label", "content"], "properties": props}),
+    }
+}
+
+fn label_key_schema(labels: &[&str], key_description: &str) -> Json {
+    json!({
+        "type": "object",
+        "properties": {
+            "label": {"type": "string", "enum": labels, "description": "Skill block label"},
+            "key": {"type": "string", "description": key_description}
+        },
+        "required": ["label", "key"]
+    })
+}
+
+/// Checks `input` against the shape of tool `name`: an object whose required fields are
+/// present and whose fields have the schema's types. Enum membership is left to the tool,
+/// which answers with the reference's `Error: …` text.
+fn check_input(name: &str, input: &Json) -> Result<()> {
+    let obj = input.as_object().ok_or_else(|| Error::invalid(format!("{name}: input must be an object")))?;
+    let (required, optional): (&[&str], &[&str]) = match name {
+        "set_context" => (&["label", "content"], &["action"]),
+        "load_context" | "unload_context" => (&["label", "key"], &[]),
+        "search_context" => (&["label", "query"], &[]),
+        _ => (&["query"], &[]),
+    };
+    for f in required {
+        if !obj.get(*f).is_some_and(Json::is_string) {
+            return Err(Error::invalid(format!("{name}: input.{f} must be a string")));
+        }
+    }
+    for f in optional {
+        if obj.get(*f).is_some_and(|v| !v.is_string()) {
+            return Err(Error::invalid(format!("{name}: input.{f} must be a string")));
+        }
+    }
+    if name == "set_context" {
+        if let Some(m) = obj.get("metadata") {
+            let m = m.as_object().ok_or_else(|| Error::invalid("set_context: input.metadata must be an object"))?;
+            for f in ["title", "description"] {
+                if m.get(f).is_some_and(|v| !v.is_string()) {
+                    return Err(Error::invalid(format!("set_context: input.metadata.{f} must be a string")));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn s<'j>(input: &'j Map<String, Json>, key: &str) -> &'j str {
+    input.get(key).and_then(Json::as_str).unwrap_or_default()
+}
+
+/// Runs tool `name` of the session. `Err` only for an unknown tool (`not_found`), input of the
+/// wrong shape (`invalid_request`) or a storage failure; everything the model did wrong is an
+/// `Ok("Error: …")` output.
+pub async fn execute(ctx: &Context<'_>, name: &str, input: &Json, now: &str) -> Result<String> {
+    let blocks = ctx.blocks()?;
+    let loaded = skills::loaded(ctx.sql, ctx.session)?;
+    if !definitions(&blocks, &loaded).iter().any(|t| t.name == name) {
+        return Err(Error::not_found(format!("no tool named {name:?} in this session")));
+    }
+    check_input(name, input)?;
+    let empty = Map::new();
+    let input = input.as_object().unwrap_or(&empty);
+    let out = match name {
+        "set_context" => set_context_run(ctx, &blocks, input, now).await,
+        "load_context" => load_context_run(ctx, &blocks, input).await,
+        "unload_context" => unload_context_run(ctx, &blocks, input),
+        "search_context" => search_context_run(ctx, &blocks, input),
+        _ => session_search(ctx, s(input, "query")),
+    };
+    Ok(out.unwrap_or_else(|e| format!("Error: {}", e.message)))
+}
+
+async fn set_context_run(ctx: &Context<'_>, blocks: &[Block], input: &Map<String, Json>, now: &str) -> Result<String> {
+    let label = s(input, "label");
+    let content = s(input, "content");
+    let Some(b) = blocks.iter().find(|b| b.label() == label) else {
+        return Err(Error::not_found(format!("block \"{label}\" not found")));
+    };
+    if b.keyed() {
+        let meta = input.get("metadata");
+        let field = |f: &str| meta.and_then(|m| m.get(f)).and_then(Json::as_str);
+        let key = entry_key(field("title"), content);
+        if b.is_skill() {
+            ctx.put_skill(b, &key, content, field("description").or(field("title"))).await?;
+        } else if !b.writable() {
+            return Err(Error::conflict(format!("Block \"{label}\" does not support writes")));
+        } else {
+            atomically(ctx.sql, || search_entries::set(ctx.sql, label, &key, content, now))?;
+        }
+        return Ok(format!("Indexed \"{key}\" in {label}."));
+    }
+    let b = if s(input, "action") == "append" {
+        ctx.append(label, content, now)?
+    } else {
+        ctx.set(label, content, now)?
+    };
+    let tokens = estimate_str(&ctx.load(&b).await?.content);
+    let usage = match b.cfg.max_tokens {
+        Some(max) if max != 0 => format!("{}% ({tokens}/{max} tokens)", usage_percent(tokens, max)),
+        _ => format!("{tokens} tokens"),
+    };
+    Ok(format!("Written to {label}. Usage: {usage}"))
+}
+
+fn not_a_skill(label: &str, blocks: &[Block]) -> Error {
+    let labels: Vec<&str> = blocks.iter().filter(|b| b.is_skill()).map(Block::label).collect();
+    Error::invalid(format!("\"{label}\" is not a skill block. Skill blocks: {}", labels.join(", ")))
+}
+
+async fn load_context_run(ctx: &Context<'_>, blocks: &[Block], input: &Map<String, Json>) -> Result<String> {
+    let (label, key) = (s(input, "label"), s(input, "key"));
+    let Some(b) = blocks.iter().find(|b| b.label() == label && b.is_skill()) else {
+        return Err(not_a_skill(label, blocks));
+    };
+    match ctx.skill_text(b, key).await? {
+        Some(text) => {
+            skills::mark_loaded(ctx.sql, ctx.session, label, key)?;
+            Ok(text)
+        }
+        None => Ok(format!("Not found: {key}")),
+    }
+}
+
+fn unload_context_run(ctx: &Context<'_>, blocks: &[Block], input: &Map<String, Json>) -> Result<String> {
+    let (label, key) = (s(input, "label"), s(input, "key"));
+    if !blocks.iter().any(|b| b.label() == label && b.is_skill()) {
+        return Err(not_a_skill(label, blocks));
+    }
+    let unloaded = atomically(ctx.sql, || {
+        let was = skills::mark_unloaded(ctx.sql, ctx.session, label, key)?;
+        if was {
+            skills::reclaim(ctx.sql, ctx.session, label, key)?;
+        }
+        Ok(was)
+    })?;
+    Ok(if unloaded {
+        format!("Unloaded \"{key}\" from {label}. Context reclaimed.")
+    } else {
+        format!("Skill \"{key}\" is not currently loaded in \"{label}\".")
+    })
+}
+
+fn search_context_run(ctx: &Context<'_>, blocks: &[Block], input: &Map<String, Json>) -> Result<String> {
+    let (label, query) = (s(input, "label"), s(input, "query"));
+    let Some(b) = blocks.iter().find(|b| b.label() == label && b.is_searchable()) else {
+        let labels: Vec<&str> = blocks.iter().filter(|b| b.is_searchable()).map(Block::label).collect();
+        return Err(Error::invalid(format!(
+            "\"{label}\" is not searchable. Searchable blocks: {}",
+            labels.join(", ")
+        )));
+    };
+    let found = if b.origin == Origin::History {
+        history_search(ctx, query)?
+    } else {
+        search_entries::search(ctx.sql, label, query)?
+    };
+    Ok(found.unwrap_or_else(|| "No results found.".to_owned()))
+}
+
+/// Cross-session search as the model sees it: `[role] content` joined by `\n---\n`.
+fn history_search(ctx: &Context<'_>, query: &str) -> Result<Option<String>> {
+    let hits = across_sessions(ctx.sql, query, SESSION_SEARCH_LIMIT)?;
+    if hits.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(hits.iter().map(|h| format!("[{}] {}", h.role, h.content)).collect::<Vec<_>>().join("\n---\n")))
+}
+
+fn session_search(ctx: &Context<'_>, query: &str) -> Result<String> {
+    Ok(history_search(ctx, query)?.unwrap_or_else(|| "No results found.".to_owned()))
+}
