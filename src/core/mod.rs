@@ -9,6 +9,7 @@ pub mod entry_key;
 pub mod error;
 pub mod history;
 pub mod ids;
+pub mod llm;
 pub mod message;
 pub mod prompt;
 pub mod schema;

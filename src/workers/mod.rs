@@ -4,10 +4,12 @@
 //! - [`agent`]: the `SessionAgent` Durable Object, which hands each request to [`crate::api`].
 //! - [`do_sql`]: the core's SQL trait over the DO's `SqlStorage`.
 //! - [`convert`]: requests and responses between `worker` types and [`crate::api::http`].
+//! - [`llm`]: the LLM transport (fetch with a timeout, the AI binding).
 //! - [`r2`]: the core's object store over the `SKILLS_BUCKET` R2 binding.
 
 pub mod agent;
 pub mod convert;
 pub mod do_sql;
 pub mod front_door;
+pub mod llm;
 pub mod r2;

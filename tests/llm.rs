@@ -1,0 +1,104 @@
+//! The provider layer as data: configuration from variables, the request each provider gets,
+//! answers and failures parsed (usage included), and `complete` over a scripted transport.
+
+use std::cell::RefCell;
+
+use serde_json::{json, Value as Json};
+use session_agent::core::blobs::BoxFuture;
+use session_agent::core::error::{ErrorKind, Result};
+use session_agent::core::llm::*;
+
+fn cfg(vars: &[(&str, &str)]) -> Result<LlmConfig> {
+    LlmConfig::from_vars(|k| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string()))
+}
+
+#[test]
+fn configuration_from_variables() {
+    assert_eq!(cfg(&[]).unwrap().provider, Provider::None);
+    assert_eq!(cfg(&[("LLM_PROVIDER", "none")]).unwrap().provider, Provider::None);
+    let c = cfg(&[("LLM_PROVIDER", "openai"), ("LLM_BASE_URL", "http://127.0.0.1:8089/v1/"), ("LLM_MODEL", "m")]).unwrap();
+    assert_eq!((c.base_url.as_str(), c.model.as_str(), c.api_key.clone()), ("http://127.0.0.1:8089/v1", "m", None));
+    let a = cfg(&[("LLM_PROVIDER", "anthropic"), ("LLM_MODEL", "claude"), ("LLM_API_KEY", "k")]).unwrap();
+    assert_eq!(a.base_url, "https://api.anthropic.com/v1");
+    for bad in [
+        vec![("LLM_PROVIDER", "gpt")],
+        vec![("LLM_PROVIDER", "openai")],
+        vec![("LLM_PROVIDER", "openai"), ("LLM_MODEL", "m"), ("LLM_TIMEOUT_MS", "soon")],
+    ] {
+        assert_eq!(cfg(&bad).unwrap_err().kind, ErrorKind::InvalidRequest, "{bad:?}");
+    }
+}
+
+#[test]
+fn openai_request_and_answer() {
+    let c = cfg(&[("LLM_PROVIDER", "openai"), ("LLM_BASE_URL", "http://x/v1"), ("LLM_MODEL", "m"), ("LLM_API_KEY", "sk")]).unwrap();
+    let mut p = Prompt::user("hi");
+    p.system = Some("be brief".into());
+    p.cache_key = Some("session-1".into());
+    let r = build_request(&c, &p).unwrap();
+    assert_eq!(r.url, "http://x/v1/chat/completions");
+    assert!(r.headers.contains(&("authorization".into(), "Bearer sk".into())));
+    let body: Json = serde_json::from_str(&r.body).unwrap();
+    assert_eq!(body, json!({"model": "m", "messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}],
+        "max_tokens": DEFAULT_MAX_TOKENS, "stream": false, "prompt_cache_key": "session-1"}));
+    let ok = HttpResponse { status: 200, body: json!({"choices": [{"message": {"content": "hello"}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 12, "completion_tokens": 3}}).to_string() };
+    let done = parse_response(&c, &ok).unwrap();
+    assert_eq!((done.text.as_str(), done.usage, done.finish_reason.as_deref()), ("hello", Usage { input_tokens: 12, output_tokens: 3 }, Some("stop")));
+    let err = parse_response(&c, &HttpResponse { status: 429, body: json!({"error": {"message": "slow down"}}).to_string() }).unwrap_err();
+    assert_eq!((err.kind, err.message.as_str()), (ErrorKind::LlmUnavailable, "the model answered HTTP 429: slow down"));
+    let err = parse_response(&c, &HttpResponse { status: 200, body: "<html>".into() }).unwrap_err();
+    assert_eq!(err.kind, ErrorKind::LlmUnavailable);
+}
+
+#[test]
+fn anthropic_request_and_answer() {
+    let c = cfg(&[("LLM_PROVIDER", "anthropic"), ("LLM_MODEL", "claude"), ("LLM_API_KEY", "k")]).unwrap();
+    let mut p = Prompt::user("hi");
+    p.system = Some("sys".into());
+    let r = build_request(&c, &p).unwrap();
+    assert_eq!(r.url, "https://api.anthropic.com/v1/messages");
+    assert!(r.headers.contains(&("x-api-key".into(), "k".into())));
+    assert!(r.headers.contains(&("anthropic-version".into(), "2023-06-01".into())));
+    let body: Json = serde_json::from_str(&r.body).unwrap();
+    assert_eq!(body["system"], json!([{"type": "text", "text": "sys", "cache_control": {"type": "ephemeral"}}]));
+    assert_eq!(body["messages"], json!([{"role": "user", "content": "hi"}]));
+    let ok = HttpResponse { status: 200, body: json!({"content": [{"type": "text", "text": "he"}, {"type": "text", "text": "llo"}],
+        "stop_reason": "end_turn", "usage": {"input_tokens": 7, "output_tokens": 2}}).to_string() };
+    let done = parse_response(&c, &ok).unwrap();
+    assert_eq!((done.text.as_str(), done.usage.input_tokens, done.usage.output_tokens), ("hello", 7, 2));
+}
+
+/// A transport that answers from a script and records what it was sent.
+struct Scripted {
+    answers: RefCell<Vec<Result<HttpResponse>>>,
+    sent: RefCell<Vec<HttpRequest>>,
+}
+
+impl Transport for Scripted {
+    fn send(&self, req: HttpRequest) -> BoxFuture<'_, Result<HttpResponse>> {
+        self.sent.borrow_mut().push(req);
+        let a = self.answers.borrow_mut().remove(0);
+        Box::pin(async move { a })
+    }
+    fn workers_ai<'a>(&'a self, _model: &'a str, input: Json) -> BoxFuture<'a, Result<Json>> {
+        Box::pin(async move { Ok(json!({"response": format!("echo {}", input["messages"][0]["content"].as_str().unwrap())})) })
+    }
+}
+
+#[test]
+fn complete_maps_transport_failures_and_no_provider() {
+    let c = cfg(&[("LLM_PROVIDER", "openai"), ("LLM_MODEL", "m")]).unwrap();
+    let t = Scripted {
+        answers: RefCell::new(vec![Err(session_agent::core::error::Error::internal("connection refused"))]),
+        sent: RefCell::new(Vec::new()),
+    };
+    let e = futures::executor::block_on(complete(&t, &c, &Prompt::user("x"))).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::LlmUnavailable);
+    assert_eq!(t.sent.borrow().len(), 1);
+    let none = futures::executor::block_on(complete(&t, &LlmConfig::none(), &Prompt::user("x"))).unwrap_err();
+    assert_eq!(none.kind, ErrorKind::NotConfigured);
+    let ai = cfg(&[("LLM_PROVIDER", "workers-ai"), ("LLM_MODEL", "@cf/meta/llama")]).unwrap();
+    let out = futures::executor::block_on(complete(&t, &ai, &Prompt::user("ping"))).unwrap();
+    assert_eq!(out.text, "echo ping");
+}
