@@ -1,0 +1,589 @@
+//! The compaction algorithm of the reference (§13.2–§13.3): where to cut, what to summarize, and the summary prompts.
+//!
+//! Everything here is a pure function over AI SDK `UIMessage` JSON (`{id, role, parts: [...]}`); nothing calls an
+//! LLM or touches storage. The caller (the compaction route / auto-compaction) does:
+//!
+//! 1. [`plan`] on the path's history (overlays applied, so `compaction_…` messages may be in it). `None` means
+//!    "nothing to compact" (the reference's `null` before `summarize` is called).
+//! 2. Send [`Plan::prompt`] to the LLM.
+//! 3. [`accept_summary`] on the answer: a blank or skeleton answer means "no compaction" (the reference rejects only
+//!    blank ones).
+//! 4. [`iterative_from`] to widen the range to the oldest overlay visible on the branch (§13.4 step 6), then store
+//!    `(summary, from, plan.to_message_id)`.
+//!
+//! Deliberate differences from the reference, all documented at the item:
+//! - tool parts of the static `tool-<name>` shape get `<name>` as their tool name instead of `unknown`;
+//! - an object or array tool output renders as its JSON, not `[object Object]` (§18.13);
+//! - skeleton summaries are rejected, not only blank ones.
+//!
+//! The tail counter is always the heuristic of [`crate::core::tokens`], one message at a time.
+
+use std::collections::HashSet;
+
+use serde::Deserialize;
+use serde_json::Value as Json;
+
+use crate::core::compaction::COMPACTION_PREFIX;
+use crate::core::error::{Error, Result};
+use crate::core::tokens::estimate_message;
+
+// ── Options ──────────────────────────────────────────────────────────────────────────────────────────
+
+/// The knobs of the reference `createCompactFunction` (§13.2), with its defaults (3 / 20000 / 2; the JSDoc's
+/// "protectHead = 2" is wrong, §18.13).
+///
+/// Deserializes from camelCase keys, each optional. Unknown keys are ignored here; the `SESSION_CONFIG.compaction`
+/// object is read with [`CompactionConfig`], which rejects them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct CompactOptions {
+    /// Messages at the start of the path that are never summarized.
+    pub protect_head: usize,
+    /// Token budget of the protected tail (the newest message is kept even when it alone is over it).
+    pub tail_token_budget: i64,
+    /// At least this many newest messages are kept, whatever the budget.
+    pub min_tail_messages: usize,
+}
+
+impl Default for CompactOptions {
+    fn default() -> Self {
+        CompactOptions { protect_head: 3, tail_token_budget: 20000, min_tail_messages: 2 }
+    }
+}
+
+/// `SESSION_CONFIG.compaction`: `{"after"?, "protectHead"?, "tailTokenBudget"?, "minTailMessages"?}`.
+///
+/// `after` is the auto-compaction threshold (the reference's `compactAfter(threshold)`: compact after a new message
+/// when the path's estimate is strictly greater); `None` means never automatically. The other keys are
+/// [`CompactOptions`], defaulted field by field.
+///
+/// Unknown keys are rejected (`unknown field `x`, expected one of …`), as are negative numbers and non-integers.
+/// (Serde's `deny_unknown_fields` does not work with `flatten`, so this goes through a private flat struct.)
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "RawCompactionConfig")]
+pub struct CompactionConfig {
+    pub after: Option<i64>,
+    pub options: CompactOptions,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RawCompactionConfig {
+    #[serde(default)]
+    after: Option<i64>,
+    protect_head: Option<usize>,
+    tail_token_budget: Option<i64>,
+    min_tail_messages: Option<usize>,
+}
+
+impl TryFrom<RawCompactionConfig> for CompactionConfig {
+    type Error = String;
+
+    fn try_from(raw: RawCompactionConfig) -> std::result::Result<Self, String> {
+        if raw.after.is_some_and(|a| a < 0) {
+            return Err("after must be a non-negative integer (a token count)".into());
+        }
+        if raw.tail_token_budget.is_some_and(|b| b < 0) {
+            return Err("tailTokenBudget must be a non-negative integer".into());
+        }
+        let d = CompactOptions::default();
+        Ok(CompactionConfig {
+            after: raw.after,
+            options: CompactOptions {
+                protect_head: raw.protect_head.unwrap_or(d.protect_head),
+                tail_token_budget: raw.tail_token_budget.unwrap_or(d.tail_token_budget),
+                min_tail_messages: raw.min_tail_messages.unwrap_or(d.min_tail_messages),
+            },
+        })
+    }
+}
+
+impl CompactionConfig {
+    /// Reads `SESSION_CONFIG.compaction`; absent or `null` gives the defaults (no auto-compaction).
+    /// Errors are `invalid_request` with a message starting `compaction: `.
+    pub fn from_json(v: Option<&Json>) -> Result<Self> {
+        match v {
+            None | Some(Json::Null) => Ok(Self::default()),
+            Some(v) => Self::deserialize(v).map_err(|e| Error::invalid(format!("compaction: {e}"))),
+        }
+    }
+}
+
+// ── Message helpers ──────────────────────────────────────────────────────────────────────────────────
+
+fn parts(m: &Json) -> &[Json] {
+    m.get("parts").and_then(Json::as_array).map(Vec::as_slice).unwrap_or_default()
+}
+
+fn part_type(p: &Json) -> &str {
+    p.get("type").and_then(Json::as_str).unwrap_or_default()
+}
+
+/// A tool part: `type` starts with `tool-` or is `dynamic-tool`.
+pub fn is_tool_part(p: &Json) -> bool {
+    let ty = part_type(p);
+    ty.starts_with("tool-") || ty == "dynamic-tool"
+}
+
+fn message_id(m: &Json) -> &str {
+    m.get("id").and_then(Json::as_str).unwrap_or_default()
+}
+
+fn is_assistant(m: &Json) -> bool {
+    m.get("role").and_then(Json::as_str) == Some("assistant")
+}
+
+/// A synthetic overlay message (id prefix `compaction_`).
+pub fn is_compaction_message(m: &Json) -> bool {
+    message_id(m).starts_with(COMPACTION_PREFIX)
+}
+
+/// Any tool part (call, result, or both, as UIMessages keep them in one part).
+pub fn has_tool_calls(m: &Json) -> bool {
+    parts(m).iter().any(is_tool_part)
+}
+
+/// The `toolCallId`s of the message's tool parts (parts without one, or with a non-string one, are skipped).
+pub fn call_ids(m: &Json) -> HashSet<&str> {
+    parts(m).iter().filter(|p| is_tool_part(p)).filter_map(|p| p.get("toolCallId").and_then(Json::as_str)).collect()
+}
+
+/// Any tool part whose `toolCallId` is in `ids`.
+pub fn is_tool_result_for(m: &Json, ids: &HashSet<&str>) -> bool {
+    parts(m)
+        .iter()
+        .filter(|p| is_tool_part(p))
+        .any(|p| p.get("toolCallId").and_then(Json::as_str).is_some_and(|id| ids.contains(id)))
+}
+
+/// Moves a head boundary past the results of the calls made just before it, so a call and its result are not split.
+pub fn align_boundary_forward(msgs: &[Json], mut idx: usize) -> usize {
+    let n = msgs.len();
+    if idx == 0 || idx >= n {
+        return idx;
+    }
+    let prev = &msgs[idx - 1];
+    if is_assistant(prev) && has_tool_calls(prev) {
+        let ids = call_ids(prev);
+        while idx < n && is_tool_result_for(&msgs[idx], &ids) {
+            idx += 1;
+        }
+    }
+    idx
+}
+
+/// Moves a tail boundary back onto the call whose results it would otherwise split off. Stops at once when the
+/// message at the boundary is itself an assistant message with tool parts (as the reference does; so a result
+/// carried by an *assistant* message never moves the boundary).
+pub fn align_boundary_backward(msgs: &[Json], mut idx: usize) -> usize {
+    let n = msgs.len();
+    if idx == 0 || idx >= n {
+        return idx;
+    }
+    while idx > 0 {
+        let msg = &msgs[idx];
+        if is_assistant(msg) && has_tool_calls(msg) {
+            break;
+        }
+        let prev = &msgs[idx - 1];
+        if is_assistant(prev) && has_tool_calls(prev) && is_tool_result_for(msg, &call_ids(prev)) {
+            idx -= 1;
+            continue;
+        }
+        break;
+    }
+    idx
+}
+
+/// Where the protected tail starts: walk back from the newest message, adding each message's estimate, until the
+/// budget would be exceeded (the newest message always counts, even over budget); then keep at least `min_tail`
+/// messages unless that would reach into the head; then [`align_boundary_backward`].
+pub fn find_tail_cut(msgs: &[Json], head_end: usize, budget: i64, min_tail: usize) -> usize {
+    let n = msgs.len();
+    let mut acc: i64 = 0;
+    let mut cut = n;
+    for i in (head_end..n).rev() {
+        let t = estimate_message(&msgs[i]);
+        if acc + t > budget && cut < n {
+            break;
+        }
+        acc += t;
+        cut = i;
+    }
+    let cut = match n.checked_sub(min_tail) {
+        Some(min_cut) if min_cut >= head_end => cut.min(min_cut),
+        _ => cut,
+    };
+    align_boundary_backward(msgs, cut)
+}
+
+/// The heuristic estimate of several messages (the reference's `estimateMessageTokens(msgs)`).
+fn estimate_messages(msgs: &[Json]) -> i64 {
+    msgs.iter().map(estimate_message).sum()
+}
+
+/// Target size of the summary: 20% of what it replaces, at least 100 (no upper clamp, whatever the JSDoc says).
+pub fn compute_summary_budget(middle: &[Json]) -> i64 {
+    ((estimate_messages(middle) as f64 * 0.2).floor() as i64).max(100)
+}
+
+// ── Plan ─────────────────────────────────────────────────────────────────────────────────────────────
+
+/// What to summarize: the range `from..=to` of the path, the messages in it, and the prompt for the LLM.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Plan {
+    /// Id of the first summarized message (before [`iterative_from`] widens it).
+    pub from_message_id: String,
+    /// Id of the last summarized message.
+    pub to_message_id: String,
+    /// The messages between the head and the tail, without `compaction_…` overlay messages.
+    pub middle: Vec<Json>,
+    /// Text of the first overlay message of the path, if any and not empty (an empty one is falsy in the
+    /// reference and gives the first-compaction prompt).
+    pub previous_summary: Option<String>,
+    /// [`compute_summary_budget`] of `middle`.
+    pub budget: i64,
+    /// [`build_summary_prompt`]`(middle, previous_summary, budget)`.
+    pub prompt: String,
+}
+
+/// Steps 1–8 of the reference `createCompactFunction` (§13.2). `None` when there is nothing to summarize: the path
+/// is no longer than head + minimum tail, the tail reaches the head, or the middle holds only overlay messages.
+pub fn plan(messages: &[Json], opts: &CompactOptions) -> Option<Plan> {
+    let n = messages.len();
+    if n <= opts.protect_head.saturating_add(opts.min_tail_messages) {
+        return None;
+    }
+    let start = align_boundary_forward(messages, opts.protect_head);
+    let end = find_tail_cut(messages, start, opts.tail_token_budget, opts.min_tail_messages);
+    if end <= start {
+        return None;
+    }
+    let middle: Vec<Json> = messages[start..end].iter().filter(|m| !is_compaction_message(m)).cloned().collect();
+    let (first, last) = (middle.first()?, middle.last()?);
+    let previous_summary =
+        messages.iter().find(|m| is_compaction_message(m)).map(text_of).filter(|s| !s.is_empty());
+    let budget = compute_summary_budget(&middle);
+    let prompt = build_summary_prompt(&middle, previous_summary.as_deref(), budget);
+    Some(Plan {
+        from_message_id: message_id(first).to_string(),
+        to_message_id: message_id(last).to_string(),
+        previous_summary,
+        budget,
+        prompt,
+        middle,
+    })
+}
+
+// ── Prompt ───────────────────────────────────────────────────────────────────────────────────────────
+
+/// The text parts of a message joined with `\n` (a missing or null `text` is empty, as in `Array.join`).
+fn text_of(m: &Json) -> String {
+    parts(m)
+        .iter()
+        .filter(|p| part_type(p) == "text")
+        .map(|p| match p.get("text") {
+            None | Some(Json::Null) => String::new(),
+            Some(t) => js_string(t),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The tool's name: `toolName`, else `<name>` of a `tool-<name>` type (the reference says `unknown` there, which
+/// loses the name of every static AI SDK tool part), else `unknown`.
+fn tool_name(p: &Json) -> &str {
+    if let Some(name) = p.get("toolName").and_then(Json::as_str) {
+        return name;
+    }
+    match part_type(p).strip_prefix("tool-") {
+        Some(name) if !name.is_empty() => name,
+        _ => "unknown",
+    }
+}
+
+fn tool_line(p: &Json) -> String {
+    let mut s = format!("[Tool: {}]", tool_name(p));
+    let input = p.get("input");
+    if let Some(input) = input.filter(|v| truthy(v)) {
+        s.push_str("\nInput: ");
+        s.push_str(utf16_prefix(&js_stringify(input), 500));
+    }
+    if let Some(output) = p.get("output").filter(|v| truthy(v)) {
+        s.push_str("\nOutput: ");
+        s.push_str(utf16_prefix(&js_string(output), 500));
+    }
+    s
+}
+
+fn render_message(m: &Json) -> String {
+    let role = match m.get("role") {
+        None => "undefined".to_string(),
+        Some(r) => js_string(r),
+    };
+    let tools = parts(m).iter().filter(|p| is_tool_part(p)).map(tool_line).collect::<Vec<_>>().join("\n");
+    let mut s = format!("[{role}]\n{}", text_of(m));
+    if !tools.is_empty() {
+        s.push('\n');
+        s.push_str(&tools);
+    }
+    s
+}
+
+const SECTIONS: &str = "## Topic
+[What the conversation is about]
+
+## Key Points
+[Important information, decisions, and conclusions from the conversation]
+
+## Current State
+[Where things stand now \u{2014} what has been done, what is in progress]
+
+## Open Items
+[Unresolved questions, pending tasks, or next steps discussed]";
+
+/// The reference prompt (§13.3), byte for byte. `previous` empty counts as absent (it is falsy in JavaScript).
+///
+/// Each message renders as `[role]\n` + its text parts joined `\n` + (`\n` + its tool lines joined `\n`, if any);
+/// messages are joined `\n\n---\n\n`. A tool line is `[Tool: name]`, then `\nInput: ` + `JSON.stringify(input)`
+/// cut to 500 UTF-16 units if `input` is truthy, then `\nOutput: ` + `String(output)` cut to 500 if `output` is
+/// truthy — except that an object or array output is its JSON (the reference prints `[object Object]`, §18.13).
+/// Numbers print as JavaScript prints them, and objects keep JavaScript's key order (array-index keys first).
+/// A cut that would split a surrogate pair drops the whole character.
+pub fn build_summary_prompt(middle: &[Json], previous: Option<&str>, budget: i64) -> String {
+    let content = middle.iter().map(render_message).collect::<Vec<_>>().join("\n\n---\n\n");
+    let tail = format!(
+        "{SECTIONS}\n\nTarget ~{budget} tokens. Be factual \u{2014} only include information that was explicitly \
+         discussed in the conversation. Do NOT invent file paths, commands, or details that were not mentioned. \
+         Write only the summary body."
+    );
+    match previous.filter(|p| !p.is_empty()) {
+        Some(previous) => format!(
+            "You are updating a conversation summary. A previous summary exists below. New conversation turns have \
+             occurred since then and need to be incorporated.\n\nPREVIOUS SUMMARY:\n{previous}\n\nNEW TURNS TO \
+             INCORPORATE:\n{content}\n\nUpdate the summary. PRESERVE existing information that is still relevant. \
+             ADD new information. Remove information only if it is clearly obsolete.\n\n{tail}"
+        ),
+        None => format!(
+            "Create a concise summary of this conversation that preserves the important information for future \
+             context.\n\nCONVERSATION TO SUMMARIZE:\n{content}\n\nUse this structure:\n\n{tail}"
+        ),
+    }
+}
+
+// ── Summary check ────────────────────────────────────────────────────────────────────────────────────
+
+const HEADINGS: [&str; 4] = ["topic", "key points", "current state", "open items"];
+const PLACEHOLDERS: [&str; 4] = [
+    "[What the conversation is about]",
+    "[Important information, decisions, and conclusions from the conversation]",
+    "[Where things stand now \u{2014} what has been done, what is in progress]",
+    "[Unresolved questions, pending tasks, or next steps discussed]",
+];
+
+/// A line that is one of the four section headings: one or more `#`, then the name (any case, an optional
+/// trailing `:`).
+fn is_heading(line: &str) -> bool {
+    let Some(rest) = line.strip_prefix('#') else { return false };
+    let name = rest.trim_start_matches('#').trim();
+    let name = name.strip_suffix(':').unwrap_or(name).trim();
+    HEADINGS.iter().any(|h| h.eq_ignore_ascii_case(name))
+}
+
+/// Checks the LLM's answer before it becomes an overlay. Blank answers are rejected (as in the reference), and so
+/// are **skeletons**: answers in which every non-blank line (trimmed) is one of the four section headings
+/// (`## Topic`, `## Key Points`, `## Current State`, `## Open Items`, any number of `#`, any case, optional `:`) or
+/// one of the four bracketed placeholder lines of the prompt, verbatim — i.e. the template echoed back with
+/// nothing filled in. An accepted summary is returned unchanged (not trimmed, as the reference stores it).
+pub fn accept_summary(summary: &str) -> std::result::Result<String, &'static str> {
+    if summary.trim().is_empty() {
+        return Err("the summary is empty");
+    }
+    let skeleton = summary
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .all(|l| is_heading(l) || PLACEHOLDERS.contains(&l));
+    if skeleton {
+        return Err("the summary has only the section headings of the prompt and no content");
+    }
+    Ok(summary.to_string())
+}
+
+// ── Iterative overlays ───────────────────────────────────────────────────────────────────────────────
+
+/// §13.4 step 6: where the new overlay starts. `existing` is every overlay of the session as
+/// `(id, from, to)` in storage order (oldest first); one is visible on this branch when `"compaction_" + id` is in
+/// `history_ids` (its synthetic message stands in the history) or both its `from` and `to` are. The oldest visible
+/// overlay's `from` wins, so each branch has one growing overlay; with none visible, `plan_from`. Overlays on
+/// sibling branches are ignored.
+pub fn iterative_from(plan_from: &str, existing: &[(String, String, String)], history_ids: &[&str]) -> String {
+    let ids: HashSet<&str> = history_ids.iter().copied().collect();
+    existing
+        .iter()
+        .find(|(id, from, to)| {
+            ids.contains(format!("{COMPACTION_PREFIX}{id}").as_str())
+                || (ids.contains(from.as_str()) && ids.contains(to.as_str()))
+        })
+        .map_or_else(|| plan_from.to_string(), |(_, from, _)| from.clone())
+}
+
+// ── JavaScript conversions ───────────────────────────────────────────────────────────────────────────
+
+/// JavaScript truthiness of a JSON value (null, false, 0 and "" are falsy; every object and array is truthy).
+fn truthy(v: &Json) -> bool {
+    match v {
+        Json::Null => false,
+        Json::Bool(b) => *b,
+        Json::Number(n) => n.as_f64().is_some_and(|f| f != 0.0 && !f.is_nan()),
+        Json::String(s) => !s.is_empty(),
+        Json::Array(_) | Json::Object(_) => true,
+    }
+}
+
+/// `String(v)`, except that objects and arrays give their JSON.
+fn js_string(v: &Json) -> String {
+    match v {
+        Json::String(s) => s.clone(),
+        Json::Number(_) | Json::Bool(_) | Json::Null | Json::Array(_) | Json::Object(_) => js_stringify(v),
+    }
+}
+
+/// `JSON.stringify(v)`: like serde_json, but numbers as JavaScript prints them and object keys in JavaScript's
+/// order (array-index keys ascending, then the others in insertion order).
+fn js_stringify(v: &Json) -> String {
+    let mut out = String::new();
+    write_js(v, &mut out);
+    out
+}
+
+fn write_js(v: &Json, out: &mut String) {
+    match v {
+        Json::Number(n) => out.push_str(&js_number(n.as_f64().unwrap_or(0.0))),
+        Json::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_js(item, out);
+            }
+            out.push(']');
+        }
+        Json::Object(map) => {
+            let mut index_keys: Vec<(u32, &String, &Json)> =
+                map.iter().filter_map(|(k, v)| array_index(k).map(|i| (i, k, v))).collect();
+            index_keys.sort_by_key(|(i, _, _)| *i);
+            let others = map.iter().filter(|(k, _)| array_index(k).is_none());
+            out.push('{');
+            for (n, (k, v)) in index_keys.into_iter().map(|(_, k, v)| (k, v)).chain(others).enumerate() {
+                if n > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Json::String(k.clone()).to_string());
+                out.push(':');
+                write_js(v, out);
+            }
+            out.push('}');
+        }
+        Json::Null | Json::Bool(_) | Json::String(_) => out.push_str(&v.to_string()),
+    }
+}
+
+/// A canonical array index (`0` … `4294967294`, no leading zeros), which JavaScript objects list first.
+fn array_index(k: &str) -> Option<u32> {
+    if k.is_empty() || (k.len() > 1 && k.starts_with('0')) || !k.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    k.parse::<u32>().ok().filter(|&i| i != u32::MAX)
+}
+
+/// JavaScript's `Number.prototype.toString()` (ECMA-262 Number::toString) for a finite double.
+fn js_number(x: f64) -> String {
+    if x.is_nan() {
+        return "NaN".into();
+    }
+    if x == 0.0 {
+        return "0".into();
+    }
+    if x.is_infinite() {
+        return if x > 0.0 { "Infinity".into() } else { "-Infinity".into() };
+    }
+    if x < 0.0 {
+        return format!("-{}", js_number(-x));
+    }
+    // Rust's `{:e}` gives the shortest round-tripping digits, as JavaScript does: "d.ddde±x".
+    let sci = format!("{x:e}");
+    let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
+    let digits: String = mantissa.chars().filter(char::is_ascii_digit).collect();
+    let k = digits.len() as i32;
+    let n = exp.parse::<i32>().unwrap_or(0) + 1;
+    if k <= n && n <= 21 {
+        format!("{digits}{}", "0".repeat((n - k) as usize))
+    } else if 0 < n && n <= 21 {
+        format!("{}.{}", &digits[..n as usize], &digits[n as usize..])
+    } else if -6 < n && n <= 0 {
+        format!("0.{}{digits}", "0".repeat((-n) as usize))
+    } else {
+        let e = n - 1;
+        let sign = if e < 0 { '-' } else { '+' };
+        if k == 1 {
+            format!("{digits}e{sign}{}", e.abs())
+        } else {
+            format!("{}.{}e{sign}{}", &digits[..1], &digits[1..], e.abs())
+        }
+    }
+}
+
+/// The longest prefix of at most `max` UTF-16 code units that does not split a character.
+fn utf16_prefix(s: &str, max: usize) -> &str {
+    let mut units = 0;
+    for (i, c) in s.char_indices() {
+        units += c.len_utf16();
+        if units > max {
+            return &s[..i];
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn javascript_numbers() {
+        for (x, s) in [
+            (1.0, "1"),
+            (-1.5, "-1.5"),
+            (0.1, "0.1"),
+            (123456789.0, "123456789"),
+            (1e21, "1e+21"),
+            (1.5e21, "1.5e+21"),
+            (1e20, "100000000000000000000"),
+            (1e-6, "0.000001"),
+            (1e-7, "1e-7"),
+            (1.25e-7, "1.25e-7"),
+            (0.000123, "0.000123"),
+            (5e-324, "5e-324"),
+        ] {
+            assert_eq!(js_number(x), s, "{x}");
+        }
+    }
+
+    #[test]
+    fn javascript_stringify() {
+        let v: Json = serde_json::from_str(r#"{"b":1.0,"10":[true,null],"2":"x\n","a":{"01":0.5}}"#).unwrap();
+        assert_eq!(js_stringify(&v), r#"{"2":"x\n","10":[true,null],"b":1,"a":{"01":0.5}}"#);
+        assert_eq!(js_string(&json!("plain")), "plain");
+        assert_eq!(js_string(&json!(2.50)), "2.5");
+    }
+
+    #[test]
+    fn utf16_cut() {
+        assert_eq!(utf16_prefix("abc", 2), "ab");
+        assert_eq!(utf16_prefix("a😀", 2), "a");
+        assert_eq!(utf16_prefix("a😀", 3), "a😀");
+    }
+}
