@@ -5,10 +5,12 @@ use serde::Serialize;
 use serde_json::{json, Map, Value as Json};
 
 use super::http::{flag_param, int_param, Request, Response};
+use super::compact::{self, AutoReport};
 use super::Ctx;
 use crate::core::error::{Error, Result};
 use crate::core::history;
 use crate::core::message::{check_id, NewMessage};
+use crate::core::compaction::COMPACTION_PREFIX;
 use crate::core::context::Context;
 use crate::core::sessions;
 use crate::core::skills;
@@ -30,10 +32,21 @@ fn parent(body: &Map<String, Json>) -> Result<Parent> {
 
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-struct Appended {
+struct Appended<'a> {
     message: RawMessage,
     parent_id: Option<String>,
     inserted: bool,
+    /// Auto-compaction's report, when it ran (or failed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    compaction: Option<&'a AutoReport>,
+}
+
+/// A failed auto-compaction goes to the operator's log too.
+fn warn_failed(resp: Response, sid: &str, auto: Option<&AutoReport>) -> Response {
+    match auto.and_then(|a| a.error.as_ref()) {
+        Some(e) => resp.warn(format!("auto-compaction of session {sid} failed: {e}")),
+        None => resp,
+    }
 }
 
 /// `{"messages": [...]}` written straight from the stored JSON, without re-parsing it.
@@ -52,10 +65,20 @@ struct RecentOut<'a> {
 
 /// `POST /sessions/{sid}/messages` `{message, parentId?}`: 201 when stored, 200 with
 /// `inserted:false` (and the stored message) when the id already exists.
-pub fn append(ctx: &Ctx, sid: &str, req: &Request) -> Result<Response> {
+///
+/// A `compaction_…` message is the synthetic stand-in for a summary that history reads put in
+/// place of the originals; a client that sends its history back would otherwise store the
+/// summary as a real message (agents issue #1984). It is never stored: 200 with
+/// `inserted:false, synthetic:true`.
+pub async fn append(ctx: &Ctx<'_>, sid: &str, req: &Request) -> Result<Response> {
     let body = req.json_object()?;
     let msg = NewMessage::from_json(body.get("message").ok_or_else(|| Error::invalid("message is required"))?)?;
     let parent = parent(&body)?;
+    if is_synthetic(&msg) {
+        let echo = json!({"message": serde_json::from_str::<Json>(&msg.json).unwrap_or(Json::Null),
+            "parentId": null, "inserted": false, "synthetic": true});
+        return Ok(Response::json(200, &echo));
+    }
     let tree = Tree::new(ctx.sql, sid);
     let done = atomically(ctx.sql, || {
         let done = tree.append(&msg, &parent, &ctx.now)?;
@@ -67,17 +90,26 @@ pub fn append(ctx: &Ctx, sid: &str, req: &Request) -> Result<Response> {
     })?;
     let message = if done.inserted { raw(msg.json)? } else { stored(&tree, &msg.id)? };
     let status = if done.inserted { 201 } else { 200 };
-    Ok(Response::json(status, &Appended { message, parent_id: done.parent_id, inserted: done.inserted }))
+    let auto = if done.inserted { compact::after_append(ctx, sid, &msg.id).await } else { None };
+    let resp = Response::json(status, &Appended { message, parent_id: done.parent_id, inserted: done.inserted, compaction: auto.as_ref() });
+    Ok(warn_failed(resp, sid, auto.as_ref()))
 }
 
 fn stored(tree: &Tree, id: &str) -> Result<RawMessage> {
     tree.get(id)?.ok_or_else(|| Error::not_found(format!("message {id} not found")))
 }
 
+/// Whether `msg` is a synthetic compaction message (id prefix `compaction_`), never stored.
+fn is_synthetic(msg: &NewMessage) -> bool {
+    msg.id.starts_with(COMPACTION_PREFIX)
+}
+
 /// `POST /sessions/{sid}/messages/batch` `{messages, parentId?}`: appends in order, each the
 /// child of the one before. An id that already exists is skipped, and the chain continues
-/// from it. All or nothing: one invalid message and nothing is stored.
-pub fn batch(ctx: &Ctx, sid: &str, req: &Request) -> Result<Response> {
+/// from it. Synthetic `compaction_…` messages are left out (not stored, not in `ids`), and
+/// the chain goes on from the message before them. All or nothing: one invalid message and
+/// nothing is stored.
+pub async fn batch(ctx: &Ctx<'_>, sid: &str, req: &Request) -> Result<Response> {
     let body = req.json_object()?;
     let list = body
         .get("messages")
@@ -95,7 +127,7 @@ pub fn batch(ctx: &Ctx, sid: &str, req: &Request) -> Result<Response> {
         let mut parent = first_parent.clone();
         let mut ids = Vec::with_capacity(msgs.len());
         let mut inserted = 0;
-        for m in &msgs {
+        for m in msgs.iter().filter(|m| !is_synthetic(m)) {
             if tree.append(m, &parent, &ctx.now)?.inserted {
                 inserted += 1;
             }
@@ -113,7 +145,15 @@ pub fn batch(ctx: &Ctx, sid: &str, req: &Request) -> Result<Response> {
         };
         Ok((ids, last, inserted))
     })?;
-    Ok(Response::json(201, &json!({ "ids": ids, "lastId": last, "inserted": inserted })))
+    let auto = match (&last, inserted > 0) {
+        (Some(leaf), true) => compact::after_append(ctx, sid, leaf).await,
+        _ => None,
+    };
+    let mut out = json!({ "ids": ids, "lastId": last, "inserted": inserted });
+    if let Some(a) = &auto {
+        out["compaction"] = serde_json::to_value(a).map_err(|e| Error::internal(e.to_string()))?;
+    }
+    Ok(warn_failed(Response::json(201, &out), sid, auto.as_ref()))
 }
 
 /// `GET /sessions/{sid}/messages/{mid}`.

@@ -2,9 +2,10 @@
 //! and a SQL database in, a [`Response`] out. Runtime independent, so every route is tested
 //! natively; the Workers layer only converts requests and responses.
 //!
-//! One file per resource: [`sessions`], [`messages`], [`search`], [`compactions`],
-//! [`context`] (blocks, prompt, tools).
+//! One file per resource: [`sessions`], [`messages`], [`search`], [`compactions`] (stored
+//! overlays), [`compact`] (the summarizer), [`context`] (blocks, prompt, tools).
 
+pub mod compact;
 pub mod compactions;
 pub mod context;
 pub mod http;
@@ -22,6 +23,7 @@ use crate::core::sql::Sql;
 use crate::core::time::iso_millis;
 use crate::core::blobs::Blobs;
 use crate::core::config::{check_label, SessionConfig};
+use crate::core::llm::{LlmConfig, Transport};
 use http::{decode_segment, message_param, method_not_allowed, session_param};
 
 /// A block label from the path, decoded and checked.
@@ -40,6 +42,9 @@ pub struct Env<'a> {
     pub config: &'a SessionConfig,
     /// The agent's name (`idFromName`), under which its own skills are kept.
     pub agent: &'a str,
+    /// The configured model (compaction's summarizer) and how to reach it.
+    pub llm: &'a LlmConfig,
+    pub transport: &'a dyn Transport,
 }
 
 /// What every handler gets: the [`Env`] and the time of this request.
@@ -48,6 +53,8 @@ pub struct Ctx<'a> {
     pub blobs: &'a dyn Blobs,
     pub config: &'a SessionConfig,
     pub agent: &'a str,
+    pub llm: &'a LlmConfig,
+    pub transport: &'a dyn Transport,
     /// The request's timestamp (ISO-8601 ms), used for every write it makes.
     pub now: String,
 }
@@ -69,6 +76,7 @@ enum Route {
     PathLength,
     SessionSearch,
     Compactions,
+    Compact,
     Context,
     Block,
     BlockAppend,
@@ -94,6 +102,7 @@ const ROUTES: &[(&str, Route)] = &[
     ("/sessions/{sid}/path-length", Route::PathLength),
     ("/sessions/{sid}/search", Route::SessionSearch),
     ("/sessions/{sid}/compactions", Route::Compactions),
+    ("/sessions/{sid}/compact", Route::Compact),
     ("/sessions/{sid}/context", Route::Context),
     ("/sessions/{sid}/context/{label}", Route::Block),
     ("/sessions/{sid}/context/{label}/append", Route::BlockAppend),
@@ -124,7 +133,15 @@ pub fn open(sql: &dyn Sql, now_ms: i64) -> Result<Vec<i64>> {
 
 /// Answers one request. Never panics on input; every failure is a JSON error answer.
 pub async fn handle(env: Env<'_>, now_ms: i64, req: &Request) -> Response {
-    let ctx = Ctx { sql: env.sql, blobs: env.blobs, config: env.config, agent: env.agent, now: iso_millis(now_ms) };
+    let ctx = Ctx {
+        sql: env.sql,
+        blobs: env.blobs,
+        config: env.config,
+        agent: env.agent,
+        llm: env.llm,
+        transport: env.transport,
+        now: iso_millis(now_ms),
+    };
     dispatch(&ctx, req).await.unwrap_or_else(|e| Response::error(&e))
 }
 
@@ -153,10 +170,10 @@ async fn dispatch(ctx: &Ctx<'_>, req: &Request) -> Result<Response> {
         (Fork, "POST") => sessions::fork(ctx, sid, req),
         (Usage, "POST") => sessions::usage(ctx, sid, req),
         (Search, "GET") => search::across(ctx, req),
-        (Messages, "POST") => messages::append(ctx, sid, req),
+        (Messages, "POST") => messages::append(ctx, sid, req).await,
         (Messages, "DELETE") => messages::clear(ctx, sid).await,
         (Messages, _) => Ok(method_not_allowed(&["POST", "DELETE"])),
-        (Batch, "POST") => messages::batch(ctx, sid, req),
+        (Batch, "POST") => messages::batch(ctx, sid, req).await,
         // A message may be called "batch": other methods reach it as a message.
         (Batch, m) if m != "PATCH" => message(ctx, sid, "batch", req),
         (Batch, _) => Ok(method_not_allowed(&["GET", "POST", "PUT", "DELETE"])),
@@ -170,6 +187,7 @@ async fn dispatch(ctx: &Ctx<'_>, req: &Request) -> Result<Response> {
         (Compactions, "GET") => compactions::list(ctx, sid),
         (Compactions, "POST") => compactions::add(ctx, sid, req),
         (Compactions, _) => Ok(method_not_allowed(&["GET", "POST"])),
+        (Compact, "POST") => compact::route(ctx, sid, req).await,
         (Context, "GET") => context::list(ctx, sid).await,
         (Context, "POST") => context::add(ctx, sid, req).await,
         (Context, _) => Ok(method_not_allowed(&["GET", "POST"])),
@@ -182,7 +200,7 @@ async fn dispatch(ctx: &Ctx<'_>, req: &Request) -> Result<Response> {
         (PromptRefresh, "POST") => context::refresh(ctx, sid).await,
         (Tools, "GET") => context::list_tools(ctx, sid),
         (Tool, "POST") => context::run_tool(ctx, sid, name, req).await,
-        (Fork | Usage | BlockAppend | PromptRefresh | Tool, _) => Ok(method_not_allowed(&["POST"])),
+        (Fork | Usage | BlockAppend | PromptRefresh | Tool | Compact, _) => Ok(method_not_allowed(&["POST"])),
         (Search | Branches | History | Recent | Leaf | PathLength | SessionSearch | Prompt | Tools, _) => {
             Ok(method_not_allowed(&["GET"]))
         }

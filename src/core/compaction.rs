@@ -71,6 +71,7 @@ pub fn add(sql: &dyn Sql, session: &str, summary: &str, from: &str, to: &str, no
         to_message_id: to.to_owned(),
         created_at: now.to_owned(),
     };
+    crate::core::estimate::invalidate(sql, session)?;
     sql.execute(
         "INSERT INTO compactions (id, session_id, from_message_id, to_message_id, created_at, summary)
          VALUES (?, ?, ?, ?, ?, ?)",

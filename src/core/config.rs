@@ -155,7 +155,8 @@ pub struct SessionConfig {
     /// Label of a readonly, searchable block over all sessions' messages (rendered last).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub searchable_history: Option<String>,
-    /// Compaction policy (used by compaction; kept verbatim here).
+    /// Compaction policy `{after, protectHead, tailTokenBudget, minTailMessages}`, validated
+    /// here and read by [`crate::core::compact::CompactionConfig::from_json`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compaction: Option<Json>,
 }
@@ -202,7 +203,9 @@ impl SessionConfig {
         if let Some(w) = sorted.windows(2).find(|w| w[0] == w[1]) {
             return Err(Error::invalid(format!("two blocks are labelled \"{}\"", w[0])));
         }
-        check_scopes(&self.context.iter().collect::<Vec<_>>())
+        check_scopes(&self.context.iter().collect::<Vec<_>>())?;
+        crate::core::compact::CompactionConfig::from_json(self.compaction.as_ref())?;
+        Ok(())
     }
 }
 

@@ -2,11 +2,13 @@
 //! trait. Nothing here knows about Workers; it is tested natively against real SQLite.
 
 pub mod blobs;
+pub mod compact;
 pub mod compaction;
 pub mod config;
 pub mod context;
 pub mod entry_key;
 pub mod error;
+pub mod estimate;
 pub mod history;
 pub mod ids;
 pub mod llm;

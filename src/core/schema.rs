@@ -7,6 +7,7 @@ use crate::core::sql::{atomically, Sql, Value};
 pub const MIGRATIONS: &[(i64, &str, &str)] = &[
     (1, "foundation", include_str!("../../migrations/0001_foundation.sql")),
     (2, "context", include_str!("../../migrations/0002_context.sql")),
+    (3, "estimates", include_str!("../../migrations/0003_estimates.sql")),
 ];
 
 /// The newest schema version this build knows.

@@ -4,6 +4,7 @@
 use serde_json::value::RawValue;
 
 use crate::core::error::{Error, Result};
+use crate::core::estimate;
 use crate::core::message::NewMessage;
 use crate::core::sql::{Row, Sql, Value};
 
@@ -139,6 +140,7 @@ impl<'a> Tree<'a> {
             Parent::Id(id) => Some(id.clone()),
         };
         self.insert(msg, parent_id.as_deref(), now)?;
+        estimate::note_append(self.sql, self.session, parent_id.as_deref(), &msg.id, &msg.json)?;
         Ok(Appended { parent_id, inserted: true })
     }
 
@@ -247,6 +249,7 @@ impl<'a> Tree<'a> {
     /// in the tree does not change. Returns `false` when the id is unknown (nothing changes).
     pub fn update(&self, msg: &NewMessage) -> Result<bool> {
         let Some(seq) = self.seq_of(&msg.id)? else { return Ok(false) };
+        estimate::invalidate(self.sql, self.session)?;
         self.sql.execute(
             "UPDATE messages SET role = ?, bytes = ?, content = ? WHERE seq = ?",
             &[msg.role.as_str().into(), Value::Int(msg.json.len() as i64), msg.json.as_str().into(), Value::Int(seq)],
@@ -262,6 +265,7 @@ impl<'a> Tree<'a> {
     /// parent). Returns `false` when the id is unknown.
     pub fn delete(&self, id: &str) -> Result<bool> {
         let Some(seq) = self.seq_of(id)? else { return Ok(false) };
+        estimate::invalidate(self.sql, self.session)?;
         self.sql.execute("DELETE FROM messages_fts WHERE rowid = ?", &[Value::Int(seq)])?;
         self.sql.execute("DELETE FROM messages WHERE seq = ?", &[Value::Int(seq)])?;
         self.sql.execute(
@@ -273,6 +277,7 @@ impl<'a> Tree<'a> {
 
     /// Deletes every message of the session, its index entries and its compactions.
     pub fn clear(&self) -> Result<()> {
+        estimate::invalidate(self.sql, self.session)?;
         self.sql.execute(
             "DELETE FROM messages_fts WHERE rowid IN (SELECT seq FROM messages WHERE session_id = ?)",
             &[self.sid()],

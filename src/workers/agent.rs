@@ -4,10 +4,11 @@
 
 use worker::{console_error, console_warn, durable_object, Date, DurableObject, Env, Request, Response, Result, State};
 
-use super::{convert, do_sql::DoSql, r2::R2Blobs};
+use super::{convert, do_sql::DoSql, llm::{WorkersTransport, AI_BINDING}, r2::R2Blobs};
 use crate::api;
 use crate::core::config::SessionConfig;
 use crate::core::error::{Error, ErrorKind};
+use crate::core::llm::LlmConfig;
 
 /// The binding of the skills bucket.
 pub const SKILLS_BUCKET: &str = "SKILLS_BUCKET";
@@ -17,6 +18,8 @@ pub struct Agent {
     db: DoSql,
     blobs: R2Blobs,
     config: SessionConfig,
+    llm: LlmConfig,
+    transport: WorkersTransport,
     name: String,
     /// Why the agent cannot serve (schema or config), if it cannot.
     broken: Option<Error>,
@@ -34,7 +37,17 @@ impl Agent {
         // The name given to idFromName; an object made otherwise keys its skills by its id.
         let id = state.id();
         let name = id.name().unwrap_or_else(|| id.to_string());
-        Agent { db, blobs: R2Blobs::new(env.bucket(SKILLS_BUCKET).ok()), config, name, broken }
+        // LLM_API_KEY is a secret; a plain var is accepted too (local .dev.vars sets either).
+        let var = |k: &str| {
+            env.secret(k).map(|v| v.to_string()).or_else(|_| env.var(k).map(|v| v.to_string())).ok()
+        };
+        let (llm, llm_error) = match LlmConfig::from_vars(var) {
+            Ok(l) => (l, None),
+            Err(e) => (LlmConfig::none(), Some(Error::new(ErrorKind::NotConfigured, e.message))),
+        };
+        let broken = broken.or(llm_error);
+        let transport = WorkersTransport { ai: env.ai(AI_BINDING).ok() };
+        Agent { db, blobs: R2Blobs::new(env.bucket(SKILLS_BUCKET).ok()), config, llm, transport, name, broken }
     }
 
     /// Opens the agent with the config of the `SESSION_CONFIG` variable. A config that does not
@@ -66,7 +79,14 @@ impl Agent {
             Ok(r) => r,
             Err(e) => return convert::error(&e),
         };
-        let env = api::Env { sql: &self.db, blobs: &self.blobs, config: &self.config, agent: &self.name };
+        let env = api::Env {
+            sql: &self.db,
+            blobs: &self.blobs,
+            config: &self.config,
+            agent: &self.name,
+            llm: &self.llm,
+            transport: &self.transport,
+        };
         let resp = api::handle(env, Date::now().as_millis() as i64, &req).await;
         if resp.status >= 500 {
             console_error!("{} {} -> {}: {}", req.method, req.path, resp.status, String::from_utf8_lossy(&resp.body));

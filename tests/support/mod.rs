@@ -1,12 +1,16 @@
 //! Shared helpers for the native tests: a migrated SQLite database and an API client over it.
 #![allow(dead_code)]
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
 
 use serde_json::{json, Value as Json};
 use session_agent::api::{self, Env, Request, Response};
 use session_agent::core::blobs::MemBlobs;
+use session_agent::core::blobs::BoxFuture;
 use session_agent::core::config::SessionConfig;
+use session_agent::core::error::Result as CoreResult;
+use session_agent::core::llm::{HttpRequest, HttpResponse, LlmConfig, Provider, Transport};
 use session_agent::core::sqlite::SqliteDb;
 
 /// A fresh in-memory database with the schema applied.
@@ -23,8 +27,47 @@ pub struct Api {
     pub blobs: MemBlobs,
     pub config: SessionConfig,
     pub agent: String,
+    pub llm: LlmConfig,
+    pub model: Model,
     pub now: Cell<i64>,
     pub frozen: bool,
+}
+
+/// The LLM peer of native tests: an OpenAI-compatible endpoint answering from a queue of
+/// replies (default: a fixed summary) and recording every request body it was sent.
+#[derive(Default)]
+pub struct Model {
+    pub replies: RefCell<VecDeque<CoreResult<HttpResponse>>>,
+    pub requests: RefCell<Vec<Json>>,
+}
+
+/// The text of an OpenAI-compatible completion answer.
+pub fn completion(text: &str) -> HttpResponse {
+    let body = json!({"choices": [{"message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 100, "completion_tokens": 20}});
+    HttpResponse { status: 200, body: body.to_string() }
+}
+
+impl Model {
+    /// Queues the next answer.
+    pub fn reply(&self, r: CoreResult<HttpResponse>) {
+        self.replies.borrow_mut().push_back(r);
+    }
+    /// The user prompts sent so far.
+    pub fn prompts(&self) -> Vec<String> {
+        self.requests.borrow().iter().map(|b| b["messages"][0]["content"].as_str().unwrap_or_default().to_owned()).collect()
+    }
+}
+
+impl Transport for Model {
+    fn send(&self, req: HttpRequest) -> BoxFuture<'_, CoreResult<HttpResponse>> {
+        self.requests.borrow_mut().push(serde_json::from_str(&req.body).unwrap_or(Json::Null));
+        let next = self.replies.borrow_mut().pop_front();
+        Box::pin(async move { next.unwrap_or_else(|| Ok(completion("## Topic\nA test chat.\n\n## Key Points\n- summarized"))) })
+    }
+    fn workers_ai<'a>(&'a self, _model: &'a str, _input: Json) -> BoxFuture<'a, CoreResult<Json>> {
+        Box::pin(async { Ok(json!({"response": "unused"})) })
+    }
 }
 
 impl Api {
@@ -38,6 +81,8 @@ impl Api {
             blobs: MemBlobs::new(),
             config: SessionConfig::default(),
             agent: "alice".into(),
+            llm: LlmConfig::none(),
+            model: Model::default(),
             now: Cell::new(1_795_345_200_000),
             frozen: false,
         }
@@ -50,11 +95,30 @@ impl Api {
         api
     }
 
+    /// The same API with an OpenAI-compatible model configured (answered by [`Model`]).
+    pub fn with_model(mut self) -> Api {
+        self.llm = LlmConfig {
+            provider: Provider::OpenAi,
+            base_url: "http://model.test/v1".into(),
+            model: "test-model".into(),
+            api_key: None,
+            timeout_ms: 1000,
+        };
+        self
+    }
+
     pub fn send(&self, req: Request) -> Response {
         if !self.frozen {
             self.now.set(self.now.get() + 1);
         }
-        let env = Env { sql: &self.db, blobs: &self.blobs, config: &self.config, agent: &self.agent };
+        let env = Env {
+            sql: &self.db,
+            blobs: &self.blobs,
+            config: &self.config,
+            agent: &self.agent,
+            llm: &self.llm,
+            transport: &self.model,
+        };
         futures::executor::block_on(api::handle(env, self.now.get(), &req))
     }
 

@@ -1,0 +1,53 @@
+//! The token estimate of a session's branch, kept incrementally: the messages of the path to a
+//! leaf as the model sees them (overlays applied), by the reference heuristic (§13.1). An append
+//! under the cached leaf adds one message's tokens; anything else that could change the sum
+//! (update, delete, clear, a new overlay) drops the cache, and the next read walks the path once.
+//! So an append costs the same at depth 10 and 10,000 (the reference re-reads the whole path).
+
+use serde_json::Value as Json;
+
+use crate::core::error::Result;
+use crate::core::history::history;
+use crate::core::sql::{Sql, Value};
+use crate::core::tokens::estimate_message;
+
+/// Tokens of one stored message JSON.
+pub fn message_tokens(json: &str) -> i64 {
+    serde_json::from_str::<Json>(json).map(|m| estimate_message(&m)).unwrap_or(0)
+}
+
+/// Called in the append's transaction: if the cache is for `parent`, it now covers `id` too.
+pub fn note_append(sql: &dyn Sql, session: &str, parent: Option<&str>, id: &str, json: &str) -> Result<()> {
+    let Some(parent) = parent else { return Ok(()) };
+    sql.execute(
+        "UPDATE token_estimates SET leaf_id = ?, tokens = tokens + ? WHERE session_id = ? AND leaf_id = ?",
+        &[id.into(), Value::Int(message_tokens(json)), session.into(), parent.into()],
+    )
+}
+
+/// Drops the cached estimate of `session` (its messages or overlays changed).
+pub fn invalidate(sql: &dyn Sql, session: &str) -> Result<()> {
+    sql.execute("DELETE FROM token_estimates WHERE session_id = ?", &[session.into()])
+}
+
+/// The estimate of the path to `leaf`: the cached sum when it is for this leaf, else computed
+/// from the path (overlays applied) and cached.
+pub fn branch_tokens(sql: &dyn Sql, session: &str, leaf: &str) -> Result<i64> {
+    let cached = sql
+        .query_row(
+            "SELECT tokens FROM token_estimates WHERE session_id = ? AND leaf_id = ?",
+            &[session.into(), leaf.into()],
+        )?
+        .map(|r| r.int(0))
+        .transpose()?;
+    if let Some(t) = cached {
+        return Ok(t);
+    }
+    let tokens: i64 = history(sql, session, Some(leaf), false)?.iter().map(|m| message_tokens(m.get())).sum();
+    sql.execute(
+        "INSERT INTO token_estimates (session_id, leaf_id, tokens) VALUES (?, ?, ?)
+         ON CONFLICT (session_id) DO UPDATE SET leaf_id = excluded.leaf_id, tokens = excluded.tokens",
+        &[session.into(), leaf.into(), Value::Int(tokens)],
+    )?;
+    Ok(tokens)
+}
