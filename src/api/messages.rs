@@ -16,6 +16,7 @@ use crate::core::sessions;
 use crate::core::skills;
 use crate::core::sql::atomically;
 use crate::core::tree::{raw, Parent, RawMessage, Tree};
+use crate::core::truncate::{truncate_older_messages, TruncateOptions};
 
 /// `parentId` of an append body: absent → latest leaf, `null` → new root, a string → that id.
 fn parent(body: &Map<String, Json>) -> Result<Parent> {
@@ -216,12 +217,44 @@ pub fn branches(ctx: &Ctx, sid: &str, mid: &str) -> Result<Response> {
     Ok(Response::json(200, &Messages { messages: &messages }))
 }
 
-/// `GET /sessions/{sid}/history?leaf=&raw=1`.
+/// `GET /sessions/{sid}/history?leaf=&raw=1&truncate=1`.
+///
+/// `truncate=1` shrinks older messages as the agent turn does before sending them
+/// ([`truncate_older_messages`]; `keepRecent`, `maxToolOutputChars`, `maxTextChars` override
+/// the defaults 4, 500 and 10000). What is stored does not change.
 pub fn history(ctx: &Ctx, sid: &str, req: &Request) -> Result<Response> {
     let q = req.query_map();
     let leaf = leaf_param(&q)?;
+    let truncation = truncate_options(&q)?;
     let messages = history::history(ctx.sql, sid, leaf.as_deref(), flag_param(&q, "raw")?)?;
-    Ok(Response::json(200, &Messages { messages: &messages }))
+    let Some(opts) = truncation else {
+        return Ok(Response::json(200, &Messages { messages: &messages }));
+    };
+    let parsed = messages
+        .iter()
+        .map(|m| serde_json::from_str::<Json>(m.get()).map_err(|e| Error::internal(format!("stored message: {e}"))))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Response::json(200, &json!({ "messages": truncate_older_messages(parsed, &opts) })))
+}
+
+/// The truncation a history read asked for, if any. Options without `truncate=1` are refused:
+/// they would silently do nothing.
+fn truncate_options(q: &std::collections::HashMap<String, String>) -> Result<Option<TruncateOptions>> {
+    let d = TruncateOptions::default();
+    let keep = int_param(q, "keepRecent", 0, 1_000_000)?;
+    let tool = int_param(q, "maxToolOutputChars", 1, 100_000_000)?;
+    let text = int_param(q, "maxTextChars", 1, 100_000_000)?;
+    if !flag_param(q, "truncate")? {
+        if keep.is_some() || tool.is_some() || text.is_some() {
+            return Err(Error::invalid("keepRecent, maxToolOutputChars and maxTextChars need truncate=1"));
+        }
+        return Ok(None);
+    }
+    Ok(Some(TruncateOptions {
+        keep_recent: keep.map_or(d.keep_recent, |n| n as usize),
+        max_tool_output_chars: tool.map_or(d.max_tool_output_chars, |n| n as usize),
+        max_text_chars: text.map_or(d.max_text_chars, |n| n as usize),
+    }))
 }
 
 fn leaf_param(q: &std::collections::HashMap<String, String>) -> Result<Option<String>> {

@@ -25,6 +25,7 @@ use serde_json::Value as Json;
 
 use crate::core::compaction::COMPACTION_PREFIX;
 use crate::core::error::{Error, Result};
+use crate::core::js;
 use crate::core::tokens::estimate_message;
 
 // ── Options ──────────────────────────────────────────────────────────────────────────────────────────
@@ -284,7 +285,7 @@ fn text_of(m: &Json) -> String {
         .filter(|p| part_type(p) == "text")
         .map(|p| match p.get("text") {
             None | Some(Json::Null) => String::new(),
-            Some(t) => js_string(t),
+            Some(t) => js::string(t),
         })
         .collect::<Vec<_>>()
         .join("\n")
@@ -307,11 +308,11 @@ fn tool_line(p: &Json) -> String {
     let input = p.get("input");
     if let Some(input) = input.filter(|v| truthy(v)) {
         s.push_str("\nInput: ");
-        s.push_str(utf16_prefix(&js_stringify(input), 500));
+        s.push_str(js::utf16_prefix(&js::stringify(input), 500));
     }
     if let Some(output) = p.get("output").filter(|v| truthy(v)) {
         s.push_str("\nOutput: ");
-        s.push_str(utf16_prefix(&js_string(output), 500));
+        s.push_str(js::utf16_prefix(&js::string(output), 500));
     }
     s
 }
@@ -319,7 +320,7 @@ fn tool_line(p: &Json) -> String {
 fn render_message(m: &Json) -> String {
     let role = match m.get("role") {
         None => "undefined".to_string(),
-        Some(r) => js_string(r),
+        Some(r) => js::string(r),
     };
     let tools = parts(m).iter().filter(|p| is_tool_part(p)).map(tool_line).collect::<Vec<_>>().join("\n");
     let mut s = format!("[{role}]\n{}", text_of(m));
@@ -438,152 +439,5 @@ fn truthy(v: &Json) -> bool {
         Json::Number(n) => n.as_f64().is_some_and(|f| f != 0.0 && !f.is_nan()),
         Json::String(s) => !s.is_empty(),
         Json::Array(_) | Json::Object(_) => true,
-    }
-}
-
-/// `String(v)`, except that objects and arrays give their JSON.
-fn js_string(v: &Json) -> String {
-    match v {
-        Json::String(s) => s.clone(),
-        Json::Number(_) | Json::Bool(_) | Json::Null | Json::Array(_) | Json::Object(_) => js_stringify(v),
-    }
-}
-
-/// `JSON.stringify(v)`: like serde_json, but numbers as JavaScript prints them and object keys in JavaScript's
-/// order (array-index keys ascending, then the others in insertion order).
-fn js_stringify(v: &Json) -> String {
-    let mut out = String::new();
-    write_js(v, &mut out);
-    out
-}
-
-fn write_js(v: &Json, out: &mut String) {
-    match v {
-        Json::Number(n) => out.push_str(&js_number(n.as_f64().unwrap_or(0.0))),
-        Json::Array(items) => {
-            out.push('[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                write_js(item, out);
-            }
-            out.push(']');
-        }
-        Json::Object(map) => {
-            let mut index_keys: Vec<(u32, &String, &Json)> =
-                map.iter().filter_map(|(k, v)| array_index(k).map(|i| (i, k, v))).collect();
-            index_keys.sort_by_key(|(i, _, _)| *i);
-            let others = map.iter().filter(|(k, _)| array_index(k).is_none());
-            out.push('{');
-            for (n, (k, v)) in index_keys.into_iter().map(|(_, k, v)| (k, v)).chain(others).enumerate() {
-                if n > 0 {
-                    out.push(',');
-                }
-                out.push_str(&Json::String(k.clone()).to_string());
-                out.push(':');
-                write_js(v, out);
-            }
-            out.push('}');
-        }
-        Json::Null | Json::Bool(_) | Json::String(_) => out.push_str(&v.to_string()),
-    }
-}
-
-/// A canonical array index (`0` … `4294967294`, no leading zeros), which JavaScript objects list first.
-fn array_index(k: &str) -> Option<u32> {
-    if k.is_empty() || (k.len() > 1 && k.starts_with('0')) || !k.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    k.parse::<u32>().ok().filter(|&i| i != u32::MAX)
-}
-
-/// JavaScript's `Number.prototype.toString()` (ECMA-262 Number::toString) for a finite double.
-fn js_number(x: f64) -> String {
-    if x.is_nan() {
-        return "NaN".into();
-    }
-    if x == 0.0 {
-        return "0".into();
-    }
-    if x.is_infinite() {
-        return if x > 0.0 { "Infinity".into() } else { "-Infinity".into() };
-    }
-    if x < 0.0 {
-        return format!("-{}", js_number(-x));
-    }
-    // Rust's `{:e}` gives the shortest round-tripping digits, as JavaScript does: "d.ddde±x".
-    let sci = format!("{x:e}");
-    let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
-    let digits: String = mantissa.chars().filter(char::is_ascii_digit).collect();
-    let k = digits.len() as i32;
-    let n = exp.parse::<i32>().unwrap_or(0) + 1;
-    if k <= n && n <= 21 {
-        format!("{digits}{}", "0".repeat((n - k) as usize))
-    } else if 0 < n && n <= 21 {
-        format!("{}.{}", &digits[..n as usize], &digits[n as usize..])
-    } else if -6 < n && n <= 0 {
-        format!("0.{}{digits}", "0".repeat((-n) as usize))
-    } else {
-        let e = n - 1;
-        let sign = if e < 0 { '-' } else { '+' };
-        if k == 1 {
-            format!("{digits}e{sign}{}", e.abs())
-        } else {
-            format!("{}.{}e{sign}{}", &digits[..1], &digits[1..], e.abs())
-        }
-    }
-}
-
-/// The longest prefix of at most `max` UTF-16 code units that does not split a character.
-fn utf16_prefix(s: &str, max: usize) -> &str {
-    let mut units = 0;
-    for (i, c) in s.char_indices() {
-        units += c.len_utf16();
-        if units > max {
-            return &s[..i];
-        }
-    }
-    s
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn javascript_numbers() {
-        for (x, s) in [
-            (1.0, "1"),
-            (-1.5, "-1.5"),
-            (0.1, "0.1"),
-            (123456789.0, "123456789"),
-            (1e21, "1e+21"),
-            (1.5e21, "1.5e+21"),
-            (1e20, "100000000000000000000"),
-            (1e-6, "0.000001"),
-            (1e-7, "1e-7"),
-            (1.25e-7, "1.25e-7"),
-            (0.000123, "0.000123"),
-            (5e-324, "5e-324"),
-        ] {
-            assert_eq!(js_number(x), s, "{x}");
-        }
-    }
-
-    #[test]
-    fn javascript_stringify() {
-        let v: Json = serde_json::from_str(r#"{"b":1.0,"10":[true,null],"2":"x\n","a":{"01":0.5}}"#).unwrap();
-        assert_eq!(js_stringify(&v), r#"{"2":"x\n","10":[true,null],"b":1,"a":{"01":0.5}}"#);
-        assert_eq!(js_string(&json!("plain")), "plain");
-        assert_eq!(js_string(&json!(2.50)), "2.5");
-    }
-
-    #[test]
-    fn utf16_cut() {
-        assert_eq!(utf16_prefix("abc", 2), "ab");
-        assert_eq!(utf16_prefix("a😀", 2), "a");
-        assert_eq!(utf16_prefix("a😀", 3), "a😀");
     }
 }
