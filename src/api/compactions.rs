@@ -1,10 +1,12 @@
-//! Compaction overlay routes: `GET/POST /sessions/{sid}/compactions`.
+//! Compaction overlay routes: `GET/POST /sessions/{sid}/compactions`, and the originals behind
+//! one: `GET /sessions/{sid}/compactions/{cid}/messages`.
 
 use serde_json::json;
 
-use super::http::{req_str, Request, Response};
+use super::http::{int_param, req_str, Request, Response};
 use super::Ctx;
 use crate::core::compaction;
+use crate::core::expand::{self, DEFAULT_LIMIT, MAX_LIMIT};
 use crate::core::error::Result;
 use crate::core::sessions;
 use crate::core::sql::atomically;
@@ -26,4 +28,25 @@ pub fn add(ctx: &Ctx, sid: &str, req: &Request) -> Result<Response> {
         Ok(c)
     })?;
     Ok(Response::json(201, &c))
+}
+
+/// `GET /sessions/{sid}/compactions/{cid}/messages?offset=0&limit=20`: the stored messages the
+/// overlay stands for, oldest first, paged (`limit` at most 100) →
+/// `{compaction, total, offset, messages, nextOffset}` (`nextOffset` null on the last page).
+pub fn messages(ctx: &Ctx, sid: &str, cid: &str, req: &Request) -> Result<Response> {
+    let q = req.query_map();
+    let offset = int_param(&q, "offset", 0, i64::MAX)?.unwrap_or(0) as usize;
+    let limit = int_param(&q, "limit", 1, MAX_LIMIT as i64)?.map_or(DEFAULT_LIMIT, |n| n as usize);
+    let c = expand::find(ctx.sql, sid, cid)?;
+    let page = expand::page(ctx.sql, sid, c, offset, limit)?;
+    Ok(Response::json(
+        200,
+        &json!({
+            "compaction": page.compaction,
+            "total": page.total,
+            "offset": page.offset,
+            "messages": page.messages,
+            "nextOffset": page.next_offset(),
+        }),
+    ))
 }

@@ -9,7 +9,6 @@ use crate::core::config::BlockConfig;
 use crate::core::context::Context;
 use crate::core::error::{Error, Result};
 use crate::core::sessions;
-use crate::core::skills;
 use crate::core::sql::atomically;
 use crate::core::tools;
 
@@ -91,8 +90,7 @@ pub async fn refresh(ctx: &Ctx<'_>, sid: &str) -> Result<Response> {
 
 /// `GET /sessions/{sid}/tools` → `{tools: [{name, description, inputSchema}]}`.
 pub fn list_tools(ctx: &Ctx, sid: &str) -> Result<Response> {
-    let c = context(ctx, sid);
-    let defs = tools::definitions(&c.blocks()?, &skills::loaded(ctx.sql, sid)?);
+    let defs = tools::for_session(&context(ctx, sid))?;
     Ok(Response::json(200, &json!({ "tools": defs })))
 }
 

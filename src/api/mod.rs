@@ -76,6 +76,7 @@ enum Route {
     PathLength,
     SessionSearch,
     Compactions,
+    Expand,
     Compact,
     Context,
     Block,
@@ -102,6 +103,7 @@ const ROUTES: &[(&str, Route)] = &[
     ("/sessions/{sid}/path-length", Route::PathLength),
     ("/sessions/{sid}/search", Route::SessionSearch),
     ("/sessions/{sid}/compactions", Route::Compactions),
+    ("/sessions/{sid}/compactions/{cid}/messages", Route::Expand),
     ("/sessions/{sid}/compact", Route::Compact),
     ("/sessions/{sid}/context", Route::Context),
     ("/sessions/{sid}/context/{label}", Route::Block),
@@ -153,10 +155,12 @@ async fn dispatch(ctx: &Ctx<'_>, req: &Request) -> Result<Response> {
     let mid = matched.params.get("mid").map(message_param).transpose()?;
     let label = matched.params.get("label").map(label_param).transpose()?;
     let name = matched.params.get("name").map(|n| decode_segment("tool name", n)).transpose()?;
+    let cid = matched.params.get("cid").map(|c| decode_segment("compaction id", c)).transpose()?;
     let sid = sid.as_deref().unwrap_or_default();
     let mid = mid.as_deref().unwrap_or_default();
     let label = label.as_deref().unwrap_or_default();
     let name = name.as_deref().unwrap_or_default();
+    let cid = cid.as_deref().unwrap_or_default();
     let m = req.method.as_str();
     use Route::*;
     match (matched.value, m) {
@@ -187,6 +191,7 @@ async fn dispatch(ctx: &Ctx<'_>, req: &Request) -> Result<Response> {
         (Compactions, "GET") => compactions::list(ctx, sid),
         (Compactions, "POST") => compactions::add(ctx, sid, req),
         (Compactions, _) => Ok(method_not_allowed(&["GET", "POST"])),
+        (Expand, "GET") => compactions::messages(ctx, sid, cid, req),
         (Compact, "POST") => compact::route(ctx, sid, req).await,
         (Context, "GET") => context::list(ctx, sid).await,
         (Context, "POST") => context::add(ctx, sid, req).await,
@@ -201,7 +206,7 @@ async fn dispatch(ctx: &Ctx<'_>, req: &Request) -> Result<Response> {
         (Tools, "GET") => context::list_tools(ctx, sid),
         (Tool, "POST") => context::run_tool(ctx, sid, name, req).await,
         (Fork | Usage | BlockAppend | PromptRefresh | Tool | Compact, _) => Ok(method_not_allowed(&["POST"])),
-        (Search | Branches | History | Recent | Leaf | PathLength | SessionSearch | Prompt | Tools, _) => {
+        (Search | Branches | History | Recent | Leaf | PathLength | SessionSearch | Prompt | Tools | Expand, _) => {
             Ok(method_not_allowed(&["GET"]))
         }
     }

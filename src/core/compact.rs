@@ -317,7 +317,9 @@ fn tool_line(p: &Json) -> String {
     s
 }
 
-fn render_message(m: &Json) -> String {
+/// A message as the summary prompt shows it: `[role]`, its text, then one `[Tool: name]` block
+/// per tool part with input and output cut to 500 units.
+pub fn render_message(m: &Json) -> String {
     let role = match m.get("role") {
         None => "undefined".to_string(),
         Some(r) => js::string(r),

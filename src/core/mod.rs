@@ -9,6 +9,7 @@ pub mod context;
 pub mod entry_key;
 pub mod error;
 pub mod estimate;
+pub mod expand;
 pub mod history;
 pub mod ids;
 pub mod js;

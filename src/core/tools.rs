@@ -5,7 +5,9 @@
 use serde::Serialize;
 use serde_json::{json, Map, Value as Json};
 
+use crate::core::compaction::{self, COMPACTION_PREFIX};
 use crate::core::context::{Block, Context, Origin};
+use crate::core::expand::{self, DEFAULT_LIMIT, MAX_LIMIT};
 use crate::core::entry_key::entry_key;
 use crate::core::error::{Error, Result};
 use crate::core::prompt::usage_percent;
@@ -31,10 +33,20 @@ fn quoted(labels: &[&str]) -> String {
     labels.iter().map(|l| format!("\"{l}\"")).collect::<Vec<_>>().join(", ")
 }
 
+/// The tools of a session as the model is offered them (see [`definitions`]): `expand_compaction`
+/// is offered when compaction is configured or the session already has a summary.
+pub fn for_session(ctx: &Context<'_>) -> Result<Vec<ToolDef>> {
+    let blocks = ctx.blocks()?;
+    let loaded = skills::loaded(ctx.sql, ctx.session)?;
+    let expandable = ctx.config.compaction.is_some() || !compaction::list(ctx.sql, ctx.session)?.is_empty();
+    Ok(definitions(&blocks, &loaded, expandable))
+}
+
 /// The tools for `blocks`: `set_context` if a block is writable, `load_context` and
 /// `unload_context` if one is a skills block, `search_context` if one is searchable, then
-/// `session_search` always. `loaded` lists `label:key` of the loaded skills.
-pub fn definitions(blocks: &[Block], loaded: &[String]) -> Vec<ToolDef> {
+/// `session_search` always, and `expand_compaction` when `expandable`. `loaded` lists
+/// `label:key` of the loaded skills.
+pub fn definitions(blocks: &[Block], loaded: &[String], expandable: bool) -> Vec<ToolDef> {
     let mut tools = Vec::new();
     let writable: Vec<&Block> = blocks.iter().filter(|b| b.writable()).collect();
     if !writable.is_empty() {
@@ -90,7 +102,31 @@ pub fn definitions(blocks: &[Block], loaded: &[String]) -> Vec<ToolDef> {
             "required": ["query"]
         }),
     });
+    if expandable {
+        tools.push(expand_compaction_def());
+    }
     tools
+}
+
+/// `expand_compaction`: our addition (the reference has no way back from a summary).
+fn expand_compaction_def() -> ToolDef {
+    ToolDef {
+        name: "expand_compaction",
+        description: format!(
+            "Read the original messages that a summary of earlier conversation stands for (nothing was deleted). \
+             Without compactionId, reads the newest summary in this conversation. Up to {MAX_LIMIT} messages per call; \
+             use offset to read on."
+        ),
+        input_schema: json!({
+            "type": "object",
+            "properties": {
+                "compactionId": {"type": "string", "description": "Id of the summary (the summary message's id, with or without its compaction_ prefix). Default: the newest summary"},
+                "offset": {"type": "integer", "minimum": 0, "description": "Index of the first message to read (0 = the oldest summarized message)"},
+                "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "description": format!("How many messages to read (default {DEFAULT_LIMIT})")}
+            },
+            "required": []
+        }),
+    }
 }
 
 fn set_context(writable: &[&Block]) -> ToolDef {
@@ -161,6 +197,11 @@ fn check_input(name: &str, input: &Json) -> Result<()> {
     let obj = input.as_object().ok_or_else(|| Error::invalid(format!("{name}: input must be an object")))?;
     let (required, optional): (&[&str], &[&str]) = match name {
         "set_context" => (&["label", "content"], &["action"]),
+        "expand_compaction" => {
+            page_param(obj, "offset", 0, usize::MAX)?;
+            page_param(obj, "limit", 1, MAX_LIMIT)?;
+            (&[], &["compactionId"])
+        }
         "load_context" | "unload_context" => (&["label", "key"], &[]),
         "search_context" => (&["label", "query"], &[]),
         _ => (&["query"], &[]),
@@ -188,6 +229,15 @@ fn check_input(name: &str, input: &Json) -> Result<()> {
     Ok(())
 }
 
+/// An optional integer field of `expand_compaction`'s input, within `min..=max`.
+fn page_param(obj: &Map<String, Json>, key: &str, min: usize, max: usize) -> Result<Option<usize>> {
+    let Some(v) = obj.get(key) else { return Ok(None) };
+    match v.as_u64().and_then(|n| usize::try_from(n).ok()) {
+        Some(n) if (min..=max).contains(&n) => Ok(Some(n)),
+        _ => Err(Error::invalid(format!("expand_compaction: input.{key} must be an integer from {min} to {max}"))),
+    }
+}
+
 fn s<'j>(input: &'j Map<String, Json>, key: &str) -> &'j str {
     input.get(key).and_then(Json::as_str).unwrap_or_default()
 }
@@ -196,15 +246,15 @@ fn s<'j>(input: &'j Map<String, Json>, key: &str) -> &'j str {
 /// wrong shape (`invalid_request`) or a storage failure; everything the model did wrong is an
 /// `Ok("Error: …")` output.
 pub async fn execute(ctx: &Context<'_>, name: &str, input: &Json, now: &str) -> Result<String> {
-    let blocks = ctx.blocks()?;
-    let loaded = skills::loaded(ctx.sql, ctx.session)?;
-    if !definitions(&blocks, &loaded).iter().any(|t| t.name == name) {
+    if !for_session(ctx)?.iter().any(|t| t.name == name) {
         return Err(Error::not_found(format!("no tool named {name:?} in this session")));
     }
     check_input(name, input)?;
     let empty = Map::new();
     let input = input.as_object().unwrap_or(&empty);
+    let blocks = ctx.blocks()?;
     let out = match name {
+        "expand_compaction" => expand_compaction_run(ctx, input),
         "set_context" => set_context_run(ctx, &blocks, input, now).await,
         "load_context" => load_context_run(ctx, &blocks, input).await,
         "unload_context" => unload_context_run(ctx, &blocks, input),
@@ -308,6 +358,17 @@ fn history_search(ctx: &Context<'_>, query: &str) -> Result<Option<String>> {
         return Ok(None);
     }
     Ok(Some(hits.iter().map(|h| format!("[{}] {}", h.role, h.content)).collect::<Vec<_>>().join("\n---\n")))
+}
+
+fn expand_compaction_run(ctx: &Context<'_>, input: &Map<String, Json>) -> Result<String> {
+    let offset = page_param(input, "offset", 0, usize::MAX)?.unwrap_or(0);
+    let limit = page_param(input, "limit", 1, MAX_LIMIT)?.unwrap_or(DEFAULT_LIMIT);
+    let c = match input.get("compactionId").and_then(Json::as_str) {
+        Some(id) => expand::find(ctx.sql, ctx.session, id.strip_prefix(COMPACTION_PREFIX).unwrap_or(id))?,
+        None => expand::latest_visible(ctx.sql, ctx.session)?
+            .ok_or_else(|| Error::not_found("there is no summary in this conversation to expand"))?,
+    };
+    expand::render_for_model(&expand::page(ctx.sql, ctx.session, c, offset, limit)?)
 }
 
 fn session_search(ctx: &Context<'_>, query: &str) -> Result<String> {
