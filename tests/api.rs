@@ -73,20 +73,23 @@ fn bad_bodies_are_400_and_change_nothing() {
 }
 
 #[test]
-fn oversize_messages_are_413_and_oversize_bodies_too() {
+fn unspillable_messages_and_oversize_bodies_are_413() {
     let api = Api::new();
-    let big = "x".repeat(1_800_001);
-    let r = api.post("/sessions/s/messages", json!({"message": msg("big", "user", &big)}));
+    // 2,000 parts of 1 KB: over the row limit, and no field is big enough to move to R2.
+    let parts: Vec<serde_json::Value> = (0..2000).map(|_| json!({"type": "text", "text": "x".repeat(1000)})).collect();
+    let r = api.post("/sessions/s/messages", json!({"message": {"id": "big", "role": "user", "parts": parts}}));
     assert_eq!((r.status, code(&r).as_str()), (413, "too_large"));
     assert_eq!(api.get("/sessions/s").status, 404, "nothing registered");
+    assert!(api.blobs.keys().is_empty(), "nothing left in R2");
     let mut req = Request::new("POST", "/sessions/s/messages");
     req.body = vec![b' '; api::http::MAX_BODY_BYTES + 1];
     assert_eq!(api.send(req).status, 413);
-    // Just under the limit is stored whole.
+    // Just under the limit is stored whole, in the row.
     let fits = "y".repeat(1_799_900);
     let r = api.post("/sessions/s/messages", json!({"message": msg("fits", "user", &fits)}));
     assert_eq!(r.status, 201);
     assert_eq!(api.get("/sessions/s/messages/fits").body_json()["parts"][0]["text"].as_str().unwrap().len(), fits.len());
+    assert!(api.blobs.keys().is_empty());
 }
 
 #[test]

@@ -9,6 +9,7 @@ use crate::core::compaction;
 use crate::core::expand::{self, DEFAULT_LIMIT, MAX_LIMIT};
 use crate::core::error::Result;
 use crate::core::sessions;
+use crate::core::spill;
 use crate::core::sql::atomically;
 
 /// `GET /sessions/{sid}/compactions`: oldest first.
@@ -33,13 +34,15 @@ pub fn add(ctx: &Ctx, sid: &str, req: &Request) -> Result<Response> {
 /// `GET /sessions/{sid}/compactions/{cid}/messages?offset=0&limit=20`: the stored messages the
 /// overlay stands for, oldest first, paged (`limit` at most 100) →
 /// `{compaction, total, offset, messages, nextOffset}` (`nextOffset` null on the last page).
-pub fn messages(ctx: &Ctx, sid: &str, cid: &str, req: &Request) -> Result<Response> {
+pub async fn messages(ctx: &Ctx<'_>, sid: &str, cid: &str, req: &Request) -> Result<Response> {
     let q = req.query_map();
     let offset = int_param(&q, "offset", 0, i64::MAX)?.unwrap_or(0) as usize;
     let limit = int_param(&q, "limit", 1, MAX_LIMIT as i64)?.map_or(DEFAULT_LIMIT, |n| n as usize);
     let c = expand::find(ctx.sql, sid, cid)?;
     let page = expand::page(ctx.sql, sid, c, offset, limit)?;
-    Ok(Response::json(
+    let (messages, warnings) = spill::rehydrate(ctx.sql, ctx.blobs, sid, page.messages).await?;
+    let page = expand::Page { messages, ..page };
+    let resp = Response::json(
         200,
         &json!({
             "compaction": page.compaction,
@@ -48,5 +51,6 @@ pub fn messages(ctx: &Ctx, sid: &str, cid: &str, req: &Request) -> Result<Respon
             "messages": page.messages,
             "nextOffset": page.next_offset(),
         }),
-    ))
+    );
+    Ok(warnings.into_iter().fold(resp, Response::warn))
 }

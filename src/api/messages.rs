@@ -14,6 +14,7 @@ use crate::core::compaction::COMPACTION_PREFIX;
 use crate::core::context::Context;
 use crate::core::sessions;
 use crate::core::skills;
+use crate::core::spill;
 use crate::core::sql::atomically;
 use crate::core::tree::{raw, Parent, RawMessage, Tree};
 use crate::core::truncate::{truncate_older_messages, TruncateOptions};
@@ -80,7 +81,11 @@ pub async fn append(ctx: &Ctx<'_>, sid: &str, req: &Request) -> Result<Response>
             "parentId": null, "inserted": false, "synthetic": true});
         return Ok(Response::json(200, &echo));
     }
+    let mut msg = msg;
     let tree = Tree::new(ctx.sql, sid);
+    if !tree.contains(&msg.id)? {
+        spill::prepare(ctx.blobs, ctx.agent, sid, &mut msg).await?;
+    }
     let done = atomically(ctx.sql, || {
         let done = tree.append(&msg, &parent, &ctx.now)?;
         if done.inserted {
@@ -88,12 +93,44 @@ pub async fn append(ctx: &Ctx<'_>, sid: &str, req: &Request) -> Result<Response>
             sessions::touch(ctx.sql, sid, &ctx.now)?;
         }
         Ok(done)
-    })?;
-    let message = if done.inserted { raw(msg.json)? } else { stored(&tree, &msg.id)? };
+    });
+    let unused = release(ctx, std::slice::from_ref(&msg)).await;
+    let done = done?;
+    let message = if done.inserted { raw(msg.client_json().to_owned())? } else { stored_whole(ctx, sid, &msg.id).await? };
     let status = if done.inserted { 201 } else { 200 };
     let auto = if done.inserted { compact::after_append(ctx, sid, &msg.id).await } else { None };
     let resp = Response::json(status, &Appended { message, parent_id: done.parent_id, inserted: done.inserted, compaction: auto.as_ref() });
-    Ok(warn_failed(resp, sid, auto.as_ref()))
+    Ok(with_warnings(warn_failed(resp, sid, auto.as_ref()), unused))
+}
+
+/// Deletes the spilled objects of `msgs` that no row took (a duplicate, a failed write);
+/// returns warnings for the ones that could not be deleted.
+async fn release(ctx: &Ctx<'_>, msgs: &[NewMessage]) -> Vec<String> {
+    let keys: Vec<String> = msgs.iter().flat_map(|m| m.spills.iter().map(|s| s.key.clone())).collect();
+    if keys.is_empty() {
+        return Vec::new();
+    }
+    spill::release_unused(ctx.sql, ctx.blobs, &keys)
+        .await
+        .into_iter()
+        .map(|k| format!("could not delete the unused R2 object {k}"))
+        .collect()
+}
+
+fn with_warnings(mut resp: Response, warnings: Vec<String>) -> Response {
+    resp.warnings.extend(warnings);
+    resp
+}
+
+/// Stored messages with their spilled fields put back (a missing object is logged).
+async fn whole(ctx: &Ctx<'_>, sid: &str, messages: Vec<RawMessage>) -> Result<(Vec<RawMessage>, Vec<String>)> {
+    spill::rehydrate(ctx.sql, ctx.blobs, sid, messages).await
+}
+
+async fn stored_whole(ctx: &Ctx<'_>, sid: &str, id: &str) -> Result<RawMessage> {
+    let m = stored(&Tree::new(ctx.sql, sid), id)?;
+    let (mut v, _) = whole(ctx, sid, vec![m]).await?;
+    v.pop().ok_or_else(|| Error::internal("rehydrate lost a message"))
 }
 
 fn stored(tree: &Tree, id: &str) -> Result<RawMessage> {
@@ -116,14 +153,24 @@ pub async fn batch(ctx: &Ctx<'_>, sid: &str, req: &Request) -> Result<Response> 
         .get("messages")
         .and_then(Json::as_array)
         .ok_or_else(|| Error::invalid("messages must be an array"))?;
-    let msgs = list
+    let mut msgs = list
         .iter()
         .enumerate()
         .map(|(i, m)| NewMessage::from_json(m).map_err(|e| Error::new(e.kind, format!("messages[{i}]: {}", e.message))))
         .collect::<Result<Vec<_>>>()?;
     let first_parent = parent(&body)?;
     let tree = Tree::new(ctx.sql, sid);
-    let (ids, last, inserted) = atomically(ctx.sql, || {
+    tree.check_parent(&first_parent)?;
+    for i in 0..msgs.len() {
+        if is_synthetic(&msgs[i]) || tree.contains(&msgs[i].id)? {
+            continue;
+        }
+        if let Err(e) = spill::prepare(ctx.blobs, ctx.agent, sid, &mut msgs[i]).await {
+            release(ctx, &msgs).await;
+            return Err(Error::new(e.kind, format!("messages[{i}]: {}", e.message)));
+        }
+    }
+    let done = atomically(ctx.sql, || {
         tree.check_parent(&first_parent)?; // also for an empty batch
         let mut parent = first_parent.clone();
         let mut ids = Vec::with_capacity(msgs.len());
@@ -145,7 +192,9 @@ pub async fn batch(ctx: &Ctx<'_>, sid: &str, req: &Request) -> Result<Response> 
             Parent::Root => None,
         };
         Ok((ids, last, inserted))
-    })?;
+    });
+    let unused = release(ctx, &msgs).await;
+    let (ids, last, inserted) = done?;
     let auto = match (&last, inserted > 0) {
         (Some(leaf), true) => compact::after_append(ctx, sid, leaf).await,
         _ => None,
@@ -154,30 +203,36 @@ pub async fn batch(ctx: &Ctx<'_>, sid: &str, req: &Request) -> Result<Response> 
     if let Some(a) = &auto {
         out["compaction"] = serde_json::to_value(a).map_err(|e| Error::internal(e.to_string()))?;
     }
-    Ok(warn_failed(Response::json(201, &out), sid, auto.as_ref()))
+    Ok(with_warnings(warn_failed(Response::json(201, &out), sid, auto.as_ref()), unused))
 }
 
 /// `GET /sessions/{sid}/messages/{mid}`.
-pub fn get(ctx: &Ctx, sid: &str, mid: &str) -> Result<Response> {
-    Ok(Response::json(200, &stored(&Tree::new(ctx.sql, sid), mid)?))
+pub async fn get(ctx: &Ctx<'_>, sid: &str, mid: &str) -> Result<Response> {
+    Ok(Response::json(200, &stored_whole(ctx, sid, mid).await?))
 }
 
 /// `PUT /sessions/{sid}/messages/{mid}` `{message}`: replaces the message's content; its id
 /// must equal `mid` and its place in the tree stays.
-pub fn update(ctx: &Ctx, sid: &str, mid: &str, req: &Request) -> Result<Response> {
+pub async fn update(ctx: &Ctx<'_>, sid: &str, mid: &str, req: &Request) -> Result<Response> {
     let body = req.json_object()?;
-    let msg = NewMessage::from_json(body.get("message").ok_or_else(|| Error::invalid("message is required"))?)?;
+    let mut msg = NewMessage::from_json(body.get("message").ok_or_else(|| Error::invalid("message is required"))?)?;
     if msg.id != mid {
         return Err(Error::invalid(format!("message.id {} does not match the path's {mid}", msg.id)));
     }
     let tree = Tree::new(ctx.sql, sid);
-    atomically(ctx.sql, || {
+    if !tree.contains(mid)? {
+        return Err(Error::not_found(format!("message {mid} not found in session {sid}")));
+    }
+    spill::prepare(ctx.blobs, ctx.agent, sid, &mut msg).await?;
+    let done = atomically(ctx.sql, || {
         if !tree.update(&msg)? {
             return Err(Error::not_found(format!("message {mid} not found in session {sid}")));
         }
         sessions::touch(ctx.sql, sid, &ctx.now)
-    })?;
-    Ok(Response::json(200, &raw(msg.json)?))
+    });
+    let unused = release(ctx, std::slice::from_ref(&msg)).await;
+    done?;
+    Ok(with_warnings(Response::json(200, &raw(msg.client_json().to_owned())?), unused))
 }
 
 /// `DELETE /sessions/{sid}/messages/{mid}`: 204; its children stay (orphaned).
@@ -212,9 +267,9 @@ pub async fn clear(ctx: &Ctx<'_>, sid: &str) -> Result<Response> {
 }
 
 /// `GET /sessions/{sid}/messages/{mid}/branches`: the children, oldest first.
-pub fn branches(ctx: &Ctx, sid: &str, mid: &str) -> Result<Response> {
-    let messages = Tree::new(ctx.sql, sid).branches(mid)?;
-    Ok(Response::json(200, &Messages { messages: &messages }))
+pub async fn branches(ctx: &Ctx<'_>, sid: &str, mid: &str) -> Result<Response> {
+    let (messages, warnings) = whole(ctx, sid, Tree::new(ctx.sql, sid).branches(mid)?).await?;
+    Ok(with_warnings(Response::json(200, &Messages { messages: &messages }), warnings))
 }
 
 /// `GET /sessions/{sid}/history?leaf=&raw=1&truncate=1`.
@@ -222,19 +277,20 @@ pub fn branches(ctx: &Ctx, sid: &str, mid: &str) -> Result<Response> {
 /// `truncate=1` shrinks older messages as the agent turn does before sending them
 /// ([`truncate_older_messages`]; `keepRecent`, `maxToolOutputChars`, `maxTextChars` override
 /// the defaults 4, 500 and 10000). What is stored does not change.
-pub fn history(ctx: &Ctx, sid: &str, req: &Request) -> Result<Response> {
+pub async fn history(ctx: &Ctx<'_>, sid: &str, req: &Request) -> Result<Response> {
     let q = req.query_map();
     let leaf = leaf_param(&q)?;
     let truncation = truncate_options(&q)?;
     let messages = history::history(ctx.sql, sid, leaf.as_deref(), flag_param(&q, "raw")?)?;
+    let (messages, warnings) = whole(ctx, sid, messages).await?;
     let Some(opts) = truncation else {
-        return Ok(Response::json(200, &Messages { messages: &messages }));
+        return Ok(with_warnings(Response::json(200, &Messages { messages: &messages }), warnings));
     };
     let parsed = messages
         .iter()
         .map(|m| serde_json::from_str::<Json>(m.get()).map_err(|e| Error::internal(format!("stored message: {e}"))))
         .collect::<Result<Vec<_>>>()?;
-    Ok(Response::json(200, &json!({ "messages": truncate_older_messages(parsed, &opts) })))
+    Ok(with_warnings(Response::json(200, &json!({ "messages": truncate_older_messages(parsed, &opts) })), warnings))
 }
 
 /// The truncation a history read asked for, if any. Options without `truncate=1` are refused:
@@ -268,24 +324,27 @@ fn leaf_param(q: &std::collections::HashMap<String, String>) -> Result<Option<St
 }
 
 /// `GET /sessions/{sid}/history/recent?maxBytes=&minMessages=`.
-pub fn recent(ctx: &Ctx, sid: &str, req: &Request) -> Result<Response> {
+///
+/// Sizes are of the stored rows: a message with spilled fields counts as its row (placeholders).
+pub async fn recent(ctx: &Ctx<'_>, sid: &str, req: &Request) -> Result<Response> {
     let q = req.query_map();
     let max = int_param(&q, "maxBytes", 0, i64::MAX)?.ok_or_else(|| Error::invalid("maxBytes is required"))?;
     let min = int_param(&q, "minMessages", 1, 100_000)?.unwrap_or(1);
     let r = history::recent(ctx.sql, sid, max, min)?;
-    Ok(Response::json(
-        200,
-        &RecentOut { messages: &r.messages, truncated: r.truncated, total_content_bytes: r.total_content_bytes },
+    let (messages, warnings) = whole(ctx, sid, r.messages).await?;
+    Ok(with_warnings(
+        Response::json(200, &RecentOut { messages: &messages, truncated: r.truncated, total_content_bytes: r.total_content_bytes }),
+        warnings,
     ))
 }
 
 /// `GET /sessions/{sid}/leaf`: the latest leaf, 404 when the session is empty.
-pub fn leaf(ctx: &Ctx, sid: &str) -> Result<Response> {
+pub async fn leaf(ctx: &Ctx<'_>, sid: &str) -> Result<Response> {
     let tree = Tree::new(ctx.sql, sid);
     let id = tree
         .latest_leaf_id()?
         .ok_or_else(|| Error::not_found(format!("session {sid} has no messages")))?;
-    Ok(Response::json(200, &stored(&tree, &id)?))
+    Ok(Response::json(200, &stored_whole(ctx, sid, &id).await?))
 }
 
 /// `GET /sessions/{sid}/path-length?leaf=`: messages on the raw path (0 when empty).

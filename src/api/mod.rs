@@ -19,6 +19,7 @@ pub use http::{Request, Response};
 
 use crate::core::error::{Error, Result};
 use crate::core::schema;
+use crate::core::spill;
 use crate::core::sql::Sql;
 use crate::core::time::iso_millis;
 use crate::core::blobs::Blobs;
@@ -144,8 +145,20 @@ pub async fn handle(env: Env<'_>, now_ms: i64, req: &Request) -> Response {
         transport: env.transport,
         now: iso_millis(now_ms),
     };
-    dispatch(&ctx, req).await.unwrap_or_else(|e| Response::error(&e))
+    let resp = dispatch(&ctx, req).await.unwrap_or_else(|e| Response::error(&e));
+    if req.method == "GET" {
+        return resp;
+    }
+    // After a write: delete spilled objects that lost their last reference.
+    match spill::sweep(ctx.sql, ctx.blobs, SWEEP_BATCH).await {
+        Ok((_, errors)) if errors.is_empty() => resp,
+        Ok((_, errors)) => errors.into_iter().fold(resp, Response::warn),
+        Err(e) => resp.warn(format!("spill sweep: {}", e.message)),
+    }
 }
+
+/// Unreferenced spilled objects deleted after one write request, at most.
+const SWEEP_BATCH: i64 = 100;
 
 async fn dispatch(ctx: &Ctx<'_>, req: &Request) -> Result<Response> {
     let matched = router()
@@ -179,19 +192,19 @@ async fn dispatch(ctx: &Ctx<'_>, req: &Request) -> Result<Response> {
         (Messages, _) => Ok(method_not_allowed(&["POST", "DELETE"])),
         (Batch, "POST") => messages::batch(ctx, sid, req).await,
         // A message may be called "batch": other methods reach it as a message.
-        (Batch, m) if m != "PATCH" => message(ctx, sid, "batch", req),
+        (Batch, m) if m != "PATCH" => message(ctx, sid, "batch", req).await,
         (Batch, _) => Ok(method_not_allowed(&["GET", "POST", "PUT", "DELETE"])),
-        (Message, _) => message(ctx, sid, mid, req),
-        (Branches, "GET") => messages::branches(ctx, sid, mid),
-        (History, "GET") => messages::history(ctx, sid, req),
-        (Recent, "GET") => messages::recent(ctx, sid, req),
-        (Leaf, "GET") => messages::leaf(ctx, sid),
+        (Message, _) => message(ctx, sid, mid, req).await,
+        (Branches, "GET") => messages::branches(ctx, sid, mid).await,
+        (History, "GET") => messages::history(ctx, sid, req).await,
+        (Recent, "GET") => messages::recent(ctx, sid, req).await,
+        (Leaf, "GET") => messages::leaf(ctx, sid).await,
         (PathLength, "GET") => messages::path_length(ctx, sid, req),
         (SessionSearch, "GET") => search::in_session(ctx, sid, req),
         (Compactions, "GET") => compactions::list(ctx, sid),
         (Compactions, "POST") => compactions::add(ctx, sid, req),
         (Compactions, _) => Ok(method_not_allowed(&["GET", "POST"])),
-        (Expand, "GET") => compactions::messages(ctx, sid, cid, req),
+        (Expand, "GET") => compactions::messages(ctx, sid, cid, req).await,
         (Compact, "POST") => compact::route(ctx, sid, req).await,
         (Context, "GET") => context::list(ctx, sid).await,
         (Context, "POST") => context::add(ctx, sid, req).await,
@@ -212,10 +225,10 @@ async fn dispatch(ctx: &Ctx<'_>, req: &Request) -> Result<Response> {
     }
 }
 
-fn message(ctx: &Ctx, sid: &str, mid: &str, req: &Request) -> Result<Response> {
+async fn message(ctx: &Ctx<'_>, sid: &str, mid: &str, req: &Request) -> Result<Response> {
     match req.method.as_str() {
-        "GET" => messages::get(ctx, sid, mid),
-        "PUT" => messages::update(ctx, sid, mid, req),
+        "GET" => messages::get(ctx, sid, mid).await,
+        "PUT" => messages::update(ctx, sid, mid, req).await,
         "DELETE" => messages::delete(ctx, sid, mid),
         _ => Ok(method_not_allowed(&["GET", "PUT", "DELETE"])),
     }

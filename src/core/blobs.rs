@@ -1,6 +1,6 @@
-//! The object store the context blocks read and write (R2 in the Durable Object): skills and
-//! readonly texts such as `soul.md`. Async, because R2 is; object safe, so the core takes a
-//! `&dyn Blobs`. [`MemBlobs`] keeps objects in memory for native tests and embedders.
+//! The object store (R2 in the Durable Object): skills and readonly texts such as `soul.md`
+//! that context blocks read and write, and the spilled fields of oversize messages. Async,
+//! because R2 is; object safe, so the core takes a `&dyn Blobs`. [`MemBlobs`] keeps objects in memory for native tests and embedders.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -35,6 +35,8 @@ pub trait Blobs {
     fn put<'a>(&'a self, key: &'a str, blob: Blob) -> BoxFuture<'a, Result<()>>;
     /// Every object whose key starts with `prefix`, in key order, with descriptions.
     fn list<'a>(&'a self, prefix: &'a str) -> BoxFuture<'a, Result<Vec<BlobInfo>>>;
+    /// Deletes the object at `key` (nothing happens when there is none).
+    fn delete<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<()>>;
 }
 
 /// [`Blobs`] in memory.
@@ -69,5 +71,17 @@ impl Blobs for MemBlobs {
             .map(|(k, b)| BlobInfo { key: k.clone(), description: b.description.clone() })
             .collect();
         Box::pin(async move { Ok(found) })
+    }
+
+    fn delete<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<()>> {
+        self.objects.borrow_mut().remove(key);
+        Box::pin(async { Ok(()) })
+    }
+}
+
+impl MemBlobs {
+    /// Every key stored, in order (for tests).
+    pub fn keys(&self) -> Vec<String> {
+        self.objects.borrow().keys().cloned().collect()
     }
 }

@@ -5,6 +5,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
 
+use crate::core::spill::SPILL_PREFIX;
 use crate::core::error::{Error, Result};
 
 /// Where skills live when a skills block names no `prefix`.
@@ -211,8 +212,22 @@ impl SessionConfig {
 
 /// A shared skills block must not list another tenant's private skills: its prefix may not
 /// cover (or be covered by) the prefix of any agent-scoped skills block.
+///
+/// No skills block may reach the objects of spilled messages (`_spill/`): a shared block whose
+/// prefix covers it would list them, an agent block under `_` could write into it (agent names
+/// never start with `_`, so the empty prefix is safe for agent scope).
 pub fn check_scopes(blocks: &[&BlockConfig]) -> Result<()> {
     let skills = || blocks.iter().filter(|b| b.kind == BlockKind::Skills);
+    for b in skills() {
+        let p = b.skills_prefix();
+        let agent_root = p.is_empty() && b.scope.unwrap_or_default() == Scope::Agent;
+        if (p.starts_with(SPILL_PREFIX) || SPILL_PREFIX.starts_with(p)) && !agent_root {
+            return Err(Error::invalid(format!(
+                "skills block \"{}\": prefix {p:?} overlaps {SPILL_PREFIX:?}, where oversize messages are kept",
+                b.label
+            )));
+        }
+    }
     for shared in skills().filter(|b| b.scope == Some(Scope::Shared)) {
         for own in skills().filter(|b| b.scope.unwrap_or_default() == Scope::Agent) {
             let (s, a) = (shared.skills_prefix(), own.skills_prefix());

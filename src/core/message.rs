@@ -4,9 +4,15 @@
 use serde_json::Value as Json;
 
 use crate::core::error::{Error, Result};
+use crate::core::spill::SpillRef;
 
 /// Largest stored message JSON, in UTF-8 bytes (the DO row limit is 2 MB; this leaves room).
+/// A bigger message has its largest fields spilled to R2 ([`crate::core::spill`]).
 pub const MAX_MESSAGE_BYTES: usize = 1_800_000;
+
+/// The most text of one message the full-text index keeps (UTF-8 bytes): an index row has the
+/// same 2 MB limit as a message row.
+pub const MAX_INDEXED_BYTES: usize = 1_000_000;
 
 /// Longest message id, in characters.
 pub const MAX_ID_CHARS: usize = 256;
@@ -18,8 +24,13 @@ pub struct NewMessage {
     pub role: String,
     /// The message JSON as stored (object keys in their original order).
     pub json: String,
-    /// What the full-text index sees: the `text` of every `text` part, joined by one space.
+    /// What the full-text index sees: the `text` of every `text` part, joined by one space
+    /// (its first [`MAX_INDEXED_BYTES`]).
     pub text: String,
+    /// Fields moved to the object store; `json` then holds placeholders for them.
+    pub spills: Vec<SpillRef>,
+    /// The message as the client sent it, when `json` is not that (fields spilled).
+    pub full: Option<String>,
 }
 
 /// Checks a message id: 1–256 characters, no control characters.
@@ -36,7 +47,8 @@ pub fn check_id(what: &str, id: &str) -> Result<()> {
 
 impl NewMessage {
     /// Validates `value` as a message: an object with a string `id`, a non-empty string `role`
-    /// and a `parts` array. Unknown fields are kept. Over [`MAX_MESSAGE_BYTES`] is `too_large`.
+    /// and a `parts` array. Unknown fields are kept. Any size: one over [`MAX_MESSAGE_BYTES`]
+    /// must go through [`crate::core::spill::prepare`] before it is stored.
     pub fn from_json(value: &Json) -> Result<NewMessage> {
         let obj = value
             .as_object()
@@ -56,30 +68,51 @@ impl NewMessage {
             .and_then(Json::as_array)
             .ok_or_else(|| Error::invalid("message.parts must be an array"))?;
         let json = serde_json::to_string(value).map_err(|e| Error::internal(e.to_string()))?;
-        if json.len() > MAX_MESSAGE_BYTES {
-            return Err(Error::too_large(format!(
-                "message {id} is {} bytes of JSON; the limit is {MAX_MESSAGE_BYTES}",
-                json.len()
-            )));
-        }
         Ok(NewMessage {
             id: id.to_owned(),
             role: role.to_owned(),
             text: indexed_text(parts),
             json,
+            spills: Vec::new(),
+            full: None,
         })
+    }
+
+    /// The message as the client sent it (what answers echo).
+    pub fn client_json(&self) -> &str {
+        self.full.as_deref().unwrap_or(&self.json)
+    }
+
+    /// `too_large` unless the stored form fits a row.
+    pub fn check_fits(&self) -> Result<()> {
+        if self.json.len() > MAX_MESSAGE_BYTES {
+            return Err(Error::too_large(format!(
+                "message {} is {} bytes of JSON; the limit is {MAX_MESSAGE_BYTES}",
+                self.id,
+                self.json.len()
+            )));
+        }
+        Ok(())
     }
 }
 
 /// The searchable text of a message's parts: `text` parts only (reasoning and tool parts are
-/// not indexed), joined by a single space.
+/// not indexed), joined by a single space, cut to [`MAX_INDEXED_BYTES`] on a character boundary.
 pub fn indexed_text(parts: &[Json]) -> String {
     let texts: Vec<&str> = parts
         .iter()
         .filter(|p| p.get("type").and_then(Json::as_str) == Some("text"))
         .filter_map(|p| p.get("text").and_then(Json::as_str))
         .collect();
-    texts.join(" ")
+    let mut text = texts.join(" ");
+    if text.len() > MAX_INDEXED_BYTES {
+        let mut end = MAX_INDEXED_BYTES;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+    }
+    text
 }
 
 #[cfg(test)]
@@ -113,9 +146,12 @@ mod tests {
     }
 
     #[test]
-    fn refuses_over_the_row_limit() {
+    fn over_the_row_limit_until_spilled() {
         let big = "x".repeat(MAX_MESSAGE_BYTES);
-        let e = NewMessage::from_json(&json!({"id":"a","role":"user","parts":[{"type":"text","text":big}]})).unwrap_err();
-        assert_eq!(e.kind, crate::core::error::ErrorKind::TooLarge);
+        let m = NewMessage::from_json(&json!({"id":"a","role":"user","parts":[{"type":"text","text":big}]})).unwrap();
+        assert_eq!(m.check_fits().unwrap_err().kind, crate::core::error::ErrorKind::TooLarge);
+        assert_eq!(m.text.len(), MAX_INDEXED_BYTES);
+        let cut = indexed_text(&[json!({"type":"text","text":"é".repeat(MAX_INDEXED_BYTES)})]);
+        assert_eq!(cut.len(), MAX_INDEXED_BYTES);
     }
 }

@@ -24,6 +24,7 @@ pub mod skills;
 pub mod sql;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod sqlite;
+pub mod spill;
 pub mod time;
 pub mod tokens;
 pub mod tools;

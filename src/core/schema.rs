@@ -8,6 +8,7 @@ pub const MIGRATIONS: &[(i64, &str, &str)] = &[
     (1, "foundation", include_str!("../../migrations/0001_foundation.sql")),
     (2, "context", include_str!("../../migrations/0002_context.sql")),
     (3, "estimates", include_str!("../../migrations/0003_estimates.sql")),
+    (4, "spill", include_str!("../../migrations/0004_spill.sql")),
 ];
 
 /// The newest schema version this build knows.

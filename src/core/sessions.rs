@@ -8,6 +8,7 @@ use crate::core::error::{Error, Result};
 use crate::core::ids::new_id;
 use crate::core::message::{indexed_text, NewMessage};
 use crate::core::sql::{Row, Sql, Value};
+use crate::core::spill;
 use crate::core::tree::{chunks, Tree};
 
 /// Longest session name, in characters.
@@ -209,8 +210,21 @@ pub fn fork(sql: &dyn Sql, id: &str, at: &str, name: Option<&str>, now: &str) ->
                 role: row.role.clone(),
                 json: value.to_string(),
                 text,
+                spills: Vec::new(),
+                full: None,
             };
-            target.insert(&msg, parent.as_deref(), now)?;
+            let seq = target.insert(&msg, parent.as_deref(), now)?;
+            // Spilled fields: the copy shares the objects, and indexes the original's full text.
+            if spill::copy(sql, row.seq, seq, &copy.id)? {
+                let indexed = sql
+                    .query_row("SELECT content FROM messages_fts WHERE rowid = ?", &[Value::Int(row.seq)])?
+                    .map(|r| r.text(0))
+                    .transpose()?;
+                sql.execute("DELETE FROM messages_fts WHERE rowid = ?", &[Value::Int(seq)])?;
+                if let Some(t) = indexed {
+                    sql.execute("INSERT INTO messages_fts (rowid, content) VALUES (?, ?)", &[Value::Int(seq), t.into()])?;
+                }
+            }
             new_ids.insert(row.id.clone(), new_id.clone());
             parent = Some(new_id);
         }

@@ -6,6 +6,7 @@ use serde_json::value::RawValue;
 use crate::core::error::{Error, Result};
 use crate::core::estimate;
 use crate::core::message::NewMessage;
+use crate::core::spill;
 use crate::core::sql::{Row, Sql, Value};
 
 /// Most rows a path walk returns: the reference's recursion guard (`depth < 10000`). A deeper
@@ -156,6 +157,7 @@ impl<'a> Tree<'a> {
     }
 
     pub(crate) fn insert(&self, msg: &NewMessage, parent_id: Option<&str>, now: &str) -> Result<i64> {
+        msg.check_fits()?;
         let seq = self
             .sql
             .query_row(
@@ -174,6 +176,7 @@ impl<'a> Tree<'a> {
             .ok_or_else(|| Error::internal("INSERT returned no row"))?
             .int(0)?;
         self.index(seq, &msg.text)?;
+        spill::record(self.sql, self.session, seq, &msg.spills)?;
         Ok(seq)
     }
 
@@ -248,8 +251,12 @@ impl<'a> Tree<'a> {
     /// Replaces the stored JSON (and role) of an existing message and re-indexes it. Its place
     /// in the tree does not change. Returns `false` when the id is unknown (nothing changes).
     pub fn update(&self, msg: &NewMessage) -> Result<bool> {
+        msg.check_fits()?;
         let Some(seq) = self.seq_of(&msg.id)? else { return Ok(false) };
         estimate::invalidate(self.sql, self.session)?;
+        // The old version's spilled objects become garbage (trigger), the new one's are recorded.
+        self.sql.execute("DELETE FROM spills WHERE message_seq = ?", &[Value::Int(seq)])?;
+        spill::record(self.sql, self.session, seq, &msg.spills)?;
         self.sql.execute(
             "UPDATE messages SET role = ?, bytes = ?, content = ? WHERE seq = ?",
             &[msg.role.as_str().into(), Value::Int(msg.json.len() as i64), msg.json.as_str().into(), Value::Int(seq)],

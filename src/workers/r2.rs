@@ -1,4 +1,5 @@
-//! [`Blobs`] over the R2 bucket `SKILLS_BUCKET`: skills and readonly texts such as `soul.md`.
+//! [`Blobs`] over the R2 bucket `SKILLS_BUCKET`: skills, readonly texts such as `soul.md`, and
+//! spilled fields of oversize messages (under `_spill/`).
 
 use std::collections::HashMap;
 
@@ -83,5 +84,9 @@ impl Blobs for R2Blobs {
             }
             Ok(out)
         })
+    }
+
+    fn delete<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<()>> {
+        Box::pin(async move { self.bucket()?.delete(key).await.map_err(|e| r2_error("delete", key, e)) })
     }
 }
