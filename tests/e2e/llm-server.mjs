@@ -1,0 +1,103 @@
+// A scripted OpenAI-compatible model for end-to-end tests: a real HTTP server on 127.0.0.1 (a
+// free port) that the Worker in workerd calls as its LLM (LLM_PROVIDER=openai,
+// LLM_BASE_URL=<baseUrl>). POST /v1/chat/completions records each request and answers from a
+// queue of scripted replies; with the queue empty it answers DEFAULT_SUMMARY.
+import http from "node:http";
+
+/** The default summary: a valid, non-skeleton answer to the compaction prompt. */
+export const DEFAULT_SUMMARY = "## Topic\nDeploy plans.\n\n## Key Points\n- the team deploys on Friday";
+/** The usage of every scripted completion unless a reply says otherwise. */
+export const DEFAULT_USAGE = { prompt_tokens: 100, completion_tokens: 20 };
+
+/**
+ * @typedef {object} Reply one scripted answer (every key optional):
+ * @property {string} [content] the completion's text (default DEFAULT_SUMMARY; "" or "   " for blank ones)
+ * @property {{prompt_tokens: number, completion_tokens: number}} [usage] default DEFAULT_USAGE
+ * @property {number} [status] an HTTP status; not 2xx answers `body` (default an OpenAI error object)
+ * @property {any} [body] the exact answer body (a string as it is, anything else as JSON)
+ * @property {number} [delayMs] wait this long before answering
+ */
+/**
+ * @typedef {object} RecordedRequest
+ * @property {string} method
+ * @property {string} url the path and query
+ * @property {import("node:http").IncomingHttpHeaders} headers
+ * @property {any} body the parsed JSON body (the raw text if it is not JSON)
+ */
+/**
+ * @typedef {object} LlmServer
+ * @property {string} baseUrl `http://127.0.0.1:PORT/v1`, the value for LLM_BASE_URL
+ * @property {RecordedRequest[]} requests every request received, oldest first
+ * @property {(...replies: Reply[]) => void} reply queues answers for the next requests
+ * @property {() => void} reset forgets the recorded requests and the queued replies
+ * @property {() => Promise<void>} close stops the server (open connections too)
+ */
+
+/** The body of a successful chat completion with `content`. */
+export function completion(content = DEFAULT_SUMMARY, usage = DEFAULT_USAGE) {
+  return {
+    id: "chatcmpl-test",
+    object: "chat.completion",
+    created: Math.floor(Date.now() / 1000),
+    model: "test-model",
+    choices: [{ index: 0, message: { role: "assistant", content }, finish_reason: "stop" }],
+    usage: { ...usage, total_tokens: (usage.prompt_tokens ?? 0) + (usage.completion_tokens ?? 0) },
+  };
+}
+
+/**
+ * Starts the scripted model on a free port of 127.0.0.1.
+ * @returns {Promise<LlmServer>}
+ */
+export async function start() {
+  /** @type {RecordedRequest[]} */
+  const requests = [];
+  /** @type {Reply[]} */
+  const queue = [];
+  const server = http.createServer((req, res) => {
+    const chunks = [];
+    req.on("data", (c) => chunks.push(c));
+    req.on("end", async () => {
+      const text = Buffer.concat(chunks).toString("utf8");
+      let body = text;
+      try { body = JSON.parse(text); } catch { /* keep the text */ }
+      if (req.method !== "POST" || req.url.split("?")[0] !== "/v1/chat/completions") {
+        res.writeHead(404, { "content-type": "application/json" });
+        res.end(JSON.stringify({ error: { message: `no route ${req.method} ${req.url}` } }));
+        return;
+      }
+      requests.push({ method: req.method, url: req.url, headers: req.headers, body });
+      const r = queue.shift() ?? {};
+      if (r.delayMs) {
+        await new Promise((resolve) => setTimeout(resolve, r.delayMs));
+        if (res.destroyed || req.socket.destroyed) return; // the caller gave up (its timeout)
+      }
+      const status = r.status ?? 200;
+      const out = r.body !== undefined
+        ? r.body
+        : status >= 200 && status < 300
+          ? completion(r.content ?? DEFAULT_SUMMARY, r.usage ?? DEFAULT_USAGE)
+          : { error: { message: "scripted failure", type: "server_error" } };
+      const plain = typeof out === "string";
+      res.writeHead(status, { "content-type": plain ? "text/plain" : "application/json" });
+      res.end(plain ? out : JSON.stringify(out));
+    });
+  });
+  await new Promise((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", resolve);
+  });
+  const { port } = server.address();
+  return {
+    baseUrl: `http://127.0.0.1:${port}/v1`,
+    requests,
+    reply(...replies) { queue.push(...replies); },
+    reset() { requests.length = 0; queue.length = 0; },
+    close() {
+      return new Promise((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections?.();
+      });
+    },
+  };
+}
