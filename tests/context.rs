@@ -449,3 +449,26 @@ fn configs_are_validated() {
     assert_eq!(built, parsed);
     assert!(SessionConfig::builder().writable("a", None, None).writable("a", None, None).build().is_err());
 }
+
+#[test]
+fn only_runs_that_store_something_register_the_session() {
+    let api = skills_api();
+    assert_eq!(tool(&api, "fresh", "load_context", json!({"label": "skills", "key": "nope"})), "Not found: nope");
+    assert_eq!(tool(&api, "fresh", "unload_context", json!({"label": "skills", "key": "nope"})),
+               "Skill \"nope\" is not currently loaded in \"skills\".");
+    assert_eq!(tool(&api, "fresh", "session_search", json!({"query": "x"})), "No results found.");
+    assert_eq!(api.get("/sessions/fresh").status, 404, "nothing was stored");
+    // A skill whose text starts like an error still counts as loaded, and registers.
+    put(&api.blobs, "skills/alice/odd", "Error: this is the skill's own first line", None);
+    assert_eq!(tool(&api, "fresh", "load_context", json!({"label": "skills", "key": "odd"})), "Error: this is the skill's own first line");
+    assert_eq!(api.get("/sessions/fresh").status, 200);
+}
+
+#[test]
+fn clearing_an_unregistered_session_stores_nothing() {
+    let api = golden();
+    assert_eq!(api.delete("/sessions/ghost/messages").status, 204);
+    assert_eq!(api.get("/sessions/ghost").status, 404);
+    let n = api.db.query_row("SELECT count(*) FROM prompts WHERE session_id = 'ghost'", &[]).unwrap().unwrap().int(0).unwrap();
+    assert_eq!(n, 0);
+}

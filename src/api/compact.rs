@@ -58,8 +58,12 @@ pub async fn run(ctx: &Ctx<'_>, sid: &str, leaf: Option<&str>, cfg: &CompactionC
         .collect();
     let from = compact::iterative_from(&plan.from_message_id, &existing, &ids);
     let stored = atomically(ctx.sql, || {
-        // The path may have changed while the model was writing: add() checks it again.
-        let c = compaction::add(ctx.sql, sid, &summary, &from, &plan.to_message_id, &ctx.now)?;
+        // The path may have changed while the model was writing: add() checks it again, and a
+        // path that no longer holds the range is a conflict (retry), not bad input.
+        let c = compaction::add(ctx.sql, sid, &summary, &from, &plan.to_message_id, &ctx.now).map_err(|e| match e.kind {
+            ErrorKind::InvalidRequest => Error::conflict(format!("the path changed while the summary was written: {}", e.message)),
+            _ => e,
+        })?;
         sessions::add_usage(ctx.sql, sid, done.usage.input_tokens, done.usage.output_tokens, 0.0, &ctx.now)?;
         Ok(c)
     })?;

@@ -6,7 +6,7 @@ use serde_json::{json, Map, Value as Json};
 use super::http::{req_str, Request, Response};
 use super::Ctx;
 use crate::core::config::BlockConfig;
-use crate::core::context::Context;
+use crate::core::context::{Block, Context, Origin};
 use crate::core::error::{Error, Result};
 use crate::core::sessions;
 use crate::core::sql::atomically;
@@ -54,12 +54,15 @@ pub async fn add(ctx: &Ctx<'_>, sid: &str, req: &Request) -> Result<Response> {
     let cfg: BlockConfig = serde_json::from_value(Json::Object(body))
         .map_err(|e| Error::invalid(format!("block: {e}")))?;
     let c = context(ctx, sid);
-    let b = atomically(ctx.sql, || {
-        let b = c.add(cfg.clone())?;
-        register(ctx, sid)?;
-        Ok(b)
+    // Read the new block's content (R2 for skills and r2Key blocks) before storing it, so a
+    // store that cannot be read refuses the add instead of answering an error after it.
+    c.check_add(&cfg)?;
+    let view = c.load(&Block { cfg: cfg.clone(), origin: Origin::Runtime }).await?;
+    atomically(ctx.sql, || {
+        c.add(cfg.clone())?;
+        register(ctx, sid)
     })?;
-    Ok(Response::json(201, &c.load(&b).await?))
+    Ok(Response::json(201, &view))
 }
 
 /// `DELETE /sessions/{sid}/context/{label}` → 204, 404 when the session has no such block.
@@ -98,10 +101,9 @@ pub fn list_tools(ctx: &Ctx, sid: &str) -> Result<Response> {
 pub async fn run_tool(ctx: &Ctx<'_>, sid: &str, name: &str, req: &Request) -> Result<Response> {
     let body = req.json_object()?;
     let input = body.get("input").cloned().unwrap_or_else(|| Json::Object(Map::new()));
-    let output = tools::execute(&context(ctx, sid), name, &input, &ctx.now).await?;
-    let wrote = matches!(name, "set_context" | "load_context" | "unload_context") && !output.starts_with("Error: ");
-    if wrote {
+    let ran = tools::execute(&context(ctx, sid), name, &input, &ctx.now).await?;
+    if ran.wrote {
         atomically(ctx.sql, || register(ctx, sid))?;
     }
-    Ok(Response::json(200, &json!({ "output": output })))
+    Ok(Response::json(200, &json!({ "output": ran.output })))
 }

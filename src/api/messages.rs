@@ -259,6 +259,11 @@ pub async fn clear(ctx: &Ctx<'_>, sid: &str) -> Result<Response> {
         ctx.sql.execute("DELETE FROM prompts WHERE session_id = ?", &[sid.into()])?;
         sessions::touch(ctx.sql, sid, &ctx.now)
     })?;
+    // Clearing never registers a session: an unregistered one gets no stored prompt either
+    // (nothing could delete it).
+    if sessions::get(ctx.sql, sid)?.is_none() {
+        return Ok(Response::no_content());
+    }
     let c = Context { sql: ctx.sql, blobs: ctx.blobs, config: ctx.config, agent: ctx.agent, session: sid };
     Ok(match c.refresh_prompt(&ctx.now).await {
         Ok(_) => Response::no_content(),

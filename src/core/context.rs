@@ -273,23 +273,7 @@ impl<'a> Context<'a> {
     /// Adds a block to this session (runtime `addContext`). Its label must be new here; a
     /// configured block removed earlier may be replaced. Writable initial content must fit.
     pub fn add(&self, cfg: BlockConfig) -> Result<Block> {
-        cfg.validate()?;
-        let blocks = self.blocks()?;
-        if blocks.iter().any(|b| b.label() == cfg.label) {
-            return Err(Error::conflict(format!("Block \"{}\" already exists", cfg.label)));
-        }
-        let mut all: Vec<&BlockConfig> = blocks.iter().map(|b| &b.cfg).collect();
-        all.push(&cfg);
-        check_scopes(&all)?;
-        if let (Some(max), Some(text)) = (cfg.max_tokens, &cfg.content) {
-            let tokens = estimate_str(text);
-            if tokens > max {
-                return Err(Error::new(
-                    ErrorKind::OverBudget,
-                    format!("Block \"{}\" exceeds maxTokens: {tokens} > {max}", cfg.label),
-                ));
-            }
-        }
+        self.check_add(&cfg)?;
         let def = serde_json::to_string(&cfg).map_err(|e| Error::internal(e.to_string()))?;
         // A tombstone of a removed configured block gives way (and the new block goes last).
         self.sql.execute(
@@ -302,6 +286,29 @@ impl<'a> Context<'a> {
             &[self.session.into(), cfg.label.as_str().into(), def.into()],
         )?;
         Ok(Block { cfg, origin: Origin::Runtime })
+    }
+
+    /// Everything [`Context::add`] checks before it writes: a valid block, a new label, safe
+    /// skills scopes, initial content within budget.
+    pub fn check_add(&self, cfg: &BlockConfig) -> Result<()> {
+        cfg.validate()?;
+        let blocks = self.blocks()?;
+        if blocks.iter().any(|b| b.label() == cfg.label) {
+            return Err(Error::conflict(format!("Block \"{}\" already exists", cfg.label)));
+        }
+        let mut all: Vec<&BlockConfig> = blocks.iter().map(|b| &b.cfg).collect();
+        all.push(cfg);
+        check_scopes(&all)?;
+        if let (Some(max), Some(text)) = (cfg.max_tokens, &cfg.content) {
+            let tokens = estimate_str(text);
+            if tokens > max {
+                return Err(Error::new(
+                    ErrorKind::OverBudget,
+                    format!("Block \"{}\" exceeds maxTokens: {tokens} > {max}", cfg.label),
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// Removes a block from this session (runtime `removeContext`): an added block is deleted,

@@ -242,10 +242,20 @@ fn s<'j>(input: &'j Map<String, Json>, key: &str) -> &'j str {
     input.get(key).and_then(Json::as_str).unwrap_or_default()
 }
 
+/// What a tool run gives back.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Ran {
+    /// The string the model sees.
+    pub output: String,
+    /// Whether the run stored something for the session (a block write, a skill loaded or
+    /// unloaded): such a run registers the session.
+    pub wrote: bool,
+}
+
 /// Runs tool `name` of the session. `Err` only for an unknown tool (`not_found`), input of the
 /// wrong shape (`invalid_request`) or a storage failure; everything the model did wrong is an
 /// `Ok("Error: …")` output.
-pub async fn execute(ctx: &Context<'_>, name: &str, input: &Json, now: &str) -> Result<String> {
+pub async fn execute(ctx: &Context<'_>, name: &str, input: &Json, now: &str) -> Result<Ran> {
     if !for_session(ctx)?.iter().any(|t| t.name == name) {
         return Err(Error::not_found(format!("no tool named {name:?} in this session")));
     }
@@ -253,15 +263,19 @@ pub async fn execute(ctx: &Context<'_>, name: &str, input: &Json, now: &str) -> 
     let empty = Map::new();
     let input = input.as_object().unwrap_or(&empty);
     let blocks = ctx.blocks()?;
+    let read_only = |r: Result<String>| r.map(|o| (o, false));
     let out = match name {
-        "expand_compaction" => expand_compaction_run(ctx, input),
-        "set_context" => set_context_run(ctx, &blocks, input, now).await,
+        "expand_compaction" => read_only(expand_compaction_run(ctx, input)),
+        "set_context" => set_context_run(ctx, &blocks, input, now).await.map(|o| (o, true)),
         "load_context" => load_context_run(ctx, &blocks, input).await,
         "unload_context" => unload_context_run(ctx, &blocks, input),
-        "search_context" => search_context_run(ctx, &blocks, input),
-        _ => session_search(ctx, s(input, "query")),
+        "search_context" => read_only(search_context_run(ctx, &blocks, input)),
+        _ => read_only(session_search(ctx, s(input, "query"))),
     };
-    Ok(out.unwrap_or_else(|e| format!("Error: {}", e.message)))
+    Ok(match out {
+        Ok((output, wrote)) => Ran { output, wrote },
+        Err(e) => Ran { output: format!("Error: {}", e.message), wrote: false },
+    })
 }
 
 async fn set_context_run(ctx: &Context<'_>, blocks: &[Block], input: &Map<String, Json>, now: &str) -> Result<String> {
@@ -301,7 +315,7 @@ fn not_a_skill(label: &str, blocks: &[Block]) -> Error {
     Error::invalid(format!("\"{label}\" is not a skill block. Skill blocks: {}", labels.join(", ")))
 }
 
-async fn load_context_run(ctx: &Context<'_>, blocks: &[Block], input: &Map<String, Json>) -> Result<String> {
+async fn load_context_run(ctx: &Context<'_>, blocks: &[Block], input: &Map<String, Json>) -> Result<(String, bool)> {
     let (label, key) = (s(input, "label"), s(input, "key"));
     let Some(b) = blocks.iter().find(|b| b.label() == label && b.is_skill()) else {
         return Err(not_a_skill(label, blocks));
@@ -309,13 +323,13 @@ async fn load_context_run(ctx: &Context<'_>, blocks: &[Block], input: &Map<Strin
     match ctx.skill_text(b, key).await? {
         Some(text) => {
             skills::mark_loaded(ctx.sql, ctx.session, label, key)?;
-            Ok(text)
+            Ok((text, true))
         }
-        None => Ok(format!("Not found: {key}")),
+        None => Ok((format!("Not found: {key}"), false)),
     }
 }
 
-fn unload_context_run(ctx: &Context<'_>, blocks: &[Block], input: &Map<String, Json>) -> Result<String> {
+fn unload_context_run(ctx: &Context<'_>, blocks: &[Block], input: &Map<String, Json>) -> Result<(String, bool)> {
     let (label, key) = (s(input, "label"), s(input, "key"));
     if !blocks.iter().any(|b| b.label() == label && b.is_skill()) {
         return Err(not_a_skill(label, blocks));
@@ -327,11 +341,12 @@ fn unload_context_run(ctx: &Context<'_>, blocks: &[Block], input: &Map<String, J
         }
         Ok(was)
     })?;
-    Ok(if unloaded {
+    let output = if unloaded {
         format!("Unloaded \"{key}\" from {label}. Context reclaimed.")
     } else {
         format!("Skill \"{key}\" is not currently loaded in \"{label}\".")
-    })
+    };
+    Ok((output, unloaded))
 }
 
 fn search_context_run(ctx: &Context<'_>, blocks: &[Block], input: &Map<String, Json>) -> Result<String> {
