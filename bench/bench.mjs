@@ -104,6 +104,32 @@ try {
   const [firstAppend] = await timed(() => cold("POST", `/sessions/${big}/messages`, { message: msg("after-restart", 1) }));
   const warm = await latency(cold, `/sessions/${big}/leaf`, 20);
   log(`cold start (DO with ${20_000 + N + PATHS.reduce((a, b) => a + b, 0)} messages): first request ${ms(first)}, first append ${ms(firstAppend)}; warm leaf p50 ${ms(warm.p50)}`);
+  await w.stop();
+
+  // Auto-compaction configured (the threshold never reached, so every append computes the
+  // branch estimate and compares): the incremental estimate keeps appends flat in path depth.
+  // The reference re-reads and re-parses the whole path on every append here.
+  progress("appends with compaction configured");
+  w = await startWorker({ persistDir: dir, apiToken: "bench", vars: { SESSION_CONFIG: JSON.stringify({ compaction: { after: 1e12 } }) } });
+  const cc = client(w, "compaction");
+  for (const depth of (process.env.BENCH_DEPTHS ?? "10,1000,10000").split(",").map(Number)) {
+    const sid = `depth${depth}`;
+    await seedSession(cc, sid, depth, 1000);
+    const xs = [];
+    const [total] = await timed(async () => {
+      for (let i = 0; i < 100; i++) {
+        const [t] = await timed(() => cc("POST", `/sessions/${sid}/messages`, { message: msg(`${sid}-x${i}`, i) }));
+        xs.push(t);
+      }
+    });
+    log(`append with compaction.after set, path depth ${depth}: 100 appends in ${(total / 1000).toFixed(2)} s, p50 ${ms(pct(xs, 50))}, p95 ${ms(pct(xs, 95))}`);
+  }
+
+  // A 5 MB tool output: its field spilled to R2 on append, put back on read.
+  const huge = { id: "huge", role: "assistant", parts: [{ type: "dynamic-tool", toolName: "fetch", toolCallId: "c", state: "output-available", input: {}, output: "o".repeat(5_000_000) }] };
+  const [put] = await timed(() => cc("POST", "/sessions/spill/messages", { message: huge }));
+  const read = await latency(cc, "/sessions/spill/messages/huge", 10);
+  log(`5 MB tool output: append ${ms(put)} (field to R2), read back p50 ${ms(read.p50)} (${(read.bytes / 1e6).toFixed(1)} MB)`);
 } finally {
   await w.stop();
   rmSync(dir, { recursive: true, force: true });
