@@ -131,6 +131,21 @@ pub struct HttpResponse {
 /// timeout, missing binding), reported as `llm_unavailable`.
 pub trait Transport {
     fn send(&self, req: HttpRequest) -> BoxFuture<'_, Result<HttpResponse>>;
+    /// Sends `req` and hands the response body to `on_chunk` piece by piece as it arrives
+    /// (server-sent events); returns the HTTP status. An `Err` from `on_chunk` (the client went
+    /// away) stops reading and is returned. The default reads the whole body with
+    /// [`Transport::send`] and hands it over as one piece.
+    fn send_stream<'a>(
+        &'a self,
+        req: HttpRequest,
+        on_chunk: &'a mut dyn FnMut(&str) -> Result<()>,
+    ) -> BoxFuture<'a, Result<u16>> {
+        Box::pin(async move {
+            let resp = self.send(req).await?;
+            on_chunk(&resp.body)?;
+            Ok(resp.status)
+        })
+    }
     /// Runs a Workers AI model through the `AI` binding with `input`.
     fn workers_ai<'a>(&'a self, model: &'a str, input: Json) -> BoxFuture<'a, Result<Json>>;
 }

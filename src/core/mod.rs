@@ -2,6 +2,7 @@
 //! trait. Nothing here knows about Workers; it is tested natively against real SQLite.
 
 pub mod blobs;
+pub mod chat_llm;
 pub mod compact;
 pub mod compaction;
 pub mod config;
