@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use futures::future::{select, Either};
+use futures::StreamExt;
 use serde::Serialize;
 use serde_json::Value as Json;
 use worker::{AbortController, Ai, Delay, Fetch, Headers, Method, RequestInit};
@@ -36,17 +37,21 @@ struct AiInput {
     max_tokens: u64,
 }
 
+/// The `fetch` request for `req`.
+fn build(req: &HttpRequest) -> Result<worker::Request> {
+    let headers = Headers::new();
+    for (k, v) in &req.headers {
+        headers.set(k, v).map_err(|e| Error::internal(format!("header {k}: {e}")))?;
+    }
+    let mut init = RequestInit::new();
+    init.with_method(Method::Post).with_headers(headers).with_body(Some(req.body.clone().into()));
+    worker::Request::new_with_init(&req.url, &init).map_err(|e| unavailable(format!("bad LLM_BASE_URL {:?}: {e}", req.url)))
+}
+
 impl Transport for WorkersTransport {
     fn send(&self, req: HttpRequest) -> BoxFuture<'_, Result<HttpResponse>> {
         Box::pin(async move {
-            let headers = Headers::new();
-            for (k, v) in &req.headers {
-                headers.set(k, v).map_err(|e| Error::internal(format!("header {k}: {e}")))?;
-            }
-            let mut init = RequestInit::new();
-            init.with_method(Method::Post).with_headers(headers).with_body(Some(req.body.clone().into()));
-            let request = worker::Request::new_with_init(&req.url, &init)
-                .map_err(|e| unavailable(format!("bad LLM_BASE_URL {:?}: {e}", req.url)))?;
+            let request = build(&req)?;
             let controller = AbortController::default();
             let signal = controller.signal();
             let fetch = Fetch::Request(request);
@@ -65,6 +70,55 @@ impl Transport for WorkersTransport {
                     Err(unavailable(format!("no answer from {} within {} ms", req.url, req.timeout_ms)))
                 }
             }
+        })
+    }
+
+    fn send_stream<'a>(
+        &'a self,
+        req: HttpRequest,
+        on_chunk: &'a mut dyn FnMut(&str) -> Result<()>,
+    ) -> BoxFuture<'a, Result<u16>> {
+        Box::pin(async move {
+            let request = build(&req)?;
+            let controller = AbortController::default();
+            let signal = controller.signal();
+            let url = req.url.clone();
+            // The timeout covers the wait for the answer's headers; a stream then runs as long
+            // as it keeps sending (the turn as a whole is bounded by the model's max_tokens).
+            let started = Box::pin(async move { Fetch::Request(request).send_with_signal(&signal).await });
+            let timer = Delay::from(Duration::from_millis(req.timeout_ms));
+            let mut resp = match select(started, timer).await {
+                Either::Left((Ok(r), _)) => r,
+                Either::Left((Err(e), _)) => return Err(unavailable(format!("calling {url}: {e}"))),
+                Either::Right(_) => {
+                    controller.abort();
+                    return Err(unavailable(format!("no answer from {url} within {} ms", req.timeout_ms)));
+                }
+            };
+            let status = resp.status_code();
+            let mut body = resp.stream().map_err(|e| unavailable(format!("reading {url}: {e}")))?;
+            // Bytes of a character split across chunks wait for the rest.
+            let mut pending: Vec<u8> = Vec::new();
+            while let Some(chunk) = body.next().await {
+                let chunk = chunk.map_err(|e| unavailable(format!("reading {url}: {e}")))?;
+                pending.extend_from_slice(&chunk);
+                let valid = match std::str::from_utf8(&pending) {
+                    Ok(_) => pending.len(),
+                    Err(e) => e.valid_up_to(),
+                };
+                if valid > 0 {
+                    let text = String::from_utf8_lossy(&pending[..valid]).into_owned();
+                    pending.drain(..valid);
+                    if let Err(e) = on_chunk(&text) {
+                        controller.abort();
+                        return Err(e);
+                    }
+                }
+            }
+            if !pending.is_empty() {
+                on_chunk(&String::from_utf8_lossy(&pending))?;
+            }
+            Ok(status)
         })
     }
 
