@@ -108,7 +108,7 @@ pub async fn after_append(ctx: &Ctx<'_>, sid: &str, leaf: &str) -> Option<AutoRe
     let report = |status, token_estimate, compaction, error| {
         Some(AutoReport { status, token_estimate, token_threshold: threshold, compaction, error })
     };
-    let err = |e: &Error| Some(json!({"code": e.kind.code(), "message": e.message}));
+    let err = |e: &Error| Some(json!({"code": e.code(), "message": e.message}));
     let estimate = match estimate_with_prompt(ctx, sid, leaf).await {
         Ok(t) => t,
         Err(e) => return report("failed", 0, None, err(&e)),
@@ -116,9 +116,28 @@ pub async fn after_append(ctx: &Ctx<'_>, sid: &str, leaf: &str) -> Option<AutoRe
     if estimate <= threshold {
         return None;
     }
-    match run(ctx, sid, Some(leaf), &cfg).await {
+    let out = match run(ctx, sid, Some(leaf), &cfg).await {
         Ok(Some(c)) => report("compacted", estimate, Some(c), None),
         Ok(None) => report("nothing-to-do", estimate, None, None),
         Err(e) => report("failed", estimate, None, err(&e)),
+    };
+    if let Some(r) = &out {
+        publish_status(ctx, sid, r);
     }
+    out
+}
+
+/// `{type:"status", sessionId, phase, tokenEstimate, tokenThreshold}` to the session's
+/// listeners; `phase` is the report's status (`compacted`, `nothing-to-do`, `failed`), with
+/// `error` when it failed.
+fn publish_status(ctx: &Ctx<'_>, sid: &str, r: &AutoReport) {
+    if !ctx.events.has_listeners(sid) {
+        return;
+    }
+    let mut frame = json!({"type": "status", "sessionId": sid, "phase": r.status,
+        "tokenEstimate": r.token_estimate, "tokenThreshold": r.token_threshold});
+    if let Some(e) = &r.error {
+        frame["error"] = e.clone();
+    }
+    ctx.events.publish(sid, &frame);
 }

@@ -20,6 +20,8 @@ pub struct Request {
     pub path: String,
     /// The raw query string without `?`.
     pub query: String,
+    /// Header names in lower case.
+    pub headers: Vec<(String, String)>,
     pub body: Vec<u8>,
 }
 
@@ -27,7 +29,23 @@ impl Request {
     /// A request with no body.
     pub fn new(method: &str, path_and_query: &str) -> Self {
         let (path, query) = path_and_query.split_once('?').unwrap_or((path_and_query, ""));
-        Request { method: method.to_owned(), path: path.to_owned(), query: query.to_owned(), body: Vec::new() }
+        Request { method: method.to_owned(), path: path.to_owned(), query: query.to_owned(), ..Request::default() }
+    }
+
+    /// The same request with a header.
+    pub fn header(mut self, name: &str, value: &str) -> Self {
+        self.headers.push((name.to_ascii_lowercase(), value.to_owned()));
+        self
+    }
+
+    /// The value of header `name` (lower case), if sent.
+    pub fn header_value(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+    }
+
+    /// Whether the client asked for server-sent events (`Accept: text/event-stream`).
+    pub fn wants_event_stream(&self) -> bool {
+        self.header_value("accept").is_some_and(|a| a.contains("text/event-stream"))
     }
 
     /// The same request with a JSON body.
@@ -88,7 +106,7 @@ impl Response {
 
     /// The JSON error body `{"error": {"code", "message"}}` with the kind's status.
     pub fn error(e: &Error) -> Response {
-        let body = serde_json::json!({"error": {"code": e.kind.code(), "message": e.message}});
+        let body = serde_json::json!({"error": {"code": e.code(), "message": e.message}});
         Response {
             status: e.kind.status(),
             headers: vec![("content-type".into(), "application/json; charset=utf-8".into())],

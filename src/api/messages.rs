@@ -98,14 +98,27 @@ pub async fn append(ctx: &Ctx<'_>, sid: &str, req: &Request) -> Result<Response>
     let done = done?;
     let message = if done.inserted { raw(msg.client_json().to_owned())? } else { stored_whole(ctx, sid, &msg.id).await? };
     let status = if done.inserted { 201 } else { 200 };
+    if done.inserted {
+        publish_message(ctx, sid, msg.client_json());
+    }
     let auto = if done.inserted { compact::after_append(ctx, sid, &msg.id).await } else { None };
     let resp = Response::json(status, &Appended { message, parent_id: done.parent_id, inserted: done.inserted, compaction: auto.as_ref() });
     Ok(with_warnings(warn_failed(resp, sid, auto.as_ref()), unused))
 }
 
+/// Tells the session's listeners about a stored message (`{type:"message", sessionId, message}`).
+pub fn publish_message(ctx: &Ctx<'_>, sid: &str, json: &str) {
+    if !ctx.events.has_listeners(sid) {
+        return;
+    }
+    if let Ok(message) = serde_json::from_str::<Json>(json) {
+        ctx.events.publish(sid, &json!({"type": "message", "sessionId": sid, "message": message}));
+    }
+}
+
 /// Deletes the spilled objects of `msgs` that no row took (a duplicate, a failed write);
 /// returns warnings for the ones that could not be deleted.
-async fn release(ctx: &Ctx<'_>, msgs: &[NewMessage]) -> Vec<String> {
+pub(crate) async fn release(ctx: &Ctx<'_>, msgs: &[NewMessage]) -> Vec<String> {
     let keys: Vec<String> = msgs.iter().flat_map(|m| m.spills.iter().map(|s| s.key.clone())).collect();
     if keys.is_empty() {
         return Vec::new();
@@ -175,9 +188,11 @@ pub async fn batch(ctx: &Ctx<'_>, sid: &str, req: &Request) -> Result<Response> 
         let mut parent = first_parent.clone();
         let mut ids = Vec::with_capacity(msgs.len());
         let mut inserted = 0;
-        for m in msgs.iter().filter(|m| !is_synthetic(m)) {
+        let mut stored = Vec::new();
+        for (i, m) in msgs.iter().enumerate().filter(|(_, m)| !is_synthetic(m)) {
             if tree.append(m, &parent, &ctx.now)?.inserted {
                 inserted += 1;
+                stored.push(i);
             }
             ids.push(m.id.clone());
             parent = Parent::Id(m.id.clone());
@@ -191,10 +206,13 @@ pub async fn batch(ctx: &Ctx<'_>, sid: &str, req: &Request) -> Result<Response> 
             Parent::Latest => tree.latest_leaf_id()?,
             Parent::Root => None,
         };
-        Ok((ids, last, inserted))
+        Ok((ids, last, inserted, stored))
     });
     let unused = release(ctx, &msgs).await;
-    let (ids, last, inserted) = done?;
+    let (ids, last, inserted, stored) = done?;
+    for i in stored {
+        publish_message(ctx, sid, msgs[i].client_json());
+    }
     let auto = match (&last, inserted > 0) {
         (Some(leaf), true) => compact::after_append(ctx, sid, leaf).await,
         _ => None,

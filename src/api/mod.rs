@@ -5,19 +5,22 @@
 //! One file per resource: [`sessions`], [`messages`], [`search`], [`compactions`] (stored
 //! overlays), [`compact`] (the summarizer), [`context`] (blocks, prompt, tools).
 
+pub mod chat;
 pub mod compact;
 pub mod compactions;
 pub mod context;
+pub mod events;
 pub mod http;
 pub mod messages;
 pub mod search;
 pub mod sessions;
+pub mod ws;
 
 use std::sync::OnceLock;
 
 pub use http::{Request, Response};
 
-use crate::core::error::{Error, Result};
+use crate::core::error::{Error, ErrorKind, Result};
 use crate::core::schema;
 use crate::core::spill;
 use crate::core::sql::Sql;
@@ -25,6 +28,7 @@ use crate::core::time::iso_millis;
 use crate::core::blobs::Blobs;
 use crate::core::config::{check_label, SessionConfig};
 use crate::core::llm::{LlmConfig, Transport};
+use events::Events;
 use http::{decode_segment, message_param, method_not_allowed, session_param};
 
 /// A block label from the path, decoded and checked.
@@ -46,6 +50,8 @@ pub struct Env<'a> {
     /// The configured model (compaction's summarizer) and how to reach it.
     pub llm: &'a LlmConfig,
     pub transport: &'a dyn Transport,
+    /// The session's listeners (WebSocket clients).
+    pub events: &'a dyn Events,
 }
 
 /// What every handler gets: the [`Env`] and the time of this request.
@@ -56,6 +62,7 @@ pub struct Ctx<'a> {
     pub agent: &'a str,
     pub llm: &'a LlmConfig,
     pub transport: &'a dyn Transport,
+    pub events: &'a dyn Events,
     /// The request's timestamp (ISO-8601 ms), used for every write it makes.
     pub now: String,
 }
@@ -86,6 +93,8 @@ enum Route {
     PromptRefresh,
     Tools,
     Tool,
+    Chat,
+    Socket,
 }
 
 const ROUTES: &[(&str, Route)] = &[
@@ -113,6 +122,8 @@ const ROUTES: &[(&str, Route)] = &[
     ("/sessions/{sid}/prompt/refresh", Route::PromptRefresh),
     ("/sessions/{sid}/tools", Route::Tools),
     ("/sessions/{sid}/tools/{name}", Route::Tool),
+    ("/sessions/{sid}/chat", Route::Chat),
+    ("/sessions/{sid}/ws", Route::Socket),
 ];
 
 fn router() -> &'static matchit::Router<Route> {
@@ -134,17 +145,49 @@ pub fn open(sql: &dyn Sql, now_ms: i64) -> Result<Vec<i64>> {
     schema::migrate(sql, &iso_millis(now_ms))
 }
 
-/// Answers one request. Never panics on input; every failure is a JSON error answer.
-pub async fn handle(env: Env<'_>, now_ms: i64, req: &Request) -> Response {
-    let ctx = Ctx {
+/// The handler context of a request at `now_ms`.
+fn context_of<'a>(env: Env<'a>, now_ms: i64) -> Ctx<'a> {
+    Ctx {
         sql: env.sql,
         blobs: env.blobs,
         config: env.config,
         agent: env.agent,
         llm: env.llm,
         transport: env.transport,
+        events: env.events,
         now: iso_millis(now_ms),
-    };
+    }
+}
+
+/// The session id of a `/sessions/{sid}/…` request, decoded and checked.
+pub fn session_of(req: &Request) -> Result<String> {
+    let matched = router()
+        .at(&req.path)
+        .map_err(|_| Error::not_found(format!("no route for {}", req.path)))?;
+    let raw = matched.params.get("sid").ok_or_else(|| Error::not_found(format!("no session in {}", req.path)))?;
+    session_param(raw)
+}
+
+/// Whether `req` is an agent turn asking for server-sent events (the Durable Object streams
+/// those itself with [`chat::stream`]).
+pub fn is_chat_stream(req: &Request) -> bool {
+    req.method == "POST"
+        && req.wants_event_stream()
+        && router().at(&req.path).is_ok_and(|m| matches!(m.value, Route::Chat))
+}
+
+/// The session of a WebSocket upgrade request (`GET /sessions/{sid}/ws`), if it is one.
+pub fn socket_session(method: &str, path: &str) -> Option<Result<String>> {
+    let matched = router().at(path).ok()?;
+    if !matches!(matched.value, Route::Socket) || method != "GET" {
+        return None;
+    }
+    Some(matched.params.get("sid").map_or_else(|| Err(Error::not_found("no session")), session_param))
+}
+
+/// Answers one request. Never panics on input; every failure is a JSON error answer.
+pub async fn handle(env: Env<'_>, now_ms: i64, req: &Request) -> Response {
+    let ctx = context_of(env, now_ms);
     let resp = dispatch(&ctx, req).await.unwrap_or_else(|e| Response::error(&e));
     if req.method == "GET" {
         return resp;
@@ -218,8 +261,11 @@ async fn dispatch(ctx: &Ctx<'_>, req: &Request) -> Result<Response> {
         (PromptRefresh, "POST") => context::refresh(ctx, sid).await,
         (Tools, "GET") => context::list_tools(ctx, sid),
         (Tool, "POST") => context::run_tool(ctx, sid, name, req).await,
-        (Fork | Usage | BlockAppend | PromptRefresh | Tool | Compact, _) => Ok(method_not_allowed(&["POST"])),
-        (Search | Branches | History | Recent | Leaf | PathLength | SessionSearch | Prompt | Tools | Expand, _) => {
+        (Chat, "POST") => chat::route(ctx, sid, req).await,
+        // The Durable Object answers upgrades itself; anything else here is not one.
+        (Socket, "GET") => Err(Error::new(ErrorKind::InvalidRequest, "expected a WebSocket upgrade (Upgrade: websocket)")),
+        (Fork | Usage | BlockAppend | PromptRefresh | Tool | Compact | Chat, _) => Ok(method_not_allowed(&["POST"])),
+        (Search | Branches | History | Recent | Leaf | PathLength | SessionSearch | Prompt | Tools | Expand | Socket, _) => {
             Ok(method_not_allowed(&["GET"]))
         }
     }

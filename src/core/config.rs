@@ -160,6 +160,10 @@ pub struct SessionConfig {
     /// here and read by [`crate::core::compact::CompactionConfig::from_json`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compaction: Option<Json>,
+    /// Agent-turn policy `{maxMessages, maxSteps, maxTokens}`, read by
+    /// [`crate::core::turn::ChatConfig::from_json`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chat: Option<Json>,
 }
 
 fn yes() -> bool {
@@ -168,7 +172,7 @@ fn yes() -> bool {
 
 impl Default for SessionConfig {
     fn default() -> Self {
-        SessionConfig { context: Vec::new(), cached_prompt: true, searchable_history: None, compaction: None }
+        SessionConfig { context: Vec::new(), cached_prompt: true, searchable_history: None, compaction: None, chat: None }
     }
 }
 
@@ -206,6 +210,7 @@ impl SessionConfig {
         }
         check_scopes(&self.context.iter().collect::<Vec<_>>())?;
         crate::core::compact::CompactionConfig::from_json(self.compaction.as_ref())?;
+        crate::core::turn::ChatConfig::from_json(self.chat.as_ref())?;
         Ok(())
     }
 }

@@ -56,11 +56,22 @@ impl ErrorKind {
 pub struct Error {
     pub kind: ErrorKind,
     pub message: String,
+    /// A more specific `error.code` than the kind's (e.g. `not_a_prefix` for a 409).
+    pub detail: Option<&'static str>,
 }
 
 impl Error {
     pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
-        Error { kind, message: message.into() }
+        Error { kind, message: message.into(), detail: None }
+    }
+    /// The same error with a specific `error.code` (the HTTP status stays the kind's).
+    pub fn with_code(mut self, code: &'static str) -> Self {
+        self.detail = Some(code);
+        self
+    }
+    /// The `error.code` of the JSON body: the specific one, else the kind's.
+    pub fn code(&self) -> &'static str {
+        self.detail.unwrap_or(self.kind.code())
     }
     pub fn invalid(message: impl Into<String>) -> Self {
         Error::new(ErrorKind::InvalidRequest, message)
@@ -81,7 +92,7 @@ impl Error {
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.kind.code(), self.message)
+        write!(f, "{}: {}", self.code(), self.message)
     }
 }
 

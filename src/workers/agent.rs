@@ -1,11 +1,20 @@
 //! The `SessionAgent` Durable Object: one agent's memory. [`Agent`] holds what a request needs
-//! (SQLite, R2, the config, the agent's name) and answers through [`crate::api::handle`]; it is
-//! public so a Durable Object of your own can embed it with a config built in code.
+//! (SQLite, R2, the config, the LLM, the agent's name, its WebSockets) and answers through
+//! [`crate::api::handle`]; it is public so a Durable Object of your own can embed it with a
+//! config built in code. It is a cheap handle (`Clone`): a streamed chat turn keeps a copy
+//! while the response body is being written.
 
-use worker::{console_error, console_warn, durable_object, Date, DurableObject, Env, Request, Response, Result, State};
+use std::rc::Rc;
 
-use super::{convert, do_sql::DoSql, llm::{WorkersTransport, AI_BINDING}, r2::R2Blobs};
-use crate::api;
+use futures::channel::mpsc;
+use futures::StreamExt;
+use worker::{
+    console_error, console_warn, durable_object, wasm_bindgen_futures::spawn_local, Date, DurableObject, Env,
+    Request, Response, Result, State, WebSocket, WebSocketIncomingMessage, WebSocketPair,
+};
+
+use super::{convert, do_sql::DoSql, llm::{WorkersTransport, AI_BINDING}, r2::R2Blobs, sockets::Sockets};
+use crate::api::{self, chat::Streamed};
 use crate::core::config::SessionConfig;
 use crate::core::error::{Error, ErrorKind};
 use crate::core::llm::LlmConfig;
@@ -14,15 +23,39 @@ use crate::core::llm::LlmConfig;
 pub const SKILLS_BUCKET: &str = "SKILLS_BUCKET";
 
 /// One agent's memory, ready to answer requests.
+#[derive(Clone)]
 pub struct Agent {
+    inner: Rc<Inner>,
+}
+
+struct Inner {
     db: DoSql,
     blobs: R2Blobs,
     config: SessionConfig,
     llm: LlmConfig,
     transport: WorkersTransport,
+    sockets: Sockets,
     name: String,
     /// Why the agent cannot serve (schema or config), if it cannot.
     broken: Option<Error>,
+}
+
+impl Inner {
+    fn env(&self) -> api::Env<'_> {
+        api::Env {
+            sql: &self.db,
+            blobs: &self.blobs,
+            config: &self.config,
+            agent: &self.name,
+            llm: &self.llm,
+            transport: &self.transport,
+            events: &self.sockets,
+        }
+    }
+}
+
+fn now_ms() -> i64 {
+    Date::now().as_millis() as i64
 }
 
 impl Agent {
@@ -30,7 +63,7 @@ impl Agent {
     /// done before any request) and binds `SKILLS_BUCKET` if the Worker has it.
     pub fn new(state: &State, env: &Env, config: SessionConfig) -> Self {
         let db = DoSql::new(&state.storage());
-        let broken = api::open(&db, Date::now().as_millis() as i64).err().map(|e| {
+        let broken = api::open(&db, now_ms()).err().map(|e| {
             console_error!("SessionAgent: schema migration failed: {e}");
             Error::internal(format!("storage is not ready: {e}"))
         });
@@ -47,7 +80,17 @@ impl Agent {
         };
         let broken = broken.or(llm_error);
         let transport = WorkersTransport { ai: env.ai(AI_BINDING).ok() };
-        Agent { db, blobs: R2Blobs::new(env.bucket(SKILLS_BUCKET).ok()), config, llm, transport, name, broken }
+        let inner = Inner {
+            db,
+            blobs: R2Blobs::new(env.bucket(SKILLS_BUCKET).ok()),
+            config,
+            llm,
+            transport,
+            sockets: Sockets::new(state),
+            name,
+            broken,
+        };
+        Agent { inner: Rc::new(inner) }
     }
 
     /// Opens the agent with the config of the `SESSION_CONFIG` variable. A config that does not
@@ -59,7 +102,9 @@ impl Agent {
             Err(e) => {
                 console_error!("SessionAgent: {}", e.message);
                 let mut agent = Agent::new(state, env, SessionConfig::default());
-                agent.broken.get_or_insert(Error::new(ErrorKind::NotConfigured, e.message));
+                if let Some(inner) = Rc::get_mut(&mut agent.inner) {
+                    inner.broken.get_or_insert(Error::new(ErrorKind::NotConfigured, e.message));
+                }
                 agent
             }
         }
@@ -67,34 +112,108 @@ impl Agent {
 
     /// The agent's name (its `idFromName` name).
     pub fn name(&self) -> &str {
-        &self.name
+        &self.inner.name
     }
 
-    /// Answers one request of the DO API (`../shared/API.md`).
+    /// Answers one request of the DO API (`../shared/API.md`): WebSocket upgrades, streamed
+    /// chat turns, and everything else through [`api::handle`].
     pub async fn fetch(&self, req: Request) -> Result<Response> {
-        if let Some(e) = &self.broken {
+        if let Some(e) = &self.inner.broken {
             return convert::error(e);
+        }
+        let path = req.path();
+        if let Some(sid) = api::socket_session(&req.method().to_string(), &path) {
+            return self.upgrade(&req, sid);
         }
         let req = match convert::read(req).await {
             Ok(r) => r,
             Err(e) => return convert::error(&e),
         };
-        let env = api::Env {
-            sql: &self.db,
-            blobs: &self.blobs,
-            config: &self.config,
-            agent: &self.name,
-            llm: &self.llm,
-            transport: &self.transport,
-        };
-        let resp = api::handle(env, Date::now().as_millis() as i64, &req).await;
-        if resp.status >= 500 {
-            console_error!("{} {} -> {}: {}", req.method, req.path, resp.status, String::from_utf8_lossy(&resp.body));
+        if api::is_chat_stream(&req) {
+            return self.chat_stream(req).await;
         }
-        for w in &resp.warnings {
-            console_warn!("{} {}: {w}", req.method, req.path);
-        }
+        let resp = api::handle(self.inner.env(), now_ms(), &req).await;
+        log(&req.method, &req.path, &resp);
         convert::write(resp)
+    }
+
+    /// `GET /sessions/{sid}/ws`: accepts a hibernatable socket tagged with the session.
+    fn upgrade(&self, req: &Request, sid: crate::core::error::Result<String>) -> Result<Response> {
+        let sid = match sid {
+            Ok(s) => s,
+            Err(e) => return convert::error(&e),
+        };
+        let upgrade = req.headers().get("upgrade").ok().flatten().unwrap_or_default();
+        if !upgrade.eq_ignore_ascii_case("websocket") {
+            return convert::error(&Error::invalid("expected a WebSocket upgrade (Upgrade: websocket)"));
+        }
+        let pair = WebSocketPair::new()?;
+        self.inner.sockets.accept(&pair.server, &sid);
+        Response::from_websocket(pair.client)
+    }
+
+    /// A chat turn as server-sent events, written as they come. The turn runs in its own task
+    /// holding a copy of the agent; if the client goes away the body stream is dropped, the
+    /// next event cannot be sent, and the turn stops without storing anything.
+    async fn chat_stream(&self, req: api::Request) -> Result<Response> {
+        let (tx, mut rx) = mpsc::unbounded::<Streamed>();
+        let agent = self.clone();
+        spawn_local(async move {
+            let mut send = |s: Streamed| {
+                tx.unbounded_send(s).map_err(|_| Error::new(ErrorKind::Conflict, "the client went away"))
+            };
+            api::chat::stream(agent.inner.env(), now_ms(), &req, &mut send).await;
+        });
+        match rx.next().await {
+            Some(Streamed::Fail(e)) => {
+                if e.kind.status() >= 500 {
+                    console_error!("POST chat (stream) -> {}: {}", e.kind.status(), e.message);
+                }
+                convert::error(&e)
+            }
+            Some(Streamed::Data(first)) => {
+                let rest = rx.map(|s| match s {
+                    Streamed::Data(d) => Ok::<Vec<u8>, worker::Error>(d.into_bytes()),
+                    Streamed::Fail(e) => Ok(api::chat::error_frame(&e).into_bytes()),
+                });
+                let body = futures::stream::once(async move { Ok::<Vec<u8>, worker::Error>(first.into_bytes()) }).chain(rest);
+                let headers = worker::Headers::new();
+                headers.set("content-type", "text/event-stream; charset=utf-8")?;
+                headers.set("cache-control", "no-cache")?;
+                Ok(Response::from_stream(body)?.with_headers(headers))
+            }
+            None => convert::error(&Error::internal("the chat turn ended without an answer")),
+        }
+    }
+
+    /// One frame from a socket: answered to that socket (`history`, `pong`, `error`); writes
+    /// reach every socket of the session through the event hub.
+    pub async fn socket_message(&self, ws: WebSocket, message: WebSocketIncomingMessage) -> Result<()> {
+        let Some(sid) = self.inner.sockets.session_of(&ws) else { return Ok(()) };
+        let answer = match (&self.inner.broken, message) {
+            (Some(e), _) => api::ws::Answer { frames: vec![api::ws::error_frame(&sid, e.code(), &e.message)], warnings: vec![] },
+            (None, WebSocketIncomingMessage::String(text)) => api::ws::frame(self.inner.env(), now_ms(), &sid, &text).await,
+            (None, WebSocketIncomingMessage::Binary(_)) => api::ws::Answer {
+                frames: vec![api::ws::error_frame(&sid, "invalid_request", "frames must be text (JSON)")],
+                warnings: vec![],
+            },
+        };
+        for w in &answer.warnings {
+            console_warn!("ws {sid}: {w}");
+        }
+        for f in answer.frames {
+            let _ = ws.send_with_str(f.to_string());
+        }
+        Ok(())
+    }
+}
+
+fn log(method: &str, path: &str, resp: &api::Response) {
+    if resp.status >= 500 {
+        console_error!("{method} {path} -> {}: {}", resp.status, String::from_utf8_lossy(&resp.body));
+    }
+    for w in &resp.warnings {
+        console_warn!("{method} {path}: {w}");
     }
 }
 
@@ -111,5 +230,20 @@ impl DurableObject for SessionAgent {
 
     async fn fetch(&self, req: Request) -> Result<Response> {
         self.agent.fetch(req).await
+    }
+
+    async fn websocket_message(&self, ws: WebSocket, message: WebSocketIncomingMessage) -> Result<()> {
+        self.agent.socket_message(ws, message).await
+    }
+
+    async fn websocket_close(&self, ws: WebSocket, _code: usize, _reason: String, _was_clean: bool) -> Result<()> {
+        // Complete the closing handshake; the runtime then forgets the socket.
+        let _ = ws.close(Some(1000), Some("closing"));
+        Ok(())
+    }
+
+    async fn websocket_error(&self, _ws: WebSocket, error: worker::Error) -> Result<()> {
+        console_warn!("websocket error: {error}");
+        Ok(())
     }
 }

@@ -29,10 +29,12 @@ pub async fn read(mut req: Request) -> Result<http::Request, Error> {
     if body.len() > MAX_BODY_BYTES {
         return Err(Error::too_large(format!("request body is over {MAX_BODY_BYTES} bytes")));
     }
+    let headers = req.headers().entries().map(|(k, v)| (k.to_ascii_lowercase(), v)).collect();
     Ok(http::Request {
         method: req.method().to_string(),
         path: url.path().to_owned(),
         query: url.query().unwrap_or_default().to_owned(),
+        headers,
         body,
     })
 }

@@ -15,6 +15,11 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
     if path == "/healthz" {
         return Response::ok("ok");
     }
+    if path == "/" && req.method() == Method::Get && chat_page_enabled(&env) {
+        let mut resp = Response::from_html(CHAT_PAGE)?;
+        resp.headers_mut().set("cache-control", "no-store")?;
+        return Ok(resp);
+    }
     let Some(rest) = path.strip_prefix("/agents/") else {
         return convert::error(&Error::not_found(format!("no route for {path}; the API lives under /agents/{{agent}}/")));
     };
@@ -34,6 +39,16 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
         return convert::error(&Error::too_large("request body is over 32 MiB"));
     }
     forward(req, &env, &agent, if tail.is_empty() { "/" } else { tail }).await
+}
+
+/// The minimal chat page (`GET /`): talks to an agent over its WebSocket with a token the user
+/// types in; it holds no secret itself.
+const CHAT_PAGE: &str = include_str!("chat_page.html");
+
+/// The page is served unless the var `CHAT_PAGE` is `off` (or `false`, `0`).
+fn chat_page_enabled(env: &Env) -> bool {
+    let v = env.var("CHAT_PAGE").map(|v| v.to_string()).unwrap_or_default();
+    !matches!(v.trim(), "off" | "false" | "0")
 }
 
 /// The token from `Authorization: Bearer …`, or `?token=` on a WebSocket upgrade (browsers
@@ -77,6 +92,13 @@ fn authorize(req: &Request, env: &Env) -> std::result::Result<(), Error> {
 async fn forward(req: Request, env: &Env, agent: &str, tail: &str) -> Result<Response> {
     let mut url = req.url()?;
     url.set_path(tail);
+    // A WebSocket's `?token=` stops here too.
+    let kept: Vec<(String, String)> = url.query_pairs().filter(|(k, _)| k != "token").map(|(k, v)| (k.into_owned(), v.into_owned())).collect();
+    if kept.is_empty() {
+        url.set_query(None);
+    } else {
+        url.query_pairs_mut().clear().extend_pairs(kept);
+    }
     let stub = env.durable_object("SESSION_AGENT")?.id_from_name(agent)?.get_stub()?;
     let method = req.method();
     let mut init = RequestInit::new();

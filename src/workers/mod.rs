@@ -6,6 +6,7 @@
 //! - [`convert`]: requests and responses between `worker` types and [`crate::api::http`].
 //! - [`llm`]: the LLM transport (fetch with a timeout, the AI binding).
 //! - [`r2`]: the core's object store over the `SKILLS_BUCKET` R2 binding.
+//! - [`sockets`]: hibernatable WebSockets, tagged by session, as the API's event hub.
 
 pub mod agent;
 pub mod convert;
@@ -13,3 +14,4 @@ pub mod do_sql;
 pub mod front_door;
 pub mod llm;
 pub mod r2;
+pub mod sockets;

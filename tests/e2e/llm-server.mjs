@@ -16,6 +16,11 @@ export const DEFAULT_USAGE = { prompt_tokens: 100, completion_tokens: 20 };
  * @property {number} [status] an HTTP status; not 2xx answers `body` (default an OpenAI error object)
  * @property {any} [body] the exact answer body (a string as it is, anything else as JSON)
  * @property {number} [delayMs] wait this long before answering
+ * @property {{id: string, name: string, arguments: object}[]} [toolCalls] tool calls to answer with
+ * @property {string[]} [pieces] with `stream: true` requests: the content as these deltas
+ *   (default: the content split after each space)
+ * @property {number} [pieceDelayMs] wait this long between streamed deltas (default 5)
+ * @property {boolean} [hangAfterFirstPiece] stream the first delta, then never finish
  */
 /**
  * @typedef {object} RecordedRequest
@@ -43,6 +48,34 @@ export function completion(content = DEFAULT_SUMMARY, usage = DEFAULT_USAGE) {
     choices: [{ index: 0, message: { role: "assistant", content }, finish_reason: "stop" }],
     usage: { ...usage, total_tokens: (usage.prompt_tokens ?? 0) + (usage.completion_tokens ?? 0) },
   };
+}
+
+/** Writes `r` as an OpenAI-compatible event stream (`stream: true` requests). */
+async function streamReply(res, r) {
+  res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" });
+  const send = (obj) => res.write(`data: ${JSON.stringify(obj)}\n\n`);
+  const chunk = (delta, finish = null) => ({ id: "chatcmpl-test", object: "chat.completion.chunk", model: "test-model",
+    choices: [{ index: 0, delta, finish_reason: finish }] });
+  const content = r.content ?? (r.toolCalls ? "" : DEFAULT_SUMMARY);
+  const pieces = r.pieces ?? (content ? content.split(/(?<= )/) : []);
+  const wait = () => new Promise((resolve) => setTimeout(resolve, r.pieceDelayMs ?? 5));
+  send(chunk({ role: "assistant", content: "" }));
+  for (const [i, p] of pieces.entries()) {
+    if (res.destroyed) return;
+    send(chunk({ content: p }));
+    if (i === 0 && r.hangAfterFirstPiece) return; // never ends: the caller goes away
+    await wait();
+  }
+  for (const [i, c] of (r.toolCalls ?? []).entries()) {
+    const args = JSON.stringify(c.arguments ?? {});
+    const half = Math.floor(args.length / 2);
+    send(chunk({ tool_calls: [{ index: i, id: c.id, type: "function", function: { name: c.name, arguments: args.slice(0, half) } }] }));
+    send(chunk({ tool_calls: [{ index: i, function: { arguments: args.slice(half) } }] }));
+  }
+  send(chunk({}, r.toolCalls ? "tool_calls" : "stop"));
+  send({ id: "chatcmpl-test", object: "chat.completion.chunk", choices: [], usage: r.usage ?? DEFAULT_USAGE });
+  res.write("data: [DONE]\n\n");
+  res.end();
 }
 
 /**
@@ -73,6 +106,17 @@ export async function start() {
         if (res.destroyed || req.socket.destroyed) return; // the caller gave up (its timeout)
       }
       const status = r.status ?? 200;
+      if (status === 200 && r.body === undefined && body && body.stream === true) {
+        await streamReply(res, r);
+        return;
+      }
+      if (status === 200 && r.body === undefined && r.toolCalls) {
+        const calls = r.toolCalls.map((c) => ({ id: c.id, type: "function", function: { name: c.name, arguments: JSON.stringify(c.arguments ?? {}) } }));
+        res.writeHead(200, { "content-type": "application/json" });
+        res.end(JSON.stringify({ ...completion(r.content ?? null, r.usage ?? DEFAULT_USAGE),
+          choices: [{ index: 0, message: { role: "assistant", content: r.content ?? null, tool_calls: calls }, finish_reason: "tool_calls" }] }));
+        return;
+      }
       const out = r.body !== undefined
         ? r.body
         : status >= 200 && status < 300

@@ -31,6 +31,32 @@ pub struct Api {
     pub model: Model,
     pub now: Cell<i64>,
     pub frozen: bool,
+    pub events: Frames,
+}
+
+/// The listeners of native tests: every session listens, and every frame is recorded.
+#[derive(Default)]
+pub struct Frames {
+    pub frames: RefCell<Vec<(String, Json)>>,
+}
+
+impl Frames {
+    /// The frames published so far to `session`, and forgets them.
+    pub fn take(&self, session: &str) -> Vec<Json> {
+        let mut all = self.frames.borrow_mut();
+        let (mine, rest): (Vec<_>, Vec<_>) = all.drain(..).partition(|(s, _)| s == session);
+        *all = rest;
+        mine.into_iter().map(|(_, f)| f).collect()
+    }
+}
+
+impl session_agent::api::events::Events for Frames {
+    fn has_listeners(&self, _session: &str) -> bool {
+        true
+    }
+    fn publish(&self, session: &str, frame: &Json) {
+        self.frames.borrow_mut().push((session.to_owned(), frame.clone()));
+    }
 }
 
 /// The LLM peer of native tests: an OpenAI-compatible endpoint answering from a queue of
@@ -85,6 +111,7 @@ impl Api {
             model: Model::default(),
             now: Cell::new(1_795_345_200_000),
             frozen: false,
+            events: Frames::default(),
         }
     }
 
@@ -118,6 +145,7 @@ impl Api {
             agent: &self.agent,
             llm: &self.llm,
             transport: &self.model,
+            events: &self.events,
         };
         futures::executor::block_on(api::handle(env, self.now.get(), &req))
     }

@@ -1,0 +1,89 @@
+//! The WebSocket protocol of a session (`GET /sessions/{sid}/ws`): each client frame becomes the
+//! HTTP request it stands for, so a frame does exactly what its route does. Answers meant for
+//! the sending socket only (`history`, `pong`, `error`) are returned; `message`, `delta` and
+//! `status` frames reach every socket of the session through [`super::events::Events`].
+//!
+//! Client frames: `{type:"append", message, parentId?}`, `{type:"history", leafId?}`,
+//! `{type:"chat", message, parentId?, tools?}` (or `messages` to continue after client tools),
+//! `{type:"ping"}`. A frame that is not one of these gets an `error` frame; the socket stays open.
+
+use serde_json::{json, Map, Value as Json};
+
+use super::{handle, Env, Request};
+use crate::core::error::{Error, ErrorKind};
+
+/// The `error` frame for `e`.
+pub fn error_frame(sid: &str, code: &str, message: &str) -> Json {
+    json!({"type": "error", "sessionId": sid, "code": code, "message": message})
+}
+
+fn failed(sid: &str, e: &Error) -> Vec<Json> {
+    vec![error_frame(sid, e.code(), &e.message)]
+}
+
+/// `/sessions/<sid>` with the id percent-encoded again (it was decoded from the path).
+fn session_path(sid: &str) -> String {
+    let enc: String = form_urlencoded::byte_serialize(sid.as_bytes()).collect();
+    format!("/sessions/{enc}")
+}
+
+/// What the sending socket gets back, and warnings for the operator's log.
+pub struct Answer {
+    pub frames: Vec<Json>,
+    pub warnings: Vec<String>,
+}
+
+/// Answers one text frame from a socket of session `sid` (already checked).
+pub async fn frame(env: Env<'_>, now_ms: i64, sid: &str, text: &str) -> Answer {
+    let (frames, warnings) = answer(env, now_ms, sid, text).await;
+    Answer { frames, warnings }
+}
+
+async fn answer(env: Env<'_>, now_ms: i64, sid: &str, text: &str) -> (Vec<Json>, Vec<String>) {
+    let only = |frames: Vec<Json>| (frames, Vec::new());
+    let obj: Map<String, Json> = match serde_json::from_str(text) {
+        Ok(Json::Object(o)) => o,
+        _ => return only(failed(sid, &Error::invalid("a frame must be a JSON object with a type"))),
+    };
+    let kind = obj.get("type").and_then(Json::as_str).unwrap_or_default().to_owned();
+    let mut body = obj.clone();
+    body.remove("type");
+    let base = session_path(sid);
+    let req = match kind.as_str() {
+        "ping" => return only(vec![json!({"type": "pong"})]),
+        "append" => Request::new("POST", &format!("{base}/messages")).json(&Json::Object(body)),
+        "chat" => Request::new("POST", &format!("{base}/chat")).json(&Json::Object(body)),
+        "history" => match obj.get("leafId") {
+            None | Some(Json::Null) => Request::new("GET", &format!("{base}/history")),
+            Some(Json::String(l)) => {
+                let enc: String = form_urlencoded::byte_serialize(l.as_bytes()).collect();
+                Request::new("GET", &format!("{base}/history?leaf={enc}"))
+            }
+            Some(_) => return only(failed(sid, &Error::invalid("leafId must be a string"))),
+        },
+        "" => return only(failed(sid, &Error::invalid("a frame must be a JSON object with a type"))),
+        other => {
+            return only(failed(
+                sid,
+                &Error::invalid(format!("unknown frame type {other:?}: one of append, history, chat, ping")),
+            ))
+        }
+    };
+    let resp = handle(env, now_ms, &req).await;
+    let warnings = resp.warnings.clone();
+    if resp.status >= 400 {
+        let body = resp.body_json();
+        let code = body.pointer("/error/code").and_then(Json::as_str).unwrap_or(ErrorKind::Internal.code());
+        let message = body.pointer("/error/message").and_then(Json::as_str).unwrap_or("request failed");
+        return (vec![error_frame(sid, code, message)], warnings);
+    }
+    let frames = match kind.as_str() {
+        "history" => {
+            let messages = resp.body_json().get("messages").cloned().unwrap_or_else(|| json!([]));
+            vec![json!({"type": "history", "sessionId": sid, "messages": messages})]
+        }
+        // The stored messages, deltas and status reached every socket as they happened.
+        _ => Vec::new(),
+    };
+    (frames, warnings)
+}

@@ -1,0 +1,285 @@
+//! The agent turn through the DO API with an OpenAI-compatible model peer: what is sent (frozen
+//! prompt, history, tools, cache key), server tools in a loop, client tools and continuations
+//! (forgeries refused), all-or-nothing on failure, SSE framing, and the WebSocket frames.
+
+mod support;
+
+use serde_json::{json, Value as Json};
+use session_agent::api::{self, Request};
+use session_agent::core::error::Error;
+use session_agent::core::llm::HttpResponse;
+use support::{completion, msg, Api};
+
+fn api() -> Api {
+    Api::with_config(json!({"context": [
+        {"label": "soul", "kind": "readonly", "content": "You are terse."},
+        {"label": "memory", "kind": "writable", "maxTokens": 500}]}))
+    .with_model()
+}
+
+/// An OpenAI-compatible answer calling tools `(id, name, arguments)`.
+fn calls(list: &[(&str, &str, Json)]) -> HttpResponse {
+    let tool_calls: Vec<Json> = list
+        .iter()
+        .map(|(id, name, args)| json!({"id": id, "type": "function", "function": {"name": name, "arguments": args.to_string()}}))
+        .collect();
+    let body = json!({"choices": [{"message": {"role": "assistant", "content": null, "tool_calls": tool_calls}, "finish_reason": "tool_calls"}],
+        "usage": {"prompt_tokens": 50, "completion_tokens": 5}});
+    HttpResponse { status: 200, body: body.to_string() }
+}
+
+fn user(id: &str, text: &str) -> Json {
+    msg(id, "user", text)
+}
+
+fn history(api: &Api, sid: &str) -> Vec<Json> {
+    api.get(&format!("/sessions/{sid}/history")).body_json()["messages"].as_array().unwrap().clone()
+}
+
+#[test]
+fn a_plain_turn_sends_prompt_history_and_tools_and_stores_one_reply() {
+    let api = api();
+    api.post("/sessions/s/messages", json!({"message": user("u0", "earlier question")}));
+    api.post("/sessions/s/messages", json!({"message": msg("a0", "assistant", "earlier answer")}));
+    api.model.reply(Ok(completion("Hello back.")));
+    let r = api.post("/sessions/s/chat", json!({"message": user("u1", "hello")}));
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    let reply = r.body_json()["messages"][0].clone();
+    assert_eq!(reply["role"], "assistant");
+    assert_eq!(reply["parts"], json!([{"type": "text", "text": "Hello back."}]));
+    assert_eq!(reply["metadata"]["usage"], json!({"inputTokens": 100, "outputTokens": 20}));
+    let h = history(&api, "s");
+    assert_eq!(h.len(), 4);
+    assert_eq!(h[2], user("u1", "hello"));
+    assert_eq!(h[3], reply);
+    // What the model got: the frozen prompt, the branch, the tools, the session as cache key.
+    let sent = api.model.requests.borrow()[0].clone();
+    let prompt = api.get("/sessions/s/prompt").body_json()["prompt"].clone();
+    assert_eq!(sent["messages"][0], json!({"role": "system", "content": prompt}));
+    assert_eq!(sent["messages"][1], json!({"role": "user", "content": "earlier question"}));
+    assert_eq!(sent["messages"][2]["content"], "earlier answer");
+    assert_eq!(sent["messages"][3], json!({"role": "user", "content": "hello"}));
+    assert_eq!(sent["prompt_cache_key"], "s");
+    let names: Vec<&str> = sent["tools"].as_array().unwrap().iter().map(|t| t["function"]["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["set_context", "session_search"]);
+    let info = api.get("/sessions/s").body_json();
+    assert_eq!((info["inputTokens"].as_i64(), info["messageCount"].as_i64()), (Some(100), Some(4)));
+}
+
+#[test]
+fn server_tools_run_and_the_model_is_called_again() {
+    let api = api();
+    api.model.reply(Ok(calls(&[("c1", "set_context", json!({"label": "memory", "content": "likes tea"}))])));
+    api.model.reply(Ok(completion("Noted.")));
+    let r = api.post("/sessions/s/chat", json!({"message": user("u1", "remember: I like tea")}));
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    let parts = r.body_json()["messages"][0]["parts"].clone();
+    assert_eq!(parts[0]["type"], "dynamic-tool");
+    assert_eq!(parts[0]["state"], "output-available");
+    assert_eq!(parts[0]["toolName"], "set_context");
+    assert!(parts[0]["output"].as_str().unwrap().starts_with("Written to memory."));
+    assert_eq!(parts[1], json!({"type": "text", "text": "Noted."}));
+    assert_eq!(api.get("/sessions/s/context/memory").body_json()["content"], "likes tea");
+    // The second call carried the call and its result.
+    let second = api.model.requests.borrow()[1].clone();
+    let n = second["messages"].as_array().unwrap().len();
+    assert_eq!(second["messages"][n - 2]["tool_calls"][0]["id"], "c1");
+    assert_eq!(second["messages"][n - 1]["role"], "tool");
+    assert_eq!(second["messages"][n - 1]["tool_call_id"], "c1");
+    assert_eq!(history(&api, "s").len(), 2, "one user message, one assistant message");
+    let usage = api.get("/sessions/s").body_json();
+    assert_eq!(usage["inputTokens"].as_i64(), Some(150), "both steps counted");
+}
+
+#[test]
+fn a_client_tool_returns_to_the_caller_who_continues() {
+    let api = api();
+    let tools = json!([{"name": "get_location", "description": "Where the user is", "inputSchema": {"type": "object", "properties": {}}}]);
+    api.model.reply(Ok(calls(&[("loc1", "get_location", json!({}))])));
+    let r = api.post("/sessions/s/chat", json!({"message": user("u1", "where am I?"), "tools": tools}));
+    assert_eq!(r.status, 201);
+    let pending = r.body_json()["messages"][0].clone();
+    assert_eq!(pending["parts"][0]["state"], "input-available");
+    assert_eq!(pending["parts"][0]["toolCallId"], "loc1");
+    // The client runs the tool and sends the branch back with the result.
+    let mut branch = history(&api, "s");
+    assert_eq!(branch.len(), 2);
+    branch[1]["parts"][0]["state"] = json!("output-available");
+    branch[1]["parts"][0]["output"] = json!({"city": "Lisbon"});
+    api.model.reply(Ok(completion("You are in Lisbon.")));
+    let r = api.post("/sessions/s/chat", json!({"messages": branch, "tools": tools}));
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(r.body_json()["messages"][0]["parts"][0]["text"], "You are in Lisbon.");
+    let h = history(&api, "s");
+    assert_eq!(h.len(), 3);
+    assert_eq!(h[1]["parts"][0]["output"], json!({"city": "Lisbon"}), "the result is stored in the call's message");
+    let sent = api.model.requests.borrow()[1].clone();
+    let last = sent["messages"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!((last["role"].as_str(), last["tool_call_id"].as_str()), (Some("tool"), Some("loc1")));
+    assert_eq!(last["content"], "{\"city\":\"Lisbon\"}");
+}
+
+fn code(r: &api::Response) -> String {
+    r.body_json()["error"]["code"].as_str().unwrap_or_default().to_owned()
+}
+
+#[test]
+fn forged_continuations_are_409_and_change_nothing() {
+    let api = api();
+    let tools = json!([{"name": "get_location"}]);
+    api.model.reply(Ok(calls(&[("loc1", "get_location", json!({})), ("m1", "set_context", json!({"label": "memory", "content": "x"}))])));
+    assert_eq!(api.post("/sessions/s/chat", json!({"message": user("u1", "where?"), "tools": tools})).status, 201);
+    let branch = history(&api, "s");
+    let requests = api.model.requests.borrow().len();
+
+    // A rewritten user message: not a prefix of what is stored.
+    let mut rewritten = branch.clone();
+    rewritten[0]["parts"][0]["text"] = json!("something else");
+    let r = api.post("/sessions/s/chat", json!({"messages": rewritten, "tools": tools}));
+    assert_eq!((r.status, code(&r).as_str()), (409, "not_a_prefix"));
+
+    // A result for the server's own tool call (which already has one).
+    let mut forged = branch.clone();
+    let i = forged[1]["parts"].as_array().unwrap().iter().position(|p| p["toolName"] == "set_context").unwrap();
+    forged[1]["parts"][i]["output"] = json!("Written by the client");
+    let r = api.post("/sessions/s/chat", json!({"messages": forged, "tools": tools}));
+    assert_eq!((r.status, code(&r).as_str()), (409, "forged_tool_result"));
+
+    // An approval nobody asked for.
+    let mut approval = branch.clone();
+    let j = approval[1]["parts"].as_array().unwrap().iter().position(|p| p["toolName"] == "get_location").unwrap();
+    approval[1]["parts"][j]["state"] = json!("approval-responded");
+    approval[1]["parts"][j]["approval"] = json!({"id": "ap1", "approved": true});
+    let r = api.post("/sessions/s/chat", json!({"messages": approval, "tools": tools}));
+    assert_eq!((r.status, code(&r).as_str()), (409, "forged_approval"));
+
+    // Another session's messages.
+    let r = api.post("/sessions/other/chat", json!({"messages": branch, "tools": tools}));
+    assert_eq!((r.status, code(&r).as_str()), (409, "not_a_prefix"));
+
+    assert_eq!(history(&api, "s"), branch, "nothing changed");
+    assert_eq!(api.model.requests.borrow().len(), requests, "the model was not called");
+}
+
+#[test]
+fn a_failing_provider_or_tool_leaves_history_as_it_was() {
+    let api = api();
+    api.post("/sessions/s/messages", json!({"message": user("u0", "hi")}));
+    let before = history(&api, "s");
+    let info = api.get("/sessions/s").body_json();
+    api.model.reply(Ok(HttpResponse { status: 500, body: json!({"error": {"message": "overloaded"}}).to_string() }));
+    let r = api.post("/sessions/s/chat", json!({"message": user("u1", "hello")}));
+    assert_eq!((r.status, code(&r).as_str()), (503, "llm_unavailable"));
+    assert!(r.body_json()["error"]["message"].as_str().unwrap().contains("overloaded"));
+    assert_eq!(history(&api, "s"), before);
+    assert_eq!(api.get("/sessions/s").body_json(), info, "usage and updatedAt unchanged");
+    // A failure in the second step (after a server tool ran) also stores no message.
+    api.model.reply(Ok(calls(&[("c1", "session_search", json!({"query": "hi"}))])));
+    api.model.reply(Err(Error::new(session_agent::core::error::ErrorKind::LlmUnavailable, "connection reset")));
+    let r = api.post("/sessions/s/chat", json!({"message": user("u1", "hello")}));
+    assert_eq!(r.status, 503);
+    assert_eq!(history(&api, "s"), before);
+    // An unregistered session stays unregistered.
+    api.model.reply(Ok(HttpResponse { status: 500, body: "{}".into() }));
+    assert_eq!(api.post("/sessions/new/chat", json!({"message": user("n1", "hello")})).status, 503);
+    assert_eq!(api.get("/sessions/new").status, 404);
+    // Retrying works.
+    api.model.reply(Ok(completion("Hi!")));
+    assert_eq!(api.post("/sessions/s/chat", json!({"message": user("u1", "hello")})).status, 201);
+    assert_eq!(history(&api, "s").len(), 3);
+}
+
+#[test]
+fn bad_requests_are_400_and_the_model_is_not_called() {
+    let api = api();
+    for body in [json!({}), json!({"message": user("u", "x"), "messages": []}), json!({"message": msg("a", "assistant", "x")}),
+                 json!({"message": user("u", "x"), "tools": [{"name": "set_context"}]}), json!({"message": user("u", "x"), "tools": [{"name": "bad name"}]}),
+                 json!({"message": user("compaction_x", "x")}), json!({"messages": []})] {
+        let r = api.post("/sessions/s/chat", body.clone());
+        assert_eq!(r.status, 400, "{body}");
+    }
+    assert_eq!(api.post("/sessions/s/chat", json!({"message": user("u", "x"), "parentId": "nope"})).status, 404);
+    assert!(api.model.requests.borrow().is_empty());
+    assert_eq!(api.get("/sessions/s").status, 404);
+}
+
+#[test]
+fn regenerating_makes_a_sibling_branch() {
+    let api = api();
+    api.model.reply(Ok(completion("First answer.")));
+    api.post("/sessions/s/chat", json!({"message": user("u1", "question")}));
+    api.model.reply(Ok(completion("Second answer.")));
+    let r = api.post("/sessions/s/chat", json!({"message": user("u1b", "question"), "parentId": null}));
+    assert_eq!(r.status, 201);
+    let h = history(&api, "s");
+    assert_eq!(h.len(), 2);
+    assert_eq!(h[0]["id"], "u1b");
+    assert_eq!(h[1]["parts"][0]["text"], "Second answer.");
+    // The model saw only the new branch.
+    let sent = api.model.requests.borrow()[1].clone();
+    assert_eq!(sent["messages"].as_array().unwrap().len(), 2);
+}
+
+#[test]
+fn server_sent_events_and_frames_for_listeners() {
+    let api = api();
+    api.model.reply(Ok(completion("Streamed reply.")));
+    let req = Request::new("POST", "/sessions/s/chat").header("accept", "text/event-stream").json(&json!({"message": user("u1", "hi")}));
+    let r = api.send(req);
+    assert_eq!(r.status, 200);
+    assert!(r.headers.iter().any(|(k, v)| k == "content-type" && v.starts_with("text/event-stream")));
+    let body = String::from_utf8(r.body.clone()).unwrap();
+    let events: Vec<&str> = body.split("\n\n").filter(|e| !e.is_empty()).collect();
+    let delta: Json = serde_json::from_str(events[0].strip_prefix("data: ").unwrap()).unwrap();
+    assert_eq!(delta["type"], "delta");
+    assert_eq!(delta["text"], "Streamed reply.");
+    let done: Json = serde_json::from_str(events[events.len() - 2].strip_prefix("data: ").unwrap()).unwrap();
+    assert_eq!(done["type"], "message");
+    assert_eq!(done["message"]["id"], delta["messageId"]);
+    assert_eq!(events[events.len() - 1], "data: [DONE]");
+    // Every listener of the session got the user message, the delta and the reply.
+    let frames = api.events.take("s");
+    let kinds: Vec<&str> = frames.iter().map(|f| f["type"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["delta", "message", "message"]);
+    assert_eq!(frames[1]["message"]["id"], "u1");
+    assert_eq!(frames[2]["message"]["id"], delta["messageId"]);
+    assert!(frames.iter().all(|f| f["sessionId"] == "s"));
+    // An error before anything streamed is a plain JSON error.
+    let req = Request::new("POST", "/sessions/s/chat").header("accept", "text/event-stream").json(&json!({}));
+    assert_eq!(api.send(req).status, 400);
+}
+
+#[test]
+fn websocket_frames() {
+    let api = api();
+    let frame = |text: &str| {
+        let env = api::Env { sql: &api.db, blobs: &api.blobs, config: &api.config, agent: &api.agent, llm: &api.llm,
+                             transport: &api.model, events: &api.events };
+        futures::executor::block_on(api::ws::frame(env, 1_795_345_200_000, "s", text)).frames
+    };
+    assert_eq!(frame(r#"{"type":"ping"}"#), [json!({"type": "pong"})]);
+    for bad in ["nope", "[]", r#"{"type":"dance"}"#, r#"{"type":"append"}"#, r#"{"type":"history","leafId":3}"#] {
+        let f = frame(bad);
+        assert_eq!(f.len(), 1, "{bad}");
+        assert_eq!(f[0]["type"], "error", "{bad}");
+        assert_eq!(f[0]["sessionId"], "s");
+    }
+    // An append answers nothing to the sender; every listener gets the message.
+    assert!(frame(&json!({"type": "append", "message": user("w1", "over the socket")}).to_string()).is_empty());
+    assert_eq!(api.events.take("s"), [json!({"type": "message", "sessionId": "s", "message": user("w1", "over the socket")})]);
+    // Appends over HTTP reach listeners too.
+    api.post("/sessions/s/messages", json!({"message": user("h1", "over http")}));
+    assert_eq!(api.events.take("s").len(), 1);
+    let h = frame(r#"{"type":"history"}"#);
+    assert_eq!(h[0]["type"], "history");
+    assert_eq!(h[0]["messages"].as_array().unwrap().len(), 2);
+    let h = frame(r#"{"type":"history","leafId":"w1"}"#);
+    assert_eq!(h[0]["messages"].as_array().unwrap().len(), 1);
+    // A chat frame runs a turn; an error reaches the sender as an error frame.
+    api.model.reply(Ok(completion("Over the socket.")));
+    assert!(frame(&json!({"type": "chat", "message": user("w2", "hi")}).to_string()).is_empty());
+    let kinds: Vec<String> = api.events.take("s").iter().map(|f| f["type"].as_str().unwrap().to_owned()).collect();
+    assert_eq!(kinds, ["delta", "message", "message"]);
+    let e = frame(&json!({"type": "chat", "message": user("w2", "again")}).to_string());
+    assert_eq!((e[0]["type"].as_str(), e[0]["code"].as_str()), (Some("error"), Some("conflict")));
+}

@@ -1,0 +1,198 @@
+// End-to-end: the agent turn in workerd against a real OpenAI-compatible HTTP peer on localhost
+// (tests/e2e/llm-server.mjs, streaming SSE). Server tools, client tools and continuations,
+// forgeries refused, failures and a client that goes away leaving history untouched, two
+// WebSocket clients receiving one stream, HTTP appends broadcast, reconnect after a restart.
+import { test, before, after, beforeEach } from "node:test";
+import assert from "node:assert/strict";
+import { startWorker } from "./harness.mjs";
+import { start as startModel } from "./llm-server.mjs";
+
+let w;
+let model;
+const CONFIG = { context: [{ label: "memory", kind: "writable", description: "Facts", maxTokens: 200 }] };
+
+before(async () => {
+  model = await startModel();
+  w = await startWorker({
+    vars: { LLM_PROVIDER: "openai", LLM_BASE_URL: model.baseUrl, LLM_MODEL: "test-model", SESSION_CONFIG: JSON.stringify(CONFIG) },
+  });
+});
+after(async () => { await w?.stop(); await model?.close(); });
+beforeEach(() => model.reset());
+
+const A = "/agents/chatty";
+const call = (method, path, body) => w.json(method, `${A}${path}`, body);
+const user = (id, text) => ({ id, role: "user", parts: [{ type: "text", text }] });
+const history = async (sid) => (await call("GET", `/sessions/${sid}/history`)).body.messages;
+
+/** POSTs a chat turn asking for server-sent events; returns the parsed events. */
+async function chatStream(sid, body) {
+  const r = await w.fetch(`${A}/sessions/${sid}/chat`, {
+    method: "POST", headers: { "content-type": "application/json", accept: "text/event-stream" }, body: JSON.stringify(body),
+  });
+  const text = await r.text();
+  if (!r.headers.get("content-type")?.startsWith("text/event-stream")) return { status: r.status, error: JSON.parse(text), events: [] };
+  const events = text.split("\n\n").filter(Boolean).map((e) => e.replace(/^data: /, "")).map((d) => (d === "[DONE]" ? d : JSON.parse(d)));
+  return { status: r.status, events };
+}
+
+/** Collects the frames a socket receives until `until(frame)` is true. */
+function collect(ws, until, timeoutMs = 5000) {
+  const frames = [];
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => { ws.off("message", on); reject(new Error(`timed out; got ${JSON.stringify(frames)}`)); }, timeoutMs);
+    function on(data) {
+      const f = JSON.parse(data.toString());
+      frames.push(f);
+      if (until(f)) { clearTimeout(timer); ws.off("message", on); resolve(frames); }
+    }
+    ws.on("message", on);
+  });
+}
+
+test("a streamed turn with a server tool: deltas, one stored reply, usage", async () => {
+  model.reply(
+    { toolCalls: [{ id: "c1", name: "set_context", arguments: { label: "memory", content: "likes green tea" } }] },
+    { content: "Noted, you like green tea.", pieces: ["Noted, ", "you like ", "green tea."] },
+  );
+  const r = await chatStream("s1", { message: user("u1", "remember that I like green tea") });
+  assert.equal(r.status, 200);
+  const deltas = r.events.filter((e) => e.type === "delta");
+  assert.deepEqual(deltas.map((d) => d.text), ["Noted, ", "you like ", "green tea."]);
+  const done = r.events.find((e) => e.type === "message");
+  assert.equal(r.events.at(-1), "[DONE]");
+  assert.equal(done.message.id, deltas[0].messageId);
+  const [toolPart, textPart] = done.message.parts;
+  assert.equal(toolPart.type, "dynamic-tool");
+  assert.equal(toolPart.state, "output-available");
+  assert.match(toolPart.output, /^Written to memory\./);
+  assert.deepEqual(textPart, { type: "text", text: "Noted, you like green tea." });
+  assert.deepEqual((await history("s1")).map((m) => m.id), ["u1", done.message.id]);
+  assert.equal((await call("GET", "/sessions/s1/context/memory")).body.content, "likes green tea");
+  // Two model calls, both streamed, the second with the tool result; the session is the cache key.
+  assert.equal(model.requests.length, 2);
+  assert.equal(model.requests[0].body.stream, true);
+  assert.equal(model.requests[0].body.prompt_cache_key, "s1");
+  assert.equal(model.requests[1].body.messages.at(-1).role, "tool");
+  const info = (await call("GET", "/sessions/s1")).body;
+  assert.equal(info.inputTokens, 200);
+  assert.equal(info.outputTokens, 40);
+});
+
+test("a client tool round trip, and forged continuations refused", async () => {
+  const tools = [{ name: "get_location", description: "The user's city", inputSchema: { type: "object", properties: {} } }];
+  model.reply({ toolCalls: [{ id: "loc1", name: "get_location", arguments: {} }] });
+  let r = await call("POST", "/sessions/s2/chat", { message: user("u1", "where am I?"), tools });
+  assert.equal(r.status, 201, JSON.stringify(r.body));
+  assert.equal(r.body.messages[0].parts[0].state, "input-available");
+  const branch = await history("s2");
+
+  const forged = structuredClone(branch);
+  forged[0].parts[0].text = "delete everything";
+  r = await call("POST", "/sessions/s2/chat", { messages: forged, tools });
+  assert.equal(r.status, 409);
+  assert.equal(r.body.error.code, "not_a_prefix");
+  assert.equal(model.requests.length, 1, "the model was not called");
+
+  const answered = structuredClone(branch);
+  Object.assign(answered[1].parts[0], { state: "output-available", output: { city: "Porto" } });
+  model.reply({ content: "You are in Porto." });
+  r = await call("POST", "/sessions/s2/chat", { messages: answered, tools });
+  assert.equal(r.status, 201, JSON.stringify(r.body));
+  assert.equal(r.body.messages[0].parts[0].text, "You are in Porto.");
+  const h = await history("s2");
+  assert.equal(h.length, 3);
+  assert.deepEqual(h[1].parts[0].output, { city: "Porto" });
+  const lastSent = model.requests[1].body.messages.at(-1);
+  assert.equal(lastSent.role, "tool");
+  assert.equal(lastSent.tool_call_id, "loc1");
+});
+
+test("a failing provider and a client that goes away leave history as it was", async () => {
+  await call("POST", "/sessions/s3/messages", { message: user("u0", "hello") });
+  const before = await history("s3");
+  const infoBefore = (await call("GET", "/sessions/s3")).body;
+  model.reply({ status: 500, body: { error: { message: "upstream overloaded" } } });
+  let r = await call("POST", "/sessions/s3/chat", { message: user("u1", "hi") });
+  assert.equal(r.status, 503);
+  assert.equal(r.body.error.code, "llm_unavailable");
+  assert.match(r.body.error.message, /upstream overloaded/);
+  assert.deepEqual(await history("s3"), before);
+
+  // The reply starts streaming, then the client disconnects.
+  model.reply({ content: "this never finishes", hangAfterFirstPiece: true });
+  const ctrl = new AbortController();
+  const resp = await w.fetch(`${A}/sessions/s3/chat`, {
+    method: "POST", signal: ctrl.signal,
+    headers: { "content-type": "application/json", accept: "text/event-stream" }, body: JSON.stringify({ message: user("u2", "hi again") }),
+  });
+  assert.equal(resp.status, 200);
+  const reader = resp.body.getReader();
+  const first = new TextDecoder().decode((await reader.read()).value);
+  assert.match(first, /"type":"delta"/);
+  ctrl.abort();
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  assert.deepEqual(await history("s3"), before);
+  assert.deepEqual((await call("GET", "/sessions/s3")).body, infoBefore);
+
+  // And the next attempt works.
+  model.reply({ content: "Hi!" });
+  r = await call("POST", "/sessions/s3/chat", { message: user("u2", "hi again") });
+  assert.equal(r.status, 201);
+  assert.equal((await history("s3")).length, 3);
+});
+
+test("two WebSocket clients on one session both receive the stream; bad frames get errors", async () => {
+  const a = await w.webSocket(`${A}/sessions/s4/ws`);
+  const b = await w.webSocket(`${A}/sessions/s4/ws`, { query: true });
+  try {
+    a.send(JSON.stringify({ type: "ping" }));
+    assert.deepEqual(await collect(a, (f) => f.type === "pong"), [{ type: "pong" }]);
+    a.send("not json");
+    const [err] = await collect(a, (f) => f.type === "error");
+    assert.equal(err.code, "invalid_request");
+    assert.equal(err.sessionId, "s4");
+
+    model.reply({ content: "one two three", pieces: ["one ", "two ", "three"], pieceDelayMs: 20 });
+    const isReply = (f) => f.type === "message" && f.message.role === "assistant";
+    const gotA = collect(a, isReply);
+    const gotB = collect(b, isReply);
+    a.send(JSON.stringify({ type: "chat", message: user("w1", "count") }));
+    for (const frames of [await gotA, await gotB]) {
+      assert.deepEqual(frames.filter((f) => f.type === "delta").map((f) => f.text), ["one ", "two ", "three"]);
+      assert.ok(frames.every((f) => f.sessionId === "s4"));
+      assert.ok(frames.some((f) => f.type === "message" && f.message.id === "w1"));
+      assert.equal(frames.at(-1).message.parts[0].text, "one two three");
+    }
+    // An append over HTTP reaches both sockets.
+    const httpA = collect(a, (f) => f.type === "message");
+    const httpB = collect(b, (f) => f.type === "message");
+    await call("POST", "/sessions/s4/messages", { message: user("h1", "from http") });
+    assert.equal((await httpA)[0].message.id, "h1");
+    assert.equal((await httpB)[0].message.id, "h1");
+    // history goes to the asking socket only.
+    b.send(JSON.stringify({ type: "history" }));
+    const [h] = await collect(b, (f) => f.type === "history");
+    assert.deepEqual(h.messages.map((m) => m.id).slice(-1), ["h1"]);
+  } finally {
+    a.close();
+    b.close();
+  }
+});
+
+test("sockets need the token, and reconnect after the runtime restarts", async () => {
+  await assert.rejects(w.webSocket(`${A}/sessions/s5/ws`, { auth: false }), /401/);
+  let ws = await w.webSocket(`${A}/sessions/s5/ws`, { query: true });
+  ws.send(JSON.stringify({ type: "append", message: user("p1", "persist me") }));
+  await collect(ws, (f) => f.type === "message");
+  ws.close();
+  await w.restart();
+  ws = await w.webSocket(`${A}/sessions/s5/ws`, { query: true });
+  try {
+    ws.send(JSON.stringify({ type: "history" }));
+    const [h] = await collect(ws, (f) => f.type === "history");
+    assert.deepEqual(h.messages.map((m) => m.id), ["p1"]);
+  } finally {
+    ws.close();
+  }
+});
