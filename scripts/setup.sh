@@ -82,4 +82,31 @@ for bin in "$WASM_OPT_BIN" "$ESBUILD_BIN" "$SA_ROOT/node_modules/.bin/wrangler";
   [ -x "$bin" ] || { echo "setup: $bin is missing after npm ci" >&2; exit 1; }
 done
 
+# Debian's Chromium for the browser test (tests/e2e/chat-page.test.mjs, driven by playwright-core
+# with executablePath /usr/bin/chromium: Playwright's own browser download cannot work here).
+# Best effort: without apt (or root) it only warns, and that test skips itself.
+step "chromium"
+if [ -x /usr/bin/chromium ]; then
+  done_step "already installed"
+elif ! command -v apt-get >/dev/null; then
+  done_step "WARNING: /usr/bin/chromium is missing and there is no apt-get (the browser test will skip)"
+else
+  sa_log "setup: installing Debian chromium (a minute or two, once per machine)"
+  as_root=""
+  if [ "$(id -u)" != 0 ] && command -v sudo >/dev/null; then as_root="sudo -n"; fi
+  apt_log="$(mktemp)"
+  apt_install() {
+    $as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+      chromium >>"$apt_log" 2>&1 && [ -x /usr/bin/chromium ]
+  }
+  # Stale or missing package lists make the first try fail: refresh them once and retry.
+  if apt_install || { $as_root apt-get update -qq >>"$apt_log" 2>&1 && apt_install; }; then
+    done_step "installed ($(/usr/bin/chromium --version 2>/dev/null || echo 'version unknown'))"
+  else
+    tail -n 5 "$apt_log" >&2 || true
+    done_step "WARNING: could not install chromium with apt-get (the browser test will skip)"
+  fi
+  rm -f "$apt_log"
+fi
+
 sa_log "setup: ready in $((SECONDS - start)) s (rustc $(rustc --version | cut -d' ' -f2), node $(node --version), tools in $SA_TOOLS_DIR)"
