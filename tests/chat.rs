@@ -283,3 +283,22 @@ fn websocket_frames() {
     let e = frame(&json!({"type": "chat", "message": user("w2", "again")}).to_string());
     assert_eq!((e[0]["type"].as_str(), e[0]["code"].as_str()), (Some("error"), Some("conflict")));
 }
+
+#[test]
+fn a_failed_turn_does_not_freeze_the_prompt_and_a_good_one_does() {
+    let api = api();
+    api.model.reply(Ok(HttpResponse { status: 500, body: "{}".into() }));
+    assert_eq!(api.post("/sessions/p/chat", json!({"message": user("u1", "hi")})).status, 503);
+    let frozen = |api: &Api| api.db.query_row("SELECT count(*) FROM prompts WHERE session_id = 'p'", &[]).unwrap().unwrap().int(0).unwrap();
+    use session_agent::core::sql::Sql;
+    assert_eq!(frozen(&api), 0);
+    api.model.reply(Ok(completion("ok")));
+    assert_eq!(api.post("/sessions/p/chat", json!({"message": user("u1", "hi")})).status, 201);
+    assert_eq!(frozen(&api), 1);
+    // The frozen copy is what later turns send, even after a block write.
+    api.put("/sessions/p/context/memory", json!({"content": "changed"}));
+    api.model.reply(Ok(completion("ok")));
+    api.post("/sessions/p/chat", json!({"message": user("u2", "again")}));
+    let reqs = api.model.requests.borrow();
+    assert_eq!(reqs[1]["messages"][0], reqs[2]["messages"][0]);
+}

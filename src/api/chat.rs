@@ -177,7 +177,8 @@ pub async fn turn(
         }
     };
 
-    let (system, _) = context.frozen_prompt(&ctx.now).await?;
+    // Frozen with the turn's writes: a turn that fails stores nothing, not even the prompt.
+    let (system, to_freeze) = context.prompt_for_turn().await?;
     let mut specs: Vec<ToolSpec> = server_defs
         .iter()
         .map(|d| ToolSpec { name: d.name.to_owned(), description: d.description.clone(), input_schema: d.input_schema.clone() })
@@ -264,6 +265,9 @@ pub async fn turn(
         tree.append(&assistant, &p, &ctx.now)?;
         sessions::ensure(ctx.sql, sid, &ctx.now)?;
         sessions::add_usage(ctx.sql, sid, usage.input_tokens, usage.output_tokens, 0.0, &ctx.now)?;
+        if to_freeze {
+            context.freeze(&system, &ctx.now)?;
+        }
         Ok(())
     });
     // In the order they were written: the user message, the answered calls, the reply.

@@ -366,6 +366,23 @@ impl<'a> Context<'a> {
             .transpose()
     }
 
+    /// The prompt a turn sends: the stored copy, else rendered now; with `to_freeze` set when
+    /// it should be stored (by [`Context::freeze`]) once the turn succeeds.
+    pub async fn prompt_for_turn(&self) -> Result<(String, bool)> {
+        if let (true, Some(p)) = (self.config.cached_prompt, self.stored_prompt()?) {
+            return Ok((p, false));
+        }
+        Ok((self.render().await?, self.config.cached_prompt))
+    }
+
+    /// Stores `prompt` as the frozen prompt unless one is stored already (the first copy wins).
+    pub fn freeze(&self, prompt: &str, now: &str) -> Result<()> {
+        self.sql.execute(
+            "INSERT OR IGNORE INTO prompts (session_id, created_at, prompt) VALUES (?, ?, ?)",
+            &[self.session.into(), now.into(), prompt.into()],
+        )
+    }
+
     /// The frozen prompt and whether it is frozen: the stored copy if there is one (an empty
     /// prompt counts), else rendered now and stored. With `cachedPrompt: false`, rendered
     /// afresh each time and not stored.
