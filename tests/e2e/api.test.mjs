@@ -223,8 +223,10 @@ test("search: one session and across sessions, hostile input is safe", async () 
   assert.equal((await call("GET", "/search?q=x&limit=101")).status, 400);
 });
 
-test("limits: body over 32 MiB and messages over 1.8 MB are 413", async () => {
-  const big = { message: msg("big", "x".repeat(1_800_001)) };
+test("limits: body over 32 MiB and messages that cannot fit a row even spilled are 413", async () => {
+  // 2,000 parts of 1 KB: over 1.8 MB, and no field large enough to move to R2.
+  const parts = Array.from({ length: 2000 }, () => ({ type: "text", text: "x".repeat(1000) }));
+  const big = { message: { id: "big", role: "user", parts } };
   let r = await call("POST", "/sessions/lim/messages", big);
   assert.equal(r.status, 413);
   assert.equal(r.body.error.code, "too_large");
