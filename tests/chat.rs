@@ -240,8 +240,10 @@ fn server_sent_events_and_frames_for_listeners() {
     // Every listener of the session got the user message, the delta and the reply.
     let frames = api.events.take("s");
     let kinds: Vec<&str> = frames.iter().map(|f| f["type"].as_str().unwrap()).collect();
-    assert_eq!(kinds, ["delta", "message", "message"]);
+    assert_eq!(kinds, ["delta", "message", "message", "status"]);
     assert_eq!(frames[1]["message"]["id"], "u1");
+    assert_eq!((frames[3]["phase"].as_str(), frames[3]["tokenThreshold"].is_null()), (Some("idle"), true));
+    assert!(frames[3]["tokenEstimate"].as_i64().unwrap() > 0);
     assert_eq!(frames[2]["message"]["id"], delta["messageId"]);
     assert!(frames.iter().all(|f| f["sessionId"] == "s"));
     // An error before anything streamed is a plain JSON error.
@@ -266,10 +268,15 @@ fn websocket_frames() {
     }
     // An append answers nothing to the sender; every listener gets the message.
     assert!(frame(&json!({"type": "append", "message": user("w1", "over the socket")}).to_string()).is_empty());
-    assert_eq!(api.events.take("s"), [json!({"type": "message", "sessionId": "s", "message": user("w1", "over the socket")})]);
+    let frames = api.events.take("s");
+    assert_eq!(frames[0], json!({"type": "message", "sessionId": "s", "message": user("w1", "over the socket")}));
+    assert_eq!((frames[1]["type"].as_str(), frames[1]["phase"].as_str()), (Some("status"), Some("idle")));
+    assert_eq!(frames.len(), 2);
     // Appends over HTTP reach listeners too.
     api.post("/sessions/s/messages", json!({"message": user("h1", "over http")}));
-    assert_eq!(api.events.take("s").len(), 1);
+    let frames = api.events.take("s");
+    assert_eq!(frames[0]["message"]["id"], "h1");
+    assert!(frames[1]["tokenEstimate"].as_i64().unwrap() > frames.len() as i64);
     let h = frame(r#"{"type":"history"}"#);
     assert_eq!(h[0]["type"], "history");
     assert_eq!(h[0]["messages"].as_array().unwrap().len(), 2);
@@ -279,7 +286,7 @@ fn websocket_frames() {
     api.model.reply(Ok(completion("Over the socket.")));
     assert!(frame(&json!({"type": "chat", "message": user("w2", "hi")}).to_string()).is_empty());
     let kinds: Vec<String> = api.events.take("s").iter().map(|f| f["type"].as_str().unwrap().to_owned()).collect();
-    assert_eq!(kinds, ["delta", "message", "message"]);
+    assert_eq!(kinds, ["delta", "message", "message", "status"]);
     let e = frame(&json!({"type": "chat", "message": user("w2", "again")}).to_string());
     assert_eq!((e[0]["type"].as_str(), e[0]["code"].as_str()), (Some("error"), Some("conflict")));
 }

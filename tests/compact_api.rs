@@ -200,3 +200,36 @@ fn compaction_settings_are_validated() {
         assert!(session_agent::core::config::SessionConfig::from_json(&cfg.to_string()).is_err(), "{cfg}");
     }
 }
+
+#[test]
+fn listeners_hear_status_frames_around_auto_compaction() {
+    let api = api(json!({"after": 40, "protectHead": 1, "tailTokenBudget": 10, "minTailMessages": 1}));
+    let r = api.post("/sessions/s/messages", json!({"message": msg("m1", "user", "short")}));
+    assert_eq!(r.status, 201);
+    let frames = api.events.take("s");
+    assert_eq!(frames.iter().map(|f| f["type"].as_str().unwrap()).collect::<Vec<_>>(), ["message", "status"]);
+    assert_eq!(frames[1]["phase"], "idle");
+    assert_eq!(frames[1]["tokenThreshold"], 40);
+    let mut compacted = None;
+    for i in 2..=12 {
+        let r = api.post("/sessions/s/messages", json!({"message": msg(&format!("m{i}"), if i % 2 == 0 { "assistant" } else { "user" }, "a message of some length about plans")}));
+        if r.body_json()["compaction"]["status"] == "compacted" {
+            compacted = Some(api.events.take("s"));
+            break;
+        }
+        api.events.take("s");
+    }
+    let frames = compacted.expect("auto-compaction ran");
+    let phases: Vec<&str> = frames.iter().filter(|f| f["type"] == "status").map(|f| f["phase"].as_str().unwrap()).collect();
+    assert_eq!(phases, ["compacting", "idle"]);
+    let idle = frames.iter().rfind(|f| f["type"] == "status").unwrap();
+    let before = idle["compacted"]["tokensBefore"].as_i64().unwrap();
+    assert!(before > 40);
+    assert!(idle["tokenEstimate"].as_i64().unwrap() > 0, "the estimate after compaction: {idle}");
+    // A failing summarizer: idle with the error.
+    api.model.reply(Ok(session_agent::core::llm::HttpResponse { status: 500, body: "{}".into() }));
+    api.post("/sessions/s/messages", json!({"message": msg("x1", "user", "a message of some length about plans, once more, long enough")}));
+    let frames = api.events.take("s");
+    let last = frames.iter().rfind(|f| f["type"] == "status").unwrap();
+    assert_eq!((last["phase"].as_str(), last["error"]["code"].as_str()), (Some("idle"), Some("llm_unavailable")), "{frames:?}");
+}

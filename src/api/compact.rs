@@ -102,9 +102,23 @@ pub async fn estimate_with_prompt(ctx: &Ctx<'_>, sid: &str, leaf: &str) -> Resul
 
 /// After an append that stored `leaf`: compacts when the estimate is over `after`. Never
 /// fails the append: an error is reported (and logged by the caller) instead.
+///
+/// The session's sockets hear about it as the reference's status frames do:
+/// `{type:"status", sessionId, phase:"idle", tokenEstimate, tokenThreshold}` after every append
+/// (`tokenThreshold` null without `compaction.after`), and around a compaction `phase:
+/// "compacting"` first, then `idle` with `compacted: {tokensBefore}` or `error`.
 pub async fn after_append(ctx: &Ctx<'_>, sid: &str, leaf: &str) -> Option<AutoReport> {
+    let listening = ctx.events.has_listeners(sid);
+    let threshold = settings(ctx).ok().and_then(|c| c.after);
+    let Some(threshold) = threshold else {
+        if listening {
+            if let Ok(estimate) = estimate_with_prompt(ctx, sid, leaf).await {
+                publish_status(ctx, sid, "idle", estimate, None, None);
+            }
+        }
+        return None;
+    };
     let cfg = settings(ctx).ok()?;
-    let threshold = cfg.after?;
     let report = |status, token_estimate, compaction, error| {
         Some(AutoReport { status, token_estimate, token_threshold: threshold, compaction, error })
     };
@@ -114,30 +128,37 @@ pub async fn after_append(ctx: &Ctx<'_>, sid: &str, leaf: &str) -> Option<AutoRe
         Err(e) => return report("failed", 0, None, err(&e)),
     };
     if estimate <= threshold {
+        publish_status(ctx, sid, "idle", estimate, Some(threshold), None);
         return None;
     }
+    publish_status(ctx, sid, "compacting", estimate, Some(threshold), None);
     let out = match run(ctx, sid, Some(leaf), &cfg).await {
         Ok(Some(c)) => report("compacted", estimate, Some(c), None),
         Ok(None) => report("nothing-to-do", estimate, None, None),
         Err(e) => report("failed", estimate, None, err(&e)),
     };
     if let Some(r) = &out {
-        publish_status(ctx, sid, r);
+        let after = if r.status == "compacted" { estimate_with_prompt(ctx, sid, leaf).await.unwrap_or(estimate) } else { estimate };
+        let extra = match (&r.error, r.status) {
+            (Some(e), _) => Some(("error", e.clone())),
+            (None, "compacted") => Some(("compacted", json!({"tokensBefore": estimate}))),
+            _ => None,
+        };
+        publish_status(ctx, sid, "idle", after, Some(threshold), extra);
     }
     out
 }
 
-/// `{type:"status", sessionId, phase, tokenEstimate, tokenThreshold}` to the session's
-/// listeners; `phase` is the report's status (`compacted`, `nothing-to-do`, `failed`), with
-/// `error` when it failed.
-fn publish_status(ctx: &Ctx<'_>, sid: &str, r: &AutoReport) {
+/// `{type:"status", sessionId, phase, tokenEstimate, tokenThreshold, …extra}` to the session's
+/// listeners.
+fn publish_status(ctx: &Ctx<'_>, sid: &str, phase: &str, estimate: i64, threshold: Option<i64>, extra: Option<(&str, Json)>) {
     if !ctx.events.has_listeners(sid) {
         return;
     }
-    let mut frame = json!({"type": "status", "sessionId": sid, "phase": r.status,
-        "tokenEstimate": r.token_estimate, "tokenThreshold": r.token_threshold});
-    if let Some(e) = &r.error {
-        frame["error"] = e.clone();
+    let mut frame = json!({"type": "status", "sessionId": sid, "phase": phase,
+        "tokenEstimate": estimate, "tokenThreshold": threshold});
+    if let Some((k, v)) = extra {
+        frame[k] = v;
     }
     ctx.events.publish(sid, &frame);
 }

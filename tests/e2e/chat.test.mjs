@@ -154,25 +154,29 @@ test("two WebSocket clients on one session both receive the stream; bad frames g
     assert.equal(err.sessionId, "s4");
 
     model.reply({ content: "one two three", pieces: ["one ", "two ", "three"], pieceDelayMs: 20 });
-    const isReply = (f) => f.type === "message" && f.message.role === "assistant";
-    const gotA = collect(a, isReply);
-    const gotB = collect(b, isReply);
+    // A turn ends with the user message, the reply, then a status frame.
+    const gotA = collect(a, (f) => f.type === "status");
+    const gotB = collect(b, (f) => f.type === "status");
     a.send(JSON.stringify({ type: "chat", message: user("w1", "count") }));
     for (const frames of [await gotA, await gotB]) {
+      assert.ok(!frames.some((f) => f.type === "error"), JSON.stringify(frames));
       assert.deepEqual(frames.filter((f) => f.type === "delta").map((f) => f.text), ["one ", "two ", "three"]);
       assert.ok(frames.every((f) => f.sessionId === "s4"));
       assert.ok(frames.some((f) => f.type === "message" && f.message.id === "w1"));
-      assert.equal(frames.at(-1).message.parts[0].text, "one two three");
+      const reply = frames.find((f) => f.type === "message" && f.message.role === "assistant");
+      assert.equal(reply.message.parts[0].text, "one two three");
+      assert.ok(frames.indexOf(reply) > frames.findLastIndex((f) => f.type === "delta"));
     }
-    // An append over HTTP reaches both sockets.
-    const httpA = collect(a, (f) => f.type === "message");
-    const httpB = collect(b, (f) => f.type === "message");
+    // An append over HTTP reaches both sockets: the message, then a status frame with the
+    // branch's token estimate (no compaction configured: no threshold).
+    const httpA = collect(a, (f) => f.type === "status" && f.tokenEstimate > 0 && f.tokenThreshold === null);
+    const httpB = collect(b, (f) => f.type === "status");
     await call("POST", "/sessions/s4/messages", { message: user("h1", "from http") });
-    assert.equal((await httpA)[0].message.id, "h1");
-    assert.equal((await httpB)[0].message.id, "h1");
-    // history goes to the asking socket only.
+    for (const frames of [await httpA, await httpB]) {
+      assert.equal(frames.find((f) => f.type === "message").message.id, "h1");
+    }
     b.send(JSON.stringify({ type: "history" }));
-    const [h] = await collect(b, (f) => f.type === "history");
+    const h = (await collect(b, (f) => f.type === "history")).at(-1);
     assert.deepEqual(h.messages.map((m) => m.id).slice(-1), ["h1"]);
   } finally {
     a.close();
