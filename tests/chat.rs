@@ -309,3 +309,25 @@ fn a_failed_turn_does_not_freeze_the_prompt_and_a_good_one_does() {
     let reqs = api.model.requests.borrow();
     assert_eq!(reqs[1]["messages"][0], reqs[2]["messages"][0]);
 }
+
+#[test]
+fn a_server_tool_called_with_bad_input_answers_the_model_with_an_error() {
+    let api = api();
+    api.model.reply(Ok(calls(&[("c1", "set_context", json!({"label": "memory"}))])));
+    api.model.reply(Ok(completion("Sorry, retrying later.")));
+    let r = api.post("/sessions/s/chat", json!({"message": user("u1", "remember")}));
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    let part = r.body_json()["messages"][0]["parts"][0].clone();
+    assert_eq!(part["output"], "Error: set_context: input.content must be a string");
+    let second = api.model.requests.borrow()[1].clone();
+    assert_eq!(second["messages"].as_array().unwrap().last().unwrap()["content"], "Error: set_context: input.content must be a string");
+}
+
+#[test]
+fn updates_reach_listeners() {
+    let api = api();
+    api.post("/sessions/s/messages", json!({"message": user("u1", "first")}));
+    api.events.take("s");
+    assert_eq!(api.put("/sessions/s/messages/u1", json!({"message": user("u1", "edited")})).status, 200);
+    assert_eq!(api.events.take("s"), [json!({"type": "message", "sessionId": "s", "message": user("u1", "edited")})]);
+}

@@ -218,10 +218,15 @@ pub async fn turn(
         let mut pending = false;
         for ToolCall { id, name, input } in &reply.tool_calls {
             if server_defs.iter().any(|d| d.name == name) {
-                // A storage failure here fails the whole turn; the model's mistakes are outputs.
-                let ran = tools::execute(&context, name, input, &ctx.now).await?;
-                parts.tool_done(name, id, input, &ran.output);
-                results.push(ChatMessage::Tool { call_id: id.clone(), name: name.clone(), output: ran.output });
+                // A storage failure here fails the whole turn; the model's mistakes (input of
+                // the wrong shape included) are outputs it can correct.
+                let output = match tools::execute(&context, name, input, &ctx.now).await {
+                    Ok(ran) => ran.output,
+                    Err(e) if matches!(e.kind, ErrorKind::InvalidRequest | ErrorKind::NotFound) => format!("Error: {}", e.message),
+                    Err(e) => return Err(e),
+                };
+                parts.tool_done(name, id, input, &output);
+                results.push(ChatMessage::Tool { call_id: id.clone(), name: name.clone(), output });
             } else if client.iter().any(|c| &c.name == name) {
                 parts.tool_pending(name, id, input);
                 pending = true;
@@ -371,4 +376,6 @@ pub async fn stream(env: super::Env<'_>, now_ms: i64, req: &Request, send: &mut 
         Err(e) if !started => send(Streamed::Fail(e)),
         Err(e) => send(Streamed::Data(error_frame(&e))),
     };
+    // As after every write request: spilled objects that lost their last reference go.
+    let _ = crate::core::spill::sweep(ctx.sql, ctx.blobs, 100).await;
 }

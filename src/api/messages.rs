@@ -250,6 +250,7 @@ pub async fn update(ctx: &Ctx<'_>, sid: &str, mid: &str, req: &Request) -> Resul
     });
     let unused = release(ctx, std::slice::from_ref(&msg)).await;
     done?;
+    publish_message(ctx, sid, msg.client_json());
     Ok(with_warnings(Response::json(200, &raw(msg.client_json().to_owned())?), unused))
 }
 
