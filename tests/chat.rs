@@ -331,3 +331,16 @@ fn updates_reach_listeners() {
     assert_eq!(api.put("/sessions/s/messages/u1", json!({"message": user("u1", "edited")})).status, 200);
     assert_eq!(api.events.take("s"), [json!({"type": "message", "sessionId": "s", "message": user("u1", "edited")})]);
 }
+
+#[test]
+fn an_oversize_user_message_spills_only_when_the_turn_is_written() {
+    let api = api();
+    let big = user("big", &"word ".repeat(600_000));
+    api.model.reply(Ok(HttpResponse { status: 500, body: "{}".into() }));
+    assert_eq!(api.post("/sessions/s/chat", json!({"message": big})).status, 503);
+    assert!(api.blobs.keys().is_empty(), "a failed turn leaves no objects in R2");
+    api.model.reply(Ok(completion("That is long.")));
+    assert_eq!(api.post("/sessions/s/chat", json!({"message": big})).status, 201);
+    assert_eq!(api.blobs.keys().len(), 1);
+    assert_eq!(history(&api, "s")[0], big, "read back whole");
+}

@@ -135,8 +135,8 @@ pub async fn turn(
     let tree = Tree::new(ctx.sql, sid);
 
     // What the model sees, and what will be written once it is done.
-    let (mut base, mut user, parent, updates) = match ask(&body)? {
-        Ask::Message { mut msg, parent } => {
+    let (mut base, mut user, parent, mut updates) = match ask(&body)? {
+        Ask::Message { msg, parent } => {
             tree.check_parent(&parent)?;
             if tree.contains(&msg.id)? {
                 return Err(Error::conflict(format!("message {} is already in session {sid}", msg.id)));
@@ -148,7 +148,6 @@ pub async fn turn(
             };
             let mut base = branch(ctx, sid, parent_id.as_deref()).await?;
             base.push(serde_json::from_str(&msg.json).map_err(|e| Error::internal(e.to_string()))?);
-            spill::prepare(ctx.blobs, ctx.agent, sid, &mut msg).await?;
             (base, Some(msg), parent_id, Vec::new())
         }
         Ask::Continue { messages } => {
@@ -167,12 +166,7 @@ pub async fn turn(
             let changed = validate_continuation(&stored, &messages, &names).map_err(|r| {
                 Error::new(ErrorKind::Conflict, format!("{} at message {}: {}", r.code, r.index, r.reason)).with_code(r.code)
             })?;
-            let mut updates = Vec::new();
-            for i in changed {
-                let mut m = NewMessage::from_json(&messages[i])?;
-                spill::prepare(ctx.blobs, ctx.agent, sid, &mut m).await?;
-                updates.push(m);
-            }
+            let updates = changed.into_iter().map(|i| NewMessage::from_json(&messages[i])).collect::<Result<Vec<_>>>()?;
             (messages, None, Some(leaf), updates)
         }
     };
@@ -249,7 +243,25 @@ pub async fn turn(
     meta.insert("usage".into(), json!({"inputTokens": usage.input_tokens, "outputTokens": usage.output_tokens}));
     let message = parts.message(&assistant_id, &ctx.now, meta);
     let mut assistant = NewMessage::from_json(&message)?;
-    spill::prepare(ctx.blobs, ctx.agent, sid, &mut assistant).await?;
+    // Oversize messages spill only now that the turn will be written: a turn that failed
+    // earlier left no objects behind, and one that fails here deletes what it wrote.
+    let spilled = async {
+        if let Some(u) = user.as_mut() {
+            spill::prepare(ctx.blobs, ctx.agent, sid, u).await?;
+        }
+        for m in updates.iter_mut() {
+            spill::prepare(ctx.blobs, ctx.agent, sid, m).await?;
+        }
+        spill::prepare(ctx.blobs, ctx.agent, sid, &mut assistant).await
+    }
+    .await;
+    if let Err(e) = spilled {
+        let mut all: Vec<NewMessage> = user.take().into_iter().collect();
+        all.extend(updates);
+        all.push(assistant);
+        messages::release(ctx, &all).await;
+        return Err(e);
+    }
     let written = atomically(ctx.sql, || {
         let mut attach = parent.clone();
         if let Some(u) = &user {
