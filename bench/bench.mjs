@@ -6,6 +6,7 @@ import { tmpdir } from "node:os";
 import { join, dirname } from "node:path";
 import { fileURLToPath } from "node:url";
 import { startWorker } from "../tests/e2e/harness.mjs";
+import { start as startModel } from "../tests/e2e/llm-server.mjs";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const SEARCH_SIZES = (process.env.BENCH_SEARCH_SIZES ?? "10000,100000").split(",").map(Number);
@@ -130,6 +131,38 @@ try {
   const [put] = await timed(() => cc("POST", "/sessions/spill/messages", { message: huge }));
   const read = await latency(cc, "/sessions/spill/messages/huge", 10);
   log(`5 MB tool output: append ${ms(put)} (field to R2), read back p50 ${ms(read.p50)} (${(read.bytes / 1e6).toFixed(1)} MB)`);
+  await w.stop();
+
+  // Agent turns against a local scripted model that answers at once (so the figures are our
+  // overhead: history, prompt, tools, one transaction, frames): a branch of 1,000 messages,
+  // JSON turns and streamed turns (time to the first delta).
+  progress("agent turns");
+  const model = await startModel();
+  try {
+    w = await startWorker({ persistDir: dir, apiToken: "bench", vars: { LLM_PROVIDER: "openai", LLM_BASE_URL: model.baseUrl, LLM_MODEL: "bench" } });
+    const tc = client(w, "turns");
+    await seedSession(tc, "t", 1000, 1000);
+    const turnTimes = [];
+    for (let i = 0; i < 30; i++) {
+      model.reply({ content: "A short answer of a few words.", pieces: ["A short ", "answer of ", "a few words."], pieceDelayMs: 0 });
+      const [t] = await timed(() => tc("POST", "/sessions/t/chat", { message: { id: `q${i}`, role: "user", parts: [{ type: "text", text: sentence() }] } }));
+      turnTimes.push(t);
+    }
+    const firstDelta = [];
+    for (let i = 0; i < 20; i++) {
+      model.reply({ content: "Streamed answer.", pieces: ["Streamed ", "answer."], pieceDelayMs: 0 });
+      const t0 = performance.now();
+      const r = await w.fetch("/agents/turns/sessions/t/chat", { method: "POST", headers: { accept: "text/event-stream", "content-type": "application/json" },
+        body: JSON.stringify({ message: { id: `sq${i}`, role: "user", parts: [{ type: "text", text: sentence() }] } }) });
+      const reader = r.body.getReader();
+      await reader.read();
+      firstDelta.push(performance.now() - t0);
+      while (!(await reader.read()).done) { /* drain */ }
+    }
+    log(`agent turn (1,000-message branch, instant local model): p50 ${ms(pct(turnTimes, 50))}, p95 ${ms(pct(turnTimes, 95))}; streamed: first delta p50 ${ms(pct(firstDelta, 50))}`);
+  } finally {
+    await model.close();
+  }
 } finally {
   await w.stop();
   rmSync(dir, { recursive: true, force: true });
