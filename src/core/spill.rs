@@ -88,7 +88,7 @@ fn candidates(msg: &Map<String, Json>) -> Vec<Candidate> {
         }
     }
     // Largest first; ties in document order (a stable sort).
-    out.sort_by(|a, b| b.bytes.cmp(&a.bytes));
+    out.sort_by_key(|c| std::cmp::Reverse(c.bytes));
     out
 }
 

@@ -176,7 +176,7 @@ fn truncate_object(map: &Map<String, Json>, max: usize, orig: usize, depth: usiz
         .iter()
         .filter_map(|(k, v)| v.as_str().map(|s| (k.clone(), utf16_len(s))))
         .collect();
-    strings.sort_by(|a, b| b.1.cmp(&a.1));
+    strings.sort_by_key(|s| std::cmp::Reverse(s.1));
     for (key, len) in strings {
         if container_len(members, out.len()) <= max {
             break;
