@@ -6,7 +6,7 @@
 use serde_json::{json, Value as Json};
 
 use crate::core::error::{Error, ErrorKind, Result};
-use crate::core::llm::{HttpRequest, HttpResponse, LlmConfig, Provider, Transport, Usage, DEFAULT_MAX_TOKENS};
+use crate::core::llm::{excerpt, int, unavailable, HttpRequest, HttpResponse, LlmConfig, Provider, Transport, Usage, DEFAULT_MAX_TOKENS};
 
 /// One message of the conversation sent to the model.
 #[derive(Clone, Debug, PartialEq)]
@@ -63,23 +63,6 @@ const RAW_CAP: usize = 64 * 1024;
 /// How much of a body without any event is kept: it may be a whole plain JSON answer from a
 /// provider that ignored `stream: true`.
 const PLAIN_BODY_CAP: usize = 4 * 1024 * 1024;
-
-fn unavailable(message: impl Into<String>) -> Error {
-    Error::new(ErrorKind::LlmUnavailable, message)
-}
-
-/// At most `n` characters of a provider's text, for our error message.
-fn excerpt(s: &str, n: usize) -> String {
-    let mut out: String = s.chars().take(n).collect();
-    if s.chars().count() > n {
-        out.push('…');
-    }
-    out
-}
-
-fn int(v: &Json, key: &str) -> i64 {
-    v.get(key).and_then(Json::as_i64).unwrap_or(0)
-}
 
 fn str_of<'a>(v: &'a Json, pointer: &str) -> Option<&'a str> {
     v.pointer(pointer).and_then(Json::as_str)

@@ -150,12 +150,13 @@ pub trait Transport {
     fn workers_ai<'a>(&'a self, model: &'a str, input: Json) -> BoxFuture<'a, Result<Json>>;
 }
 
-fn unavailable(message: impl Into<String>) -> Error {
+/// A provider failure: `503 llm_unavailable`.
+pub(crate) fn unavailable(message: impl Into<String>) -> Error {
     Error::new(ErrorKind::LlmUnavailable, message)
 }
 
 /// At most `n` characters of a provider's error text, for our error message.
-fn excerpt(s: &str, n: usize) -> String {
+pub(crate) fn excerpt(s: &str, n: usize) -> String {
     let mut out: String = s.chars().take(n).collect();
     if s.chars().count() > n {
         out.push('…');
@@ -204,7 +205,8 @@ pub fn build_request(cfg: &LlmConfig, prompt: &Prompt) -> Result<HttpRequest> {
     Ok(HttpRequest { url, headers, body: body.to_string(), timeout_ms: cfg.timeout_ms })
 }
 
-fn int(v: &Json, key: &str) -> i64 {
+/// An integer field of a provider's JSON, 0 when absent.
+pub(crate) fn int(v: &Json, key: &str) -> i64 {
     v.get(key).and_then(Json::as_i64).unwrap_or(0)
 }
 
