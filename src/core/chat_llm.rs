@@ -6,7 +6,7 @@
 use serde_json::{json, Value as Json};
 
 use crate::core::error::{Error, ErrorKind, Result};
-use crate::core::llm::{excerpt, int, unavailable, HttpRequest, HttpResponse, LlmConfig, Provider, Transport, Usage, DEFAULT_MAX_TOKENS};
+use crate::core::llm::{excerpt, http_request, int, unavailable, HttpRequest, HttpResponse, LlmConfig, Provider, Transport, Usage, DEFAULT_MAX_TOKENS};
 
 /// One message of the conversation sent to the model.
 #[derive(Clone, Debug, PartialEq)]
@@ -200,11 +200,7 @@ fn anthropic_messages(msgs: &[ChatMessage]) -> Vec<Json> {
 /// server-sent events when `stream`.
 pub fn build_chat_request(cfg: &LlmConfig, req: &ChatRequest, stream: bool) -> Result<HttpRequest> {
     let max_tokens = req.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS);
-    let mut headers = vec![("content-type".to_owned(), "application/json".to_owned())];
-    if stream {
-        headers.push(("accept".into(), "text/event-stream".into()));
-    }
-    let (url, body) = match cfg.provider {
+    let body = match cfg.provider {
         Provider::OpenAi => {
             let mut body = json!({"model": cfg.model, "messages": openai_messages(req), "max_tokens": max_tokens, "stream": stream});
             if stream {
@@ -224,10 +220,7 @@ pub fn build_chat_request(cfg: &LlmConfig, req: &ChatRequest, stream: bool) -> R
             if let Some(k) = &req.cache_key {
                 body["prompt_cache_key"] = json!(k);
             }
-            if let Some(key) = &cfg.api_key {
-                headers.push(("authorization".into(), format!("Bearer {key}")));
-            }
-            (format!("{}/chat/completions", cfg.base_url), body)
+            body
         }
         Provider::Anthropic => {
             let mut body = json!({"model": cfg.model, "max_tokens": max_tokens,
@@ -247,17 +240,13 @@ pub fn build_chat_request(cfg: &LlmConfig, req: &ChatRequest, stream: bool) -> R
                 }
                 body["tools"] = json!(tools);
             }
-            if let Some(key) = &cfg.api_key {
-                headers.push(("x-api-key".into(), key.clone()));
-            }
-            headers.push(("anthropic-version".into(), "2023-06-01".into()));
-            (format!("{}/messages", cfg.base_url), body)
+            body
         }
         Provider::WorkersAi | Provider::None => {
             return Err(Error::internal("build_chat_request is only for HTTP providers"));
         }
     };
-    Ok(HttpRequest { url, headers, body: body.to_string(), timeout_ms: cfg.timeout_ms })
+    http_request(cfg, &body, stream)
 }
 
 // ---------------------------------------------------------------------------------------------

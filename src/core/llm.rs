@@ -164,11 +164,39 @@ pub(crate) fn excerpt(s: &str, n: usize) -> String {
     out
 }
 
+/// The HTTP request carrying `body` to the configured provider: its endpoint (`/chat/completions`
+/// or `/messages` under `LLM_BASE_URL`) and the headers it expects (the key as `Authorization:
+/// Bearer` or `x-api-key`, Anthropic's version, `accept: text/event-stream` when `stream`).
+pub(crate) fn http_request(cfg: &LlmConfig, body: &Json, stream: bool) -> Result<HttpRequest> {
+    let mut headers = vec![("content-type".to_owned(), "application/json".to_owned())];
+    if stream {
+        headers.push(("accept".into(), "text/event-stream".into()));
+    }
+    let url = match cfg.provider {
+        Provider::OpenAi => {
+            if let Some(key) = &cfg.api_key {
+                headers.push(("authorization".into(), format!("Bearer {key}")));
+            }
+            format!("{}/chat/completions", cfg.base_url)
+        }
+        Provider::Anthropic => {
+            if let Some(key) = &cfg.api_key {
+                headers.push(("x-api-key".into(), key.clone()));
+            }
+            headers.push(("anthropic-version".into(), "2023-06-01".into()));
+            format!("{}/messages", cfg.base_url)
+        }
+        Provider::WorkersAi | Provider::None => {
+            return Err(Error::internal("an HTTP request is only for HTTP providers"));
+        }
+    };
+    Ok(HttpRequest { url, headers, body: body.to_string(), timeout_ms: cfg.timeout_ms })
+}
+
 /// The HTTP request for `prompt` (OpenAI-compatible or Anthropic).
 pub fn build_request(cfg: &LlmConfig, prompt: &Prompt) -> Result<HttpRequest> {
     let max_tokens = prompt.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS);
-    let mut headers = vec![("content-type".to_owned(), "application/json".to_owned())];
-    let (url, body) = match cfg.provider {
+    let body = match cfg.provider {
         Provider::OpenAi => {
             let mut messages = Vec::new();
             if let Some(s) = &prompt.system {
@@ -179,10 +207,7 @@ pub fn build_request(cfg: &LlmConfig, prompt: &Prompt) -> Result<HttpRequest> {
             if let Some(k) = &prompt.cache_key {
                 body["prompt_cache_key"] = json!(k);
             }
-            if let Some(key) = &cfg.api_key {
-                headers.push(("authorization".into(), format!("Bearer {key}")));
-            }
-            (format!("{}/chat/completions", cfg.base_url), body)
+            body
         }
         Provider::Anthropic => {
             let messages: Vec<Json> =
@@ -192,17 +217,13 @@ pub fn build_request(cfg: &LlmConfig, prompt: &Prompt) -> Result<HttpRequest> {
                 // The system prompt is frozen per session: mark it cacheable.
                 body["system"] = json!([{"type": "text", "text": s, "cache_control": {"type": "ephemeral"}}]);
             }
-            if let Some(key) = &cfg.api_key {
-                headers.push(("x-api-key".into(), key.clone()));
-            }
-            headers.push(("anthropic-version".into(), "2023-06-01".into()));
-            (format!("{}/messages", cfg.base_url), body)
+            body
         }
         Provider::WorkersAi | Provider::None => {
             return Err(Error::internal("build_request is only for HTTP providers"));
         }
     };
-    Ok(HttpRequest { url, headers, body: body.to_string(), timeout_ms: cfg.timeout_ms })
+    http_request(cfg, &body, false)
 }
 
 /// An integer field of a provider's JSON, 0 when absent.
