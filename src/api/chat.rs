@@ -25,12 +25,13 @@ use crate::core::error::{Error, ErrorKind, Result};
 use crate::core::history::history;
 use crate::core::ids::new_id;
 use crate::core::llm::Usage;
-use crate::core::message::{check_id, NewMessage};
+use crate::core::config::is_label;
+use crate::core::message::NewMessage;
 use crate::core::sessions;
 use crate::core::spill;
 use crate::core::sql::atomically;
 use crate::core::tools::{self, ToolDef};
-use crate::core::tree::{Parent, Tree};
+use crate::core::tree::{parse_all, Parent, Tree};
 use crate::core::truncate::{truncate_older_messages, TruncateOptions};
 use crate::core::turn::{AssistantParts, ChatConfig};
 
@@ -56,8 +57,7 @@ fn client_tools(body: &Map<String, Json>, server: &[ToolDef]) -> Result<Vec<Tool
     let mut out: Vec<ToolSpec> = Vec::with_capacity(list.len());
     for (i, t) in list.iter().enumerate() {
         let name = t.get("name").and_then(Json::as_str).unwrap_or_default();
-        let ok = (1..=64).contains(&name.len()) && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
-        if !ok {
+        if !is_label(name) {
             return Err(Error::invalid(format!("tools[{i}].name must be 1-64 characters of [A-Za-z0-9_-]")));
         }
         if server.iter().any(|d| d.name == name) || out.iter().any(|s| s.name == name) {
@@ -88,16 +88,7 @@ fn ask(body: &Map<String, Json>) -> Result<Ask> {
             if msg.id.starts_with(crate::core::compaction::COMPACTION_PREFIX) {
                 return Err(Error::invalid("message.id may not start with compaction_"));
             }
-            let parent = match body.get("parentId") {
-                None => Parent::Latest,
-                Some(Json::Null) => Parent::Root,
-                Some(Json::String(id)) => {
-                    check_id("parentId", id)?;
-                    Parent::Id(id.clone())
-                }
-                Some(_) => return Err(Error::invalid("parentId must be a string or null")),
-            };
-            Ok(Ask::Message { msg, parent })
+            Ok(Ask::Message { msg, parent: messages::parent(body)? })
         }
         (None, Some(list)) => {
             let messages = list.as_array().filter(|l| !l.is_empty()).cloned().ok_or_else(|| {
@@ -116,7 +107,7 @@ async fn branch(ctx: &Ctx<'_>, sid: &str, leaf: Option<&str>) -> Result<Vec<Json
         None => Vec::new(),
     };
     let (whole, _) = spill::rehydrate(ctx.sql, ctx.blobs, sid, raw).await?;
-    whole.iter().map(|m| serde_json::from_str(m.get()).map_err(|e| Error::internal(format!("stored message: {e}")))).collect()
+    parse_all(&whole)
 }
 
 /// Runs one turn. `on_event` gets the reply's text as it streams (an `Err` from it aborts the

@@ -16,7 +16,7 @@ use crate::core::llm::{complete, Prompt};
 use crate::core::sessions;
 use crate::core::sql::atomically;
 use crate::core::tokens::estimate_str;
-use crate::core::tree::Tree;
+use crate::core::tree::{parse_all, Tree};
 
 /// The compaction settings of the agent (`SESSION_CONFIG.compaction`).
 pub fn settings(ctx: &Ctx) -> Result<CompactionConfig> {
@@ -40,10 +40,7 @@ pub async fn route(ctx: &Ctx<'_>, sid: &str, req: &Request) -> Result<Response> 
 /// frozen prompt again.
 pub async fn run(ctx: &Ctx<'_>, sid: &str, leaf: Option<&str>, cfg: &CompactionConfig) -> Result<Option<Compaction>> {
     let Some(leaf) = Tree::new(ctx.sql, sid).resolve_leaf(leaf)? else { return Ok(None) };
-    let messages: Vec<Json> = history(ctx.sql, sid, Some(&leaf), false)?
-        .iter()
-        .map(|m| serde_json::from_str(m.get()).map_err(|e| Error::internal(format!("stored message: {e}"))))
-        .collect::<Result<_>>()?;
+    let messages = parse_all(&history(ctx.sql, sid, Some(&leaf), false)?)?;
     let Some(plan) = compact::plan(&messages, &cfg.options) else { return Ok(None) };
     let mut prompt = Prompt::user(plan.prompt.clone());
     // Room for the summary the prompt asks for (~budget tokens), with slack.

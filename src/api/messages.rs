@@ -16,11 +16,11 @@ use crate::core::sessions;
 use crate::core::skills;
 use crate::core::spill;
 use crate::core::sql::atomically;
-use crate::core::tree::{raw, Parent, RawMessage, Tree};
+use crate::core::tree::{parse_all, raw, Parent, RawMessage, Tree};
 use crate::core::truncate::{truncate_older_messages, TruncateOptions};
 
 /// `parentId` of an append body: absent → latest leaf, `null` → new root, a string → that id.
-fn parent(body: &Map<String, Json>) -> Result<Parent> {
+pub(crate) fn parent(body: &Map<String, Json>) -> Result<Parent> {
     match body.get("parentId") {
         None => Ok(Parent::Latest),
         Some(Json::Null) => Ok(Parent::Root),
@@ -310,10 +310,7 @@ pub async fn history(ctx: &Ctx<'_>, sid: &str, req: &Request) -> Result<Response
     let Some(opts) = truncation else {
         return Ok(with_warnings(Response::json(200, &Messages { messages: &messages }), warnings));
     };
-    let parsed = messages
-        .iter()
-        .map(|m| serde_json::from_str::<Json>(m.get()).map_err(|e| Error::internal(format!("stored message: {e}"))))
-        .collect::<Result<Vec<_>>>()?;
+    let parsed = parse_all(&messages)?;
     Ok(with_warnings(Response::json(200, &json!({ "messages": truncate_older_messages(parsed, &opts) })), warnings))
 }
 

@@ -131,11 +131,15 @@ impl BlockConfig {
     }
 }
 
+/// Whether `name` is 1–64 characters of `[A-Za-z0-9_-]`: the shape of block labels and of
+/// tool names (names a model and a URL path both carry safely).
+pub fn is_label(name: &str) -> bool {
+    (1..=64).contains(&name.len()) && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
 /// Block labels: 1–64 characters of `[A-Za-z0-9_-]` (they appear in paths and in `label:key`).
 pub fn check_label(label: &str) -> Result<()> {
-    let ok = (1..=64).contains(&label.len())
-        && label.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
-    if ok {
+    if is_label(label) {
         Ok(())
     } else {
         Err(Error::invalid(format!("block label {label:?} must be 1-64 characters of [A-Za-z0-9_-]")))

@@ -2,13 +2,12 @@
 //! deletes anything, and this is how the model (tool `expand_compaction`) and clients (route
 //! `GET /sessions/{sid}/compactions/{cid}/messages`) get the details a summary left out.
 
-use serde_json::Value as Json;
 
 use crate::core::compact::render_message;
 use crate::core::compaction::{self, Compaction, Piece};
 use crate::core::error::{Error, Result};
 use crate::core::sql::Sql;
-use crate::core::tree::{RawMessage, Tree};
+use crate::core::tree::{parse_all, RawMessage, Tree};
 use crate::core::truncate::{truncate_older_messages, TruncateOptions};
 
 /// Messages per page when the caller does not say.
@@ -88,11 +87,7 @@ pub fn render_for_model(p: &Page) -> Result<String> {
             p.offset, p.compaction.id, p.total
         ));
     }
-    let parsed = p
-        .messages
-        .iter()
-        .map(|m| serde_json::from_str::<Json>(m.get()).map_err(|e| Error::internal(format!("stored message: {e}"))))
-        .collect::<Result<Vec<_>>>()?;
+    let parsed = parse_all(&p.messages)?;
     let cut = truncate_older_messages(parsed, &TruncateOptions { keep_recent: 0, ..TruncateOptions::default() });
     let body = cut.iter().map(render_message).collect::<Vec<_>>().join("\n\n---\n\n");
     let first = p.offset + 1;

@@ -21,6 +21,15 @@ pub const CHUNK_BYTES: i64 = 4 * 1024 * 1024;
 /// A stored message as JSON text, handed out without re-parsing.
 pub type RawMessage = Box<RawValue>;
 
+/// Parses stored messages for code that works on their structure (truncation, compaction,
+/// the conversation sent to a model).
+pub fn parse_all(messages: &[RawMessage]) -> Result<Vec<serde_json::Value>> {
+    messages
+        .iter()
+        .map(|m| serde_json::from_str(m.get()).map_err(|e| Error::internal(format!("stored message: {e}"))))
+        .collect()
+}
+
 /// Where an appended message attaches.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Parent {
