@@ -106,8 +106,8 @@ pub async fn estimate_with_prompt(ctx: &Ctx<'_>, sid: &str, leaf: &str) -> Resul
 /// "compacting"` first, then `idle` with `compacted: {tokensBefore}` or `error`.
 pub async fn after_append(ctx: &Ctx<'_>, sid: &str, leaf: &str) -> Option<AutoReport> {
     let listening = ctx.events.has_listeners(sid);
-    let threshold = settings(ctx).ok().and_then(|c| c.after);
-    let Some(threshold) = threshold else {
+    let cfg = settings(ctx).ok();
+    let Some((cfg, threshold)) = cfg.and_then(|c| c.after.map(|t| (c, t))) else {
         if listening {
             if let Ok(estimate) = estimate_with_prompt(ctx, sid, leaf).await {
                 publish_status(ctx, sid, "idle", estimate, None, None);
@@ -115,7 +115,6 @@ pub async fn after_append(ctx: &Ctx<'_>, sid: &str, leaf: &str) -> Option<AutoRe
         }
         return None;
     };
-    let cfg = settings(ctx).ok()?;
     let report = |status, token_estimate, compaction, error| {
         Some(AutoReport { status, token_estimate, token_threshold: threshold, compaction, error })
     };
@@ -134,7 +133,8 @@ pub async fn after_append(ctx: &Ctx<'_>, sid: &str, leaf: &str) -> Option<AutoRe
         Ok(None) => report("nothing-to-do", estimate, None, None),
         Err(e) => report("failed", estimate, None, err(&e)),
     };
-    if let Some(r) = &out {
+    if let (Some(r), true) = (&out, listening) {
+        // Only listeners need the new estimate (after an overlay it walks the path again).
         let after = if r.status == "compacted" { estimate_with_prompt(ctx, sid, leaf).await.unwrap_or(estimate) } else { estimate };
         let extra = match (&r.error, r.status) {
             (Some(e), _) => Some(("error", e.clone())),

@@ -46,6 +46,11 @@ pub fn list(sql: &dyn Sql, session: &str) -> Result<Vec<Compaction>> {
     .collect()
 }
 
+/// Whether the session has any overlay (without reading their summaries).
+pub fn exists(sql: &dyn Sql, session: &str) -> Result<bool> {
+    Ok(sql.query_row("SELECT 1 FROM compactions WHERE session_id = ? LIMIT 1", &[session.into()])?.is_some())
+}
+
 /// Stores an overlay after checking that both ids are messages of the session and that `from`
 /// is `to` or one of its ancestors (an overlay that could never apply is refused, not stored).
 pub fn add(sql: &dyn Sql, session: &str, summary: &str, from: &str, to: &str, now: &str) -> Result<Compaction> {

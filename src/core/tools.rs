@@ -36,10 +36,14 @@ fn quoted(labels: &[&str]) -> String {
 /// The tools of a session as the model is offered them (see [`definitions`]): `expand_compaction`
 /// is offered when compaction is configured or the session already has a summary.
 pub fn for_session(ctx: &Context<'_>) -> Result<Vec<ToolDef>> {
-    let blocks = ctx.blocks()?;
+    offered(ctx, &ctx.blocks()?)
+}
+
+/// The tools offered for the session's `blocks` (already read).
+fn offered(ctx: &Context<'_>, blocks: &[Block]) -> Result<Vec<ToolDef>> {
     let loaded = skills::loaded(ctx.sql, ctx.session)?;
-    let expandable = ctx.config.compaction.is_some() || !compaction::list(ctx.sql, ctx.session)?.is_empty();
-    Ok(definitions(&blocks, &loaded, expandable))
+    let expandable = ctx.config.compaction.is_some() || compaction::exists(ctx.sql, ctx.session)?;
+    Ok(definitions(blocks, &loaded, expandable))
 }
 
 /// The tools for `blocks`: `set_context` if a block is writable, `load_context` and
@@ -256,13 +260,13 @@ pub struct Ran {
 /// wrong shape (`invalid_request`) or a storage failure; everything the model did wrong is an
 /// `Ok("Error: …")` output.
 pub async fn execute(ctx: &Context<'_>, name: &str, input: &Json, now: &str) -> Result<Ran> {
-    if !for_session(ctx)?.iter().any(|t| t.name == name) {
+    let blocks = ctx.blocks()?;
+    if !offered(ctx, &blocks)?.iter().any(|t| t.name == name) {
         return Err(Error::not_found(format!("no tool named {name:?} in this session")));
     }
     check_input(name, input)?;
     let empty = Map::new();
     let input = input.as_object().unwrap_or(&empty);
-    let blocks = ctx.blocks()?;
     let read_only = |r: Result<String>| r.map(|o| (o, false));
     let out = match name {
         "expand_compaction" => read_only(expand_compaction_run(ctx, input)),
