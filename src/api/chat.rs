@@ -132,11 +132,7 @@ pub async fn turn(
             if tree.contains(&msg.id)? {
                 return Err(Error::conflict(format!("message {} is already in session {sid}", msg.id)));
             }
-            let parent_id = match &parent {
-                Parent::Latest => tree.latest_leaf_id()?,
-                Parent::Root => None,
-                Parent::Id(id) => Some(id.clone()),
-            };
+            let parent_id = tree.parent_id(&parent)?;
             let mut base = branch(ctx, sid, parent_id.as_deref()).await?;
             base.push(serde_json::from_str(&msg.json).map_err(|e| Error::internal(e.to_string()))?);
             (base, Some(msg), parent_id, Vec::new())
@@ -254,23 +250,17 @@ pub async fn turn(
         return Err(e);
     }
     let written = atomically(ctx.sql, || {
+        // Each new message is the child of the one before (the first of `parent`, or a root).
+        let under = |id: &Option<String>| id.clone().map_or(Parent::Root, Parent::Id);
         let mut attach = parent.clone();
         if let Some(u) = &user {
-            let p = match &attach {
-                Some(id) => Parent::Id(id.clone()),
-                None => Parent::Root,
-            };
-            tree.append(u, &p, &ctx.now)?;
+            tree.append(u, &under(&attach), &ctx.now)?;
             attach = Some(u.id.clone());
         }
         for m in &updates {
             tree.update(m)?;
         }
-        let p = match &attach {
-            Some(id) => Parent::Id(id.clone()),
-            None => Parent::Root,
-        };
-        tree.append(&assistant, &p, &ctx.now)?;
+        tree.append(&assistant, &under(&attach), &ctx.now)?;
         sessions::ensure(ctx.sql, sid, &ctx.now)?;
         sessions::add_usage(ctx.sql, sid, usage.input_tokens, usage.output_tokens, 0.0, &ctx.now)?;
         if to_freeze {

@@ -201,11 +201,7 @@ pub async fn batch(ctx: &Ctx<'_>, sid: &str, req: &Request) -> Result<Response> 
             sessions::ensure(ctx.sql, sid, &ctx.now)?;
             sessions::touch(ctx.sql, sid, &ctx.now)?;
         }
-        let last = match parent {
-            Parent::Id(id) => Some(id),
-            Parent::Latest => tree.latest_leaf_id()?,
-            Parent::Root => None,
-        };
+        let last = tree.parent_id(&parent)?;
         Ok((ids, last, inserted, stored))
     });
     let unused = release(ctx, &msgs).await;

@@ -144,14 +144,19 @@ impl<'a> Tree<'a> {
                 .flatten();
             return Ok(Appended { parent_id, inserted: false });
         }
-        let parent_id = match parent {
-            Parent::Latest => self.latest_leaf_id()?,
-            Parent::Root => None,
-            Parent::Id(id) => Some(id.clone()),
-        };
+        let parent_id = self.parent_id(parent)?;
         self.insert(msg, parent_id.as_deref(), now)?;
         estimate::note_append(self.sql, self.session, parent_id.as_deref(), &msg.id, &msg.json)?;
         Ok(Appended { parent_id, inserted: true })
+    }
+
+    /// The id a message attached at `parent` gets as its parent (`None`: a root).
+    pub fn parent_id(&self, parent: &Parent) -> Result<Option<String>> {
+        Ok(match parent {
+            Parent::Latest => self.latest_leaf_id()?,
+            Parent::Root => None,
+            Parent::Id(id) => Some(id.clone()),
+        })
     }
 
     /// `not_found` when `parent` names a message that is not in this session.
