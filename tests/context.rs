@@ -472,3 +472,108 @@ fn clearing_an_unregistered_session_stores_nothing() {
     let n = api.db.query_row("SELECT count(*) FROM prompts WHERE session_id = 'ghost'", &[]).unwrap().unwrap().int(0).unwrap();
     assert_eq!(n, 0);
 }
+
+/// Blocks added at run time reach only the agent's own space in the bucket, whatever prefix,
+/// scope or r2Key they name; every refusal stores nothing and leaves the other agent's skills
+/// (and its prompt) as they were.
+#[test]
+fn runtime_blocks_are_confined_to_the_agents_own_space() {
+    let api = skills_api(); // agent alice; skills/ (agent) and lib/ (shared) configured
+    put(&api.blobs, "_spill/bob/s/1", "\"bob's spilled tool output\"", None);
+    let add = |block: Json| api.post("/sessions/s/context", block);
+    let refused = [
+        // A shared "library" over another agent's own skills: would list and load them.
+        json!({"label": "x", "kind": "skills", "prefix": "skills/bob/", "scope": "shared"}),
+        json!({"label": "x", "kind": "skills", "prefix": "skills/", "scope": "shared"}),
+        json!({"label": "x", "kind": "skills", "prefix": "_spill/", "scope": "shared"}),
+        json!({"label": "x", "kind": "skills", "prefix": "", "scope": "shared"}),
+        json!({"label": "x", "kind": "skills", "prefix": "other/", "scope": "shared"}),
+        // Agent scope under a prefix inside another agent's space: alice's writes would land
+        // at skills/bob/alice/…, which bob's own block lists.
+        json!({"label": "x", "kind": "skills", "prefix": "skills/bob/", "scope": "agent"}),
+        json!({"label": "x", "kind": "skills", "prefix": "skills/bob/"}),
+        json!({"label": "x", "kind": "skills", "prefix": "", "scope": "agent"}),
+        json!({"label": "x", "kind": "skills", "prefix": "elsewhere/", "scope": "agent"}),
+        json!({"label": "x", "kind": "skills", "prefix": "lib/", "scope": "agent"}),
+        // A readonly block reading any object it names.
+        json!({"label": "x", "kind": "readonly", "r2Key": "skills/bob/secret"}),
+        json!({"label": "x", "kind": "readonly", "r2Key": "skills/alicex/y"}),
+        json!({"label": "x", "kind": "readonly", "r2Key": "_spill/bob/s/1"}),
+        json!({"label": "x", "kind": "readonly", "r2Key": "soul.md"}),
+    ];
+    for block in refused {
+        let r = add(block.clone());
+        assert_eq!((r.status, code(&r).as_str()), (400, "invalid_request"), "{block}: {}", String::from_utf8_lossy(&r.body));
+    }
+    assert_eq!(api.get("/sessions/s").status, 404, "no refused add registered the session");
+    assert_eq!(int(&api, "SELECT count(*) FROM context_defs"), 0);
+    // What stays allowed: the configured spaces, a part of the shared library, own objects.
+    for ok in [
+        json!({"label": "mine", "kind": "skills", "prefix": "skills/"}),
+        json!({"label": "lib2", "kind": "skills", "prefix": "lib/", "scope": "shared"}),
+        json!({"label": "libsub", "kind": "skills", "prefix": "lib/deploy", "scope": "shared"}),
+        json!({"label": "own", "kind": "readonly", "r2Key": "skills/alice/style-guide"}),
+        json!({"label": "shelf", "kind": "readonly", "r2Key": "lib/deploy-checklist"}),
+    ] {
+        let r = add(ok.clone());
+        assert_eq!(r.status, 201, "{ok}: {}", String::from_utf8_lossy(&r.body));
+    }
+    assert_eq!(api.get("/sessions/s/context/own").body_json()["content"], "Write short sentences.");
+    assert_eq!(api.get("/sessions/s/context/mine").body_json()["content"], "- api-ref\n- style-guide: Company style guide");
+    // A write through the runtime agent block lands in alice's space only.
+    tool(&api, "s", "set_context", json!({"label": "mine", "content": "hello", "metadata": {"title": "note"}}));
+    assert!(futures::executor::block_on(api.blobs.get("skills/alice/note")).unwrap().is_some());
+    let keys: Vec<String> = futures::executor::block_on(api.blobs.list("skills/bob/")).unwrap().into_iter().map(|b| b.key).collect();
+    assert_eq!(keys, ["skills/bob/secret"], "bob's space is untouched");
+}
+
+/// Without configured skills, a runtime agent block may use the default prefix only, and no
+/// shared library can be opened at run time.
+#[test]
+fn without_configured_skills_only_the_default_agent_prefix_is_open() {
+    let api = Api::new();
+    put(&api.blobs, "skills/bob/secret", "bob's own", None);
+    assert_eq!(api.post("/sessions/s/context", json!({"label": "k", "kind": "skills"})).status, 201);
+    assert_eq!(api.get("/sessions/s/context/k").body_json()["content"], "");
+    for bad in [
+        json!({"label": "x", "kind": "skills", "scope": "shared"}),
+        json!({"label": "x", "kind": "skills", "prefix": "lib/", "scope": "shared"}),
+        json!({"label": "x", "kind": "skills", "prefix": "skills/bob/"}),
+    ] {
+        assert_eq!(api.post("/sessions/s/context", bad.clone()).status, 400, "{bad}");
+    }
+}
+
+/// A runtime block stored before it was confined (or before the config changed) is left out
+/// of the session's blocks, its prompt and its tools.
+#[test]
+fn stored_runtime_blocks_outside_the_agents_space_are_ignored() {
+    let api = skills_api();
+    api.db
+        .execute(
+            "INSERT INTO context_defs (session_id, label, removed, def) VALUES ('s', 'leak', 0, ?)",
+            &[r#"{"label":"leak","kind":"skills","prefix":"skills/bob/","scope":"shared"}"#.into()],
+        )
+        .unwrap();
+    assert_eq!(api.get("/sessions/s/context/leak").status, 404);
+    assert!(!prompt(&api, "s").contains("secret"));
+    assert_eq!(tool(&api, "s", "load_context", json!({"label": "leak", "key": "secret"})), "Error: \"leak\" is not a skill block. Skill blocks: skills, library");
+}
+
+/// Configured prefixes: never empty, agent-scoped ones equal or disjoint, nothing over `_spill/`.
+#[test]
+fn configured_key_spaces_stay_apart() {
+    let bad = [
+        json!({"context": [{"label": "a", "kind": "skills", "prefix": ""}]}),
+        json!({"context": [{"label": "a", "kind": "skills", "prefix": "skills/"}, {"label": "b", "kind": "skills", "prefix": "skills/x/"}]}),
+        json!({"context": [{"label": "a", "kind": "skills", "prefix": "_spill/x/", "scope": "shared"}]}),
+        json!({"context": [{"label": "a", "kind": "skills", "prefix": "_", "scope": "agent"}]}),
+        json!({"context": [{"label": "a", "kind": "readonly", "r2Key": "_spill/bob/s/1"}]}),
+    ];
+    for cfg in bad {
+        assert!(SessionConfig::from_json(&cfg.to_string()).is_err(), "{cfg}");
+    }
+    let ok = json!({"context": [{"label": "a", "kind": "skills", "prefix": "skills/"}, {"label": "b", "kind": "skills", "prefix": "skills/"},
+        {"label": "c", "kind": "skills", "prefix": "team/"}, {"label": "d", "kind": "skills", "prefix": "lib/", "scope": "shared"}]});
+    assert!(SessionConfig::from_json(&ok.to_string()).is_ok());
+}

@@ -197,6 +197,50 @@ impl SessionConfig {
         SessionConfigBuilder { cfg: SessionConfig::default() }
     }
 
+    /// Confines a block added at run time (`POST …/context`) to what this agent may reach in
+    /// the bucket, whichever session adds it: its own skills under a configured agent-scoped
+    /// prefix (or the default `skills/` when none is configured), a configured shared library
+    /// (or a part of one), and for `r2Key` an object in one of those or a key the config itself
+    /// names. Only the operator's config opens a new space.
+    pub fn check_runtime(&self, b: &BlockConfig, agent: &str) -> Result<()> {
+        let l = &b.label;
+        let skills = |scope: Scope| {
+            self.context.iter().filter(move |c| c.kind == BlockKind::Skills && c.scope.unwrap_or_default() == scope)
+        };
+        let mut own: Vec<&str> = skills(Scope::Agent).map(BlockConfig::skills_prefix).collect();
+        if own.is_empty() {
+            own.push(DEFAULT_SKILLS_PREFIX);
+        }
+        let shared: Vec<&str> = skills(Scope::Shared).map(BlockConfig::skills_prefix).collect();
+        if b.kind == BlockKind::Skills {
+            let p = b.skills_prefix();
+            let ok = match b.scope.unwrap_or_default() {
+                Scope::Agent => own.contains(&p),
+                Scope::Shared => shared.iter().any(|s| p.starts_with(s)),
+            };
+            if !ok {
+                let allowed = match b.scope.unwrap_or_default() {
+                    Scope::Agent => format!("agent-scoped skills use one of the configured prefixes {own:?}"),
+                    Scope::Shared if shared.is_empty() => "no shared library is configured".to_owned(),
+                    Scope::Shared => format!("shared skills must lie under one of the configured libraries {shared:?}"),
+                };
+                return Err(Error::invalid(format!("block \"{l}\": prefix {p:?} is outside this agent's space: {allowed}")));
+            }
+        }
+        if let Some(key) = &b.r2_key {
+            let configured = self.context.iter().any(|c| c.r2_key.as_ref() == Some(key));
+            let in_own = own.iter().any(|p| key.strip_prefix(p).and_then(|k| k.strip_prefix(agent)).is_some_and(|k| k.starts_with('/')));
+            let in_shared = shared.iter().any(|s| key.starts_with(s));
+            if !(configured || in_own || in_shared) {
+                return Err(Error::invalid(format!(
+                    "block \"{l}\": r2Key {key:?} is outside this agent's space: a block added at run time reads \
+                     this agent's own skills, a configured shared library, or an r2Key the config names"
+                )));
+            }
+        }
+        Ok(())
+    }
+
     /// Every block valid, labels unique (the history block included), skills prefixes safe.
     pub fn validate(&self) -> Result<()> {
         for b in &self.context {
@@ -219,28 +263,53 @@ impl SessionConfig {
     }
 }
 
-/// A shared skills block must not list another tenant's private skills: its prefix may not
-/// cover (or be covered by) the prefix of any agent-scoped skills block.
+/// The bucket's key spaces stay apart (checked for the configured blocks, and again for every
+/// block added at run time together with the session's others):
 ///
-/// No skills block may reach the objects of spilled messages (`_spill/`): a shared block whose
-/// prefix covers it would list them, an agent block under `_` could write into it (agent names
-/// never start with `_`, so the empty prefix is safe for agent scope).
+/// - no skills prefix is empty (an agent-scoped one would make `<agent>/` the agent's root, so an
+///   agent named like another prefix would own it);
+/// - agent-scoped prefixes are equal or disjoint: were `skills/` and `skills/x/` both used, the
+///   agent named `x` would own every other agent's `skills/x/<agent>/`;
+/// - a shared prefix does not cover (and is not covered by) an agent-scoped one, or a shared
+///   library would list every agent's own skills;
+/// - nothing reaches the objects of spilled messages (`_spill/`).
 pub fn check_scopes(blocks: &[&BlockConfig]) -> Result<()> {
     let skills = || blocks.iter().filter(|b| b.kind == BlockKind::Skills);
+    let overlap = |a: &str, b: &str| a.starts_with(b) || b.starts_with(a);
     for b in skills() {
         let p = b.skills_prefix();
-        let agent_root = p.is_empty() && b.scope.unwrap_or_default() == Scope::Agent;
-        if (p.starts_with(SPILL_PREFIX) || SPILL_PREFIX.starts_with(p)) && !agent_root {
+        if p.is_empty() {
+            return Err(Error::invalid(format!("skills block \"{}\": prefix must not be empty", b.label)));
+        }
+        if overlap(p, SPILL_PREFIX) {
             return Err(Error::invalid(format!(
                 "skills block \"{}\": prefix {p:?} overlaps {SPILL_PREFIX:?}, where oversize messages are kept",
                 b.label
             )));
         }
     }
+    for b in blocks {
+        if b.r2_key.as_deref().is_some_and(|k| k.starts_with(SPILL_PREFIX)) {
+            return Err(Error::invalid(format!("block \"{}\": r2Key may not be under {SPILL_PREFIX:?}", b.label)));
+        }
+    }
+    let agent = || skills().filter(|b| b.scope.unwrap_or_default() == Scope::Agent);
+    for a in agent() {
+        for b in agent() {
+            let (p, q) = (a.skills_prefix(), b.skills_prefix());
+            if p != q && overlap(p, q) {
+                return Err(Error::invalid(format!(
+                    "skills blocks \"{}\" (prefix {p:?}) and \"{}\" (prefix {q:?}) are both agent-scoped and nested: \
+                     one agent's own skills would lie inside another's",
+                    a.label, b.label
+                )));
+            }
+        }
+    }
     for shared in skills().filter(|b| b.scope == Some(Scope::Shared)) {
-        for own in skills().filter(|b| b.scope.unwrap_or_default() == Scope::Agent) {
+        for own in agent() {
             let (s, a) = (shared.skills_prefix(), own.skills_prefix());
-            if s.starts_with(a) || a.starts_with(s) {
+            if overlap(s, a) {
                 return Err(Error::invalid(format!(
                     "skills blocks \"{}\" (shared, prefix {s:?}) and \"{}\" (agent, prefix {a:?}) overlap: \
                      a shared library would list every agent's own skills",

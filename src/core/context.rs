@@ -120,7 +120,11 @@ impl<'a> Context<'a> {
             } else if let Some(def) = r.opt_text(2)? {
                 let cfg: BlockConfig = serde_json::from_str(&def)
                     .map_err(|e| Error::internal(format!("stored block {label}: {e}")))?;
-                added.push(Block { cfg, origin: Origin::Runtime });
+                // A block stored before the config changed (or before confinement was checked)
+                // never reaches outside the agent's space: it is left out.
+                if self.config.check_runtime(&cfg, self.agent).is_ok() {
+                    added.push(Block { cfg, origin: Origin::Runtime });
+                }
             }
         }
         removed.extend(added.iter().map(|b| b.cfg.label.clone()));
@@ -292,6 +296,7 @@ impl<'a> Context<'a> {
     /// skills scopes, initial content within budget.
     pub fn check_add(&self, cfg: &BlockConfig) -> Result<()> {
         cfg.validate()?;
+        self.config.check_runtime(cfg, self.agent)?;
         let blocks = self.blocks()?;
         if blocks.iter().any(|b| b.label() == cfg.label) {
             return Err(Error::conflict(format!("Block \"{}\" already exists", cfg.label)));
