@@ -123,3 +123,30 @@ fn only_text_parts_are_indexed() {
         assert_eq!(hits(&api, &format!("/sessions/s/search?q={q}")), Vec::<String>::new(), "{q}");
     }
 }
+
+/// A NUL or any other control character in a query is a word separator, never FTS5 syntax:
+/// both search routes, `session_search` and `search_context` answer normally.
+#[test]
+fn control_characters_in_queries_never_reach_fts5_as_syntax() {
+    let api = seeded();
+    let mut cfg = Api::with_config(json!({"context": [{"label": "kb", "kind": "search"}], "searchableHistory": "history"}));
+    cfg.db = api.db;
+    let api = cfg;
+    for q in ["de%00ploy", "%22de%00ploy%22", "%00", "deploy%1B%5B0m", "deploy%C2%85friday", "deploy%00*"] {
+        for path in [format!("/sessions/s1/search?q={q}"), format!("/search?q={q}")] {
+            let r = api.get(&path);
+            assert_eq!(r.status, 200, "{path}: {}", String::from_utf8_lossy(&r.body));
+        }
+    }
+    assert_eq!(hits(&api, "/sessions/s1/search?q=production%00friday"), ["a"]);
+    api.post("/sessions/s1/tools/set_context", json!({"input": {"label": "kb", "content": "deploy checklist"}}));
+    for (tool, input) in [
+        ("session_search", json!({"query": "de\u{0}ploy"})),
+        ("search_context", json!({"label": "kb", "query": "\u{0}deploy\u{0}"})),
+    ] {
+        let r = api.post(&format!("/sessions/s1/tools/{tool}"), json!({ "input": input }));
+        assert_eq!(r.status, 200, "{tool}: {}", String::from_utf8_lossy(&r.body));
+        let out = r.body_json()["output"].as_str().unwrap().to_owned();
+        assert!(!out.contains("sql") && !out.starts_with("Error"), "{tool}: {out}");
+    }
+}

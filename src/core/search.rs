@@ -31,9 +31,12 @@ pub struct Hit {
 /// - A word ending in `*` matches every word it begins (`deploy*` finds "deployment").
 /// - Everything else is literal: `OR`, `NOT`, `NEAR(`, parentheses, `:` and `^` are ordinary
 ///   text. Words with no letter or digit are dropped, since the tokenizer ignores them.
+/// - Control characters (NUL included) separate words, as the tokenizer treats them: inside an
+///   FTS5 string a NUL would end the query text early (`unterminated string`).
 pub fn compile(query: &str) -> Option<String> {
+    let cleaned: String = query.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
     let mut terms = Vec::new();
-    let mut rest = query;
+    let mut rest = cleaned.as_str();
     while !rest.is_empty() {
         if let Some(after) = rest.strip_prefix('"') {
             let (phrase, tail) = after.split_once('"').unwrap_or((after, ""));
@@ -111,6 +114,14 @@ mod tests {
         assert_eq!(compile(r#""deploy to" prod*"#).unwrap(), r#""deploy to" "prod" *"#);
         assert_eq!(compile(r#"say "hi"#).unwrap(), r#""say" "hi""#);
         assert_eq!(compile("a OR b NEAR(c").unwrap(), r#""a" "OR" "b" "NEAR(c""#);
+    }
+
+    #[test]
+    fn control_characters_separate_words() {
+        assert_eq!(compile("de\u{0}ploy").unwrap(), r#""de" "ploy""#);
+        assert_eq!(compile("\"a\u{0}b\"").unwrap(), r#""a b""#);
+        assert_eq!(compile("x\u{7}\u{1b}[0m\u{85}y*").unwrap(), r#""x" "[0m" "y" *"#);
+        assert_eq!(compile("\u{0}\u{0}"), None);
     }
 
     #[test]
