@@ -20,7 +20,7 @@ fn create_get_and_the_session_info_shape() {
     assert_eq!(id.len(), 36);
     let keys: Vec<&str> = s.as_object().unwrap().keys().map(String::as_str).collect();
     assert_eq!(keys, ["id", "name", "parentSessionId", "model", "source", "inputTokens", "outputTokens",
-                      "estimatedCost", "endReason", "messageCount", "createdAt", "updatedAt"]);
+                      "estimatedCost", "endReason", "messageCount", "totalMessages", "createdAt", "updatedAt"]);
     assert_eq!(s["messageCount"], 0);
     assert!(s["createdAt"].as_str().unwrap().ends_with('Z') && s["createdAt"].as_str().unwrap().len() == 24);
     assert_eq!(api.get(&format!("/sessions/{id}")).body_json(), s);
@@ -149,4 +149,50 @@ fn usage_sums_and_validation() {
         assert_eq!((r.status, code(&r).as_str()), (400, "invalid_request"), "{bad}");
     }
     assert_eq!(api.get("/sessions/s").body_json()["inputTokens"], 101);
+}
+
+/// Sums that would overflow (an infinite cost, more tokens than a JSON number holds exactly)
+/// are refused with 400 and leave the totals as they were.
+#[test]
+fn usage_sums_never_overflow() {
+    let api = Api::new();
+    assert_eq!(api.post("/sessions/s/usage", json!({"cost": 1e308, "inputTokens": 9_007_199_254_740_000i64})).status, 200);
+    let before = api.get("/sessions/s").body_json();
+    for bad in [json!({"cost": 1e308}), json!({"inputTokens": 992}), json!({"outputTokens": 9_007_199_254_740_992i64}),
+                json!({"outputTokens": i64::MAX})] {
+        let r = api.post("/sessions/s/usage", bad.clone());
+        assert_eq!((r.status, code(&r).as_str()), (400, "invalid_request"), "{bad}: {}", String::from_utf8_lossy(&r.body));
+    }
+    assert_eq!(api.get("/sessions/s").body_json(), before);
+    assert_eq!(before["estimatedCost"], 1e308);
+    assert_eq!(api.post("/sessions/s/usage", json!({"inputTokens": 991})).body_json()["inputTokens"], 9_007_199_254_740_991i64);
+}
+
+/// `messageCount` is the length of the active path (root to the latest leaf), `totalMessages`
+/// counts every message on every branch; both follow deletes.
+#[test]
+fn message_count_is_the_active_path_and_total_messages_every_branch() {
+    let api = Api::new();
+    let counts = |api: &Api| {
+        let s = api.get("/sessions/s").body_json();
+        let listed = api.get("/sessions").body_json()["sessions"][0].clone();
+        assert_eq!((&listed["messageCount"], &listed["totalMessages"]), (&s["messageCount"], &s["totalMessages"]));
+        (s["messageCount"].as_i64().unwrap(), s["totalMessages"].as_i64().unwrap())
+    };
+    for id in ["a", "b", "c", "d"] {
+        api.append("s", id, None, id);
+    }
+    assert_eq!(counts(&api), (4, 4));
+    api.append("s", "b2", Some(Some("a")), "a branch"); // the latest leaf is now b2: a → b2
+    assert_eq!(counts(&api), (2, 5));
+    let length = api.get("/sessions/s/path-length").body_json()["length"].as_i64().unwrap();
+    assert_eq!(length, 2);
+    api.append("s", "r", Some(None), "a new root");
+    assert_eq!(counts(&api), (1, 6));
+    assert_eq!(api.delete("/sessions/s/messages/r").status, 204); // the latest leaf is b2 again
+    assert_eq!(counts(&api), (2, 5));
+    assert_eq!(api.delete("/sessions/s/messages/a").status, 204); // b2 is orphaned: its own root
+    assert_eq!(counts(&api), (1, 4));
+    assert_eq!(api.delete("/sessions/s/messages").status, 204);
+    assert_eq!(counts(&api), (0, 0));
 }

@@ -27,8 +27,11 @@ pub struct SessionInfo {
     pub output_tokens: i64,
     pub estimated_cost: f64,
     pub end_reason: Option<String>,
-    /// Messages stored in the session, on every branch.
+    /// Messages on the session's active path (root to the latest leaf), the reference's
+    /// `getMessageCount`.
     pub message_count: i64,
+    /// Messages stored in the session, on every branch.
+    pub total_messages: i64,
     pub created_at: String,
     pub updated_at: String,
 }
@@ -42,9 +45,17 @@ pub struct NewSession {
     pub source: Option<String>,
 }
 
+/// Every column of [`SessionInfo`]. The active path is walked up from the latest leaf (the
+/// session's newest row) through the parents, at most `MAX_PATH_ROWS` deep like every path.
 const SELECT: &str = "SELECT s.id, s.name, s.parent_session_id, s.model, s.source, s.input_tokens,
         s.output_tokens, s.estimated_cost, s.end_reason, s.created_at, s.updated_at,
-        (SELECT COUNT(*) FROM messages m WHERE m.session_id = s.id)
+        (SELECT COUNT(*) FROM messages m WHERE m.session_id = s.id),
+        (WITH RECURSIVE up (parent_id, depth) AS (
+           SELECT parent_id, 1 FROM (SELECT parent_id FROM messages WHERE session_id = s.id ORDER BY seq DESC LIMIT 1)
+           UNION ALL
+           SELECT m.parent_id, up.depth + 1 FROM up JOIN messages m ON m.session_id = s.id AND m.id = up.parent_id
+            WHERE up.depth < 10001)
+         SELECT COALESCE(MAX(depth), 0) FROM up)
    FROM sessions s";
 
 fn info(r: &Row) -> Result<SessionInfo> {
@@ -60,7 +71,8 @@ fn info(r: &Row) -> Result<SessionInfo> {
         end_reason: r.opt_text(8)?,
         created_at: r.text(9)?,
         updated_at: r.text(10)?,
-        message_count: r.int(11)?,
+        total_messages: r.int(11)?,
+        message_count: r.int(12)?,
     })
 }
 
@@ -160,15 +172,38 @@ pub fn delete(sql: &dyn Sql, id: &str) -> Result<()> {
     sql.execute("DELETE FROM sessions WHERE id = ?", &[id.into()])
 }
 
-/// Adds token and cost figures to the session's totals, registering it if needed.
+/// The largest token total kept: JavaScript numbers (what most clients parse JSON into) are
+/// exact up to 2^53 - 1.
+pub const MAX_TOKENS: i64 = (1 << 53) - 1;
+
+/// Adds token and cost figures to the session's totals, registering it if needed. Figures that
+/// are negative or not finite, or sums that would pass [`MAX_TOKENS`] or stop being a finite
+/// cost, are `invalid_request` and change nothing.
 pub fn add_usage(sql: &dyn Sql, id: &str, input: i64, output: i64, cost: f64, now: &str) -> Result<SessionInfo> {
     if input < 0 || output < 0 || !(cost >= 0.0 && cost.is_finite()) {
         return Err(Error::invalid("usage figures must be finite and not negative"));
     }
+    let (had_in, had_out, had_cost) = match sql.query_row(
+        "SELECT input_tokens, output_tokens, estimated_cost FROM sessions WHERE id = ?",
+        &[id.into()],
+    )? {
+        Some(r) => (r.int(0)?, r.int(1)?, r.real(2)?),
+        None => (0, 0, 0.0),
+    };
+    let sum = |had: i64, add: i64, what: &str| {
+        had.checked_add(add)
+            .filter(|n| *n <= MAX_TOKENS)
+            .ok_or_else(|| Error::invalid(format!("{what} would pass {MAX_TOKENS} (the session has {had})")))
+    };
+    let input = sum(had_in, input, "inputTokens")?;
+    let output = sum(had_out, output, "outputTokens")?;
+    let cost = had_cost + cost;
+    if !cost.is_finite() {
+        return Err(Error::invalid(format!("estimatedCost would overflow (the session has {had_cost})")));
+    }
     ensure(sql, id, now)?;
     sql.execute(
-        "UPDATE sessions SET input_tokens = input_tokens + ?, output_tokens = output_tokens + ?,
-                estimated_cost = estimated_cost + ? WHERE id = ?",
+        "UPDATE sessions SET input_tokens = ?, output_tokens = ?, estimated_cost = ? WHERE id = ?",
         &[Value::Int(input), Value::Int(output), Value::Real(cost), id.into()],
     )?;
     touch(sql, id, now)?;
