@@ -122,8 +122,7 @@ fn part_type(p: &Json) -> &str {
 
 /// A tool part: `type` starts with `tool-` or is `dynamic-tool`.
 pub fn is_tool_part(p: &Json) -> bool {
-    let ty = part_type(p);
-    ty.starts_with("tool-") || ty == "dynamic-tool"
+    crate::core::message::is_tool_type(part_type(p))
 }
 
 fn message_id(m: &Json) -> &str {

@@ -67,6 +67,9 @@ impl NewMessage {
             .get("parts")
             .and_then(Json::as_array)
             .ok_or_else(|| Error::invalid("message.parts must be an array"))?;
+        for (i, p) in parts.iter().enumerate() {
+            check_part(p).map_err(|why| Error::invalid(format!("message.parts[{i}]: {why}")))?;
+        }
         let json = serde_json::to_string(value).map_err(|e| Error::internal(e.to_string()))?;
         Ok(NewMessage {
             id: id.to_owned(),
@@ -94,6 +97,51 @@ impl NewMessage {
         }
         Ok(())
     }
+}
+
+/// The states of an AI SDK tool part.
+pub const TOOL_STATES: [&str; 7] = [
+    "input-streaming",
+    "input-available",
+    "approval-requested",
+    "approval-responded",
+    "output-available",
+    "output-error",
+    "output-denied",
+];
+
+/// Whether a part's `type` makes it a tool part (`tool-<name>` or `dynamic-tool`).
+pub fn is_tool_type(t: &str) -> bool {
+    t.starts_with("tool-") || t == "dynamic-tool"
+}
+
+/// Checks the kinds of part the service reads, so that whatever is stored reads back as a valid
+/// AI SDK part: every part is an object with a non-empty string `type`; `text` and `reasoning`
+/// parts have a string `text`; tool parts have a string `toolCallId`, a `state` of
+/// [`TOOL_STATES`], a string `toolName` on `dynamic-tool` (and a string one wherever given),
+/// and a string `errorText` when `state` is `output-error` (and wherever given). Other part
+/// types and extra fields pass through as they are.
+fn check_part(part: &Json) -> std::result::Result<(), String> {
+    let obj = part.as_object().ok_or("a part must be a JSON object")?;
+    let ty = obj.get("type").and_then(Json::as_str).filter(|t| !t.is_empty()).ok_or("type must be a non-empty string")?;
+    let string = |key: &str, required: bool| match obj.get(key) {
+        Some(Json::String(_)) => Ok(()),
+        None if !required => Ok(()),
+        _ => Err(format!("{key} of a {ty:?} part must be a string")),
+    };
+    if ty == "text" || ty == "reasoning" {
+        return string("text", true);
+    }
+    if !is_tool_type(ty) {
+        return Ok(());
+    }
+    string("toolCallId", true)?;
+    string("toolName", ty == "dynamic-tool")?;
+    let state = obj.get("state").and_then(Json::as_str).unwrap_or_default();
+    if !TOOL_STATES.contains(&state) {
+        return Err(format!("state of a {ty:?} part must be one of {}", TOOL_STATES.join(", ")));
+    }
+    string("errorText", state == "output-error")
 }
 
 /// The searchable text of a message's parts: `text` parts only (reasoning and tool parts are
@@ -130,7 +178,7 @@ mod tests {
     fn indexes_text_parts_only() {
         let m = NewMessage::from_json(&json!({"id":"a","role":"assistant","parts":[
             {"type":"text","text":"hello"},{"type":"reasoning","text":"secret"},
-            {"type":"dynamic-tool","toolName":"x","input":{"q":"tool"}},{"type":"text","text":"world"}]})).unwrap();
+            {"type":"dynamic-tool","toolName":"x","toolCallId":"c","state":"input-available","input":{"q":"tool"}},{"type":"text","text":"world"}]})).unwrap();
         assert_eq!(m.text, "hello world");
     }
 
@@ -143,6 +191,40 @@ mod tests {
             assert_eq!(NewMessage::from_json(&bad).unwrap_err().kind, crate::core::error::ErrorKind::InvalidRequest, "{bad}");
         }
         assert!(NewMessage::from_json(&json!({"id":"é".repeat(256),"role":"user","parts":[]})).is_ok());
+    }
+
+    #[test]
+    fn known_parts_are_checked_and_others_pass() {
+        let with = |part: Json| NewMessage::from_json(&json!({"id":"a","role":"assistant","parts":[part]}));
+        for bad in [
+            json!(1), json!("text"), json!({}), json!({"type": ""}), json!({"type": 5}), json!({"text": "no type"}),
+            json!({"type": "text"}), json!({"type": "text", "text": 1}), json!({"type": "reasoning", "text": null}),
+            json!({"type": "tool-x", "state": "output-available"}),
+            json!({"type": "tool-x", "toolCallId": 1, "state": "output-available"}),
+            json!({"type": "tool-x", "toolCallId": "c", "state": "done"}),
+            json!({"type": "tool-x", "toolCallId": "c"}),
+            json!({"type": "tool-x", "toolCallId": "c", "state": "output-error"}),
+            json!({"type": "tool-x", "toolCallId": "c", "state": "output-error", "errorText": {"m": 1}}),
+            json!({"type": "tool-x", "toolCallId": "c", "state": "output-available", "errorText": 2}),
+            json!({"type": "dynamic-tool", "toolCallId": "c", "state": "input-available"}),
+            json!({"type": "tool-x", "toolCallId": "c", "state": "input-available", "toolName": 3}),
+        ] {
+            let e = with(bad.clone()).unwrap_err();
+            assert_eq!(e.kind, crate::core::error::ErrorKind::InvalidRequest, "{bad}");
+            assert!(e.message.starts_with("message.parts[0]: "), "{}", e.message);
+        }
+        for ok in [
+            json!({"type": "text", "text": "", "state": "done", "providerMetadata": {"x": 1}}),
+            json!({"type": "step-start"}),
+            json!({"type": "file", "mediaType": "image/png", "url": "data:,"}),
+            json!({"type": "data-weather", "data": {"any": ["thing"]}}),
+            json!({"type": "tool-x", "toolCallId": "c", "state": "input-streaming"}),
+            json!({"type": "tool-x", "toolCallId": "c", "state": "output-available", "input": {}, "output": [1]}),
+            json!({"type": "tool-x", "toolCallId": "c", "state": "output-error", "errorText": "boom"}),
+            json!({"type": "dynamic-tool", "toolName": "x", "toolCallId": "c", "state": "output-denied", "extra": true}),
+        ] {
+            assert!(with(ok.clone()).is_ok(), "{ok}");
+        }
     }
 
     #[test]
