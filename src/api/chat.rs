@@ -234,19 +234,19 @@ pub async fn turn(
     // earlier left no objects behind, and one that fails here deletes what it wrote.
     let spilled = async {
         if let Some(u) = user.as_mut() {
-            spill::prepare(ctx.blobs, ctx.agent, sid, u).await?;
+            spill::prepare(ctx.sql, ctx.blobs, ctx.agent, sid, u).await?;
         }
         for m in updates.iter_mut() {
-            spill::prepare(ctx.blobs, ctx.agent, sid, m).await?;
+            spill::prepare(ctx.sql, ctx.blobs, ctx.agent, sid, m).await?;
         }
-        spill::prepare(ctx.blobs, ctx.agent, sid, &mut assistant).await
+        spill::prepare(ctx.sql, ctx.blobs, ctx.agent, sid, &mut assistant).await
     }
     .await;
     if let Err(e) = spilled {
         let mut all: Vec<NewMessage> = user.take().into_iter().collect();
         all.extend(updates);
         all.push(assistant);
-        messages::release(ctx, &all).await;
+        messages::release(ctx, &all);
         return Err(e);
     }
     let written = atomically(ctx.sql, || {
@@ -272,7 +272,7 @@ pub async fn turn(
     let mut all: Vec<NewMessage> = user.take().into_iter().collect();
     all.extend(updates);
     all.push(assistant);
-    messages::release(ctx, &all).await;
+    messages::release(ctx, &all);
     written?;
     for m in &all {
         publish_message(ctx, sid, m.client_json());

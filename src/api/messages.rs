@@ -84,7 +84,7 @@ pub async fn append(ctx: &Ctx<'_>, sid: &str, req: &Request) -> Result<Response>
     let mut msg = msg;
     let tree = Tree::new(ctx.sql, sid);
     if !tree.contains(&msg.id)? {
-        spill::prepare(ctx.blobs, ctx.agent, sid, &mut msg).await?;
+        spill::prepare(ctx.sql, ctx.blobs, ctx.agent, sid, &mut msg).await?;
     }
     let done = atomically(ctx.sql, || {
         let done = tree.append(&msg, &parent, &ctx.now)?;
@@ -94,7 +94,7 @@ pub async fn append(ctx: &Ctx<'_>, sid: &str, req: &Request) -> Result<Response>
         }
         Ok(done)
     });
-    let unused = release(ctx, std::slice::from_ref(&msg)).await;
+    let unused = release(ctx, std::slice::from_ref(&msg));
     let done = done?;
     let message = if done.inserted { raw(msg.client_json().to_owned())? } else { stored_whole(ctx, sid, &msg.id).await? };
     let status = if done.inserted { 201 } else { 200 };
@@ -116,18 +116,17 @@ pub fn publish_message(ctx: &Ctx<'_>, sid: &str, json: &str) {
     }
 }
 
-/// Deletes the spilled objects of `msgs` that no row took (a duplicate, a failed write);
-/// returns warnings for the ones that could not be deleted.
-pub(crate) async fn release(ctx: &Ctx<'_>, msgs: &[NewMessage]) -> Vec<String> {
+/// Hands the spilled objects of `msgs` that no row took (a duplicate, a failed write) to the
+/// sweep that follows every write request; returns a warning if that could not be recorded.
+pub(crate) fn release(ctx: &Ctx<'_>, msgs: &[NewMessage]) -> Vec<String> {
     let keys: Vec<String> = msgs.iter().flat_map(|m| m.spills.iter().map(|s| s.key.clone())).collect();
     if keys.is_empty() {
         return Vec::new();
     }
-    spill::release_unused(ctx.sql, ctx.blobs, &keys)
-        .await
-        .into_iter()
-        .map(|k| format!("could not delete the unused R2 object {k}"))
-        .collect()
+    match spill::release_unused(ctx.sql, &keys) {
+        Ok(()) => Vec::new(),
+        Err(e) => vec![format!("could not release unused R2 objects {keys:?}: {}", e.message)],
+    }
 }
 
 fn with_warnings(mut resp: Response, warnings: Vec<String>) -> Response {
@@ -178,8 +177,8 @@ pub async fn batch(ctx: &Ctx<'_>, sid: &str, req: &Request) -> Result<Response> 
         if is_synthetic(&msgs[i]) || tree.contains(&msgs[i].id)? {
             continue;
         }
-        if let Err(e) = spill::prepare(ctx.blobs, ctx.agent, sid, &mut msgs[i]).await {
-            release(ctx, &msgs).await;
+        if let Err(e) = spill::prepare(ctx.sql, ctx.blobs, ctx.agent, sid, &mut msgs[i]).await {
+            release(ctx, &msgs);
             return Err(Error::new(e.kind, format!("messages[{i}]: {}", e.message)));
         }
     }
@@ -204,7 +203,7 @@ pub async fn batch(ctx: &Ctx<'_>, sid: &str, req: &Request) -> Result<Response> 
         let last = tree.parent_id(&parent)?;
         Ok((ids, last, inserted, stored))
     });
-    let unused = release(ctx, &msgs).await;
+    let unused = release(ctx, &msgs);
     let (ids, last, inserted, stored) = done?;
     for i in stored {
         publish_message(ctx, sid, msgs[i].client_json());
@@ -237,14 +236,14 @@ pub async fn update(ctx: &Ctx<'_>, sid: &str, mid: &str, req: &Request) -> Resul
     if !tree.contains(mid)? {
         return Err(Error::not_found(format!("message {mid} not found in session {sid}")));
     }
-    spill::prepare(ctx.blobs, ctx.agent, sid, &mut msg).await?;
+    spill::prepare(ctx.sql, ctx.blobs, ctx.agent, sid, &mut msg).await?;
     let done = atomically(ctx.sql, || {
         if !tree.update(&msg)? {
             return Err(Error::not_found(format!("message {mid} not found in session {sid}")));
         }
         sessions::touch(ctx.sql, sid, &ctx.now)
     });
-    let unused = release(ctx, std::slice::from_ref(&msg)).await;
+    let unused = release(ctx, std::slice::from_ref(&msg));
     done?;
     publish_message(ctx, sid, msg.client_json());
     Ok(with_warnings(Response::json(200, &raw(msg.client_json().to_owned())?), unused))

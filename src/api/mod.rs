@@ -141,8 +141,12 @@ fn router() -> &'static matchit::Router<Route> {
 }
 
 /// Brings the schema up to date; the Durable Object calls this once when it starts.
+/// Also recovers from a crash mid-write: spilled objects of writes that never committed become
+/// garbage for the next sweep.
 pub fn open(sql: &dyn Sql, now_ms: i64) -> Result<Vec<i64>> {
-    schema::migrate(sql, &iso_millis(now_ms))
+    let applied = schema::migrate(sql, &iso_millis(now_ms))?;
+    spill::recover(sql)?;
+    Ok(applied)
 }
 
 /// The handler context of a request at `now_ms`.

@@ -7,7 +7,13 @@
 //! `role`, `parts` or a part's `type`), largest first, until the rest fits, writes each to
 //! `_spill/<agent>/<session>/<uuid>`, and lists them in the message; `Tree::insert` records them
 //! in the `spills` table in the same transaction as the row. [`release_unused`] afterwards
-//! deletes objects that no row took (a duplicate id, a failed transaction).
+//! hands objects that no row took (a duplicate id, a failed transaction) to the sweep.
+//!
+//! Crashes: each key is listed in `spill_pending` (and committed) before its object is put, and
+//! leaves that list in the transaction that records it. So every object in the store is either
+//! referenced by a row, pending for a write in progress, or garbage; [`recover`], run when the
+//! Durable Object starts (no write can be in progress then), turns what is still pending into
+//! garbage.
 //!
 //! Read side: [`rehydrate`] puts the fields back into messages read from the tree. Sessions
 //! without spills cost one indexed lookup.
@@ -25,7 +31,7 @@ use crate::core::blobs::{Blob, Blobs};
 use crate::core::error::{Error, Result};
 use crate::core::ids::new_id;
 use crate::core::message::{NewMessage, MAX_MESSAGE_BYTES};
-use crate::core::sql::{Sql, Value};
+use crate::core::sql::{atomically, Sql, Value};
 use crate::core::tree::{raw, RawMessage};
 
 /// Where spilled fields live in the bucket. Skills prefixes may not cover it (config checks).
@@ -100,7 +106,7 @@ fn slot<'v>(msg: &'v mut Json, part: i64, field: &str) -> Option<&'v mut Json> {
 /// Moves the largest fields of an oversize `msg` to the store (see the module doc); a message
 /// that fits is left alone. `too_large` when even the spillable fields cannot make it fit (for
 /// example thousands of small parts). On a store failure, objects already written are deleted.
-pub async fn prepare(blobs: &dyn Blobs, agent: &str, session: &str, msg: &mut NewMessage) -> Result<()> {
+pub async fn prepare(sql: &dyn Sql, blobs: &dyn Blobs, agent: &str, session: &str, msg: &mut NewMessage) -> Result<()> {
     if msg.json.len() <= MAX_MESSAGE_BYTES {
         return Ok(());
     }
@@ -134,10 +140,12 @@ pub async fn prepare(blobs: &dyn Blobs, agent: &str, session: &str, msg: &mut Ne
     for (c, original) in moves {
         let key = format!("{SPILL_PREFIX}{agent}/{session}/{}", new_id()?);
         let text = serde_json::to_string(&original).map_err(|e| Error::internal(e.to_string()))?;
+        // Pending first: a crash after the put (before the row commits) leaves a known key.
+        sql.execute("INSERT OR IGNORE INTO spill_pending (key) VALUES (?)", &[key.as_str().into()])?;
         if let Err(e) = blobs.put(&key, Blob { text, description: None }).await {
-            for r in &written {
-                let _ = blobs.delete(&r.key).await;
-            }
+            let mut keys: Vec<String> = written.iter().map(|r| r.key.clone()).collect();
+            keys.push(key);
+            release_unused(sql, &keys)?;
             return Err(Error::new(e.kind, format!("storing a large field of message {} in R2: {}", msg.id, e.message)));
         }
         written.push(SpillRef { part: c.part, field: c.field, key, bytes: c.bytes });
@@ -152,6 +160,7 @@ pub async fn prepare(blobs: &dyn Blobs, agent: &str, session: &str, msg: &mut Ne
 /// transaction).
 pub fn record(sql: &dyn Sql, session: &str, seq: i64, spills: &[SpillRef]) -> Result<()> {
     for s in spills {
+        sql.execute("DELETE FROM spill_pending WHERE key = ?", &[s.key.as_str().into()])?;
         sql.execute(
             "INSERT INTO spills (message_seq, session_id, part, field, key, bytes) VALUES (?, ?, ?, ?, ?, ?)",
             &[
@@ -167,20 +176,37 @@ pub fn record(sql: &dyn Sql, session: &str, seq: i64, spills: &[SpillRef]) -> Re
     Ok(())
 }
 
-/// Deletes from the store those of `keys` that no row refers to (objects [`prepare`] wrote for
-/// a write that then stored nothing). Best effort: returns what could not be deleted.
-pub async fn release_unused(sql: &dyn Sql, blobs: &dyn Blobs, keys: &[String]) -> Vec<String> {
-    let mut failed = Vec::new();
-    for k in keys {
-        let used = sql
-            .query_row("SELECT 1 FROM spills WHERE key = ?", &[k.as_str().into()])
-            .map(|r| r.is_some())
-            .unwrap_or(true);
-        if !used && blobs.delete(k).await.is_err() {
-            failed.push(k.clone());
+/// Hands those of `keys` that no row refers to (objects [`prepare`] wrote for a write that then
+/// stored nothing) to the next [`sweep`], and ends their pending state.
+pub fn release_unused(sql: &dyn Sql, keys: &[String]) -> Result<()> {
+    atomically(sql, || {
+        for k in keys {
+            sql.execute("DELETE FROM spill_pending WHERE key = ?", &[k.as_str().into()])?;
+            sql.execute(
+                "INSERT OR IGNORE INTO spill_garbage (key) SELECT ? WHERE NOT EXISTS (SELECT 1 FROM spills WHERE key = ?)",
+                &[k.as_str().into(), k.as_str().into()],
+            )?;
         }
-    }
-    failed
+        Ok(())
+    })
+}
+
+/// Run when the Durable Object starts, before any request: keys still pending belong to writes
+/// that a crash (or an eviction mid-write) cut short, so their objects are garbage. Returns how
+/// many there were.
+pub fn recover(sql: &dyn Sql) -> Result<i64> {
+    atomically(sql, || {
+        let n = sql.query_row("SELECT count(*) FROM spill_pending", &[])?.map_or(Ok(0), |r| r.int(0))?;
+        if n > 0 {
+            sql.execute(
+                "INSERT OR IGNORE INTO spill_garbage (key)
+                 SELECT key FROM spill_pending p WHERE NOT EXISTS (SELECT 1 FROM spills s WHERE s.key = p.key)",
+                &[],
+            )?;
+            sql.execute("DELETE FROM spill_pending", &[])?;
+        }
+        Ok(n)
+    })
 }
 
 #[derive(Deserialize)]
