@@ -329,7 +329,9 @@ fn updates_reach_listeners() {
     api.post("/sessions/s/messages", json!({"message": user("u1", "first")}));
     api.events.take("s");
     assert_eq!(api.put("/sessions/s/messages/u1", json!({"message": user("u1", "edited")})).status, 200);
-    assert_eq!(api.events.take("s"), [json!({"type": "message", "sessionId": "s", "message": user("u1", "edited")})]);
+    let frames = api.events.take("s");
+    assert_eq!(frames[0], json!({"type": "message", "sessionId": "s", "message": user("u1", "edited")}));
+    assert_eq!((frames.len(), frames[1]["type"].as_str(), frames[1]["phase"].as_str()), (2, Some("status"), Some("idle")));
 }
 
 #[test]
@@ -343,4 +345,36 @@ fn an_oversize_user_message_spills_only_when_the_turn_is_written() {
     assert_eq!(api.post("/sessions/s/chat", json!({"message": big})).status, 201);
     assert_eq!(api.blobs.keys().len(), 1);
     assert_eq!(history(&api, "s")[0], big, "read back whole");
+}
+
+/// On a compacted branch whose tail passes the message cap, the model still gets the summary
+/// and the head before it; the messages the cap dropped make the turn compact afterwards, so
+/// the next turn sees them summarized.
+#[test]
+fn the_cap_keeps_the_summary_and_what_it_drops_gets_compacted() {
+    let api = Api::with_config(json!({"compaction": {"protectHead": 1, "tailTokenBudget": 20, "minTailMessages": 2},
+        "chat": {"maxMessages": 10}}))
+    .with_model();
+    for i in 0..30 {
+        let role = if i % 2 == 0 { "user" } else { "assistant" };
+        api.post("/sessions/s/messages", json!({"message": msg(&format!("m{i}"), role, &format!("message {i}"))}));
+    }
+    let r = api.post("/sessions/s/compactions", json!({"summary": "SUMMARY: the trip to Lisbon", "fromMessageId": "m1", "toMessageId": "m4"}));
+    assert_eq!(r.status, 201);
+    api.events.take("s");
+    api.model.reply(Ok(completion("Sure.")));
+    assert_eq!(api.post("/sessions/s/chat", json!({"message": user("u1", "where was I going?")})).status, 201);
+    let sent = api.model.requests.borrow()[0]["messages"].clone();
+    let contents: Vec<&str> = sent.as_array().unwrap().iter().map(|m| m["content"].as_str().unwrap_or_default()).collect();
+    assert_eq!(contents.len(), 11, "system + 10: {contents:?}");
+    assert_eq!(contents[1], "message 0", "the protected head");
+    assert!(contents[2].contains("SUMMARY: the trip to Lisbon"), "{contents:?}");
+    assert_eq!(contents[10], "where was I going?");
+    // The cap dropped messages 5..=21: the turn compacted afterwards (a summarizer call, a new
+    // overlay, and the status frames of a compaction).
+    assert_eq!(api.model.requests.borrow().len(), 2, "the summarizer was called");
+    assert_eq!(api.get("/sessions/s/compactions").body_json()["compactions"].as_array().unwrap().len(), 2);
+    let phases: Vec<String> = api.events.take("s").iter().filter(|f| f["type"] == "status")
+        .map(|f| f["phase"].as_str().unwrap().to_owned()).collect();
+    assert_eq!(phases, ["compacting", "idle"]);
 }

@@ -183,11 +183,15 @@ fn the_incremental_estimate_equals_a_full_recount() {
     api.append("s", "b1", Some(Some("m2")), "branching off");
     assert_eq!(cached(&api, "b1"), full(&api, "b1"));
     api.put("/sessions/s/messages/m2", json!({"message": msg("m2", "assistant", &"much longer text ".repeat(20))}));
-    assert_eq!(rows(&api), None, "an update drops the cache");
+    // An update drops the cache; the idle status frame to listeners rebuilds it from the path.
+    assert_eq!(rows(&api).as_deref(), Some("b1"));
+    assert_eq!(cached(&api, "b1"), full(&api, "b1"));
     assert_eq!(cached(&api, "m6"), full(&api, "m6"));
     cached(&api, "m6");
     api.post("/sessions/s/compact", json!({}));
-    assert_eq!(rows(&api), None, "a compaction drops the cache");
+    // A compaction drops the cache; its idle status frame rebuilds it for the compacted leaf
+    // (the latest one, b1).
+    assert_eq!(rows(&api).as_deref(), Some("b1"));
     let after = cached(&api, "m6");
     assert_eq!(after, full(&api, "m6"));
     assert!(after < incremental + 100, "the overlay replaced the middle");
@@ -232,4 +236,71 @@ fn listeners_hear_status_frames_around_auto_compaction() {
     let frames = api.events.take("s");
     let last = frames.iter().rfind(|f| f["type"] == "status").unwrap();
     assert_eq!((last["phase"].as_str(), last["error"]["code"].as_str()), (Some("idle"), Some("llm_unavailable")), "{frames:?}");
+}
+
+/// The type (and phase, for status frames) of each frame published to `sid` since the last call.
+fn kinds(api: &Api, sid: &str) -> Vec<String> {
+    api.events
+        .take(sid)
+        .iter()
+        .map(|f| match f["phase"].as_str() {
+            Some(p) => format!("{}:{p}", f["type"].as_str().unwrap()),
+            None => f["type"].as_str().unwrap().to_owned(),
+        })
+        .collect()
+}
+
+/// Every write reaches the session's sockets, not only appends: update, delete and clear send
+/// their change and an `idle` status; a manual compaction sends `compacting` then `idle`; block
+/// writes (routes and tools) send `context` frames.
+#[test]
+fn every_write_sends_its_frames() {
+    let api = api(json!({"protectHead": 1, "tailTokenBudget": 10, "minTailMessages": 1}));
+    fill(&api, "s", 6);
+    api.events.take("s");
+    assert_eq!(api.put("/sessions/s/messages/m6", json!({"message": msg("m6", "assistant", "edited")})).status, 200);
+    assert_eq!(kinds(&api, "s"), ["message", "status:idle"]);
+    assert_eq!(api.delete("/sessions/s/messages/m6").status, 204);
+    let frames = api.events.take("s");
+    assert_eq!((frames[0]["type"].as_str(), &frames[0]["ids"]), (Some("deleted"), &json!(["m6"])));
+    assert_eq!((frames[1]["type"].as_str(), frames[1]["phase"].as_str()), (Some("status"), Some("idle")));
+    let r = api.post("/sessions/s/compact", json!({}));
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let frames = api.events.take("s");
+    let phases: Vec<&str> = frames.iter().map(|f| f["phase"].as_str().unwrap()).collect();
+    assert_eq!(phases, ["compacting", "idle"]);
+    assert!(frames[1]["compacted"]["tokensBefore"].as_i64().unwrap() > 0, "{frames:?}");
+    api.model.reply(Ok(session_agent::core::llm::HttpResponse { status: 500, body: "{}".into() }));
+    for i in 7..=9 {
+        api.post("/sessions/s/messages", json!({"message": msg(&format!("m{i}"), "user", &format!("message number {i}"))}));
+    }
+    api.events.take("s");
+    assert_eq!(api.post("/sessions/s/compact", json!({})).status, 503);
+    let frames = api.events.take("s");
+    assert_eq!(frames.iter().map(|f| f["phase"].as_str().unwrap()).collect::<Vec<_>>(), ["compacting", "idle"]);
+    assert_eq!(frames[1]["error"]["code"], "llm_unavailable");
+    for (method, path, body) in [
+        ("PUT", "/sessions/s/context/memory", json!({"content": "a"})),
+        ("POST", "/sessions/s/context/memory/append", json!({"content": "b"})),
+        ("POST", "/sessions/s/tools/set_context", json!({"input": {"label": "memory", "content": "c"}})),
+        ("POST", "/sessions/s/context", json!({"label": "todo", "kind": "writable"})),
+        ("DELETE", "/sessions/s/context/todo", json!(null)),
+    ] {
+        let r = api.send(session_agent::api::Request::new(method, path).json(&body));
+        assert!(r.status < 300, "{method} {path}: {}", String::from_utf8_lossy(&r.body));
+        let frames = api.events.take("s");
+        assert_eq!(frames.len(), 1, "{method} {path}: {frames:?}");
+        assert_eq!((frames[0]["type"].as_str(), frames[0]["sessionId"].as_str()), (Some("context"), Some("s")));
+        assert!(frames[0]["label"] == "memory" || frames[0]["label"] == "todo");
+    }
+    assert_eq!(api.delete("/sessions/s/messages").status, 204);
+    let frames = api.events.take("s");
+    assert_eq!(frames[0]["type"], "cleared");
+    assert_eq!((frames[1]["phase"].as_str(), frames[1]["tokenEstimate"].as_i64().map(|t| t >= 0)), (Some("idle"), Some(true)));
+    assert_eq!(api.delete("/sessions/s").status, 204);
+    assert_eq!(kinds(&api, "s"), ["cleared", "status:idle"]);
+    // Reads send nothing; a refused write sends nothing.
+    api.get("/sessions/s/history");
+    assert_eq!(api.delete("/sessions/s/messages/nope").status, 404);
+    assert_eq!(kinds(&api, "s"), Vec::<String>::new());
 }

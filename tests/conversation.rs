@@ -599,3 +599,32 @@ fn a_rejection_is_a_409_naming_its_code() {
     assert_eq!(e.code(), NOT_A_PREFIX);
     assert!(e.message.starts_with("not_a_prefix: message 0 (u1): "), "{}", e.message);
 }
+
+// ── build: the cap keeps summaries ───────────────────────────────────────────────────────────────────
+
+/// A compacted branch whose tail alone passes the cap: the protected head and the summary are
+/// always sent, the newest tail messages fill the rest, and the drop is counted.
+#[test]
+fn the_cap_never_drops_a_summary_or_the_head_before_it() {
+    use session_agent::core::conversation::build;
+    let mut history = vec![text("h1", "user", "head question"), text("h2", "assistant", "head answer"),
+        text("compaction_1", "assistant", "SUMMARY of the middle")];
+    for i in 0..60 {
+        history.push(text(&format!("t{i}"), if i % 2 == 0 { "user" } else { "assistant" }, &format!("tail {i}")));
+    }
+    let c = build(&history, 50);
+    assert_eq!(c.messages.len(), 50);
+    assert_eq!(&c.messages[..3], &[user("head question"), said("head answer"), said("SUMMARY of the middle")]);
+    assert_eq!(c.messages[3], said("tail 13"), "the newest 47 tail messages follow");
+    assert_eq!(c.messages[49], said("tail 59"));
+    assert_eq!(c.dropped, 13);
+    // Without a summary: the plain cap.
+    let plain = build(&history[3..], 50);
+    assert_eq!((plain.messages, plain.dropped), (cap(to_model_messages(&history[3..]), 50), 10));
+    // Everything fits: nothing dropped. No cap: nothing dropped.
+    assert_eq!(build(&history[..20], 50).dropped, 0);
+    assert_eq!(build(&history, 0).messages.len(), 63);
+    // A head that fills the cap still leaves the last exchange.
+    let c = build(&history, 2);
+    assert_eq!((c.messages.len(), c.messages.last().unwrap()), (4, &said("tail 59")));
+}

@@ -20,7 +20,7 @@ use super::messages::{self, publish_message};
 use super::{compact, Ctx};
 use crate::core::chat_llm::{chat, ChatMessage, ChatRequest, ToolCall, ToolSpec};
 use crate::core::context::Context;
-use crate::core::conversation::{cap, sanitize, to_model_messages, validate_continuation};
+use crate::core::conversation::{build, validate_continuation};
 use crate::core::error::{Error, ErrorKind, Result};
 use crate::core::history::history;
 use crate::core::ids::new_id;
@@ -166,7 +166,8 @@ pub async fn turn(
         .collect();
     specs.extend(client.iter().cloned());
     let shown = truncate_older_messages(std::mem::take(&mut base), &TruncateOptions::default());
-    let mut model_messages = cap(sanitize(to_model_messages(&shown)), cfg.max_messages);
+    let conversation = build(&shown, cfg.max_messages);
+    let mut model_messages = conversation.messages;
 
     let assistant_id = new_id()?;
     let mut parts = AssistantParts::default();
@@ -202,7 +203,12 @@ pub async fn turn(
                 // A storage failure here fails the whole turn; the model's mistakes (input of
                 // the wrong shape included) are outputs it can correct.
                 let output = match tools::execute(&context, name, input, &ctx.now).await {
-                    Ok(ran) => ran.output,
+                    Ok(ran) => {
+                        if let Some(label) = input.get("label").and_then(Json::as_str).filter(|_| ran.wrote) {
+                            super::context::publish_context(ctx, sid, label);
+                        }
+                        ran.output
+                    }
                     Err(e) if matches!(e.kind, ErrorKind::InvalidRequest | ErrorKind::NotFound) => format!("Error: {}", e.message),
                     Err(e) => return Err(e),
                 };
@@ -277,7 +283,13 @@ pub async fn turn(
     for m in &all {
         publish_message(ctx, sid, m.client_json());
     }
-    let _ = compact::after_append(ctx, sid, &assistant_id).await;
+    // Messages the cap left out are forgotten by the model: compact (when configured) so the
+    // next turn sees them in a summary.
+    if conversation.dropped > 0 {
+        compact::after_cap(ctx, sid, &assistant_id).await;
+    } else {
+        let _ = compact::after_append(ctx, sid, &assistant_id).await;
+    }
     Ok(message)
 }
 

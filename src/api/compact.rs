@@ -26,12 +26,54 @@ pub fn settings(ctx: &Ctx) -> Result<CompactionConfig> {
 /// `POST /sessions/{sid}/compact` `{leafId?}` → `{compaction}` (the stored overlay) or
 /// `{compaction: null}` when there is nothing to compact. The model failing, or answering a
 /// blank or skeleton summary, is `503 llm_unavailable` and nothing is stored.
+///
+/// The session's sockets hear it as an automatic compaction: `status` `compacting`, then `idle`
+/// with `compacted: {tokensBefore}` (or `error`); nothing when there was nothing to compact.
 pub async fn route(ctx: &Ctx<'_>, sid: &str, req: &Request) -> Result<Response> {
     let body = req.json_object()?;
     let leaf = opt_str(&body, "leafId")?;
     let cfg = settings(ctx)?;
-    let c = run(ctx, sid, leaf.as_deref(), &cfg).await?;
+    let Some(leaf) = Tree::new(ctx.sql, sid).resolve_leaf(leaf.as_deref())? else {
+        return Ok(Response::json(200, &json!({ "compaction": null })));
+    };
+    // The estimate is for the frames only: nobody listening, nobody needs it.
+    let estimate = match ctx.events.has_listeners(sid) {
+        true => estimate_with_prompt(ctx, sid, &leaf).await.unwrap_or(0),
+        false => 0,
+    };
+    let c = run_framed(ctx, sid, &leaf, &cfg, estimate).await?;
     Ok(Response::json(200, &json!({ "compaction": c })))
+}
+
+/// After a write that changed the session's messages (update, delete, clear): `{type:"status",
+/// phase:"idle"}` with the estimate of the latest leaf's branch (the system prompt alone when
+/// the session is empty), if anyone listens.
+pub async fn publish_idle(ctx: &Ctx<'_>, sid: &str) {
+    if !ctx.events.has_listeners(sid) {
+        return;
+    }
+    let threshold = settings(ctx).ok().and_then(|c| c.after);
+    let estimate = match Tree::new(ctx.sql, sid).latest_leaf_id() {
+        Ok(Some(leaf)) => estimate_with_prompt(ctx, sid, &leaf).await,
+        Ok(None) => prompt_tokens(ctx, sid).await,
+        Err(e) => Err(e),
+    };
+    if let Ok(estimate) = estimate {
+        publish_status(ctx, sid, "idle", estimate, threshold, None);
+    }
+}
+
+/// Tells the session's listeners about a change that is not a stored message: `deleted`,
+/// `cleared` or `context` (the frame's other fields in `fields`).
+pub fn publish_change(ctx: &Ctx<'_>, sid: &str, kind: &str, fields: Json) {
+    if !ctx.events.has_listeners(sid) {
+        return;
+    }
+    let mut frame = json!({"type": kind, "sessionId": sid});
+    if let (Some(f), Json::Object(extra)) = (frame.as_object_mut(), fields) {
+        f.extend(extra);
+    }
+    ctx.events.publish(sid, &frame);
 }
 
 /// Compacts the path to `leaf` (default: the latest leaf): plans the cut, asks the model for the
@@ -89,12 +131,17 @@ pub struct AutoReport {
 /// The estimate auto-compaction compares with `after`: the branch's messages plus the system
 /// prompt (the stored frozen one, else rendered now without storing it).
 pub async fn estimate_with_prompt(ctx: &Ctx<'_>, sid: &str, leaf: &str) -> Result<i64> {
+    Ok(estimate::branch_tokens(ctx.sql, sid, leaf)? + prompt_tokens(ctx, sid).await?)
+}
+
+/// The estimate of the system prompt (the stored frozen one, else rendered now without storing).
+async fn prompt_tokens(ctx: &Ctx<'_>, sid: &str) -> Result<i64> {
     let c = Context { sql: ctx.sql, blobs: ctx.blobs, config: ctx.config, agent: ctx.agent, session: sid };
     let prompt = match c.stored_prompt()? {
         Some(p) => p,
         None => c.render().await?,
     };
-    Ok(estimate::branch_tokens(ctx.sql, sid, leaf)? + estimate_str(&prompt))
+    Ok(estimate_str(&prompt))
 }
 
 /// After an append that stored `leaf`: compacts when the estimate is over `after`. Never
@@ -115,35 +162,63 @@ pub async fn after_append(ctx: &Ctx<'_>, sid: &str, leaf: &str) -> Option<AutoRe
         }
         return None;
     };
-    let report = |status, token_estimate, compaction, error| {
-        Some(AutoReport { status, token_estimate, token_threshold: threshold, compaction, error })
-    };
-    let err = |e: &Error| Some(json!({"code": e.code(), "message": e.message}));
     let estimate = match estimate_with_prompt(ctx, sid, leaf).await {
         Ok(t) => t,
-        Err(e) => return report("failed", 0, None, err(&e)),
+        Err(e) => {
+            let error = Some(json!({"code": e.code(), "message": e.message}));
+            return Some(AutoReport { status: "failed", token_estimate: 0, token_threshold: threshold, compaction: None, error });
+        }
     };
     if estimate <= threshold {
         publish_status(ctx, sid, "idle", estimate, Some(threshold), None);
         return None;
     }
-    publish_status(ctx, sid, "compacting", estimate, Some(threshold), None);
-    let out = match run(ctx, sid, Some(leaf), &cfg).await {
-        Ok(Some(c)) => report("compacted", estimate, Some(c), None),
-        Ok(None) => report("nothing-to-do", estimate, None, None),
-        Err(e) => report("failed", estimate, None, err(&e)),
+    Some(compact_now(ctx, sid, leaf, &cfg, estimate, threshold).await)
+}
+
+/// After a turn whose history the message cap cut: compacts now, whatever the estimate, when
+/// compaction is configured (`SESSION_CONFIG.compaction`), with the same `status` frames; else
+/// just the `idle` status of any append.
+pub async fn after_cap(ctx: &Ctx<'_>, sid: &str, leaf: &str) -> Option<AutoReport> {
+    let cfg = match (&ctx.config.compaction, settings(ctx)) {
+        (Some(_), Ok(cfg)) => cfg,
+        _ => return after_append(ctx, sid, leaf).await,
     };
-    if let (Some(r), true) = (&out, listening) {
-        // Only listeners need the new estimate (after an overlay it walks the path again).
-        let after = if r.status == "compacted" { estimate_with_prompt(ctx, sid, leaf).await.unwrap_or(estimate) } else { estimate };
-        let extra = match (&r.error, r.status) {
-            (Some(e), _) => Some(("error", e.clone())),
-            (None, "compacted") => Some(("compacted", json!({"tokensBefore": estimate}))),
-            _ => None,
-        };
-        publish_status(ctx, sid, "idle", after, Some(threshold), extra);
+    let estimate = estimate_with_prompt(ctx, sid, leaf).await.unwrap_or(0);
+    let threshold = cfg.after.unwrap_or(0);
+    Some(compact_now(ctx, sid, leaf, &cfg, estimate, threshold).await)
+}
+
+/// Compacts the branch of `leaf` (its estimate is `estimate`) with [`run_framed`], and reports
+/// the outcome instead of failing.
+async fn compact_now(ctx: &Ctx<'_>, sid: &str, leaf: &str, cfg: &CompactionConfig, estimate: i64, threshold: i64) -> AutoReport {
+    let report = |status, compaction, error| AutoReport { status, token_estimate: estimate, token_threshold: threshold, compaction, error };
+    match run_framed(ctx, sid, leaf, cfg, estimate).await {
+        Ok(Some(c)) => report("compacted", Some(c), None),
+        Ok(None) => report("nothing-to-do", None, None),
+        Err(e) => report("failed", None, Some(json!({"code": e.code(), "message": e.message}))),
     }
-    out
+}
+
+/// [`run`] between a `compacting` and an `idle` status frame (the latter with `compacted:
+/// {tokensBefore}` or `error`), as the session's sockets hear every compaction, manual or
+/// automatic. `estimate` is the branch's estimate before.
+async fn run_framed(ctx: &Ctx<'_>, sid: &str, leaf: &str, cfg: &CompactionConfig, estimate: i64) -> Result<Option<Compaction>> {
+    publish_status(ctx, sid, "compacting", estimate, cfg.after, None);
+    let result = run(ctx, sid, Some(leaf), cfg).await;
+    if ctx.events.has_listeners(sid) {
+        // Only listeners need the new estimate (after an overlay it walks the path again).
+        let (after, extra) = match &result {
+            Ok(Some(_)) => (
+                estimate_with_prompt(ctx, sid, leaf).await.unwrap_or(estimate),
+                Some(("compacted", json!({"tokensBefore": estimate}))),
+            ),
+            Ok(None) => (estimate, None),
+            Err(e) => (estimate, Some(("error", json!({"code": e.code(), "message": e.message})))),
+        };
+        publish_status(ctx, sid, "idle", after, cfg.after, extra);
+    }
+    result
 }
 
 /// `{type:"status", sessionId, phase, tokenEstimate, tokenThreshold, …extra}` to the session's

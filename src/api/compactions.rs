@@ -35,7 +35,7 @@ pub fn add(ctx: &Ctx, sid: &str, req: &Request) -> Result<Response> {
 /// overlay stands for, oldest first, paged (`limit` at most 100) →
 /// `{compaction, total, offset, messages, nextOffset}` (`nextOffset` null on the last page).
 pub async fn messages(ctx: &Ctx<'_>, sid: &str, cid: &str, req: &Request) -> Result<Response> {
-    let q = req.query_map();
+    let q = req.query_map()?;
     let offset = int_param(&q, "offset", 0, i64::MAX)?.unwrap_or(0) as usize;
     let limit = int_param(&q, "limit", 1, MAX_LIMIT as i64)?.map_or(DEFAULT_LIMIT, |n| n as usize);
     let c = expand::find(ctx.sql, sid, cid)?;

@@ -45,7 +45,13 @@ pub async fn write(ctx: &Ctx<'_>, sid: &str, label: &str, req: &Request, append:
         register(ctx, sid)?;
         Ok(b)
     })?;
+    publish_context(ctx, sid, label);
     Ok(Response::json(200, &c.load(&b).await?))
+}
+
+/// `{type:"context", sessionId, label}` to the session's sockets after a block changed.
+pub fn publish_context(ctx: &Ctx, sid: &str, label: &str) {
+    super::compact::publish_change(ctx, sid, "context", json!({ "label": label }));
 }
 
 /// `POST /sessions/{sid}/context` `{label, kind, …}`: adds a block to this session → 201.
@@ -62,6 +68,7 @@ pub async fn add(ctx: &Ctx<'_>, sid: &str, req: &Request) -> Result<Response> {
         c.add(cfg.clone())?;
         register(ctx, sid)
     })?;
+    publish_context(ctx, sid, &cfg.label);
     Ok(Response::json(201, &view))
 }
 
@@ -74,6 +81,7 @@ pub fn remove(ctx: &Ctx, sid: &str, label: &str) -> Result<Response> {
         }
         register(ctx, sid)
     })?;
+    publish_context(ctx, sid, label);
     Ok(Response::no_content())
 }
 
@@ -104,6 +112,9 @@ pub async fn run_tool(ctx: &Ctx<'_>, sid: &str, name: &str, req: &Request) -> Re
     let ran = tools::execute(&context(ctx, sid), name, &input, &ctx.now).await?;
     if ran.wrote {
         atomically(ctx.sql, || register(ctx, sid))?;
+        if let Some(label) = input.get("label").and_then(Json::as_str) {
+            publish_context(ctx, sid, label);
+        }
     }
     Ok(Response::json(200, &json!({ "output": ran.output })))
 }

@@ -54,9 +54,10 @@ impl Request {
         self
     }
 
-    /// The query string as a map (the last value of a repeated key wins).
-    pub fn query_map(&self) -> HashMap<String, String> {
-        form_urlencoded::parse(self.query.as_bytes()).into_owned().collect()
+    /// The query string as a map (the last value of a repeated key wins); a name or value that
+    /// is not UTF-8 after decoding is `invalid_request`.
+    pub fn query_map(&self) -> Result<HashMap<String, String>> {
+        Ok(parse_query(&self.query)?.into_iter().collect())
     }
 
     /// The body as a JSON object; an empty body is an empty object.
@@ -130,6 +131,27 @@ impl Response {
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
     }
+}
+
+/// Decodes an `application/x-www-form-urlencoded` query (`+` is a space, `%XX` a byte) into its
+/// pairs, in order. Unlike a lossy decoder it refuses what is not UTF-8 after decoding, as path
+/// segments are refused.
+pub fn parse_query(query: &str) -> Result<Vec<(String, String)>> {
+    let decode = |s: &str| {
+        let spaced = s.replace('+', " ");
+        percent_encoding::percent_decode_str(&spaced)
+            .decode_utf8()
+            .map(|d| d.into_owned())
+            .map_err(|_| Error::invalid("the query string is not valid UTF-8 after percent-decoding"))
+    };
+    query
+        .split('&')
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            let (k, v) = p.split_once('=').unwrap_or((p, ""));
+            Ok((decode(k)?, decode(v)?))
+        })
+        .collect()
 }
 
 /// Checks an agent or session name: 1–128 characters of `[A-Za-z0-9._:-]`.

@@ -246,11 +246,13 @@ pub async fn update(ctx: &Ctx<'_>, sid: &str, mid: &str, req: &Request) -> Resul
     let unused = release(ctx, std::slice::from_ref(&msg));
     done?;
     publish_message(ctx, sid, msg.client_json());
+    compact::publish_idle(ctx, sid).await;
     Ok(with_warnings(Response::json(200, &raw(msg.client_json().to_owned())?), unused))
 }
 
-/// `DELETE /sessions/{sid}/messages/{mid}`: 204; its children stay (orphaned).
-pub fn delete(ctx: &Ctx, sid: &str, mid: &str) -> Result<Response> {
+/// `DELETE /sessions/{sid}/messages/{mid}`: 204; its children stay (orphaned). Sockets get
+/// `{type:"deleted", ids:[mid]}` and an `idle` status.
+pub async fn delete(ctx: &Ctx<'_>, sid: &str, mid: &str) -> Result<Response> {
     let tree = Tree::new(ctx.sql, sid);
     atomically(ctx.sql, || {
         if !tree.delete(mid)? {
@@ -258,10 +260,13 @@ pub fn delete(ctx: &Ctx, sid: &str, mid: &str) -> Result<Response> {
         }
         sessions::touch(ctx.sql, sid, &ctx.now)
     })?;
+    compact::publish_change(ctx, sid, "deleted", json!({ "ids": [mid] }));
+    compact::publish_idle(ctx, sid).await;
     Ok(Response::no_content())
 }
 
-/// `DELETE /sessions/{sid}/messages`: every message and compaction of the session.
+/// `DELETE /sessions/{sid}/messages`: every message and compaction of the session. Sockets get
+/// `{type:"cleared"}` and an `idle` status.
 ///
 /// Loaded skills are forgotten and the frozen prompt is rendered again (as the reference). The
 /// old prompt goes in the same transaction as the messages, so if the new one cannot be
@@ -273,16 +278,20 @@ pub async fn clear(ctx: &Ctx<'_>, sid: &str) -> Result<Response> {
         ctx.sql.execute("DELETE FROM prompts WHERE session_id = ?", &[sid.into()])?;
         sessions::touch(ctx.sql, sid, &ctx.now)
     })?;
+    compact::publish_change(ctx, sid, "cleared", json!({}));
     // Clearing never registers a session: an unregistered one gets no stored prompt either
     // (nothing could delete it).
     if sessions::get(ctx.sql, sid)?.is_none() {
+        compact::publish_idle(ctx, sid).await;
         return Ok(Response::no_content());
     }
     let c = Context { sql: ctx.sql, blobs: ctx.blobs, config: ctx.config, agent: ctx.agent, session: sid };
-    Ok(match c.refresh_prompt(&ctx.now).await {
+    let resp = match c.refresh_prompt(&ctx.now).await {
         Ok(_) => Response::no_content(),
         Err(e) => Response::no_content().warn(format!("clear {sid}: prompt not re-rendered now ({e}); the next GET prompt renders it")),
-    })
+    };
+    compact::publish_idle(ctx, sid).await;
+    Ok(resp)
 }
 
 /// `GET /sessions/{sid}/messages/{mid}/branches`: the children, oldest first.
@@ -297,7 +306,7 @@ pub async fn branches(ctx: &Ctx<'_>, sid: &str, mid: &str) -> Result<Response> {
 /// ([`truncate_older_messages`]; `keepRecent`, `maxToolOutputChars`, `maxTextChars` override
 /// the defaults 4, 500 and 10000). What is stored does not change.
 pub async fn history(ctx: &Ctx<'_>, sid: &str, req: &Request) -> Result<Response> {
-    let q = req.query_map();
+    let q = req.query_map()?;
     let leaf = leaf_param(&q)?;
     let truncation = truncate_options(&q)?;
     let messages = history::history(ctx.sql, sid, leaf.as_deref(), flag_param(&q, "raw")?)?;
@@ -343,7 +352,7 @@ fn leaf_param(q: &std::collections::HashMap<String, String>) -> Result<Option<St
 ///
 /// Sizes are of the stored rows: a message with spilled fields counts as its row (placeholders).
 pub async fn recent(ctx: &Ctx<'_>, sid: &str, req: &Request) -> Result<Response> {
-    let q = req.query_map();
+    let q = req.query_map()?;
     let max = int_param(&q, "maxBytes", 0, i64::MAX)?.ok_or_else(|| Error::invalid("maxBytes is required"))?;
     let min = int_param(&q, "minMessages", 1, 100_000)?.unwrap_or(1);
     let r = history::recent(ctx.sql, sid, max, min)?;
@@ -365,7 +374,7 @@ pub async fn leaf(ctx: &Ctx<'_>, sid: &str) -> Result<Response> {
 
 /// `GET /sessions/{sid}/path-length?leaf=`: messages on the raw path (0 when empty).
 pub fn path_length(ctx: &Ctx, sid: &str, req: &Request) -> Result<Response> {
-    let q = req.query_map();
+    let q = req.query_map()?;
     let leaf = leaf_param(&q)?;
     let tree = Tree::new(ctx.sql, sid);
     let length = match tree.resolve_leaf(leaf.as_deref())? {

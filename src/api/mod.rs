@@ -208,6 +208,8 @@ pub async fn handle(env: Env<'_>, now_ms: i64, req: &Request) -> Response {
 const SWEEP_BATCH: i64 = 100;
 
 async fn dispatch(ctx: &Ctx<'_>, req: &Request) -> Result<Response> {
+    // Every route refuses a query that is not UTF-8, whether it reads the query or not.
+    http::parse_query(&req.query)?;
     let matched = router()
         .at(&req.path)
         .map_err(|_| Error::not_found(format!("no route for {}", req.path)))?;
@@ -229,7 +231,7 @@ async fn dispatch(ctx: &Ctx<'_>, req: &Request) -> Result<Response> {
         (Sessions, _) => Ok(method_not_allowed(&["GET", "POST"])),
         (Session, "GET") => sessions::get(ctx, sid),
         (Session, "PATCH") => sessions::rename(ctx, sid, req),
-        (Session, "DELETE") => sessions::delete(ctx, sid),
+        (Session, "DELETE") => sessions::delete(ctx, sid).await,
         (Session, _) => Ok(method_not_allowed(&["GET", "PATCH", "DELETE"])),
         (Fork, "POST") => sessions::fork(ctx, sid, req),
         (Usage, "POST") => sessions::usage(ctx, sid, req),
@@ -279,7 +281,7 @@ async fn message(ctx: &Ctx<'_>, sid: &str, mid: &str, req: &Request) -> Result<R
     match req.method.as_str() {
         "GET" => messages::get(ctx, sid, mid).await,
         "PUT" => messages::update(ctx, sid, mid, req).await,
-        "DELETE" => messages::delete(ctx, sid, mid),
+        "DELETE" => messages::delete(ctx, sid, mid).await,
         _ => Ok(method_not_allowed(&["GET", "PUT", "DELETE"])),
     }
 }

@@ -8,7 +8,7 @@ use crate::core::error::{Error, Result};
 use crate::core::search::{self, DEFAULT_LIMIT, MAX_LIMIT};
 
 fn params(req: &Request) -> Result<(String, i64)> {
-    let q = req.query_map();
+    let q = req.query_map()?;
     let text = q.get("q").cloned().ok_or_else(|| Error::invalid("q is required"))?;
     let limit = int_param(&q, "limit", 1, MAX_LIMIT)?.unwrap_or(DEFAULT_LIMIT);
     Ok((text, limit))

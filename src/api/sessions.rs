@@ -50,9 +50,12 @@ pub fn rename(ctx: &Ctx, sid: &str, req: &Request) -> Result<Response> {
     Ok(Response::json(200, &info))
 }
 
-/// `DELETE /sessions/{sid}`: the session and everything stored for it.
-pub fn delete(ctx: &Ctx, sid: &str) -> Result<Response> {
+/// `DELETE /sessions/{sid}`: the session and everything stored for it. Its sockets get
+/// `{type:"cleared"}` and an `idle` status, as for a clear.
+pub async fn delete(ctx: &Ctx<'_>, sid: &str) -> Result<Response> {
     atomically(ctx.sql, || sessions::delete(ctx.sql, sid))?;
+    super::compact::publish_change(ctx, sid, "cleared", json!({}));
+    super::compact::publish_idle(ctx, sid).await;
     Ok(Response::no_content())
 }
 

@@ -33,8 +33,20 @@ pub struct Answer {
     pub warnings: Vec<String>,
 }
 
+/// Largest client frame answered, in bytes: half of the runtime's own limit (workerd closes the
+/// socket with 1009 on a frame over 32 MiB before the object sees it), so a big frame gets an
+/// `error` frame and the socket stays usable. Bigger messages go over HTTP (32 MiB bodies).
+pub const MAX_FRAME_BYTES: usize = 16 * 1024 * 1024;
+
 /// Answers one text frame from a socket of session `sid` (already checked).
 pub async fn frame(env: Env<'_>, now_ms: i64, sid: &str, text: &str) -> Answer {
+    if text.len() > MAX_FRAME_BYTES {
+        let e = Error::too_large(format!(
+            "a frame may have at most {MAX_FRAME_BYTES} bytes (this one has {}); send big messages over HTTP",
+            text.len()
+        ));
+        return Answer { frames: failed(sid, &e), warnings: Vec::new() };
+    }
     let (frames, warnings) = answer(env, now_ms, sid, text).await;
     Answer { frames, warnings }
 }

@@ -26,6 +26,7 @@ use serde_json::{Map, Value as Json};
 
 use crate::core::chat_llm::{ChatMessage, ToolCall};
 use crate::core::compact::is_tool_part;
+use crate::core::compaction::COMPACTION_PREFIX;
 use crate::core::error::Error;
 use crate::core::js;
 
@@ -252,6 +253,37 @@ pub fn cap(mut messages: Vec<ChatMessage>, max: usize) -> Vec<ChatMessage> {
         }
     }
     messages.split_off(start)
+}
+
+// ── The whole pipeline ───────────────────────────────────────────────────────────────────────────────
+
+/// What a turn sends the model, and how many messages the cap left out.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Conversation {
+    pub messages: Vec<ChatMessage>,
+    /// Messages of the (sanitized) history that the cap did not send: when compaction is
+    /// configured, a turn that drops some compacts afterwards, so the next one sees a summary.
+    pub dropped: usize,
+}
+
+/// [`to_model_messages`] → [`sanitize`] → [`cap`], except that the cap never drops a compaction
+/// summary, nor what comes before it (the protected head): the history up to and including the
+/// last summary (a `compaction_…` message) is always sent, and the newest messages after it fill
+/// the rest of `max` (at least the last exchange). Without a summary, this is the plain cap.
+pub fn build(history: &[Json], max: usize) -> Conversation {
+    let split = history
+        .iter()
+        .rposition(|m| str_field(m, "id").is_some_and(|id| id.starts_with(COMPACTION_PREFIX)))
+        .map_or(0, |i| i + 1);
+    let head = sanitize(to_model_messages(&history[..split]));
+    let tail = sanitize(to_model_messages(&history[split..]));
+    let before = tail.len();
+    // `cap(_, 0)` means no cap: a head that fills `max` still leaves room for the last exchange.
+    let tail = if max == 0 { tail } else { cap(tail, max.saturating_sub(head.len()).max(1)) };
+    let dropped = before - tail.len();
+    let mut messages = head;
+    messages.extend(tail);
+    Conversation { messages, dropped }
 }
 
 // ── Continuation validation ──────────────────────────────────────────────────────────────────────────

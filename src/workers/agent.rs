@@ -96,8 +96,7 @@ impl Agent {
     /// Opens the agent with the config of the `SESSION_CONFIG` variable. A config that does not
     /// parse makes every request a 503 `not_configured` naming the problem.
     pub fn from_env(state: &State, env: &Env) -> Self {
-        let text = env.var("SESSION_CONFIG").map(|v| v.to_string()).unwrap_or_default();
-        match SessionConfig::from_json(&text) {
+        match config_text(env).and_then(|text| SessionConfig::from_json(&text)) {
             Ok(cfg) => Agent::new(state, env, cfg),
             Err(e) => {
                 console_error!("SessionAgent: {}", e.message);
@@ -117,12 +116,14 @@ impl Agent {
 
     /// Answers one request of the DO API (`../shared/API.md`): WebSocket upgrades, streamed
     /// chat turns, and everything else through [`api::handle`].
-    pub async fn fetch(&self, req: Request) -> Result<Response> {
+    pub async fn fetch(&self, mut req: Request) -> Result<Response> {
         if let Some(e) = &self.inner.broken {
+            convert::drain(&mut req).await;
             return convert::error(e);
         }
-        let path = req.path();
-        if let Some(sid) = api::socket_session(&req.method().to_string(), &path) {
+        let method = req.inner().method();
+        let url = req.inner().url();
+        if let Some(sid) = api::socket_session(&method, convert::split_url(&url).0) {
             return self.upgrade(&req, sid);
         }
         let req = match convert::read(req).await {
@@ -206,6 +207,27 @@ impl Agent {
         }
         Ok(())
     }
+}
+
+/// `SESSION_CONFIG` as JSON text: a string var as it is, an object var (wrangler allows JSON
+/// object vars) serialized, absent as empty (the default config). Anything else is an error, so
+/// the agent answers 503 instead of silently running without its config.
+fn config_text(env: &Env) -> crate::core::error::Result<String> {
+    let value = worker::js_sys::Reflect::get(env.as_ref(), &"SESSION_CONFIG".into())
+        .map_err(|_| Error::invalid("SESSION_CONFIG could not be read"))?;
+    if value.is_undefined() || value.is_null() {
+        return Ok(String::new());
+    }
+    if let Some(text) = value.as_string() {
+        return Ok(text);
+    }
+    if value.is_object() {
+        return worker::js_sys::JSON::stringify(&value)
+            .ok()
+            .and_then(|s| s.as_string())
+            .ok_or_else(|| Error::invalid("SESSION_CONFIG: the object var could not be read as JSON"));
+    }
+    Err(Error::invalid("SESSION_CONFIG must be a JSON string or a JSON object var"))
 }
 
 fn log(method: &str, path: &str, resp: &api::Response) {

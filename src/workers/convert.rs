@@ -16,27 +16,50 @@ pub fn declared_too_large(req: &Request) -> bool {
         .is_some_and(|n| n > MAX_BODY_BYTES as u64)
 }
 
+/// Reads and drops the body of a request answered without it, at most [`MAX_BODY_BYTES`] (the
+/// rest, if any, is left: the client then gets the connection closed, as it deserves).
+pub async fn drain(req: &mut Request) {
+    use futures::StreamExt;
+    if req.inner().body().is_none() {
+        return;
+    }
+    let Ok(mut stream) = req.stream() else { return };
+    let mut read = 0;
+    while let Some(Ok(chunk)) = stream.next().await {
+        read += chunk.len();
+        if read > MAX_BODY_BYTES {
+            break;
+        }
+    }
+}
+
 /// Reads a worker request into an API request. A body over the limit is `too_large`.
 pub async fn read(mut req: Request) -> Result<http::Request, Error> {
     if declared_too_large(&req) {
         return Err(Error::too_large(format!("request body is over {MAX_BODY_BYTES} bytes")));
     }
-    let url = req.url().map_err(|e| Error::invalid(format!("bad url: {e}")))?;
-    let body = match req.method() {
-        worker::Method::Get | worker::Method::Head => Vec::new(),
+    // The method as sent: `worker::Method` reads every method it does not know as GET.
+    let method = req.inner().method();
+    let url = req.inner().url();
+    let (path, query) = split_url(&url);
+    let body = match method.as_str() {
+        "GET" | "HEAD" => Vec::new(),
         _ => req.bytes().await.map_err(|e| Error::invalid(format!("reading the body: {e}")))?,
     };
     if body.len() > MAX_BODY_BYTES {
         return Err(Error::too_large(format!("request body is over {MAX_BODY_BYTES} bytes")));
     }
     let headers = req.headers().entries().map(|(k, v)| (k.to_ascii_lowercase(), v)).collect();
-    Ok(http::Request {
-        method: req.method().to_string(),
-        path: url.path().to_owned(),
-        query: url.query().unwrap_or_default().to_owned(),
-        headers,
-        body,
-    })
+    Ok(http::Request { method, path: path.to_owned(), query: query.to_owned(), headers, body })
+}
+
+/// The path (still percent-encoded) and the query (without `?`) of an absolute URL, as sent.
+pub fn split_url(url: &str) -> (&str, &str) {
+    let after_scheme = url.find("://").map_or(0, |i| i + 3);
+    let rest = &url[after_scheme..];
+    let rest = rest.find('/').map_or("/", |i| &rest[i..]);
+    let rest = rest.split('#').next().unwrap_or_default();
+    rest.split_once('?').unwrap_or((rest, ""))
 }
 
 /// Turns an API response into a worker response.

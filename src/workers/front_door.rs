@@ -1,49 +1,117 @@
-//! The front door Worker: `GET /healthz`, and `/agents/{agent}/…` forwarded to that agent's
-//! `SessionAgent` after the bearer-token check. Another Worker that binds the class calls the
-//! DO directly and skips this (a binding is already a capability).
+//! The front door Worker: `GET /healthz`, the chat page, and `/agents/{agent}/…` forwarded to
+//! that agent's `SessionAgent` after the bearer-token check. Another Worker that binds the class
+//! calls the DO directly and skips this (a binding is already a capability).
+//!
+//! The path it sees is the one workerd already normalized (`..`, `%2e%2e` and `;/../` resolved),
+//! so `{agent}` is the agent that is actually served: every check that depends on the agent is
+//! made against that name, here or in the DO (which knows its own `idFromName` name).
 
 use subtle::ConstantTimeEq;
-use worker::{event, Context, Env, Method, Request, RequestInit, Response, Result};
+use worker::web_sys;
+use worker::{event, Context, Env, Headers, Request, Response, Result};
 
-use super::convert;
-use crate::api::http::{check_name, decode_segment};
+use super::convert::{self, split_url};
+use crate::api::http::{check_name, decode_segment, parse_query};
+use crate::api::socket_session;
 use crate::core::error::{Error, ErrorKind};
 
 #[event(fetch)]
-async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
-    let path = req.path();
-    if path == "/healthz" {
-        return Response::ok("ok");
+async fn fetch(mut req: Request, env: Env, _ctx: Context) -> Result<Response> {
+    let method = req.inner().method();
+    let url = req.inner().url();
+    let (path, query) = split_url(&url);
+    match admit(&req, &env, &method, path, query) {
+        Admit::Forward { agent, tail, upgrade } => forward(&req, &env, &method, &url, &agent, tail, query, upgrade).await,
+        Admit::Answer(answer) => {
+            // An unread body makes workerd drop the connection, and a client that reuses it
+            // for its next request gets a reset: read what was sent (up to the body limit).
+            if !convert::declared_too_large(&req) {
+                convert::drain(&mut req).await;
+            }
+            answer
+        }
     }
-    if path == "/" && req.method() == Method::Get && chat_page_enabled(&env) {
-        let mut resp = Response::from_html(CHAT_PAGE)?;
-        resp.headers_mut().set("cache-control", "no-store")?;
-        return Ok(resp);
+}
+
+/// What the front door does with a request: answer it itself, or hand it to an agent.
+enum Admit<'a> {
+    Answer(Result<Response>),
+    Forward { agent: String, tail: &'a str, upgrade: bool },
+}
+
+/// The front door's checks, in order (see docs/openapi.yaml): the WebSocket handshake, health,
+/// the page, the `/agents/{agent}` prefix and the agent's name, the token, the declared size.
+fn admit<'a>(req: &Request, env: &Env, method: &str, path: &'a str, query: &str) -> Admit<'a> {
+    let upgrade = match handshake(req, method, path) {
+        Ok(upgrade) => upgrade,
+        Err(e) => return Admit::Answer(refuse(&e, "GET")),
+    };
+    let reads = method == "GET" || method == "HEAD";
+    let not_read = || Error::new(ErrorKind::MethodNotAllowed, "allowed methods: GET, HEAD");
+    if path == "/healthz" {
+        return Admit::Answer(if reads { Response::ok("ok") } else { refuse(&not_read(), "GET, HEAD") });
+    }
+    if let Some((body, content_type)) = page(path).filter(|_| chat_page_enabled(env)) {
+        return Admit::Answer(if reads { page_response(body, content_type) } else { refuse(&not_read(), "GET, HEAD") });
     }
     let Some(rest) = path.strip_prefix("/agents/") else {
-        return convert::error(&Error::not_found(format!("no route for {path}; the API lives under /agents/{{agent}}/")));
+        let e = Error::not_found(format!("no route for {path}; the API lives under /agents/{{agent}}/"));
+        return Admit::Answer(convert::error(&e));
     };
     let (agent_raw, tail) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
     let agent = match decode_segment("agent", agent_raw).and_then(|a| check_name("agent", &a).map(|_| a)) {
         Ok(a) => a,
-        Err(e) => return convert::error(&e),
+        Err(e) => return Admit::Answer(convert::error(&e)),
     };
-    if let Err(e) = authorize(&req, &env) {
-        let mut resp = convert::error(&e)?;
-        if e.kind == ErrorKind::Unauthorized {
-            resp.headers_mut().set("www-authenticate", "Bearer")?;
-        }
-        return Ok(resp);
+    if let Err(e) = authorize(req, env, query, upgrade) {
+        return Admit::Answer(convert::error(&e).and_then(|mut resp| {
+            if e.kind == ErrorKind::Unauthorized {
+                resp.headers_mut().set("www-authenticate", "Bearer")?;
+            }
+            Ok(resp)
+        }));
     }
-    if convert::declared_too_large(&req) {
-        return convert::error(&Error::too_large("request body is over 32 MiB"));
+    if convert::declared_too_large(req) {
+        return Admit::Answer(convert::error(&Error::too_large("request body is over 32 MiB")));
     }
-    forward(req, &env, &agent, if tail.is_empty() { "/" } else { tail }).await
+    Admit::Forward { agent, tail: if tail.is_empty() { "/" } else { tail }, upgrade }
 }
 
-/// The minimal chat page (`GET /`): talks to an agent over its WebSocket with a token the user
-/// types in; it holds no secret itself.
-const CHAT_PAGE: &str = include_str!("chat_page.html");
+/// The error answer of `e`; a `405` names the `allow`ed methods.
+fn refuse(e: &Error, allow: &str) -> Result<Response> {
+    let mut r = convert::error(e)?;
+    if e.kind == ErrorKind::MethodNotAllowed {
+        r.headers_mut().set("allow", allow)?;
+    }
+    Ok(r)
+}
+
+/// The chat page (`GET /` and its script and style): it talks to an agent over its WebSocket
+/// with a token the user types in and holds no secret itself.
+fn page(path: &str) -> Option<(&'static str, &'static str)> {
+    match path {
+        "/" => Some((include_str!("page/index.html"), "text/html; charset=utf-8")),
+        "/chat.js" => Some((include_str!("page/chat.js"), "text/javascript; charset=utf-8")),
+        "/chat.css" => Some((include_str!("page/chat.css"), "text/css; charset=utf-8")),
+        _ => None,
+    }
+}
+
+/// What the page may do: run its own script and style, talk to this origin (HTTP and
+/// WebSocket), and nothing else; no other site may frame it.
+const PAGE_CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; \
+     img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+
+fn page_response(body: &str, content_type: &str) -> Result<Response> {
+    let headers = Headers::new();
+    headers.set("content-type", content_type)?;
+    headers.set("cache-control", "no-store")?;
+    headers.set("content-security-policy", PAGE_CSP)?;
+    headers.set("x-frame-options", "DENY")?;
+    headers.set("x-content-type-options", "nosniff")?;
+    headers.set("referrer-policy", "no-referrer")?;
+    Ok(Response::ok(body)?.with_headers(headers))
+}
 
 /// The page is served unless the var `CHAT_PAGE` is `off` (or `false`, `0`).
 fn chat_page_enabled(env: &Env) -> bool {
@@ -51,21 +119,50 @@ fn chat_page_enabled(env: &Env) -> bool {
     !matches!(v.trim(), "off" | "false" | "0")
 }
 
-/// The token from `Authorization: Bearer …`, or `?token=` on a WebSocket upgrade (browsers
-/// cannot set headers there).
-fn presented_token(req: &Request) -> Option<String> {
+/// Whether the request is an actual WebSocket upgrade of a session's socket (`Ok(true)`), or
+/// no upgrade at all (`Ok(false)`); anything else with `Upgrade: websocket` is refused here.
+///
+/// workerd shows every request carrying `Upgrade: websocket` to JavaScript as a `GET`, whatever
+/// its real method, and fails with an internal error if a non-`GET` one is answered with a
+/// socket. So the method cannot be trusted on such a request: only a real handshake (no body,
+/// `Sec-WebSocket-Key` and `Sec-WebSocket-Version`) of `…/sessions/{sid}/ws` is one. The same
+/// header anywhere else is `400`, on the socket route `405`, and never acted on as a `GET`.
+fn handshake(req: &Request, method: &str, path: &str) -> std::result::Result<bool, Error> {
+    let h = |name: &str| req.headers().get(name).ok().flatten();
+    if !h("upgrade").is_some_and(|u| u.eq_ignore_ascii_case("websocket")) {
+        return Ok(false);
+    }
+    let socket = path
+        .strip_prefix("/agents/")
+        .and_then(|rest| rest.find('/').map(|i| &rest[i..]))
+        .is_some_and(|tail| socket_session(method, tail).is_some());
+    let bodiless = h("content-length").is_none() && h("transfer-encoding").is_none() && req.inner().body().is_none();
+    let genuine = method == "GET" && bodiless && h("sec-websocket-key").is_some() && h("sec-websocket-version").is_some();
+    match (socket, genuine) {
+        (true, true) => Ok(true),
+        (true, false) => Err(Error::new(
+            ErrorKind::MethodNotAllowed,
+            "a session's socket opens with a WebSocket handshake: GET without a body, with Upgrade: websocket, \
+             Sec-WebSocket-Key and Sec-WebSocket-Version",
+        )),
+        (false, _) => Err(Error::invalid("Upgrade: websocket is only accepted on GET /agents/{agent}/sessions/{sid}/ws")),
+    }
+}
+
+/// The token from `Authorization: Bearer …`, or from `?token=` on an actual WebSocket upgrade
+/// (browsers cannot set headers there). Anywhere else a token in the URL counts for nothing:
+/// URLs end up in logs and browser histories.
+fn presented_token(req: &Request, query: &str, upgrade: bool) -> Option<String> {
     if let Some(h) = req.headers().get("authorization").ok().flatten() {
         return h.strip_prefix("Bearer ").map(|t| t.trim().to_owned());
     }
-    let upgrade = req.headers().get("upgrade").ok().flatten();
-    if upgrade.is_some_and(|u| u.eq_ignore_ascii_case("websocket")) {
-        let url = req.url().ok()?;
-        return url.query_pairs().find(|(k, _)| k == "token").map(|(_, v)| v.into_owned());
+    if !upgrade {
+        return None;
     }
-    None
+    parse_query(query).ok()?.into_iter().find(|(k, _)| k == "token").map(|(_, v)| v)
 }
 
-fn authorize(req: &Request, env: &Env) -> std::result::Result<(), Error> {
+fn authorize(req: &Request, env: &Env, query: &str, upgrade: bool) -> std::result::Result<(), Error> {
     let expected = env
         .secret("API_TOKEN")
         .map(|s| s.to_string())
@@ -79,7 +176,7 @@ fn authorize(req: &Request, env: &Env) -> std::result::Result<(), Error> {
                  (locally: a line API_TOKEN=... in .dev.vars).",
             )
         })?;
-    let given = presented_token(req).unwrap_or_default();
+    let given = presented_token(req, query, upgrade).unwrap_or_default();
     let same = given.len() == expected.len() && bool::from(given.as_bytes().ct_eq(expected.as_bytes()));
     if same {
         Ok(())
@@ -88,26 +185,48 @@ fn authorize(req: &Request, env: &Env) -> std::result::Result<(), Error> {
     }
 }
 
-/// Sends the request to the agent's Durable Object with the `/agents/{agent}` prefix removed.
-async fn forward(req: Request, env: &Env, agent: &str, tail: &str) -> Result<Response> {
-    let mut url = req.url()?;
-    url.set_path(tail);
-    // A WebSocket's `?token=` stops here too.
-    let kept: Vec<(String, String)> = url.query_pairs().filter(|(k, _)| k != "token").map(|(k, v)| (k.into_owned(), v.into_owned())).collect();
-    if kept.is_empty() {
-        url.set_query(None);
-    } else {
-        url.query_pairs_mut().clear().extend_pairs(kept);
-    }
-    let stub = env.durable_object("SESSION_AGENT")?.id_from_name(agent)?.get_stub()?;
-    let method = req.method();
-    let mut init = RequestInit::new();
-    // The token stops here: the DO never sees it (nor logs it).
+/// `query` without its `token` parameters, the rest byte for byte as sent (so the DO still sees,
+/// and refuses, a value that is not UTF-8).
+fn without_token(query: &str) -> String {
+    let is_token = |pair: &&str| {
+        let key = pair.split('=').next().unwrap_or_default();
+        parse_query(key).ok().and_then(|p| p.into_iter().next()).is_some_and(|(k, _)| k == "token")
+    };
+    query.split('&').filter(|p| !p.is_empty() && !is_token(p)).collect::<Vec<_>>().join("&")
+}
+
+/// Sends the request to the agent's Durable Object with the `/agents/{agent}` prefix removed,
+/// with its own method (an unknown one stays unknown, and the DO refuses it), without the token,
+/// and with `Upgrade` only on an actual socket upgrade: workerd fails a non-`GET` request that
+/// carries one with an internal error instead of an answer.
+#[allow(clippy::too_many_arguments)]
+async fn forward(
+    req: &Request,
+    env: &Env,
+    method: &str,
+    url: &str,
+    agent: &str,
+    tail: &str,
+    query: &str,
+    upgrade: bool,
+) -> Result<Response> {
+    let origin = url.find("://").and_then(|i| url[i + 3..].find('/').map(|j| &url[..i + 3 + j])).unwrap_or(url);
+    let query = without_token(query);
+    let target = if query.is_empty() { format!("{origin}{tail}") } else { format!("{origin}{tail}?{query}") };
     let headers = req.headers().clone();
     headers.delete("authorization")?;
-    init.with_method(method.clone()).with_headers(headers);
-    if !matches!(method, Method::Get | Method::Head) {
-        init.with_body(req.inner().body().map(Into::into));
+    if !upgrade {
+        headers.delete("upgrade")?;
     }
-    stub.fetch_with_request(Request::new_with_init(url.as_str(), &init)?).await
+    let init = web_sys::RequestInit::new();
+    init.set_method(method);
+    init.set_headers(headers.as_ref());
+    if method != "GET" && method != "HEAD" {
+        if let Some(body) = req.inner().body() {
+            init.set_body(&body);
+        }
+    }
+    let inner = web_sys::Request::new_with_str_and_init(&target, &init)?;
+    let stub = env.durable_object("SESSION_AGENT")?.id_from_name(agent)?.get_stub()?;
+    stub.fetch_with_request(Request::from(inner)).await
 }

@@ -1,66 +1,3 @@
-<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>SessionAgent chat</title>
-<link rel="icon" href="data:,">
-<style>
-*{box-sizing:border-box}
-body{margin:0;font:14px/1.4 system-ui,sans-serif;color:#1d232b;background:#f3f5f8;height:100vh;display:flex;flex-direction:column}
-header{display:flex;gap:8px;align-items:center;padding:8px 12px;background:#1d232b;color:#fff;flex-wrap:wrap}
-header b{margin-right:8px}
-header label{display:flex;gap:4px;align-items:center;font-size:12px}
-input,textarea,button{font:inherit}
-input,textarea{border:1px solid #b8c0cc;border-radius:4px;padding:4px 6px}
-button{border:1px solid #7a8699;border-radius:4px;background:#fff;padding:4px 10px;cursor:pointer}
-button:disabled{opacity:.5;cursor:default}
-main{flex:1;display:flex;min-height:0}
-nav{width:220px;border-right:1px solid #d5dae2;display:flex;flex-direction:column;background:#fff}
-nav .bar{display:flex;gap:4px;padding:8px}
-#sessions{list-style:none;margin:0;padding:0 8px 8px;overflow:auto;flex:1}
-#sessions button{width:100%;text-align:left;margin:2px 0;border-color:#d5dae2;overflow:hidden;text-overflow:ellipsis;white-space:nowrap}
-#sessions button.active{background:#dbe8ff;border-color:#4a7fd6}
-#sessions small{display:block;color:#6b7686;padding:0 4px 4px}
-section{flex:1;display:flex;flex-direction:column;min-width:0}
-#messages{flex:1;overflow:auto;padding:12px;display:flex;flex-direction:column;gap:8px}
-.msg{max-width:80%;padding:6px 10px;border-radius:8px;background:#fff;border:1px solid #d5dae2;align-self:flex-start}
-.msg[data-role=user]{align-self:flex-end;background:#dbe8ff;border-color:#a9c3f0}
-.msg[data-role=system]{align-self:center;background:#fff8dc}
-.msg .role{font-size:11px;color:#6b7686;display:flex;gap:8px;align-items:center}
-.msg .text{white-space:pre-wrap;word-wrap:break-word}
-.msg .tool{font-size:12px;color:#555;font-family:monospace}
-.msg.streaming .text::after{content:"▍";animation:b 1s steps(1) infinite}
-@keyframes b{50%{opacity:0}}
-.regen{font-size:11px;padding:0 6px}
-form{display:flex;gap:8px;padding:8px 12px;border-top:1px solid #d5dae2;background:#fff}
-#input{flex:1;resize:vertical;min-height:38px}
-#status{padding:2px 12px;font-size:12px;color:#6b7686;min-height:20px}
-#status.err{color:#b00020}
-.empty{color:#6b7686;font-style:italic}
-</style>
-</head>
-<body>
-<header>
-<b>SessionAgent</b>
-<label>token <input id="token" type="password" autocomplete="off" size="16" placeholder="API token"></label>
-<label>agent <input id="agent" value="demo" size="12"></label>
-</header>
-<main>
-<nav>
-<div class="bar"><button id="new-session" type="button">+ New session</button><button id="refresh" type="button" title="Reload sessions">↻</button></div>
-<ul id="sessions"></ul>
-</nav>
-<section>
-<div id="messages"><p class="empty">Pick or create a session.</p></div>
-<div id="status" role="status"></div>
-<form id="composer">
-<textarea id="input" rows="2" placeholder="Message (Enter sends, Shift+Enter for a new line)"></textarea>
-<button id="send" type="submit">Send</button>
-</form>
-</section>
-</main>
-<script>
 "use strict";
 (() => {
 const $ = (id) => document.getElementById(id);
@@ -307,6 +244,3 @@ if (hash.get("token")) {
 if (hash.get("agent")) store.set("sa-agent", agent());
 loadSessions(hash.get("session") || undefined);
 })();
-</script>
-</body>
-</html>
