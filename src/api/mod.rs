@@ -1,4 +1,4 @@
-//! The Durable Object's HTTP contract (`../shared/API.md`) as plain functions: a [`Request`]
+//! The Durable Object's HTTP contract (`docs/openapi.yaml`) as plain functions: a [`Request`]
 //! and a SQL database in, a [`Response`] out. Runtime independent, so every route is tested
 //! natively; the Workers layer only converts requests and responses.
 //!

@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-/// The error codes of the HTTP contract (`../shared/API.md`), plus `Internal` for bugs and
+/// The error codes of the HTTP contract (`docs/openapi.yaml`), plus `Internal` for bugs and
 /// storage failures (the only kind that becomes a 5xx on bad luck rather than bad input).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ErrorKind {

@@ -114,7 +114,7 @@ impl Agent {
         &self.inner.name
     }
 
-    /// Answers one request of the DO API (`../shared/API.md`): WebSocket upgrades, streamed
+    /// Answers one request of the DO API (`docs/openapi.yaml`): WebSocket upgrades, streamed
     /// chat turns, and everything else through [`api::handle`].
     pub async fn fetch(&self, mut req: Request) -> Result<Response> {
         if let Some(e) = &self.inner.broken {
