@@ -28,7 +28,8 @@ pub fn settings(ctx: &Ctx) -> Result<CompactionConfig> {
 /// blank or skeleton summary, is `503 llm_unavailable` and nothing is stored.
 ///
 /// The session's sockets hear it as an automatic compaction: `status` `compacting`, then `idle`
-/// with `compacted: {tokensBefore}` (or `error`); nothing when there was nothing to compact.
+/// with `compacted: {tokensBefore}` (or `error`, or neither when there was nothing to compact);
+/// nothing for an empty session.
 pub async fn route(ctx: &Ctx<'_>, sid: &str, req: &Request) -> Result<Response> {
     let body = req.json_object()?;
     let leaf = opt_str(&body, "leafId")?;

@@ -43,7 +43,7 @@ pub fn estimate_value(v: Option<&Json>) -> i64 {
     match v {
         None | Some(Json::Null) => 0,
         Some(Json::String(s)) => estimate_str(s),
-        Some(other) => estimate_str(&other.to_string()),
+        Some(other) => estimate_str(&crate::core::js::stringify(other)),
     }
 }
 
@@ -74,6 +74,13 @@ fn estimate_part(p: &Json) -> i64 {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn values_count_as_javascript_prints_them() {
+        // `JSON.stringify({q: 1.0})` is `{"q":1}`: 7 units, 2 tokens; serde would print `1.0`.
+        let parsed: Json = serde_json::from_str(r#"{"q":1.0,"big":1e21}"#).unwrap();
+        assert_eq!(estimate_value(Some(&parsed)), estimate_str(r#"{"q":1,"big":1e+21}"#));
+    }
 
     #[test]
     fn golden_values() {
