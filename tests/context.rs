@@ -331,7 +331,13 @@ fn loading_and_unloading_skills_persists_and_rewrites_history() {
          "input": {"label": "library", "key": "deploy-checklist"}, "output": "1. test 2. ship"}]});
     api.post("/sessions/s/messages", json!({"message": turn2}));
     let unload = |label: &str, key: &str| tool(&api, "s", "unload_context", json!({"label": label, "key": key}));
+    api.events.take("s");
     assert_eq!(unload("skills", "style-guide"), "Unloaded \"style-guide\" from skills. Context reclaimed.");
+    // The sockets hear the block change and the rewritten message, then an idle status.
+    let frames = api.events.take("s");
+    let kinds: Vec<&str> = frames.iter().map(|f| f["type"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["context", "message", "status"]);
+    assert_eq!(frames[1]["message"]["parts"][0]["output"], "[skill unloaded: style-guide]");
     assert_eq!(unload("skills", "style-guide"), "Skill \"style-guide\" is not currently loaded in \"skills\".");
     assert_eq!(unload("library", "deploy-checklist"), "Unloaded \"deploy-checklist\" from library. Context reclaimed.");
     assert_eq!(unload("nope", "x"), "Error: \"nope\" is not a skill block. Skill blocks: skills, library");

@@ -204,9 +204,7 @@ pub async fn turn(
                 // the wrong shape included) are outputs it can correct.
                 let output = match tools::execute(&context, name, input, &ctx.now).await {
                     Ok(ran) => {
-                        if let Some(label) = input.get("label").and_then(Json::as_str).filter(|_| ran.wrote) {
-                            super::context::publish_context(ctx, sid, label);
-                        }
+                        super::context::publish_tool_effects(ctx, sid, input, &ran).await;
                         ran.output
                     }
                     Err(e) if matches!(e.kind, ErrorKind::InvalidRequest | ErrorKind::NotFound) => format!("Error: {}", e.message),

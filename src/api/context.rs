@@ -10,7 +10,7 @@ use crate::core::context::{Block, Context, Origin};
 use crate::core::error::{Error, Result};
 use crate::core::sessions;
 use crate::core::sql::atomically;
-use crate::core::tools;
+use crate::core::tools::{self, Ran};
 
 /// The context of session `sid` for this request.
 fn context<'a>(ctx: &'a Ctx, sid: &'a str) -> Context<'a> {
@@ -47,6 +47,18 @@ pub async fn write(ctx: &Ctx<'_>, sid: &str, label: &str, req: &Request, append:
     })?;
     publish_context(ctx, sid, label);
     Ok(Response::json(200, &c.load(&b).await?))
+}
+
+/// What the session's sockets hear of a tool run: a `context` frame when it stored something
+/// for its block, and the rewritten message (then an `idle` status) when it rewrote one.
+pub async fn publish_tool_effects(ctx: &Ctx<'_>, sid: &str, input: &Json, ran: &Ran) {
+    if let Some(label) = input.get("label").and_then(Json::as_str).filter(|_| ran.wrote) {
+        publish_context(ctx, sid, label);
+    }
+    if let Some(id) = &ran.rewrote {
+        super::messages::publish_stored(ctx, sid, id).await;
+        super::compact::publish_idle(ctx, sid).await;
+    }
 }
 
 /// `{type:"context", sessionId, label}` to the session's sockets after a block changed.
@@ -112,9 +124,7 @@ pub async fn run_tool(ctx: &Ctx<'_>, sid: &str, name: &str, req: &Request) -> Re
     let ran = tools::execute(&context(ctx, sid), name, &input, &ctx.now).await?;
     if ran.wrote {
         atomically(ctx.sql, || register(ctx, sid))?;
-        if let Some(label) = input.get("label").and_then(Json::as_str) {
-            publish_context(ctx, sid, label);
-        }
     }
+    publish_tool_effects(ctx, sid, &input, &ran).await;
     Ok(Response::json(200, &json!({ "output": ran.output })))
 }

@@ -116,6 +116,17 @@ pub fn publish_message(ctx: &Ctx<'_>, sid: &str, json: &str) {
     }
 }
 
+/// Tells the session's listeners about stored message `id` as it reads now (whole), e.g. after
+/// a tool rewrote it; nothing when it cannot be read.
+pub async fn publish_stored(ctx: &Ctx<'_>, sid: &str, id: &str) {
+    if !ctx.events.has_listeners(sid) {
+        return;
+    }
+    if let Ok(m) = stored_whole(ctx, sid, id).await {
+        publish_message(ctx, sid, m.get());
+    }
+}
+
 /// Hands the spilled objects of `msgs` that no row took (a duplicate, a failed write) to the
 /// sweep that follows every write request; returns a warning if that could not be recorded.
 pub(crate) fn release(ctx: &Ctx<'_>, msgs: &[NewMessage]) -> Vec<String> {

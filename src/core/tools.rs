@@ -254,6 +254,9 @@ pub struct Ran {
     /// Whether the run stored something for the session (a block write, a skill loaded or
     /// unloaded): such a run registers the session.
     pub wrote: bool,
+    /// The id of a stored message the run rewrote (`unload_context` replaces the output of the
+    /// skill's `load_context` call), for the session's listeners.
+    pub rewrote: Option<String>,
 }
 
 /// Runs tool `name` of the session. `Err` only for an unknown tool (`not_found`), input of the
@@ -267,19 +270,16 @@ pub async fn execute(ctx: &Context<'_>, name: &str, input: &Json, now: &str) -> 
     check_input(name, input)?;
     let empty = Map::new();
     let input = input.as_object().unwrap_or(&empty);
-    let read_only = |r: Result<String>| r.map(|o| (o, false));
+    let ran = |output, wrote| Ran { output, wrote, rewrote: None };
     let out = match name {
-        "expand_compaction" => read_only(expand_compaction_run(ctx, input)),
-        "set_context" => set_context_run(ctx, &blocks, input, now).await.map(|o| (o, true)),
-        "load_context" => load_context_run(ctx, &blocks, input).await,
+        "expand_compaction" => expand_compaction_run(ctx, input).map(|o| ran(o, false)),
+        "set_context" => set_context_run(ctx, &blocks, input, now).await.map(|o| ran(o, true)),
+        "load_context" => load_context_run(ctx, &blocks, input).await.map(|(o, wrote)| ran(o, wrote)),
         "unload_context" => unload_context_run(ctx, &blocks, input),
-        "search_context" => read_only(search_context_run(ctx, &blocks, input)),
-        _ => read_only(session_search(ctx, s(input, "query"))),
+        "search_context" => search_context_run(ctx, &blocks, input).map(|o| ran(o, false)),
+        _ => session_search(ctx, s(input, "query")).map(|o| ran(o, false)),
     };
-    Ok(match out {
-        Ok((output, wrote)) => Ran { output, wrote },
-        Err(e) => Ran { output: format!("Error: {}", e.message), wrote: false },
-    })
+    Ok(out.unwrap_or_else(|e| ran(format!("Error: {}", e.message), false)))
 }
 
 async fn set_context_run(ctx: &Context<'_>, blocks: &[Block], input: &Map<String, Json>, now: &str) -> Result<String> {
@@ -333,24 +333,23 @@ async fn load_context_run(ctx: &Context<'_>, blocks: &[Block], input: &Map<Strin
     }
 }
 
-fn unload_context_run(ctx: &Context<'_>, blocks: &[Block], input: &Map<String, Json>) -> Result<(String, bool)> {
+fn unload_context_run(ctx: &Context<'_>, blocks: &[Block], input: &Map<String, Json>) -> Result<Ran> {
     let (label, key) = (s(input, "label"), s(input, "key"));
     if !blocks.iter().any(|b| b.label() == label && b.is_skill()) {
         return Err(not_a_skill(label, blocks));
     }
-    let unloaded = atomically(ctx.sql, || {
-        let was = skills::mark_unloaded(ctx.sql, ctx.session, label, key)?;
-        if was {
-            skills::reclaim(ctx.sql, ctx.session, label, key)?;
+    let (unloaded, rewrote) = atomically(ctx.sql, || {
+        if !skills::mark_unloaded(ctx.sql, ctx.session, label, key)? {
+            return Ok((false, None));
         }
-        Ok(was)
+        Ok((true, skills::reclaim(ctx.sql, ctx.session, label, key)?))
     })?;
     let output = if unloaded {
         format!("Unloaded \"{key}\" from {label}. Context reclaimed.")
     } else {
         format!("Skill \"{key}\" is not currently loaded in \"{label}\".")
     };
-    Ok((output, unloaded))
+    Ok(Ran { output, wrote: unloaded, rewrote })
 }
 
 fn search_context_run(ctx: &Context<'_>, blocks: &[Block], input: &Map<String, Json>) -> Result<String> {
