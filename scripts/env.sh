@@ -11,6 +11,9 @@ export SA_TOOLS_DIR="${SA_TOOLS_DIR:-$HOME/.cache/sa-tools}"
 export SA_WORKER_BUILD_VERSION=0.8.7
 export SA_WASM_BINDGEN_VERSION=0.2.130 # must equal the wasm-bindgen crate in Cargo.lock exactly
 export SA_WORKER_BUILD_BIN="$SA_TOOLS_DIR/worker-build-$SA_WORKER_BUILD_VERSION/bin/worker-build"
+# Schemathesis, in a venv of its own (tests/e2e/fuzz.test.mjs finds it there too).
+export SA_SCHEMATHESIS_VERSION=4.32.5
+export SA_SCHEMATHESIS_DIR="$SA_TOOLS_DIR/schemathesis-$SA_SCHEMATHESIS_VERSION"
 # worker-build never looks on PATH for these: without the *_BIN variables it tries GitHub
 # downloads (~30 s of retries, then failure). Absolute paths, so any cwd works.
 export WASM_BINDGEN_BIN="$SA_TOOLS_DIR/wasm-bindgen-$SA_WASM_BINDGEN_VERSION/bin/wasm-bindgen"

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs everything the build and the tests need, skipping what is already there (a warm
-# machine takes a second or two): the wasm32 target, worker-build and wasm-bindgen-cli (cached
-# in $SA_TOOLS_DIR and checked by version) and the npm packages (from package-lock.json).
-# Needs only crates.io and the npm registry. Prints what it did and how long each step took.
+# machine takes a second or two): the wasm32 target, worker-build, wasm-bindgen-cli and
+# Schemathesis (cached in $SA_TOOLS_DIR and checked by version) and the npm packages (from
+# package-lock.json).
+# Needs only crates.io, PyPI and the npm registry. Prints what it did and how long each step took.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 cd "$SA_ROOT"
@@ -64,6 +65,18 @@ else
   # Not --locked: its lock file names a webpki-roots version that is no longer published.
   cargo install --force --quiet wasm-bindgen-cli --version "$SA_WASM_BINDGEN_VERSION" \
     --root "$SA_TOOLS_DIR/wasm-bindgen-$SA_WASM_BINDGEN_VERSION"
+  done_step "installed"
+fi
+
+# Schemathesis (PyPI), for tests/e2e/fuzz.test.mjs: a venv of its own under $SA_TOOLS_DIR.
+step "schemathesis $SA_SCHEMATHESIS_VERSION"
+if [ "$("$SA_SCHEMATHESIS_DIR/bin/schemathesis" --version 2>/dev/null || true)" = "schemathesis, version $SA_SCHEMATHESIS_VERSION" ]; then
+  done_step "already installed in $SA_TOOLS_DIR"
+else
+  command -v python3 >/dev/null || { echo "setup: python3 is needed for Schemathesis" >&2; exit 1; }
+  rm -rf "$SA_SCHEMATHESIS_DIR"
+  python3 -m venv "$SA_SCHEMATHESIS_DIR"
+  "$SA_SCHEMATHESIS_DIR/bin/pip" install --quiet --disable-pip-version-check "schemathesis==$SA_SCHEMATHESIS_VERSION"
   done_step "installed"
 fi
 

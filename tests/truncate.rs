@@ -250,6 +250,9 @@ fn history_truncation_options_are_validated() {
         assert_eq!(r.status, 400, "{bad}: {body}");
         assert_eq!(body["error"]["code"], "invalid_request");
     }
-    // Options without truncate=1 are an error too: they would silently do nothing.
-    assert_eq!(api.get("/sessions/s/history?keepRecent=2").status, 400);
+    // Options without truncate=1 are checked, and do nothing.
+    assert_eq!(api.get("/sessions/s/history?keepRecent=-2").status, 400);
+    api.append("s", "m1", None, &"x".repeat(20));
+    let plain = api.get("/sessions/s/history?keepRecent=0&maxTextChars=5&truncate=0").body_json();
+    assert_eq!(plain["messages"][0]["parts"][0]["text"].as_str().map(str::len), Some(20));
 }

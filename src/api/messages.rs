@@ -329,17 +329,14 @@ pub async fn history(ctx: &Ctx<'_>, sid: &str, req: &Request) -> Result<Response
     Ok(with_warnings(Response::json(200, &json!({ "messages": truncate_older_messages(parsed, &opts) })), warnings))
 }
 
-/// The truncation a history read asked for, if any. Options without `truncate=1` are refused:
-/// they would silently do nothing.
+/// The truncation a history read asked for, if any. The options are checked either way, and
+/// only take effect with `truncate=1`.
 fn truncate_options(q: &std::collections::HashMap<String, String>) -> Result<Option<TruncateOptions>> {
     let d = TruncateOptions::default();
     let keep = int_param(q, "keepRecent", 0, 1_000_000)?;
     let tool = int_param(q, "maxToolOutputChars", 1, 100_000_000)?;
     let text = int_param(q, "maxTextChars", 1, 100_000_000)?;
     if !flag_param(q, "truncate")? {
-        if keep.is_some() || tool.is_some() || text.is_some() {
-            return Err(Error::invalid("keepRecent, maxToolOutputChars and maxTextChars need truncate=1"));
-        }
         return Ok(None);
     }
     Ok(Some(TruncateOptions {

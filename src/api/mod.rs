@@ -240,8 +240,8 @@ async fn dispatch(ctx: &Ctx<'_>, req: &Request) -> Result<Response> {
         (Messages, "DELETE") => messages::clear(ctx, sid).await,
         (Messages, _) => Ok(method_not_allowed(&["POST", "DELETE"])),
         (Batch, "POST") => messages::batch(ctx, sid, req).await,
-        // A message may be called "batch": other methods reach it as a message.
-        (Batch, m) if m != "PATCH" => message(ctx, sid, "batch", req).await,
+        // A message may be called "batch": its own methods reach it as a message.
+        (Batch, "GET" | "PUT" | "DELETE") => message(ctx, sid, "batch", req).await,
         (Batch, _) => Ok(method_not_allowed(&["GET", "POST", "PUT", "DELETE"])),
         (Message, _) => message(ctx, sid, mid, req).await,
         (Branches, "GET") => messages::branches(ctx, sid, mid).await,

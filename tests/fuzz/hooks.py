@@ -1,0 +1,121 @@
+"""Schemathesis hooks for tests/e2e/fuzz.test.mjs: the check "a rejected request changes nothing".
+
+Before every call the stored state of the running Worker is fingerprinted: every SQLite database of
+the Durable Objects (one per agent) and of local R2, table by table, read from the persist
+directory that Miniflare writes (SA_FUZZ_STATE_DIR). After a call answered 4xx, the fingerprints
+must be the same: no row of any table appeared, changed or went away, and no R2 object. A database
+that did not exist before (the first request to a new agent creates it and applies the schema) may
+only hold its schema version rows.
+
+Only files whose size or modification time changed are read again, so a call costs a few `stat`s
+plus a read of the database it touched. Left out, with reason: `spill_garbage`, the list of R2
+objects waiting for deletion, which the sweep after any non-GET request works off whatever that
+request's outcome (housekeeping, not the request's effect).
+
+Loaded with SCHEMATHESIS_HOOKS=hooks and this directory on PYTHONPATH; run with one worker.
+"""
+
+import hashlib
+import os
+import sqlite3
+
+import schemathesis
+
+STATE_DIR = os.environ.get("SA_FUZZ_STATE_DIR", "")
+IGNORED_TABLES = {"spill_garbage"}
+# Tables that hold rows in a freshly migrated, empty agent database: the schema versions, and
+# the structure records FTS5 writes when an index is created.
+SCHEMA_TABLES = ("schema_version", "_fts_data", "_fts_config")
+
+# path -> (stat signature, {table: digest})
+_known = {}
+# id(case) -> the fingerprints taken before its call (a Case takes no new attributes)
+_before = {}
+
+
+def _databases():
+    for root in ("do", "r2"):
+        base = os.path.join(STATE_DIR, root)
+        for dirpath, _, files in os.walk(base):
+            for name in files:
+                if name.endswith(".sqlite") and name != "metadata.sqlite":
+                    yield os.path.join(dirpath, name)
+
+
+def _signature(path):
+    parts = []
+    for suffix in ("", "-wal"):
+        try:
+            st = os.stat(path + suffix)
+            parts.append((st.st_size, st.st_mtime_ns))
+        except FileNotFoundError:
+            parts.append(None)
+    return tuple(parts)
+
+
+def _tables(path):
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10)
+    try:
+        out = {}
+        rows = con.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")
+        for name, sql in rows.fetchall():
+            if name in IGNORED_TABLES or (sql or "").upper().startswith("CREATE VIRTUAL"):
+                continue
+            h = hashlib.sha256()
+            for row in sorted(repr(r) for r in con.execute(f'SELECT * FROM "{name}"')):
+                h.update(row.encode())
+            out[name] = h.hexdigest()
+        return out
+    finally:
+        con.close()
+
+
+def _fingerprints():
+    """Every database with its tables' digests, read again only where the files changed."""
+    seen = {}
+    for path in _databases():
+        sig = _signature(path)
+        known = _known.get(path)
+        if known is None or known[0] != sig:
+            try:
+                known = (sig, _tables(path))
+            except sqlite3.Error:
+                continue  # being created right now: read at the next call
+            _known[path] = known
+        seen[path] = known[1]
+    return seen
+
+
+def _row_count(path, table):
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10)
+    try:
+        return con.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0]
+    finally:
+        con.close()
+
+
+@schemathesis.hook
+def before_call(context, case, kwargs):
+    if STATE_DIR:
+        _before[id(case)] = _fingerprints()
+
+
+@schemathesis.check
+def rejected_request_changes_nothing(ctx, response, case):
+    before = _before.get(id(case))
+    if before is None or not 400 <= response.status_code < 500:
+        return None
+    after = _fingerprints()
+    changed = []
+    for path, tables in after.items():
+        old = before.get(path)
+        if old is None:
+            changed += [f"{os.path.basename(path)}:{t}" for t in tables if not t.endswith(SCHEMA_TABLES) and _row_count(path, t)]
+            continue
+        changed += [f"{os.path.basename(path)}:{t}" for t in set(tables) | set(old) if tables.get(t) != old.get(t)]
+    changed += [f"{os.path.basename(p)} (deleted)" for p in before if p not in after]
+    if changed:
+        raise AssertionError(
+            f"a request answered {response.status_code} changed stored state: {', '.join(sorted(changed)[:8])}"
+        )
+    return None
