@@ -1,0 +1,153 @@
+// Crash tests: the runtime (workerd under Miniflare, in a process group of its own) is killed with
+// SIGKILL in the middle of a write, at several moments, and started again on the same state.
+// After each restart: the write is all or nothing (a batch's messages all there or none; a turn's
+// user message and reply both or neither; an oversize message whole or absent), what the client
+// was told was stored is stored, search and history agree (no index row without its message, no
+// message without its index row), and after one more write request no object under `_spill/` in
+// R2 lacks a row of the DO's `spills` table. The persisted SQLite files are read directly
+// (killable.mjs), not through the Worker.
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { startKillable, doRows, r2Keys } from "./killable.mjs";
+import { start as startModel } from "./llm-server.mjs";
+
+const TOKEN = "crash-token";
+const AGENT = "crash";
+let model;
+let dir;
+let rt;
+let vars;
+const tally = {};
+
+before(async () => {
+  model = await startModel();
+  dir = mkdtempSync(join(tmpdir(), "sa-crash-"));
+  vars = { LLM_PROVIDER: "openai", LLM_BASE_URL: model.baseUrl, LLM_MODEL: "crash-model", LLM_TIMEOUT_MS: "10000" };
+  rt = await startKillable({ persistDir: dir, apiToken: TOKEN, vars });
+});
+after(async () => {
+  await rt?.kill();
+  await model?.close();
+  if (dir) rmSync(dir, { recursive: true, force: true });
+  for (const [kind, t] of Object.entries(tally)) {
+    console.log(`crash: ${kind}: ${t.kills} kills, ${t.committed} committed, ${t.absent} absent, orphans after each: ${t.orphans.join(" ")}`);
+  }
+});
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+async function call(method, path, body, headers = {}) {
+  const init = { method, headers: { authorization: `Bearer ${TOKEN}`, ...headers } };
+  if (body !== undefined) {
+    init.body = JSON.stringify(body);
+    init.headers["content-type"] = "application/json";
+  }
+  const r = await fetch(new URL(`/agents/${AGENT}${path}`, rt.url), init);
+  const text = await r.text();
+  let json = null;
+  try { json = text ? JSON.parse(text) : null; } catch { json = text; }
+  return { status: r.status, body: json };
+}
+
+/** Sends `request`, kills the runtime `ms` later, restarts it; resolves with what the client saw. */
+async function crashAfter(ms, request) {
+  const seen = request().then((r) => r, () => null);
+  await sleep(ms);
+  await rt.kill();
+  const outcome = await seen;
+  rt = await startKillable({ persistDir: dir, apiToken: TOKEN, vars });
+  return outcome;
+}
+
+/** Invariants every crash must leave intact, read from the files themselves. */
+async function checkStore(kind) {
+  // One write request: its sweep deletes what a crash left for garbage.
+  assert.equal((await call("POST", "/sessions/sweep/messages", { message: text(`sweep-${Date.now()}`, "user", "sweep") })).status, 201);
+  const ghosts = doRows(dir, "SELECT count(*) FROM messages_fts_docsize WHERE id NOT IN (SELECT seq FROM messages)");
+  const unindexed = doRows(dir, "SELECT count(*) FROM messages WHERE seq NOT IN (SELECT id FROM messages_fts_docsize)");
+  assert.equal(ghosts.reduce((n, r) => n + r[0], 0), 0, "no search row without its message");
+  assert.equal(unindexed.reduce((n, r) => n + r[0], 0), 0, "no message without its search row");
+  const referenced = new Set(doRows(dir, "SELECT key FROM spills").map((r) => r[0]));
+  const orphans = r2Keys(dir).filter((k) => k.startsWith("_spill/") && !referenced.has(k));
+  const pending = doRows(dir, "SELECT key FROM spill_pending").length;
+  const garbage = doRows(dir, "SELECT key FROM spill_garbage").length;
+  tally[kind].orphans.push(orphans.length);
+  assert.deepEqual(orphans, [], "no spilled object without a row that refers to it");
+  assert.equal(pending + garbage, 0, "nothing pending or waiting for the sweep");
+}
+
+function text(id, role, t) {
+  return { id, role, parts: [{ type: "text", text: t }] };
+}
+
+function count(kind, committed) {
+  tally[kind] ??= { kills: 0, committed: 0, absent: 0, orphans: [] };
+  tally[kind].kills += 1;
+  tally[kind][committed ? "committed" : "absent"] += 1;
+}
+
+test("killed mid-batch: a batch is stored whole or not at all", { timeout: 300_000 }, async () => {
+  const size = 2000;
+  for (const [i, ms] of [15, 60, 150, 300, 600, 1500].entries()) {
+    const sid = `batch-${i}`;
+    const messages = Array.from({ length: size }, (_, k) => text(`b${i}-${k}`, k % 2 ? "assistant" : "user", `batchword${i} number ${k} of a long batch`));
+    const seen = await crashAfter(ms, () => call("POST", `/sessions/${sid}/messages/batch`, { messages }));
+    const h = await call("GET", `/sessions/${sid}/history?raw=1`);
+    const n = h.body.messages.length;
+    assert.ok(n === 0 || n === size, `after a kill at ${ms} ms the batch has ${n} of ${size} messages`);
+    if (seen?.status === 201) assert.equal(n, size, "a batch the client was told is stored, is stored");
+    if (n) {
+      const s = await call("GET", `/sessions/${sid}`);
+      assert.equal(s.body.totalMessages, size);
+      assert.equal((await call("GET", `/sessions/${sid}/search?q=batchword${i}&limit=100`)).body.results.length, 100);
+    } else {
+      assert.equal((await call("GET", `/sessions/${sid}`)).status, 404, "an absent batch registered nothing");
+      assert.equal((await call("GET", `/search?q=batchword${i}`)).body.results.length, 0, "and is not found");
+    }
+    count("batch", n > 0);
+    await checkStore("batch");
+  }
+});
+
+test("killed mid-turn: the user message and the reply are stored together or not at all", { timeout: 300_000 }, async () => {
+  for (const [i, ms] of [30, 120, 250, 400, 650, 1200].entries()) {
+    const sid = `turn-${i}`;
+    model.reset();
+    const pieces = Array.from({ length: 40 }, (_, k) => `piece${k} `);
+    model.reply({ content: pieces.join(""), pieces, pieceDelayMs: 12 });
+    const seen = await crashAfter(ms, () => call("POST", `/sessions/${sid}/chat`, { message: text(`u${i}`, "user", `turnword${i} tell me`) },
+      { accept: "text/event-stream" }));
+    const h = (await call("GET", `/sessions/${sid}/history`)).body.messages;
+    assert.ok(h.length === 0 || h.length === 2, `after a kill at ${ms} ms the turn left ${h.length} messages`);
+    if (h.length === 2) {
+      assert.equal(h[0].id, `u${i}`);
+      assert.equal(h[1].role, "assistant");
+      assert.equal(h[1].parts.find((p) => p.type === "text")?.text, pieces.join(""), "the reply is whole");
+    }
+    if (typeof seen?.body === "string" && seen.body.includes("[DONE]")) assert.equal(h.length, 2, "a finished stream was stored");
+    const hits = (await call("GET", `/sessions/${sid}/search?q=turnword${i}`)).body.results.length;
+    assert.equal(hits, h.length ? 1 : 0, "search agrees with history");
+    count("turn", h.length > 0);
+    await checkStore("turn");
+  }
+});
+
+test("killed mid-spill: an oversize message is stored whole or absent, and no object leaks", { timeout: 300_000 }, async () => {
+  const big = (id) => ({ id, role: "assistant", parts: [
+    { type: "text", text: `spillword ${id}` },
+    { type: "dynamic-tool", toolName: "fetch", toolCallId: `call-${id}`, state: "output-available", input: {}, output: { body: "o".repeat(5_000_000) } }] });
+  for (const [i, ms] of [5, 25, 60, 120, 250, 500, 1000].entries()) {
+    const sid = `spill-${i}`;
+    const msg = big(`s${i}`);
+    const seen = await crashAfter(ms, () => call("POST", `/sessions/${sid}/messages`, { message: msg }));
+    const got = await call("GET", `/sessions/${sid}/messages/s${i}`);
+    assert.ok(got.status === 200 || got.status === 404, `status ${got.status}`);
+    if (got.status === 200) assert.deepEqual(got.body, msg, "stored whole");
+    if (seen?.status === 201) assert.equal(got.status, 200, "a message the client was told is stored, is stored");
+    count("spill", got.status === 200);
+    await checkStore("spill");
+  }
+});
