@@ -67,6 +67,13 @@ fn bad_bodies_are_400_and_change_nothing() {
         let r = api.post("/sessions/s/messages", body.clone());
         assert_eq!(r.status, 400, "{body}");
     }
+    // Routes that read no body refuse one that is not a JSON object too, and change nothing.
+    for (method, path) in [("DELETE", "/sessions/s/messages"), ("DELETE", "/sessions/s/messages/a"), ("DELETE", "/sessions/s"),
+                           ("POST", "/sessions/s/prompt/refresh")] {
+        let mut req = Request::new(method, path);
+        req.body = b"[1, 2]".to_vec();
+        assert_eq!(api.send(req).status, 400, "{method} {path}");
+    }
     let after = api.get("/sessions/s").body_json();
     assert_eq!(before["messageCount"], after["messageCount"]);
     assert_eq!(before["updatedAt"], after["updatedAt"]);

@@ -225,6 +225,10 @@ async fn dispatch(ctx: &Ctx<'_>, req: &Request) -> Result<Response> {
     let cid = cid.as_deref().unwrap_or_default();
     let m = req.method.as_str();
     use Route::*;
+    // Routes that read no body still refuse one that is not a JSON object, as every other does.
+    if m == "DELETE" || matches!(matched.value, PromptRefresh) {
+        req.json_object()?;
+    }
     match (matched.value, m) {
         (Sessions, "GET") => sessions::list(ctx),
         (Sessions, "POST") => sessions::create(ctx, req),

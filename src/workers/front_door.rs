@@ -58,6 +58,10 @@ fn admit<'a>(req: &Request, env: &Env, method: &str, path: &'a str, query: &str)
         let e = Error::not_found(format!("no route for {path}; the API lives under /agents/{{agent}}/"));
         return Admit::Answer(convert::error(&e));
     };
+    // The DO refuses a query that is not UTF-8 too; this also covers the `token` it never sees.
+    if let Err(e) = parse_query(query) {
+        return Admit::Answer(convert::error(&e));
+    }
     let (agent_raw, tail) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
     let agent = match decode_segment("agent", agent_raw).and_then(|a| check_name("agent", &a).map(|_| a)) {
         Ok(a) => a,

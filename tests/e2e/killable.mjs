@@ -78,7 +78,7 @@ rows = []
 for f in json.loads(sys.argv[1]):
     con = sqlite3.connect("file:" + f + "?mode=ro", uri=True)
     try:
-        rows += [list(r) for r in con.execute(sys.argv[2])]
+        rows += [[v.hex() if isinstance(v, bytes) else v for v in r] for r in con.execute(sys.argv[2])]
     except sqlite3.OperationalError:
         pass  # a database without that table (R2 metadata, a half-created one)
     con.close()
