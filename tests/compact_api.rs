@@ -286,7 +286,8 @@ fn every_write_sends_its_frames() {
         ("POST", "/sessions/s/context", json!({"label": "todo", "kind": "writable"})),
         ("DELETE", "/sessions/s/context/todo", json!(null)),
     ] {
-        let r = api.send(session_agent::api::Request::new(method, path).json(&body));
+        let req = session_agent::api::Request::new(method, path);
+        let r = api.send(if body.is_null() { req } else { req.json(&body) });
         assert!(r.status < 300, "{method} {path}: {}", String::from_utf8_lossy(&r.body));
         let frames = api.events.take("s");
         assert_eq!(frames.len(), 1, "{method} {path}: {frames:?}");
