@@ -85,6 +85,7 @@ test("100 concurrent appends to one session: all stored once, in one chain; 50 s
   const found = (await call(agent, "GET", "/sessions/s/search?q=concword&limit=100")).body.results.length;
   assert.equal(found, n);
   await settle(socks, "message", n);
+  await settle(socks, "status", n);
   for (const [i, s] of socks.entries()) {
     const ids = s.frames.filter((f) => f.type === "message").map((f) => f.message.id);
     assert.equal(ids.length, n, `socket ${i}: ${ids.length} message frames`);
