@@ -21,7 +21,7 @@ async fn fetch(mut req: Request, env: Env, _ctx: Context) -> Result<Response> {
     let url = req.inner().url();
     let (path, query) = split_url(&url);
     match admit(&req, &env, &method, path, query) {
-        Admit::Forward { agent, tail, upgrade } => forward(&req, &env, &method, &url, &agent, tail, query, upgrade).await,
+        Admit::Forward(target) => forward(&req, &env, &method, &url, query, &target).await,
         Admit::Answer(answer) => {
             // An unread body makes workerd drop the connection, and a client that reuses it
             // for its next request gets a reset: read what was sent (up to the body limit).
@@ -36,7 +36,15 @@ async fn fetch(mut req: Request, env: Env, _ctx: Context) -> Result<Response> {
 /// What the front door does with a request: answer it itself, or hand it to an agent.
 enum Admit<'a> {
     Answer(Result<Response>),
-    Forward { agent: String, tail: &'a str, upgrade: bool },
+    Forward(Target<'a>),
+}
+
+/// Where an admitted request goes: the agent, the path below `/agents/{agent}`, and whether it
+/// is a WebSocket handshake.
+struct Target<'a> {
+    agent: String,
+    tail: &'a str,
+    upgrade: bool,
 }
 
 /// The front door's checks, in order (see docs/openapi.yaml): the WebSocket handshake, health,
@@ -78,7 +86,7 @@ fn admit<'a>(req: &Request, env: &Env, method: &str, path: &'a str, query: &str)
     if convert::declared_too_large(req) {
         return Admit::Answer(convert::error(&Error::too_large("request body is over 32 MiB")));
     }
-    Admit::Forward { agent, tail: if tail.is_empty() { "/" } else { tail }, upgrade }
+    Admit::Forward(Target { agent, tail: if tail.is_empty() { "/" } else { tail }, upgrade })
 }
 
 /// The error answer of `e`; a `405` names the `allow`ed methods.
@@ -203,23 +211,14 @@ fn without_token(query: &str) -> String {
 /// with its own method (an unknown one stays unknown, and the DO refuses it), without the token,
 /// and with `Upgrade` only on an actual socket upgrade: workerd fails a non-`GET` request that
 /// carries one with an internal error instead of an answer.
-#[allow(clippy::too_many_arguments)]
-async fn forward(
-    req: &Request,
-    env: &Env,
-    method: &str,
-    url: &str,
-    agent: &str,
-    tail: &str,
-    query: &str,
-    upgrade: bool,
-) -> Result<Response> {
+async fn forward(req: &Request, env: &Env, method: &str, url: &str, query: &str, to: &Target<'_>) -> Result<Response> {
+    let Target { agent, tail, upgrade } = to;
     let origin = url.find("://").and_then(|i| url[i + 3..].find('/').map(|j| &url[..i + 3 + j])).unwrap_or(url);
     let query = without_token(query);
     let target = if query.is_empty() { format!("{origin}{tail}") } else { format!("{origin}{tail}?{query}") };
     let headers = req.headers().clone();
     headers.delete("authorization")?;
-    if !upgrade {
+    if !*upgrade {
         headers.delete("upgrade")?;
     }
     let init = web_sys::RequestInit::new();
