@@ -45,6 +45,14 @@ else
   exit 1
 fi
 
+step "rustfmt and clippy"
+if cargo fmt --version >/dev/null 2>&1 && cargo clippy --version >/dev/null 2>&1; then
+  done_step "already installed"
+else
+  rustup component add rustfmt clippy
+  done_step "installed"
+fi
+
 # `worker-build --version` prints the bare version.
 step "worker-build $SA_WORKER_BUILD_VERSION"
 if [ "$("$SA_WORKER_BUILD_BIN" --version 2>/dev/null || true)" = "$SA_WORKER_BUILD_VERSION" ]; then

@@ -29,7 +29,9 @@ fn unknown_routes_and_wrong_methods() {
 #[test]
 fn path_names_are_checked_after_decoding() {
     let api = Api::new();
-    for bad in ["/sessions/a%20b", "/sessions/%FF", &format!("/sessions/{}", "x".repeat(129)), "/sessions/a%2Fb/history"] {
+    for bad in
+        ["/sessions/a%20b", "/sessions/%FF", &format!("/sessions/{}", "x".repeat(129)), "/sessions/a%2Fb/history"]
+    {
         let r = api.get(bad);
         assert_eq!((r.status, code(&r).as_str()), (400, "invalid_request"), "{bad}");
     }
@@ -62,14 +64,22 @@ fn bad_bodies_are_400_and_change_nothing() {
         req.body = body;
         assert_eq!(api.send(req).status, 400);
     }
-    for body in [json!({}), json!({"message": msg("b", "user", "x"), "parentId": 5}),
-                 json!({"message": {"id": "b", "role": "user"}}), json!({"message": msg("b", "user", "x"), "parentId": ""})] {
+    for body in [
+        json!({}),
+        json!({"message": msg("b", "user", "x"), "parentId": 5}),
+        json!({"message": {"id": "b", "role": "user"}}),
+        json!({"message": msg("b", "user", "x"), "parentId": ""}),
+    ] {
         let r = api.post("/sessions/s/messages", body.clone());
         assert_eq!(r.status, 400, "{body}");
     }
     // Routes that read no body refuse one that is not a JSON object too, and change nothing.
-    for (method, path) in [("DELETE", "/sessions/s/messages"), ("DELETE", "/sessions/s/messages/a"), ("DELETE", "/sessions/s"),
-                           ("POST", "/sessions/s/prompt/refresh")] {
+    for (method, path) in [
+        ("DELETE", "/sessions/s/messages"),
+        ("DELETE", "/sessions/s/messages/a"),
+        ("DELETE", "/sessions/s"),
+        ("POST", "/sessions/s/prompt/refresh"),
+    ] {
         let mut req = Request::new(method, path);
         req.body = b"[1, 2]".to_vec();
         assert_eq!(api.send(req).status, 400, "{method} {path}");
@@ -95,7 +105,10 @@ fn unspillable_messages_and_oversize_bodies_are_413() {
     let fits = "y".repeat(1_799_900);
     let r = api.post("/sessions/s/messages", json!({"message": msg("fits", "user", &fits)}));
     assert_eq!(r.status, 201);
-    assert_eq!(api.get("/sessions/s/messages/fits").body_json()["parts"][0]["text"].as_str().unwrap().len(), fits.len());
+    assert_eq!(
+        api.get("/sessions/s/messages/fits").body_json()["parts"][0]["text"].as_str().unwrap().len(),
+        fits.len()
+    );
     assert!(api.blobs.keys().is_empty());
 }
 
@@ -114,12 +127,16 @@ fn messages_round_trip_verbatim() {
 fn batch_chains_in_order_and_is_all_or_nothing() {
     let api = Api::new();
     api.append("s", "root", None, "r");
-    let r = api.post("/sessions/s/messages/batch", json!({"messages": [msg("a", "user", "1"), msg("b", "assistant", "2")]}));
+    let r = api
+        .post("/sessions/s/messages/batch", json!({"messages": [msg("a", "user", "1"), msg("b", "assistant", "2")]}));
     assert_eq!(r.status, 201);
     assert_eq!(r.body_json(), json!({"ids": ["a", "b"], "lastId": "b", "inserted": 2}));
     assert_eq!(api.history_ids("/sessions/s/history"), ["root", "a", "b"]);
     // parentId null starts a new root; an existing id is skipped and the chain continues from it.
-    let r = api.post("/sessions/s/messages/batch", json!({"messages": [msg("x", "user", "1"), msg("a", "user", "dup"), msg("y", "user", "3")], "parentId": null}));
+    let r = api.post(
+        "/sessions/s/messages/batch",
+        json!({"messages": [msg("x", "user", "1"), msg("a", "user", "dup"), msg("y", "user", "3")], "parentId": null}),
+    );
     assert_eq!(r.body_json()["inserted"], 2);
     assert_eq!(api.history_ids("/sessions/s/history"), ["root", "a", "y"]);
     assert_eq!(api.history_ids("/sessions/s/history?leaf=x"), ["x"]);

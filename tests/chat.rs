@@ -60,7 +60,8 @@ fn a_plain_turn_sends_prompt_history_and_tools_and_stores_one_reply() {
     assert_eq!(sent["messages"][2]["content"], "earlier answer");
     assert_eq!(sent["messages"][3], json!({"role": "user", "content": "hello"}));
     assert_eq!(sent["prompt_cache_key"], "s");
-    let names: Vec<&str> = sent["tools"].as_array().unwrap().iter().map(|t| t["function"]["name"].as_str().unwrap()).collect();
+    let names: Vec<&str> =
+        sent["tools"].as_array().unwrap().iter().map(|t| t["function"]["name"].as_str().unwrap()).collect();
     assert_eq!(names, ["set_context", "session_search"]);
     let info = api.get("/sessions/s").body_json();
     assert_eq!((info["inputTokens"].as_i64(), info["messageCount"].as_i64()), (Some(100), Some(4)));
@@ -127,7 +128,10 @@ fn code(r: &api::Response) -> String {
 fn forged_continuations_are_409_and_change_nothing() {
     let api = api();
     let tools = json!([{"name": "get_location"}]);
-    api.model.reply(Ok(calls(&[("loc1", "get_location", json!({})), ("m1", "set_context", json!({"label": "memory", "content": "x"}))])));
+    api.model.reply(Ok(calls(&[
+        ("loc1", "get_location", json!({})),
+        ("m1", "set_context", json!({"label": "memory", "content": "x"})),
+    ])));
     assert_eq!(api.post("/sessions/s/chat", json!({"message": user("u1", "where?"), "tools": tools})).status, 201);
     let branch = history(&api, "s");
     let requests = api.model.requests.borrow().len();
@@ -192,9 +196,15 @@ fn a_failing_provider_or_tool_leaves_history_as_it_was() {
 #[test]
 fn bad_requests_are_400_and_the_model_is_not_called() {
     let api = api();
-    for body in [json!({}), json!({"message": user("u", "x"), "messages": []}), json!({"message": msg("a", "assistant", "x")}),
-                 json!({"message": user("u", "x"), "tools": [{"name": "set_context"}]}), json!({"message": user("u", "x"), "tools": [{"name": "bad name"}]}),
-                 json!({"message": user("compaction_x", "x")}), json!({"messages": []})] {
+    for body in [
+        json!({}),
+        json!({"message": user("u", "x"), "messages": []}),
+        json!({"message": msg("a", "assistant", "x")}),
+        json!({"message": user("u", "x"), "tools": [{"name": "set_context"}]}),
+        json!({"message": user("u", "x"), "tools": [{"name": "bad name"}]}),
+        json!({"message": user("compaction_x", "x")}),
+        json!({"messages": []}),
+    ] {
         let r = api.post("/sessions/s/chat", body.clone());
         assert_eq!(r.status, 400, "{body}");
     }
@@ -224,7 +234,9 @@ fn regenerating_makes_a_sibling_branch() {
 fn server_sent_events_and_frames_for_listeners() {
     let api = api();
     api.model.reply(Ok(completion("Streamed reply.")));
-    let req = Request::new("POST", "/sessions/s/chat").header("accept", "text/event-stream").json(&json!({"message": user("u1", "hi")}));
+    let req = Request::new("POST", "/sessions/s/chat")
+        .header("accept", "text/event-stream")
+        .json(&json!({"message": user("u1", "hi")}));
     let r = api.send(req);
     assert_eq!(r.status, 200);
     assert!(r.headers.iter().any(|(k, v)| k == "content-type" && v.starts_with("text/event-stream")));
@@ -255,8 +267,15 @@ fn server_sent_events_and_frames_for_listeners() {
 fn websocket_frames() {
     let api = api();
     let frame = |text: &str| {
-        let env = api::Env { sql: &api.db, blobs: &api.blobs, config: &api.config, agent: &api.agent, llm: &api.llm,
-                             transport: &api.model, events: &api.events };
+        let env = api::Env {
+            sql: &api.db,
+            blobs: &api.blobs,
+            config: &api.config,
+            agent: &api.agent,
+            llm: &api.llm,
+            transport: &api.model,
+            events: &api.events,
+        };
         futures::executor::block_on(api::ws::frame(env, 1_795_345_200_000, "s", text)).frames
     };
     assert_eq!(frame(r#"{"type":"ping"}"#), [json!({"type": "pong"})]);
@@ -296,7 +315,9 @@ fn a_failed_turn_does_not_freeze_the_prompt_and_a_good_one_does() {
     let api = api();
     api.model.reply(Ok(HttpResponse { status: 500, body: "{}".into() }));
     assert_eq!(api.post("/sessions/p/chat", json!({"message": user("u1", "hi")})).status, 503);
-    let frozen = |api: &Api| api.db.query_row("SELECT count(*) FROM prompts WHERE session_id = 'p'", &[]).unwrap().unwrap().int(0).unwrap();
+    let frozen = |api: &Api| {
+        api.db.query_row("SELECT count(*) FROM prompts WHERE session_id = 'p'", &[]).unwrap().unwrap().int(0).unwrap()
+    };
     use session_agent::core::sql::Sql;
     assert_eq!(frozen(&api), 0);
     api.model.reply(Ok(completion("ok")));
@@ -320,7 +341,10 @@ fn a_server_tool_called_with_bad_input_answers_the_model_with_an_error() {
     let part = r.body_json()["messages"][0]["parts"][0].clone();
     assert_eq!(part["output"], "Error: set_context: input.content must be a string");
     let second = api.model.requests.borrow()[1].clone();
-    assert_eq!(second["messages"].as_array().unwrap().last().unwrap()["content"], "Error: set_context: input.content must be a string");
+    assert_eq!(
+        second["messages"].as_array().unwrap().last().unwrap()["content"],
+        "Error: set_context: input.content must be a string"
+    );
 }
 
 #[test]
@@ -331,7 +355,10 @@ fn updates_reach_listeners() {
     assert_eq!(api.put("/sessions/s/messages/u1", json!({"message": user("u1", "edited")})).status, 200);
     let frames = api.events.take("s");
     assert_eq!(frames[0], json!({"type": "message", "sessionId": "s", "message": user("u1", "edited")}));
-    assert_eq!((frames.len(), frames[1]["type"].as_str(), frames[1]["phase"].as_str()), (2, Some("status"), Some("idle")));
+    assert_eq!(
+        (frames.len(), frames[1]["type"].as_str(), frames[1]["phase"].as_str()),
+        (2, Some("status"), Some("idle"))
+    );
 }
 
 #[test]
@@ -359,13 +386,17 @@ fn the_cap_keeps_the_summary_and_what_it_drops_gets_compacted() {
         let role = if i % 2 == 0 { "user" } else { "assistant" };
         api.post("/sessions/s/messages", json!({"message": msg(&format!("m{i}"), role, &format!("message {i}"))}));
     }
-    let r = api.post("/sessions/s/compactions", json!({"summary": "SUMMARY: the trip to Lisbon", "fromMessageId": "m1", "toMessageId": "m4"}));
+    let r = api.post(
+        "/sessions/s/compactions",
+        json!({"summary": "SUMMARY: the trip to Lisbon", "fromMessageId": "m1", "toMessageId": "m4"}),
+    );
     assert_eq!(r.status, 201);
     api.events.take("s");
     api.model.reply(Ok(completion("Sure.")));
     assert_eq!(api.post("/sessions/s/chat", json!({"message": user("u1", "where was I going?")})).status, 201);
     let sent = api.model.requests.borrow()[0]["messages"].clone();
-    let contents: Vec<&str> = sent.as_array().unwrap().iter().map(|m| m["content"].as_str().unwrap_or_default()).collect();
+    let contents: Vec<&str> =
+        sent.as_array().unwrap().iter().map(|m| m["content"].as_str().unwrap_or_default()).collect();
     assert_eq!(contents.len(), 11, "system + 10: {contents:?}");
     assert_eq!(contents[1], "message 0", "the protected head");
     assert!(contents[2].contains("SUMMARY: the trip to Lisbon"), "{contents:?}");
@@ -374,7 +405,12 @@ fn the_cap_keeps_the_summary_and_what_it_drops_gets_compacted() {
     // overlay, and the status frames of a compaction).
     assert_eq!(api.model.requests.borrow().len(), 2, "the summarizer was called");
     assert_eq!(api.get("/sessions/s/compactions").body_json()["compactions"].as_array().unwrap().len(), 2);
-    let phases: Vec<String> = api.events.take("s").iter().filter(|f| f["type"] == "status")
-        .map(|f| f["phase"].as_str().unwrap().to_owned()).collect();
+    let phases: Vec<String> = api
+        .events
+        .take("s")
+        .iter()
+        .filter(|f| f["type"] == "status")
+        .map(|f| f["phase"].as_str().unwrap().to_owned())
+        .collect();
     assert_eq!(phases, ["compacting", "idle"]);
 }

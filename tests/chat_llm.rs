@@ -276,7 +276,8 @@ fn whole_answers_parse() {
     // `reasoning` (OpenRouter, Ollama) and an empty answer, which is not an error here.
     let empty = HttpResponse {
         status: 200,
-        body: json!({"choices": [{"message": {"content": "", "reasoning": "hm"}, "finish_reason": "stop"}]}).to_string(),
+        body: json!({"choices": [{"message": {"content": "", "reasoning": "hm"}, "finish_reason": "stop"}]})
+            .to_string(),
     };
     let r = parse_chat_response(&openai(), &empty).unwrap();
     assert_eq!((r.text.as_str(), r.reasoning.as_str(), r.tool_calls.len()), ("", "hm", 0));
@@ -304,10 +305,15 @@ fn whole_answers_parse() {
         }
     );
 
-    let e = parse_chat_response(&anthropic(), &HttpResponse { status: 529, body: anthropic_error("Overloaded") }).unwrap_err();
+    let e = parse_chat_response(&anthropic(), &HttpResponse { status: 529, body: anthropic_error("Overloaded") })
+        .unwrap_err();
     assert_eq!((e.kind, e.message.as_str()), (ErrorKind::LlmUnavailable, "the model answered HTTP 529: Overloaded"));
-    let e = parse_chat_response(&openai(), &HttpResponse { status: 502, body: "<html>bad gateway</html>".into() }).unwrap_err();
-    assert_eq!((e.kind, e.message.as_str()), (ErrorKind::LlmUnavailable, "the model answered HTTP 502: <html>bad gateway</html>"));
+    let e = parse_chat_response(&openai(), &HttpResponse { status: 502, body: "<html>bad gateway</html>".into() })
+        .unwrap_err();
+    assert_eq!(
+        (e.kind, e.message.as_str()),
+        (ErrorKind::LlmUnavailable, "the model answered HTTP 502: <html>bad gateway</html>")
+    );
     let e = parse_chat_response(&openai(), &HttpResponse { status: 200, body: "nope".into() }).unwrap_err();
     assert_eq!(e.kind, ErrorKind::LlmUnavailable);
 }
@@ -430,17 +436,26 @@ fn openai_stream() -> String {
         openai_chunk(json!({"reasoning_content": "cats."}), None),
         openai_chunk(json!({"content": "Let me "}), None),
         openai_chunk(json!({"content": "look. 🐈"}), None),
-        openai_chunk(json!({"tool_calls": [{"index": 0, "id": "call_a", "type": "function",
-            "function": {"name": "search", "arguments": ""}}]}), None),
+        openai_chunk(
+            json!({"tool_calls": [{"index": 0, "id": "call_a", "type": "function",
+            "function": {"name": "search", "arguments": ""}}]}),
+            None,
+        ),
         openai_chunk(json!({"tool_calls": [{"index": 0, "function": {"arguments": "{\"q\""}}]}), None),
-        openai_chunk(json!({"tool_calls": [{"index": 1, "id": "call_b", "type": "function",
-            "function": {"name": "now", "arguments": ""}}]}), None),
+        openai_chunk(
+            json!({"tool_calls": [{"index": 1, "id": "call_b", "type": "function",
+            "function": {"name": "now", "arguments": ""}}]}),
+            None,
+        ),
         openai_chunk(json!({"tool_calls": [{"index": 0, "function": {"arguments": ": \"ca"}}]}), None),
         openai_chunk(json!({"tool_calls": [{"index": 0, "function": {"arguments": "ts\", \"limit\": 3}"}}]}), None),
         openai_chunk(json!({}), Some("tool_calls")),
-        (None, json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "choices": [],
+        (
+            None,
+            json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "choices": [],
             "usage": {"prompt_tokens": 120, "completion_tokens": 31, "total_tokens": 151,
-                "prompt_tokens_details": {"cached_tokens": 64}}})),
+                "prompt_tokens_details": {"cached_tokens": 64}}}),
+        ),
     ]);
     body.push_str(": keep-alive\n\ndata: [DONE]\n\n");
     body
@@ -481,42 +496,87 @@ fn openai_streams_text_and_fragmented_tool_calls() {
 fn anthropic_stream() -> String {
     let e = |name: &'static str, data: Json| (Some(name), data);
     sse(&[
-        e("message_start", json!({"type": "message_start", "message": {"id": "msg_1", "type": "message",
+        e(
+            "message_start",
+            json!({"type": "message_start", "message": {"id": "msg_1", "type": "message",
             "role": "assistant", "content": [], "model": "claude-sonnet-4-5", "stop_reason": null, "stop_sequence": null,
-            "usage": {"input_tokens": 25, "cache_creation_input_tokens": 100, "cache_read_input_tokens": 2000, "output_tokens": 1}}})),
-        e("content_block_start", json!({"type": "content_block_start", "index": 0,
-            "content_block": {"type": "thinking", "thinking": ""}})),
-        e("content_block_delta", json!({"type": "content_block_delta", "index": 0,
-            "delta": {"type": "thinking_delta", "thinking": "Need the "}})),
-        e("content_block_delta", json!({"type": "content_block_delta", "index": 0,
-            "delta": {"type": "thinking_delta", "thinking": "weather."}})),
-        e("content_block_delta", json!({"type": "content_block_delta", "index": 0,
-            "delta": {"type": "signature_delta", "signature": "EqQBCgIYAhIM"}})),
+            "usage": {"input_tokens": 25, "cache_creation_input_tokens": 100, "cache_read_input_tokens": 2000, "output_tokens": 1}}}),
+        ),
+        e(
+            "content_block_start",
+            json!({"type": "content_block_start", "index": 0,
+            "content_block": {"type": "thinking", "thinking": ""}}),
+        ),
+        e(
+            "content_block_delta",
+            json!({"type": "content_block_delta", "index": 0,
+            "delta": {"type": "thinking_delta", "thinking": "Need the "}}),
+        ),
+        e(
+            "content_block_delta",
+            json!({"type": "content_block_delta", "index": 0,
+            "delta": {"type": "thinking_delta", "thinking": "weather."}}),
+        ),
+        e(
+            "content_block_delta",
+            json!({"type": "content_block_delta", "index": 0,
+            "delta": {"type": "signature_delta", "signature": "EqQBCgIYAhIM"}}),
+        ),
         e("content_block_stop", json!({"type": "content_block_stop", "index": 0})),
-        e("content_block_start", json!({"type": "content_block_start", "index": 1,
-            "content_block": {"type": "text", "text": ""}})),
+        e(
+            "content_block_start",
+            json!({"type": "content_block_start", "index": 1,
+            "content_block": {"type": "text", "text": ""}}),
+        ),
         e("ping", json!({"type": "ping"})),
-        e("content_block_delta", json!({"type": "content_block_delta", "index": 1,
-            "delta": {"type": "text_delta", "text": "Checking "}})),
-        e("content_block_delta", json!({"type": "content_block_delta", "index": 1,
-            "delta": {"type": "text_delta", "text": "now…"}})),
+        e(
+            "content_block_delta",
+            json!({"type": "content_block_delta", "index": 1,
+            "delta": {"type": "text_delta", "text": "Checking "}}),
+        ),
+        e(
+            "content_block_delta",
+            json!({"type": "content_block_delta", "index": 1,
+            "delta": {"type": "text_delta", "text": "now…"}}),
+        ),
         e("content_block_stop", json!({"type": "content_block_stop", "index": 1})),
-        e("content_block_start", json!({"type": "content_block_start", "index": 2,
-            "content_block": {"type": "tool_use", "id": "toolu_01", "name": "get_weather", "input": {}}})),
-        e("content_block_delta", json!({"type": "content_block_delta", "index": 2,
-            "delta": {"type": "input_json_delta", "partial_json": ""}})),
-        e("content_block_delta", json!({"type": "content_block_delta", "index": 2,
-            "delta": {"type": "input_json_delta", "partial_json": "{\"location\": \"San Fra"}})),
-        e("content_block_delta", json!({"type": "content_block_delta", "index": 2,
-            "delta": {"type": "input_json_delta", "partial_json": "ncisco\", \"unit\": \"c\"}"}})),
+        e(
+            "content_block_start",
+            json!({"type": "content_block_start", "index": 2,
+            "content_block": {"type": "tool_use", "id": "toolu_01", "name": "get_weather", "input": {}}}),
+        ),
+        e(
+            "content_block_delta",
+            json!({"type": "content_block_delta", "index": 2,
+            "delta": {"type": "input_json_delta", "partial_json": ""}}),
+        ),
+        e(
+            "content_block_delta",
+            json!({"type": "content_block_delta", "index": 2,
+            "delta": {"type": "input_json_delta", "partial_json": "{\"location\": \"San Fra"}}),
+        ),
+        e(
+            "content_block_delta",
+            json!({"type": "content_block_delta", "index": 2,
+            "delta": {"type": "input_json_delta", "partial_json": "ncisco\", \"unit\": \"c\"}"}}),
+        ),
         e("content_block_stop", json!({"type": "content_block_stop", "index": 2})),
-        e("content_block_start", json!({"type": "content_block_start", "index": 3,
-            "content_block": {"type": "tool_use", "id": "toolu_02", "name": "now", "input": {}}})),
-        e("content_block_delta", json!({"type": "content_block_delta", "index": 3,
-            "delta": {"type": "input_json_delta", "partial_json": ""}})),
+        e(
+            "content_block_start",
+            json!({"type": "content_block_start", "index": 3,
+            "content_block": {"type": "tool_use", "id": "toolu_02", "name": "now", "input": {}}}),
+        ),
+        e(
+            "content_block_delta",
+            json!({"type": "content_block_delta", "index": 3,
+            "delta": {"type": "input_json_delta", "partial_json": ""}}),
+        ),
         e("content_block_stop", json!({"type": "content_block_stop", "index": 3})),
-        e("message_delta", json!({"type": "message_delta", "delta": {"stop_reason": "tool_use", "stop_sequence": null},
-            "usage": {"output_tokens": 89}})),
+        e(
+            "message_delta",
+            json!({"type": "message_delta", "delta": {"stop_reason": "tool_use", "stop_sequence": null},
+            "usage": {"output_tokens": 89}}),
+        ),
         e("message_stop", json!({"type": "message_stop"})),
     ])
 }
@@ -526,7 +586,11 @@ fn anthropic_streamed_reply() -> ChatReply {
         text: "Checking now…".into(),
         reasoning: "Need the weather.".into(),
         tool_calls: vec![
-            ToolCall { id: "toolu_01".into(), name: "get_weather".into(), input: json!({"location": "San Francisco", "unit": "c"}) },
+            ToolCall {
+                id: "toolu_01".into(),
+                name: "get_weather".into(),
+                input: json!({"location": "San Francisco", "unit": "c"}),
+            },
             ToolCall { id: "toolu_02".into(), name: "now".into(), input: json!({}) },
         ],
         usage: Usage { input_tokens: 2125, output_tokens: 89 },
@@ -560,7 +624,10 @@ fn stream_state_directly() {
 
     // Cut off before the provider said it was done.
     let mut s = StreamState::new(Provider::OpenAi);
-    assert_eq!(s.push(&ev(None, &openai_chunk(json!({"content": "par"}), None).1.to_string())).unwrap(), Some("par".into()));
+    assert_eq!(
+        s.push(&ev(None, &openai_chunk(json!({"content": "par"}), None).1.to_string())).unwrap(),
+        Some("par".into())
+    );
     assert!(!s.is_done());
     assert_eq!(s.finish().unwrap_err().kind, ErrorKind::LlmUnavailable);
 }
@@ -570,10 +637,15 @@ fn a_provider_ignoring_stream_answers_plain_json() {
     let plain = json!({"id": "chatcmpl-1", "object": "chat.completion", "choices": [{"index": 0,
         "message": {"role": "assistant", "content": "Hello there."}, "finish_reason": "stop"}],
         "usage": {"prompt_tokens": 5, "completion_tokens": 3}});
-    for t in [&Whole(Script::new(ok(plain.to_string()))) as &dyn Transport, &Chunked(Script::new(ok(plain.to_string())))] {
+    for t in
+        [&Whole(Script::new(ok(plain.to_string()))) as &dyn Transport, &Chunked(Script::new(ok(plain.to_string())))]
+    {
         let (out, deltas) = run(t, &openai(), &conversation());
         let r = out.unwrap();
-        assert_eq!((r.text.as_str(), r.usage, r.finish_reason.as_deref()), ("Hello there.", Usage { input_tokens: 5, output_tokens: 3 }, Some("stop")));
+        assert_eq!(
+            (r.text.as_str(), r.usage, r.finish_reason.as_deref()),
+            ("Hello there.", Usage { input_tokens: 5, output_tokens: 3 }, Some("stop"))
+        );
         assert_eq!(deltas, vec!["Hello there."]);
     }
     let plain = json!({"type": "message", "role": "assistant", "content": [
@@ -592,8 +664,11 @@ fn a_provider_ignoring_stream_answers_plain_json() {
 #[test]
 fn http_errors_carry_the_providers_message() {
     for (c, body, want) in [
-        (openai(), openai_error("The server had an error while processing your request."),
-            "the model answered HTTP 500: The server had an error while processing your request."),
+        (
+            openai(),
+            openai_error("The server had an error while processing your request."),
+            "the model answered HTTP 500: The server had an error while processing your request.",
+        ),
         (anthropic(), anthropic_error("Internal server error"), "the model answered HTTP 500: Internal server error"),
     ] {
         let answer = || vec![Ok(HttpResponse { status: 500, body: body.clone() })];
@@ -613,9 +688,18 @@ fn http_errors_carry_the_providers_message() {
 #[test]
 fn streamed_errors_are_llm_unavailable() {
     let mut body = sse(&[
-        (Some("message_start"), json!({"type": "message_start", "message": {"usage": {"input_tokens": 5, "output_tokens": 1}}})),
-        (Some("content_block_start"), json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}})),
-        (Some("content_block_delta"), json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "Hel"}})),
+        (
+            Some("message_start"),
+            json!({"type": "message_start", "message": {"usage": {"input_tokens": 5, "output_tokens": 1}}}),
+        ),
+        (
+            Some("content_block_start"),
+            json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+        ),
+        (
+            Some("content_block_delta"),
+            json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "Hel"}}),
+        ),
     ]);
     body.push_str("event: error\ndata: {\"type\": \"error\", \"error\": {\"type\": \"overloaded_error\", \"message\": \"Overloaded\"}}\n\n");
     let t = Chunked(Script::new(ok(body.clone())));
@@ -681,7 +765,8 @@ fn no_provider_is_not_configured() {
 #[test]
 fn workers_ai_gets_text_only() {
     let mut s = Script::new(vec![]);
-    s.ai_answer = json!({"response": "Found 3.", "usage": {"prompt_tokens": 30, "completion_tokens": 4, "total_tokens": 34}});
+    s.ai_answer =
+        json!({"response": "Found 3.", "usage": {"prompt_tokens": 30, "completion_tokens": 4, "total_tokens": 34}});
     let t = Whole(s);
     let c = LlmConfig { model: "@cf/meta/llama-3.1-8b-instruct".into(), ..cfg(Provider::WorkersAi, "", None) };
     let mut req = conversation();
@@ -689,7 +774,11 @@ fn workers_ai_gets_text_only() {
     let (out, deltas) = run(&t, &c, &req);
     assert_eq!(
         out.unwrap(),
-        ChatReply { text: "Found 3.".into(), usage: Usage { input_tokens: 30, output_tokens: 4 }, ..ChatReply::default() }
+        ChatReply {
+            text: "Found 3.".into(),
+            usage: Usage { input_tokens: 30, output_tokens: 4 },
+            ..ChatReply::default()
+        }
     );
     assert_eq!(deltas, vec!["Found 3."]);
     let inputs = t.0.ai_inputs.borrow();

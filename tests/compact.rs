@@ -259,12 +259,12 @@ fn summary_budget() {
     // Floor of 100.
     assert_eq!(compute_summary_budget(&[]), 100);
     assert_eq!(compute_summary_budget(&linear(30)), 100); // 420 tokens → 84
-    // 20%, rounded down: 4 + 1000 tokens → 200.8 → 200.
+                                                          // 20%, rounded down: 4 + 1000 tokens → 200.8 → 200.
     let big = text("b", "user", &"x".repeat(4000));
     assert_eq!(estimate_message(&big), 1004);
     assert_eq!(compute_summary_budget(std::slice::from_ref(&big)), 200);
     assert_eq!(compute_summary_budget(&[big.clone(), big.clone(), big.clone()]), 602); // 3012 * 0.2
-    // No upper clamp.
+                                                                                       // No upper clamp.
     let huge = text("h", "user", &"x".repeat(200_000));
     assert_eq!(compute_summary_budget(&[huge]), 10000); // 50004 * 0.2 = 10000.8
 
@@ -400,7 +400,10 @@ fn tool_lines() {
     // No text parts: an empty text line before the tool lines.
     assert_eq!(tool(json!({"type": "tool-x", "output": "ok"})), "[assistant]\n\n[Tool: x]\nOutput: ok");
     // Objects and arrays print as JSON, not "[object Object]" (§18.13).
-    assert_eq!(tool(json!({"type": "tool-x", "output": {"a": 1, "b": [1, 2]}})), "[assistant]\n\n[Tool: x]\nOutput: {\"a\":1,\"b\":[1,2]}");
+    assert_eq!(
+        tool(json!({"type": "tool-x", "output": {"a": 1, "b": [1, 2]}})),
+        "[assistant]\n\n[Tool: x]\nOutput: {\"a\":1,\"b\":[1,2]}"
+    );
     assert_eq!(tool(json!({"type": "tool-x", "output": [1, "two"]})), "[assistant]\n\n[Tool: x]\nOutput: [1,\"two\"]");
     assert_eq!(tool(json!({"type": "tool-x", "output": {}})), "[assistant]\n\n[Tool: x]\nOutput: {}");
     // Numbers and booleans as JavaScript's String().

@@ -13,13 +13,17 @@ use session_agent::core::sql::Sql;
 use support::{code, completion, msg, Api};
 
 fn api(compaction: Json) -> Api {
-    Api::with_config(json!({"compaction": compaction, "context": [{"label": "memory", "kind": "writable"}]})).with_model()
+    Api::with_config(json!({"compaction": compaction, "context": [{"label": "memory", "kind": "writable"}]}))
+        .with_model()
 }
 
 fn fill(api: &Api, sid: &str, n: usize) {
     for i in 1..=n {
         let role = if i % 2 == 1 { "user" } else { "assistant" };
-        let r = api.post(&format!("/sessions/{sid}/messages"), json!({"message": msg(&format!("m{i}"), role, &format!("message number {i} about the trip"))}));
+        let r = api.post(
+            &format!("/sessions/{sid}/messages"),
+            json!({"message": msg(&format!("m{i}"), role, &format!("message number {i} about the trip"))}),
+        );
         assert!(r.status == 201, "{}", String::from_utf8_lossy(&r.body));
     }
 }
@@ -47,7 +51,10 @@ fn compact_sends_the_reference_prompt_and_stores_an_overlay() {
     assert_eq!(api.model.prompts(), [want]);
     assert!(api.model.prompts()[0].starts_with("Create a concise summary of this conversation"));
     // Read time: the summary stands for m2..m5; raw shows the originals.
-    assert_eq!(ids(&api.get("/sessions/s/history").body_json()), ["m1", &format!("compaction_{}", c["id"].as_str().unwrap()), "m6"]);
+    assert_eq!(
+        ids(&api.get("/sessions/s/history").body_json()),
+        ["m1", &format!("compaction_{}", c["id"].as_str().unwrap()), "m6"]
+    );
     assert_eq!(ids(&history).len(), 6);
     // The call's usage is added; the frozen prompt is rendered again.
     let info = api.get("/sessions/s").body_json();
@@ -91,7 +98,11 @@ fn failures_store_nothing() {
     let r = api.post("/sessions/s/compact", json!({}));
     assert_eq!(r.status, 503);
     assert!(r.body_json()["error"]["message"].as_str().unwrap().contains("overloaded"));
-    for bad in ["", "   ", "## Topic\n[What the conversation is about]\n\n## Key Points\n\n## Current State\n\n## Open Items\n"] {
+    for bad in [
+        "",
+        "   ",
+        "## Topic\n[What the conversation is about]\n\n## Key Points\n\n## Current State\n\n## Open Items\n",
+    ] {
         api.model.reply(Ok(completion(bad)));
         let r = api.post("/sessions/s/compact", json!({}));
         assert_eq!((r.status, code(&r).as_str()), (503, "llm_unavailable"), "{bad:?}");
@@ -104,7 +115,8 @@ fn failures_store_nothing() {
     assert_eq!(api.post("/sessions/short/compact", json!({})).body_json(), json!({"compaction": null}));
     assert_eq!(api.model.requests.borrow().len(), calls);
     assert_eq!(api.post("/sessions/s/compact", json!({"leafId": "nope"})).status, 404);
-    let plain = Api::with_config(json!({"compaction": {"protectHead": 1, "tailTokenBudget": 10, "minTailMessages": 1}}));
+    let plain =
+        Api::with_config(json!({"compaction": {"protectHead": 1, "tailTokenBudget": 10, "minTailMessages": 1}}));
     fill(&plain, "s", 6);
     let r = plain.post("/sessions/s/compact", json!({}));
     assert_eq!((r.status, code(&r).as_str()), (503, "not_configured"));
@@ -115,7 +127,10 @@ fn auto_compaction_after_appends_never_fails_the_append() {
     let api = api(json!({"after": 60, "protectHead": 1, "tailTokenBudget": 10, "minTailMessages": 1}));
     let mut compacted = None;
     for i in 1..=12 {
-        let r = api.post("/sessions/s/messages", json!({"message": msg(&format!("m{i}"), "user", "a few words about the plan for the trip")}));
+        let r = api.post(
+            "/sessions/s/messages",
+            json!({"message": msg(&format!("m{i}"), "user", "a few words about the plan for the trip")}),
+        );
         assert_eq!(r.status, 201);
         let b = r.body_json();
         if b.get("compaction").is_some() {
@@ -173,7 +188,8 @@ fn the_incremental_estimate_equals_a_full_recount() {
     fill(&api, "s", 5);
     let base = full(&api, "m5");
     api.append("s", "m6", None, "one more message with several words");
-    let rows = |api: &Api| api.db.query_row("SELECT leaf_id FROM token_estimates", &[]).unwrap().map(|r| r.text(0).unwrap());
+    let rows =
+        |api: &Api| api.db.query_row("SELECT leaf_id FROM token_estimates", &[]).unwrap().map(|r| r.text(0).unwrap());
     assert_eq!(rows(&api).as_deref(), Some("m6"), "the append moved the cache along");
     let incremental = cached(&api, "m6");
     assert!(incremental > base);
@@ -224,7 +240,8 @@ fn listeners_hear_status_frames_around_auto_compaction() {
         api.events.take("s");
     }
     let frames = compacted.expect("auto-compaction ran");
-    let phases: Vec<&str> = frames.iter().filter(|f| f["type"] == "status").map(|f| f["phase"].as_str().unwrap()).collect();
+    let phases: Vec<&str> =
+        frames.iter().filter(|f| f["type"] == "status").map(|f| f["phase"].as_str().unwrap()).collect();
     assert_eq!(phases, ["compacting", "idle"]);
     let idle = frames.iter().rfind(|f| f["type"] == "status").unwrap();
     let before = idle["compacted"]["tokensBefore"].as_i64().unwrap();
@@ -232,10 +249,17 @@ fn listeners_hear_status_frames_around_auto_compaction() {
     assert!(idle["tokenEstimate"].as_i64().unwrap() > 0, "the estimate after compaction: {idle}");
     // A failing summarizer: idle with the error.
     api.model.reply(Ok(session_agent::core::llm::HttpResponse { status: 500, body: "{}".into() }));
-    api.post("/sessions/s/messages", json!({"message": msg("x1", "user", "a message of some length about plans, once more, long enough")}));
+    api.post(
+        "/sessions/s/messages",
+        json!({"message": msg("x1", "user", "a message of some length about plans, once more, long enough")}),
+    );
     let frames = api.events.take("s");
     let last = frames.iter().rfind(|f| f["type"] == "status").unwrap();
-    assert_eq!((last["phase"].as_str(), last["error"]["code"].as_str()), (Some("idle"), Some("llm_unavailable")), "{frames:?}");
+    assert_eq!(
+        (last["phase"].as_str(), last["error"]["code"].as_str()),
+        (Some("idle"), Some("llm_unavailable")),
+        "{frames:?}"
+    );
 }
 
 /// The type (and phase, for status frames) of each frame published to `sid` since the last call.
@@ -272,7 +296,10 @@ fn every_write_sends_its_frames() {
     assert!(frames[1]["compacted"]["tokensBefore"].as_i64().unwrap() > 0, "{frames:?}");
     api.model.reply(Ok(session_agent::core::llm::HttpResponse { status: 500, body: "{}".into() }));
     for i in 7..=9 {
-        api.post("/sessions/s/messages", json!({"message": msg(&format!("m{i}"), "user", &format!("message number {i}"))}));
+        api.post(
+            "/sessions/s/messages",
+            json!({"message": msg(&format!("m{i}"), "user", &format!("message number {i}"))}),
+        );
     }
     api.events.take("s");
     assert_eq!(api.post("/sessions/s/compact", json!({})).status, 503);
@@ -297,7 +324,10 @@ fn every_write_sends_its_frames() {
     assert_eq!(api.delete("/sessions/s/messages").status, 204);
     let frames = api.events.take("s");
     assert_eq!(frames[0]["type"], "cleared");
-    assert_eq!((frames[1]["phase"].as_str(), frames[1]["tokenEstimate"].as_i64().map(|t| t >= 0)), (Some("idle"), Some(true)));
+    assert_eq!(
+        (frames[1]["phase"].as_str(), frames[1]["tokenEstimate"].as_i64().map(|t| t >= 0)),
+        (Some("idle"), Some(true))
+    );
     assert_eq!(api.delete("/sessions/s").status, 204);
     assert_eq!(kinds(&api, "s"), ["cleared", "status:idle"]);
     // Reads send nothing; a refused write sends nothing.

@@ -13,7 +13,10 @@ fn linear(api: &Api, sid: &str, n: usize) {
 }
 
 fn overlay(api: &Api, sid: &str, from: &str, to: &str, summary: &str) -> String {
-    let r = api.post(&format!("/sessions/{sid}/compactions"), json!({"summary": summary, "fromMessageId": from, "toMessageId": to}));
+    let r = api.post(
+        &format!("/sessions/{sid}/compactions"),
+        json!({"summary": summary, "fromMessageId": from, "toMessageId": to}),
+    );
     assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
     r.body_json()["id"].as_str().unwrap().to_string()
 }
@@ -70,7 +73,11 @@ fn bad_overlays_are_refused_and_nothing_is_stored() {
         let r = api.post("/sessions/s/compactions", json!({"summary": "s", "fromMessageId": from, "toMessageId": to}));
         assert_eq!((r.status, code(&r).as_str()), (400, "invalid_request"), "{from}->{to}");
     }
-    for body in [json!({"summary": " ", "fromMessageId": "m0", "toMessageId": "m1"}), json!({"fromMessageId": "m0", "toMessageId": "m1"}), json!({"summary": "x", "fromMessageId": 1, "toMessageId": "m1"})] {
+    for body in [
+        json!({"summary": " ", "fromMessageId": "m0", "toMessageId": "m1"}),
+        json!({"fromMessageId": "m0", "toMessageId": "m1"}),
+        json!({"summary": "x", "fromMessageId": 1, "toMessageId": "m1"}),
+    ] {
         assert_eq!(api.post("/sessions/s/compactions", body).status, 400);
     }
     assert_eq!(api.get("/sessions/s/compactions").body_json(), json!({"compactions": []}));

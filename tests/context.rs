@@ -46,10 +46,15 @@ fn prompt(api: &Api, sid: &str) -> String {
 #[test]
 fn the_golden_prompt_byte_for_byte() {
     let api = golden();
-    assert_eq!(tool(&api, "s", "set_context", json!({"label": "memory", "content": "user likes coffee"})),
-        "Written to memory. Usage: 0% (5/1100 tokens)");
+    assert_eq!(
+        tool(&api, "s", "set_context", json!({"label": "memory", "content": "user likes coffee"})),
+        "Written to memory. Usage: 0% (5/1100 tokens)"
+    );
     let key = format!("one-{}", session_agent::core::entry_key::stable_hash("one"));
-    assert_eq!(tool(&api, "s", "set_context", json!({"label": "knowledge", "content": "one"})), format!("Indexed \"{key}\" in knowledge."));
+    assert_eq!(
+        tool(&api, "s", "set_context", json!({"label": "knowledge", "content": "one"})),
+        format!("Indexed \"{key}\" in knowledge.")
+    );
     tool(&api, "s", "set_context", json!({"label": "knowledge", "content": "two"}));
     let s = separator();
     let want = format!(
@@ -75,16 +80,22 @@ fn blocks_are_listed_in_order_with_their_kinds() {
         .iter()
         .map(|b| (b["label"].as_str().unwrap(), b["kind"].as_str().unwrap(), b["writable"].as_bool().unwrap()))
         .collect();
-    assert_eq!(kinds, [
-        ("soul", "readonly", false),
-        ("empty", "readonly", false),
-        ("memory", "writable", true),
-        ("skills", "skills", true),
-        ("knowledge", "search", true),
-        ("notes", "writable", true),
-    ]);
-    assert_eq!(blocks[0], json!({"label": "soul", "description": "Identity", "content": "You are helpful.",
-        "tokens": 4, "maxTokens": null, "kind": "readonly", "writable": false}));
+    assert_eq!(
+        kinds,
+        [
+            ("soul", "readonly", false),
+            ("empty", "readonly", false),
+            ("memory", "writable", true),
+            ("skills", "skills", true),
+            ("knowledge", "search", true),
+            ("notes", "writable", true),
+        ]
+    );
+    assert_eq!(
+        blocks[0],
+        json!({"label": "soul", "description": "Identity", "content": "You are helpful.",
+        "tokens": 4, "maxTokens": null, "kind": "readonly", "writable": false})
+    );
     assert_eq!(api.get("/sessions/s/context/memory").body_json()["maxTokens"], 1100);
     assert_eq!(api.get("/sessions/s/context/nope").status, 404);
     assert_eq!(api.get("/sessions/s/context/bad%20label").status, 400);
@@ -159,7 +170,8 @@ fn the_prompt_is_frozen_until_refreshed_or_cleared() {
     // GET prompt never registers a session; the stored copy is in SQLite (nothing in memory).
     prompt(&api, "fresh");
     assert_eq!(api.get("/sessions/fresh").status, 404);
-    let stored = api.db.query_row("SELECT prompt FROM prompts WHERE session_id = 's'", &[]).unwrap().unwrap().text(0).unwrap();
+    let stored =
+        api.db.query_row("SELECT prompt FROM prompts WHERE session_id = 's'", &[]).unwrap().unwrap().text(0).unwrap();
     assert_eq!(stored, prompt(&api, "s"));
 }
 
@@ -186,7 +198,9 @@ fn tool_definitions_follow_the_blocks() {
          - \"notes\" (writable): no description\n\n\
          Writes are durable and persist across sessions.\n\n\
          For keyed blocks (skill collections / searchable), pass `metadata: { title, description }` \u{2014} title stabilises updates, description helps the model pick entries. Metadata is optional; short content rarely needs it, long loadable entries benefit most.");
-    assert_eq!(tools[0]["inputSchema"], json!({
+    assert_eq!(
+        tools[0]["inputSchema"],
+        json!({
         "type": "object", "required": ["label", "content"],
         "properties": {
             "label": {"type": "string", "enum": ["memory", "skills", "knowledge", "notes"], "description": "Block label to write to"},
@@ -198,19 +212,28 @@ fn tool_definitions_follow_the_blocks() {
                     "title": {"type": "string", "description": "Short title. Used as a stable identifier \u{2014} entries with the same title are updated in place, different titles create new entries."},
                     "description": {"type": "string", "description": "One-line summary shown alongside the title in the system prompt so the model can decide when to load the entry."}
                 }}
-        }}));
+        }})
+    );
     assert_eq!(tools[1]["description"], "Load a document from a skill block by key. Available skill blocks: \"skills\". Check the system prompt for available keys.");
-    assert_eq!(tools[1]["inputSchema"], json!({"type": "object", "properties": {
+    assert_eq!(
+        tools[1]["inputSchema"],
+        json!({"type": "object", "properties": {
         "label": {"type": "string", "enum": ["skills"], "description": "Skill block label"},
-        "key": {"type": "string", "description": "Skill key to load"}}, "required": ["label", "key"]}));
+        "key": {"type": "string", "description": "Skill key to load"}}, "required": ["label", "key"]})
+    );
     assert_eq!(tools[2]["description"], "Unload a previously loaded skill to free context space. The skill remains available for re-loading. No skills currently loaded.");
     assert_eq!(tools[2]["inputSchema"]["properties"]["key"]["description"], "Skill key to unload");
     assert_eq!(tools[3]["description"], "Search for information in a searchable context block. ONLY these blocks are searchable: \"knowledge\". Other blocks cannot be searched.");
-    assert_eq!(tools[4], json!({"name": "session_search",
+    assert_eq!(
+        tools[4],
+        json!({"name": "session_search",
         "description": "Search past conversations for relevant context. Searches across all sessions.",
-        "inputSchema": {"type": "object", "properties": {"query": {"type": "string", "description": "Search query"}}, "required": ["query"]}}));
+        "inputSchema": {"type": "object", "properties": {"query": {"type": "string", "description": "Search query"}}, "required": ["query"]}})
+    );
     // Only writable blocks: no metadata, no hint, no skill or search tools.
-    let plain = Api::with_config(json!({"context": [{"label": "memory", "kind": "writable"}, {"label": "soul", "kind": "readonly", "content": "x"}]}));
+    let plain = Api::with_config(
+        json!({"context": [{"label": "memory", "kind": "writable"}, {"label": "soul", "kind": "readonly", "content": "x"}]}),
+    );
     let tools = plain.get("/sessions/s/tools").body_json()["tools"].clone();
     assert_eq!(tools.as_array().unwrap().len(), 2);
     assert_eq!(tools[0]["description"], "Write to a context block. Available blocks:\n- \"memory\" (writable): no description\n\nWrites are durable and persist across sessions.");
@@ -228,17 +251,31 @@ fn set_context_outputs_and_errors() {
         {"label": "knowledge", "kind": "search"}
     ]}));
     let s = |input: Json| tool(&api, "s", "set_context", input);
-    assert_eq!(s(json!({"label": "memory", "content": "x".repeat(260)})), "Error: Block \"memory\" exceeds maxTokens: 65 > 10");
+    assert_eq!(
+        s(json!({"label": "memory", "content": "x".repeat(260)})),
+        "Error: Block \"memory\" exceeds maxTokens: 65 > 10"
+    );
     assert_eq!(s(json!({"label": "soul", "content": "y"})), "Error: Block \"soul\" is readonly");
     assert_eq!(s(json!({"label": "nope", "content": "y"})), "Error: block \"nope\" not found");
     assert_eq!(s(json!({"label": "memory", "content": "hi"})), "Written to memory. Usage: 20% (2/10 tokens)");
-    assert_eq!(s(json!({"label": "memory", "content": "there", "action": "append"})), "Written to memory. Usage: 30% (3/10 tokens)");
+    assert_eq!(
+        s(json!({"label": "memory", "content": "there", "action": "append"})),
+        "Written to memory. Usage: 30% (3/10 tokens)"
+    );
     assert_eq!(api.get("/sessions/s/context/memory").body_json()["content"], "hi\nthere");
     // Keyed entries: §6.4 keys; equal titles update in place; action is ignored.
     assert_eq!(s(json!({"label": "knowledge", "content": "no key"})), "Indexed \"no-key-1nprufp\" in knowledge.");
     assert_eq!(s(json!({"label": "knowledge", "content": "用户喜欢咖啡"})), "Indexed \"entry-2mzjev\" in knowledge.");
-    assert_eq!(s(json!({"label": "knowledge", "content": "Arr, matey", "metadata": {"title": "Pirate style"}})), "Indexed \"pirate-style\" in knowledge.");
-    assert_eq!(s(json!({"label": "knowledge", "content": "Ahoy there", "metadata": {"title": "Pirate style"}, "action": "append"})), "Indexed \"pirate-style\" in knowledge.");
+    assert_eq!(
+        s(json!({"label": "knowledge", "content": "Arr, matey", "metadata": {"title": "Pirate style"}})),
+        "Indexed \"pirate-style\" in knowledge."
+    );
+    assert_eq!(
+        s(
+            json!({"label": "knowledge", "content": "Ahoy there", "metadata": {"title": "Pirate style"}, "action": "append"})
+        ),
+        "Indexed \"pirate-style\" in knowledge."
+    );
     assert_eq!(api.get("/sessions/s/context/knowledge").body_json()["content"], "3 entries indexed.");
     // search_context: the replaced text no longer matches.
     let q = |query: &str| tool(&api, "s", "search_context", json!({"label": "knowledge", "query": query}));
@@ -246,10 +283,15 @@ fn set_context_outputs_and_errors() {
     assert_eq!(q("matey"), "No results found.");
     assert_eq!(q("\"no key"), "[no-key-1nprufp]\nno key", "an unclosed quote is a phrase to the end");
     assert_eq!(q("((key"), "[no-key-1nprufp]\nno key", "operators are literal text");
-    assert_eq!(tool(&api, "s", "search_context", json!({"label": "memory", "query": "x"})),
-        "Error: \"memory\" is not searchable. Searchable blocks: knowledge");
+    assert_eq!(
+        tool(&api, "s", "search_context", json!({"label": "memory", "query": "x"})),
+        "Error: \"memory\" is not searchable. Searchable blocks: knowledge"
+    );
     // Search entries are the agent's: another session sees them.
-    assert_eq!(tool(&api, "other", "search_context", json!({"label": "knowledge", "query": "ahoy"})), "[pirate-style]\nAhoy there");
+    assert_eq!(
+        tool(&api, "other", "search_context", json!({"label": "knowledge", "query": "ahoy"})),
+        "[pirate-style]\nAhoy there"
+    );
 }
 
 #[test]
@@ -258,10 +300,17 @@ fn tool_calls_with_bad_input_or_unknown_names() {
     let r = api.post("/sessions/s/tools/set_context", json!({"input": {"label": "memory"}}));
     assert_eq!((r.status, code(&r).as_str()), (400, "invalid_request"));
     assert_eq!(api.post("/sessions/s/tools/set_context", json!({"input": "x"})).status, 400);
-    assert_eq!(api.post("/sessions/s/tools/set_context", json!({"input": {"label": "memory", "content": "x", "metadata": 1}})).status, 400);
+    assert_eq!(
+        api.post("/sessions/s/tools/set_context", json!({"input": {"label": "memory", "content": "x", "metadata": 1}}))
+            .status,
+        400
+    );
     assert_eq!(api.post("/sessions/s/tools/nope", json!({"input": {}})).status, 404);
     // A tool the session's blocks do not generate does not exist here.
-    assert_eq!(Api::new().post("/sessions/s/tools/set_context", json!({"input": {"label": "a", "content": "b"}})).status, 404);
+    assert_eq!(
+        Api::new().post("/sessions/s/tools/set_context", json!({"input": {"label": "a", "content": "b"}})).status,
+        404
+    );
     assert_eq!(api.get("/sessions/s/tools/set_context").status, 405);
     assert_eq!(api.get("/sessions/s").status, 404, "failed tool calls register nothing");
 }
@@ -293,13 +342,20 @@ fn skills_are_listed_per_scope_and_only_the_agents_own_are_writable() {
     // set_context writes the agent's own skills only; the shared library is not offered.
     let tools = api.get("/sessions/s/tools").body_json()["tools"].clone();
     assert_eq!(tools[0]["inputSchema"]["properties"]["label"]["enum"], json!(["skills"]));
-    let out = tool(&api, "s", "set_context", json!({"label": "skills", "content": "Use pirate voice.",
-        "metadata": {"title": "Pirate style", "description": "How pirates talk"}}));
+    let out = tool(
+        &api,
+        "s",
+        "set_context",
+        json!({"label": "skills", "content": "Use pirate voice.",
+        "metadata": {"title": "Pirate style", "description": "How pirates talk"}}),
+    );
     assert_eq!(out, "Indexed \"pirate-style\" in skills.");
     let stored = futures::executor::block_on(api.blobs.get("skills/alice/pirate-style")).unwrap().unwrap();
     assert_eq!((stored.text.as_str(), stored.description.as_deref()), ("Use pirate voice.", Some("How pirates talk")));
-    assert_eq!(tool(&api, "s", "set_context", json!({"label": "library", "content": "x"})),
-        "Error: Block \"library\" does not support writes");
+    assert_eq!(
+        tool(&api, "s", "set_context", json!({"label": "library", "content": "x"})),
+        "Error: Block \"library\" does not support writes"
+    );
     assert!(futures::executor::block_on(api.blobs.list("lib/")).unwrap().len() == 1);
     // Another agent of the same deployment sees neither alice's skills nor her write.
     let mut bob = skills_api();
@@ -313,10 +369,16 @@ fn loading_and_unloading_skills_persists_and_rewrites_history() {
     let load = |key: &str| tool(&api, "s", "load_context", json!({"label": "skills", "key": key}));
     assert_eq!(load("style-guide"), "Write short sentences.");
     assert_eq!(load("missing"), "Not found: missing");
-    assert_eq!(tool(&api, "s", "load_context", json!({"label": "soul", "key": "k"})),
-        "Error: \"soul\" is not a skill block. Skill blocks: skills, library");
-    assert_eq!(tool(&api, "s", "load_context", json!({"label": "library", "key": "deploy-checklist"})), "1. test 2. ship");
-    let unload_desc = |api: &Api| api.get("/sessions/s/tools").body_json()["tools"][2]["description"].as_str().unwrap().to_owned();
+    assert_eq!(
+        tool(&api, "s", "load_context", json!({"label": "soul", "key": "k"})),
+        "Error: \"soul\" is not a skill block. Skill blocks: skills, library"
+    );
+    assert_eq!(
+        tool(&api, "s", "load_context", json!({"label": "library", "key": "deploy-checklist"})),
+        "1. test 2. ship"
+    );
+    let unload_desc =
+        |api: &Api| api.get("/sessions/s/tools").body_json()["tools"][2]["description"].as_str().unwrap().to_owned();
     assert!(unload_desc(&api).ends_with(" Currently loaded: skills:style-guide, library:deploy-checklist."));
     // The model's turn as stored: a load_context call with its output.
     let turn = json!({"id": "a1", "role": "assistant", "parts": [
@@ -344,7 +406,10 @@ fn loading_and_unloading_skills_persists_and_rewrites_history() {
     let a1 = api.get("/sessions/s/messages/a1").body_json();
     assert_eq!(a1["parts"][0]["output"], "[skill unloaded: style-guide]");
     assert_eq!(a1["parts"][1]["text"], "Loaded.");
-    assert_eq!(api.get("/sessions/s/messages/a2").body_json()["parts"][0]["output"], "[skill unloaded: deploy-checklist]");
+    assert_eq!(
+        api.get("/sessions/s/messages/a2").body_json()["parts"][0]["output"],
+        "[skill unloaded: deploy-checklist]"
+    );
     assert!(unload_desc(&api).ends_with(" No skills currently loaded."));
     // The state is in SQLite: clearing the session forgets it.
     load("api-ref");
@@ -361,8 +426,11 @@ fn searchable_history_and_session_search() {
     api.append("one", "m1", None, "we deploy on friday");
     assert_eq!(block(&api)["content"], "1 session available for search.");
     api.post("/sessions/two/messages", json!({"message": msg("m2", "assistant", "deploy needs approval")}));
-    assert_eq!(block(&api), json!({"label": "history", "description": "Cross-session conversation history",
-        "content": "2 sessions available for search.", "tokens": 8, "maxTokens": null, "kind": "search", "writable": false}));
+    assert_eq!(
+        block(&api),
+        json!({"label": "history", "description": "Cross-session conversation history",
+        "content": "2 sessions available for search.", "tokens": 8, "maxTokens": null, "kind": "search", "writable": false})
+    );
     assert!(prompt(&api, "s").contains("HISTORY (Cross-session conversation history) [searchable]"));
     let found = tool(&api, "s", "search_context", json!({"label": "history", "query": "deploy"}));
     assert_eq!(found.split("\n---\n").count(), 2);
@@ -370,7 +438,10 @@ fn searchable_history_and_session_search() {
     assert_eq!(tool(&api, "s", "session_search", json!({"query": "approval"})), "[assistant] deploy needs approval");
     assert_eq!(tool(&api, "s", "session_search", json!({"query": "nothing"})), "No results found.");
     // The history block is readonly: with no writable block there is no set_context at all.
-    assert_eq!(api.post("/sessions/s/tools/set_context", json!({"input": {"label": "history", "content": "x"}})).status, 404);
+    assert_eq!(
+        api.post("/sessions/s/tools/set_context", json!({"input": {"label": "history", "content": "x"}})).status,
+        404
+    );
 }
 
 #[test]
@@ -382,24 +453,44 @@ fn blocks_added_and_removed_at_run_time() {
     assert_eq!(r.body_json()["content"], "ship it");
     assert_eq!(api.get("/sessions/s").status, 200);
     let labels = |api: &Api, sid: &str| -> Vec<String> {
-        api.get(&format!("/sessions/{sid}/context")).body_json()["blocks"].as_array().unwrap().iter()
-            .map(|b| b["label"].as_str().unwrap().to_owned()).collect()
+        api.get(&format!("/sessions/{sid}/context")).body_json()["blocks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|b| b["label"].as_str().unwrap().to_owned())
+            .collect()
     };
     assert_eq!(labels(&api, "s").last().unwrap(), "todo");
     assert!(!labels(&api, "other").contains(&"todo".to_owned()), "added to one session only");
     // Duplicate, invalid, over budget: refused, nothing stored.
     let r = api.post("/sessions/s/context", json!({"label": "memory", "kind": "writable"}));
-    assert_eq!((r.status, r.body_json()["error"]["message"].as_str().unwrap()), (409, "Block \"memory\" already exists"));
+    assert_eq!(
+        (r.status, r.body_json()["error"]["message"].as_str().unwrap()),
+        (409, "Block \"memory\" already exists")
+    );
     assert_eq!(api.post("/sessions/s/context", json!({"label": "x", "kind": "magic"})).status, 400);
     assert_eq!(api.post("/sessions/s/context", json!({"label": "x", "kind": "readonly", "maxTokens": 5})).status, 400);
-    assert_eq!(api.post("/sessions/s/context", json!({"label": "x", "kind": "writable", "maxTokens": 1, "content": "too long"})).status, 422);
+    assert_eq!(
+        api.post(
+            "/sessions/s/context",
+            json!({"label": "x", "kind": "writable", "maxTokens": 1, "content": "too long"})
+        )
+        .status,
+        422
+    );
     assert_eq!(api.post("/sessions/s/context", json!({"label": "x y", "kind": "writable"})).status, 400);
-    assert_eq!(api.post("/sessions/s/context", json!({"label": "lib", "kind": "skills", "scope": "shared"})).status, 400,
-        "a shared library over the agents' own skills prefix would leak them");
+    assert_eq!(
+        api.post("/sessions/s/context", json!({"label": "lib", "kind": "skills", "scope": "shared"})).status,
+        400,
+        "a shared library over the agents' own skills prefix would leak them"
+    );
     assert!(!labels(&api, "s").contains(&"x".to_owned()));
     // The frozen prompt is not touched by adding; a refresh shows the block.
     assert_eq!(prompt(&api, "s"), before);
-    assert!(api.post("/sessions/s/prompt/refresh", json!({})).body_json()["prompt"].as_str().unwrap().contains("TODO (Open tasks) [6% \u{2014} 3/50 tokens] [writable]"));
+    assert!(api.post("/sessions/s/prompt/refresh", json!({})).body_json()["prompt"]
+        .as_str()
+        .unwrap()
+        .contains("TODO (Open tasks) [6% \u{2014} 3/50 tokens] [writable]"));
     // Remove: an added block goes; a configured one is hidden in this session only.
     assert_eq!(api.delete("/sessions/s/context/todo").status, 204);
     assert_eq!(api.delete("/sessions/s/context/memory").status, 204);
@@ -408,7 +499,10 @@ fn blocks_added_and_removed_at_run_time() {
     assert!(labels(&api, "other").contains(&"memory".to_owned()));
     assert_eq!(api.put("/sessions/s/context/memory", json!({"content": "x"})).status, 404);
     // A removed label can be added again, now as the session's own block.
-    assert_eq!(api.post("/sessions/s/context", json!({"label": "memory", "kind": "readonly", "content": "fixed"})).status, 201);
+    assert_eq!(
+        api.post("/sessions/s/context", json!({"label": "memory", "kind": "readonly", "content": "fixed"})).status,
+        201
+    );
     assert_eq!(api.get("/sessions/s/context/memory").body_json()["kind"], "readonly");
 }
 
@@ -446,12 +540,16 @@ fn configs_are_validated() {
         .searchable_history("history")
         .build()
         .unwrap();
-    let parsed = SessionConfig::from_json(&json!({"context": [
+    let parsed = SessionConfig::from_json(
+        &json!({"context": [
         {"label": "soul", "kind": "readonly", "content": "You are helpful."},
         {"label": "memory", "kind": "writable", "description": "Learned facts", "maxTokens": 1100},
         {"label": "knowledge", "kind": "search", "description": "Searchable knowledge base"},
         {"label": "skills", "kind": "skills", "prefix": "skills/", "scope": "agent"}],
-        "cachedPrompt": true, "searchableHistory": "history"}).to_string()).unwrap();
+        "cachedPrompt": true, "searchableHistory": "history"})
+        .to_string(),
+    )
+    .unwrap();
     assert_eq!(built, parsed);
     assert!(SessionConfig::builder().writable("a", None, None).writable("a", None, None).build().is_err());
 }
@@ -460,13 +558,18 @@ fn configs_are_validated() {
 fn only_runs_that_store_something_register_the_session() {
     let api = skills_api();
     assert_eq!(tool(&api, "fresh", "load_context", json!({"label": "skills", "key": "nope"})), "Not found: nope");
-    assert_eq!(tool(&api, "fresh", "unload_context", json!({"label": "skills", "key": "nope"})),
-               "Skill \"nope\" is not currently loaded in \"skills\".");
+    assert_eq!(
+        tool(&api, "fresh", "unload_context", json!({"label": "skills", "key": "nope"})),
+        "Skill \"nope\" is not currently loaded in \"skills\"."
+    );
     assert_eq!(tool(&api, "fresh", "session_search", json!({"query": "x"})), "No results found.");
     assert_eq!(api.get("/sessions/fresh").status, 404, "nothing was stored");
     // A skill whose text starts like an error still counts as loaded, and registers.
     put(&api.blobs, "skills/alice/odd", "Error: this is the skill's own first line", None);
-    assert_eq!(tool(&api, "fresh", "load_context", json!({"label": "skills", "key": "odd"})), "Error: this is the skill's own first line");
+    assert_eq!(
+        tool(&api, "fresh", "load_context", json!({"label": "skills", "key": "odd"})),
+        "Error: this is the skill's own first line"
+    );
     assert_eq!(api.get("/sessions/fresh").status, 200);
 }
 
@@ -475,7 +578,13 @@ fn clearing_an_unregistered_session_stores_nothing() {
     let api = golden();
     assert_eq!(api.delete("/sessions/ghost/messages").status, 204);
     assert_eq!(api.get("/sessions/ghost").status, 404);
-    let n = api.db.query_row("SELECT count(*) FROM prompts WHERE session_id = 'ghost'", &[]).unwrap().unwrap().int(0).unwrap();
+    let n = api
+        .db
+        .query_row("SELECT count(*) FROM prompts WHERE session_id = 'ghost'", &[])
+        .unwrap()
+        .unwrap()
+        .int(0)
+        .unwrap();
     assert_eq!(n, 0);
 }
 
@@ -509,7 +618,12 @@ fn runtime_blocks_are_confined_to_the_agents_own_space() {
     ];
     for block in refused {
         let r = add(block.clone());
-        assert_eq!((r.status, code(&r).as_str()), (400, "invalid_request"), "{block}: {}", String::from_utf8_lossy(&r.body));
+        assert_eq!(
+            (r.status, code(&r).as_str()),
+            (400, "invalid_request"),
+            "{block}: {}",
+            String::from_utf8_lossy(&r.body)
+        );
     }
     assert_eq!(api.get("/sessions/s").status, 404, "no refused add registered the session");
     assert_eq!(int(&api, "SELECT count(*) FROM context_defs"), 0);
@@ -525,11 +639,15 @@ fn runtime_blocks_are_confined_to_the_agents_own_space() {
         assert_eq!(r.status, 201, "{ok}: {}", String::from_utf8_lossy(&r.body));
     }
     assert_eq!(api.get("/sessions/s/context/own").body_json()["content"], "Write short sentences.");
-    assert_eq!(api.get("/sessions/s/context/mine").body_json()["content"], "- api-ref\n- style-guide: Company style guide");
+    assert_eq!(
+        api.get("/sessions/s/context/mine").body_json()["content"],
+        "- api-ref\n- style-guide: Company style guide"
+    );
     // A write through the runtime agent block lands in alice's space only.
     tool(&api, "s", "set_context", json!({"label": "mine", "content": "hello", "metadata": {"title": "note"}}));
     assert!(futures::executor::block_on(api.blobs.get("skills/alice/note")).unwrap().is_some());
-    let keys: Vec<String> = futures::executor::block_on(api.blobs.list("skills/bob/")).unwrap().into_iter().map(|b| b.key).collect();
+    let keys: Vec<String> =
+        futures::executor::block_on(api.blobs.list("skills/bob/")).unwrap().into_iter().map(|b| b.key).collect();
     assert_eq!(keys, ["skills/bob/secret"], "bob's space is untouched");
 }
 
@@ -563,7 +681,10 @@ fn stored_runtime_blocks_outside_the_agents_space_are_ignored() {
         .unwrap();
     assert_eq!(api.get("/sessions/s/context/leak").status, 404);
     assert!(!prompt(&api, "s").contains("secret"));
-    assert_eq!(tool(&api, "s", "load_context", json!({"label": "leak", "key": "secret"})), "Error: \"leak\" is not a skill block. Skill blocks: skills, library");
+    assert_eq!(
+        tool(&api, "s", "load_context", json!({"label": "leak", "key": "secret"})),
+        "Error: \"leak\" is not a skill block. Skill blocks: skills, library"
+    );
 }
 
 /// Configured prefixes: never empty, agent-scoped ones equal or disjoint, nothing over `_spill/`.

@@ -607,8 +607,11 @@ fn a_rejection_is_a_409_naming_its_code() {
 #[test]
 fn the_cap_never_drops_a_summary_or_the_head_before_it() {
     use session_agent::core::conversation::build;
-    let mut history = vec![text("h1", "user", "head question"), text("h2", "assistant", "head answer"),
-        text("compaction_1", "assistant", "SUMMARY of the middle")];
+    let mut history = vec![
+        text("h1", "user", "head question"),
+        text("h2", "assistant", "head answer"),
+        text("compaction_1", "assistant", "SUMMARY of the middle"),
+    ];
     for i in 0..60 {
         history.push(text(&format!("t{i}"), if i % 2 == 0 { "user" } else { "assistant" }, &format!("tail {i}")));
     }

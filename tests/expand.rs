@@ -16,7 +16,10 @@ fn session_with_overlay(api: &Api, n: usize, from: &str, to: &str) -> String {
         .map(|i| msg(&format!("m{i}"), if i % 2 == 1 { "user" } else { "assistant" }, &format!("original text {i}")))
         .collect();
     assert_eq!(api.post("/sessions/s/messages/batch", json!({"messages": msgs})).status, 201);
-    let r = api.post("/sessions/s/compactions", json!({"summary": "## Topic\nA summary", "fromMessageId": from, "toMessageId": to}));
+    let r = api.post(
+        "/sessions/s/compactions",
+        json!({"summary": "## Topic\nA summary", "fromMessageId": from, "toMessageId": to}),
+    );
     assert_eq!(r.status, 201);
     r.body_json()["id"].as_str().unwrap().to_owned()
 }
@@ -56,7 +59,11 @@ fn the_route_checks_its_input() {
     let api = Api::new();
     let cid = session_with_overlay(&api, 5, "m2", "m3");
     assert_eq!(api.get("/sessions/s/compactions/nope/messages").status, 404);
-    assert_eq!(api.get(&format!("/sessions/other/compactions/{cid}/messages")).status, 404, "another session's overlay");
+    assert_eq!(
+        api.get(&format!("/sessions/other/compactions/{cid}/messages")).status,
+        404,
+        "another session's overlay"
+    );
     for q in ["limit=0", "limit=101", "offset=-1", "limit=x"] {
         assert_eq!(api.get(&format!("/sessions/s/compactions/{cid}/messages?{q}")).status, 400, "{q}");
     }
@@ -70,7 +77,12 @@ fn the_route_checks_its_input() {
 fn the_tool_is_offered_when_compaction_can_happen() {
     let without = Api::new();
     let names = |api: &Api| -> Vec<String> {
-        api.get("/sessions/s/tools").body_json()["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap().to_owned()).collect()
+        api.get("/sessions/s/tools").body_json()["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_owned())
+            .collect()
     };
     assert_eq!(names(&without), ["session_search"]);
     assert_eq!(without.post("/sessions/s/tools/expand_compaction", json!({"input": {}})).status, 404);
@@ -109,7 +121,10 @@ fn the_tool_reads_the_newest_visible_summary_by_default() {
     }
     let (_, past) = tool(&api, json!({"offset": 6}));
     assert_eq!(past["output"], format!("No messages at offset 6 of compaction {cid} (6 messages in all)."));
-    assert_eq!(tool(&api, json!({"compactionId": "nope"})).1["output"], "Error: compaction nope not found in session s");
+    assert_eq!(
+        tool(&api, json!({"compactionId": "nope"})).1["output"],
+        "Error: compaction nope not found in session s"
+    );
 }
 
 #[test]
@@ -117,12 +132,21 @@ fn the_tool_prefers_the_summary_on_the_active_branch() {
     let api = api(json!({"after": 100000}));
     let first = session_with_overlay(&api, 6, "m1", "m3");
     // A sibling branch from m2 with its own overlay, appended later: the active branch.
-    let b = vec![msg("b1", "assistant", "branch one"), msg("b2", "user", "branch two"), msg("b3", "assistant", "three")];
+    let b =
+        vec![msg("b1", "assistant", "branch one"), msg("b2", "user", "branch two"), msg("b3", "assistant", "three")];
     assert_eq!(api.post("/sessions/s/messages/batch", json!({"messages": b, "parentId": "m2"})).status, 201);
-    let second = api.post("/sessions/s/compactions", json!({"summary": "branch summary", "fromMessageId": "m1", "toMessageId": "b1"})).body_json();
+    let second = api
+        .post(
+            "/sessions/s/compactions",
+            json!({"summary": "branch summary", "fromMessageId": "m1", "toMessageId": "b1"}),
+        )
+        .body_json();
     let (_, out) = tool(&api, json!({}));
     let text = out["output"].as_str().unwrap().to_owned();
-    assert!(text.starts_with(&format!("Original messages 1-3 of 3 behind compaction {}:", second["id"].as_str().unwrap())), "{text}");
+    assert!(
+        text.starts_with(&format!("Original messages 1-3 of 3 behind compaction {}:", second["id"].as_str().unwrap())),
+        "{text}"
+    );
     assert!(text.contains("branch one") && !text.contains("original text 3"));
     // The first overlay is still readable by id.
     let (_, out) = tool(&api, json!({"compactionId": first}));
@@ -137,7 +161,12 @@ fn the_tool_cuts_long_texts_and_tool_outputs_but_the_route_does_not() {
         {"type": "dynamic-tool", "toolName": "fetch", "toolCallId": "c", "state": "output-available", "input": {"u": 1}, "output": "z".repeat(5000)}]});
     let msgs = vec![msg("a", "user", "hi"), big.clone(), msg("c", "user", "bye")];
     api.post("/sessions/s/messages/batch", json!({"messages": msgs}));
-    let cid = api.post("/sessions/s/compactions", json!({"summary": "s", "fromMessageId": "a", "toMessageId": "t"})).body_json()["id"].as_str().unwrap().to_owned();
+    let cid = api
+        .post("/sessions/s/compactions", json!({"summary": "s", "fromMessageId": "a", "toMessageId": "t"}))
+        .body_json()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     let (_, out) = tool(&api, json!({}));
     let text = out["output"].as_str().unwrap();
     assert!(text.contains("... [truncated 20000 chars]"), "text cut at 10000");
@@ -151,7 +180,14 @@ fn the_tool_cuts_long_texts_and_tool_outputs_but_the_route_does_not() {
 fn the_tool_checks_its_input() {
     let api = api(json!({"after": 100000}));
     session_with_overlay(&api, 4, "m1", "m2");
-    for bad in [json!({"limit": 0}), json!({"limit": 101}), json!({"offset": -1}), json!({"offset": "1"}), json!({"compactionId": 3}), json!([])] {
+    for bad in [
+        json!({"limit": 0}),
+        json!({"limit": 101}),
+        json!({"offset": -1}),
+        json!({"offset": "1"}),
+        json!({"compactionId": 3}),
+        json!([]),
+    ] {
         assert_eq!(tool(&api, bad.clone()).0, 400, "{bad}");
     }
 }

@@ -16,7 +16,8 @@ fn cfg(vars: &[(&str, &str)]) -> Result<LlmConfig> {
 fn configuration_from_variables() {
     assert_eq!(cfg(&[]).unwrap().provider, Provider::None);
     assert_eq!(cfg(&[("LLM_PROVIDER", "none")]).unwrap().provider, Provider::None);
-    let c = cfg(&[("LLM_PROVIDER", "openai"), ("LLM_BASE_URL", "http://127.0.0.1:8089/v1/"), ("LLM_MODEL", "m")]).unwrap();
+    let c =
+        cfg(&[("LLM_PROVIDER", "openai"), ("LLM_BASE_URL", "http://127.0.0.1:8089/v1/"), ("LLM_MODEL", "m")]).unwrap();
     assert_eq!((c.base_url.as_str(), c.model.as_str(), c.api_key.clone()), ("http://127.0.0.1:8089/v1", "m", None));
     let a = cfg(&[("LLM_PROVIDER", "anthropic"), ("LLM_MODEL", "claude"), ("LLM_API_KEY", "k")]).unwrap();
     assert_eq!(a.base_url, "https://api.anthropic.com/v1");
@@ -31,7 +32,9 @@ fn configuration_from_variables() {
 
 #[test]
 fn openai_request_and_answer() {
-    let c = cfg(&[("LLM_PROVIDER", "openai"), ("LLM_BASE_URL", "http://x/v1"), ("LLM_MODEL", "m"), ("LLM_API_KEY", "sk")]).unwrap();
+    let c =
+        cfg(&[("LLM_PROVIDER", "openai"), ("LLM_BASE_URL", "http://x/v1"), ("LLM_MODEL", "m"), ("LLM_API_KEY", "sk")])
+            .unwrap();
     let mut p = Prompt::user("hi");
     p.system = Some("be brief".into());
     p.cache_key = Some("session-1".into());
@@ -39,13 +42,25 @@ fn openai_request_and_answer() {
     assert_eq!(r.url, "http://x/v1/chat/completions");
     assert!(r.headers.contains(&("authorization".into(), "Bearer sk".into())));
     let body: Json = serde_json::from_str(&r.body).unwrap();
-    assert_eq!(body, json!({"model": "m", "messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}],
-        "max_tokens": DEFAULT_MAX_TOKENS, "stream": false, "prompt_cache_key": "session-1"}));
-    let ok = HttpResponse { status: 200, body: json!({"choices": [{"message": {"content": "hello"}, "finish_reason": "stop"}],
-        "usage": {"prompt_tokens": 12, "completion_tokens": 3}}).to_string() };
+    assert_eq!(
+        body,
+        json!({"model": "m", "messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}],
+        "max_tokens": DEFAULT_MAX_TOKENS, "stream": false, "prompt_cache_key": "session-1"})
+    );
+    let ok = HttpResponse {
+        status: 200,
+        body: json!({"choices": [{"message": {"content": "hello"}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 12, "completion_tokens": 3}})
+        .to_string(),
+    };
     let done = parse_response(&c, &ok).unwrap();
-    assert_eq!((done.text.as_str(), done.usage, done.finish_reason.as_deref()), ("hello", Usage { input_tokens: 12, output_tokens: 3 }, Some("stop")));
-    let err = parse_response(&c, &HttpResponse { status: 429, body: json!({"error": {"message": "slow down"}}).to_string() }).unwrap_err();
+    assert_eq!(
+        (done.text.as_str(), done.usage, done.finish_reason.as_deref()),
+        ("hello", Usage { input_tokens: 12, output_tokens: 3 }, Some("stop"))
+    );
+    let err =
+        parse_response(&c, &HttpResponse { status: 429, body: json!({"error": {"message": "slow down"}}).to_string() })
+            .unwrap_err();
     assert_eq!((err.kind, err.message.as_str()), (ErrorKind::LlmUnavailable, "the model answered HTTP 429: slow down"));
     let err = parse_response(&c, &HttpResponse { status: 200, body: "<html>".into() }).unwrap_err();
     assert_eq!(err.kind, ErrorKind::LlmUnavailable);
@@ -63,8 +78,12 @@ fn anthropic_request_and_answer() {
     let body: Json = serde_json::from_str(&r.body).unwrap();
     assert_eq!(body["system"], json!([{"type": "text", "text": "sys", "cache_control": {"type": "ephemeral"}}]));
     assert_eq!(body["messages"], json!([{"role": "user", "content": "hi"}]));
-    let ok = HttpResponse { status: 200, body: json!({"content": [{"type": "text", "text": "he"}, {"type": "text", "text": "llo"}],
-        "stop_reason": "end_turn", "usage": {"input_tokens": 7, "output_tokens": 2}}).to_string() };
+    let ok = HttpResponse {
+        status: 200,
+        body: json!({"content": [{"type": "text", "text": "he"}, {"type": "text", "text": "llo"}],
+        "stop_reason": "end_turn", "usage": {"input_tokens": 7, "output_tokens": 2}})
+        .to_string(),
+    };
     let done = parse_response(&c, &ok).unwrap();
     assert_eq!((done.text.as_str(), done.usage.input_tokens, done.usage.output_tokens), ("hello", 7, 2));
 }
@@ -82,7 +101,9 @@ impl Transport for Scripted {
         Box::pin(async move { a })
     }
     fn workers_ai<'a>(&'a self, _model: &'a str, input: Json) -> BoxFuture<'a, Result<Json>> {
-        Box::pin(async move { Ok(json!({"response": format!("echo {}", input["messages"][0]["content"].as_str().unwrap())})) })
+        Box::pin(async move {
+            Ok(json!({"response": format!("echo {}", input["messages"][0]["content"].as_str().unwrap())}))
+        })
     }
 }
 

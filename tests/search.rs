@@ -90,10 +90,45 @@ fn hostile_queries_never_fail() {
     let api = seeded();
     api.append("s1", "h", None, r#"He said "NEAR(" and OR AND NOT * ^ : -x {col} (( ))"#);
     let nasty = [
-        "\"", "\"\"", "\"\"\"", "*", "**", "a*b", "NEAR(", "NEAR(a b", "OR", "AND", "NOT", "a OR",
-        "(", ")", "((a", "a)", "^", "col:foo", "content:deploy", "-deploy", "+deploy", "{content}: x",
-        "deploy\"", "\"deploy", "'", "';DROP TABLE messages;--", "\u{0}", "\\", "%", "_", "NEAR", "*deploy",
-        "deploy **", "\u{1F600}", "日本語", "ǅ", "a\u{301}", "\t\n", "NEAR(\"x\" \"y\", 2)",
+        "\"",
+        "\"\"",
+        "\"\"\"",
+        "*",
+        "**",
+        "a*b",
+        "NEAR(",
+        "NEAR(a b",
+        "OR",
+        "AND",
+        "NOT",
+        "a OR",
+        "(",
+        ")",
+        "((a",
+        "a)",
+        "^",
+        "col:foo",
+        "content:deploy",
+        "-deploy",
+        "+deploy",
+        "{content}: x",
+        "deploy\"",
+        "\"deploy",
+        "'",
+        "';DROP TABLE messages;--",
+        "\u{0}",
+        "\\",
+        "%",
+        "_",
+        "NEAR",
+        "*deploy",
+        "deploy **",
+        "\u{1F600}",
+        "日本語",
+        "ǅ",
+        "a\u{301}",
+        "\t\n",
+        "NEAR(\"x\" \"y\", 2)",
     ];
     for q in nasty {
         let enc: String = form_urlencoded::byte_serialize(q.as_bytes()).collect();
@@ -129,7 +164,8 @@ fn only_text_parts_are_indexed() {
 #[test]
 fn control_characters_in_queries_never_reach_fts5_as_syntax() {
     let api = seeded();
-    let mut cfg = Api::with_config(json!({"context": [{"label": "kb", "kind": "search"}], "searchableHistory": "history"}));
+    let mut cfg =
+        Api::with_config(json!({"context": [{"label": "kb", "kind": "search"}], "searchableHistory": "history"}));
     cfg.db = api.db;
     let api = cfg;
     for q in ["de%00ploy", "%22de%00ploy%22", "%00", "deploy%1B%5B0m", "deploy%C2%85friday", "deploy%00*"] {

@@ -19,14 +19,35 @@ fn create_get_and_the_session_info_shape() {
     let id = s["id"].as_str().unwrap();
     assert_eq!(id.len(), 36);
     let keys: Vec<&str> = s.as_object().unwrap().keys().map(String::as_str).collect();
-    assert_eq!(keys, ["id", "name", "parentSessionId", "model", "source", "inputTokens", "outputTokens",
-                      "estimatedCost", "endReason", "messageCount", "totalMessages", "createdAt", "updatedAt"]);
+    assert_eq!(
+        keys,
+        [
+            "id",
+            "name",
+            "parentSessionId",
+            "model",
+            "source",
+            "inputTokens",
+            "outputTokens",
+            "estimatedCost",
+            "endReason",
+            "messageCount",
+            "totalMessages",
+            "createdAt",
+            "updatedAt"
+        ]
+    );
     assert_eq!(s["messageCount"], 0);
     assert!(s["createdAt"].as_str().unwrap().ends_with('Z') && s["createdAt"].as_str().unwrap().len() == 24);
     assert_eq!(api.get(&format!("/sessions/{id}")).body_json(), s);
     assert_eq!(api.get("/sessions/nope").status, 404);
-    for bad in [json!({}), json!({"name": ""}), json!({"name": 3}), json!({"name": "x", "parentSessionId": "a b"}),
-                json!({"name": "x", "model": "m".repeat(300)})] {
+    for bad in [
+        json!({}),
+        json!({"name": ""}),
+        json!({"name": 3}),
+        json!({"name": "x", "parentSessionId": "a b"}),
+        json!({"name": "x", "model": "m".repeat(300)}),
+    ] {
         assert_eq!(api.post("/sessions", bad.clone()).status, 400, "{bad}");
     }
     assert_eq!(api.get("/sessions").body_json()["sessions"].as_array().unwrap().len(), 1);
@@ -78,7 +99,10 @@ fn delete_removes_everything_of_that_session_only() {
     for sid in ["s", "keep"] {
         api.append(sid, "a", None, "shared words");
         api.append(sid, "b", None, "more words");
-        api.post(&format!("/sessions/{sid}/compactions"), json!({"summary": "sum", "fromMessageId": "a", "toMessageId": "b"}));
+        api.post(
+            &format!("/sessions/{sid}/compactions"),
+            json!({"summary": "sum", "fromMessageId": "a", "toMessageId": "b"}),
+        );
     }
     assert_eq!(api.delete("/sessions/s").status, 204);
     assert_eq!(api.get("/sessions/s").status, 404);
@@ -101,14 +125,22 @@ fn fork_copies_the_path_with_new_ids_and_its_overlays() {
         api.post(&format!("/sessions/{src}/messages"), json!({"message": m}));
     }
     api.append(&src, "side", Some(Some("m1")), "a side branch");
-    api.post(&format!("/sessions/{src}/compactions"), json!({"summary": "early", "fromMessageId": "m0", "toMessageId": "m1"}));
-    api.post(&format!("/sessions/{src}/compactions"), json!({"summary": "late", "fromMessageId": "m3", "toMessageId": "m4"}));
+    api.post(
+        &format!("/sessions/{src}/compactions"),
+        json!({"summary": "early", "fromMessageId": "m0", "toMessageId": "m1"}),
+    );
+    api.post(
+        &format!("/sessions/{src}/compactions"),
+        json!({"summary": "late", "fromMessageId": "m3", "toMessageId": "m4"}),
+    );
     let r = api.post(&format!("/sessions/{src}/fork"), json!({"atMessageId": "m3", "name": "copy"}));
     assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
     let f = r.body_json();
     let fid = f["id"].as_str().unwrap();
-    assert_eq!((f["name"].as_str(), f["parentSessionId"].as_str(), f["model"].as_str(), f["source"].as_str()),
-               (Some("copy"), Some(src.as_str()), Some("m1"), Some("cli")));
+    assert_eq!(
+        (f["name"].as_str(), f["parentSessionId"].as_str(), f["model"].as_str(), f["source"].as_str()),
+        (Some("copy"), Some(src.as_str()), Some("m1"), Some("cli"))
+    );
     assert_eq!(f["messageCount"], 4);
     let raw = api.get(&format!("/sessions/{fid}/history?raw=1")).body_json()["messages"].clone();
     let raw = raw.as_array().unwrap();
@@ -143,8 +175,17 @@ fn usage_sums_and_validation() {
     api.post("/sessions/s/usage", json!({"inputTokens": 100, "outputTokens": 20, "cost": 0.5}));
     let r = api.post("/sessions/s/usage", json!({"inputTokens": 1, "outputTokens": 2, "cost": 0.25}));
     let s = r.body_json();
-    assert_eq!((s["inputTokens"].as_i64(), s["outputTokens"].as_i64(), s["estimatedCost"].as_f64()), (Some(101), Some(22), Some(0.75)));
-    for bad in [json!({"inputTokens": -1}), json!({"outputTokens": "3"}), json!({"cost": -0.1}), json!({"inputTokens": 1.5}), json!({"cost": "x"})] {
+    assert_eq!(
+        (s["inputTokens"].as_i64(), s["outputTokens"].as_i64(), s["estimatedCost"].as_f64()),
+        (Some(101), Some(22), Some(0.75))
+    );
+    for bad in [
+        json!({"inputTokens": -1}),
+        json!({"outputTokens": "3"}),
+        json!({"cost": -0.1}),
+        json!({"inputTokens": 1.5}),
+        json!({"cost": "x"}),
+    ] {
         let r = api.post("/sessions/s/usage", bad.clone());
         assert_eq!((r.status, code(&r).as_str()), (400, "invalid_request"), "{bad}");
     }
@@ -156,16 +197,31 @@ fn usage_sums_and_validation() {
 #[test]
 fn usage_sums_never_overflow() {
     let api = Api::new();
-    assert_eq!(api.post("/sessions/s/usage", json!({"cost": 1e308, "inputTokens": 9_007_199_254_740_000i64})).status, 200);
+    assert_eq!(
+        api.post("/sessions/s/usage", json!({"cost": 1e308, "inputTokens": 9_007_199_254_740_000i64})).status,
+        200
+    );
     let before = api.get("/sessions/s").body_json();
-    for bad in [json!({"cost": 1e308}), json!({"inputTokens": 992}), json!({"outputTokens": 9_007_199_254_740_992i64}),
-                json!({"outputTokens": i64::MAX})] {
+    for bad in [
+        json!({"cost": 1e308}),
+        json!({"inputTokens": 992}),
+        json!({"outputTokens": 9_007_199_254_740_992i64}),
+        json!({"outputTokens": i64::MAX}),
+    ] {
         let r = api.post("/sessions/s/usage", bad.clone());
-        assert_eq!((r.status, code(&r).as_str()), (400, "invalid_request"), "{bad}: {}", String::from_utf8_lossy(&r.body));
+        assert_eq!(
+            (r.status, code(&r).as_str()),
+            (400, "invalid_request"),
+            "{bad}: {}",
+            String::from_utf8_lossy(&r.body)
+        );
     }
     assert_eq!(api.get("/sessions/s").body_json(), before);
     assert_eq!(before["estimatedCost"], 1e308);
-    assert_eq!(api.post("/sessions/s/usage", json!({"inputTokens": 991})).body_json()["inputTokens"], 9_007_199_254_740_991i64);
+    assert_eq!(
+        api.post("/sessions/s/usage", json!({"inputTokens": 991})).body_json()["inputTokens"],
+        9_007_199_254_740_991i64
+    );
 }
 
 /// `messageCount` is the length of the active path (root to the latest leaf), `totalMessages`

@@ -18,7 +18,11 @@ fn tool_msg(id: &str, n: usize) -> Json {
 }
 
 fn row_bytes(api: &Api, id: &str) -> i64 {
-    let r = api.db.query_row("SELECT length(CAST(content AS BLOB)) FROM messages WHERE id = ?", &[id.into()]).unwrap().unwrap();
+    let r = api
+        .db
+        .query_row("SELECT length(CAST(content AS BLOB)) FROM messages WHERE id = ?", &[id.into()])
+        .unwrap()
+        .unwrap();
     r.int(0).unwrap()
 }
 
@@ -121,7 +125,10 @@ fn a_fork_shares_the_objects_until_both_are_gone() {
     assert_eq!(hits["results"].as_array().unwrap().len(), 1);
     assert_eq!(api.delete("/sessions/s").status, 204);
     assert_eq!(spill_keys(&api).len(), 1, "the fork still uses it");
-    assert_eq!(api.get(&format!("/sessions/{fid}/history")).body_json()["messages"][1]["parts"], tool_msg("big", 2_500_000)["parts"]);
+    assert_eq!(
+        api.get(&format!("/sessions/{fid}/history")).body_json()["messages"][1]["parts"],
+        tool_msg("big", 2_500_000)["parts"]
+    );
     assert_eq!(api.delete(&format!("/sessions/{fid}")).status, 204);
     assert!(spill_keys(&api).is_empty());
 }
@@ -137,13 +144,19 @@ fn writes_that_store_nothing_leave_no_objects() {
     assert_eq!(spill_keys(&api).len(), 1);
     // A batch whose last message cannot fit: 413, and the first's object is gone again.
     let parts: Vec<Json> = (0..2000).map(|_| json!({"type": "text", "text": "x".repeat(1000)})).collect();
-    let r = api.post("/sessions/s/messages/batch", json!({"messages": [tool_msg("b1", 2_000_000), {"id": "b2", "role": "user", "parts": parts}]}));
+    let r = api.post(
+        "/sessions/s/messages/batch",
+        json!({"messages": [tool_msg("b1", 2_000_000), {"id": "b2", "role": "user", "parts": parts}]}),
+    );
     assert_eq!(r.status, 413);
     assert!(r.body_json()["error"]["message"].as_str().unwrap().starts_with("messages[1]:"));
     assert_eq!(spill_keys(&api).len(), 1);
     assert_eq!(api.get("/sessions/s/messages/b1").status, 404);
     // A good batch of two oversize messages.
-    let r = api.post("/sessions/s/messages/batch", json!({"messages": [tool_msg("b1", 2_000_000), tool_msg("b2", 2_000_000)]}));
+    let r = api.post(
+        "/sessions/s/messages/batch",
+        json!({"messages": [tool_msg("b1", 2_000_000), tool_msg("b2", 2_000_000)]}),
+    );
     assert_eq!(r.status, 201);
     assert_eq!(spill_keys(&api).len(), 3);
     assert_eq!(api.get("/sessions/s/history").body_json()["messages"][2], tool_msg("b2", 2_000_000));
@@ -165,7 +178,8 @@ fn a_missing_object_leaves_its_placeholder_and_a_warning() {
 
 #[test]
 fn the_summarizer_reads_placeholders_and_expand_reads_whole() {
-    let api = Api::with_config(json!({"compaction": {"protectHead": 1, "tailTokenBudget": 10, "minTailMessages": 1}})).with_model();
+    let api = Api::with_config(json!({"compaction": {"protectHead": 1, "tailTokenBudget": 10, "minTailMessages": 1}}))
+        .with_model();
     api.post("/sessions/s/messages", json!({"message": msg("m1", "user", "hello")}));
     api.post("/sessions/s/messages", json!({"message": tool_msg("m2", 3_000_000)}));
     api.post("/sessions/s/messages", json!({"message": msg("m3", "user", "and?")}));
@@ -183,8 +197,15 @@ fn the_summarizer_reads_placeholders_and_expand_reads_whole() {
 
 #[test]
 fn skills_prefixes_may_not_reach_spilled_objects() {
-    for (prefix, scope, ok) in [("_spill/", "agent", false), ("_", "agent", false), ("", "shared", false), ("_spill/x/", "shared", false),
-                                ("", "agent", false), ("skills/", "shared", true), ("_skills/", "shared", true)] {
+    for (prefix, scope, ok) in [
+        ("_spill/", "agent", false),
+        ("_", "agent", false),
+        ("", "shared", false),
+        ("_spill/x/", "shared", false),
+        ("", "agent", false),
+        ("skills/", "shared", true),
+        ("_skills/", "shared", true),
+    ] {
         let cfg = json!({"context": [{"label": "sk", "kind": "skills", "prefix": prefix, "scope": scope}]}).to_string();
         assert_eq!(SessionConfig::from_json(&cfg).is_ok(), ok, "{prefix:?} {scope}");
     }
@@ -214,6 +235,10 @@ fn objects_of_a_write_cut_short_by_a_crash_are_swept_after_restart() {
     let keys = spill_keys(&api);
     assert_eq!(keys.len(), 1, "{keys:?}");
     assert_eq!(api.get("/sessions/s/messages/kept").body_json(), tool_msg("kept", 3_000_000));
-    let left = api.db.query_row("SELECT (SELECT count(*) FROM spill_pending) + (SELECT count(*) FROM spill_garbage)", &[]).unwrap().unwrap();
+    let left = api
+        .db
+        .query_row("SELECT (SELECT count(*) FROM spill_pending) + (SELECT count(*) FROM spill_garbage)", &[])
+        .unwrap()
+        .unwrap();
     assert_eq!(left.int(0).unwrap(), 0);
 }

@@ -101,7 +101,10 @@ fn update_replaces_content_in_place_and_reindexes() {
     let api = Api::new();
     api.append("s", "a", None, "apples");
     api.append("s", "b", None, "bananas");
-    let r = api.put("/sessions/s/messages/a", json!({"message": {"id":"a","role":"user","parts":[{"type":"text","text":"cherries"}],"metadata":{"k":1}}}));
+    let r = api.put(
+        "/sessions/s/messages/a",
+        json!({"message": {"id":"a","role":"user","parts":[{"type":"text","text":"cherries"}],"metadata":{"k":1}}}),
+    );
     assert_eq!(r.status, 200);
     assert_eq!(api.history_ids("/sessions/s/history"), ["a", "b"]);
     assert_eq!(api.get("/sessions/s/messages/a").body_json()["metadata"]["k"], 1);
@@ -131,7 +134,8 @@ fn clear_removes_messages_compactions_and_index_rows() {
 }
 
 fn chain(api: &Api, sid: &str, n: usize, text: &dyn Fn(usize) -> String) -> Vec<String> {
-    let msgs: Vec<Json> = (0..n).map(|i| msg(&format!("m{i:05}"), if i % 2 == 0 { "user" } else { "assistant" }, &text(i))).collect();
+    let msgs: Vec<Json> =
+        (0..n).map(|i| msg(&format!("m{i:05}"), if i % 2 == 0 { "user" } else { "assistant" }, &text(i))).collect();
     let r = api.post(&format!("/sessions/{sid}/messages/batch"), json!({"messages": msgs}));
     assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
     (0..n).map(|i| format!("m{i:05}")).collect()
@@ -208,7 +212,10 @@ fn latest_leaf_survives_a_reopen_without_scanning() {
     // The latest leaf is one index probe: the plan must not scan the messages table.
     use session_agent::core::sql::Sql;
     let plan = db
-        .query("EXPLAIN QUERY PLAN SELECT id FROM messages WHERE session_id = ? ORDER BY seq DESC LIMIT 1", &["s".into()])
+        .query(
+            "EXPLAIN QUERY PLAN SELECT id FROM messages WHERE session_id = ? ORDER BY seq DESC LIMIT 1",
+            &["s".into()],
+        )
         .unwrap();
     let plan: Vec<String> = plan.iter().map(|r| r.text(3).unwrap()).collect();
     assert!(plan.iter().all(|p| !p.starts_with("SCAN messages") && !p.contains("TEMP B-TREE")), "{plan:?}");

@@ -72,7 +72,10 @@ fn an_array_whose_note_does_not_fit_becomes_the_marker() {
 fn array_markers_shrink_with_the_budget() {
     let items: Vec<Json> = (0..50).map(|_| json!("z".repeat(100))).collect();
     // [{__truncated, __truncatedChars}] is 46 units; the note does not fit in 60.
-    assert_eq!(truncate_tool_output(&Json::Array(items.clone()), 60).unwrap(), json!([{"__truncated": true, "__truncatedChars": 5151}]));
+    assert_eq!(
+        truncate_tool_output(&Json::Array(items.clone()), 60).unwrap(),
+        json!([{"__truncated": true, "__truncatedChars": 5151}])
+    );
     // In 20 units only the suffix fits, cut.
     assert_eq!(truncate_tool_output(&Json::Array(items), 20).unwrap(), json!(["... [truncated 5151 "]));
 }
@@ -244,7 +247,9 @@ fn history_truncates_on_request_only() {
 #[test]
 fn history_truncation_options_are_validated() {
     let api = Api::new();
-    for bad in ["truncate=yes", "truncate=1&keepRecent=-1", "truncate=1&maxTextChars=abc", "truncate=1&maxToolOutputChars=0"] {
+    for bad in
+        ["truncate=yes", "truncate=1&keepRecent=-1", "truncate=1&maxTextChars=abc", "truncate=1&maxToolOutputChars=0"]
+    {
         let r = api.get(&format!("/sessions/s/history?{bad}"));
         let body = r.body_json();
         assert_eq!(r.status, 400, "{bad}: {body}");

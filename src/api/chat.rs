@@ -19,13 +19,13 @@ use super::http::{Request, Response};
 use super::messages::{self, publish_message};
 use super::{compact, Ctx};
 use crate::core::chat_llm::{chat, ChatMessage, ChatRequest, ToolCall, ToolSpec};
+use crate::core::config::is_label;
 use crate::core::context::Context;
 use crate::core::conversation::{build, validate_continuation};
 use crate::core::error::{Error, ErrorKind, Result};
 use crate::core::history::history;
 use crate::core::ids::new_id;
 use crate::core::llm::Usage;
-use crate::core::config::is_label;
 use crate::core::message::NewMessage;
 use crate::core::sessions;
 use crate::core::spill;
@@ -145,15 +145,20 @@ pub async fn turn(
                 .ok_or_else(|| Error::invalid("messages: the last message needs an id"))?
                 .to_owned();
             if !tree.contains(&leaf)? {
-                return Err(Error::new(ErrorKind::Conflict, format!("not_a_prefix: message {leaf} is not in session {sid}"))
-                    .with_code("not_a_prefix"));
+                return Err(Error::new(
+                    ErrorKind::Conflict,
+                    format!("not_a_prefix: message {leaf} is not in session {sid}"),
+                )
+                .with_code("not_a_prefix"));
             }
             let stored = branch(ctx, sid, Some(&leaf)).await?;
             let names: Vec<&str> = server_defs.iter().map(|d| d.name).collect();
             let changed = validate_continuation(&stored, &messages, &names).map_err(|r| {
-                Error::new(ErrorKind::Conflict, format!("{} at message {}: {}", r.code, r.index, r.reason)).with_code(r.code)
+                Error::new(ErrorKind::Conflict, format!("{} at message {}: {}", r.code, r.index, r.reason))
+                    .with_code(r.code)
             })?;
-            let updates = changed.into_iter().map(|i| NewMessage::from_json(&messages[i])).collect::<Result<Vec<_>>>()?;
+            let updates =
+                changed.into_iter().map(|i| NewMessage::from_json(&messages[i])).collect::<Result<Vec<_>>>()?;
             (messages, None, Some(leaf), updates)
         }
     };
@@ -162,7 +167,11 @@ pub async fn turn(
     let (system, to_freeze) = context.prompt_for_turn().await?;
     let mut specs: Vec<ToolSpec> = server_defs
         .iter()
-        .map(|d| ToolSpec { name: d.name.to_owned(), description: d.description.clone(), input_schema: d.input_schema.clone() })
+        .map(|d| ToolSpec {
+            name: d.name.to_owned(),
+            description: d.description.clone(),
+            input_schema: d.input_schema.clone(),
+        })
         .collect();
     specs.extend(client.iter().cloned());
     let shown = truncate_older_messages(std::mem::take(&mut base), &TruncateOptions::default());
@@ -182,7 +191,8 @@ pub async fn turn(
         };
         let mut forward = |text: &str| -> Result<()> {
             if ctx.events.has_listeners(sid) {
-                ctx.events.publish(sid, &json!({"type": "delta", "sessionId": sid, "messageId": assistant_id, "text": text}));
+                ctx.events
+                    .publish(sid, &json!({"type": "delta", "sessionId": sid, "messageId": assistant_id, "text": text}));
             }
             on_event(ChatEvent::Delta { message_id: assistant_id.clone(), text: text.to_owned() })
         };
@@ -207,7 +217,9 @@ pub async fn turn(
                         super::context::publish_tool_effects(ctx, sid, input, &ran).await;
                         ran.output
                     }
-                    Err(e) if matches!(e.kind, ErrorKind::InvalidRequest | ErrorKind::NotFound) => format!("Error: {}", e.message),
+                    Err(e) if matches!(e.kind, ErrorKind::InvalidRequest | ErrorKind::NotFound) => {
+                        format!("Error: {}", e.message)
+                    }
                     Err(e) => return Err(e),
                 };
                 parts.tool_done(name, id, input, &output);

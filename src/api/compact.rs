@@ -92,17 +92,19 @@ pub async fn run(ctx: &Ctx<'_>, sid: &str, leaf: Option<&str>, cfg: &CompactionC
     let summary = compact::accept_summary(&done.text)
         .map_err(|why| Error::new(ErrorKind::LlmUnavailable, format!("the model's summary was refused: {why}")))?;
     let ids: Vec<&str> = messages.iter().filter_map(|m| m.get("id").and_then(Json::as_str)).collect();
-    let existing: Vec<(String, String, String)> = compaction::list(ctx.sql, sid)?
-        .into_iter()
-        .map(|c| (c.id, c.from_message_id, c.to_message_id))
-        .collect();
+    let existing: Vec<(String, String, String)> =
+        compaction::list(ctx.sql, sid)?.into_iter().map(|c| (c.id, c.from_message_id, c.to_message_id)).collect();
     let from = compact::iterative_from(&plan.from_message_id, &existing, &ids);
     let stored = atomically(ctx.sql, || {
         // The path may have changed while the model was writing: add() checks it again, and a
         // path that no longer holds the range is a conflict (retry), not bad input.
-        let c = compaction::add(ctx.sql, sid, &summary, &from, &plan.to_message_id, &ctx.now).map_err(|e| match e.kind {
-            ErrorKind::InvalidRequest => Error::conflict(format!("the path changed while the summary was written: {}", e.message)),
-            _ => e,
+        let c = compaction::add(ctx.sql, sid, &summary, &from, &plan.to_message_id, &ctx.now).map_err(|e| {
+            match e.kind {
+                ErrorKind::InvalidRequest => {
+                    Error::conflict(format!("the path changed while the summary was written: {}", e.message))
+                }
+                _ => e,
+            }
         })?;
         sessions::add_usage(ctx.sql, sid, done.usage.input_tokens, done.usage.output_tokens, 0.0, &ctx.now)?;
         Ok(c)
@@ -167,7 +169,13 @@ pub async fn after_append(ctx: &Ctx<'_>, sid: &str, leaf: &str) -> Option<AutoRe
         Ok(t) => t,
         Err(e) => {
             let error = Some(json!({"code": e.code(), "message": e.message}));
-            return Some(AutoReport { status: "failed", token_estimate: 0, token_threshold: threshold, compaction: None, error });
+            return Some(AutoReport {
+                status: "failed",
+                token_estimate: 0,
+                token_threshold: threshold,
+                compaction: None,
+                error,
+            });
         }
     };
     if estimate <= threshold {
@@ -192,8 +200,21 @@ pub async fn after_cap(ctx: &Ctx<'_>, sid: &str, leaf: &str) -> Option<AutoRepor
 
 /// Compacts the branch of `leaf` (its estimate is `estimate`) with [`run_framed`], and reports
 /// the outcome instead of failing.
-async fn compact_now(ctx: &Ctx<'_>, sid: &str, leaf: &str, cfg: &CompactionConfig, estimate: i64, threshold: i64) -> AutoReport {
-    let report = |status, compaction, error| AutoReport { status, token_estimate: estimate, token_threshold: threshold, compaction, error };
+async fn compact_now(
+    ctx: &Ctx<'_>,
+    sid: &str,
+    leaf: &str,
+    cfg: &CompactionConfig,
+    estimate: i64,
+    threshold: i64,
+) -> AutoReport {
+    let report = |status, compaction, error| AutoReport {
+        status,
+        token_estimate: estimate,
+        token_threshold: threshold,
+        compaction,
+        error,
+    };
     match run_framed(ctx, sid, leaf, cfg, estimate).await {
         Ok(Some(c)) => report("compacted", Some(c), None),
         Ok(None) => report("nothing-to-do", None, None),
@@ -204,7 +225,13 @@ async fn compact_now(ctx: &Ctx<'_>, sid: &str, leaf: &str, cfg: &CompactionConfi
 /// [`run`] between a `compacting` and an `idle` status frame (the latter with `compacted:
 /// {tokensBefore}` or `error`), as the session's sockets hear every compaction, manual or
 /// automatic. `estimate` is the branch's estimate before.
-async fn run_framed(ctx: &Ctx<'_>, sid: &str, leaf: &str, cfg: &CompactionConfig, estimate: i64) -> Result<Option<Compaction>> {
+async fn run_framed(
+    ctx: &Ctx<'_>,
+    sid: &str,
+    leaf: &str,
+    cfg: &CompactionConfig,
+    estimate: i64,
+) -> Result<Option<Compaction>> {
     publish_status(ctx, sid, "compacting", estimate, cfg.after, None);
     let result = run(ctx, sid, Some(leaf), cfg).await;
     if ctx.events.has_listeners(sid) {
@@ -224,7 +251,14 @@ async fn run_framed(ctx: &Ctx<'_>, sid: &str, leaf: &str, cfg: &CompactionConfig
 
 /// `{type:"status", sessionId, phase, tokenEstimate, tokenThreshold, …extra}` to the session's
 /// listeners.
-fn publish_status(ctx: &Ctx<'_>, sid: &str, phase: &str, estimate: i64, threshold: Option<i64>, extra: Option<(&str, Json)>) {
+fn publish_status(
+    ctx: &Ctx<'_>,
+    sid: &str,
+    phase: &str,
+    estimate: i64,
+    threshold: Option<i64>,
+    extra: Option<(&str, Json)>,
+) {
     if !ctx.events.has_listeners(sid) {
         return;
     }

@@ -69,8 +69,8 @@ pub fn publish_context(ctx: &Ctx, sid: &str, label: &str) {
 /// `POST /sessions/{sid}/context` `{label, kind, …}`: adds a block to this session → 201.
 pub async fn add(ctx: &Ctx<'_>, sid: &str, req: &Request) -> Result<Response> {
     let body = req.json_object()?;
-    let cfg: BlockConfig = serde_json::from_value(Json::Object(body))
-        .map_err(|e| Error::invalid(format!("block: {e}")))?;
+    let cfg: BlockConfig =
+        serde_json::from_value(Json::Object(body)).map_err(|e| Error::invalid(format!("block: {e}")))?;
     let c = context(ctx, sid);
     // Read the new block's content (R2 for skills and r2Key blocks) before storing it, so a
     // store that cannot be read refuses the add instead of answering an error after it.

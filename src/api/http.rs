@@ -221,10 +221,8 @@ pub fn flag_param(q: &HashMap<String, String>, key: &str) -> Result<bool> {
 
 /// `405` naming the allowed methods.
 pub fn method_not_allowed(allowed: &[&str]) -> Response {
-    let mut r = Response::error(&Error::new(
-        ErrorKind::MethodNotAllowed,
-        format!("allowed methods: {}", allowed.join(", ")),
-    ));
+    let mut r =
+        Response::error(&Error::new(ErrorKind::MethodNotAllowed, format!("allowed methods: {}", allowed.join(", "))));
     r.headers.push(("allow".into(), allowed.join(", ")));
     r
 }

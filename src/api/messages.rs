@@ -4,14 +4,14 @@
 use serde::Serialize;
 use serde_json::{json, Map, Value as Json};
 
-use super::http::{flag_param, int_param, Request, Response};
 use super::compact::{self, AutoReport};
+use super::http::{flag_param, int_param, Request, Response};
 use super::Ctx;
+use crate::core::compaction::COMPACTION_PREFIX;
+use crate::core::context::Context;
 use crate::core::error::{Error, Result};
 use crate::core::history;
 use crate::core::message::{check_id, NewMessage};
-use crate::core::compaction::COMPACTION_PREFIX;
-use crate::core::context::Context;
 use crate::core::sessions;
 use crate::core::skills;
 use crate::core::spill;
@@ -96,13 +96,17 @@ pub async fn append(ctx: &Ctx<'_>, sid: &str, req: &Request) -> Result<Response>
     });
     let unused = release(ctx, std::slice::from_ref(&msg));
     let done = done?;
-    let message = if done.inserted { raw(msg.client_json().to_owned())? } else { stored_whole(ctx, sid, &msg.id).await? };
+    let message =
+        if done.inserted { raw(msg.client_json().to_owned())? } else { stored_whole(ctx, sid, &msg.id).await? };
     let status = if done.inserted { 201 } else { 200 };
     if done.inserted {
         publish_message(ctx, sid, msg.client_json());
     }
     let auto = if done.inserted { compact::after_append(ctx, sid, &msg.id).await } else { None };
-    let resp = Response::json(status, &Appended { message, parent_id: done.parent_id, inserted: done.inserted, compaction: auto.as_ref() });
+    let resp = Response::json(
+        status,
+        &Appended { message, parent_id: done.parent_id, inserted: done.inserted, compaction: auto.as_ref() },
+    );
     Ok(with_warnings(warn_failed(resp, sid, auto.as_ref()), unused))
 }
 
@@ -172,10 +176,8 @@ fn is_synthetic(msg: &NewMessage) -> bool {
 /// nothing is stored.
 pub async fn batch(ctx: &Ctx<'_>, sid: &str, req: &Request) -> Result<Response> {
     let body = req.json_object()?;
-    let list = body
-        .get("messages")
-        .and_then(Json::as_array)
-        .ok_or_else(|| Error::invalid("messages must be an array"))?;
+    let list =
+        body.get("messages").and_then(Json::as_array).ok_or_else(|| Error::invalid("messages must be an array"))?;
     let mut msgs = list
         .iter()
         .enumerate()
@@ -299,7 +301,8 @@ pub async fn clear(ctx: &Ctx<'_>, sid: &str) -> Result<Response> {
     let c = Context { sql: ctx.sql, blobs: ctx.blobs, config: ctx.config, agent: ctx.agent, session: sid };
     let resp = match c.refresh_prompt(&ctx.now).await {
         Ok(_) => Response::no_content(),
-        Err(e) => Response::no_content().warn(format!("clear {sid}: prompt not re-rendered now ({e}); the next GET prompt renders it")),
+        Err(e) => Response::no_content()
+            .warn(format!("clear {sid}: prompt not re-rendered now ({e}); the next GET prompt renders it")),
     };
     compact::publish_idle(ctx, sid).await;
     Ok(resp)
@@ -366,7 +369,10 @@ pub async fn recent(ctx: &Ctx<'_>, sid: &str, req: &Request) -> Result<Response>
     let r = history::recent(ctx.sql, sid, max, min)?;
     let (messages, warnings) = whole(ctx, sid, r.messages).await?;
     Ok(with_warnings(
-        Response::json(200, &RecentOut { messages: &messages, truncated: r.truncated, total_content_bytes: r.total_content_bytes }),
+        Response::json(
+            200,
+            &RecentOut { messages: &messages, truncated: r.truncated, total_content_bytes: r.total_content_bytes },
+        ),
         warnings,
     ))
 }
@@ -374,9 +380,7 @@ pub async fn recent(ctx: &Ctx<'_>, sid: &str, req: &Request) -> Result<Response>
 /// `GET /sessions/{sid}/leaf`: the latest leaf, 404 when the session is empty.
 pub async fn leaf(ctx: &Ctx<'_>, sid: &str) -> Result<Response> {
     let tree = Tree::new(ctx.sql, sid);
-    let id = tree
-        .latest_leaf_id()?
-        .ok_or_else(|| Error::not_found(format!("session {sid} has no messages")))?;
+    let id = tree.latest_leaf_id()?.ok_or_else(|| Error::not_found(format!("session {sid} has no messages")))?;
     Ok(Response::json(200, &stored_whole(ctx, sid, &id).await?))
 }
 

@@ -20,14 +20,14 @@ use std::sync::OnceLock;
 
 pub use http::{Request, Response};
 
+use crate::core::blobs::Blobs;
+use crate::core::config::{check_label, SessionConfig};
 use crate::core::error::{Error, ErrorKind, Result};
+use crate::core::llm::{LlmConfig, Transport};
 use crate::core::schema;
 use crate::core::spill;
 use crate::core::sql::Sql;
 use crate::core::time::iso_millis;
-use crate::core::blobs::Blobs;
-use crate::core::config::{check_label, SessionConfig};
-use crate::core::llm::{LlmConfig, Transport};
 use events::Events;
 use http::{decode_segment, message_param, method_not_allowed, session_param};
 
@@ -165,9 +165,7 @@ fn context_of<'a>(env: Env<'a>, now_ms: i64) -> Ctx<'a> {
 
 /// The session id of a `/sessions/{sid}/…` request, decoded and checked.
 pub fn session_of(req: &Request) -> Result<String> {
-    let matched = router()
-        .at(&req.path)
-        .map_err(|_| Error::not_found(format!("no route for {}", req.path)))?;
+    let matched = router().at(&req.path).map_err(|_| Error::not_found(format!("no route for {}", req.path)))?;
     let raw = matched.params.get("sid").ok_or_else(|| Error::not_found(format!("no session in {}", req.path)))?;
     session_param(raw)
 }
@@ -210,9 +208,7 @@ const SWEEP_BATCH: i64 = 100;
 async fn dispatch(ctx: &Ctx<'_>, req: &Request) -> Result<Response> {
     // Every route refuses a query that is not UTF-8, whether it reads the query or not.
     http::parse_query(&req.query)?;
-    let matched = router()
-        .at(&req.path)
-        .map_err(|_| Error::not_found(format!("no route for {}", req.path)))?;
+    let matched = router().at(&req.path).map_err(|_| Error::not_found(format!("no route for {}", req.path)))?;
     let sid = matched.params.get("sid").map(session_param).transpose()?;
     let mid = matched.params.get("mid").map(message_param).transpose()?;
     let label = matched.params.get("label").map(label_param).transpose()?;
@@ -273,11 +269,14 @@ async fn dispatch(ctx: &Ctx<'_>, req: &Request) -> Result<Response> {
         (Tool, "POST") => context::run_tool(ctx, sid, name, req).await,
         (Chat, "POST") => chat::route(ctx, sid, req).await,
         // The Durable Object answers upgrades itself; anything else here is not one.
-        (Socket, "GET") => Err(Error::new(ErrorKind::InvalidRequest, "expected a WebSocket upgrade (Upgrade: websocket)")),
-        (Fork | Usage | BlockAppend | PromptRefresh | Tool | Compact | Chat, _) => Ok(method_not_allowed(&["POST"])),
-        (Search | Branches | History | Recent | Leaf | PathLength | SessionSearch | Prompt | Tools | Expand | Socket, _) => {
-            Ok(method_not_allowed(&["GET"]))
+        (Socket, "GET") => {
+            Err(Error::new(ErrorKind::InvalidRequest, "expected a WebSocket upgrade (Upgrade: websocket)"))
         }
+        (Fork | Usage | BlockAppend | PromptRefresh | Tool | Compact | Chat, _) => Ok(method_not_allowed(&["POST"])),
+        (
+            Search | Branches | History | Recent | Leaf | PathLength | SessionSearch | Prompt | Tools | Expand | Socket,
+            _,
+        ) => Ok(method_not_allowed(&["GET"])),
     }
 }
 

@@ -6,16 +6,28 @@
 use serde_json::{json, Value as Json};
 
 use crate::core::error::{Error, ErrorKind, Result};
-use crate::core::llm::{excerpt, http_request, int, unavailable, HttpRequest, HttpResponse, LlmConfig, Provider, Transport, Usage, DEFAULT_MAX_TOKENS};
+use crate::core::llm::{
+    excerpt, http_request, int, unavailable, HttpRequest, HttpResponse, LlmConfig, Provider, Transport, Usage,
+    DEFAULT_MAX_TOKENS,
+};
 
 /// One message of the conversation sent to the model.
 #[derive(Clone, Debug, PartialEq)]
 pub enum ChatMessage {
-    User { text: String },
+    User {
+        text: String,
+    },
     /// The model's earlier turn: its text and the tools it called.
-    Assistant { text: String, tool_calls: Vec<ToolCall> },
+    Assistant {
+        text: String,
+        tool_calls: Vec<ToolCall>,
+    },
     /// The result of one tool call, as the model reads it.
-    Tool { call_id: String, name: String, output: String },
+    Tool {
+        call_id: String,
+        name: String,
+        output: String,
+    },
 }
 
 /// A tool call the model made.
@@ -168,9 +180,9 @@ fn anthropic_messages(msgs: &[ChatMessage]) -> Vec<Json> {
                 if !text.is_empty() {
                     b.push(json!({"type": "text", "text": text}));
                 }
-                b.extend(tool_calls.iter().map(|c| {
-                    json!({"type": "tool_use", "id": c.id, "name": c.name, "input": object_or_empty(&c.input)})
-                }));
+                b.extend(tool_calls.iter().map(
+                    |c| json!({"type": "tool_use", "id": c.id, "name": c.name, "input": object_or_empty(&c.input)}),
+                ));
                 ("assistant", b)
             }
             ChatMessage::Tool { call_id, output, .. } => {
@@ -294,7 +306,11 @@ pub fn parse_chat_response(cfg: &LlmConfig, resp: &HttpResponse) -> Result<ChatR
                         .iter()
                         .enumerate()
                         .map(|(i, c)| ToolCall {
-                            id: c.get("id").and_then(Json::as_str).filter(|s| !s.is_empty()).map_or_else(|| format!("call_{i}"), str::to_owned),
+                            id: c
+                                .get("id")
+                                .and_then(Json::as_str)
+                                .filter(|s| !s.is_empty())
+                                .map_or_else(|| format!("call_{i}"), str::to_owned),
                             name: str_of(c, "/function/name").unwrap_or_default().to_owned(),
                             input: parse_arguments(c.pointer("/function/arguments")),
                         })
@@ -306,7 +322,10 @@ pub fn parse_chat_response(cfg: &LlmConfig, resp: &HttpResponse) -> Result<ChatR
                 text: openai_content(m.get("content")),
                 reasoning: openai_reasoning(&m).unwrap_or_default().to_owned(),
                 tool_calls,
-                usage: Usage { input_tokens: int(&usage, "prompt_tokens"), output_tokens: int(&usage, "completion_tokens") },
+                usage: Usage {
+                    input_tokens: int(&usage, "prompt_tokens"),
+                    output_tokens: int(&usage, "completion_tokens"),
+                },
                 finish_reason: choice.get("finish_reason").and_then(Json::as_str).map(str::to_owned),
             })
         }
@@ -327,7 +346,8 @@ pub fn parse_chat_response(cfg: &LlmConfig, resp: &HttpResponse) -> Result<ChatR
                 }
             }
             let usage = j.get("usage").cloned().unwrap_or(Json::Null);
-            reply.usage = Usage { input_tokens: anthropic_input_tokens(&usage), output_tokens: int(&usage, "output_tokens") };
+            reply.usage =
+                Usage { input_tokens: anthropic_input_tokens(&usage), output_tokens: int(&usage, "output_tokens") };
             reply.finish_reason = j.get("stop_reason").and_then(Json::as_str).map(str::to_owned);
             Ok(reply)
         }
@@ -499,7 +519,14 @@ pub struct StreamState {
 
 impl StreamState {
     pub fn new(provider: Provider) -> Self {
-        StreamState { provider, reply: ChatReply::default(), calls: Vec::new(), blocks: Vec::new(), done: false, ended: false }
+        StreamState {
+            provider,
+            reply: ChatReply::default(),
+            calls: Vec::new(),
+            blocks: Vec::new(),
+            done: false,
+            ended: false,
+        }
     }
 
     /// Whether the provider said the answer is complete (OpenAI `[DONE]` or a finish reason,
@@ -561,7 +588,8 @@ impl StreamState {
             return Err(unavailable(format!("the model's stream failed: {detail}")));
         }
         if let Some(u) = j.get("usage").filter(|u| u.is_object()) {
-            self.reply.usage = Usage { input_tokens: int(u, "prompt_tokens"), output_tokens: int(u, "completion_tokens") };
+            self.reply.usage =
+                Usage { input_tokens: int(u, "prompt_tokens"), output_tokens: int(u, "completion_tokens") };
         }
         let Some(choice) = j.pointer("/choices/0") else { return Ok(None) };
         if let Some(r) = choice.get("finish_reason").and_then(Json::as_str) {
@@ -572,7 +600,9 @@ impl StreamState {
         if let Some(r) = openai_reasoning(delta) {
             self.reply.reasoning.push_str(r);
         }
-        for (pos, tc) in delta.get("tool_calls").and_then(Json::as_array).map(Vec::as_slice).unwrap_or_default().iter().enumerate() {
+        for (pos, tc) in
+            delta.get("tool_calls").and_then(Json::as_array).map(Vec::as_slice).unwrap_or_default().iter().enumerate()
+        {
             let id = tc.get("id").and_then(Json::as_str).unwrap_or_default();
             let index = match tc.get("index").and_then(Json::as_u64) {
                 Some(i) => i,

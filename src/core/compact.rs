@@ -261,8 +261,7 @@ pub fn plan(messages: &[Json], opts: &CompactOptions) -> Option<Plan> {
     }
     let middle: Vec<Json> = messages[start..end].iter().filter(|m| !is_compaction_message(m)).cloned().collect();
     let (first, last) = (middle.first()?, middle.last()?);
-    let previous_summary =
-        messages.iter().find(|m| is_compaction_message(m)).map(text_of).filter(|s| !s.is_empty());
+    let previous_summary = messages.iter().find(|m| is_compaction_message(m)).map(text_of).filter(|s| !s.is_empty());
     let budget = compute_summary_budget(&middle);
     let prompt = build_summary_prompt(&middle, previous_summary.as_deref(), budget);
     Some(Plan {
@@ -401,11 +400,8 @@ pub fn accept_summary(summary: &str) -> std::result::Result<String, &'static str
     if summary.trim().is_empty() {
         return Err("the summary is empty");
     }
-    let skeleton = summary
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .all(|l| is_heading(l) || PLACEHOLDERS.contains(&l));
+    let skeleton =
+        summary.lines().map(str::trim).filter(|l| !l.is_empty()).all(|l| is_heading(l) || PLACEHOLDERS.contains(&l));
     if skeleton {
         return Err("the summary has only the section headings of the prompt and no content");
     }

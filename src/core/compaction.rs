@@ -80,14 +80,7 @@ pub fn add(sql: &dyn Sql, session: &str, summary: &str, from: &str, to: &str, no
     sql.execute(
         "INSERT INTO compactions (id, session_id, from_message_id, to_message_id, created_at, summary)
          VALUES (?, ?, ?, ?, ?, ?)",
-        &[
-            c.id.as_str().into(),
-            session.into(),
-            from.into(),
-            to.into(),
-            now.into(),
-            Value::Text(c.summary.clone()),
-        ],
+        &[c.id.as_str().into(), session.into(), from.into(), to.into(), now.into(), Value::Text(c.summary.clone())],
     )?;
     Ok(c)
 }
@@ -106,15 +99,14 @@ pub enum Piece<'c> {
 /// it replaces that run; scanning resumes after its end. Overlays of sibling branches, and ones
 /// starting inside an applied run, do not apply.
 pub fn overlay<'c>(ids: &[&str], overlays: &'c [Compaction]) -> Vec<Piece<'c>> {
-    let index: std::collections::HashMap<&str, usize> =
-        ids.iter().enumerate().map(|(i, id)| (*id, i)).collect();
+    let index: std::collections::HashMap<&str, usize> = ids.iter().enumerate().map(|(i, id)| (*id, i)).collect();
     let mut out = Vec::with_capacity(ids.len());
     let mut i = 0;
     while i < ids.len() {
-        let newest = overlays.iter().rev().find(|c| {
-            c.from_message_id == ids[i]
-                && index.get(c.to_message_id.as_str()).is_some_and(|&to| to >= i)
-        });
+        let newest = overlays
+            .iter()
+            .rev()
+            .find(|c| c.from_message_id == ids[i] && index.get(c.to_message_id.as_str()).is_some_and(|&to| to >= i));
         match newest {
             Some(c) => {
                 out.push(Piece::Summary(c));

@@ -5,8 +5,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
 
-use crate::core::spill::SPILL_PREFIX;
 use crate::core::error::{Error, Result};
+use crate::core::spill::SPILL_PREFIX;
 
 /// Where skills live when a skills block names no `prefix`.
 pub const DEFAULT_SKILLS_PREFIX: &str = "skills/";
@@ -107,7 +107,11 @@ impl BlockConfig {
         };
         let k = self.kind;
         only("maxTokens", self.max_tokens.is_some() && k != BlockKind::Writable, "writable")?;
-        only("content", self.content.is_some() && !matches!(k, BlockKind::Readonly | BlockKind::Writable), "readonly and writable")?;
+        only(
+            "content",
+            self.content.is_some() && !matches!(k, BlockKind::Readonly | BlockKind::Writable),
+            "readonly and writable",
+        )?;
         only("r2Key", self.r2_key.is_some() && k != BlockKind::Readonly, "readonly")?;
         only("prefix", self.prefix.is_some() && k != BlockKind::Skills, "skills")?;
         only("scope", self.scope.is_some() && k != BlockKind::Skills, "skills")?;
@@ -176,7 +180,13 @@ fn yes() -> bool {
 
 impl Default for SessionConfig {
     fn default() -> Self {
-        SessionConfig { context: Vec::new(), cached_prompt: true, searchable_history: None, compaction: None, chat: None }
+        SessionConfig {
+            context: Vec::new(),
+            cached_prompt: true,
+            searchable_history: None,
+            compaction: None,
+            chat: None,
+        }
     }
 }
 
@@ -224,12 +234,16 @@ impl SessionConfig {
                     Scope::Shared if shared.is_empty() => "no shared library is configured".to_owned(),
                     Scope::Shared => format!("shared skills must lie under one of the configured libraries {shared:?}"),
                 };
-                return Err(Error::invalid(format!("block \"{l}\": prefix {p:?} is outside this agent's space: {allowed}")));
+                return Err(Error::invalid(format!(
+                    "block \"{l}\": prefix {p:?} is outside this agent's space: {allowed}"
+                )));
             }
         }
         if let Some(key) = &b.r2_key {
             let configured = self.context.iter().any(|c| c.r2_key.as_ref() == Some(key));
-            let in_own = own.iter().any(|p| key.strip_prefix(p).and_then(|k| k.strip_prefix(agent)).is_some_and(|k| k.starts_with('/')));
+            let in_own = own
+                .iter()
+                .any(|p| key.strip_prefix(p).and_then(|k| k.strip_prefix(agent)).is_some_and(|k| k.starts_with('/')));
             let in_shared = shared.iter().any(|s| key.starts_with(s));
             if !(configured || in_own || in_shared) {
                 return Err(Error::invalid(format!(

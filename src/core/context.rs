@@ -118,8 +118,8 @@ impl<'a> Context<'a> {
             if r.int(1)? != 0 {
                 removed.push(label);
             } else if let Some(def) = r.opt_text(2)? {
-                let cfg: BlockConfig = serde_json::from_str(&def)
-                    .map_err(|e| Error::internal(format!("stored block {label}: {e}")))?;
+                let cfg: BlockConfig =
+                    serde_json::from_str(&def).map_err(|e| Error::internal(format!("stored block {label}: {e}")))?;
                 // A block stored before the config changed (or before confinement was checked)
                 // never reaches outside the agent's space: it is left out.
                 if self.config.check_runtime(&cfg, self.agent).is_ok() {
@@ -151,8 +151,7 @@ impl<'a> Context<'a> {
 
     /// The block or `not_found` (`Block "<label>" not found`, the reference's wording).
     pub fn require(&self, label: &str) -> Result<Block> {
-        self.block(label)?
-            .ok_or_else(|| Error::not_found(format!("Block \"{label}\" not found")))
+        self.block(label)?.ok_or_else(|| Error::not_found(format!("Block \"{label}\" not found")))
     }
 
     /// The R2 key prefix of a skills block: `<prefix><agent>/` or `<prefix>`.

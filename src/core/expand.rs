@@ -2,7 +2,6 @@
 //! deletes anything, and this is how the model (tool `expand_compaction`) and clients (route
 //! `GET /sessions/{sid}/compactions/{cid}/messages`) get the details a summary left out.
 
-
 use crate::core::compact::render_message;
 use crate::core::compaction::{self, Compaction, Piece};
 use crate::core::error::{Error, Result};
@@ -92,15 +91,10 @@ pub fn render_for_model(p: &Page) -> Result<String> {
     let body = cut.iter().map(render_message).collect::<Vec<_>>().join("\n\n---\n\n");
     let first = p.offset + 1;
     let last = p.offset + p.messages.len();
-    let mut out = format!(
-        "Original messages {first}-{last} of {} behind compaction {}:\n\n{body}",
-        p.total, p.compaction.id
-    );
+    let mut out =
+        format!("Original messages {first}-{last} of {} behind compaction {}:\n\n{body}", p.total, p.compaction.id);
     if let Some(next) = p.next_offset() {
-        out.push_str(&format!(
-            "\n\n({} more: call expand_compaction with offset {next}.)",
-            p.total - next
-        ));
+        out.push_str(&format!("\n\n({} more: call expand_compaction with offset {next}.)", p.total - next));
     }
     Ok(out)
 }

@@ -40,7 +40,13 @@ pub struct LlmConfig {
 impl LlmConfig {
     /// No LLM: every call is `503 not_configured`.
     pub fn none() -> Self {
-        LlmConfig { provider: Provider::None, base_url: String::new(), model: String::new(), api_key: None, timeout_ms: DEFAULT_TIMEOUT_MS }
+        LlmConfig {
+            provider: Provider::None,
+            base_url: String::new(),
+            model: String::new(),
+            api_key: None,
+            timeout_ms: DEFAULT_TIMEOUT_MS,
+        }
     }
 
     /// Reads `LLM_PROVIDER`, `LLM_BASE_URL`, `LLM_MODEL`, `LLM_API_KEY`, `LLM_TIMEOUT_MS`
@@ -210,8 +216,7 @@ pub fn build_request(cfg: &LlmConfig, prompt: &Prompt) -> Result<HttpRequest> {
             body
         }
         Provider::Anthropic => {
-            let messages: Vec<Json> =
-                prompt.messages.iter().map(|(r, t)| json!({"role": r, "content": t})).collect();
+            let messages: Vec<Json> = prompt.messages.iter().map(|(r, t)| json!({"role": r, "content": t})).collect();
             let mut body = json!({"model": cfg.model, "max_tokens": max_tokens, "messages": messages});
             if let Some(s) = &prompt.system {
                 // The system prompt is frozen per session: mark it cacheable.
@@ -242,7 +247,8 @@ pub fn parse_response(cfg: &LlmConfig, resp: &HttpResponse) -> Result<Completion
             .unwrap_or_else(|| excerpt(&resp.body, 300));
         return Err(unavailable(format!("the model answered HTTP {}: {detail}", resp.status)));
     }
-    let j = parsed.ok_or_else(|| unavailable(format!("the model's answer is not JSON: {}", excerpt(&resp.body, 200))))?;
+    let j =
+        parsed.ok_or_else(|| unavailable(format!("the model's answer is not JSON: {}", excerpt(&resp.body, 200))))?;
     match cfg.provider {
         Provider::OpenAi => {
             let choice = j.pointer("/choices/0").ok_or_else(|| unavailable("the model's answer has no choices"))?;
@@ -250,7 +256,10 @@ pub fn parse_response(cfg: &LlmConfig, resp: &HttpResponse) -> Result<Completion
             let usage = j.get("usage").cloned().unwrap_or(Json::Null);
             Ok(Completion {
                 text,
-                usage: Usage { input_tokens: int(&usage, "prompt_tokens"), output_tokens: int(&usage, "completion_tokens") },
+                usage: Usage {
+                    input_tokens: int(&usage, "prompt_tokens"),
+                    output_tokens: int(&usage, "completion_tokens"),
+                },
                 finish_reason: choice.get("finish_reason").and_then(Json::as_str).map(str::to_owned),
             })
         }
@@ -297,7 +306,10 @@ pub async fn complete(t: &dyn Transport, cfg: &LlmConfig, prompt: &Prompt) -> Re
             let usage = out.get("usage").cloned().unwrap_or(Json::Null);
             Ok(Completion {
                 text,
-                usage: Usage { input_tokens: int(&usage, "prompt_tokens"), output_tokens: int(&usage, "completion_tokens") },
+                usage: Usage {
+                    input_tokens: int(&usage, "prompt_tokens"),
+                    output_tokens: int(&usage, "completion_tokens"),
+                },
                 finish_reason: None,
             })
         }

@@ -50,13 +50,8 @@ impl NewMessage {
     /// and a `parts` array. Unknown fields are kept. Any size: one over [`MAX_MESSAGE_BYTES`]
     /// must go through [`crate::core::spill::prepare`] before it is stored.
     pub fn from_json(value: &Json) -> Result<NewMessage> {
-        let obj = value
-            .as_object()
-            .ok_or_else(|| Error::invalid("message must be a JSON object"))?;
-        let id = obj
-            .get("id")
-            .and_then(Json::as_str)
-            .ok_or_else(|| Error::invalid("message.id must be a string"))?;
+        let obj = value.as_object().ok_or_else(|| Error::invalid("message must be a JSON object"))?;
+        let id = obj.get("id").and_then(Json::as_str).ok_or_else(|| Error::invalid("message.id must be a string"))?;
         check_id("message.id", id)?;
         let role = obj
             .get("role")
@@ -123,7 +118,8 @@ pub fn is_tool_type(t: &str) -> bool {
 /// types and extra fields pass through as they are.
 fn check_part(part: &Json) -> std::result::Result<(), String> {
     let obj = part.as_object().ok_or("a part must be a JSON object")?;
-    let ty = obj.get("type").and_then(Json::as_str).filter(|t| !t.is_empty()).ok_or("type must be a non-empty string")?;
+    let ty =
+        obj.get("type").and_then(Json::as_str).filter(|t| !t.is_empty()).ok_or("type must be a non-empty string")?;
     let string = |key: &str, required: bool| match obj.get(key) {
         Some(Json::String(_)) => Ok(()),
         None if !required => Ok(()),
@@ -170,7 +166,8 @@ mod tests {
 
     #[test]
     fn keeps_unknown_fields_in_order() {
-        let m = NewMessage::from_json(&json!({"id":"a","role":"user","parts":[],"zeta":1,"alpha":{"b":2,"a":1}})).unwrap();
+        let m =
+            NewMessage::from_json(&json!({"id":"a","role":"user","parts":[],"zeta":1,"alpha":{"b":2,"a":1}})).unwrap();
         assert_eq!(m.json, r#"{"id":"a","role":"user","parts":[],"zeta":1,"alpha":{"b":2,"a":1}}"#);
     }
 
@@ -184,11 +181,21 @@ mod tests {
 
     #[test]
     fn rejects_bad_shapes() {
-        for bad in [json!(1), json!({"role":"user","parts":[]}), json!({"id":"","role":"user","parts":[]}),
-                    json!({"id":"a\u{1}","role":"user","parts":[]}), json!({"id":"a","parts":[]}),
-                    json!({"id":"a","role":"user"}), json!({"id":"a","role":"user","parts":{}}),
-                    json!({"id":"x".repeat(257),"role":"user","parts":[]})] {
-            assert_eq!(NewMessage::from_json(&bad).unwrap_err().kind, crate::core::error::ErrorKind::InvalidRequest, "{bad}");
+        for bad in [
+            json!(1),
+            json!({"role":"user","parts":[]}),
+            json!({"id":"","role":"user","parts":[]}),
+            json!({"id":"a\u{1}","role":"user","parts":[]}),
+            json!({"id":"a","parts":[]}),
+            json!({"id":"a","role":"user"}),
+            json!({"id":"a","role":"user","parts":{}}),
+            json!({"id":"x".repeat(257),"role":"user","parts":[]}),
+        ] {
+            assert_eq!(
+                NewMessage::from_json(&bad).unwrap_err().kind,
+                crate::core::error::ErrorKind::InvalidRequest,
+                "{bad}"
+            );
         }
         assert!(NewMessage::from_json(&json!({"id":"é".repeat(256),"role":"user","parts":[]})).is_ok());
     }
@@ -197,8 +204,15 @@ mod tests {
     fn known_parts_are_checked_and_others_pass() {
         let with = |part: Json| NewMessage::from_json(&json!({"id":"a","role":"assistant","parts":[part]}));
         for bad in [
-            json!(1), json!("text"), json!({}), json!({"type": ""}), json!({"type": 5}), json!({"text": "no type"}),
-            json!({"type": "text"}), json!({"type": "text", "text": 1}), json!({"type": "reasoning", "text": null}),
+            json!(1),
+            json!("text"),
+            json!({}),
+            json!({"type": ""}),
+            json!({"type": 5}),
+            json!({"text": "no type"}),
+            json!({"type": "text"}),
+            json!({"type": "text", "text": 1}),
+            json!({"type": "reasoning", "text": null}),
             json!({"type": "tool-x", "state": "output-available"}),
             json!({"type": "tool-x", "toolCallId": 1, "state": "output-available"}),
             json!({"type": "tool-x", "toolCallId": "c", "state": "done"}),

@@ -23,13 +23,13 @@ pub mod search;
 pub mod search_entries;
 pub mod sessions;
 pub mod skills;
+pub mod spill;
 pub mod sql;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod sqlite;
-pub mod spill;
 pub mod time;
 pub mod tokens;
 pub mod tools;
 pub mod tree;
-pub mod turn;
 pub mod truncate;
+pub mod turn;

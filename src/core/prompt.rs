@@ -59,12 +59,7 @@ pub fn render(blocks: &[BlockView]) -> String {
                 header.push_str(&format!(" ({d})"));
             }
             if let Some(max) = b.max_tokens.filter(|m| *m != 0) {
-                header.push_str(&format!(
-                    " [{}% \u{2014} {}/{} tokens]",
-                    usage_percent(b.tokens, max),
-                    b.tokens,
-                    max
-                ));
+                header.push_str(&format!(" [{}% \u{2014} {}/{} tokens]", usage_percent(b.tokens, max), b.tokens, max));
             }
             header.push(' ');
             header.push_str(tag(b));

@@ -33,10 +33,7 @@ pub fn set(sql: &dyn Sql, label: &str, key: &str, content: &str, now: &str) -> R
             .ok_or_else(|| Error::internal("INSERT returned no row"))?
             .int(0)?,
     };
-    sql.execute(
-        "INSERT INTO search_entries_fts (rowid, content) VALUES (?, ?)",
-        &[Value::Int(seq), content.into()],
-    )
+    sql.execute("INSERT INTO search_entries_fts (rowid, content) VALUES (?, ?)", &[Value::Int(seq), content.into()])
 }
 
 /// How many entries block `label` holds.
@@ -67,9 +64,6 @@ pub fn search(sql: &dyn Sql, label: &str, query: &str) -> Result<Option<String>>
     if rows.is_empty() {
         return Ok(None);
     }
-    let found = rows
-        .iter()
-        .map(|r| Ok(format!("[{}]\n{}", r.text(0)?, r.text(1)?)))
-        .collect::<Result<Vec<_>>>()?;
+    let found = rows.iter().map(|r| Ok(format!("[{}]\n{}", r.text(0)?, r.text(1)?))).collect::<Result<Vec<_>>>()?;
     Ok(Some(found.join("\n\n")))
 }

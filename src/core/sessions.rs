@@ -7,8 +7,8 @@ use crate::core::compaction;
 use crate::core::error::{Error, Result};
 use crate::core::ids::new_id;
 use crate::core::message::{indexed_text, NewMessage};
-use crate::core::sql::{Row, Sql, Value};
 use crate::core::spill;
+use crate::core::sql::{Row, Sql, Value};
 use crate::core::tree::{chunks, Tree};
 
 /// Longest session name, in characters.
@@ -80,18 +80,14 @@ fn info(r: &Row) -> Result<SessionInfo> {
 pub fn check_name(name: &str) -> Result<()> {
     let n = name.chars().count();
     if n == 0 || n > MAX_NAME_CHARS || name.chars().any(char::is_control) {
-        return Err(Error::invalid(format!(
-            "name must be 1-{MAX_NAME_CHARS} characters without control characters"
-        )));
+        return Err(Error::invalid(format!("name must be 1-{MAX_NAME_CHARS} characters without control characters")));
     }
     Ok(())
 }
 
 /// One session, or `None`.
 pub fn get(sql: &dyn Sql, id: &str) -> Result<Option<SessionInfo>> {
-    sql.query_row(&format!("{SELECT} WHERE s.id = ?"), &[id.into()])?
-        .map(|r| info(&r))
-        .transpose()
+    sql.query_row(&format!("{SELECT} WHERE s.id = ?"), &[id.into()])?.map(|r| info(&r)).transpose()
 }
 
 /// One session, or `not_found`.
@@ -101,10 +97,7 @@ pub fn require(sql: &dyn Sql, id: &str) -> Result<SessionInfo> {
 
 /// Every session, most recently updated first (ties: the later update first).
 pub fn list(sql: &dyn Sql) -> Result<Vec<SessionInfo>> {
-    sql.query(&format!("{SELECT} ORDER BY s.updated_at DESC, s.touch_seq DESC"), &[])?
-        .iter()
-        .map(info)
-        .collect()
+    sql.query(&format!("{SELECT} ORDER BY s.updated_at DESC, s.touch_seq DESC"), &[])?.iter().map(info).collect()
 }
 
 const NEXT_TOUCH: &str = "(SELECT COALESCE(MAX(touch_seq), 0) + 1 FROM sessions)";
@@ -183,10 +176,9 @@ pub fn add_usage(sql: &dyn Sql, id: &str, input: i64, output: i64, cost: f64, no
     if input < 0 || output < 0 || !(cost >= 0.0 && cost.is_finite()) {
         return Err(Error::invalid("usage figures must be finite and not negative"));
     }
-    let (had_in, had_out, had_cost) = match sql.query_row(
-        "SELECT input_tokens, output_tokens, estimated_cost FROM sessions WHERE id = ?",
-        &[id.into()],
-    )? {
+    let (had_in, had_out, had_cost) = match sql
+        .query_row("SELECT input_tokens, output_tokens, estimated_cost FROM sessions WHERE id = ?", &[id.into()])?
+    {
         Some(r) => (r.int(0)?, r.int(1)?, r.real(2)?),
         None => (0, 0, 0.0),
     };
@@ -257,7 +249,10 @@ pub fn fork(sql: &dyn Sql, id: &str, at: &str, name: Option<&str>, now: &str) ->
                     .transpose()?;
                 sql.execute("DELETE FROM messages_fts WHERE rowid = ?", &[Value::Int(seq)])?;
                 if let Some(t) = indexed {
-                    sql.execute("INSERT INTO messages_fts (rowid, content) VALUES (?, ?)", &[Value::Int(seq), t.into()])?;
+                    sql.execute(
+                        "INSERT INTO messages_fts (rowid, content) VALUES (?, ?)",
+                        &[Value::Int(seq), t.into()],
+                    )?;
                 }
             }
             new_ids.insert(row.id.clone(), new_id.clone());

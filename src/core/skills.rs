@@ -47,22 +47,18 @@ pub fn mark_unloaded(sql: &dyn Sql, session: &str, label: &str, key: &str) -> Re
 
 /// `label:key` of every loaded skill of `session`, in load order.
 pub fn loaded(sql: &dyn Sql, session: &str) -> Result<Vec<String>> {
-    sql.query(
-        "SELECT label, key FROM loaded_skills WHERE session_id = ? ORDER BY seq",
-        &[session.into()],
-    )?
-    .iter()
-    .map(|r| Ok(format!("{}:{}", r.text(0)?, r.text(1)?)))
-    .collect()
+    sql.query("SELECT label, key FROM loaded_skills WHERE session_id = ? ORDER BY seq", &[session.into()])?
+        .iter()
+        .map(|r| Ok(format!("{}:{}", r.text(0)?, r.text(1)?)))
+        .collect()
 }
 
 /// Forgets every loaded skill of `session` (clear, delete), or only those of one block.
 pub fn forget(sql: &dyn Sql, session: &str, label: Option<&str>) -> Result<()> {
     match label {
-        Some(l) => sql.execute(
-            "DELETE FROM loaded_skills WHERE session_id = ? AND label = ?",
-            &[session.into(), l.into()],
-        ),
+        Some(l) => {
+            sql.execute("DELETE FROM loaded_skills WHERE session_id = ? AND label = ?", &[session.into(), l.into()])
+        }
         None => sql.execute("DELETE FROM loaded_skills WHERE session_id = ?", &[session.into()]),
     }
 }

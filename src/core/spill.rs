@@ -146,7 +146,10 @@ pub async fn prepare(sql: &dyn Sql, blobs: &dyn Blobs, agent: &str, session: &st
             let mut keys: Vec<String> = written.iter().map(|r| r.key.clone()).collect();
             keys.push(key);
             release_unused(sql, &keys)?;
-            return Err(Error::new(e.kind, format!("storing a large field of message {} in R2: {}", msg.id, e.message)));
+            return Err(Error::new(
+                e.kind,
+                format!("storing a large field of message {} in R2: {}", msg.id, e.message),
+            ));
         }
         written.push(SpillRef { part: c.part, field: c.field, key, bytes: c.bytes });
     }
@@ -223,7 +226,9 @@ pub async fn rehydrate(
     session: &str,
     messages: Vec<RawMessage>,
 ) -> Result<(Vec<RawMessage>, Vec<String>)> {
-    if messages.is_empty() || sql.query_row("SELECT 1 FROM spills WHERE session_id = ? LIMIT 1", &[session.into()])?.is_none() {
+    if messages.is_empty()
+        || sql.query_row("SELECT 1 FROM spills WHERE session_id = ? LIMIT 1", &[session.into()])?.is_none()
+    {
         return Ok((messages, Vec::new()));
     }
     let mut by_id: HashMap<String, Vec<(i64, String, String)>> = HashMap::new();

@@ -45,9 +45,7 @@ pub struct Row(pub Vec<Value>);
 
 impl Row {
     fn get(&self, i: usize) -> Result<&Value, Error> {
-        self.0
-            .get(i)
-            .ok_or_else(|| Error::internal(format!("row has no column {i}")))
+        self.0.get(i).ok_or_else(|| Error::internal(format!("row has no column {i}")))
     }
 
     /// Column `i` as text; NULL is an error.

@@ -81,9 +81,7 @@ impl Sql for SqliteDb {
         match result {
             Ok(()) => self.conn.execute_batch(&format!("RELEASE {name}")).map_err(err),
             Err(e) => {
-                self.conn
-                    .execute_batch(&format!("ROLLBACK TO {name}; RELEASE {name}"))
-                    .map_err(err)?;
+                self.conn.execute_batch(&format!("ROLLBACK TO {name}; RELEASE {name}")).map_err(err)?;
                 Err(e)
             }
         }

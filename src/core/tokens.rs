@@ -97,7 +97,7 @@ mod tests {
         // U+0085 is not JS white space (one word); U+FEFF is (two words).
         assert_eq!(estimate_str("a\u{85}b"), 2); // ceil(max(3/4, 1.3))
         assert_eq!(estimate_str("a\u{feff}b"), 3); // ceil(max(3/4, 2.6))
-        // UTF-16 length: an astral character counts as two units.
+                                                   // UTF-16 length: an astral character counts as two units.
         assert_eq!(estimate_str(&"😀".repeat(4)), 2);
     }
 

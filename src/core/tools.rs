@@ -7,9 +7,9 @@ use serde_json::{json, Map, Value as Json};
 
 use crate::core::compaction::{self, COMPACTION_PREFIX};
 use crate::core::context::{Block, Context, Origin};
-use crate::core::expand::{self, DEFAULT_LIMIT, MAX_LIMIT};
 use crate::core::entry_key::entry_key;
 use crate::core::error::{Error, Result};
+use crate::core::expand::{self, DEFAULT_LIMIT, MAX_LIMIT};
 use crate::core::prompt::usage_percent;
 use crate::core::search::across_sessions;
 use crate::core::search_entries;
@@ -301,11 +301,8 @@ async fn set_context_run(ctx: &Context<'_>, blocks: &[Block], input: &Map<String
         }
         return Ok(format!("Indexed \"{key}\" in {label}."));
     }
-    let b = if s(input, "action") == "append" {
-        ctx.append(label, content, now)?
-    } else {
-        ctx.set(label, content, now)?
-    };
+    let b =
+        if s(input, "action") == "append" { ctx.append(label, content, now)? } else { ctx.set(label, content, now)? };
     let tokens = estimate_str(&ctx.load(&b).await?.content);
     let usage = match b.cfg.max_tokens {
         Some(max) if max != 0 => format!("{}% ({tokens}/{max} tokens)", usage_percent(tokens, max)),
@@ -356,10 +353,7 @@ fn search_context_run(ctx: &Context<'_>, blocks: &[Block], input: &Map<String, J
     let (label, query) = (s(input, "label"), s(input, "query"));
     let Some(b) = blocks.iter().find(|b| b.label() == label && b.is_searchable()) else {
         let labels: Vec<&str> = blocks.iter().filter(|b| b.is_searchable()).map(Block::label).collect();
-        return Err(Error::invalid(format!(
-            "\"{label}\" is not searchable. Searchable blocks: {}",
-            labels.join(", ")
-        )));
+        return Err(Error::invalid(format!("\"{label}\" is not searchable. Searchable blocks: {}", labels.join(", "))));
     };
     let found = if b.origin == Origin::History {
         history_search(ctx, query)?

@@ -78,10 +78,7 @@ impl<'a> Tree<'a> {
     /// parent, so the newest row never has children; this is one index probe, cold or warm.
     pub fn latest_leaf_id(&self) -> Result<Option<String>> {
         self.sql
-            .query_row(
-                "SELECT id FROM messages WHERE session_id = ? ORDER BY seq DESC LIMIT 1",
-                &[self.sid()],
-            )?
+            .query_row("SELECT id FROM messages WHERE session_id = ? ORDER BY seq DESC LIMIT 1", &[self.sid()])?
             .map(|r| r.text(0))
             .transpose()
     }
@@ -89,10 +86,7 @@ impl<'a> Tree<'a> {
     /// The insertion sequence number of `id`, if it is in this session.
     pub fn seq_of(&self, id: &str) -> Result<Option<i64>> {
         self.sql
-            .query_row(
-                "SELECT seq FROM messages WHERE session_id = ? AND id = ?",
-                &[self.sid(), id.into()],
-            )?
+            .query_row("SELECT seq FROM messages WHERE session_id = ? AND id = ?", &[self.sid(), id.into()])?
             .map(|r| r.int(0))
             .transpose()
     }
@@ -106,10 +100,9 @@ impl<'a> Tree<'a> {
     /// session is empty).
     pub fn resolve_leaf(&self, leaf: Option<&str>) -> Result<Option<String>> {
         match leaf {
-            Some(id) if !self.contains(id)? => Err(Error::not_found(format!(
-                "message {id} not found in session {}",
-                self.session
-            ))),
+            Some(id) if !self.contains(id)? => {
+                Err(Error::not_found(format!("message {id} not found in session {}", self.session)))
+            }
             Some(id) => Ok(Some(id.to_owned())),
             None => self.latest_leaf_id(),
         }
@@ -118,10 +111,7 @@ impl<'a> Tree<'a> {
     /// One message, as stored.
     pub fn get(&self, id: &str) -> Result<Option<RawMessage>> {
         self.sql
-            .query_row(
-                "SELECT content FROM messages WHERE session_id = ? AND id = ?",
-                &[self.sid(), id.into()],
-            )?
+            .query_row("SELECT content FROM messages WHERE session_id = ? AND id = ?", &[self.sid(), id.into()])?
             .map(|r| raw(r.text(0)?))
             .transpose()
     }
@@ -162,10 +152,9 @@ impl<'a> Tree<'a> {
     /// `not_found` when `parent` names a message that is not in this session.
     pub fn check_parent(&self, parent: &Parent) -> Result<()> {
         match parent {
-            Parent::Id(id) if !self.contains(id)? => Err(Error::not_found(format!(
-                "parent message {id} not found in session {}",
-                self.session
-            ))),
+            Parent::Id(id) if !self.contains(id)? => {
+                Err(Error::not_found(format!("parent message {id} not found in session {}", self.session)))
+            }
             _ => Ok(()),
         }
     }
@@ -196,10 +185,8 @@ impl<'a> Tree<'a> {
 
     fn index(&self, seq: i64, text: &str) -> Result<()> {
         if !text.is_empty() {
-            self.sql.execute(
-                "INSERT INTO messages_fts (rowid, content) VALUES (?, ?)",
-                &[Value::Int(seq), text.into()],
-            )?;
+            self.sql
+                .execute("INSERT INTO messages_fts (rowid, content) VALUES (?, ?)", &[Value::Int(seq), text.into()])?;
         }
         Ok(())
     }

@@ -172,10 +172,8 @@ fn truncate_object(map: &Map<String, Json>, max: usize, orig: usize, depth: usiz
         return Json::Object(out);
     }
     // The string fields, longest first (a stable sort: ties keep their order).
-    let mut strings: Vec<(String, usize)> = out
-        .iter()
-        .filter_map(|(k, v)| v.as_str().map(|s| (k.clone(), utf16_len(s))))
-        .collect();
+    let mut strings: Vec<(String, usize)> =
+        out.iter().filter_map(|(k, v)| v.as_str().map(|s| (k.clone(), utf16_len(s)))).collect();
     strings.sort_by_key(|s| std::cmp::Reverse(s.1));
     for (key, len) in strings {
         if container_len(members, out.len()) <= max {

@@ -9,11 +9,17 @@ use std::rc::Rc;
 use futures::channel::mpsc;
 use futures::StreamExt;
 use worker::{
-    console_error, console_warn, durable_object, wasm_bindgen_futures::spawn_local, Date, DurableObject, Env,
-    Request, Response, Result, State, WebSocket, WebSocketIncomingMessage, WebSocketPair,
+    console_error, console_warn, durable_object, wasm_bindgen_futures::spawn_local, Date, DurableObject, Env, Request,
+    Response, Result, State, WebSocket, WebSocketIncomingMessage, WebSocketPair,
 };
 
-use super::{convert, do_sql::DoSql, llm::{WorkersTransport, AI_BINDING}, r2::R2Blobs, sockets::Sockets};
+use super::{
+    convert,
+    do_sql::DoSql,
+    llm::{WorkersTransport, AI_BINDING},
+    r2::R2Blobs,
+    sockets::Sockets,
+};
 use crate::api::{self, chat::Streamed};
 use crate::core::config::SessionConfig;
 use crate::core::error::{Error, ErrorKind};
@@ -71,9 +77,7 @@ impl Agent {
         let id = state.id();
         let name = id.name().unwrap_or_else(|| id.to_string());
         // LLM_API_KEY is a secret; a plain var is accepted too (local .dev.vars sets either).
-        let var = |k: &str| {
-            env.secret(k).map(|v| v.to_string()).or_else(|_| env.var(k).map(|v| v.to_string())).ok()
-        };
+        let var = |k: &str| env.secret(k).map(|v| v.to_string()).or_else(|_| env.var(k).map(|v| v.to_string())).ok();
         let (llm, llm_error) = match LlmConfig::from_vars(var) {
             Ok(l) => (l, None),
             Err(e) => (LlmConfig::none(), Some(Error::new(ErrorKind::NotConfigured, e.message))),
@@ -160,9 +164,8 @@ impl Agent {
         let (tx, mut rx) = mpsc::unbounded::<Streamed>();
         let agent = self.clone();
         spawn_local(async move {
-            let mut send = |s: Streamed| {
-                tx.unbounded_send(s).map_err(|_| Error::new(ErrorKind::Conflict, "the client went away"))
-            };
+            let mut send =
+                |s: Streamed| tx.unbounded_send(s).map_err(|_| Error::new(ErrorKind::Conflict, "the client went away"));
             api::chat::stream(agent.inner.env(), now_ms(), &req, &mut send).await;
         });
         match rx.next().await {
@@ -177,7 +180,8 @@ impl Agent {
                     Streamed::Data(d) => Ok::<Vec<u8>, worker::Error>(d.into_bytes()),
                     Streamed::Fail(e) => Ok(api::chat::error_frame(&e).into_bytes()),
                 });
-                let body = futures::stream::once(async move { Ok::<Vec<u8>, worker::Error>(first.into_bytes()) }).chain(rest);
+                let body =
+                    futures::stream::once(async move { Ok::<Vec<u8>, worker::Error>(first.into_bytes()) }).chain(rest);
                 let headers = worker::Headers::new();
                 headers.set("content-type", "text/event-stream; charset=utf-8")?;
                 headers.set("cache-control", "no-cache")?;
@@ -192,8 +196,12 @@ impl Agent {
     pub async fn socket_message(&self, ws: WebSocket, message: WebSocketIncomingMessage) -> Result<()> {
         let Some(sid) = self.inner.sockets.session_of(&ws) else { return Ok(()) };
         let answer = match (&self.inner.broken, message) {
-            (Some(e), _) => api::ws::Answer { frames: vec![api::ws::error_frame(&sid, e.code(), &e.message)], warnings: vec![] },
-            (None, WebSocketIncomingMessage::String(text)) => api::ws::frame(self.inner.env(), now_ms(), &sid, &text).await,
+            (Some(e), _) => {
+                api::ws::Answer { frames: vec![api::ws::error_frame(&sid, e.code(), &e.message)], warnings: vec![] }
+            }
+            (None, WebSocketIncomingMessage::String(text)) => {
+                api::ws::frame(self.inner.env(), now_ms(), &sid, &text).await
+            }
             (None, WebSocketIncomingMessage::Binary(_)) => api::ws::Answer {
                 frames: vec![api::ws::error_frame(&sid, "invalid_request", "frames must be text (JSON)")],
                 warnings: vec![],

@@ -17,8 +17,10 @@ extern "C" {
 
     /// Runs the callback in a synchronous transaction; a throw rolls back and re-throws.
     #[wasm_bindgen(method, catch, js_name = transactionSync)]
-    fn transaction_sync(this: &TxStorage, f: &mut dyn FnMut() -> std::result::Result<JsValue, JsValue>)
-        -> std::result::Result<JsValue, JsValue>;
+    fn transaction_sync(
+        this: &TxStorage,
+        f: &mut dyn FnMut() -> std::result::Result<JsValue, JsValue>,
+    ) -> std::result::Result<JsValue, JsValue>;
 }
 
 /// A Durable Object's SQLite database.
@@ -67,10 +69,7 @@ impl Sql for DoSql {
     fn query(&self, sql: &str, params: &[Value]) -> Result<Vec<Row>> {
         let bindings: Vec<SqlStorageValue> = params.iter().map(to_js).collect();
         let cursor = self.sql.exec(sql, Some(bindings)).map_err(sql_err)?;
-        cursor
-            .raw()
-            .map(|r| r.map(|vals| Row(vals.into_iter().map(from_js).collect())).map_err(sql_err))
-            .collect()
+        cursor.raw().map(|r| r.map(|vals| Row(vals.into_iter().map(from_js).collect())).map_err(sql_err)).collect()
     }
 
     fn execute_batch(&self, sql: &str) -> Result<()> {

@@ -149,7 +149,8 @@ fn handshake(req: &Request, method: &str, path: &str) -> std::result::Result<boo
         .and_then(|rest| rest.find('/').map(|i| &rest[i..]))
         .is_some_and(|tail| socket_session(method, tail).is_some());
     let bodiless = h("content-length").is_none() && h("transfer-encoding").is_none() && req.inner().body().is_none();
-    let genuine = method == "GET" && bodiless && h("sec-websocket-key").is_some() && h("sec-websocket-version").is_some();
+    let genuine =
+        method == "GET" && bodiless && h("sec-websocket-key").is_some() && h("sec-websocket-version").is_some();
     match (socket, genuine) {
         (true, true) => Ok(true),
         (true, false) => Err(Error::new(
@@ -157,7 +158,9 @@ fn handshake(req: &Request, method: &str, path: &str) -> std::result::Result<boo
             "a session's socket opens with a WebSocket handshake: GET without a body, with Upgrade: websocket, \
              Sec-WebSocket-Key and Sec-WebSocket-Version",
         )),
-        (false, _) => Err(Error::invalid("Upgrade: websocket is only accepted on GET /agents/{agent}/sessions/{sid}/ws")),
+        (false, _) => {
+            Err(Error::invalid("Upgrade: websocket is only accepted on GET /agents/{agent}/sessions/{sid}/ws"))
+        }
     }
 }
 

@@ -45,7 +45,8 @@ fn build(req: &HttpRequest) -> Result<worker::Request> {
     }
     let mut init = RequestInit::new();
     init.with_method(Method::Post).with_headers(headers).with_body(Some(req.body.clone().into()));
-    worker::Request::new_with_init(&req.url, &init).map_err(|e| unavailable(format!("bad LLM_BASE_URL {:?}: {e}", req.url)))
+    worker::Request::new_with_init(&req.url, &init)
+        .map_err(|e| unavailable(format!("bad LLM_BASE_URL {:?}: {e}", req.url)))
 }
 
 impl Transport for WorkersTransport {

@@ -6,8 +6,8 @@ use std::collections::VecDeque;
 
 use serde_json::{json, Value as Json};
 use session_agent::api::{self, Env, Request, Response};
-use session_agent::core::blobs::MemBlobs;
 use session_agent::core::blobs::BoxFuture;
+use session_agent::core::blobs::MemBlobs;
 use session_agent::core::config::SessionConfig;
 use session_agent::core::error::Result as CoreResult;
 use session_agent::core::llm::{HttpRequest, HttpResponse, LlmConfig, Provider, Transport};
@@ -81,7 +81,11 @@ impl Model {
     }
     /// The user prompts sent so far.
     pub fn prompts(&self) -> Vec<String> {
-        self.requests.borrow().iter().map(|b| b["messages"][0]["content"].as_str().unwrap_or_default().to_owned()).collect()
+        self.requests
+            .borrow()
+            .iter()
+            .map(|b| b["messages"][0]["content"].as_str().unwrap_or_default().to_owned())
+            .collect()
     }
 }
 
@@ -89,7 +93,9 @@ impl Transport for Model {
     fn send(&self, req: HttpRequest) -> BoxFuture<'_, CoreResult<HttpResponse>> {
         self.requests.borrow_mut().push(serde_json::from_str(&req.body).unwrap_or(Json::Null));
         let next = self.replies.borrow_mut().pop_front();
-        Box::pin(async move { next.unwrap_or_else(|| Ok(completion("## Topic\nA test chat.\n\n## Key Points\n- summarized"))) })
+        Box::pin(async move {
+            next.unwrap_or_else(|| Ok(completion("## Topic\nA test chat.\n\n## Key Points\n- summarized")))
+        })
     }
     fn workers_ai<'a>(&'a self, _model: &'a str, _input: Json) -> BoxFuture<'a, CoreResult<Json>> {
         Box::pin(async { Ok(json!({"response": "unused"})) })
