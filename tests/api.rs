@@ -5,8 +5,8 @@ mod support;
 
 use serde_json::{json, Value as Json};
 use session_agent::api::{self, Request};
-use session_agent::core::schema;
 use session_agent::core::sql::Sql;
+use session_agent::core::store::schema;
 use support::{code, ids, msg, Api};
 
 #[test]

@@ -7,7 +7,6 @@ use std::cell::RefCell;
 
 use serde_json::{json, Value as Json};
 use session_agent::core::blobs::BoxFuture;
-use session_agent::core::chat_llm::*;
 use session_agent::core::error::{Error, ErrorKind, Result};
 use session_agent::core::llm::*;
 
@@ -756,7 +755,7 @@ fn an_on_delta_error_stops_the_stream_and_comes_back_unchanged() {
 fn no_provider_is_not_configured() {
     let t = Whole(Script::new(vec![]));
     let e = run(&t, &LlmConfig::none(), &conversation()).0.unwrap_err();
-    let same = futures::executor::block_on(complete(&t, &LlmConfig::none(), &Prompt::user("x"))).unwrap_err();
+    let same = futures::executor::block_on(complete(&t, &LlmConfig::none(), &ChatRequest::user("x"))).unwrap_err();
     assert_eq!(e.kind, ErrorKind::NotConfigured);
     assert_eq!(e, same);
     assert!(t.0.sent.borrow().is_empty());

@@ -2,11 +2,11 @@
 //! middle, the summary budget, both prompts byte for byte, skeleton summaries, iterative overlays, and the config.
 
 use serde_json::{json, Value as Json};
-use session_agent::core::compact::{
+use session_agent::core::compaction::plan::{
     accept_summary, align_boundary_backward, align_boundary_forward, build_summary_prompt, call_ids,
-    compute_summary_budget, find_tail_cut, has_tool_calls, is_tool_result_for, iterative_from, plan, CompactOptions,
-    CompactionConfig,
+    compute_summary_budget, find_tail_cut, has_tool_calls, is_tool_result_for, iterative_from, plan,
 };
+use session_agent::core::config::{CompactOptions, CompactionConfig};
 use session_agent::core::error::ErrorKind;
 use session_agent::core::tokens::estimate_message;
 

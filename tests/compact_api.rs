@@ -5,11 +5,11 @@
 mod support;
 
 use serde_json::{json, Value as Json};
-use session_agent::core::compact::{build_summary_prompt, compute_summary_budget};
+use session_agent::core::compaction::plan::{build_summary_prompt, compute_summary_budget};
 use session_agent::core::error::Error;
-use session_agent::core::estimate;
 use session_agent::core::llm::HttpResponse;
 use session_agent::core::sql::Sql;
+use session_agent::core::store::estimate;
 use support::{code, completion, msg, Api};
 
 fn api(compaction: Json) -> Api {
@@ -182,9 +182,10 @@ fn the_incremental_estimate_equals_a_full_recount() {
     let api = api(json!({"protectHead": 1, "tailTokenBudget": 10, "minTailMessages": 1}));
     let full = |api: &Api, leaf: &str| {
         estimate::invalidate(&api.db, "s").unwrap();
-        estimate::branch_tokens(&api.db, "s", leaf).unwrap()
+        session_agent::core::store::history::branch_tokens(&api.db, "s", leaf).unwrap()
     };
-    let cached = |api: &Api, leaf: &str| estimate::branch_tokens(&api.db, "s", leaf).unwrap();
+    let cached =
+        |api: &Api, leaf: &str| session_agent::core::store::history::branch_tokens(&api.db, "s", leaf).unwrap();
     fill(&api, "s", 5);
     let base = full(&api, "m5");
     api.append("s", "m6", None, "one more message with several words");

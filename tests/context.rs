@@ -6,7 +6,7 @@ mod support;
 use serde_json::{json, Value as Json};
 use session_agent::core::blobs::{Blob, Blobs, MemBlobs};
 use session_agent::core::config::{Scope, SessionConfig};
-use session_agent::core::prompt::separator;
+use session_agent::core::context::prompt::separator;
 use session_agent::core::sql::Sql;
 use support::{code, msg, Api};
 
@@ -50,7 +50,7 @@ fn the_golden_prompt_byte_for_byte() {
         tool(&api, "s", "set_context", json!({"label": "memory", "content": "user likes coffee"})),
         "Written to memory. Usage: 0% (5/1100 tokens)"
     );
-    let key = format!("one-{}", session_agent::core::entry_key::stable_hash("one"));
+    let key = format!("one-{}", session_agent::core::context::entry_key::stable_hash("one"));
     assert_eq!(
         tool(&api, "s", "set_context", json!({"label": "knowledge", "content": "one"})),
         format!("Indexed \"{key}\" in knowledge.")

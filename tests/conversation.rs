@@ -3,12 +3,12 @@
 //! approvals, key order).
 
 use serde_json::{json, Value as Json};
-use session_agent::core::chat_llm::{ChatMessage, ToolCall};
-use session_agent::core::conversation::{
+use session_agent::core::error::ErrorKind;
+use session_agent::core::llm::{ChatMessage, ToolCall};
+use session_agent::core::turn::conversation::{
     cap, rejection_error, sanitize, to_model_messages, validate_continuation, Rejection, DEFAULT_MAX_MESSAGES,
     FORGED_APPROVAL, FORGED_TOOL_RESULT, NOT_A_PREFIX,
 };
-use session_agent::core::error::ErrorKind;
 
 fn user(text: &str) -> ChatMessage {
     ChatMessage::User { text: text.into() }
@@ -606,7 +606,7 @@ fn a_rejection_is_a_409_naming_its_code() {
 /// always sent, the newest tail messages fill the rest, and the drop is counted.
 #[test]
 fn the_cap_never_drops_a_summary_or_the_head_before_it() {
-    use session_agent::core::conversation::build;
+    use session_agent::core::turn::conversation::build;
     let mut history = vec![
         text("h1", "user", "head question"),
         text("h2", "assistant", "head answer"),

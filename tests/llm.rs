@@ -1,5 +1,6 @@
 //! The provider layer as data: configuration from variables, the request each provider gets,
-//! answers and failures parsed (usage included), and `complete` over a scripted transport.
+//! answers and failures parsed (usage included), and `complete` (the unstreamed step a
+//! summary uses) over a scripted transport.
 
 use std::cell::RefCell;
 
@@ -35,10 +36,10 @@ fn openai_request_and_answer() {
     let c =
         cfg(&[("LLM_PROVIDER", "openai"), ("LLM_BASE_URL", "http://x/v1"), ("LLM_MODEL", "m"), ("LLM_API_KEY", "sk")])
             .unwrap();
-    let mut p = Prompt::user("hi");
+    let mut p = ChatRequest::user("hi");
     p.system = Some("be brief".into());
     p.cache_key = Some("session-1".into());
-    let r = build_request(&c, &p).unwrap();
+    let r = build_chat_request(&c, &p, false).unwrap();
     assert_eq!(r.url, "http://x/v1/chat/completions");
     assert!(r.headers.contains(&("authorization".into(), "Bearer sk".into())));
     let body: Json = serde_json::from_str(&r.body).unwrap();
@@ -53,38 +54,40 @@ fn openai_request_and_answer() {
         "usage": {"prompt_tokens": 12, "completion_tokens": 3}})
         .to_string(),
     };
-    let done = parse_response(&c, &ok).unwrap();
+    let done = parse_chat_response(&c, &ok).unwrap();
     assert_eq!(
         (done.text.as_str(), done.usage, done.finish_reason.as_deref()),
         ("hello", Usage { input_tokens: 12, output_tokens: 3 }, Some("stop"))
     );
-    let err =
-        parse_response(&c, &HttpResponse { status: 429, body: json!({"error": {"message": "slow down"}}).to_string() })
-            .unwrap_err();
+    let err = parse_chat_response(
+        &c,
+        &HttpResponse { status: 429, body: json!({"error": {"message": "slow down"}}).to_string() },
+    )
+    .unwrap_err();
     assert_eq!((err.kind, err.message.as_str()), (ErrorKind::LlmUnavailable, "the model answered HTTP 429: slow down"));
-    let err = parse_response(&c, &HttpResponse { status: 200, body: "<html>".into() }).unwrap_err();
+    let err = parse_chat_response(&c, &HttpResponse { status: 200, body: "<html>".into() }).unwrap_err();
     assert_eq!(err.kind, ErrorKind::LlmUnavailable);
 }
 
 #[test]
 fn anthropic_request_and_answer() {
     let c = cfg(&[("LLM_PROVIDER", "anthropic"), ("LLM_MODEL", "claude"), ("LLM_API_KEY", "k")]).unwrap();
-    let mut p = Prompt::user("hi");
+    let mut p = ChatRequest::user("hi");
     p.system = Some("sys".into());
-    let r = build_request(&c, &p).unwrap();
+    let r = build_chat_request(&c, &p, false).unwrap();
     assert_eq!(r.url, "https://api.anthropic.com/v1/messages");
     assert!(r.headers.contains(&("x-api-key".into(), "k".into())));
     assert!(r.headers.contains(&("anthropic-version".into(), "2023-06-01".into())));
     let body: Json = serde_json::from_str(&r.body).unwrap();
     assert_eq!(body["system"], json!([{"type": "text", "text": "sys", "cache_control": {"type": "ephemeral"}}]));
-    assert_eq!(body["messages"], json!([{"role": "user", "content": "hi"}]));
+    assert_eq!(body["messages"], json!([{"role": "user", "content": [{"type": "text", "text": "hi"}]}]));
     let ok = HttpResponse {
         status: 200,
         body: json!({"content": [{"type": "text", "text": "he"}, {"type": "text", "text": "llo"}],
         "stop_reason": "end_turn", "usage": {"input_tokens": 7, "output_tokens": 2}})
         .to_string(),
     };
-    let done = parse_response(&c, &ok).unwrap();
+    let done = parse_chat_response(&c, &ok).unwrap();
     assert_eq!((done.text.as_str(), done.usage.input_tokens, done.usage.output_tokens), ("hello", 7, 2));
 }
 
@@ -114,12 +117,12 @@ fn complete_maps_transport_failures_and_no_provider() {
         answers: RefCell::new(vec![Err(session_agent::core::error::Error::internal("connection refused"))]),
         sent: RefCell::new(Vec::new()),
     };
-    let e = futures::executor::block_on(complete(&t, &c, &Prompt::user("x"))).unwrap_err();
+    let e = futures::executor::block_on(complete(&t, &c, &ChatRequest::user("x"))).unwrap_err();
     assert_eq!(e.kind, ErrorKind::LlmUnavailable);
     assert_eq!(t.sent.borrow().len(), 1);
-    let none = futures::executor::block_on(complete(&t, &LlmConfig::none(), &Prompt::user("x"))).unwrap_err();
+    let none = futures::executor::block_on(complete(&t, &LlmConfig::none(), &ChatRequest::user("x"))).unwrap_err();
     assert_eq!(none.kind, ErrorKind::NotConfigured);
     let ai = cfg(&[("LLM_PROVIDER", "workers-ai"), ("LLM_MODEL", "@cf/meta/llama")]).unwrap();
-    let out = futures::executor::block_on(complete(&t, &ai, &Prompt::user("ping"))).unwrap();
+    let out = futures::executor::block_on(complete(&t, &ai, &ChatRequest::user("ping"))).unwrap();
     assert_eq!(out.text, "echo ping");
 }

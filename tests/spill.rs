@@ -5,8 +5,8 @@ mod support;
 
 use serde_json::{json, Value as Json};
 use session_agent::core::config::SessionConfig;
-use session_agent::core::message::MAX_MESSAGE_BYTES;
 use session_agent::core::sql::Sql;
+use session_agent::core::store::message::MAX_MESSAGE_BYTES;
 use support::{msg, Api};
 
 /// An assistant message with a tool output of `n` bytes and a short text.
@@ -216,8 +216,8 @@ fn skills_prefixes_may_not_reach_spilled_objects() {
 /// deletes the object. Committed spills are never touched by that recovery.
 #[test]
 fn objects_of_a_write_cut_short_by_a_crash_are_swept_after_restart() {
-    use session_agent::core::message::NewMessage;
-    use session_agent::core::spill;
+    use session_agent::core::store::message::NewMessage;
+    use session_agent::core::store::spill;
     let api = Api::new();
     api.post("/sessions/s/messages", json!({"message": tool_msg("kept", 3_000_000)}));
     // The write's first half, as the API runs it; then the "crash": no transaction follows.

@@ -4,7 +4,7 @@
 mod support;
 
 use serde_json::{json, Value as Json};
-use session_agent::core::truncate::{truncate_older_messages, truncate_tool_output, TruncateOptions};
+use session_agent::core::compaction::truncate::{truncate_older_messages, truncate_tool_output, TruncateOptions};
 use support::Api;
 
 fn len16(s: &str) -> usize {

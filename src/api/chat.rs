@@ -18,22 +18,23 @@ use serde_json::{json, Map, Value as Json};
 use super::http::{Request, Response};
 use super::messages::{self, publish_message};
 use super::{compact, Ctx};
-use crate::core::chat_llm::{chat, ChatMessage, ChatRequest, ToolCall, ToolSpec};
+use crate::core::compaction::truncate::{truncate_older_messages, TruncateOptions};
 use crate::core::config::is_label;
+use crate::core::context::tools::{self, ToolDef};
 use crate::core::context::Context;
-use crate::core::conversation::{build, validate_continuation};
 use crate::core::error::{Error, ErrorKind, Result};
-use crate::core::history::history;
 use crate::core::ids::new_id;
 use crate::core::llm::Usage;
-use crate::core::message::NewMessage;
-use crate::core::sessions;
-use crate::core::spill;
+use crate::core::llm::{chat, ChatMessage, ChatRequest, ToolCall, ToolSpec};
 use crate::core::sql::atomically;
-use crate::core::tools::{self, ToolDef};
-use crate::core::tree::{parse_all, Parent, Tree};
-use crate::core::truncate::{truncate_older_messages, TruncateOptions};
-use crate::core::turn::{AssistantParts, ChatConfig};
+use crate::core::store::history::history;
+use crate::core::store::message::parse_all;
+use crate::core::store::message::NewMessage;
+use crate::core::store::sessions;
+use crate::core::store::spill;
+use crate::core::store::tree::{Parent, Tree};
+use crate::core::turn::conversation::{build, validate_continuation};
+use crate::core::turn::AssistantParts;
 
 /// What a turn tells its caller as it goes.
 #[derive(Clone, Debug, PartialEq)]
@@ -85,7 +86,7 @@ fn ask(body: &Map<String, Json>) -> Result<Ask> {
             if msg.role != "user" {
                 return Err(Error::invalid("message.role must be \"user\""));
             }
-            if msg.id.starts_with(crate::core::compaction::COMPACTION_PREFIX) {
+            if msg.id.starts_with(crate::core::store::overlay::COMPACTION_PREFIX) {
                 return Err(Error::invalid("message.id may not start with compaction_"));
             }
             Ok(Ask::Message { msg, parent: messages::parent(body)? })
@@ -119,7 +120,7 @@ pub async fn turn(
     on_event: &mut dyn FnMut(ChatEvent) -> Result<()>,
 ) -> Result<Json> {
     let body = req.json_object()?;
-    let cfg = ChatConfig::from_json(ctx.config.chat.as_ref())?;
+    let cfg = &ctx.config.chat;
     let context = Context { sql: ctx.sql, blobs: ctx.blobs, config: ctx.config, agent: ctx.agent, session: sid };
     let server_defs = tools::for_session(&context)?;
     let client = client_tools(&body, &server_defs)?;
@@ -392,5 +393,5 @@ pub async fn stream(env: super::Env<'_>, now_ms: i64, req: &Request, send: &mut 
         Err(e) => send(Streamed::Data(error_frame(&e))),
     };
     // As after every write request: spilled objects that lost their last reference go.
-    let _ = crate::core::spill::sweep(ctx.sql, ctx.blobs, 100).await;
+    let _ = crate::core::store::spill::sweep(ctx.sql, ctx.blobs, 100).await;
 }

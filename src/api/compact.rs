@@ -6,21 +6,22 @@ use serde_json::{json, Value as Json};
 
 use super::http::{opt_str, Request, Response};
 use super::Ctx;
-use crate::core::compact::{self, CompactionConfig};
-use crate::core::compaction::{self, Compaction};
+use crate::core::compaction::plan as compact;
+use crate::core::config::CompactionConfig;
 use crate::core::context::Context;
 use crate::core::error::{Error, ErrorKind, Result};
-use crate::core::estimate;
-use crate::core::history::history;
-use crate::core::llm::{complete, Prompt};
-use crate::core::sessions;
+use crate::core::llm::{complete, ChatRequest};
 use crate::core::sql::atomically;
+use crate::core::store::history::{self, history};
+use crate::core::store::message::parse_all;
+use crate::core::store::overlay::{self, Compaction};
+use crate::core::store::sessions;
+use crate::core::store::tree::Tree;
 use crate::core::tokens::estimate_str;
-use crate::core::tree::{parse_all, Tree};
 
 /// The compaction settings of the agent (`SESSION_CONFIG.compaction`).
 pub fn settings(ctx: &Ctx) -> Result<CompactionConfig> {
-    CompactionConfig::from_json(ctx.config.compaction.as_ref())
+    Ok(ctx.config.compaction.unwrap_or_default())
 }
 
 /// `POST /sessions/{sid}/compact` `{leafId?}` → `{compaction}` (the stored overlay) or
@@ -85,7 +86,7 @@ pub async fn run(ctx: &Ctx<'_>, sid: &str, leaf: Option<&str>, cfg: &CompactionC
     let Some(leaf) = Tree::new(ctx.sql, sid).resolve_leaf(leaf)? else { return Ok(None) };
     let messages = parse_all(&history(ctx.sql, sid, Some(&leaf), false)?)?;
     let Some(plan) = compact::plan(&messages, &cfg.options) else { return Ok(None) };
-    let mut prompt = Prompt::user(plan.prompt.clone());
+    let mut prompt = ChatRequest::user(plan.prompt.clone());
     // Room for the summary the prompt asks for (~budget tokens), with slack.
     prompt.max_tokens = Some((plan.budget.saturating_mul(2)).clamp(512, 16_384) as u32);
     let done = complete(ctx.transport, ctx.llm, &prompt).await?;
@@ -93,19 +94,18 @@ pub async fn run(ctx: &Ctx<'_>, sid: &str, leaf: Option<&str>, cfg: &CompactionC
         .map_err(|why| Error::new(ErrorKind::LlmUnavailable, format!("the model's summary was refused: {why}")))?;
     let ids: Vec<&str> = messages.iter().filter_map(|m| m.get("id").and_then(Json::as_str)).collect();
     let existing: Vec<(String, String, String)> =
-        compaction::list(ctx.sql, sid)?.into_iter().map(|c| (c.id, c.from_message_id, c.to_message_id)).collect();
+        overlay::list(ctx.sql, sid)?.into_iter().map(|c| (c.id, c.from_message_id, c.to_message_id)).collect();
     let from = compact::iterative_from(&plan.from_message_id, &existing, &ids);
     let stored = atomically(ctx.sql, || {
         // The path may have changed while the model was writing: add() checks it again, and a
         // path that no longer holds the range is a conflict (retry), not bad input.
-        let c = compaction::add(ctx.sql, sid, &summary, &from, &plan.to_message_id, &ctx.now).map_err(|e| {
-            match e.kind {
+        let c =
+            overlay::add(ctx.sql, sid, &summary, &from, &plan.to_message_id, &ctx.now).map_err(|e| match e.kind {
                 ErrorKind::InvalidRequest => {
                     Error::conflict(format!("the path changed while the summary was written: {}", e.message))
                 }
                 _ => e,
-            }
-        })?;
+            })?;
         sessions::add_usage(ctx.sql, sid, done.usage.input_tokens, done.usage.output_tokens, 0.0, &ctx.now)?;
         Ok(c)
     })?;
@@ -134,7 +134,7 @@ pub struct AutoReport {
 /// The estimate auto-compaction compares with `after`: the branch's messages plus the system
 /// prompt (the stored frozen one, else rendered now without storing it).
 pub async fn estimate_with_prompt(ctx: &Ctx<'_>, sid: &str, leaf: &str) -> Result<i64> {
-    Ok(estimate::branch_tokens(ctx.sql, sid, leaf)? + prompt_tokens(ctx, sid).await?)
+    Ok(history::branch_tokens(ctx.sql, sid, leaf)? + prompt_tokens(ctx, sid).await?)
 }
 
 /// The estimate of the system prompt (the stored frozen one, else rendered now without storing).

@@ -5,16 +5,16 @@ use serde_json::json;
 
 use super::http::{int_param, req_str, Request, Response};
 use super::Ctx;
-use crate::core::compaction;
+use crate::core::compaction::expand::{self, DEFAULT_LIMIT, MAX_LIMIT};
 use crate::core::error::Result;
-use crate::core::expand::{self, DEFAULT_LIMIT, MAX_LIMIT};
-use crate::core::sessions;
-use crate::core::spill;
 use crate::core::sql::atomically;
+use crate::core::store::overlay;
+use crate::core::store::sessions;
+use crate::core::store::spill;
 
 /// `GET /sessions/{sid}/compactions`: oldest first.
 pub fn list(ctx: &Ctx, sid: &str) -> Result<Response> {
-    Ok(Response::json(200, &json!({ "compactions": compaction::list(ctx.sql, sid)? })))
+    Ok(Response::json(200, &json!({ "compactions": overlay::list(ctx.sql, sid)? })))
 }
 
 /// `POST /sessions/{sid}/compactions` `{summary, fromMessageId, toMessageId}` → 201.
@@ -24,7 +24,7 @@ pub fn add(ctx: &Ctx, sid: &str, req: &Request) -> Result<Response> {
     let from = req_str(&body, "fromMessageId")?;
     let to = req_str(&body, "toMessageId")?;
     let c = atomically(ctx.sql, || {
-        let c = compaction::add(ctx.sql, sid, &summary, &from, &to, &ctx.now)?;
+        let c = overlay::add(ctx.sql, sid, &summary, &from, &to, &ctx.now)?;
         sessions::touch(ctx.sql, sid, &ctx.now)?;
         Ok(c)
     })?;

@@ -6,11 +6,11 @@ use serde_json::{json, Map, Value as Json};
 use super::http::{req_str, Request, Response};
 use super::Ctx;
 use crate::core::config::BlockConfig;
+use crate::core::context::tools::{self, Ran};
 use crate::core::context::{Block, Context, Origin};
 use crate::core::error::{Error, Result};
-use crate::core::sessions;
 use crate::core::sql::atomically;
-use crate::core::tools::{self, Ran};
+use crate::core::store::sessions;
 
 /// The context of session `sid` for this request.
 fn context<'a>(ctx: &'a Ctx, sid: &'a str) -> Context<'a> {

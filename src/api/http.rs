@@ -7,7 +7,7 @@ use serde::Serialize;
 use serde_json::{Map, Value as Json};
 
 use crate::core::error::{Error, ErrorKind, Result};
-use crate::core::message::check_id;
+use crate::core::store::message::check_id;
 
 /// Largest request body accepted, in bytes.
 pub const MAX_BODY_BYTES: usize = 32 * 1024 * 1024;

@@ -7,17 +7,18 @@ use serde_json::{json, Map, Value as Json};
 use super::compact::{self, AutoReport};
 use super::http::{flag_param, int_param, Request, Response};
 use super::Ctx;
-use crate::core::compaction::COMPACTION_PREFIX;
+use crate::core::compaction::truncate::{truncate_older_messages, TruncateOptions};
+use crate::core::context::skills;
 use crate::core::context::Context;
 use crate::core::error::{Error, Result};
-use crate::core::history;
-use crate::core::message::{check_id, NewMessage};
-use crate::core::sessions;
-use crate::core::skills;
-use crate::core::spill;
 use crate::core::sql::atomically;
-use crate::core::tree::{parse_all, raw, Parent, RawMessage, Tree};
-use crate::core::truncate::{truncate_older_messages, TruncateOptions};
+use crate::core::store::history;
+use crate::core::store::message::{check_id, NewMessage};
+use crate::core::store::message::{parse_all, raw, RawMessage};
+use crate::core::store::overlay::COMPACTION_PREFIX;
+use crate::core::store::sessions;
+use crate::core::store::spill;
+use crate::core::store::tree::{Parent, Tree};
 
 /// `parentId` of an append body: absent → latest leaf, `null` → new root, a string → that id.
 pub(crate) fn parent(body: &Map<String, Json>) -> Result<Parent> {

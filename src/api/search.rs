@@ -5,7 +5,7 @@ use serde_json::json;
 use super::http::{int_param, Request, Response};
 use super::Ctx;
 use crate::core::error::{Error, Result};
-use crate::core::search::{self, DEFAULT_LIMIT, MAX_LIMIT};
+use crate::core::store::search::{self, DEFAULT_LIMIT, MAX_LIMIT};
 
 fn params(req: &Request) -> Result<(String, i64)> {
     let q = req.query_map()?;

@@ -5,8 +5,8 @@ use serde_json::{json, Map, Value as Json};
 use super::http::{check_name, opt_str, req_str, Request, Response};
 use super::Ctx;
 use crate::core::error::{Error, Result};
-use crate::core::sessions::{self, NewSession};
 use crate::core::sql::atomically;
+use crate::core::store::sessions::{self, NewSession};
 
 /// `GET /sessions`: newest `updatedAt` first.
 pub fn list(ctx: &Ctx) -> Result<Response> {
@@ -53,7 +53,10 @@ pub fn rename(ctx: &Ctx, sid: &str, req: &Request) -> Result<Response> {
 /// `DELETE /sessions/{sid}`: the session and everything stored for it. Its sockets get
 /// `{type:"cleared"}` and an `idle` status, as for a clear.
 pub async fn delete(ctx: &Ctx<'_>, sid: &str) -> Result<Response> {
-    atomically(ctx.sql, || sessions::delete(ctx.sql, sid))?;
+    atomically(ctx.sql, || {
+        sessions::delete(ctx.sql, sid)?;
+        crate::core::context::delete_session(ctx.sql, sid)
+    })?;
     super::compact::publish_change(ctx, sid, "cleared", json!({}));
     super::compact::publish_idle(ctx, sid).await;
     Ok(Response::no_content())

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
 
 use crate::core::error::{Error, Result};
-use crate::core::spill::SPILL_PREFIX;
+use crate::core::store::spill::SPILL_PREFIX;
 
 /// Where skills live when a skills block names no `prefix`.
 pub const DEFAULT_SKILLS_PREFIX: &str = "skills/";
@@ -151,7 +151,7 @@ pub fn check_label(label: &str) -> Result<()> {
 }
 
 /// Everything `SESSION_CONFIG` configures. Every key is optional.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SessionConfig {
     /// The agent's context blocks, in prompt order.
@@ -164,14 +164,27 @@ pub struct SessionConfig {
     /// Label of a readonly, searchable block over all sessions' messages (rendered last).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub searchable_history: Option<String>,
-    /// Compaction policy `{after, protectHead, tailTokenBudget, minTailMessages}`, validated
-    /// here and read by [`crate::core::compact::CompactionConfig::from_json`].
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub compaction: Option<Json>,
-    /// Agent-turn policy `{maxMessages, maxSteps, maxTokens}`, read by
-    /// [`crate::core::turn::ChatConfig::from_json`].
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub chat: Option<Json>,
+    /// Compaction policy `{after, protectHead, tailTokenBudget, minTailMessages}`; `None` (absent
+    /// or `null`) when compaction is not configured.
+    #[serde(default, deserialize_with = "compaction_policy")]
+    pub compaction: Option<CompactionConfig>,
+    /// Agent-turn policy `{maxMessages, maxSteps, maxTokens}`.
+    #[serde(default, deserialize_with = "chat_policy")]
+    pub chat: ChatConfig,
+}
+
+fn compaction_policy<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> std::result::Result<Option<CompactionConfig>, D::Error> {
+    match Option::<Json>::deserialize(d)? {
+        None | Some(Json::Null) => Ok(None),
+        Some(v) => CompactionConfig::from_json(Some(&v)).map(Some).map_err(|e| serde::de::Error::custom(e.message)),
+    }
+}
+
+fn chat_policy<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<ChatConfig, D::Error> {
+    let v = Option::<Json>::deserialize(d)?.filter(|v| !v.is_null());
+    ChatConfig::from_json(v.as_ref()).map_err(|e| serde::de::Error::custom(e.message))
 }
 
 fn yes() -> bool {
@@ -185,7 +198,7 @@ impl Default for SessionConfig {
             cached_prompt: true,
             searchable_history: None,
             compaction: None,
-            chat: None,
+            chat: ChatConfig::default(),
         }
     }
 }
@@ -271,8 +284,6 @@ impl SessionConfig {
             return Err(Error::invalid(format!("two blocks are labelled \"{}\"", w[0])));
         }
         check_scopes(&self.context.iter().collect::<Vec<_>>())?;
-        crate::core::compact::CompactionConfig::from_json(self.compaction.as_ref())?;
-        crate::core::turn::ChatConfig::from_json(self.chat.as_ref())?;
         Ok(())
     }
 }
@@ -391,14 +402,152 @@ impl SessionConfigBuilder {
         self.cfg.searchable_history = Some(label.to_owned());
         self
     }
-    /// The compaction policy, as its JSON.
-    pub fn compaction(mut self, policy: Json) -> Self {
+    /// The compaction policy.
+    pub fn compaction(mut self, policy: CompactionConfig) -> Self {
         self.cfg.compaction = Some(policy);
+        self
+    }
+    /// The agent-turn policy.
+    pub fn chat(mut self, policy: ChatConfig) -> Self {
+        self.cfg.chat = policy;
         self
     }
     /// The validated config.
     pub fn build(self) -> Result<SessionConfig> {
         self.cfg.validate()?;
         Ok(self.cfg)
+    }
+}
+
+// ── Compaction policy ──────────────────────────────────────────────────────────────────────────────────────────
+
+/// The knobs of the reference `createCompactFunction` (§13.2), with its defaults (3 / 20000 / 2; the JSDoc's
+/// "protectHead = 2" is wrong, §18.13).
+///
+/// Deserializes from camelCase keys, each optional. Unknown keys are ignored here; the `SESSION_CONFIG.compaction`
+/// object is read with [`CompactionConfig`], which rejects them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct CompactOptions {
+    /// Messages at the start of the path that are never summarized.
+    pub protect_head: usize,
+    /// Token budget of the protected tail (the newest message is kept even when it alone is over it).
+    pub tail_token_budget: i64,
+    /// At least this many newest messages are kept, whatever the budget.
+    pub min_tail_messages: usize,
+}
+
+impl Default for CompactOptions {
+    fn default() -> Self {
+        CompactOptions { protect_head: 3, tail_token_budget: 20000, min_tail_messages: 2 }
+    }
+}
+
+/// `SESSION_CONFIG.compaction`: `{"after"?, "protectHead"?, "tailTokenBudget"?, "minTailMessages"?}`.
+///
+/// `after` is the auto-compaction threshold (the reference's `compactAfter(threshold)`: compact after a new message
+/// when the path's estimate is strictly greater); `None` means never automatically. The other keys are
+/// [`CompactOptions`], defaulted field by field.
+///
+/// Unknown keys are rejected (`unknown field `x`, expected one of …`), as are negative numbers and non-integers.
+/// (Serde's `deny_unknown_fields` does not work with `flatten`, so this goes through a private flat struct.)
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "RawCompactionConfig")]
+pub struct CompactionConfig {
+    pub after: Option<i64>,
+    pub options: CompactOptions,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RawCompactionConfig {
+    #[serde(default)]
+    after: Option<i64>,
+    protect_head: Option<usize>,
+    tail_token_budget: Option<i64>,
+    min_tail_messages: Option<usize>,
+}
+
+impl TryFrom<RawCompactionConfig> for CompactionConfig {
+    type Error = String;
+
+    fn try_from(raw: RawCompactionConfig) -> std::result::Result<Self, String> {
+        if raw.after.is_some_and(|a| a < 0) {
+            return Err("after must be a non-negative integer (a token count)".into());
+        }
+        if raw.tail_token_budget.is_some_and(|b| b < 0) {
+            return Err("tailTokenBudget must be a non-negative integer".into());
+        }
+        let d = CompactOptions::default();
+        Ok(CompactionConfig {
+            after: raw.after,
+            options: CompactOptions {
+                protect_head: raw.protect_head.unwrap_or(d.protect_head),
+                tail_token_budget: raw.tail_token_budget.unwrap_or(d.tail_token_budget),
+                min_tail_messages: raw.min_tail_messages.unwrap_or(d.min_tail_messages),
+            },
+        })
+    }
+}
+
+impl CompactionConfig {
+    /// Reads `SESSION_CONFIG.compaction`; absent or `null` gives the defaults (no auto-compaction).
+    /// Errors are `invalid_request` with a message starting `compaction: `.
+    pub fn from_json(v: Option<&Json>) -> Result<Self> {
+        match v {
+            None | Some(Json::Null) => Ok(Self::default()),
+            Some(v) => Self::deserialize(v).map_err(|e| Error::invalid(format!("compaction: {e}"))),
+        }
+    }
+}
+
+// ── Agent-turn policy ──────────────────────────────────────────────────────────────────────────────
+
+/// Model messages sent per step, by default (a tool call is never separated from its result).
+pub const DEFAULT_MAX_MESSAGES: usize = 50;
+/// Model calls per turn, by default: a turn whose model keeps calling server tools stops there.
+pub const DEFAULT_MAX_STEPS: usize = 8;
+
+/// `SESSION_CONFIG.chat`.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ChatConfig {
+    /// Most model messages sent per step (0 = no cap).
+    #[serde(default = "default_max_messages")]
+    pub max_messages: usize,
+    /// Most model calls per turn (1–50).
+    #[serde(default = "default_max_steps")]
+    pub max_steps: usize,
+    /// `max_tokens` of each call (default: the provider layer's).
+    #[serde(default)]
+    pub max_tokens: Option<u32>,
+}
+
+fn default_max_messages() -> usize {
+    DEFAULT_MAX_MESSAGES
+}
+
+fn default_max_steps() -> usize {
+    DEFAULT_MAX_STEPS
+}
+
+impl Default for ChatConfig {
+    fn default() -> Self {
+        ChatConfig { max_messages: DEFAULT_MAX_MESSAGES, max_steps: DEFAULT_MAX_STEPS, max_tokens: None }
+    }
+}
+
+impl ChatConfig {
+    /// Parses and checks `SESSION_CONFIG.chat` (absent = the defaults).
+    pub fn from_json(v: Option<&Json>) -> Result<Self> {
+        let Some(v) = v else { return Ok(ChatConfig::default()) };
+        let cfg: ChatConfig = serde_json::from_value(v.clone()).map_err(|e| Error::invalid(format!("chat: {e}")))?;
+        if !(1..=50).contains(&cfg.max_steps) {
+            return Err(Error::invalid("chat.maxSteps must be from 1 to 50"));
+        }
+        if cfg.max_tokens == Some(0) {
+            return Err(Error::invalid("chat.maxTokens must be positive"));
+        }
+        Ok(cfg)
     }
 }

@@ -60,7 +60,7 @@ fn estimate_part(p: &Json) -> i64 {
         let text = p.get("text").filter(|t| !t.is_null()).or_else(|| p.get("reasoning"));
         return estimate_value(text);
     }
-    if crate::core::message::is_tool_type(ty) {
+    if crate::core::parts::is_tool_type(ty) {
         let out = p.get("output").filter(|o| !o.is_null()).or_else(|| p.get("result"));
         return estimate_value(p.get("input")) + estimate_value(out);
     }

@@ -3,13 +3,13 @@
 use serde::Serialize;
 use serde_json::Value as Json;
 
-use crate::core::compaction;
 use crate::core::error::{Error, Result};
 use crate::core::ids::new_id;
-use crate::core::message::{indexed_text, NewMessage};
-use crate::core::spill;
 use crate::core::sql::{Row, Sql, Value};
-use crate::core::tree::{chunks, Tree};
+use crate::core::store::message::{indexed_text, NewMessage};
+use crate::core::store::overlay;
+use crate::core::store::spill;
+use crate::core::store::tree::{chunks, Tree};
 
 /// Longest session name, in characters.
 pub const MAX_NAME_CHARS: usize = 256;
@@ -157,11 +157,11 @@ pub fn rename(sql: &dyn Sql, id: &str, name: &str, now: &str) -> Result<SessionI
     require(sql, id)
 }
 
-/// Deletes a session and everything stored for it (`not_found` when unknown).
+/// Deletes a session, its messages and overlays (`not_found` when unknown). Its context rows
+/// belong to [`crate::core::context`], which deletes them in the same transaction.
 pub fn delete(sql: &dyn Sql, id: &str) -> Result<()> {
     require(sql, id)?;
     Tree::new(sql, id).clear()?;
-    crate::core::context::delete_session(sql, id)?;
     sql.execute("DELETE FROM sessions WHERE id = ?", &[id.into()])
 }
 
@@ -259,9 +259,9 @@ pub fn fork(sql: &dyn Sql, id: &str, at: &str, name: Option<&str>, now: &str) ->
             parent = Some(new_id);
         }
     }
-    for c in compaction::list(sql, id)? {
+    for c in overlay::list(sql, id)? {
         if let (Some(from), Some(to)) = (new_ids.get(&c.from_message_id), new_ids.get(&c.to_message_id)) {
-            compaction::add(sql, &copy.id, &c.summary, from, to, now)?;
+            overlay::add(sql, &copy.id, &c.summary, from, to, now)?;
         }
     }
     require(sql, &copy.id)

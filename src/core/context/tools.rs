@@ -5,16 +5,16 @@
 use serde::Serialize;
 use serde_json::{json, Map, Value as Json};
 
-use crate::core::compaction::{self, COMPACTION_PREFIX};
+use crate::core::compaction::expand::{self, DEFAULT_LIMIT, MAX_LIMIT};
+use crate::core::context::entries;
+use crate::core::context::entry_key::entry_key;
+use crate::core::context::prompt::usage_percent;
+use crate::core::context::skills;
 use crate::core::context::{Block, Context, Origin};
-use crate::core::entry_key::entry_key;
 use crate::core::error::{Error, Result};
-use crate::core::expand::{self, DEFAULT_LIMIT, MAX_LIMIT};
-use crate::core::prompt::usage_percent;
-use crate::core::search::across_sessions;
-use crate::core::search_entries;
-use crate::core::skills;
 use crate::core::sql::atomically;
+use crate::core::store::overlay::{self, COMPACTION_PREFIX};
+use crate::core::store::search::across_sessions;
 use crate::core::tokens::estimate_str;
 
 /// How many hits `session_search` and the history block return.
@@ -42,7 +42,7 @@ pub fn for_session(ctx: &Context<'_>) -> Result<Vec<ToolDef>> {
 /// The tools offered for the session's `blocks` (already read).
 fn offered(ctx: &Context<'_>, blocks: &[Block]) -> Result<Vec<ToolDef>> {
     let loaded = skills::loaded(ctx.sql, ctx.session)?;
-    let expandable = ctx.config.compaction.is_some() || compaction::exists(ctx.sql, ctx.session)?;
+    let expandable = ctx.config.compaction.is_some() || overlay::exists(ctx.sql, ctx.session)?;
     Ok(definitions(blocks, &loaded, expandable))
 }
 
@@ -297,7 +297,7 @@ async fn set_context_run(ctx: &Context<'_>, blocks: &[Block], input: &Map<String
         } else if !b.writable() {
             return Err(Error::conflict(format!("Block \"{label}\" does not support writes")));
         } else {
-            atomically(ctx.sql, || search_entries::set(ctx.sql, label, &key, content, now))?;
+            atomically(ctx.sql, || entries::set(ctx.sql, label, &key, content, now))?;
         }
         return Ok(format!("Indexed \"{key}\" in {label}."));
     }
@@ -355,11 +355,8 @@ fn search_context_run(ctx: &Context<'_>, blocks: &[Block], input: &Map<String, J
         let labels: Vec<&str> = blocks.iter().filter(|b| b.is_searchable()).map(Block::label).collect();
         return Err(Error::invalid(format!("\"{label}\" is not searchable. Searchable blocks: {}", labels.join(", "))));
     };
-    let found = if b.origin == Origin::History {
-        history_search(ctx, query)?
-    } else {
-        search_entries::search(ctx.sql, label, query)?
-    };
+    let found =
+        if b.origin == Origin::History { history_search(ctx, query)? } else { entries::search(ctx.sql, label, query)? };
     Ok(found.unwrap_or_else(|| "No results found.".to_owned()))
 }
 

@@ -1,13 +1,11 @@
 //! The message tree of one session: append, paths, branches, updates, deletes, and the latest
 //! leaf. Messages are rows linked by `parent_id`; the JSON of each is stored verbatim.
 
-use serde_json::value::RawValue;
-
 use crate::core::error::{Error, Result};
-use crate::core::estimate;
-use crate::core::message::NewMessage;
-use crate::core::spill;
 use crate::core::sql::{Row, Sql, Value};
+use crate::core::store::estimate;
+use crate::core::store::message::{raw, NewMessage, RawMessage};
+use crate::core::store::spill;
 
 /// Most rows a path walk returns: the reference's recursion guard (`depth < 10000`). A deeper
 /// path yields its newest 10,001 messages (the ones nearest the leaf).
@@ -17,18 +15,6 @@ pub const MAX_PATH_ROWS: i64 = 10_001;
 pub const CHUNK_ROWS: usize = 50;
 /// … and at most this many bytes (a chunk always holds at least one row).
 pub const CHUNK_BYTES: i64 = 4 * 1024 * 1024;
-
-/// A stored message as JSON text, handed out without re-parsing.
-pub type RawMessage = Box<RawValue>;
-
-/// Parses stored messages for code that works on their structure (truncation, compaction,
-/// the conversation sent to a model).
-pub fn parse_all(messages: &[RawMessage]) -> Result<Vec<serde_json::Value>> {
-    messages
-        .iter()
-        .map(|m| serde_json::from_str(m.get()).map_err(|e| Error::internal(format!("stored message: {e}"))))
-        .collect()
-}
 
 /// Where an appended message attaches.
 #[derive(Clone, Debug, PartialEq)]
@@ -317,9 +303,4 @@ pub fn chunks(rows: &[PathRow]) -> Vec<&[PathRow]> {
         out.push(&rows[start..]);
     }
     out
-}
-
-/// Wraps stored JSON text for output. Stored rows were validated when written.
-pub fn raw(json: String) -> Result<RawMessage> {
-    RawValue::from_string(json).map_err(|e| Error::internal(format!("stored message is not JSON: {e}")))
 }

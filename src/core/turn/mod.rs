@@ -2,59 +2,9 @@
 //! message per turn holding, in order, each step's reasoning, text and tool calls (as
 //! `dynamic-tool` parts with their input and output).
 
-use serde::Deserialize;
+pub mod conversation;
+
 use serde_json::{json, Map, Value as Json};
-
-use crate::core::error::{Error, Result};
-
-/// Model messages sent per step, by default (a tool call is never separated from its result).
-pub const DEFAULT_MAX_MESSAGES: usize = 50;
-/// Model calls per turn, by default: a turn whose model keeps calling server tools stops there.
-pub const DEFAULT_MAX_STEPS: usize = 8;
-
-/// `SESSION_CONFIG.chat`.
-#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct ChatConfig {
-    /// Most model messages sent per step (0 = no cap).
-    #[serde(default = "default_max_messages")]
-    pub max_messages: usize,
-    /// Most model calls per turn (1–50).
-    #[serde(default = "default_max_steps")]
-    pub max_steps: usize,
-    /// `max_tokens` of each call (default: the provider layer's).
-    #[serde(default)]
-    pub max_tokens: Option<u32>,
-}
-
-fn default_max_messages() -> usize {
-    DEFAULT_MAX_MESSAGES
-}
-
-fn default_max_steps() -> usize {
-    DEFAULT_MAX_STEPS
-}
-
-impl Default for ChatConfig {
-    fn default() -> Self {
-        ChatConfig { max_messages: DEFAULT_MAX_MESSAGES, max_steps: DEFAULT_MAX_STEPS, max_tokens: None }
-    }
-}
-
-impl ChatConfig {
-    /// Parses and checks `SESSION_CONFIG.chat` (absent = the defaults).
-    pub fn from_json(v: Option<&Json>) -> Result<Self> {
-        let Some(v) = v else { return Ok(ChatConfig::default()) };
-        let cfg: ChatConfig = serde_json::from_value(v.clone()).map_err(|e| Error::invalid(format!("chat: {e}")))?;
-        if !(1..=50).contains(&cfg.max_steps) {
-            return Err(Error::invalid("chat.maxSteps must be from 1 to 50"));
-        }
-        if cfg.max_tokens == Some(0) {
-            return Err(Error::invalid("chat.maxTokens must be positive"));
-        }
-        Ok(cfg)
-    }
-}
 
 /// The parts of the assistant message a turn is writing.
 #[derive(Clone, Debug, Default, PartialEq)]

@@ -4,10 +4,11 @@
 use serde_json::Value as Json;
 
 use crate::core::error::{Error, Result};
-use crate::core::spill::SpillRef;
+use crate::core::parts::{is_tool_type, TOOL_STATES};
+use serde_json::value::RawValue;
 
 /// Largest stored message JSON, in UTF-8 bytes (the DO row limit is 2 MB; this leaves room).
-/// A bigger message has its largest fields spilled to R2 ([`crate::core::spill`]).
+/// A bigger message has its largest fields spilled to R2 ([`crate::core::store::spill`]).
 pub const MAX_MESSAGE_BYTES: usize = 1_800_000;
 
 /// The most text of one message the full-text index keeps (UTF-8 bytes): an index row has the
@@ -16,6 +17,33 @@ pub const MAX_INDEXED_BYTES: usize = 1_000_000;
 
 /// Longest message id, in characters.
 pub const MAX_ID_CHARS: usize = 256;
+
+/// A stored message as JSON text, handed out without re-parsing.
+pub type RawMessage = Box<RawValue>;
+
+/// A stored message's JSON as a [`RawMessage`].
+pub fn raw(json: String) -> Result<RawMessage> {
+    RawValue::from_string(json).map_err(|e| Error::internal(format!("stored message is not JSON: {e}")))
+}
+
+/// Parses stored messages for code that works on their structure (truncation, compaction,
+/// the conversation sent to a model).
+pub fn parse_all(messages: &[RawMessage]) -> Result<Vec<Json>> {
+    messages
+        .iter()
+        .map(|m| serde_json::from_str(m.get()).map_err(|e| Error::internal(format!("stored message: {e}"))))
+        .collect()
+}
+
+/// One spilled field: `parts[part].field` (or the message's own `field` when `part` is -1).
+#[derive(Clone, Debug, PartialEq)]
+pub struct SpillRef {
+    pub part: i64,
+    pub field: String,
+    pub key: String,
+    /// UTF-8 bytes of the field's JSON.
+    pub bytes: usize,
+}
 
 /// A validated message ready to store.
 #[derive(Clone, Debug)]
@@ -48,7 +76,7 @@ pub fn check_id(what: &str, id: &str) -> Result<()> {
 impl NewMessage {
     /// Validates `value` as a message: an object with a string `id`, a non-empty string `role`
     /// and a `parts` array. Unknown fields are kept. Any size: one over [`MAX_MESSAGE_BYTES`]
-    /// must go through [`crate::core::spill::prepare`] before it is stored.
+    /// must go through [`crate::core::store::spill::prepare`] before it is stored.
     pub fn from_json(value: &Json) -> Result<NewMessage> {
         let obj = value.as_object().ok_or_else(|| Error::invalid("message must be a JSON object"))?;
         let id = obj.get("id").and_then(Json::as_str).ok_or_else(|| Error::invalid("message.id must be a string"))?;
@@ -92,22 +120,6 @@ impl NewMessage {
         }
         Ok(())
     }
-}
-
-/// The states of an AI SDK tool part.
-pub const TOOL_STATES: [&str; 7] = [
-    "input-streaming",
-    "input-available",
-    "approval-requested",
-    "approval-responded",
-    "output-available",
-    "output-error",
-    "output-denied",
-];
-
-/// Whether a part's `type` makes it a tool part (`tool-<name>` or `dynamic-tool`).
-pub fn is_tool_type(t: &str) -> bool {
-    t.starts_with("tool-") || t == "dynamic-tool"
 }
 
 /// Checks the kinds of part the service reads, so that whatever is stored reads back as a valid

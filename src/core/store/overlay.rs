@@ -6,9 +6,10 @@ use serde_json::json;
 
 use crate::core::error::{Error, Result};
 use crate::core::ids::new_id;
-use crate::core::message::MAX_MESSAGE_BYTES;
 use crate::core::sql::{Row, Sql, Value};
-use crate::core::tree::{raw, RawMessage, Tree};
+use crate::core::store::message::MAX_MESSAGE_BYTES;
+use crate::core::store::message::{raw, RawMessage};
+use crate::core::store::tree::Tree;
 
 /// Ids of synthetic overlay messages start with this.
 pub const COMPACTION_PREFIX: &str = "compaction_";
@@ -76,7 +77,7 @@ pub fn add(sql: &dyn Sql, session: &str, summary: &str, from: &str, to: &str, no
         to_message_id: to.to_owned(),
         created_at: now.to_owned(),
     };
-    crate::core::estimate::invalidate(sql, session)?;
+    crate::core::store::estimate::invalidate(sql, session)?;
     sql.execute(
         "INSERT INTO compactions (id, session_id, from_message_id, to_message_id, created_at, summary)
          VALUES (?, ?, ?, ?, ?, ?)",

@@ -24,36 +24,16 @@ use std::collections::HashSet;
 
 use serde_json::{Map, Value as Json};
 
-use crate::core::chat_llm::{ChatMessage, ToolCall};
-use crate::core::compact::is_tool_part;
-use crate::core::compaction::COMPACTION_PREFIX;
 use crate::core::error::Error;
 use crate::core::js;
+use crate::core::llm::{ChatMessage, ToolCall};
+use crate::core::parts::{is_tool_part, parts, str_field, tool_name};
+use crate::core::store::overlay::COMPACTION_PREFIX;
 
 /// How many messages a turn sends to the model by default: the newest 50 (the reference's history cap).
 pub const DEFAULT_MAX_MESSAGES: usize = 50;
 
 // ── Part helpers ─────────────────────────────────────────────────────────────────────────────────────
-
-fn str_field<'a>(v: &'a Json, key: &str) -> Option<&'a str> {
-    v.get(key).and_then(Json::as_str)
-}
-
-fn parts(m: &Json) -> &[Json] {
-    m.get("parts").and_then(Json::as_array).map(Vec::as_slice).unwrap_or_default()
-}
-
-/// The tool's name: `toolName`, else `<name>` of a `tool-<name>` type, else `unknown` (as [`crate::core::compact`]
-/// names it in summary prompts).
-fn tool_name(p: &Json) -> &str {
-    if let Some(name) = str_field(p, "toolName") {
-        return name;
-    }
-    match str_field(p, "type").and_then(|t| t.strip_prefix("tool-")) {
-        Some(name) if !name.is_empty() => name,
-        _ => "unknown",
-    }
-}
 
 /// What the model reads as the result of a tool part, or `None` while the part has no result.
 ///

@@ -6,9 +6,9 @@ use serde_json::Value as Json;
 
 use crate::core::blobs::BlobInfo;
 use crate::core::error::Result;
-use crate::core::message::NewMessage;
 use crate::core::sql::{Sql, Value};
-use crate::core::tree::Tree;
+use crate::core::store::message::NewMessage;
+use crate::core::store::tree::Tree;
 
 /// The prompt listing: `- key: description` (or `- key`) per object, in key order, with the
 /// block's key prefix removed; empty when there are none.

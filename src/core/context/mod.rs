@@ -2,14 +2,18 @@
 //! removed), their content (SQLite, R2, search entries, the sessions registry), writes within
 //! budgets, and the frozen system prompt rendered from them.
 
+pub mod entries;
+pub mod entry_key;
+pub mod prompt;
+pub mod skills;
+pub mod tools;
+
 use serde::Serialize;
 
 use crate::core::blobs::{Blob, Blobs};
 use crate::core::config::{check_scopes, BlockConfig, BlockKind, Scope, SessionConfig, HISTORY_DESCRIPTION};
+use crate::core::context::prompt::{render, BlockView};
 use crate::core::error::{Error, ErrorKind, Result};
-use crate::core::prompt::{render, BlockView};
-use crate::core::search_entries;
-use crate::core::skills;
 use crate::core::sql::{Sql, Value};
 use crate::core::tokens::estimate_str;
 
@@ -195,7 +199,7 @@ impl<'a> Context<'a> {
                 None => Ok(b.cfg.content.clone().unwrap_or_default()),
             },
             (BlockKind::Writable, _) => self.writable_text(b),
-            (BlockKind::Search, _) => search_entries::summary(self.sql, b.label()),
+            (BlockKind::Search, _) => entries::summary(self.sql, b.label()),
             (BlockKind::Skills, _) => {
                 let root = self.skills_root(b);
                 Ok(skills::listing(&self.blobs.list(&root).await?, &root))

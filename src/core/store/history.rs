@@ -1,10 +1,12 @@
 //! Reading a path as the model sees it: the tree's messages with compaction overlays applied,
 //! whole or as a byte-budgeted recent window.
 
-use crate::core::compaction::{self, Piece};
 use crate::core::error::Result;
 use crate::core::sql::Sql;
-use crate::core::tree::{PathRow, RawMessage, Tree};
+use crate::core::store::estimate;
+use crate::core::store::message::RawMessage;
+use crate::core::store::overlay::{self, Piece};
+use crate::core::store::tree::{PathRow, Tree};
 
 /// The messages from the root to `leaf` (default: the latest leaf), with overlays unless `raw`.
 /// An empty session has an empty history; an unknown `leaf` is `not_found`.
@@ -18,12 +20,12 @@ pub fn history(sql: &dyn Sql, session: &str, leaf: Option<&str>, raw: bool) -> R
 /// Hydrates `path` and lays the session's overlays over it (only overlays whose both ends lie
 /// inside `path` can apply).
 fn render(sql: &dyn Sql, tree: &Tree, session: &str, path: &[PathRow], raw: bool) -> Result<Vec<RawMessage>> {
-    let overlays = if raw { Vec::new() } else { compaction::list(sql, session)? };
+    let overlays = if raw { Vec::new() } else { overlay::list(sql, session)? };
     if overlays.is_empty() {
         return tree.hydrate(path);
     }
     let ids: Vec<&str> = path.iter().map(|r| r.id.as_str()).collect();
-    let pieces = compaction::overlay(&ids, &overlays);
+    let pieces = overlay::overlay(&ids, &overlays);
     // Fetch only the messages that stay visible.
     let visible: Vec<PathRow> = pieces
         .iter()
@@ -37,7 +39,7 @@ fn render(sql: &dyn Sql, tree: &Tree, session: &str, path: &[PathRow], raw: bool
     for p in pieces {
         match p {
             Piece::Message(_) => out.extend(contents.next()),
-            Piece::Summary(c) => out.push(compaction::synthetic_message(c)?),
+            Piece::Summary(c) => out.push(overlay::synthetic_message(c)?),
         }
     }
     Ok(out)
@@ -81,4 +83,16 @@ pub fn window_start(path: &[PathRow], max_bytes: i64, min_messages: i64) -> usiz
         used += path[start].bytes;
     }
     start
+}
+
+/// The token estimate of the path to `leaf` as the model sees it (overlays applied, by the
+/// reference heuristic): the cached sum when it is for this leaf, else counted from the path
+/// once and cached.
+pub fn branch_tokens(sql: &dyn Sql, session: &str, leaf: &str) -> Result<i64> {
+    if let Some(t) = estimate::cached(sql, session, leaf)? {
+        return Ok(t);
+    }
+    let tokens = history(sql, session, Some(leaf), false)?.iter().map(|m| estimate::message_tokens(m.get())).sum();
+    estimate::remember(sql, session, leaf, tokens)?;
+    Ok(tokens)
 }

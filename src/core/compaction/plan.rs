@@ -20,114 +20,15 @@
 
 use std::collections::HashSet;
 
-use serde::Deserialize;
 use serde_json::Value as Json;
 
-use crate::core::compaction::COMPACTION_PREFIX;
-use crate::core::error::{Error, Result};
+use crate::core::config::CompactOptions;
 use crate::core::js;
+use crate::core::parts::{is_tool_part, message_id, part_type, parts, tool_name};
+use crate::core::store::overlay::COMPACTION_PREFIX;
 use crate::core::tokens::estimate_message;
 
-// ── Options ──────────────────────────────────────────────────────────────────────────────────────────
-
-/// The knobs of the reference `createCompactFunction` (§13.2), with its defaults (3 / 20000 / 2; the JSDoc's
-/// "protectHead = 2" is wrong, §18.13).
-///
-/// Deserializes from camelCase keys, each optional. Unknown keys are ignored here; the `SESSION_CONFIG.compaction`
-/// object is read with [`CompactionConfig`], which rejects them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
-pub struct CompactOptions {
-    /// Messages at the start of the path that are never summarized.
-    pub protect_head: usize,
-    /// Token budget of the protected tail (the newest message is kept even when it alone is over it).
-    pub tail_token_budget: i64,
-    /// At least this many newest messages are kept, whatever the budget.
-    pub min_tail_messages: usize,
-}
-
-impl Default for CompactOptions {
-    fn default() -> Self {
-        CompactOptions { protect_head: 3, tail_token_budget: 20000, min_tail_messages: 2 }
-    }
-}
-
-/// `SESSION_CONFIG.compaction`: `{"after"?, "protectHead"?, "tailTokenBudget"?, "minTailMessages"?}`.
-///
-/// `after` is the auto-compaction threshold (the reference's `compactAfter(threshold)`: compact after a new message
-/// when the path's estimate is strictly greater); `None` means never automatically. The other keys are
-/// [`CompactOptions`], defaulted field by field.
-///
-/// Unknown keys are rejected (`unknown field `x`, expected one of …`), as are negative numbers and non-integers.
-/// (Serde's `deny_unknown_fields` does not work with `flatten`, so this goes through a private flat struct.)
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
-#[serde(try_from = "RawCompactionConfig")]
-pub struct CompactionConfig {
-    pub after: Option<i64>,
-    pub options: CompactOptions,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct RawCompactionConfig {
-    #[serde(default)]
-    after: Option<i64>,
-    protect_head: Option<usize>,
-    tail_token_budget: Option<i64>,
-    min_tail_messages: Option<usize>,
-}
-
-impl TryFrom<RawCompactionConfig> for CompactionConfig {
-    type Error = String;
-
-    fn try_from(raw: RawCompactionConfig) -> std::result::Result<Self, String> {
-        if raw.after.is_some_and(|a| a < 0) {
-            return Err("after must be a non-negative integer (a token count)".into());
-        }
-        if raw.tail_token_budget.is_some_and(|b| b < 0) {
-            return Err("tailTokenBudget must be a non-negative integer".into());
-        }
-        let d = CompactOptions::default();
-        Ok(CompactionConfig {
-            after: raw.after,
-            options: CompactOptions {
-                protect_head: raw.protect_head.unwrap_or(d.protect_head),
-                tail_token_budget: raw.tail_token_budget.unwrap_or(d.tail_token_budget),
-                min_tail_messages: raw.min_tail_messages.unwrap_or(d.min_tail_messages),
-            },
-        })
-    }
-}
-
-impl CompactionConfig {
-    /// Reads `SESSION_CONFIG.compaction`; absent or `null` gives the defaults (no auto-compaction).
-    /// Errors are `invalid_request` with a message starting `compaction: `.
-    pub fn from_json(v: Option<&Json>) -> Result<Self> {
-        match v {
-            None | Some(Json::Null) => Ok(Self::default()),
-            Some(v) => Self::deserialize(v).map_err(|e| Error::invalid(format!("compaction: {e}"))),
-        }
-    }
-}
-
 // ── Message helpers ──────────────────────────────────────────────────────────────────────────────────
-
-fn parts(m: &Json) -> &[Json] {
-    m.get("parts").and_then(Json::as_array).map(Vec::as_slice).unwrap_or_default()
-}
-
-fn part_type(p: &Json) -> &str {
-    p.get("type").and_then(Json::as_str).unwrap_or_default()
-}
-
-/// A tool part: `type` starts with `tool-` or is `dynamic-tool`.
-pub fn is_tool_part(p: &Json) -> bool {
-    crate::core::message::is_tool_type(part_type(p))
-}
-
-fn message_id(m: &Json) -> &str {
-    m.get("id").and_then(Json::as_str).unwrap_or_default()
-}
 
 fn is_assistant(m: &Json) -> bool {
     m.get("role").and_then(Json::as_str) == Some("assistant")
@@ -287,18 +188,6 @@ fn text_of(m: &Json) -> String {
         })
         .collect::<Vec<_>>()
         .join("\n")
-}
-
-/// The tool's name: `toolName`, else `<name>` of a `tool-<name>` type (the reference says `unknown` there, which
-/// loses the name of every static AI SDK tool part), else `unknown`.
-fn tool_name(p: &Json) -> &str {
-    if let Some(name) = p.get("toolName").and_then(Json::as_str) {
-        return name;
-    }
-    match part_type(p).strip_prefix("tool-") {
-        Some(name) if !name.is_empty() => name,
-        _ => "unknown",
-    }
 }
 
 fn tool_line(p: &Json) -> String {

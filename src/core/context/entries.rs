@@ -2,8 +2,8 @@
 //! SQLite with an FTS5 index, shared by all sessions of the agent and partitioned by label.
 
 use crate::core::error::{Error, Result};
-use crate::core::search::compile;
 use crate::core::sql::{Sql, Value};
+use crate::core::store::search::compile;
 
 /// How many entries `search_context` returns.
 pub const SEARCH_LIMIT: i64 = 10;

@@ -7,8 +7,8 @@
 
 use serde_json::{Map, Value as Json};
 
-use crate::core::compact::is_tool_part;
 use crate::core::js::{self, utf16_len, utf16_prefix};
+use crate::core::parts::is_tool_part;
 
 /// Objects and arrays nested this deep are replaced by a marker.
 pub const MAX_DEPTH: usize = 8;

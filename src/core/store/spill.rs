@@ -30,9 +30,8 @@ use serde_json::{Map, Value as Json};
 use crate::core::blobs::{Blob, Blobs};
 use crate::core::error::{Error, Result};
 use crate::core::ids::new_id;
-use crate::core::message::{NewMessage, MAX_MESSAGE_BYTES};
 use crate::core::sql::{atomically, Sql, Value};
-use crate::core::tree::{raw, RawMessage};
+use crate::core::store::message::{raw, NewMessage, RawMessage, SpillRef, MAX_MESSAGE_BYTES};
 
 /// Where spilled fields live in the bucket. Skills prefixes may not cover it (config checks).
 pub const SPILL_PREFIX: &str = "_spill/";
@@ -43,16 +42,6 @@ pub const MIN_SPILL_BYTES: usize = 4 * 1024;
 /// Characters of a spilled value kept in its placeholder, so raw readers (the compaction
 /// summarizer, `expand_compaction`) still see what it was about.
 const PREVIEW_CHARS: usize = 200;
-
-/// One spilled field: `parts[part].field` (or the message's own `field` when `part` is -1).
-#[derive(Clone, Debug, PartialEq)]
-pub struct SpillRef {
-    pub part: i64,
-    pub field: String,
-    pub key: String,
-    /// UTF-8 bytes of the field's JSON.
-    pub bytes: usize,
-}
 
 /// The placeholder left in the row for a spilled value.
 fn placeholder(value: &Json, bytes: usize) -> Json {

@@ -1,13 +1,13 @@
-//! The token estimate of a session's branch, kept incrementally: the messages of the path to a
-//! leaf as the model sees them (overlays applied), by the reference heuristic (§13.1). An append
+//! The cache of a session's branch estimate (`token_estimates`): one leaf and the tokens of its
+//! path as the model sees it. The writes of the tree and of overlays keep it right: an append
 //! under the cached leaf adds one message's tokens; anything else that could change the sum
-//! (update, delete, clear, a new overlay) drops the cache, and the next read walks the path once.
-//! So an append costs the same at depth 10 and 10,000 (the reference re-reads the whole path).
+//! (update, delete, clear, a new overlay) drops it. [`crate::core::store::history::branch_tokens`]
+//! reads it, or walks the path once and fills it, so an append costs the same at depth 10 and
+//! 10,000 (the reference re-reads the whole path, docs/REFERENCE.md#branch-estimate).
 
 use serde_json::Value as Json;
 
 use crate::core::error::Result;
-use crate::core::history::history;
 use crate::core::sql::{Sql, Value};
 use crate::core::tokens::estimate_message;
 
@@ -30,24 +30,21 @@ pub fn invalidate(sql: &dyn Sql, session: &str) -> Result<()> {
     sql.execute("DELETE FROM token_estimates WHERE session_id = ?", &[session.into()])
 }
 
-/// The estimate of the path to `leaf`: the cached sum when it is for this leaf, else computed
-/// from the path (overlays applied) and cached.
-pub fn branch_tokens(sql: &dyn Sql, session: &str, leaf: &str) -> Result<i64> {
-    let cached = sql
-        .query_row(
-            "SELECT tokens FROM token_estimates WHERE session_id = ? AND leaf_id = ?",
-            &[session.into(), leaf.into()],
-        )?
-        .map(|r| r.int(0))
-        .transpose()?;
-    if let Some(t) = cached {
-        return Ok(t);
-    }
-    let tokens: i64 = history(sql, session, Some(leaf), false)?.iter().map(|m| message_tokens(m.get())).sum();
+/// The cached estimate of the path to `leaf`, if the cache is for that leaf.
+pub fn cached(sql: &dyn Sql, session: &str, leaf: &str) -> Result<Option<i64>> {
+    sql.query_row(
+        "SELECT tokens FROM token_estimates WHERE session_id = ? AND leaf_id = ?",
+        &[session.into(), leaf.into()],
+    )?
+    .map(|r| r.int(0))
+    .transpose()
+}
+
+/// Caches `tokens` as the estimate of the path to `leaf` (replacing any other leaf's).
+pub fn remember(sql: &dyn Sql, session: &str, leaf: &str, tokens: i64) -> Result<()> {
     sql.execute(
         "INSERT INTO token_estimates (session_id, leaf_id, tokens) VALUES (?, ?, ?)
          ON CONFLICT (session_id) DO UPDATE SET leaf_id = excluded.leaf_id, tokens = excluded.tokens",
         &[session.into(), leaf.into(), Value::Int(tokens)],
-    )?;
-    Ok(tokens)
+    )
 }

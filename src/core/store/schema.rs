@@ -5,11 +5,11 @@ use crate::core::sql::{atomically, Sql, Value};
 
 /// Every migration, in order. A new one is appended here and never edits an old one.
 pub const MIGRATIONS: &[(i64, &str, &str)] = &[
-    (1, "foundation", include_str!("../../migrations/0001_foundation.sql")),
-    (2, "context", include_str!("../../migrations/0002_context.sql")),
-    (3, "estimates", include_str!("../../migrations/0003_estimates.sql")),
-    (4, "spill", include_str!("../../migrations/0004_spill.sql")),
-    (5, "spill_pending", include_str!("../../migrations/0005_spill_pending.sql")),
+    (1, "foundation", include_str!("../../../migrations/0001_foundation.sql")),
+    (2, "context", include_str!("../../../migrations/0002_context.sql")),
+    (3, "estimates", include_str!("../../../migrations/0003_estimates.sql")),
+    (4, "spill", include_str!("../../../migrations/0004_spill.sql")),
+    (5, "spill_pending", include_str!("../../../migrations/0005_spill_pending.sql")),
 ];
 
 /// The newest schema version this build knows.

@@ -2,12 +2,13 @@
 //! deletes anything, and this is how the model (tool `expand_compaction`) and clients (route
 //! `GET /sessions/{sid}/compactions/{cid}/messages`) get the details a summary left out.
 
-use crate::core::compact::render_message;
-use crate::core::compaction::{self, Compaction, Piece};
+use crate::core::compaction::plan::render_message;
+use crate::core::compaction::truncate::{truncate_older_messages, TruncateOptions};
 use crate::core::error::{Error, Result};
 use crate::core::sql::Sql;
-use crate::core::tree::{parse_all, RawMessage, Tree};
-use crate::core::truncate::{truncate_older_messages, TruncateOptions};
+use crate::core::store::message::{parse_all, RawMessage};
+use crate::core::store::overlay::{self, Compaction, Piece};
+use crate::core::store::tree::Tree;
 
 /// Messages per page when the caller does not say.
 pub const DEFAULT_LIMIT: usize = 20;
@@ -34,7 +35,7 @@ impl Page {
 
 /// The overlay `id` of the session, `not_found` if there is none.
 pub fn find(sql: &dyn Sql, session: &str, id: &str) -> Result<Compaction> {
-    compaction::list(sql, session)?
+    overlay::list(sql, session)?
         .into_iter()
         .find(|c| c.id == id)
         .ok_or_else(|| Error::not_found(format!("compaction {id} not found in session {session}")))
@@ -47,8 +48,8 @@ pub fn latest_visible(sql: &dyn Sql, session: &str) -> Result<Option<Compaction>
     let Some(leaf) = tree.latest_leaf_id()? else { return Ok(None) };
     let path = tree.path(&leaf)?;
     let ids: Vec<&str> = path.iter().map(|r| r.id.as_str()).collect();
-    let overlays = compaction::list(sql, session)?;
-    let last = compaction::overlay(&ids, &overlays).into_iter().rev().find_map(|p| match p {
+    let overlays = overlay::list(sql, session)?;
+    let last = overlay::overlay(&ids, &overlays).into_iter().rev().find_map(|p| match p {
         Piece::Summary(c) => Some(c.clone()),
         Piece::Message(_) => None,
     });

@@ -1,0 +1,84 @@
+//! Workers AI through the `AI` binding: text only (no tools; tool results are given to the
+//! model as user text), one answer at once, handed to the caller as a single delta.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value as Json;
+
+use super::{
+    error_message, lenient, unavailable, ChatMessage, ChatReply, ChatRequest, LlmConfig, Transport, Usage,
+    DEFAULT_MAX_TOKENS,
+};
+use crate::core::error::Result;
+
+#[derive(Serialize)]
+struct Input<'a> {
+    messages: Vec<Message<'a>>,
+    max_tokens: u32,
+}
+
+#[derive(Serialize)]
+struct Message<'a> {
+    role: &'static str,
+    content: std::borrow::Cow<'a, str>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct Output {
+    response: Option<Json>,
+    #[serde(deserialize_with = "lenient")]
+    usage: WireUsage,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct WireUsage {
+    #[serde(deserialize_with = "lenient")]
+    prompt_tokens: i64,
+    #[serde(deserialize_with = "lenient")]
+    completion_tokens: i64,
+}
+
+/// The binding's input for `req`.
+pub fn input(req: &ChatRequest) -> Json {
+    let mut messages: Vec<Message> = req.system.iter().map(|s| Message { role: "system", content: s.into() }).collect();
+    messages.extend(req.messages.iter().map(|m| match m {
+        ChatMessage::User { text } => Message { role: "user", content: text.into() },
+        ChatMessage::Assistant { text, .. } => Message { role: "assistant", content: text.into() },
+        ChatMessage::Tool { name, output, .. } => {
+            Message { role: "user", content: format!("Tool {name} returned: {output}").into() }
+        }
+    }));
+    let input = Input { messages, max_tokens: req.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS) };
+    serde_json::to_value(input).unwrap_or(Json::Null)
+}
+
+/// The binding's answer: `response` (a string; anything else as its JSON) and `usage`.
+pub fn reply(out: Json) -> Result<ChatReply> {
+    if let Some(detail) = error_message(out.get("error")) {
+        return Err(unavailable(format!("the model failed: {detail}")));
+    }
+    let out: Output = serde_json::from_value(out).unwrap_or_default();
+    let text = match out.response {
+        Some(Json::String(s)) => s,
+        Some(Json::Null) | None => String::new(),
+        Some(other) => other.to_string(),
+    };
+    let usage = Usage { input_tokens: out.usage.prompt_tokens, output_tokens: out.usage.completion_tokens };
+    Ok(ChatReply { text, usage, ..ChatReply::default() })
+}
+
+/// One step on Workers AI.
+pub(super) async fn chat(
+    t: &dyn Transport,
+    cfg: &LlmConfig,
+    req: &ChatRequest,
+    on_delta: &mut dyn FnMut(&str) -> Result<()>,
+) -> Result<ChatReply> {
+    let out = t.workers_ai(&cfg.model, input(req)).await.map_err(|e| unavailable(e.message))?;
+    let reply = reply(out)?;
+    if !reply.text.is_empty() {
+        on_delta(&reply.text)?;
+    }
+    Ok(reply)
+}
