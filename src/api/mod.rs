@@ -1,15 +1,16 @@
 //! The Durable Object's HTTP contract (`docs/openapi.yaml`) as plain functions: a [`Request`]
-//! and a SQL database in, a [`Response`] out. Runtime independent, so every route is tested
+//! and an [`Env`] in, a [`Response`] out. Runtime independent, so every route is tested
 //! natively; the Workers layer only converts requests and responses.
 //!
-//! One file per resource: [`sessions`], [`messages`], [`search`], [`compactions`] (stored
-//! overlays), [`compact`] (the summarizer), [`context`] (blocks, prompt, tools).
+//! Each handler parses its request, calls one operation of the core and answers. One file per
+//! resource: [`sessions`], [`messages`], [`search`], [`compactions`] (overlays, the originals
+//! behind one, and `POST …/compact`), [`context`] (blocks, prompt, tools), [`chat`] (the agent
+//! turn), [`ws`] (WebSocket frames mapped onto routes). The routes are data ([`ROUTES`]): the
+//! methods each path allows, and with them every `405`, come from that table.
 
 pub mod chat;
-pub mod compact;
 pub mod compactions;
 pub mod context;
-pub mod events;
 pub mod http;
 pub mod messages;
 pub mod search;
@@ -20,54 +21,17 @@ use std::sync::OnceLock;
 
 pub use http::{Request, Response};
 
-use crate::core::blobs::Blobs;
-use crate::core::config::{check_label, SessionConfig};
-use crate::core::error::{Error, ErrorKind, Result};
-use crate::core::llm::{LlmConfig, Transport};
+use crate::core::config::check_label;
+use crate::core::env::Env;
+use crate::core::error::{Error, Result};
+use crate::core::session::Session;
 use crate::core::sql::Sql;
-use crate::core::store::schema;
-use crate::core::store::spill;
+use crate::core::store::{schema, spill};
 use crate::core::time::iso_millis;
-use events::Events;
 use http::{decode_segment, message_param, method_not_allowed, session_param};
 
-/// A block label from the path, decoded and checked.
-fn label_param(raw: &str) -> Result<String> {
-    let label = decode_segment("block label", raw)?;
-    check_label(&label)?;
-    Ok(label)
-}
-
-/// What the Durable Object gives the API: its database, its object store, its configuration
-/// and its name.
-#[derive(Clone, Copy)]
-pub struct Env<'a> {
-    pub sql: &'a dyn Sql,
-    pub blobs: &'a dyn Blobs,
-    pub config: &'a SessionConfig,
-    /// The agent's name (`idFromName`), under which its own skills are kept.
-    pub agent: &'a str,
-    /// The configured model (compaction's summarizer) and how to reach it.
-    pub llm: &'a LlmConfig,
-    pub transport: &'a dyn Transport,
-    /// The session's listeners (WebSocket clients).
-    pub events: &'a dyn Events,
-}
-
-/// What every handler gets: the [`Env`] and the time of this request.
-pub struct Ctx<'a> {
-    pub sql: &'a dyn Sql,
-    pub blobs: &'a dyn Blobs,
-    pub config: &'a SessionConfig,
-    pub agent: &'a str,
-    pub llm: &'a LlmConfig,
-    pub transport: &'a dyn Transport,
-    pub events: &'a dyn Events,
-    /// The request's timestamp (ISO-8601 ms), used for every write it makes.
-    pub now: String,
-}
-
-#[derive(Clone, Copy, Debug)]
+/// What a path stands for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Route {
     Sessions,
     Session,
@@ -97,42 +61,46 @@ enum Route {
     Socket,
 }
 
-const ROUTES: &[(&str, Route)] = &[
-    ("/sessions", Route::Sessions),
-    ("/sessions/{sid}", Route::Session),
-    ("/sessions/{sid}/fork", Route::Fork),
-    ("/sessions/{sid}/usage", Route::Usage),
-    ("/search", Route::Search),
-    ("/sessions/{sid}/messages", Route::Messages),
-    ("/sessions/{sid}/messages/batch", Route::Batch),
-    ("/sessions/{sid}/messages/{mid}", Route::Message),
-    ("/sessions/{sid}/messages/{mid}/branches", Route::Branches),
-    ("/sessions/{sid}/history", Route::History),
-    ("/sessions/{sid}/history/recent", Route::Recent),
-    ("/sessions/{sid}/leaf", Route::Leaf),
-    ("/sessions/{sid}/path-length", Route::PathLength),
-    ("/sessions/{sid}/search", Route::SessionSearch),
-    ("/sessions/{sid}/compactions", Route::Compactions),
-    ("/sessions/{sid}/compactions/{cid}/messages", Route::Expand),
-    ("/sessions/{sid}/compact", Route::Compact),
-    ("/sessions/{sid}/context", Route::Context),
-    ("/sessions/{sid}/context/{label}", Route::Block),
-    ("/sessions/{sid}/context/{label}/append", Route::BlockAppend),
-    ("/sessions/{sid}/prompt", Route::Prompt),
-    ("/sessions/{sid}/prompt/refresh", Route::PromptRefresh),
-    ("/sessions/{sid}/tools", Route::Tools),
-    ("/sessions/{sid}/tools/{name}", Route::Tool),
-    ("/sessions/{sid}/chat", Route::Chat),
-    ("/sessions/{sid}/ws", Route::Socket),
+use Route::*;
+
+/// Every path of the DO API and the methods it allows (`405` with that `Allow` otherwise).
+const ROUTES: &[(&str, Route, &[&str])] = &[
+    ("/sessions", Sessions, &["GET", "POST"]),
+    ("/sessions/{sid}", Session, &["GET", "PATCH", "DELETE"]),
+    ("/sessions/{sid}/fork", Fork, &["POST"]),
+    ("/sessions/{sid}/usage", Usage, &["POST"]),
+    ("/search", Search, &["GET"]),
+    ("/sessions/{sid}/messages", Messages, &["POST", "DELETE"]),
+    // A message may be called "batch": GET, PUT and DELETE reach it as a message.
+    ("/sessions/{sid}/messages/batch", Batch, &["GET", "POST", "PUT", "DELETE"]),
+    ("/sessions/{sid}/messages/{mid}", Message, &["GET", "PUT", "DELETE"]),
+    ("/sessions/{sid}/messages/{mid}/branches", Branches, &["GET"]),
+    ("/sessions/{sid}/history", History, &["GET"]),
+    ("/sessions/{sid}/history/recent", Recent, &["GET"]),
+    ("/sessions/{sid}/leaf", Leaf, &["GET"]),
+    ("/sessions/{sid}/path-length", PathLength, &["GET"]),
+    ("/sessions/{sid}/search", SessionSearch, &["GET"]),
+    ("/sessions/{sid}/compactions", Compactions, &["GET", "POST"]),
+    ("/sessions/{sid}/compactions/{cid}/messages", Expand, &["GET"]),
+    ("/sessions/{sid}/compact", Compact, &["POST"]),
+    ("/sessions/{sid}/context", Context, &["GET", "POST"]),
+    ("/sessions/{sid}/context/{label}", Block, &["GET", "PUT", "DELETE"]),
+    ("/sessions/{sid}/context/{label}/append", BlockAppend, &["POST"]),
+    ("/sessions/{sid}/prompt", Prompt, &["GET"]),
+    ("/sessions/{sid}/prompt/refresh", PromptRefresh, &["POST"]),
+    ("/sessions/{sid}/tools", Tools, &["GET"]),
+    ("/sessions/{sid}/tools/{name}", Tool, &["POST"]),
+    ("/sessions/{sid}/chat", Chat, &["POST"]),
+    ("/sessions/{sid}/ws", Socket, &["GET"]),
 ];
 
-fn router() -> &'static matchit::Router<Route> {
-    static ROUTER: OnceLock<matchit::Router<Route>> = OnceLock::new();
+fn router() -> &'static matchit::Router<(Route, &'static [&'static str])> {
+    static ROUTER: OnceLock<matchit::Router<(Route, &'static [&'static str])>> = OnceLock::new();
     ROUTER.get_or_init(|| {
         let mut r = matchit::Router::new();
-        for (path, route) in ROUTES {
+        for &(path, route, methods) in ROUTES {
             // The table above is static and conflict-free; a clash is a bug caught by tests.
-            if let Err(e) = r.insert(*path, *route) {
+            if let Err(e) = r.insert(path, (route, methods)) {
                 panic!("route table: {path}: {e}");
             }
         }
@@ -140,27 +108,13 @@ fn router() -> &'static matchit::Router<Route> {
     })
 }
 
-/// Brings the schema up to date; the Durable Object calls this once when it starts.
-/// Also recovers from a crash mid-write: spilled objects of writes that never committed become
+/// Brings the schema up to date; the Durable Object calls this once when it starts. Also
+/// recovers from a crash mid-write: spilled objects of writes that never committed become
 /// garbage for the next sweep.
 pub fn open(sql: &dyn Sql, now_ms: i64) -> Result<Vec<i64>> {
     let applied = schema::migrate(sql, &iso_millis(now_ms))?;
     spill::recover(sql)?;
     Ok(applied)
-}
-
-/// The handler context of a request at `now_ms`.
-fn context_of<'a>(env: Env<'a>, now_ms: i64) -> Ctx<'a> {
-    Ctx {
-        sql: env.sql,
-        blobs: env.blobs,
-        config: env.config,
-        agent: env.agent,
-        llm: env.llm,
-        transport: env.transport,
-        events: env.events,
-        now: iso_millis(now_ms),
-    }
 }
 
 /// The session id of a `/sessions/{sid}/…` request, decoded and checked.
@@ -173,30 +127,31 @@ pub fn session_of(req: &Request) -> Result<String> {
 /// Whether `req` is an agent turn asking for server-sent events (the Durable Object streams
 /// those itself with [`chat::stream`]).
 pub fn is_chat_stream(req: &Request) -> bool {
-    req.method == "POST"
-        && req.wants_event_stream()
-        && router().at(&req.path).is_ok_and(|m| matches!(m.value, Route::Chat))
+    req.method == "POST" && req.wants_event_stream() && router().at(&req.path).is_ok_and(|m| m.value.0 == Chat)
 }
 
 /// The session of a WebSocket upgrade request (`GET /sessions/{sid}/ws`), if it is one.
 pub fn socket_session(method: &str, path: &str) -> Option<Result<String>> {
     let matched = router().at(path).ok()?;
-    if !matches!(matched.value, Route::Socket) || method != "GET" {
+    if matched.value.0 != Socket || method != "GET" {
         return None;
     }
     Some(matched.params.get("sid").map_or_else(|| Err(Error::not_found("no session")), session_param))
 }
 
 /// Answers one request. Never panics on input; every failure is a JSON error answer.
-pub async fn handle(env: Env<'_>, now_ms: i64, req: &Request) -> Response {
-    let ctx = context_of(env, now_ms);
-    let resp = dispatch(&ctx, req).await.unwrap_or_else(|e| Response::error(&e));
+pub async fn handle(env: &Env<'_>, req: &Request) -> Response {
+    let resp = dispatch(env, req).await.unwrap_or_else(|e| Response::error(&e));
     if req.method == "GET" {
         return resp;
     }
-    // After a write: delete spilled objects that lost their last reference.
-    match spill::sweep(ctx.sql, ctx.blobs, SWEEP_BATCH).await {
-        Ok((_, errors)) if errors.is_empty() => resp,
+    sweep(env, resp).await
+}
+
+/// After a write: deletes spilled objects that lost their last reference (failures are
+/// warnings on `resp`, retried by a later sweep).
+pub async fn sweep(env: &Env<'_>, resp: Response) -> Response {
+    match spill::sweep(env.sql, env.blobs, SWEEP_BATCH).await {
         Ok((_, errors)) => errors.into_iter().fold(resp, Response::warn),
         Err(e) => resp.warn(format!("spill sweep: {}", e.message)),
     }
@@ -205,86 +160,94 @@ pub async fn handle(env: Env<'_>, now_ms: i64, req: &Request) -> Response {
 /// Unreferenced spilled objects deleted after one write request, at most.
 const SWEEP_BATCH: i64 = 100;
 
-async fn dispatch(ctx: &Ctx<'_>, req: &Request) -> Result<Response> {
-    // Every route refuses a query that is not UTF-8, whether it reads the query or not.
-    http::parse_query(&req.query)?;
-    let matched = router().at(&req.path).map_err(|_| Error::not_found(format!("no route for {}", req.path)))?;
-    let sid = matched.params.get("sid").map(session_param).transpose()?;
-    let mid = matched.params.get("mid").map(message_param).transpose()?;
-    let label = matched.params.get("label").map(label_param).transpose()?;
-    let name = matched.params.get("name").map(|n| decode_segment("tool name", n)).transpose()?;
-    let cid = matched.params.get("cid").map(|c| decode_segment("compaction id", c)).transpose()?;
-    let sid = sid.as_deref().unwrap_or_default();
-    let mid = mid.as_deref().unwrap_or_default();
-    let label = label.as_deref().unwrap_or_default();
-    let name = name.as_deref().unwrap_or_default();
-    let cid = cid.as_deref().unwrap_or_default();
-    let m = req.method.as_str();
-    use Route::*;
-    // Routes that read no body still refuse one that is not a JSON object, as every other does.
-    if m == "DELETE" || matches!(matched.value, PromptRefresh) {
-        req.json_object()?;
-    }
-    match (matched.value, m) {
-        (Sessions, "GET") => sessions::list(ctx),
-        (Sessions, "POST") => sessions::create(ctx, req),
-        (Sessions, _) => Ok(method_not_allowed(&["GET", "POST"])),
-        (Session, "GET") => sessions::get(ctx, sid),
-        (Session, "PATCH") => sessions::rename(ctx, sid, req),
-        (Session, "DELETE") => sessions::delete(ctx, sid).await,
-        (Session, _) => Ok(method_not_allowed(&["GET", "PATCH", "DELETE"])),
-        (Fork, "POST") => sessions::fork(ctx, sid, req),
-        (Usage, "POST") => sessions::usage(ctx, sid, req),
-        (Search, "GET") => search::across(ctx, req),
-        (Messages, "POST") => messages::append(ctx, sid, req).await,
-        (Messages, "DELETE") => messages::clear(ctx, sid).await,
-        (Messages, _) => Ok(method_not_allowed(&["POST", "DELETE"])),
-        (Batch, "POST") => messages::batch(ctx, sid, req).await,
-        // A message may be called "batch": its own methods reach it as a message.
-        (Batch, "GET" | "PUT" | "DELETE") => message(ctx, sid, "batch", req).await,
-        (Batch, _) => Ok(method_not_allowed(&["GET", "POST", "PUT", "DELETE"])),
-        (Message, _) => message(ctx, sid, mid, req).await,
-        (Branches, "GET") => messages::branches(ctx, sid, mid).await,
-        (History, "GET") => messages::history(ctx, sid, req).await,
-        (Recent, "GET") => messages::recent(ctx, sid, req).await,
-        (Leaf, "GET") => messages::leaf(ctx, sid).await,
-        (PathLength, "GET") => messages::path_length(ctx, sid, req),
-        (SessionSearch, "GET") => search::in_session(ctx, sid, req),
-        (Compactions, "GET") => compactions::list(ctx, sid),
-        (Compactions, "POST") => compactions::add(ctx, sid, req),
-        (Compactions, _) => Ok(method_not_allowed(&["GET", "POST"])),
-        (Expand, "GET") => compactions::messages(ctx, sid, cid, req).await,
-        (Compact, "POST") => compact::route(ctx, sid, req).await,
-        (Context, "GET") => context::list(ctx, sid).await,
-        (Context, "POST") => context::add(ctx, sid, req).await,
-        (Context, _) => Ok(method_not_allowed(&["GET", "POST"])),
-        (Block, "GET") => context::get(ctx, sid, label).await,
-        (Block, "PUT") => context::write(ctx, sid, label, req, false).await,
-        (Block, "DELETE") => context::remove(ctx, sid, label),
-        (Block, _) => Ok(method_not_allowed(&["GET", "PUT", "DELETE"])),
-        (BlockAppend, "POST") => context::write(ctx, sid, label, req, true).await,
-        (Prompt, "GET") => context::prompt(ctx, sid).await,
-        (PromptRefresh, "POST") => context::refresh(ctx, sid).await,
-        (Tools, "GET") => context::list_tools(ctx, sid),
-        (Tool, "POST") => context::run_tool(ctx, sid, name, req).await,
-        (Chat, "POST") => chat::route(ctx, sid, req).await,
-        // The Durable Object answers upgrades itself; anything else here is not one.
-        (Socket, "GET") => {
-            Err(Error::new(ErrorKind::InvalidRequest, "expected a WebSocket upgrade (Upgrade: websocket)"))
-        }
-        (Fork | Usage | BlockAppend | PromptRefresh | Tool | Compact | Chat, _) => Ok(method_not_allowed(&["POST"])),
-        (
-            Search | Branches | History | Recent | Leaf | PathLength | SessionSearch | Prompt | Tools | Expand | Socket,
-            _,
-        ) => Ok(method_not_allowed(&["GET"])),
+/// The decoded path parameters of a request.
+#[derive(Default)]
+struct Params {
+    sid: String,
+    mid: String,
+    label: String,
+    name: String,
+    cid: String,
+}
+
+impl Params {
+    fn of(params: &matchit::Params) -> Result<Params> {
+        let get = |key: &str, decode: &dyn Fn(&str) -> Result<String>| -> Result<String> {
+            params.get(key).map(decode).transpose().map(Option::unwrap_or_default)
+        };
+        Ok(Params {
+            sid: get("sid", &session_param)?,
+            mid: get("mid", &message_param)?,
+            label: get("label", &|raw| {
+                let label = decode_segment("block label", raw)?;
+                check_label(&label)?;
+                Ok(label)
+            })?,
+            name: get("name", &|raw| decode_segment("tool name", raw))?,
+            cid: get("cid", &|raw| decode_segment("compaction id", raw))?,
+        })
     }
 }
 
-async fn message(ctx: &Ctx<'_>, sid: &str, mid: &str, req: &Request) -> Result<Response> {
+async fn dispatch(env: &Env<'_>, req: &Request) -> Result<Response> {
+    // Every route refuses a query that is not UTF-8, whether it reads the query or not.
+    http::parse_query(&req.query)?;
+    let matched = router().at(&req.path).map_err(|_| Error::not_found(format!("no route for {}", req.path)))?;
+    let (route, methods) = *matched.value;
+    let p = Params::of(&matched.params)?;
+    let m = req.method.as_str();
+    if !methods.contains(&m) {
+        return Ok(method_not_allowed(methods));
+    }
+    // Routes that read no body still refuse one that is not a JSON object, as every other does.
+    if m == "DELETE" || route == PromptRefresh {
+        req.json_object()?;
+    }
+    let s = Session::new(env, &p.sid);
+    match (route, m) {
+        (Sessions, "GET") => sessions::list(env),
+        (Sessions, _) => sessions::create(env, req),
+        (Session, "GET") => sessions::get(&s),
+        (Session, "PATCH") => sessions::rename(&s, req),
+        (Session, _) => sessions::delete(&s).await,
+        (Fork, _) => sessions::fork(&s, req),
+        (Usage, _) => sessions::usage(&s, req),
+        (Search, _) => search::across(env, req),
+        (Messages, "POST") => messages::append(&s, req).await,
+        (Messages, _) => messages::clear(&s).await,
+        (Batch, "POST") => messages::batch(&s, req).await,
+        (Batch, _) => message(&s, "batch", req).await,
+        (Message, _) => message(&s, &p.mid, req).await,
+        (Branches, _) => messages::branches(&s, &p.mid).await,
+        (History, _) => messages::history(&s, req).await,
+        (Recent, _) => messages::recent(&s, req).await,
+        (Leaf, _) => messages::leaf(&s).await,
+        (PathLength, _) => messages::path_length(&s, req),
+        (SessionSearch, _) => search::in_session(&s, req),
+        (Compactions, "GET") => compactions::list(&s),
+        (Compactions, _) => compactions::add(&s, req),
+        (Expand, _) => compactions::messages(&s, &p.cid, req).await,
+        (Compact, _) => compactions::compact(&s, req).await,
+        (Context, "GET") => context::list(&s).await,
+        (Context, _) => context::add(&s, req).await,
+        (Block, "GET") => context::get(&s, &p.label).await,
+        (Block, "PUT") => context::replace(&s, &p.label, req).await,
+        (Block, _) => context::remove(&s, &p.label),
+        (BlockAppend, _) => context::append(&s, &p.label, req).await,
+        (Prompt, _) => context::prompt(&s).await,
+        (PromptRefresh, _) => context::refresh(&s).await,
+        (Tools, _) => context::tools(&s),
+        (Tool, _) => context::run_tool(&s, &p.name, req).await,
+        (Chat, _) => chat::route(&s, req).await,
+        // The Durable Object answers upgrades itself; anything else here is not one.
+        (Socket, _) => Err(Error::invalid("expected a WebSocket upgrade (Upgrade: websocket)")),
+    }
+}
+
+async fn message(s: &Session<'_>, mid: &str, req: &Request) -> Result<Response> {
     match req.method.as_str() {
-        "GET" => messages::get(ctx, sid, mid).await,
-        "PUT" => messages::update(ctx, sid, mid, req).await,
-        "DELETE" => messages::delete(ctx, sid, mid).await,
-        _ => Ok(method_not_allowed(&["GET", "PUT", "DELETE"])),
+        "GET" => messages::get(s, mid).await,
+        "PUT" => messages::update(s, mid, req).await,
+        _ => messages::delete(s, mid).await,
     }
 }

@@ -3,8 +3,9 @@
 use serde_json::json;
 
 use super::http::{int_param, Request, Response};
-use super::Ctx;
+use crate::core::env::Env;
 use crate::core::error::{Error, Result};
+use crate::core::session::Session;
 use crate::core::store::search::{self, DEFAULT_LIMIT, MAX_LIMIT};
 
 fn params(req: &Request) -> Result<(String, i64)> {
@@ -15,13 +16,13 @@ fn params(req: &Request) -> Result<(String, i64)> {
 }
 
 /// `GET /sessions/{sid}/search?q=&limit=`.
-pub fn in_session(ctx: &Ctx, sid: &str, req: &Request) -> Result<Response> {
+pub fn in_session(s: &Session, req: &Request) -> Result<Response> {
     let (q, limit) = params(req)?;
-    Ok(Response::json(200, &json!({ "results": search::in_session(ctx.sql, sid, &q, limit)? })))
+    Ok(Response::json(200, &json!({ "results": search::in_session(s.env.sql, s.id, &q, limit)? })))
 }
 
 /// `GET /search?q=&limit=`: every session of the agent; hits carry `sessionId`.
-pub fn across(ctx: &Ctx, req: &Request) -> Result<Response> {
+pub fn across(env: &Env, req: &Request) -> Result<Response> {
     let (q, limit) = params(req)?;
-    Ok(Response::json(200, &json!({ "results": search::across_sessions(ctx.sql, &q, limit)? })))
+    Ok(Response::json(200, &json!({ "results": search::across_sessions(env.sql, &q, limit)? })))
 }

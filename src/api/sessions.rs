@@ -3,18 +3,19 @@
 use serde_json::{json, Map, Value as Json};
 
 use super::http::{check_name, opt_str, req_str, Request, Response};
-use super::Ctx;
+use crate::core::env::Env;
 use crate::core::error::{Error, Result};
+use crate::core::session::Session;
 use crate::core::sql::atomically;
 use crate::core::store::sessions::{self, NewSession};
 
 /// `GET /sessions`: newest `updatedAt` first.
-pub fn list(ctx: &Ctx) -> Result<Response> {
-    Ok(Response::json(200, &json!({ "sessions": sessions::list(ctx.sql)? })))
+pub fn list(env: &Env) -> Result<Response> {
+    Ok(Response::json(200, &json!({ "sessions": sessions::list(env.sql)? })))
 }
 
 /// `POST /sessions` `{name, parentSessionId?, model?, source?}` → 201.
-pub fn create(ctx: &Ctx, req: &Request) -> Result<Response> {
+pub fn create(env: &Env, req: &Request) -> Result<Response> {
     let body = req.json_object()?;
     let parent = opt_str(&body, "parentSessionId")?;
     if let Some(p) = &parent {
@@ -26,7 +27,7 @@ pub fn create(ctx: &Ctx, req: &Request) -> Result<Response> {
         model: short_str(&body, "model")?,
         source: short_str(&body, "source")?,
     };
-    let info = atomically(ctx.sql, || sessions::create(ctx.sql, &new, &ctx.now))?;
+    let info = atomically(env.sql, || sessions::create(env.sql, &new, &env.now))?;
     Ok(Response::json(201, &info))
 }
 
@@ -39,40 +40,35 @@ fn short_str(body: &Map<String, Json>, key: &str) -> Result<Option<String>> {
 }
 
 /// `GET /sessions/{sid}`.
-pub fn get(ctx: &Ctx, sid: &str) -> Result<Response> {
-    Ok(Response::json(200, &sessions::require(ctx.sql, sid)?))
+pub fn get(s: &Session) -> Result<Response> {
+    Ok(Response::json(200, &sessions::require(s.env.sql, s.id)?))
 }
 
 /// `PATCH /sessions/{sid}` `{name}`.
-pub fn rename(ctx: &Ctx, sid: &str, req: &Request) -> Result<Response> {
+pub fn rename(s: &Session, req: &Request) -> Result<Response> {
     let name = req_str(&req.json_object()?, "name")?;
-    let info = atomically(ctx.sql, || sessions::rename(ctx.sql, sid, &name, &ctx.now))?;
+    let info = atomically(s.env.sql, || sessions::rename(s.env.sql, s.id, &name, &s.env.now))?;
     Ok(Response::json(200, &info))
 }
 
 /// `DELETE /sessions/{sid}`: the session and everything stored for it. Its sockets get
 /// `{type:"cleared"}` and an `idle` status, as for a clear.
-pub async fn delete(ctx: &Ctx<'_>, sid: &str) -> Result<Response> {
-    atomically(ctx.sql, || {
-        sessions::delete(ctx.sql, sid)?;
-        crate::core::context::delete_session(ctx.sql, sid)
-    })?;
-    super::compact::publish_change(ctx, sid, "cleared", json!({}));
-    super::compact::publish_idle(ctx, sid).await;
+pub async fn delete(s: &Session<'_>) -> Result<Response> {
+    s.delete().await?;
     Ok(Response::no_content())
 }
 
 /// `POST /sessions/{sid}/fork` `{atMessageId, name?}` → 201 with the new session.
-pub fn fork(ctx: &Ctx, sid: &str, req: &Request) -> Result<Response> {
+pub fn fork(s: &Session, req: &Request) -> Result<Response> {
     let body = req.json_object()?;
     let at = req_str(&body, "atMessageId")?;
     let name = opt_str(&body, "name")?;
-    let info = atomically(ctx.sql, || sessions::fork(ctx.sql, sid, &at, name.as_deref(), &ctx.now))?;
+    let info = atomically(s.env.sql, || sessions::fork(s.env.sql, s.id, &at, name.as_deref(), &s.env.now))?;
     Ok(Response::json(201, &info))
 }
 
 /// `POST /sessions/{sid}/usage` `{inputTokens, outputTokens, cost}`: adds to the totals.
-pub fn usage(ctx: &Ctx, sid: &str, req: &Request) -> Result<Response> {
+pub fn usage(s: &Session, req: &Request) -> Result<Response> {
     let body = req.json_object()?;
     let input = count(&body, "inputTokens")?;
     let output = count(&body, "outputTokens")?;
@@ -83,7 +79,7 @@ pub fn usage(ctx: &Ctx, sid: &str, req: &Request) -> Result<Response> {
             .filter(|c| *c >= 0.0 && c.is_finite())
             .ok_or_else(|| Error::invalid("cost must be a number, not negative"))?,
     };
-    let info = atomically(ctx.sql, || sessions::add_usage(ctx.sql, sid, input, output, cost, &ctx.now))?;
+    let info = atomically(s.env.sql, || sessions::add_usage(s.env.sql, s.id, input, output, cost, &s.env.now))?;
     Ok(Response::json(200, &info))
 }
 

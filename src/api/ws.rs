@@ -9,7 +9,8 @@
 
 use serde_json::{json, Map, Value as Json};
 
-use super::{handle, Env, Request};
+use super::{handle, Request};
+use crate::core::env::Env;
 use crate::core::error::{Error, ErrorKind};
 
 /// The `error` frame for `e`.
@@ -39,7 +40,7 @@ pub struct Answer {
 pub const MAX_FRAME_BYTES: usize = 16 * 1024 * 1024;
 
 /// Answers one text frame from a socket of session `sid` (already checked).
-pub async fn frame(env: Env<'_>, now_ms: i64, sid: &str, text: &str) -> Answer {
+pub async fn frame(env: &Env<'_>, sid: &str, text: &str) -> Answer {
     if text.len() > MAX_FRAME_BYTES {
         let e = Error::too_large(format!(
             "a frame may have at most {MAX_FRAME_BYTES} bytes (this one has {}); send big messages over HTTP",
@@ -47,11 +48,11 @@ pub async fn frame(env: Env<'_>, now_ms: i64, sid: &str, text: &str) -> Answer {
         ));
         return Answer { frames: failed(sid, &e), warnings: Vec::new() };
     }
-    let (frames, warnings) = answer(env, now_ms, sid, text).await;
+    let (frames, warnings) = answer(env, sid, text).await;
     Answer { frames, warnings }
 }
 
-async fn answer(env: Env<'_>, now_ms: i64, sid: &str, text: &str) -> (Vec<Json>, Vec<String>) {
+async fn answer(env: &Env<'_>, sid: &str, text: &str) -> (Vec<Json>, Vec<String>) {
     let only = |frames: Vec<Json>| (frames, Vec::new());
     let obj: Map<String, Json> = match serde_json::from_str(text) {
         Ok(Json::Object(o)) => o,
@@ -81,7 +82,7 @@ async fn answer(env: Env<'_>, now_ms: i64, sid: &str, text: &str) -> (Vec<Json>,
             ))
         }
     };
-    let resp = handle(env, now_ms, &req).await;
+    let resp = handle(env, &req).await;
     let warnings = resp.warnings.clone();
     if resp.status >= 400 {
         let body = resp.body_json();

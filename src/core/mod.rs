@@ -18,11 +18,14 @@ pub mod blobs;
 pub mod compaction;
 pub mod config;
 pub mod context;
+pub mod env;
 pub mod error;
+pub mod events;
 pub mod ids;
 pub mod js;
 pub mod llm;
 pub mod parts;
+pub mod session;
 pub mod sql;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod sqlite;

@@ -24,6 +24,7 @@ use crate::api::{self, chat::Streamed};
 use crate::core::config::SessionConfig;
 use crate::core::error::{Error, ErrorKind};
 use crate::core::llm::LlmConfig;
+use crate::core::time::iso_millis;
 
 /// The binding of the skills bucket.
 pub const SKILLS_BUCKET: &str = "SKILLS_BUCKET";
@@ -47,8 +48,9 @@ struct Inner {
 }
 
 impl Inner {
-    fn env(&self) -> api::Env<'_> {
-        api::Env {
+    /// What a request at this moment runs against.
+    fn env(&self) -> crate::core::env::Env<'_> {
+        crate::core::env::Env {
             sql: &self.db,
             blobs: &self.blobs,
             config: &self.config,
@@ -56,6 +58,7 @@ impl Inner {
             llm: &self.llm,
             transport: &self.transport,
             events: &self.sockets,
+            now: iso_millis(now_ms()),
         }
     }
 }
@@ -137,7 +140,7 @@ impl Agent {
         if api::is_chat_stream(&req) {
             return self.chat_stream(req).await;
         }
-        let resp = api::handle(self.inner.env(), now_ms(), &req).await;
+        let resp = api::handle(&self.inner.env(), &req).await;
         log(&req.method, &req.path, &resp);
         convert::write(resp)
     }
@@ -166,7 +169,7 @@ impl Agent {
         spawn_local(async move {
             let mut send =
                 |s: Streamed| tx.unbounded_send(s).map_err(|_| Error::new(ErrorKind::Conflict, "the client went away"));
-            api::chat::stream(agent.inner.env(), now_ms(), &req, &mut send).await;
+            api::chat::stream(&agent.inner.env(), &req, &mut send).await;
         });
         match rx.next().await {
             Some(Streamed::Fail(e)) => {
@@ -199,9 +202,7 @@ impl Agent {
             (Some(e), _) => {
                 api::ws::Answer { frames: vec![api::ws::error_frame(&sid, e.code(), &e.message)], warnings: vec![] }
             }
-            (None, WebSocketIncomingMessage::String(text)) => {
-                api::ws::frame(self.inner.env(), now_ms(), &sid, &text).await
-            }
+            (None, WebSocketIncomingMessage::String(text)) => api::ws::frame(&self.inner.env(), &sid, &text).await,
             (None, WebSocketIncomingMessage::Binary(_)) => api::ws::Answer {
                 frames: vec![api::ws::error_frame(&sid, "invalid_request", "frames must be text (JSON)")],
                 warnings: vec![],

@@ -6,7 +6,7 @@ use serde_json::Value as Json;
 use worker::wasm_bindgen::{JsCast, JsValue};
 use worker::{worker_sys::DurableObjectState, State, WebSocket};
 
-use crate::api::events::Events;
+use crate::core::events::Events;
 
 /// The object's accepted sockets, by session tag.
 pub struct Sockets {

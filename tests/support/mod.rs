@@ -5,10 +5,11 @@ use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 
 use serde_json::{json, Value as Json};
-use session_agent::api::{self, Env, Request, Response};
+use session_agent::api::{self, Request, Response};
 use session_agent::core::blobs::BoxFuture;
 use session_agent::core::blobs::MemBlobs;
 use session_agent::core::config::SessionConfig;
+use session_agent::core::env::Env;
 use session_agent::core::error::Result as CoreResult;
 use session_agent::core::llm::{HttpRequest, HttpResponse, LlmConfig, Provider, Transport};
 use session_agent::core::sqlite::SqliteDb;
@@ -50,7 +51,7 @@ impl Frames {
     }
 }
 
-impl session_agent::api::events::Events for Frames {
+impl session_agent::core::events::Events for Frames {
     fn has_listeners(&self, _session: &str) -> bool {
         true
     }
@@ -140,11 +141,12 @@ impl Api {
         self
     }
 
-    pub fn send(&self, req: Request) -> Response {
+    /// The environment of a request now (one millisecond after the last, unless frozen).
+    pub fn env(&self) -> Env<'_> {
         if !self.frozen {
             self.now.set(self.now.get() + 1);
         }
-        let env = Env {
+        Env {
             sql: &self.db,
             blobs: &self.blobs,
             config: &self.config,
@@ -152,8 +154,12 @@ impl Api {
             llm: &self.llm,
             transport: &self.model,
             events: &self.events,
-        };
-        futures::executor::block_on(api::handle(env, self.now.get(), &req))
+            now: session_agent::core::time::iso_millis(self.now.get()),
+        }
+    }
+
+    pub fn send(&self, req: Request) -> Response {
+        futures::executor::block_on(api::handle(&self.env(), &req))
     }
 
     pub fn get(&self, path: &str) -> Response {

@@ -403,11 +403,19 @@ impl<'a> Context<'a> {
         }
         let rendered = self.render().await?;
         // Another request may have frozen it while R2 was being read: the first copy wins.
-        self.sql.execute(
-            "INSERT OR IGNORE INTO prompts (session_id, created_at, prompt) VALUES (?, ?, ?)",
-            &[self.session.into(), now.into(), rendered.into()],
-        )?;
+        self.freeze(&rendered, now)?;
         Ok((self.stored_prompt()?.unwrap_or_default(), true))
+    }
+
+    /// Forgets the frozen prompt: the next use renders it.
+    pub fn drop_prompt(&self) -> Result<()> {
+        self.sql.execute("DELETE FROM prompts WHERE session_id = ?", &[self.session.into()])
+    }
+
+    /// What clearing the session resets: the loaded skills and the frozen prompt.
+    pub fn forget_session_state(&self) -> Result<()> {
+        skills::forget(self.sql, self.session, None)?;
+        self.drop_prompt()
     }
 
     /// Renders the prompt again and stores it (when prompts are cached).

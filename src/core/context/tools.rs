@@ -2,7 +2,6 @@
 //! and JSON Schemas, and their execution. Outputs are the strings the model sees, word for word
 //! as the reference; a failure is an `Error: …` output, never an exception.
 
-use serde::Serialize;
 use serde_json::{json, Map, Value as Json};
 
 use crate::core::compaction::expand::{self, DEFAULT_LIMIT, MAX_LIMIT};
@@ -12,6 +11,7 @@ use crate::core::context::prompt::usage_percent;
 use crate::core::context::skills;
 use crate::core::context::{Block, Context, Origin};
 use crate::core::error::{Error, Result};
+use crate::core::llm::ToolSpec;
 use crate::core::sql::atomically;
 use crate::core::store::overlay::{self, COMPACTION_PREFIX};
 use crate::core::store::search::across_sessions;
@@ -20,13 +20,58 @@ use crate::core::tokens::estimate_str;
 /// How many hits `session_search` and the history block return.
 pub const SESSION_SEARCH_LIMIT: i64 = 10;
 
-/// One tool as the model is offered it.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ToolDef {
-    pub name: &'static str,
-    pub description: String,
-    pub input_schema: Json,
+/// The tools a session can offer; every dispatch on a tool goes through this.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Tool {
+    SetContext,
+    LoadContext,
+    UnloadContext,
+    SearchContext,
+    SessionSearch,
+    ExpandCompaction,
+}
+
+impl Tool {
+    pub const ALL: [Tool; 6] = [
+        Tool::SetContext,
+        Tool::LoadContext,
+        Tool::UnloadContext,
+        Tool::SearchContext,
+        Tool::SessionSearch,
+        Tool::ExpandCompaction,
+    ];
+
+    /// The name the model calls it by.
+    pub fn name(self) -> &'static str {
+        match self {
+            Tool::SetContext => "set_context",
+            Tool::LoadContext => "load_context",
+            Tool::UnloadContext => "unload_context",
+            Tool::SearchContext => "search_context",
+            Tool::SessionSearch => "session_search",
+            Tool::ExpandCompaction => "expand_compaction",
+        }
+    }
+
+    /// The tool called `name`, if there is one.
+    pub fn from_name(name: &str) -> Option<Tool> {
+        Tool::ALL.into_iter().find(|t| t.name() == name)
+    }
+
+    /// The string fields of its input: required, then optional.
+    fn fields(self) -> (&'static [&'static str], &'static [&'static str]) {
+        match self {
+            Tool::SetContext => (&["label", "content"], &["action"]),
+            Tool::ExpandCompaction => (&[], &["compactionId"]),
+            Tool::LoadContext | Tool::UnloadContext => (&["label", "key"], &[]),
+            Tool::SearchContext => (&["label", "query"], &[]),
+            Tool::SessionSearch => (&["query"], &[]),
+        }
+    }
+}
+
+fn spec(tool: Tool, description: String, input_schema: Json) -> ToolSpec {
+    ToolSpec { name: tool.name().to_owned(), description, input_schema }
 }
 
 fn quoted(labels: &[&str]) -> String {
@@ -35,12 +80,12 @@ fn quoted(labels: &[&str]) -> String {
 
 /// The tools of a session as the model is offered them (see [`definitions`]): `expand_compaction`
 /// is offered when compaction is configured or the session already has a summary.
-pub fn for_session(ctx: &Context<'_>) -> Result<Vec<ToolDef>> {
+pub fn for_session(ctx: &Context<'_>) -> Result<Vec<ToolSpec>> {
     offered(ctx, &ctx.blocks()?)
 }
 
 /// The tools offered for the session's `blocks` (already read).
-fn offered(ctx: &Context<'_>, blocks: &[Block]) -> Result<Vec<ToolDef>> {
+fn offered(ctx: &Context<'_>, blocks: &[Block]) -> Result<Vec<ToolSpec>> {
     let loaded = skills::loaded(ctx.sql, ctx.session)?;
     let expandable = ctx.config.compaction.is_some() || overlay::exists(ctx.sql, ctx.session)?;
     Ok(definitions(blocks, &loaded, expandable))
@@ -50,7 +95,7 @@ fn offered(ctx: &Context<'_>, blocks: &[Block]) -> Result<Vec<ToolDef>> {
 /// `unload_context` if one is a skills block, `search_context` if one is searchable, then
 /// `session_search` always, and `expand_compaction` when `expandable`. `loaded` lists
 /// `label:key` of the loaded skills.
-pub fn definitions(blocks: &[Block], loaded: &[String], expandable: bool) -> Vec<ToolDef> {
+pub fn definitions(blocks: &[Block], loaded: &[String], expandable: bool) -> Vec<ToolSpec> {
     let mut tools = Vec::new();
     let writable: Vec<&Block> = blocks.iter().filter(|b| b.writable()).collect();
     if !writable.is_empty() {
@@ -58,36 +103,36 @@ pub fn definitions(blocks: &[Block], loaded: &[String], expandable: bool) -> Vec
     }
     let skill_labels: Vec<&str> = blocks.iter().filter(|b| b.is_skill()).map(Block::label).collect();
     if !skill_labels.is_empty() {
-        tools.push(ToolDef {
-            name: "load_context",
-            description: format!(
+        tools.push(spec(
+            Tool::LoadContext,
+            format!(
                 "Load a document from a skill block by key. Available skill blocks: {}. Check the system prompt for available keys.",
                 quoted(&skill_labels)
             ),
-            input_schema: label_key_schema(&skill_labels, "Skill key to load"),
-        });
+            label_key_schema(&skill_labels, "Skill key to load"),
+        ));
         let state = if loaded.is_empty() {
             " No skills currently loaded.".to_owned()
         } else {
             format!(" Currently loaded: {}.", loaded.join(", "))
         };
-        tools.push(ToolDef {
-            name: "unload_context",
-            description: format!(
+        tools.push(spec(
+            Tool::UnloadContext,
+            format!(
                 "Unload a previously loaded skill to free context space. The skill remains available for re-loading.{state}"
             ),
-            input_schema: label_key_schema(&skill_labels, "Skill key to unload"),
-        });
+            label_key_schema(&skill_labels, "Skill key to unload"),
+        ));
     }
     let search_labels: Vec<&str> = blocks.iter().filter(|b| b.is_searchable()).map(Block::label).collect();
     if !search_labels.is_empty() {
-        tools.push(ToolDef {
-            name: "search_context",
-            description: format!(
+        tools.push(spec(
+            Tool::SearchContext,
+            format!(
                 "Search for information in a searchable context block. ONLY these blocks are searchable: {}. Other blocks cannot be searched.",
                 quoted(&search_labels)
             ),
-            input_schema: json!({
+            json!({
                 "type": "object",
                 "properties": {
                     "label": {"type": "string", "enum": search_labels, "description": "Searchable block label"},
@@ -95,17 +140,17 @@ pub fn definitions(blocks: &[Block], loaded: &[String], expandable: bool) -> Vec
                 },
                 "required": ["label", "query"]
             }),
-        });
+        ));
     }
-    tools.push(ToolDef {
-        name: "session_search",
-        description: "Search past conversations for relevant context. Searches across all sessions.".to_owned(),
-        input_schema: json!({
+    tools.push(spec(
+        Tool::SessionSearch,
+        "Search past conversations for relevant context. Searches across all sessions.".to_owned(),
+        json!({
             "type": "object",
             "properties": {"query": {"type": "string", "description": "Search query"}},
             "required": ["query"]
         }),
-    });
+    ));
     if expandable {
         tools.push(expand_compaction_def());
     }
@@ -113,15 +158,15 @@ pub fn definitions(blocks: &[Block], loaded: &[String], expandable: bool) -> Vec
 }
 
 /// `expand_compaction`: our addition (the reference has no way back from a summary).
-fn expand_compaction_def() -> ToolDef {
-    ToolDef {
-        name: "expand_compaction",
-        description: format!(
+fn expand_compaction_def() -> ToolSpec {
+    spec(
+        Tool::ExpandCompaction,
+        format!(
             "Read the original messages that a summary of earlier conversation stands for (nothing was deleted). \
              Without compactionId, reads the newest summary in this conversation. Up to {MAX_LIMIT} messages per call; \
              use offset to read on."
         ),
-        input_schema: json!({
+        json!({
             "type": "object",
             "properties": {
                 "compactionId": {"type": "string", "description": "Id of the summary (the summary message's id, with or without its compaction_ prefix). Default: the newest summary"},
@@ -130,10 +175,10 @@ fn expand_compaction_def() -> ToolDef {
             },
             "required": []
         }),
-    }
+    )
 }
 
-fn set_context(writable: &[&Block]) -> ToolDef {
+fn set_context(writable: &[&Block]) -> ToolSpec {
     let lines: Vec<String> = writable
         .iter()
         .map(|b| {
@@ -173,14 +218,14 @@ fn set_context(writable: &[&Block]) -> ToolDef {
             }
         });
     }
-    ToolDef {
-        name: "set_context",
-        description: format!(
+    spec(
+        Tool::SetContext,
+        format!(
             "Write to a context block. Available blocks:\n{}\n\nWrites are durable and persist across sessions.{hint}",
             lines.join("\n")
         ),
-        input_schema: json!({"type": "object", "required": ["label", "content"], "properties": props}),
-    }
+        json!({"type": "object", "required": ["label", "content"], "properties": props}),
+    )
 }
 
 fn label_key_schema(labels: &[&str], key_description: &str) -> Json {
@@ -197,19 +242,14 @@ fn label_key_schema(labels: &[&str], key_description: &str) -> Json {
 /// Checks `input` against the shape of tool `name`: an object whose required fields are
 /// present and whose fields have the schema's types. Enum membership is left to the tool,
 /// which answers with the reference's `Error: …` text.
-fn check_input(name: &str, input: &Json) -> Result<()> {
+fn check_input(tool: Tool, input: &Json) -> Result<()> {
+    let name = tool.name();
     let obj = input.as_object().ok_or_else(|| Error::invalid(format!("{name}: input must be an object")))?;
-    let (required, optional): (&[&str], &[&str]) = match name {
-        "set_context" => (&["label", "content"], &["action"]),
-        "expand_compaction" => {
-            page_param(obj, "offset", 0, usize::MAX)?;
-            page_param(obj, "limit", 1, MAX_LIMIT)?;
-            (&[], &["compactionId"])
-        }
-        "load_context" | "unload_context" => (&["label", "key"], &[]),
-        "search_context" => (&["label", "query"], &[]),
-        _ => (&["query"], &[]),
-    };
+    if tool == Tool::ExpandCompaction {
+        page_param(obj, "offset", 0, usize::MAX)?;
+        page_param(obj, "limit", 1, MAX_LIMIT)?;
+    }
+    let (required, optional) = tool.fields();
     for f in required {
         if !obj.get(*f).is_some_and(Json::is_string) {
             return Err(Error::invalid(format!("{name}: input.{f} must be a string")));
@@ -220,7 +260,7 @@ fn check_input(name: &str, input: &Json) -> Result<()> {
             return Err(Error::invalid(format!("{name}: input.{f} must be a string")));
         }
     }
-    if name == "set_context" {
+    if tool == Tool::SetContext {
         if let Some(m) = obj.get("metadata") {
             let m = m.as_object().ok_or_else(|| Error::invalid("set_context: input.metadata must be an object"))?;
             for f in ["title", "description"] {
@@ -259,25 +299,26 @@ pub struct Ran {
     pub rewrote: Option<String>,
 }
 
-/// Runs tool `name` of the session. `Err` only for an unknown tool (`not_found`), input of the
-/// wrong shape (`invalid_request`) or a storage failure; everything the model did wrong is an
-/// `Ok("Error: …")` output.
+/// Runs tool `name` of the session. `Err` only for a tool the session does not offer
+/// (`not_found`), input of the wrong shape (`invalid_request`) or a storage failure; everything
+/// the model did wrong is an `Ok("Error: …")` output.
 pub async fn execute(ctx: &Context<'_>, name: &str, input: &Json, now: &str) -> Result<Ran> {
     let blocks = ctx.blocks()?;
-    if !offered(ctx, &blocks)?.iter().any(|t| t.name == name) {
-        return Err(Error::not_found(format!("no tool named {name:?} in this session")));
-    }
-    check_input(name, input)?;
+    let offered = offered(ctx, &blocks)?;
+    let tool = Tool::from_name(name)
+        .filter(|_| offered.iter().any(|t| t.name == name))
+        .ok_or_else(|| Error::not_found(format!("no tool named {name:?} in this session")))?;
+    check_input(tool, input)?;
     let empty = Map::new();
     let input = input.as_object().unwrap_or(&empty);
     let ran = |output, wrote| Ran { output, wrote, rewrote: None };
-    let out = match name {
-        "expand_compaction" => expand_compaction_run(ctx, input).map(|o| ran(o, false)),
-        "set_context" => set_context_run(ctx, &blocks, input, now).await.map(|o| ran(o, true)),
-        "load_context" => load_context_run(ctx, &blocks, input).await.map(|(o, wrote)| ran(o, wrote)),
-        "unload_context" => unload_context_run(ctx, &blocks, input),
-        "search_context" => search_context_run(ctx, &blocks, input).map(|o| ran(o, false)),
-        _ => session_search(ctx, s(input, "query")).map(|o| ran(o, false)),
+    let out = match tool {
+        Tool::ExpandCompaction => expand_compaction_run(ctx, input).map(|o| ran(o, false)),
+        Tool::SetContext => set_context_run(ctx, &blocks, input, now).await.map(|o| ran(o, true)),
+        Tool::LoadContext => load_context_run(ctx, &blocks, input).await.map(|(o, wrote)| ran(o, wrote)),
+        Tool::UnloadContext => unload_context_run(ctx, &blocks, input),
+        Tool::SearchContext => search_context_run(ctx, &blocks, input).map(|o| ran(o, false)),
+        Tool::SessionSearch => session_search(ctx, s(input, "query")).map(|o| ran(o, false)),
     };
     Ok(out.unwrap_or_else(|e| ran(format!("Error: {}", e.message), false)))
 }

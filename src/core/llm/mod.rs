@@ -130,8 +130,9 @@ pub struct ToolCall {
     pub input: Json,
 }
 
-/// A tool offered to the model.
-#[derive(Clone, Debug, PartialEq)]
+/// A tool offered to the model (and listed by `GET …/tools`).
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct ToolSpec {
     pub name: String,
     pub description: String,

@@ -8,19 +8,31 @@ use crate::core::store::message::RawMessage;
 use crate::core::store::overlay::{self, Piece};
 use crate::core::store::tree::{PathRow, Tree};
 
-/// The messages from the root to `leaf` (default: the latest leaf), with overlays unless `raw`.
-/// An empty session has an empty history; an unknown `leaf` is `not_found`.
-pub fn history(sql: &dyn Sql, session: &str, leaf: Option<&str>, raw: bool) -> Result<Vec<RawMessage>> {
+/// Whether a path is read with its compaction overlays laid over it or as stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Overlays {
+    /// As the model sees it: each applied overlay's run is one synthetic summary message.
+    Applied,
+    /// The stored messages (`raw=1`).
+    Raw,
+}
+
+/// The messages from the root to `leaf` (default: the latest leaf), with `overlays`. An empty
+/// session has an empty history; an unknown `leaf` is `not_found`.
+pub fn history(sql: &dyn Sql, session: &str, leaf: Option<&str>, overlays: Overlays) -> Result<Vec<RawMessage>> {
     let tree = Tree::new(sql, session);
     let Some(leaf) = tree.resolve_leaf(leaf)? else { return Ok(Vec::new()) };
     let path = tree.path(&leaf)?;
-    render(sql, &tree, session, &path, raw)
+    render(sql, &tree, session, &path, overlays)
 }
 
 /// Hydrates `path` and lays the session's overlays over it (only overlays whose both ends lie
 /// inside `path` can apply).
-fn render(sql: &dyn Sql, tree: &Tree, session: &str, path: &[PathRow], raw: bool) -> Result<Vec<RawMessage>> {
-    let overlays = if raw { Vec::new() } else { overlay::list(sql, session)? };
+fn render(sql: &dyn Sql, tree: &Tree, session: &str, path: &[PathRow], overlays: Overlays) -> Result<Vec<RawMessage>> {
+    let overlays = match overlays {
+        Overlays::Raw => Vec::new(),
+        Overlays::Applied => overlay::list(sql, session)?,
+    };
     if overlays.is_empty() {
         return tree.hydrate(path);
     }
@@ -65,7 +77,7 @@ pub fn recent(sql: &dyn Sql, session: &str, max_bytes: i64, min_messages: i64) -
     let path = tree.path(&leaf)?;
     let total: i64 = path.iter().map(|r| r.bytes).sum();
     let start = window_start(&path, max_bytes, min_messages);
-    let messages = render(sql, &tree, session, &path[start..], false)?;
+    let messages = render(sql, &tree, session, &path[start..], Overlays::Applied)?;
     Ok(Recent { messages, truncated: start > 0, total_content_bytes: total })
 }
 
@@ -92,7 +104,8 @@ pub fn branch_tokens(sql: &dyn Sql, session: &str, leaf: &str) -> Result<i64> {
     if let Some(t) = estimate::cached(sql, session, leaf)? {
         return Ok(t);
     }
-    let tokens = history(sql, session, Some(leaf), false)?.iter().map(|m| estimate::message_tokens(m.get())).sum();
+    let tokens =
+        history(sql, session, Some(leaf), Overlays::Applied)?.iter().map(|m| estimate::message_tokens(m.get())).sum();
     estimate::remember(sql, session, leaf, tokens)?;
     Ok(tokens)
 }

@@ -3,6 +3,7 @@
 //! `dynamic-tool` parts with their input and output).
 
 pub mod conversation;
+pub mod run;
 
 use serde_json::{json, Map, Value as Json};
 

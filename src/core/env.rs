@@ -1,0 +1,25 @@
+//! What an operation of the agent runs against: its database, its object store, its
+//! configuration and name, the model and how to reach it, who hears about changes, and the time
+//! of the request (taken once: every write of a request carries the same timestamp).
+
+use crate::core::blobs::Blobs;
+use crate::core::config::SessionConfig;
+use crate::core::events::Events;
+use crate::core::llm::{LlmConfig, Transport};
+use crate::core::sql::Sql;
+
+/// The agent, as one request sees it.
+pub struct Env<'a> {
+    pub sql: &'a dyn Sql,
+    pub blobs: &'a dyn Blobs,
+    pub config: &'a SessionConfig,
+    /// The agent's name (its `idFromName` name), under which its own skills are kept.
+    pub agent: &'a str,
+    /// The configured model (turns and summaries) and how to reach it.
+    pub llm: &'a LlmConfig,
+    pub transport: &'a dyn Transport,
+    /// The sessions' listeners (WebSocket clients).
+    pub events: &'a dyn Events,
+    /// The request's timestamp (ISO-8601 UTC with milliseconds), used for every write it makes.
+    pub now: String,
+}

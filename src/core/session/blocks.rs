@@ -1,0 +1,105 @@
+//! The session's context blocks, prompt and tools as operations: each write registers the
+//! session and tells its sockets (`context` frames); reads register nothing.
+
+use serde_json::Value as Json;
+
+use super::Session;
+use crate::core::config::BlockConfig;
+use crate::core::context::tools::{self, Ran};
+use crate::core::context::{Block, LoadedBlock, Origin};
+use crate::core::error::{Error, Result};
+use crate::core::llm::ToolSpec;
+use crate::core::sql::atomically;
+
+/// How a block write treats the text already there.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Write {
+    Replace,
+    Append,
+}
+
+impl Session<'_> {
+    /// Every block with its content, in prompt order.
+    pub async fn blocks(&self) -> Result<Vec<LoadedBlock>> {
+        Ok(self.context().load_all().await?.into_iter().map(|(_, l)| l).collect())
+    }
+
+    /// One block with its content; `not_found` when the session has none of that label.
+    pub async fn block(&self, label: &str) -> Result<LoadedBlock> {
+        let c = self.context();
+        c.load(&c.require(label)?).await
+    }
+
+    /// Writes `content` into a writable block, within its budget.
+    pub async fn write_block(&self, label: &str, content: &str, how: Write) -> Result<LoadedBlock> {
+        let (c, now) = (self.context(), &self.env.now);
+        let b = atomically(self.env.sql, || {
+            let b = match how {
+                Write::Replace => c.set(label, content, now)?,
+                Write::Append => c.append(label, content, now)?,
+            };
+            self.register()?;
+            Ok(b)
+        })?;
+        self.publish_context(label);
+        c.load(&b).await
+    }
+
+    /// Adds a block to this session (the reference's `addContext`). Its content is read (R2
+    /// for skills and `r2Key` blocks) before it is stored, so a store that cannot be read
+    /// refuses the add instead of failing after it.
+    pub async fn add_block(&self, cfg: BlockConfig) -> Result<LoadedBlock> {
+        let c = self.context();
+        c.check_add(&cfg)?;
+        let view = c.load(&Block { cfg: cfg.clone(), origin: Origin::Runtime }).await?;
+        atomically(self.env.sql, || {
+            c.add(cfg.clone())?;
+            self.register()
+        })?;
+        self.publish_context(&cfg.label);
+        Ok(view)
+    }
+
+    /// Removes a block from this session (the reference's `removeContext`): an added block is
+    /// deleted, a configured one hidden here.
+    pub fn remove_block(&self, label: &str) -> Result<()> {
+        let c = self.context();
+        atomically(self.env.sql, || {
+            if !c.remove(label)? {
+                return Err(Error::not_found(format!("Block \"{label}\" not found")));
+            }
+            self.register()
+        })?;
+        self.publish_context(label);
+        Ok(())
+    }
+
+    /// The frozen prompt and whether it is frozen (stored the first time; that does not
+    /// register the session).
+    pub async fn prompt(&self) -> Result<(String, bool)> {
+        self.context().frozen_prompt(&self.env.now).await
+    }
+
+    /// Renders the prompt again, stores it, and registers the session.
+    pub async fn refresh_prompt(&self) -> Result<String> {
+        let prompt = self.context().refresh_prompt(&self.env.now).await?;
+        atomically(self.env.sql, || self.register())?;
+        Ok(prompt)
+    }
+
+    /// The tools the session offers the model.
+    pub fn tools(&self) -> Result<Vec<ToolSpec>> {
+        tools::for_session(&self.context())
+    }
+
+    /// Runs tool `name` with `input` as the model would; a run that stored something registers
+    /// the session, and the sockets hear what it changed.
+    pub async fn run_tool(&self, name: &str, input: &Json) -> Result<Ran> {
+        let ran = tools::execute(&self.context(), name, input, &self.env.now).await?;
+        if ran.wrote {
+            atomically(self.env.sql, || self.register())?;
+        }
+        self.publish_tool_effects(input, &ran).await;
+        Ok(ran)
+    }
+}

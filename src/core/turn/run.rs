@@ -1,0 +1,242 @@
+//! The agent turn: a user message (or a continuation after client tools) in, **one** stored
+//! assistant message out.
+//!
+//! ```text
+//! start: validate, read the branch ──▶ the frozen prompt, the conversation (truncated,
+//! sanitized, capped keeping summaries), the tools ──▶ steps: the model, server tools, the
+//! model again (bounded) ──▶ one transaction (Session::commit_turn) ──▶ frames ──▶ compaction
+//! ```
+//!
+//! **All or nothing**: nothing is written until the model is done; a provider or tool-store
+//! failure, or a caller that goes away mid-stream (its `on_event` fails), writes nothing.
+//! Effects of server tools that already ran (a `set_context` write) are not undone.
+//! **Continuations are checked against storage** before any model call.
+
+use serde_json::{json, Map, Value as Json};
+
+use super::conversation::{build, validate_continuation};
+use super::AssistantParts;
+use crate::core::compaction::truncate::{truncate_older_messages, TruncateOptions};
+use crate::core::context::tools::{self, Tool};
+use crate::core::error::{Error, ErrorKind, Result};
+use crate::core::ids::new_id;
+use crate::core::llm::{chat, ChatMessage, ChatRequest, ToolCall, ToolSpec, Usage};
+use crate::core::session::{parsed, Session, TurnWrite};
+use crate::core::store::history::{history, Overlays};
+use crate::core::store::message::{parse_all, NewMessage};
+use crate::core::store::tree::Parent;
+
+/// What a client asked for.
+pub enum Ask {
+    /// A new user message, attached like an append (`parentId` absent / null / an id).
+    Message { msg: NewMessage, parent: Parent },
+    /// A continuation after client-side tools: the branch with their results.
+    Continue { messages: Vec<Json> },
+}
+
+/// A turn as asked: the message or continuation, and the caller's own tools (offered to the
+/// model after the session's, answered by the caller).
+pub struct TurnRequest {
+    pub ask: Ask,
+    pub tools: Vec<ToolSpec>,
+}
+
+/// What a turn tells its caller as it goes.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ChatEvent {
+    /// The next piece of the reply's text.
+    Delta { message_id: String, text: String },
+}
+
+/// What the model sees first, and what will be written with the reply.
+struct Start {
+    /// The branch as clients see it, the new user message last.
+    base: Vec<Json>,
+    user: Option<NewMessage>,
+    parent: Option<String>,
+    updates: Vec<NewMessage>,
+}
+
+/// Runs one turn of `session`. `on_event` gets the reply's text as it streams (an `Err` from it
+/// aborts the turn, which then stores nothing). Returns the stored assistant message.
+pub async fn turn(
+    session: &Session<'_>,
+    req: TurnRequest,
+    on_event: &mut dyn FnMut(ChatEvent) -> Result<()>,
+) -> Result<Json> {
+    let server = session.tools()?;
+    for (i, t) in req.tools.iter().enumerate() {
+        let clash = server.iter().chain(&req.tools[..i]).any(|s| s.name == t.name);
+        if clash {
+            return Err(Error::invalid(format!("tools[{i}]: a tool named {:?} already exists", t.name)));
+        }
+    }
+    let start = start(session, req.ask, &server).await?;
+    // Frozen with the turn's writes: a turn that fails stores nothing, not even the prompt.
+    let (system, to_freeze) = session.context().prompt_for_turn().await?;
+    let shown = truncate_older_messages(start.base, &TruncateOptions::default());
+    let conversation = build(&shown, session.env.config.chat.max_messages);
+    let assistant_id = new_id()?;
+    let steps = Steps { session, server: &server, client: &req.tools, system, assistant_id: &assistant_id };
+    let (parts, usage) = steps.run(conversation.messages, on_event).await?;
+
+    let mut meta = Map::new();
+    meta.insert("model".into(), json!(session.env.llm.model));
+    meta.insert("usage".into(), json!({"inputTokens": usage.input_tokens, "outputTokens": usage.output_tokens}));
+    let message = parts.message(&assistant_id, &session.env.now, meta);
+    let assistant = NewMessage::from_json(&message)?;
+    let freeze = to_freeze.then_some(steps.system);
+    let write = TurnWrite { user: start.user, updates: start.updates, assistant, parent: start.parent, usage, freeze };
+    session.commit_turn(write).await?;
+    // Messages the cap left out are forgotten by the model: compact (when configured) so the
+    // next turn sees them in a summary.
+    if conversation.dropped > 0 {
+        session.after_cap(&assistant_id).await;
+    } else {
+        session.after_append(&assistant_id).await;
+    }
+    Ok(message)
+}
+
+/// Checks what was asked against what is stored and reads the branch the model will see.
+async fn start(session: &Session<'_>, ask: Ask, server: &[ToolSpec]) -> Result<Start> {
+    let (tree, sid) = (session.tree(), session.id);
+    match ask {
+        Ask::Message { msg, parent } => {
+            tree.check_parent(&parent)?;
+            if tree.contains(&msg.id)? {
+                return Err(Error::conflict(format!("message {} is already in session {sid}", msg.id)));
+            }
+            let parent_id = tree.parent_id(&parent)?;
+            let mut base = branch(session, parent_id.as_deref()).await?;
+            base.push(parsed(&msg)?);
+            Ok(Start { base, user: Some(msg), parent: parent_id, updates: Vec::new() })
+        }
+        Ask::Continue { messages } => {
+            let leaf = messages
+                .last()
+                .and_then(|m| m.get("id"))
+                .and_then(Json::as_str)
+                .ok_or_else(|| Error::invalid("messages: the last message needs an id"))?
+                .to_owned();
+            if !tree.contains(&leaf)? {
+                let e =
+                    Error::new(ErrorKind::Conflict, format!("not_a_prefix: message {leaf} is not in session {sid}"));
+                return Err(e.with_code("not_a_prefix"));
+            }
+            let stored = branch(session, Some(&leaf)).await?;
+            let names: Vec<&str> = server.iter().map(|d| d.name.as_str()).collect();
+            let changed = validate_continuation(&stored, &messages, &names).map_err(|r| {
+                Error::new(ErrorKind::Conflict, format!("{} at message {}: {}", r.code, r.index, r.reason))
+                    .with_code(r.code)
+            })?;
+            let updates = changed.into_iter().map(|i| NewMessage::from_json(&messages[i])).collect::<Result<_>>()?;
+            Ok(Start { base: messages, user: None, parent: Some(leaf), updates })
+        }
+    }
+}
+
+/// The stored messages of the path to `leaf` as clients see them (overlays applied, whole).
+async fn branch(session: &Session<'_>, leaf: Option<&str>) -> Result<Vec<Json>> {
+    let raw = match leaf {
+        Some(l) => history(session.env.sql, session.id, Some(l), Overlays::Applied)?,
+        None => Vec::new(),
+    };
+    let (whole, _) = session.whole(raw).await?;
+    parse_all(&whole)
+}
+
+/// The model's steps of one turn.
+struct Steps<'s, 'a> {
+    session: &'s Session<'a>,
+    server: &'s [ToolSpec],
+    client: &'s [ToolSpec],
+    system: String,
+    assistant_id: &'s str,
+}
+
+impl Steps<'_, '_> {
+    /// Calls the model, runs the server tools it called and calls it again, until it answers
+    /// without tools, calls a client tool (the turn ends with that call pending) or the
+    /// configured most steps are done. Returns the reply's parts and the usage of all steps.
+    async fn run(
+        &self,
+        mut messages: Vec<ChatMessage>,
+        on_event: &mut dyn FnMut(ChatEvent) -> Result<()>,
+    ) -> Result<(AssistantParts, Usage)> {
+        let (env, sid) = (self.session.env, self.session.id);
+        let cfg = &env.config.chat;
+        let tools: Vec<ToolSpec> = self.server.iter().chain(self.client).cloned().collect();
+        let mut parts = AssistantParts::default();
+        let mut usage = Usage::default();
+        for _step in 0..cfg.max_steps {
+            let request = ChatRequest {
+                system: Some(self.system.clone()),
+                messages: messages.clone(),
+                tools: tools.clone(),
+                max_tokens: cfg.max_tokens,
+                cache_key: Some(sid.to_owned()),
+            };
+            let mut forward = |text: &str| -> Result<()> {
+                if env.events.has_listeners(sid) {
+                    let frame =
+                        json!({"type": "delta", "sessionId": sid, "messageId": self.assistant_id, "text": text});
+                    env.events.publish(sid, &frame);
+                }
+                on_event(ChatEvent::Delta { message_id: self.assistant_id.to_owned(), text: text.to_owned() })
+            };
+            let reply = chat(env.transport, env.llm, &request, &mut forward).await?;
+            usage.input_tokens += reply.usage.input_tokens;
+            usage.output_tokens += reply.usage.output_tokens;
+            if reply.text.trim().is_empty() && reply.tool_calls.is_empty() {
+                return Err(Error::new(ErrorKind::LlmUnavailable, "the model answered neither text nor a tool call"));
+            }
+            parts.step_text(&reply.reasoning, &reply.text);
+            if reply.tool_calls.is_empty() {
+                break;
+            }
+            let (results, pending) = self.tools(&reply.tool_calls, &mut parts).await?;
+            if pending {
+                break;
+            }
+            messages.push(ChatMessage::Assistant { text: reply.text.clone(), tool_calls: reply.tool_calls.clone() });
+            messages.extend(results);
+        }
+        Ok((parts, usage))
+    }
+
+    /// Answers one step's tool calls: server tools run (their results go back to the model),
+    /// client tools stay pending (`true`: the turn ends), unknown ones are errors the model
+    /// reads.
+    async fn tools(&self, calls: &[ToolCall], parts: &mut AssistantParts) -> Result<(Vec<ChatMessage>, bool)> {
+        let mut results = Vec::new();
+        let mut pending = false;
+        for ToolCall { id, name, input } in calls {
+            let server = Tool::from_name(name).filter(|_| self.server.iter().any(|t| &t.name == name));
+            if server.is_some() {
+                // A storage failure fails the whole turn; the model's mistakes (input of the
+                // wrong shape included) are outputs it can correct.
+                let output = match tools::execute(&self.session.context(), name, input, &self.session.env.now).await {
+                    Ok(ran) => {
+                        self.session.publish_tool_effects(input, &ran).await;
+                        ran.output
+                    }
+                    Err(e) if matches!(e.kind, ErrorKind::InvalidRequest | ErrorKind::NotFound) => {
+                        format!("Error: {}", e.message)
+                    }
+                    Err(e) => return Err(e),
+                };
+                parts.tool_done(name, id, input, &output);
+                results.push(ChatMessage::Tool { call_id: id.clone(), name: name.clone(), output });
+            } else if self.client.iter().any(|c| &c.name == name) {
+                parts.tool_pending(name, id, input);
+                pending = true;
+            } else {
+                let error = format!("Error: there is no tool named {name:?}");
+                parts.tool_failed(name, id, input, &error);
+                results.push(ChatMessage::Tool { call_id: id.clone(), name: name.clone(), output: error });
+            }
+        }
+        Ok((results, pending))
+    }
+}
