@@ -142,9 +142,10 @@ impl<'de> Deserialize<'de> for Text {
     }
 }
 
+/// Usage as OpenAI-compatible servers (and Workers AI) report it.
 #[derive(Deserialize, Default)]
 #[serde(default)]
-struct WireUsage {
+pub(super) struct WireUsage {
     #[serde(deserialize_with = "lenient")]
     prompt_tokens: i64,
     #[serde(deserialize_with = "lenient")]

@@ -4,9 +4,9 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
 
+use super::openai::WireUsage;
 use super::{
-    error_message, lenient, unavailable, ChatMessage, ChatReply, ChatRequest, LlmConfig, Transport, Usage,
-    DEFAULT_MAX_TOKENS,
+    error_message, lenient, unavailable, ChatMessage, ChatReply, ChatRequest, LlmConfig, Transport, DEFAULT_MAX_TOKENS,
 };
 use crate::core::error::Result;
 
@@ -28,15 +28,6 @@ struct Output {
     response: Option<Json>,
     #[serde(deserialize_with = "lenient")]
     usage: WireUsage,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(default)]
-struct WireUsage {
-    #[serde(deserialize_with = "lenient")]
-    prompt_tokens: i64,
-    #[serde(deserialize_with = "lenient")]
-    completion_tokens: i64,
 }
 
 /// The binding's input for `req`.
@@ -64,8 +55,7 @@ pub fn reply(out: Json) -> Result<ChatReply> {
         Some(Json::Null) | None => String::new(),
         Some(other) => other.to_string(),
     };
-    let usage = Usage { input_tokens: out.usage.prompt_tokens, output_tokens: out.usage.completion_tokens };
-    Ok(ChatReply { text, usage, ..ChatReply::default() })
+    Ok(ChatReply { text, usage: out.usage.into(), ..ChatReply::default() })
 }
 
 /// One step on Workers AI.
