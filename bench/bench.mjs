@@ -109,7 +109,7 @@ try {
 
   // Auto-compaction configured (the threshold never reached, so every append computes the
   // branch estimate and compares): the incremental estimate keeps appends flat in path depth.
-  // The reference re-reads and re-parses the whole path on every append here.
+  // The reference re-reads and re-parses the whole path on every append here (docs/REFERENCE.md#branch-estimate).
   progress("appends with compaction configured");
   w = await startWorker({ persistDir: dir, apiToken: "bench", vars: { SESSION_CONFIG: JSON.stringify({ compaction: { after: 1e12 } }) } });
   const cc = client(w, "compaction");

@@ -177,7 +177,7 @@ fn forward_alignment_skips_every_result_and_can_swallow_the_middle() {
 
 #[test]
 fn backward_alignment_stops_at_an_assistant_message_with_tool_parts() {
-    // As in the reference: the result carried by an *assistant* message counts as a tool call, so the boundary
+    // As in the reference (docs/REFERENCE.md#tool-pair-alignment): the result carried by an *assistant* message counts as a tool call, so the boundary
     // stays (UIMessages keep call and result in one part, so this rarely matters).
     let msgs = vec![
         msg("m0", "user"),
@@ -399,7 +399,7 @@ fn tool_lines() {
     };
     // No text parts: an empty text line before the tool lines.
     assert_eq!(tool(json!({"type": "tool-x", "output": "ok"})), "[assistant]\n\n[Tool: x]\nOutput: ok");
-    // Objects and arrays print as JSON, not "[object Object]" (§18.13).
+    // Objects and arrays print as JSON, not "[object Object]" (docs/REFERENCE.md#d-summary-object-output).
     assert_eq!(
         tool(json!({"type": "tool-x", "output": {"a": 1, "b": [1, 2]}})),
         "[assistant]\n\n[Tool: x]\nOutput: {\"a\":1,\"b\":[1,2]}"

@@ -32,6 +32,7 @@ fn ids(v: &Json) -> Vec<String> {
     v["messages"].as_array().unwrap().iter().map(|m| m["id"].as_str().unwrap().to_owned()).collect()
 }
 
+/// The reference prompt: docs/REFERENCE.md#summary-prompts.
 #[test]
 fn compact_sends_the_reference_prompt_and_stores_an_overlay() {
     let api = api(json!({"protectHead": 1, "tailTokenBudget": 10, "minTailMessages": 1}));
@@ -44,7 +45,7 @@ fn compact_sends_the_reference_prompt_and_stores_an_overlay() {
     let c = r.body_json()["compaction"].clone();
     assert_eq!((c["fromMessageId"].as_str(), c["toMessageId"].as_str()), (Some("m2"), Some("m5")));
     assert_eq!(c["summary"], "## Topic\nA test chat.\n\n## Key Points\n- summarized");
-    // The prompt is the reference's, over the middle m2..m5.
+    // The prompt is the reference's (docs/REFERENCE.md#summary-prompts), over the middle m2..m5.
     let history = api.get("/sessions/s/history?raw=1").body_json();
     let middle: Vec<Json> = history["messages"].as_array().unwrap()[1..5].to_vec();
     let want = build_summary_prompt(&middle, None, compute_summary_budget(&middle));

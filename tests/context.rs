@@ -15,7 +15,7 @@ fn put(blobs: &MemBlobs, key: &str, text: &str, description: Option<&str>) {
     futures::executor::block_on(blobs.put(key, blob)).unwrap();
 }
 
-/// The reference's golden configuration (§7.1), as `SESSION_CONFIG`.
+/// The reference's golden configuration (docs/REFERENCE.md#prompt-rendering), as `SESSION_CONFIG`.
 fn golden() -> Api {
     Api::with_config(json!({"context": [
         {"label": "soul", "kind": "readonly", "description": "Identity", "content": "You are helpful."},
@@ -263,7 +263,7 @@ fn set_context_outputs_and_errors() {
         "Written to memory. Usage: 30% (3/10 tokens)"
     );
     assert_eq!(api.get("/sessions/s/context/memory").body_json()["content"], "hi\nthere");
-    // Keyed entries: §6.4 keys; equal titles update in place; action is ignored.
+    // Keyed entries: keys as docs/REFERENCE.md#entry-keys; equal titles update in place; action is ignored.
     assert_eq!(s(json!({"label": "knowledge", "content": "no key"})), "Indexed \"no-key-1nprufp\" in knowledge.");
     assert_eq!(s(json!({"label": "knowledge", "content": "用户喜欢咖啡"})), "Indexed \"entry-2mzjev\" in knowledge.");
     assert_eq!(

@@ -1,4 +1,4 @@
-//! Read-time truncation (reference §14): tool outputs cut structurally to a budget, long texts of
+//! Read-time truncation (docs/REFERENCE.md#truncation): tool outputs cut structurally to a budget, long texts of
 //! older messages cut with a suffix, the newest messages untouched; and `GET …/history?truncate=1`.
 
 mod support;
@@ -58,7 +58,7 @@ fn an_array_loses_its_last_items_and_says_so() {
 #[test]
 fn an_array_whose_note_does_not_fit_becomes_the_marker() {
     // childBudget 80: each item becomes 55 chars + suffix (82 as JSON); 6 fit in 499 units, and
-    // the 51-unit note then overflows 500: the reference returns the array marker.
+    // the 51-unit note then overflows 500: the reference returns the array marker (docs/REFERENCE.md#truncate-tool-output).
     let items: Vec<Json> = (0..20).map(|_| json!("z".repeat(100))).collect();
     let out = truncate_tool_output(&Json::Array(items), 500).unwrap();
     assert_eq!(

@@ -68,7 +68,7 @@ fn with_warnings(mut resp: Response, warnings: Vec<String>) -> Response {
 /// `inserted:false` (and the stored message) when the id already exists, or when the message
 /// is a synthetic `compaction_…` one (never stored, `synthetic:true`: the stand-in for a
 /// summary that history reads put in place of the originals, which a client sending its
-/// history back would otherwise store; agents issue #1984).
+/// history back would otherwise store; docs/REFERENCE.md#synthetic-messages).
 pub async fn append(s: &Session<'_>, req: &Request) -> Result<Response> {
     let body = req.json_object()?;
     let msg = message_of(&body)?;

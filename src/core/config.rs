@@ -10,7 +10,7 @@ use crate::core::store::spill::SPILL_PREFIX;
 
 /// Where skills live when a skills block names no `prefix`.
 pub const DEFAULT_SKILLS_PREFIX: &str = "skills/";
-/// The description of the `searchableHistory` block (reference §10).
+/// The description of the `searchableHistory` block (docs/REFERENCE.md#block-kinds).
 pub const HISTORY_DESCRIPTION: &str = "Cross-session conversation history";
 
 /// The four kinds of block (`kind` in the config and the API).
@@ -421,8 +421,8 @@ impl SessionConfigBuilder {
 
 // ── Compaction policy ──────────────────────────────────────────────────────────────────────────────────────────
 
-/// The knobs of the reference `createCompactFunction` (§13.2), with its defaults (3 / 20000 / 2; the JSDoc's
-/// "protectHead = 2" is wrong, §18.13).
+/// The knobs of the reference's `createCompactFunction` (docs/REFERENCE.md#compaction-options), with its defaults (3 / 20000 / 2; the JSDoc's
+/// "protectHead = 2" is wrong, docs/REFERENCE.md#d-compaction-docs).
 ///
 /// Deserializes from camelCase keys, each optional. Unknown keys are ignored here; the `SESSION_CONFIG.compaction`
 /// object is read with [`CompactionConfig`], which rejects them.
@@ -445,7 +445,7 @@ impl Default for CompactOptions {
 
 /// `SESSION_CONFIG.compaction`: `{"after"?, "protectHead"?, "tailTokenBudget"?, "minTailMessages"?}`.
 ///
-/// `after` is the auto-compaction threshold (the reference's `compactAfter(threshold)`: compact after a new message
+/// `after` is the auto-compaction threshold (the reference's `compactAfter(threshold)`, docs/REFERENCE.md#auto-compaction: compact after a new message
 /// when the path's estimate is strictly greater); `None` means never automatically. The other keys are
 /// [`CompactOptions`], defaulted field by field.
 ///

@@ -1,4 +1,4 @@
-//! JavaScript's string semantics where the reference's behaviour depends on them: `String(v)`,
+//! JavaScript's string semantics where the reference's behaviour depends on them (docs/REFERENCE.md#conventions): `String(v)`,
 //! `JSON.stringify`, number printing, and UTF-16 lengths and prefixes.
 
 use serde_json::Value as Json;

@@ -1,4 +1,4 @@
-//! Token estimates, exactly as the reference heuristic: max(UTF-16 length / 4, words × 1.3),
+//! Token estimates, exactly as the reference heuristic (docs/REFERENCE.md#tokens): max(UTF-16 length / 4, words × 1.3),
 //! rounded up, with JavaScript's notion of white space.
 
 use serde_json::Value as Json;

@@ -67,7 +67,7 @@ const messages = (from, to) =>
   });
 const ids = (body) => body.messages.map((m) => m.id);
 
-// ── The reference heuristic and prompt, in JavaScript (the reference is JavaScript) ──────────
+// ── The reference heuristic and prompt (docs/REFERENCE.md#tokens, docs/REFERENCE.md#summary-prompts), in JavaScript ──────────
 
 /** max(UTF-16 length / 4, words × 1.3), rounded up; 0 for "". */
 function estimateStr(text) {
@@ -90,7 +90,7 @@ const SECTIONS = `## Topic
 ## Open Items
 [Unresolved questions, pending tasks, or next steps discussed]`;
 
-/** The reference's summary prompt (§13.3) for text-only `middle`. */
+/** The reference's summary prompt (docs/REFERENCE.md#summary-prompts) for text-only `middle`. */
 function summaryPrompt(middle, previous) {
   const budget = Math.max(Math.floor(middle.reduce((n, m) => n + estimateMessage(m), 0) * 0.2), 100);
   const content = middle.map((m) => `[${m.role}]\n${m.parts.map((p) => p.text).join("\n")}`).join("\n\n---\n\n");
@@ -135,7 +135,7 @@ test("POST /compact: the reference prompt goes to the model, the overlay is stor
   // Head m1 is protected; the tail is the newest two (each ~29 tokens, budget 50).
   assertOverlay(c.body.compaction, "m2", "m10", DEFAULT_SUMMARY);
 
-  // Exactly one OpenAI-compatible call, with our model, key and the reference prompt.
+  // Exactly one OpenAI-compatible call, with our model, key and the reference prompt (docs/REFERENCE.md#summary-prompts).
   assert.equal(llm.requests.length, 1);
   const req = llm.requests[0];
   assert.equal(req.url, "/v1/chat/completions");
@@ -266,7 +266,7 @@ test("auto-compaction: the append that passes `after` compacts and reports it", 
   assert.equal(report.status, "compacted", JSON.stringify(report));
   assert.equal(report.tokenThreshold, AFTER);
   assert.ok(report.tokenEstimate > report.tokenThreshold);
-  assert.equal(report.tokenEstimate, estimate, "messages + the frozen prompt, by the reference heuristic");
+  assert.equal(report.tokenEstimate, estimate, "messages + the frozen prompt, by the reference heuristic (docs/REFERENCE.md#branch-estimate)");
   assertOverlay(report.compaction, "m2", `m${i - 2}`, DEFAULT_SUMMARY);
   assert.equal(report.error, undefined);
   assert.equal(llm.requests.length, 1);

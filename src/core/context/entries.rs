@@ -1,4 +1,4 @@
-//! The entries of searchable context blocks (reference `AgentSearchProvider`): keyed texts in
+//! The entries of searchable context blocks (the reference's `AgentSearchProvider`, docs/REFERENCE.md#search-entries): keyed texts in
 //! SQLite with an FTS5 index, shared by all sessions of the agent and partitioned by label.
 
 use crate::core::error::{Error, Result};

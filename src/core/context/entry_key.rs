@@ -1,5 +1,5 @@
 //! Keys of entries written into keyed blocks (skills, searchable blocks) by `set_context`:
-//! a slug of the title, or a slug of the content plus a hash of it (reference §6.4).
+//! a slug of the title, or a slug of the content plus a hash of it (docs/REFERENCE.md#entry-keys).
 
 use crate::core::tokens::is_js_whitespace;
 

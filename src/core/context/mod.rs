@@ -153,7 +153,7 @@ impl<'a> Context<'a> {
         Ok(self.blocks()?.into_iter().find(|b| b.label() == label))
     }
 
-    /// The block or `not_found` (`Block "<label>" not found`, the reference's wording).
+    /// The block or `not_found` (`Block "<label>" not found`, the reference's wording, docs/REFERENCE.md#block-writes).
     pub fn require(&self, label: &str) -> Result<Block> {
         self.block(label)?.ok_or_else(|| Error::not_found(format!("Block \"{label}\" not found")))
     }

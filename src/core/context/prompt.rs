@@ -1,4 +1,4 @@
-//! Rendering context blocks into the system prompt, byte for byte as the reference (§7.1).
+//! Rendering context blocks into the system prompt, byte for byte as the reference (docs/REFERENCE.md#prompt-rendering).
 
 /// What the renderer needs to know of a block.
 #[derive(Clone, Debug, Default, PartialEq)]

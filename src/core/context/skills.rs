@@ -1,5 +1,5 @@
 //! Skills: the prompt listing of a skills block, and which skills a session has loaded. The
-//! load state lives in SQLite (the reference keeps it in memory and rebuilds it from history),
+//! load state lives in SQLite (the reference keeps it in memory and rebuilds it from history, docs/REFERENCE.md#d-skill-state),
 //! and unloading rewrites the stored `load_context` output so the context is really reclaimed.
 
 use serde_json::Value as Json;
@@ -70,7 +70,7 @@ pub fn unloaded_marker(key: &str) -> String {
 
 /// Whether `part` is a finished `load_context` call for `label` / `key` whose output is still
 /// the skill. Both tool part shapes count: `toolName` (dynamic-tool) and `type:
-/// "tool-load_context"` (the reference only saw the first).
+/// "tool-load_context"` (the reference only saw the first, docs/REFERENCE.md#d-reclaim-tool-type).
 fn is_live_load(part: &Json, label: &str, key: &str) -> bool {
     let named = part.get("toolName").and_then(Json::as_str) == Some("load_context")
         || part.get("type").and_then(Json::as_str) == Some("tool-load_context");

@@ -1,4 +1,4 @@
-//! The LLM tools generated from a session's blocks (reference §9): their names, descriptions
+//! The LLM tools generated from a session's blocks (docs/REFERENCE.md#tools): their names, descriptions
 //! and JSON Schemas, and their execution. Outputs are the strings the model sees, word for word
 //! as the reference; a failure is an `Error: …` output, never an exception.
 
@@ -157,7 +157,7 @@ pub fn definitions(blocks: &[Block], loaded: &[String], expandable: bool) -> Vec
     tools
 }
 
-/// `expand_compaction`: our addition (the reference has no way back from a summary).
+/// `expand_compaction`: our addition (the reference has no way back from a summary, docs/REFERENCE.md#d-expand-compaction).
 fn expand_compaction_def() -> ToolSpec {
     spec(
         Tool::ExpandCompaction,
@@ -241,7 +241,7 @@ fn label_key_schema(labels: &[&str], key_description: &str) -> Json {
 
 /// Checks `input` against the shape of tool `name`: an object whose required fields are
 /// present and whose fields have the schema's types. Enum membership is left to the tool,
-/// which answers with the reference's `Error: …` text.
+/// which answers with the reference's `Error: …` text (docs/REFERENCE.md#tools).
 fn check_input(tool: Tool, input: &Json) -> Result<()> {
     let name = tool.name();
     let obj = input.as_object().ok_or_else(|| Error::invalid(format!("{name}: input must be an object")))?;

@@ -45,7 +45,7 @@ impl Session<'_> {
         c.load(&b).await
     }
 
-    /// Adds a block to this session (the reference's `addContext`). Its content is read (R2
+    /// Adds a block to this session (the reference's `addContext`, docs/REFERENCE.md#block-writes). Its content is read (R2
     /// for skills and `r2Key` blocks) before it is stored, so a store that cannot be read
     /// refuses the add instead of failing after it.
     pub async fn add_block(&self, cfg: BlockConfig) -> Result<LoadedBlock> {
@@ -60,7 +60,7 @@ impl Session<'_> {
         Ok(view)
     }
 
-    /// Removes a block from this session (the reference's `removeContext`): an added block is
+    /// Removes a block from this session (the reference's `removeContext`, docs/REFERENCE.md#block-writes): an added block is
     /// deleted, a configured one hidden here.
     pub fn remove_block(&self, label: &str) -> Result<()> {
         let c = self.context();

@@ -1,6 +1,6 @@
 //! What a session's sockets hear about its changes, whatever the entry point (HTTP, a stub, a
 //! WebSocket, a turn): `message` for every stored message, `deleted` / `cleared`, `context` for
-//! block changes, and `status` frames (the reference's) with the branch's token estimate.
+//! block changes, and `status` frames (docs/REFERENCE.md#status-frames) with the branch's token estimate.
 //! Frames are built only when someone listens.
 
 use serde_json::{json, Value as Json};

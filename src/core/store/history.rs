@@ -81,7 +81,7 @@ pub fn recent(sql: &dyn Sql, session: &str, max_bytes: i64, min_messages: i64) -
     Ok(Recent { messages, truncated: start > 0, total_content_bytes: total })
 }
 
-/// Where the recent window begins (reference §3.3).
+/// Where the recent window begins (docs/REFERENCE.md#recent-history).
 pub fn window_start(path: &[PathRow], max_bytes: i64, min_messages: i64) -> usize {
     if path.is_empty() {
         return 0;
@@ -98,7 +98,7 @@ pub fn window_start(path: &[PathRow], max_bytes: i64, min_messages: i64) -> usiz
 }
 
 /// The token estimate of the path to `leaf` as the model sees it (overlays applied, by the
-/// reference heuristic): the cached sum when it is for this leaf, else counted from the path
+/// reference heuristic, docs/REFERENCE.md#branch-estimate): the cached sum when it is for this leaf, else counted from the path
 /// once and cached.
 pub fn branch_tokens(sql: &dyn Sql, session: &str, leaf: &str) -> Result<i64> {
     if let Some(t) = estimate::cached(sql, session, leaf)? {

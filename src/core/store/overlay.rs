@@ -95,7 +95,7 @@ pub enum Piece<'c> {
     Summary(&'c Compaction),
 }
 
-/// Lays `overlays` (oldest first) over the path `ids` (root first), as the reference does:
+/// Lays `overlays` (oldest first) over the path `ids` (root first), as the reference does (docs/REFERENCE.md#overlays):
 /// at each position, the newest overlay that starts there and ends on this same path at or after
 /// it replaces that run; scanning resumes after its end. Overlays of sibling branches, and ones
 /// starting inside an applied run, do not apply.

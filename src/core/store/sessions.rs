@@ -27,8 +27,8 @@ pub struct SessionInfo {
     pub output_tokens: i64,
     pub estimated_cost: f64,
     pub end_reason: Option<String>,
-    /// Messages on the session's active path (root to the latest leaf), the reference's
-    /// `getMessageCount`.
+    /// Messages on the session's active path (root to the latest leaf), the reference's `getMessageCount`
+    /// (docs/REFERENCE.md#sessions).
     pub message_count: i64,
     /// Messages stored in the session, on every branch.
     pub total_messages: i64,

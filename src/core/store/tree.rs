@@ -7,7 +7,7 @@ use crate::core::store::estimate;
 use crate::core::store::message::{raw, NewMessage, RawMessage};
 use crate::core::store::spill;
 
-/// Most rows a path walk returns: the reference's recursion guard (`depth < 10000`). A deeper
+/// Most rows a path walk returns: the reference's recursion guard (`depth < 10000`, docs/REFERENCE.md#paths). A deeper
 /// path yields its newest 10,001 messages (the ones nearest the leaf).
 pub const MAX_PATH_ROWS: i64 = 10_001;
 
@@ -253,7 +253,7 @@ impl<'a> Tree<'a> {
         Ok(true)
     }
 
-    /// Deletes one message and its index entry. Its children stay, orphaned (as the reference):
+    /// Deletes one message and its index entry. Its children stay, orphaned (as the reference, docs/REFERENCE.md#message-writes; see docs/REFERENCE.md#d-orphans for what differs):
     /// paths through them now start at the child. The orphans become roots, so a message later
     /// appended under the deleted id does not adopt them (a child always stays newer than its
     /// parent). Returns `false` when the id is unknown.

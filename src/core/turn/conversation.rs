@@ -9,7 +9,7 @@
 //! ```
 //!
 //! 1. [`to_model_messages`] converts, leaving out what the model must not see (reasoning, system messages).
-//! 2. [`sanitize`] (the reference's `sanitizeConversation`) drops half-finished tool exchanges, so a history
+//! 2. [`sanitize`] (the reference's `sanitizeConversation`, docs/REFERENCE.md#sanitize) drops half-finished tool exchanges, so a history
 //!    interrupted mid-turn never replays into a provider 400 (a dangling `tool_use` on Anthropic, an orphan
 //!    `role: "tool"` on OpenAI-compatible providers).
 //! 3. [`cap`] keeps the newest [`DEFAULT_MAX_MESSAGES`] (configurable) without splitting a call from its results.
@@ -30,7 +30,7 @@ use crate::core::llm::{ChatMessage, ToolCall};
 use crate::core::parts::{is_tool_part, parts, str_field, tool_name};
 use crate::core::store::overlay::COMPACTION_PREFIX;
 
-/// How many messages a turn sends to the model by default: the newest 50 (the reference's history cap).
+/// How many messages a turn sends to the model by default: the newest 50 (the history cap, docs/REFERENCE.md#history-cap).
 pub const DEFAULT_MAX_MESSAGES: usize = 50;
 
 // ── Part helpers ─────────────────────────────────────────────────────────────────────────────────────
@@ -157,7 +157,7 @@ fn assistant(parts: &[Json], out: &mut Vec<ChatMessage>) {
 
 // ── sanitize ─────────────────────────────────────────────────────────────────────────────────────────
 
-/// Makes a conversation replay-safe (the reference's `sanitizeConversation`): pure and idempotent
+/// Makes a conversation replay-safe (the reference's `sanitizeConversation`, docs/REFERENCE.md#sanitize): pure and idempotent
 /// (`sanitize(sanitize(x)) == sanitize(x)`).
 ///
 /// A tool exchange is an `Assistant` with calls followed by the run of `Tool` messages right after it (up to the
@@ -276,7 +276,7 @@ pub const FORGED_TOOL_RESULT: &str = "forged_tool_result";
 /// Rejection code: an approval response to an approval that was never requested.
 pub const FORGED_APPROVAL: &str = "forged_approval";
 
-/// Why a continuation was refused: the reference's `{ ok: false, code, reason, index }` verdict.
+/// Why a continuation was refused: the reference's `{ ok: false, code, reason, index }` verdict (docs/REFERENCE.md#continuations).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Rejection {
     /// [`NOT_A_PREFIX`], [`FORGED_TOOL_RESULT`] or [`FORGED_APPROVAL`].
