@@ -73,7 +73,7 @@ fn conversation() -> ChatRequest {
 
 #[test]
 fn openai_request_body() {
-    let r = build_chat_request(&openai(), &conversation(), true).unwrap();
+    let r = build_chat_request(&openai(), &conversation(), Delivery::Streamed).unwrap();
     assert_eq!(r.url, "http://x/v1/chat/completions");
     assert!(r.headers.contains(&("authorization".into(), "Bearer sk".into())));
     assert!(r.headers.contains(&("content-type".into(), "application/json".into())));
@@ -117,7 +117,7 @@ fn openai_request_body() {
         max_tokens: Some(100),
         ..ChatRequest::default()
     };
-    let r = build_chat_request(&cfg(Provider::OpenAi, "http://x/v1", None), &plain, false).unwrap();
+    let r = build_chat_request(&cfg(Provider::OpenAi, "http://x/v1", None), &plain, Delivery::Whole).unwrap();
     assert!(!r.headers.iter().any(|(h, _)| h == "authorization"));
     assert_eq!(
         body_of(&r),
@@ -128,7 +128,7 @@ fn openai_request_body() {
 
 #[test]
 fn anthropic_request_body_merges_tool_results() {
-    let r = build_chat_request(&anthropic(), &conversation(), true).unwrap();
+    let r = build_chat_request(&anthropic(), &conversation(), Delivery::Streamed).unwrap();
     assert_eq!(r.url, "https://api.anthropic.com/v1/messages");
     assert!(r.headers.contains(&("x-api-key".into(), "k".into())));
     assert!(r.headers.contains(&("anthropic-version".into(), "2023-06-01".into())));
@@ -168,19 +168,22 @@ fn anthropic_request_body_merges_tool_results() {
 
     // No system, no tools: neither field; a single tool gets the cache mark.
     let mut one = ChatRequest { messages: vec![ChatMessage::User { text: "hi".into() }], ..ChatRequest::default() };
-    let b = body_of(&build_chat_request(&anthropic(), &one, false).unwrap());
+    let b = body_of(&build_chat_request(&anthropic(), &one, Delivery::Whole).unwrap());
     assert_eq!(
         b,
         json!({"model": "m", "max_tokens": DEFAULT_MAX_TOKENS, "stream": false,
             "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]})
     );
     one.tools = tools()[..1].to_vec();
-    let b = body_of(&build_chat_request(&anthropic(), &one, false).unwrap());
+    let b = body_of(&build_chat_request(&anthropic(), &one, Delivery::Whole).unwrap());
     assert_eq!(b["tools"][0]["cache_control"], json!({"type": "ephemeral"}));
 
     // Only HTTP providers have a request.
     for p in [Provider::WorkersAi, Provider::None] {
-        assert_eq!(build_chat_request(&cfg(p, "", None), &one, true).unwrap_err().kind, ErrorKind::Internal);
+        assert_eq!(
+            build_chat_request(&cfg(p, "", None), &one, Delivery::Streamed).unwrap_err().kind,
+            ErrorKind::Internal
+        );
     }
 }
 

@@ -3,11 +3,12 @@
 //! approvals, key order).
 
 use serde_json::{json, Value as Json};
-use session_agent::core::error::ErrorKind;
+use session_agent::core::config::DEFAULT_MAX_MESSAGES;
+use session_agent::core::error::{Error, ErrorKind};
 use session_agent::core::llm::{ChatMessage, ToolCall};
 use session_agent::core::turn::conversation::{
-    cap, rejection_error, sanitize, to_model_messages, validate_continuation, Rejection, DEFAULT_MAX_MESSAGES,
-    FORGED_APPROVAL, FORGED_TOOL_RESULT, NOT_A_PREFIX,
+    cap, sanitize, to_model_messages, validate_continuation, Rejection, FORGED_APPROVAL, FORGED_TOOL_RESULT,
+    NOT_A_PREFIX,
 };
 
 fn user(text: &str) -> ChatMessage {
@@ -593,11 +594,11 @@ fn a_rejection_is_a_409_naming_its_code() {
     let mut incoming = stored();
     part(&mut incoming, 0, 0)["text"] = json!("changed");
     let r = validate_continuation(&stored(), &incoming, SERVER).unwrap_err();
-    let e = rejection_error(&r);
+    let e = Error::from(r);
     assert_eq!(e.kind, ErrorKind::Conflict);
     assert_eq!(e.kind.status(), 409);
     assert_eq!(e.code(), NOT_A_PREFIX);
-    assert!(e.message.starts_with("not_a_prefix: message 0 (u1): "), "{}", e.message);
+    assert!(e.message.starts_with("not_a_prefix at message 0: message 0 (u1): "), "{}", e.message);
 }
 
 // ── build: the cap keeps summaries ───────────────────────────────────────────────────────────────────

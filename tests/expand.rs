@@ -52,6 +52,10 @@ fn the_route_pages_through_the_originals() {
     assert_eq!(past["messages"], json!([]));
     // Default page size 20.
     assert_eq!(ids(&api.get(&format!("/sessions/s/compactions/{cid}/messages")).body_json()).len(), 20);
+    // The synthetic message's id names the same overlay (the history shows that id).
+    let by_message = api.get(&format!("/sessions/s/compactions/compaction_{cid}/messages?limit=10")).body_json();
+    assert_eq!(by_message["compaction"]["id"], json!(cid));
+    assert_eq!(ids(&by_message).len(), 10);
 }
 
 #[test]

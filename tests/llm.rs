@@ -39,7 +39,7 @@ fn openai_request_and_answer() {
     let mut p = ChatRequest::user("hi");
     p.system = Some("be brief".into());
     p.cache_key = Some("session-1".into());
-    let r = build_chat_request(&c, &p, false).unwrap();
+    let r = build_chat_request(&c, &p, Delivery::Whole).unwrap();
     assert_eq!(r.url, "http://x/v1/chat/completions");
     assert!(r.headers.contains(&("authorization".into(), "Bearer sk".into())));
     let body: Json = serde_json::from_str(&r.body).unwrap();
@@ -74,7 +74,7 @@ fn anthropic_request_and_answer() {
     let c = cfg(&[("LLM_PROVIDER", "anthropic"), ("LLM_MODEL", "claude"), ("LLM_API_KEY", "k")]).unwrap();
     let mut p = ChatRequest::user("hi");
     p.system = Some("sys".into());
-    let r = build_chat_request(&c, &p, false).unwrap();
+    let r = build_chat_request(&c, &p, Delivery::Whole).unwrap();
     assert_eq!(r.url, "https://api.anthropic.com/v1/messages");
     assert!(r.headers.contains(&("x-api-key".into(), "k".into())));
     assert!(r.headers.contains(&("anthropic-version".into(), "2023-06-01".into())));

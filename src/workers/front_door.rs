@@ -44,7 +44,16 @@ enum Admit<'a> {
 struct Target<'a> {
     agent: String,
     tail: &'a str,
-    upgrade: bool,
+    upgrade: Upgrade,
+}
+
+/// Whether a request opens a session's WebSocket (see [`handshake`]).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Upgrade {
+    /// An ordinary request (any `Upgrade` header is dropped before it is forwarded).
+    None,
+    /// A genuine WebSocket handshake of `…/sessions/{sid}/ws`.
+    WebSocket,
 }
 
 /// The front door's checks, in order (see docs/openapi.yaml): the WebSocket handshake, health,
@@ -131,18 +140,19 @@ fn chat_page_enabled(env: &Env) -> bool {
     !matches!(v.trim(), "off" | "false" | "0")
 }
 
-/// Whether the request is an actual WebSocket upgrade of a session's socket (`Ok(true)`), or
-/// no upgrade at all (`Ok(false)`); anything else with `Upgrade: websocket` is refused here.
+/// Whether the request is an actual WebSocket upgrade of a session's socket
+/// (`Ok(Upgrade::WebSocket)`), or no upgrade at all (`Ok(Upgrade::None)`); anything else with
+/// `Upgrade: websocket` is refused here.
 ///
 /// workerd shows every request carrying `Upgrade: websocket` to JavaScript as a `GET`, whatever
 /// its real method, and fails with an internal error if a non-`GET` one is answered with a
 /// socket. So the method cannot be trusted on such a request: only a real handshake (no body,
 /// `Sec-WebSocket-Key` and `Sec-WebSocket-Version`) of `…/sessions/{sid}/ws` is one. The same
 /// header anywhere else is `400`, on the socket route `405`, and never acted on as a `GET`.
-fn handshake(req: &Request, method: &str, path: &str) -> std::result::Result<bool, Error> {
+fn handshake(req: &Request, method: &str, path: &str) -> std::result::Result<Upgrade, Error> {
     let h = |name: &str| req.headers().get(name).ok().flatten();
     if !h("upgrade").is_some_and(|u| u.eq_ignore_ascii_case("websocket")) {
-        return Ok(false);
+        return Ok(Upgrade::None);
     }
     let socket = path
         .strip_prefix("/agents/")
@@ -152,7 +162,7 @@ fn handshake(req: &Request, method: &str, path: &str) -> std::result::Result<boo
     let genuine =
         method == "GET" && bodiless && h("sec-websocket-key").is_some() && h("sec-websocket-version").is_some();
     match (socket, genuine) {
-        (true, true) => Ok(true),
+        (true, true) => Ok(Upgrade::WebSocket),
         (true, false) => Err(Error::new(
             ErrorKind::MethodNotAllowed,
             "a session's socket opens with a WebSocket handshake: GET without a body, with Upgrade: websocket, \
@@ -167,17 +177,17 @@ fn handshake(req: &Request, method: &str, path: &str) -> std::result::Result<boo
 /// The token from `Authorization: Bearer …`, or from `?token=` on an actual WebSocket upgrade
 /// (browsers cannot set headers there). Anywhere else a token in the URL counts for nothing:
 /// URLs end up in logs and browser histories.
-fn presented_token(req: &Request, query: &str, upgrade: bool) -> Option<String> {
+fn presented_token(req: &Request, query: &str, upgrade: Upgrade) -> Option<String> {
     if let Some(h) = req.headers().get("authorization").ok().flatten() {
         return h.strip_prefix("Bearer ").map(|t| t.trim().to_owned());
     }
-    if !upgrade {
+    if upgrade != Upgrade::WebSocket {
         return None;
     }
     parse_query(query).ok()?.into_iter().find(|(k, _)| k == "token").map(|(_, v)| v)
 }
 
-fn authorize(req: &Request, env: &Env, query: &str, upgrade: bool) -> std::result::Result<(), Error> {
+fn authorize(req: &Request, env: &Env, query: &str, upgrade: Upgrade) -> std::result::Result<(), Error> {
     let expected = env
         .secret("API_TOKEN")
         .map(|s| s.to_string())
@@ -221,7 +231,7 @@ async fn forward(req: &Request, env: &Env, method: &str, url: &str, query: &str,
     let target = if query.is_empty() { format!("{origin}{tail}") } else { format!("{origin}{tail}?{query}") };
     let headers = req.headers().clone();
     headers.delete("authorization")?;
-    if !*upgrade {
+    if *upgrade == Upgrade::None {
         headers.delete("upgrade")?;
     }
     let init = web_sys::RequestInit::new();

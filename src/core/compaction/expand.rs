@@ -33,8 +33,10 @@ impl Page {
     }
 }
 
-/// The overlay `id` of the session, `not_found` if there is none.
+/// The overlay `id` of the session (its own id, or its synthetic message's `compaction_<id>`),
+/// `not_found` if there is none.
 pub fn find(sql: &dyn Sql, session: &str, id: &str) -> Result<Compaction> {
+    let id = overlay::overlay_id(id);
     overlay::list(sql, session)?
         .into_iter()
         .find(|c| c.id == id)

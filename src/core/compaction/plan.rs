@@ -25,7 +25,7 @@ use serde_json::Value as Json;
 use crate::core::config::CompactOptions;
 use crate::core::js;
 use crate::core::parts::{is_tool_part, message_id, part_type, parts, tool_name};
-use crate::core::store::overlay::COMPACTION_PREFIX;
+use crate::core::store::overlay;
 use crate::core::tokens::estimate_message;
 
 // ── Message helpers ──────────────────────────────────────────────────────────────────────────────────
@@ -36,7 +36,7 @@ fn is_assistant(m: &Json) -> bool {
 
 /// A synthetic overlay message (id prefix `compaction_`).
 pub fn is_compaction_message(m: &Json) -> bool {
-    message_id(m).starts_with(COMPACTION_PREFIX)
+    overlay::is_synthetic_id(message_id(m))
 }
 
 /// Any tool part (call, result, or both, as UIMessages keep them in one part).
@@ -309,7 +309,7 @@ pub fn iterative_from(plan_from: &str, existing: &[(String, String, String)], hi
     existing
         .iter()
         .find(|(id, from, to)| {
-            ids.contains(format!("{COMPACTION_PREFIX}{id}").as_str())
+            ids.contains(overlay::synthetic_id(id).as_str())
                 || (ids.contains(from.as_str()) && ids.contains(to.as_str()))
         })
         .map_or_else(|| plan_from.to_string(), |(_, from, _)| from.clone())

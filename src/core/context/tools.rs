@@ -13,7 +13,7 @@ use crate::core::context::{Block, Context, Origin};
 use crate::core::error::{Error, Result};
 use crate::core::llm::ToolSpec;
 use crate::core::sql::atomically;
-use crate::core::store::overlay::{self, COMPACTION_PREFIX};
+use crate::core::store::overlay;
 use crate::core::store::search::across_sessions;
 use crate::core::tokens::estimate_str;
 
@@ -87,15 +87,27 @@ pub fn for_session(ctx: &Context<'_>) -> Result<Vec<ToolSpec>> {
 /// The tools offered for the session's `blocks` (already read).
 fn offered(ctx: &Context<'_>, blocks: &[Block]) -> Result<Vec<ToolSpec>> {
     let loaded = skills::loaded(ctx.sql, ctx.session)?;
-    let expandable = ctx.config.compaction.is_some() || overlay::exists(ctx.sql, ctx.session)?;
-    Ok(definitions(blocks, &loaded, expandable))
+    let expand = if ctx.config.compaction.is_some() || overlay::exists(ctx.sql, ctx.session)? {
+        Expand::Offered
+    } else {
+        Expand::Hidden
+    };
+    Ok(definitions(blocks, &loaded, expand))
+}
+
+/// Whether `expand_compaction` is among a session's tools.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Expand {
+    /// Compaction is configured or the session already has a summary.
+    Offered,
+    Hidden,
 }
 
 /// The tools for `blocks`: `set_context` if a block is writable, `load_context` and
 /// `unload_context` if one is a skills block, `search_context` if one is searchable, then
-/// `session_search` always, and `expand_compaction` when `expandable`. `loaded` lists
-/// `label:key` of the loaded skills.
-pub fn definitions(blocks: &[Block], loaded: &[String], expandable: bool) -> Vec<ToolSpec> {
+/// `session_search` always, and `expand_compaction` when offered. `loaded` lists `label:key` of
+/// the loaded skills.
+pub fn definitions(blocks: &[Block], loaded: &[String], expand: Expand) -> Vec<ToolSpec> {
     let mut tools = Vec::new();
     let writable: Vec<&Block> = blocks.iter().filter(|b| b.writable()).collect();
     if !writable.is_empty() {
@@ -151,7 +163,7 @@ pub fn definitions(blocks: &[Block], loaded: &[String], expandable: bool) -> Vec
             "required": ["query"]
         }),
     ));
-    if expandable {
+    if expand == Expand::Offered {
         tools.push(expand_compaction_def());
     }
     tools
@@ -299,6 +311,18 @@ pub struct Ran {
     pub rewrote: Option<String>,
 }
 
+impl Ran {
+    /// A run that stored nothing.
+    fn read(output: String) -> Ran {
+        Ran { output, wrote: false, rewrote: None }
+    }
+
+    /// A run that stored something for the session.
+    fn stored(output: String) -> Ran {
+        Ran { output, wrote: true, rewrote: None }
+    }
+}
+
 /// Runs tool `name` of the session. `Err` only for a tool the session does not offer
 /// (`not_found`), input of the wrong shape (`invalid_request`) or a storage failure; everything
 /// the model did wrong is an `Ok("Error: …")` output.
@@ -311,16 +335,15 @@ pub async fn execute(ctx: &Context<'_>, name: &str, input: &Json, now: &str) -> 
     check_input(tool, input)?;
     let empty = Map::new();
     let input = input.as_object().unwrap_or(&empty);
-    let ran = |output, wrote| Ran { output, wrote, rewrote: None };
     let out = match tool {
-        Tool::ExpandCompaction => expand_compaction_run(ctx, input).map(|o| ran(o, false)),
-        Tool::SetContext => set_context_run(ctx, &blocks, input, now).await.map(|o| ran(o, true)),
-        Tool::LoadContext => load_context_run(ctx, &blocks, input).await.map(|(o, wrote)| ran(o, wrote)),
+        Tool::ExpandCompaction => expand_compaction_run(ctx, input).map(Ran::read),
+        Tool::SetContext => set_context_run(ctx, &blocks, input, now).await.map(Ran::stored),
+        Tool::LoadContext => load_context_run(ctx, &blocks, input).await,
         Tool::UnloadContext => unload_context_run(ctx, &blocks, input),
-        Tool::SearchContext => search_context_run(ctx, &blocks, input).map(|o| ran(o, false)),
-        Tool::SessionSearch => session_search(ctx, s(input, "query")).map(|o| ran(o, false)),
+        Tool::SearchContext => search_context_run(ctx, &blocks, input).map(Ran::read),
+        Tool::SessionSearch => session_search(ctx, s(input, "query")).map(Ran::read),
     };
-    Ok(out.unwrap_or_else(|e| ran(format!("Error: {}", e.message), false)))
+    Ok(out.unwrap_or_else(|e| Ran::read(format!("Error: {}", e.message))))
 }
 
 async fn set_context_run(ctx: &Context<'_>, blocks: &[Block], input: &Map<String, Json>, now: &str) -> Result<String> {
@@ -357,7 +380,7 @@ fn not_a_skill(label: &str, blocks: &[Block]) -> Error {
     Error::invalid(format!("\"{label}\" is not a skill block. Skill blocks: {}", labels.join(", ")))
 }
 
-async fn load_context_run(ctx: &Context<'_>, blocks: &[Block], input: &Map<String, Json>) -> Result<(String, bool)> {
+async fn load_context_run(ctx: &Context<'_>, blocks: &[Block], input: &Map<String, Json>) -> Result<Ran> {
     let (label, key) = (s(input, "label"), s(input, "key"));
     let Some(b) = blocks.iter().find(|b| b.label() == label && b.is_skill()) else {
         return Err(not_a_skill(label, blocks));
@@ -365,9 +388,9 @@ async fn load_context_run(ctx: &Context<'_>, blocks: &[Block], input: &Map<Strin
     match ctx.skill_text(b, key).await? {
         Some(text) => {
             skills::mark_loaded(ctx.sql, ctx.session, label, key)?;
-            Ok((text, true))
+            Ok(Ran::stored(text))
         }
-        None => Ok((format!("Not found: {key}"), false)),
+        None => Ok(Ran::read(format!("Not found: {key}"))),
     }
 }
 
@@ -414,7 +437,7 @@ fn expand_compaction_run(ctx: &Context<'_>, input: &Map<String, Json>) -> Result
     let offset = page_param(input, "offset", 0, usize::MAX)?.unwrap_or(0);
     let limit = page_param(input, "limit", 1, MAX_LIMIT)?.unwrap_or(DEFAULT_LIMIT);
     let c = match input.get("compactionId").and_then(Json::as_str) {
-        Some(id) => expand::find(ctx.sql, ctx.session, id.strip_prefix(COMPACTION_PREFIX).unwrap_or(id))?,
+        Some(id) => expand::find(ctx.sql, ctx.session, id)?,
         None => expand::latest_visible(ctx.sql, ctx.session)?
             .ok_or_else(|| Error::not_found("there is no summary in this conversation to expand"))?,
     };

@@ -8,7 +8,7 @@ use serde_json::Value as Json;
 use super::stream::{Accum, PartialCall};
 use super::{
     error_message, excerpt, lenient, object_or_empty, parse_arguments, unavailable, ChatMessage, ChatReply,
-    ChatRequest, LlmConfig, SseEvent, ToolCall, Usage, DEFAULT_MAX_TOKENS,
+    ChatRequest, Delivery, LlmConfig, SseEvent, ToolCall, Usage, DEFAULT_MAX_TOKENS,
 };
 use crate::core::error::Result;
 
@@ -105,7 +105,8 @@ fn turns(msgs: &[ChatMessage]) -> Vec<Turn> {
 
 /// The request body of one step. The system prompt and the tools are stable across the steps
 /// of a session (the prompt is frozen), so both are marked for the prompt cache.
-pub fn body(cfg: &LlmConfig, req: &ChatRequest, stream: bool) -> serde_json::Result<String> {
+pub fn body(cfg: &LlmConfig, req: &ChatRequest, delivery: Delivery) -> serde_json::Result<String> {
+    let stream = delivery == Delivery::Streamed;
     let last = req.tools.len().saturating_sub(1);
     serde_json::to_string(&Body {
         model: &cfg.model,

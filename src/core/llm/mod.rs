@@ -291,12 +291,21 @@ pub(crate) fn object_or_empty(v: &Json) -> Json {
 
 // ── One step ─────────────────────────────────────────────────────────────────────────────────────────
 
+/// How a step's answer comes back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Delivery {
+    /// One JSON answer (summaries, and chat steps that need no live text).
+    Whole,
+    /// Server-sent events, with the usage at the end.
+    Streamed,
+}
+
 /// The HTTP request of one step on an HTTP provider (OpenAI-compatible or Anthropic): its
 /// endpoint under `LLM_BASE_URL`, the headers it expects (the key as `Authorization: Bearer` or
-/// `x-api-key`, Anthropic's version, `accept: text/event-stream` when `stream`), and the body.
-pub fn build_chat_request(cfg: &LlmConfig, req: &ChatRequest, stream: bool) -> Result<HttpRequest> {
+/// `x-api-key`, Anthropic's version, `accept: text/event-stream` when [`Delivery::Streamed`]), and the body.
+pub fn build_chat_request(cfg: &LlmConfig, req: &ChatRequest, delivery: Delivery) -> Result<HttpRequest> {
     let mut headers = vec![("content-type".to_owned(), "application/json".to_owned())];
-    if stream {
+    if delivery == Delivery::Streamed {
         headers.push(("accept".into(), "text/event-stream".into()));
     }
     let (url, body) = match cfg.provider {
@@ -304,14 +313,14 @@ pub fn build_chat_request(cfg: &LlmConfig, req: &ChatRequest, stream: bool) -> R
             if let Some(key) = &cfg.api_key {
                 headers.push(("authorization".into(), format!("Bearer {key}")));
             }
-            (format!("{}/chat/completions", cfg.base_url), openai::body(cfg, req, stream))
+            (format!("{}/chat/completions", cfg.base_url), openai::body(cfg, req, delivery))
         }
         Provider::Anthropic => {
             if let Some(key) = &cfg.api_key {
                 headers.push(("x-api-key".into(), key.clone()));
             }
             headers.push(("anthropic-version".into(), "2023-06-01".into()));
-            (format!("{}/messages", cfg.base_url), anthropic::body(cfg, req, stream))
+            (format!("{}/messages", cfg.base_url), anthropic::body(cfg, req, delivery))
         }
         Provider::WorkersAi | Provider::None => {
             return Err(Error::internal("build_chat_request is only for HTTP providers"));
@@ -366,7 +375,8 @@ pub async fn complete(t: &dyn Transport, cfg: &LlmConfig, req: &ChatRequest) -> 
         Provider::None => Err(not_configured()),
         Provider::WorkersAi => workers_ai::chat(t, cfg, req, &mut |_| Ok(())).await,
         Provider::OpenAi | Provider::Anthropic => {
-            let resp = t.send(build_chat_request(cfg, req, false)?).await.map_err(|e| unavailable(e.message))?;
+            let resp =
+                t.send(build_chat_request(cfg, req, Delivery::Whole)?).await.map_err(|e| unavailable(e.message))?;
             parse_chat_response(cfg, &resp)
         }
     }

@@ -9,8 +9,8 @@ use serde_json::Value as Json;
 
 use super::stream::{Accum, PartialCall};
 use super::{
-    error_message, lenient, parse_arguments, unavailable, ChatMessage, ChatReply, ChatRequest, LlmConfig, SseEvent,
-    ToolCall, Usage, DEFAULT_MAX_TOKENS,
+    error_message, lenient, parse_arguments, unavailable, ChatMessage, ChatReply, ChatRequest, Delivery, LlmConfig,
+    SseEvent, ToolCall, Usage, DEFAULT_MAX_TOKENS,
 };
 use crate::core::error::Result;
 
@@ -105,7 +105,8 @@ fn message(m: &ChatMessage) -> Message<'_> {
 }
 
 /// The request body of one step; `stream` asks for server-sent events with the usage at the end.
-pub fn body(cfg: &LlmConfig, req: &ChatRequest, stream: bool) -> serde_json::Result<String> {
+pub fn body(cfg: &LlmConfig, req: &ChatRequest, delivery: Delivery) -> serde_json::Result<String> {
+    let stream = delivery == Delivery::Streamed;
     let mut messages: Vec<Message> = req.system.iter().map(|s| Message::System { content: s }).collect();
     messages.extend(req.messages.iter().map(message));
     serde_json::to_string(&Body {

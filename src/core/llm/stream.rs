@@ -6,7 +6,7 @@ use serde_json::Value as Json;
 
 use super::{
     anthropic, build_chat_request, excerpt, http_failure, openai, parse_arguments, parse_chat_response, unavailable,
-    ChatReply, ChatRequest, HttpResponse, LlmConfig, Provider, SseDecoder, SseEvent, ToolCall, Transport,
+    ChatReply, ChatRequest, Delivery, HttpResponse, LlmConfig, Provider, SseDecoder, SseEvent, ToolCall, Transport,
 };
 use crate::core::error::{Error, Result};
 
@@ -221,7 +221,7 @@ pub(super) async fn run(
     req: &ChatRequest,
     on_delta: &mut dyn FnMut(&str) -> Result<()>,
 ) -> Result<ChatReply> {
-    let http = build_chat_request(cfg, req, true)?;
+    let http = build_chat_request(cfg, req, Delivery::Streamed)?;
     let mut run = Run {
         decoder: SseDecoder::new(),
         state: StreamState::new(cfg.provider),

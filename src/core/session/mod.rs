@@ -21,7 +21,7 @@ pub mod blocks;
 pub mod compact;
 pub mod frames;
 
-use serde_json::{json, Value as Json};
+use serde_json::json;
 
 use crate::core::context::Context;
 use crate::core::env::Env;
@@ -29,7 +29,7 @@ use crate::core::error::{Error, Result};
 use crate::core::llm::Usage;
 use crate::core::sql::atomically;
 use crate::core::store::message::{raw, NewMessage, RawMessage};
-use crate::core::store::overlay::COMPACTION_PREFIX;
+use crate::core::store::overlay;
 use crate::core::store::sessions;
 use crate::core::store::spill;
 use crate::core::store::tree::{Parent, Tree};
@@ -93,7 +93,7 @@ pub struct TurnWrite {
 
 /// Whether `msg` is a synthetic compaction message (id prefix `compaction_`), never stored.
 pub fn is_synthetic(msg: &NewMessage) -> bool {
-    msg.id.starts_with(COMPACTION_PREFIX)
+    overlay::is_synthetic_id(&msg.id)
 }
 
 impl<'a> Session<'a> {
@@ -349,9 +349,4 @@ impl<'a> Session<'a> {
         }
         Ok(warnings)
     }
-}
-
-/// `msg`'s JSON parsed, for code that builds on a message it just validated.
-pub fn parsed(msg: &NewMessage) -> Result<Json> {
-    serde_json::from_str(&msg.json).map_err(|e| Error::internal(e.to_string()))
 }

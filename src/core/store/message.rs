@@ -120,6 +120,12 @@ impl NewMessage {
         }
         Ok(())
     }
+
+    /// The message as the client sent it, parsed (for code that builds on a message it just
+    /// validated).
+    pub fn to_value(&self) -> Result<Json> {
+        serde_json::from_str(self.full.as_deref().unwrap_or(&self.json)).map_err(|e| Error::internal(e.to_string()))
+    }
 }
 
 /// Checks the kinds of part the service reads, so that whatever is stored reads back as a valid

@@ -12,7 +12,24 @@ use crate::core::store::message::{raw, RawMessage};
 use crate::core::store::tree::Tree;
 
 /// Ids of synthetic overlay messages start with this.
-pub const COMPACTION_PREFIX: &str = "compaction_";
+const COMPACTION_PREFIX: &str = "compaction_";
+
+/// Whether `message_id` is the id of a synthetic overlay message (`compaction_<overlay id>`): such a
+/// message stands in a history read for a summary and is never stored.
+pub fn is_synthetic_id(message_id: &str) -> bool {
+    message_id.starts_with(COMPACTION_PREFIX)
+}
+
+/// The overlay id in `id`, which may be a synthetic message's id (`compaction_<overlay id>`) or the
+/// overlay id itself.
+pub fn overlay_id(id: &str) -> &str {
+    id.strip_prefix(COMPACTION_PREFIX).unwrap_or(id)
+}
+
+/// The id of the synthetic message that stands for overlay `overlay_id`.
+pub fn synthetic_id(overlay_id: &str) -> String {
+    format!("{COMPACTION_PREFIX}{overlay_id}")
+}
 
 /// One stored overlay: `summary` stands for the messages `from..=to` of a path.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -126,7 +143,7 @@ pub fn overlay<'c>(ids: &[&str], overlays: &'c [Compaction]) -> Vec<Piece<'c>> {
 /// overlay's, so repeated reads return identical JSON.
 pub fn synthetic_message(c: &Compaction) -> Result<RawMessage> {
     let m = json!({
-        "id": format!("{COMPACTION_PREFIX}{}", c.id),
+        "id": synthetic_id(&c.id),
         "role": "assistant",
         "parts": [{"type": "text", "text": c.summary}],
         "createdAt": c.created_at,

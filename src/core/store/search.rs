@@ -40,27 +40,36 @@ pub fn compile(query: &str) -> Option<String> {
     while !rest.is_empty() {
         if let Some(after) = rest.strip_prefix('"') {
             let (phrase, tail) = after.split_once('"').unwrap_or((after, ""));
-            push_term(&mut terms, phrase, false);
+            push_term(&mut terms, phrase, Match::Exact);
             rest = tail;
             continue;
         }
         let end = rest.find(|c: char| c.is_whitespace() || c == '"').unwrap_or(rest.len());
         let word = &rest[..end];
         match word.strip_suffix('*') {
-            Some(stem) => push_term(&mut terms, stem.trim_end_matches('*'), true),
-            None => push_term(&mut terms, word, false),
+            Some(stem) => push_term(&mut terms, stem.trim_end_matches('*'), Match::Prefix),
+            None => push_term(&mut terms, word, Match::Exact),
         }
         rest = rest[end..].trim_start_matches(|c: char| c.is_whitespace());
     }
     (!terms.is_empty()).then(|| terms.join(" "))
 }
 
-fn push_term(terms: &mut Vec<String>, text: &str, prefix: bool) {
+/// How a query term matches indexed words.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Match {
+    /// The word, or the phrase, as written.
+    Exact,
+    /// Every word that begins with it.
+    Prefix,
+}
+
+fn push_term(terms: &mut Vec<String>, text: &str, how: Match) {
     if !text.chars().any(char::is_alphanumeric) {
         return;
     }
     let quoted = format!("\"{}\"", text.replace('"', "\"\""));
-    terms.push(if prefix { format!("{quoted} *") } else { quoted });
+    terms.push(if how == Match::Prefix { format!("{quoted} *") } else { quoted });
 }
 
 /// Searches one session, best match first.

@@ -12,7 +12,7 @@
 //! 2. [`sanitize`] (the reference's `sanitizeConversation`, docs/REFERENCE.md#sanitize) drops half-finished tool exchanges, so a history
 //!    interrupted mid-turn never replays into a provider 400 (a dangling `tool_use` on Anthropic, an orphan
 //!    `role: "tool"` on OpenAI-compatible providers).
-//! 3. [`cap`] keeps the newest [`DEFAULT_MAX_MESSAGES`] (configurable) without splitting a call from its results.
+//! 3. [`cap`] keeps the newest [`DEFAULT_MAX_MESSAGES`](crate::core::config::DEFAULT_MAX_MESSAGES) (configurable) without splitting a call from its results.
 //!
 //! The second half is [`validate_continuation`]: when a turn stopped on a client-side tool call (or an approval
 //! request), the client answers by sending the whole branch back with the results filled in. That history is
@@ -28,10 +28,7 @@ use crate::core::error::Error;
 use crate::core::js;
 use crate::core::llm::{ChatMessage, ToolCall};
 use crate::core::parts::{is_tool_part, parts, str_field, tool_name};
-use crate::core::store::overlay::COMPACTION_PREFIX;
-
-/// How many messages a turn sends to the model by default: the newest 50 (the history cap, docs/REFERENCE.md#history-cap).
-pub const DEFAULT_MAX_MESSAGES: usize = 50;
+use crate::core::store::overlay;
 
 // ── Part helpers ─────────────────────────────────────────────────────────────────────────────────────
 
@@ -251,10 +248,8 @@ pub struct Conversation {
 /// last summary (a `compaction_…` message) is always sent, and the newest messages after it fill
 /// the rest of `max` (at least the last exchange). Without a summary, this is the plain cap.
 pub fn build(history: &[Json], max: usize) -> Conversation {
-    let split = history
-        .iter()
-        .rposition(|m| str_field(m, "id").is_some_and(|id| id.starts_with(COMPACTION_PREFIX)))
-        .map_or(0, |i| i + 1);
+    let split =
+        history.iter().rposition(|m| str_field(m, "id").is_some_and(overlay::is_synthetic_id)).map_or(0, |i| i + 1);
     let head = sanitize(to_model_messages(&history[..split]));
     let tail = sanitize(to_model_messages(&history[split..]));
     let before = tail.len();
@@ -347,11 +342,13 @@ pub fn validate_continuation(
     Ok(changed)
 }
 
-/// The 409 for a rejected continuation: `Error::conflict` with the message `"<code>: <reason>"`, and the rejection
-/// code as the specific `error.code` of the JSON body ([`Error::with_code`]), so a client can tell a rewritten
-/// history (`not_a_prefix`) from a forgery without parsing the message. The HTTP status stays the kind's 409.
-pub fn rejection_error(r: &Rejection) -> Error {
-    Error::conflict(r.to_string()).with_code(r.code)
+/// The 409 for a rejected continuation: `Error::conflict` with the message `"<code> at message <index>: <reason>"`,
+/// and the rejection code as the specific `error.code` of the JSON body ([`Error::with_code`]), so a client can
+/// tell a rewritten history (`not_a_prefix`) from a forgery without parsing the message.
+impl From<Rejection> for Error {
+    fn from(r: Rejection) -> Error {
+        Error::conflict(format!("{} at message {}: {}", r.code, r.index, r.reason)).with_code(r.code)
+    }
 }
 
 type Verdict<T> = Result<T, (&'static str, String)>;

@@ -14,14 +14,14 @@
 
 use serde_json::{json, Map, Value as Json};
 
-use super::conversation::{build, validate_continuation};
+use super::conversation::{build, validate_continuation, Rejection, NOT_A_PREFIX};
 use super::AssistantParts;
 use crate::core::compaction::truncate::{truncate_older_messages, TruncateOptions};
 use crate::core::context::tools::{self, Tool};
 use crate::core::error::{Error, ErrorKind, Result};
 use crate::core::ids::new_id;
 use crate::core::llm::{chat, ChatMessage, ChatRequest, ToolCall, ToolSpec, Usage};
-use crate::core::session::{parsed, Session, TurnWrite};
+use crate::core::session::{Session, TurnWrite};
 use crate::core::store::history::{history, Overlays};
 use crate::core::store::message::{parse_all, NewMessage};
 use crate::core::store::tree::Parent;
@@ -109,7 +109,7 @@ async fn start(session: &Session<'_>, ask: Ask, server: &[ToolSpec]) -> Result<S
             }
             let parent_id = tree.parent_id(&parent)?;
             let mut base = branch(session, parent_id.as_deref()).await?;
-            base.push(parsed(&msg)?);
+            base.push(msg.to_value()?);
             Ok(Start { base, user: Some(msg), parent: parent_id, updates: Vec::new() })
         }
         Ask::Continue { messages } => {
@@ -120,16 +120,12 @@ async fn start(session: &Session<'_>, ask: Ask, server: &[ToolSpec]) -> Result<S
                 .ok_or_else(|| Error::invalid("messages: the last message needs an id"))?
                 .to_owned();
             if !tree.contains(&leaf)? {
-                let e =
-                    Error::new(ErrorKind::Conflict, format!("not_a_prefix: message {leaf} is not in session {sid}"));
-                return Err(e.with_code("not_a_prefix"));
+                let reason = format!("message {leaf} is not in session {sid}");
+                return Err(Rejection { code: NOT_A_PREFIX, reason, index: messages.len() - 1 }.into());
             }
             let stored = branch(session, Some(&leaf)).await?;
             let names: Vec<&str> = server.iter().map(|d| d.name.as_str()).collect();
-            let changed = validate_continuation(&stored, &messages, &names).map_err(|r| {
-                Error::new(ErrorKind::Conflict, format!("{} at message {}: {}", r.code, r.index, r.reason))
-                    .with_code(r.code)
-            })?;
+            let changed = validate_continuation(&stored, &messages, &names)?;
             let updates = changed.into_iter().map(|i| NewMessage::from_json(&messages[i])).collect::<Result<_>>()?;
             Ok(Start { base: messages, user: None, parent: Some(leaf), updates })
         }
