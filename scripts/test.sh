@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # THE test command (`npm test`, CI's .ci/run): works on a fresh clone of a fresh machine.
 #   1. scripts/setup.sh            tools and npm packages (cached, version-checked)
-#   2. cargo fmt --check, clippy -D warnings (native and wasm32), cargo test (native tests of
-#      the core on real SQLite via rusqlite)
+#   2. cargo fmt --check, clippy -D warnings (native and wasm32), cargo doc -D warnings (doc
+#      links), cargo test (native tests of the core on real SQLite via rusqlite, and
+#      tests/layout.rs: module graph, layers, citations)
 #   3. scripts/build.sh            the wasm Worker (release unless SA_BUILD_PROFILE=dev)
 #   4. wrangler deploy --dry-run   the deployable bundle builds (no account needed); gzip size
 #   5. node --test tests/e2e/      every *.test.mjs against the built Worker in workerd, serially
@@ -43,7 +44,7 @@ timed setup "$s"
 
 # 2. Format and lints (each a failure of its own), then the native tests. A compile error
 # leaves no "test result:" lines: count it as one failure.
-sa_log "== 2/5 cargo fmt --check, clippy (native and wasm32), native tests: cargo test"
+sa_log "== 2/5 cargo fmt --check, clippy (native and wasm32), cargo doc, native tests: cargo test"
 s=$SECONDS
 if ! cargo fmt --check >"$logs/fmt.log" 2>&1; then
   head -n 40 "$logs/fmt.log" >&2
@@ -56,6 +57,10 @@ fi
 if ! cargo clippy --target wasm32-unknown-unknown --color never -- -D warnings >"$logs/clippy-wasm.log" 2>&1; then
   grep -A8 -E "^(warning|error)" "$logs/clippy-wasm.log" | head -n 60 >&2
   fail_step "cargo clippy --target wasm32-unknown-unknown (see $logs/clippy-wasm.log)"
+fi
+if ! RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --color never >"$logs/doc.log" 2>&1; then
+  grep -A8 -E "^(warning|error)" "$logs/doc.log" | head -n 60 >&2
+  fail_step "cargo doc (broken doc links; see $logs/doc.log)"
 fi
 set +e
 cargo test --color never 2>&1 | tee "$logs/cargo.log"

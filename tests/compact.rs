@@ -177,8 +177,8 @@ fn forward_alignment_skips_every_result_and_can_swallow_the_middle() {
 
 #[test]
 fn backward_alignment_stops_at_an_assistant_message_with_tool_parts() {
-    // As in the reference (docs/REFERENCE.md#tool-pair-alignment): the result carried by an *assistant* message counts as a tool call, so the boundary
-    // stays (UIMessages keep call and result in one part, so this rarely matters).
+    // As in the reference (docs/REFERENCE.md#tool-pair-alignment): the result carried by an *assistant* message counts
+    // as a tool call, so the boundary stays (UIMessages keep call and result in one part, so this rarely matters).
     let msgs = vec![
         msg("m0", "user"),
         msg("m1", "assistant"),

@@ -230,7 +230,7 @@ fn objects_of_a_write_cut_short_by_a_crash_are_swept_after_restart() {
     api.post("/sessions/s/messages", json!({"message": msg("x", "user", "x")}));
     assert_eq!(spill_keys(&api).len(), 2);
     // Restart: open the same database again.
-    session_agent::api::open(&api.db, 0).unwrap();
+    session_agent::core::store::open(&api.db, 0).unwrap();
     api.post("/sessions/s/messages", json!({"message": msg("y", "user", "y")}));
     let keys = spill_keys(&api);
     assert_eq!(keys.len(), 1, "{keys:?}");

@@ -203,12 +203,12 @@ fn latest_leaf_survives_a_reopen_without_scanning() {
     let _ = std::fs::remove_file(&dir);
     {
         let api = Api::with_db(SqliteDb::open(&dir).unwrap());
-        session_agent::api::open(&api.db, 0).unwrap();
+        session_agent::core::store::open(&api.db, 0).unwrap();
         chain(&api, "s", 120, &|i| format!("m {i}"));
         api.append("s", "branch", Some(Some("m00010")), "a branch");
     }
     let db = SqliteDb::open(&dir).unwrap();
-    assert!(session_agent::api::open(&db, 0).unwrap().is_empty(), "already migrated");
+    assert!(session_agent::core::store::open(&db, 0).unwrap().is_empty(), "already migrated");
     // The latest leaf is one index probe: the plan must not scan the messages table.
     use session_agent::core::sql::Sql;
     let plan = db

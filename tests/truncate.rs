@@ -57,8 +57,8 @@ fn an_array_loses_its_last_items_and_says_so() {
 
 #[test]
 fn an_array_whose_note_does_not_fit_becomes_the_marker() {
-    // childBudget 80: each item becomes 55 chars + suffix (82 as JSON); 6 fit in 499 units, and
-    // the 51-unit note then overflows 500: the reference returns the array marker (docs/REFERENCE.md#truncate-tool-output).
+    // childBudget 80: each item becomes 55 chars + suffix (82 as JSON); 6 fit in 499 units, and the 51-unit note then
+    // overflows 500: the reference returns the array marker (docs/REFERENCE.md#truncate-tool-output).
     let items: Vec<Json> = (0..20).map(|_| json!("z".repeat(100))).collect();
     let out = truncate_tool_output(&Json::Array(items), 500).unwrap();
     assert_eq!(

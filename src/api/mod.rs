@@ -5,7 +5,7 @@
 //! Each handler parses its request, calls one operation of the core and answers. One file per
 //! resource: [`sessions`], [`messages`], [`search`], [`compactions`] (overlays, the originals
 //! behind one, and `POST …/compact`), [`context`] (blocks, prompt, tools), [`chat`] (the agent
-//! turn), [`ws`] (WebSocket frames mapped onto routes). The routes are data ([`ROUTES`]): the
+//! turn), [`ws`] (WebSocket frames mapped onto routes). The routes are data (`ROUTES`): the
 //! methods each path allows, and with them every `405`, come from that table.
 
 pub mod chat;
@@ -25,9 +25,7 @@ use crate::core::config::check_label;
 use crate::core::env::Env;
 use crate::core::error::{Error, Result};
 use crate::core::session::Session;
-use crate::core::sql::Sql;
-use crate::core::store::{schema, spill};
-use crate::core::time::iso_millis;
+use crate::core::store::spill;
 use http::{decode_segment, message_param, method_not_allowed, session_param};
 
 /// What a path stands for.
@@ -106,15 +104,6 @@ fn router() -> &'static matchit::Router<(Route, &'static [&'static str])> {
         }
         r
     })
-}
-
-/// Brings the schema up to date; the Durable Object calls this once when it starts. Also
-/// recovers from a crash mid-write: spilled objects of writes that never committed become
-/// garbage for the next sweep.
-pub fn open(sql: &dyn Sql, now_ms: i64) -> Result<Vec<i64>> {
-    let applied = schema::migrate(sql, &iso_millis(now_ms))?;
-    spill::recover(sql)?;
-    Ok(applied)
 }
 
 /// The session id of a `/sessions/{sid}/…` request, decoded and checked.

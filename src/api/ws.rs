@@ -1,7 +1,7 @@
 //! The WebSocket protocol of a session (`GET /sessions/{sid}/ws`): each client frame becomes the
 //! HTTP request it stands for, so a frame does exactly what its route does. Answers meant for
 //! the sending socket only (`history`, `pong`, `error`) are returned; `message`, `delta` and
-//! `status` frames reach every socket of the session through [`super::events::Events`].
+//! `status` frames reach every socket of the session through [`crate::core::events::Events`].
 //!
 //! Client frames: `{type:"append", message, parentId?}`, `{type:"history", leafId?}`,
 //! `{type:"chat", message, parentId?, tools?}` (or `messages` to continue after client tools),

@@ -1,6 +1,6 @@
-//! The object store (R2 in the Durable Object): skills and readonly texts such as `soul.md`
-//! that context blocks read and write, and the spilled fields of oversize messages. Async,
-//! because R2 is; object safe, so the core takes a `&dyn Blobs`. [`MemBlobs`] keeps objects in memory for native tests and embedders.
+//! The object store (R2 in the Durable Object): skills and readonly texts such as `soul.md` that context blocks read
+//! and write, and the spilled fields of oversize messages. Async, because R2 is; object safe, so the core takes a `&dyn
+//! Blobs`. [`MemBlobs`] keeps objects in memory for native tests and embedders.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;

@@ -421,8 +421,8 @@ impl SessionConfigBuilder {
 
 // ── Compaction policy ──────────────────────────────────────────────────────────────────────────────────────────
 
-/// The knobs of the reference's `createCompactFunction` (docs/REFERENCE.md#compaction-options), with its defaults (3 / 20000 / 2; the JSDoc's
-/// "protectHead = 2" is wrong, docs/REFERENCE.md#d-compaction-docs).
+/// The knobs of the reference's `createCompactFunction` (docs/REFERENCE.md#compaction-options), with its defaults (3 /
+/// 20000 / 2; the JSDoc's "protectHead = 2" is wrong, docs/REFERENCE.md#d-compaction-docs).
 ///
 /// Deserializes from camelCase keys, each optional. Unknown keys are ignored here; the `SESSION_CONFIG.compaction`
 /// object is read with [`CompactionConfig`], which rejects them.
@@ -445,9 +445,9 @@ impl Default for CompactOptions {
 
 /// `SESSION_CONFIG.compaction`: `{"after"?, "protectHead"?, "tailTokenBudget"?, "minTailMessages"?}`.
 ///
-/// `after` is the auto-compaction threshold (the reference's `compactAfter(threshold)`, docs/REFERENCE.md#auto-compaction: compact after a new message
-/// when the path's estimate is strictly greater); `None` means never automatically. The other keys are
-/// [`CompactOptions`], defaulted field by field.
+/// `after` is the auto-compaction threshold (the reference's `compactAfter(threshold)`,
+/// docs/REFERENCE.md#auto-compaction: compact after a new message when the path's estimate is strictly greater); `None`
+/// means never automatically. The other keys are [`CompactOptions`], defaulted field by field.
 ///
 /// Unknown keys are rejected (`unknown field `x`, expected one of …`), as are negative numbers and non-integers.
 /// (Serde's `deny_unknown_fields` does not work with `flatten`, so this goes through a private flat struct.)

@@ -1,6 +1,6 @@
 //! Who hears about a session's changes: the WebSocket clients of the session (`message`,
 //! `delta` and `status` frames), whether the change came over HTTP, a WebSocket or a stub.
-//! The API publishes; the Workers layer delivers to the sockets tagged with the session id.
+//! The session publishes; the Workers layer delivers to the sockets tagged with the session id.
 
 use serde_json::Value as Json;
 

@@ -1,5 +1,5 @@
-//! JavaScript's string semantics where the reference's behaviour depends on them (docs/REFERENCE.md#conventions): `String(v)`,
-//! `JSON.stringify`, number printing, and UTF-16 lengths and prefixes.
+//! JavaScript's string semantics where the reference's behaviour depends on them (docs/REFERENCE.md#conventions):
+//! `String(v)`, `JSON.stringify`, number printing, and UTF-16 lengths and prefixes.
 
 use serde_json::Value as Json;
 

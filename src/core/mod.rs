@@ -1,17 +1,20 @@
 //! The runtime-independent core: everything the agent remembers, over the small [`sql::Sql`]
 //! trait. Nothing here knows about Workers; it is tested natively against real SQLite.
 //!
-//! Leaves first (each folder uses only the ones above it in this list):
+//! Leaves first (each folder uses only the ones above it in this list; `tests/layout.rs` checks
+//! that the module graph has no cycle):
 //! - leaf modules: [`error`], [`sql`], `sqlite` (native only), [`blobs`], [`ids`], [`time`],
-//!   [`js`], [`parts`], [`tokens`];
+//!   [`js`], [`parts`], [`tokens`], [`events`];
 //! - [`store`]: the message store of one agent (schema, messages, trees, oversize fields in
 //!   R2, compaction overlays, history, estimates, sessions, search);
 //! - [`config`]: `SESSION_CONFIG` and the policies it carries;
 //! - [`llm`]: the one LLM client (providers, streaming) over a transport;
+//! - [`compaction`]: what to summarize and the summary prompt, the originals behind a summary,
+//!   read-time truncation (pure, or reads only);
 //! - [`context`]: context blocks, the frozen system prompt, the generated tools;
-//! - [`events`], [`env`]: who hears about changes, and what an operation runs against;
-//! - [`compaction`]: summaries with the LLM, automatic compaction, read-time truncation;
-//! - [`session`]: the one write path of a session;
+//! - [`env`](mod@env): what an operation runs against;
+//! - [`session`]: one session's operations and the one write path of its messages, compaction
+//!   with the LLM;
 //! - [`turn`]: the agent turn.
 
 pub mod blobs;

@@ -24,6 +24,7 @@ use crate::api::{self, chat::Streamed};
 use crate::core::config::SessionConfig;
 use crate::core::error::{Error, ErrorKind};
 use crate::core::llm::LlmConfig;
+use crate::core::store;
 use crate::core::time::iso_millis;
 
 /// The binding of the skills bucket.
@@ -72,7 +73,7 @@ impl Agent {
     /// done before any request) and binds `SKILLS_BUCKET` if the Worker has it.
     pub fn new(state: &State, env: &Env, config: SessionConfig) -> Self {
         let db = DoSql::new(&state.storage());
-        let broken = api::open(&db, now_ms()).err().map(|e| {
+        let broken = store::open(&db, now_ms()).err().map(|e| {
             console_error!("SessionAgent: schema migration failed: {e}");
             Error::internal(format!("storage is not ready: {e}"))
         });

@@ -13,11 +13,12 @@ use session_agent::core::env::Env;
 use session_agent::core::error::Result as CoreResult;
 use session_agent::core::llm::{HttpRequest, HttpResponse, LlmConfig, Provider, Transport};
 use session_agent::core::sqlite::SqliteDb;
+use session_agent::core::store;
 
 /// A fresh in-memory database with the schema applied.
 pub fn db() -> SqliteDb {
     let db = SqliteDb::memory().expect("open sqlite");
-    api::open(&db, 0).expect("migrate");
+    store::open(&db, 0).expect("migrate");
     db
 }
 

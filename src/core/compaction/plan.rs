@@ -1,19 +1,21 @@
-//! The compaction algorithm of the reference (docs/REFERENCE.md#compaction-plan, docs/REFERENCE.md#summary-prompts): where to cut, what to summarize, and the summary prompts.
+//! The compaction algorithm of the reference (docs/REFERENCE.md#compaction-plan, docs/REFERENCE.md#summary-prompts):
+//! where to cut, what to summarize, and the summary prompts.
 //!
-//! Everything here is a pure function over AI SDK `UIMessage` JSON (`{id, role, parts: [...]}`); nothing calls an
-//! LLM or touches storage. The caller (the compaction route / auto-compaction) does:
+//! Everything here is a pure function over AI SDK `UIMessage` JSON (`{id, role, parts: [...]}`); nothing calls an LLM
+//! or touches storage. The caller (the compaction route / auto-compaction) does:
 //!
-//! 1. [`plan`] on the path's history (overlays applied, so `compaction_…` messages may be in it). `None` means
-//!    "nothing to compact" (the reference's `null` before `summarize` is called, docs/REFERENCE.md#compaction-plan).
+//! 1. [`plan`] on the path's history (overlays applied, so `compaction_…` messages may be in it). `None` means "nothing
+//!    to compact" (the reference's `null` before `summarize` is called, docs/REFERENCE.md#compaction-plan).
 //! 2. Send [`Plan::prompt`] to the LLM.
 //! 3. [`accept_summary`] on the answer: a blank or skeleton answer means "no compaction" (the reference rejects only
 //!    blank ones, docs/REFERENCE.md#d-skeleton).
-//! 4. [`iterative_from`] to widen the range to the oldest overlay visible on the branch (docs/REFERENCE.md#iterative-overlays), then store
-//!    `(summary, from, plan.to_message_id)`.
+//! 4. [`iterative_from`] to widen the range to the oldest overlay visible on the branch
+//!    (docs/REFERENCE.md#iterative-overlays), then store `(summary, from, plan.to_message_id)`.
 //!
 //! Deliberate differences from the reference (docs/REFERENCE.md#differences), all documented at the item:
 //! - tool parts of the static `tool-<name>` shape get `<name>` as their tool name instead of `unknown`;
-//! - an object or array tool output renders as its JSON, not `[object Object]` (docs/REFERENCE.md#d-summary-object-output);
+//! - an object or array tool output renders as its JSON, not `[object Object]`
+//!   (docs/REFERENCE.md#d-summary-object-output);
 //! - skeleton summaries are rejected, not only blank ones.
 //!
 //! The tail counter is always the heuristic of [`crate::core::tokens`], one message at a time.
@@ -73,9 +75,9 @@ pub fn align_boundary_forward(msgs: &[Json], mut idx: usize) -> usize {
     idx
 }
 
-/// Moves a tail boundary back onto the call whose results it would otherwise split off. Stops at once when the
-/// message at the boundary is itself an assistant message with tool parts (as the reference does, docs/REFERENCE.md#tool-pair-alignment; so a result
-/// carried by an *assistant* message never moves the boundary).
+/// Moves a tail boundary back onto the call whose results it would otherwise split off. Stops at once when the message
+/// at the boundary is itself an assistant message with tool parts (as the reference does,
+/// docs/REFERENCE.md#tool-pair-alignment; so a result carried by an *assistant* message never moves the boundary).
 pub fn align_boundary_backward(msgs: &[Json], mut idx: usize) -> usize {
     let n = msgs.len();
     if idx == 0 || idx >= n {
@@ -118,7 +120,8 @@ pub fn find_tail_cut(msgs: &[Json], head_end: usize, budget: i64, min_tail: usiz
     align_boundary_backward(msgs, cut)
 }
 
-/// The heuristic estimate of several messages (the reference's `estimateMessageTokens(msgs)`, docs/REFERENCE.md#tokens).
+/// The heuristic estimate of several messages (the reference's `estimateMessageTokens(msgs)`,
+/// docs/REFERENCE.md#tokens).
 fn estimate_messages(msgs: &[Json]) -> i64 {
     msgs.iter().map(estimate_message).sum()
 }
@@ -148,8 +151,9 @@ pub struct Plan {
     pub prompt: String,
 }
 
-/// Steps 1–8 of the reference's `createCompactFunction` (docs/REFERENCE.md#compaction-plan). `None` when there is nothing to summarize: the path
-/// is no longer than head + minimum tail, the tail reaches the head, or the middle holds only overlay messages.
+/// Steps 1–8 of the reference's `createCompactFunction` (docs/REFERENCE.md#compaction-plan). `None` when there is
+/// nothing to summarize: the path is no longer than head + minimum tail, the tail reaches the head, or the middle holds
+/// only overlay messages.
 pub fn plan(messages: &[Json], opts: &CompactOptions) -> Option<Plan> {
     let n = messages.len();
     if n <= opts.protect_head.saturating_add(opts.min_tail_messages) {
@@ -232,14 +236,15 @@ const SECTIONS: &str = "## Topic
 ## Open Items
 [Unresolved questions, pending tasks, or next steps discussed]";
 
-/// The reference's prompt (docs/REFERENCE.md#summary-prompts), byte for byte. `previous` empty counts as absent (it is falsy in JavaScript).
+/// The reference's prompt (docs/REFERENCE.md#summary-prompts), byte for byte. `previous` empty counts as absent (it is
+/// falsy in JavaScript).
 ///
 /// Each message renders as `[role]\n` + its text parts joined `\n` + (`\n` + its tool lines joined `\n`, if any);
-/// messages are joined `\n\n---\n\n`. A tool line is `[Tool: name]`, then `\nInput: ` + `JSON.stringify(input)`
-/// cut to 500 UTF-16 units if `input` is truthy, then `\nOutput: ` + `String(output)` cut to 500 if `output` is
-/// truthy — except that an object or array output is its JSON (the reference prints `[object Object]`, docs/REFERENCE.md#d-summary-object-output).
-/// Numbers print as JavaScript prints them, and objects keep JavaScript's key order (array-index keys first).
-/// A cut that would split a surrogate pair drops the whole character.
+/// messages are joined `\n\n---\n\n`. A tool line is `[Tool: name]`, then `\nInput: ` + `JSON.stringify(input)` cut to
+/// 500 UTF-16 units if `input` is truthy, then `\nOutput: ` + `String(output)` cut to 500 if `output` is truthy —
+/// except that an object or array output is its JSON (the reference prints `[object Object]`,
+/// docs/REFERENCE.md#d-summary-object-output). Numbers print as JavaScript prints them, and objects keep JavaScript's
+/// key order (array-index keys first). A cut that would split a surrogate pair drops the whole character.
 pub fn build_summary_prompt(middle: &[Json], previous: Option<&str>, budget: i64) -> String {
     let content = middle.iter().map(render_message).collect::<Vec<_>>().join("\n\n---\n\n");
     let tail = format!(
@@ -280,11 +285,12 @@ fn is_heading(line: &str) -> bool {
     HEADINGS.iter().any(|h| h.eq_ignore_ascii_case(name))
 }
 
-/// Checks the LLM's answer before it becomes an overlay. Blank answers are rejected (as in the reference, docs/REFERENCE.md#summary-check), and so
-/// are **skeletons**: answers in which every non-blank line (trimmed) is one of the four section headings
-/// (`## Topic`, `## Key Points`, `## Current State`, `## Open Items`, any number of `#`, any case, optional `:`) or
-/// one of the four bracketed placeholder lines of the prompt, verbatim — i.e. the template echoed back with
-/// nothing filled in. An accepted summary is returned unchanged (not trimmed, as the reference stores it, docs/REFERENCE.md#summary-check).
+/// Checks the LLM's answer before it becomes an overlay. Blank answers are rejected (as in the reference,
+/// docs/REFERENCE.md#summary-check), and so are **skeletons**: answers in which every non-blank line (trimmed) is one
+/// of the four section headings (`## Topic`, `## Key Points`, `## Current State`, `## Open Items`, any number of `#`,
+/// any case, optional `:`) or one of the four bracketed placeholder lines of the prompt, verbatim — i.e. the template
+/// echoed back with nothing filled in. An accepted summary is returned unchanged (not trimmed, as the reference stores
+/// it, docs/REFERENCE.md#summary-check).
 pub fn accept_summary(summary: &str) -> std::result::Result<String, &'static str> {
     if summary.trim().is_empty() {
         return Err("the summary is empty");

@@ -1,9 +1,9 @@
 //! Read-time truncation of older messages and structural truncation of tool outputs (docs/REFERENCE.md#truncation).
 //!
-//! Nothing here changes what is stored: `GET …/history?truncate=1` (and the agent turn) shrink
-//! what they *send* so that old tool outputs and long texts do not eat the context window,
-//! while the newest messages stay whole. Lengths are JavaScript lengths (UTF-16 code units) and
-//! values are measured as `JSON.stringify` prints them, so the cuts fall where the reference's do (docs/REFERENCE.md#conventions).
+//! Nothing here changes what is stored: `GET …/history?truncate=1` (and the agent turn) shrink what they *send* so that
+//! old tool outputs and long texts do not eat the context window, while the newest messages stay whole. Lengths are
+//! JavaScript lengths (UTF-16 code units) and values are measured as `JSON.stringify` prints them, so the cuts fall
+//! where the reference's do (docs/REFERENCE.md#conventions).
 
 use serde_json::{Map, Value as Json};
 
@@ -16,7 +16,8 @@ pub const MAX_DEPTH: usize = 8;
 /// The note of the object marker.
 const OMITTED_NOTE: &str = "Tool output omitted because it was too large to preserve structurally.";
 
-/// How `truncate_older_messages` shrinks a history (the reference's defaults, docs/REFERENCE.md#truncate-older-messages).
+/// How `truncate_older_messages` shrinks a history (the reference's defaults,
+/// docs/REFERENCE.md#truncate-older-messages).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TruncateOptions {
     /// The newest messages left untouched.

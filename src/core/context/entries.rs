@@ -1,5 +1,5 @@
-//! The entries of searchable context blocks (the reference's `AgentSearchProvider`, docs/REFERENCE.md#search-entries): keyed texts in
-//! SQLite with an FTS5 index, shared by all sessions of the agent and partitioned by label.
+//! The entries of searchable context blocks (the reference's `AgentSearchProvider`, docs/REFERENCE.md#search-entries):
+//! keyed texts in SQLite with an FTS5 index, shared by all sessions of the agent and partitioned by label.
 
 use crate::core::error::{Error, Result};
 use crate::core::sql::{Sql, Value};

@@ -1,4 +1,5 @@
-//! Rendering context blocks into the system prompt, byte for byte as the reference (docs/REFERENCE.md#prompt-rendering).
+//! Rendering context blocks into the system prompt, byte for byte as the reference
+//! (docs/REFERENCE.md#prompt-rendering).
 
 /// What the renderer needs to know of a block.
 #[derive(Clone, Debug, Default, PartialEq)]

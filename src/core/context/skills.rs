@@ -1,6 +1,6 @@
-//! Skills: the prompt listing of a skills block, and which skills a session has loaded. The
-//! load state lives in SQLite (the reference keeps it in memory and rebuilds it from history, docs/REFERENCE.md#d-skill-state),
-//! and unloading rewrites the stored `load_context` output so the context is really reclaimed.
+//! Skills: the prompt listing of a skills block, and which skills a session has loaded. The load state lives in SQLite
+//! (the reference keeps it in memory and rebuilds it from history, docs/REFERENCE.md#d-skill-state), and unloading
+//! rewrites the stored `load_context` output so the context is really reclaimed.
 
 use serde_json::Value as Json;
 

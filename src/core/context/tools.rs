@@ -169,7 +169,8 @@ pub fn definitions(blocks: &[Block], loaded: &[String], expand: Expand) -> Vec<T
     tools
 }
 
-/// `expand_compaction`: our addition (the reference has no way back from a summary, docs/REFERENCE.md#d-expand-compaction).
+/// `expand_compaction`: our addition (the reference has no way back from a summary,
+/// docs/REFERENCE.md#d-expand-compaction).
 fn expand_compaction_def() -> ToolSpec {
     spec(
         Tool::ExpandCompaction,

@@ -45,9 +45,9 @@ impl Session<'_> {
         c.load(&b).await
     }
 
-    /// Adds a block to this session (the reference's `addContext`, docs/REFERENCE.md#block-writes). Its content is read (R2
-    /// for skills and `r2Key` blocks) before it is stored, so a store that cannot be read
-    /// refuses the add instead of failing after it.
+    /// Adds a block to this session (the reference's `addContext`, docs/REFERENCE.md#block-writes). Its content is read
+    /// (R2 for skills and `r2Key` blocks) before it is stored, so a store that cannot be read refuses the add instead
+    /// of failing after it.
     pub async fn add_block(&self, cfg: BlockConfig) -> Result<LoadedBlock> {
         let c = self.context();
         c.check_add(&cfg)?;
@@ -60,8 +60,8 @@ impl Session<'_> {
         Ok(view)
     }
 
-    /// Removes a block from this session (the reference's `removeContext`, docs/REFERENCE.md#block-writes): an added block is
-    /// deleted, a configured one hidden here.
+    /// Removes a block from this session (the reference's `removeContext`, docs/REFERENCE.md#block-writes): an added
+    /// block is deleted, a configured one hidden here.
     pub fn remove_block(&self, label: &str) -> Result<()> {
         let c = self.context();
         atomically(self.env.sql, || {

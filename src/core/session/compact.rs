@@ -89,9 +89,9 @@ impl Session<'_> {
         Ok(estimate_str(&prompt))
     }
 
-    /// After an append that stored `leaf`: compacts when the estimate is over `after` (the
-    /// reference's status frames (docs/REFERENCE.md#status-frames): `idle` with the estimate after every append; around a
-    /// compaction `compacting` first, then `idle` with `compacted: {tokensBefore}` or `error`).
+    /// After an append that stored `leaf`: compacts when the estimate is over `after` (the reference's status frames
+    /// (docs/REFERENCE.md#status-frames): `idle` with the estimate after every append; around a compaction `compacting`
+    /// first, then `idle` with `compacted: {tokensBefore}` or `error`).
     pub async fn after_append(&self, leaf: &str) -> Option<AutoReport> {
         let Some((cfg, threshold)) = self.env.config.compaction.and_then(|c| c.after.map(|t| (c, t))) else {
             if self.env.events.has_listeners(self.id) {

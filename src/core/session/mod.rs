@@ -1,6 +1,6 @@
-//! One session of one agent, and the one way its messages are written (in the spirit of the
-//! reference's `Session` object, docs/REFERENCE.md#message-writes). Every write of messages (an append, a batch, an update, the
-//! commit of an agent turn) goes through [`Session::write`]:
+//! One session of one agent, and the one way its messages are written (in the spirit of the reference's `Session`
+//! object, docs/REFERENCE.md#message-writes). Every write of messages (an append, a batch, an update, the commit of an
+//! agent turn) goes through `Session::write`:
 //!
 //! ```text
 //! oversize fields to R2 (pending first) ──▶ one transaction: the tree write + the session's
@@ -277,10 +277,10 @@ impl<'a> Session<'a> {
         Ok(())
     }
 
-    /// Clears every message and overlay of the session; loaded skills are forgotten and the
-    /// frozen prompt is rendered again (as the reference, docs/REFERENCE.md#prompt-freeze; docs/REFERENCE.md#d-clear-prompt). The old prompt goes in the same
-    /// transaction, so if the new one cannot be rendered now (R2 unreachable) the next read
-    /// renders it; that is a warning.
+    /// Clears every message and overlay of the session; loaded skills are forgotten and the frozen prompt is rendered
+    /// again (as the reference, docs/REFERENCE.md#prompt-freeze; docs/REFERENCE.md#d-clear-prompt). The old prompt goes
+    /// in the same transaction, so if the new one cannot be rendered now (R2 unreachable) the next read renders it;
+    /// that is a warning.
     pub async fn clear(&self) -> Result<Vec<String>> {
         let context = self.context();
         atomically(self.env.sql, || {

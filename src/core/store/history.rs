@@ -97,9 +97,9 @@ pub fn window_start(path: &[PathRow], max_bytes: i64, min_messages: i64) -> usiz
     start
 }
 
-/// The token estimate of the path to `leaf` as the model sees it (overlays applied, by the
-/// reference heuristic, docs/REFERENCE.md#branch-estimate): the cached sum when it is for this leaf, else counted from the path
-/// once and cached.
+/// The token estimate of the path to `leaf` as the model sees it (overlays applied, by the reference heuristic,
+/// docs/REFERENCE.md#branch-estimate): the cached sum when it is for this leaf, else counted from the path once and
+/// cached.
 pub fn branch_tokens(sql: &dyn Sql, session: &str, leaf: &str) -> Result<i64> {
     if let Some(t) = estimate::cached(sql, session, leaf)? {
         return Ok(t);

@@ -253,10 +253,10 @@ impl<'a> Tree<'a> {
         Ok(true)
     }
 
-    /// Deletes one message and its index entry. Its children stay, orphaned (as the reference, docs/REFERENCE.md#message-writes; see docs/REFERENCE.md#d-orphans for what differs):
-    /// paths through them now start at the child. The orphans become roots, so a message later
-    /// appended under the deleted id does not adopt them (a child always stays newer than its
-    /// parent). Returns `false` when the id is unknown.
+    /// Deletes one message and its index entry. Its children stay, orphaned (as the reference,
+    /// docs/REFERENCE.md#message-writes; see docs/REFERENCE.md#d-orphans for what differs): paths through them now
+    /// start at the child. The orphans become roots, so a message later appended under the deleted id does not adopt
+    /// them (a child always stays newer than its parent). Returns `false` when the id is unknown.
     pub fn delete(&self, id: &str) -> Result<bool> {
         let Some(seq) = self.seq_of(id)? else { return Ok(false) };
         estimate::invalidate(self.sql, self.session)?;

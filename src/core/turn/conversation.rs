@@ -9,10 +9,11 @@
 //! ```
 //!
 //! 1. [`to_model_messages`] converts, leaving out what the model must not see (reasoning, system messages).
-//! 2. [`sanitize`] (the reference's `sanitizeConversation`, docs/REFERENCE.md#sanitize) drops half-finished tool exchanges, so a history
-//!    interrupted mid-turn never replays into a provider 400 (a dangling `tool_use` on Anthropic, an orphan
-//!    `role: "tool"` on OpenAI-compatible providers).
-//! 3. [`cap`] keeps the newest [`DEFAULT_MAX_MESSAGES`](crate::core::config::DEFAULT_MAX_MESSAGES) (configurable) without splitting a call from its results.
+//! 2. [`sanitize`] (the reference's `sanitizeConversation`, docs/REFERENCE.md#sanitize) drops half-finished tool
+//!    exchanges, so a history interrupted mid-turn never replays into a provider 400 (a dangling `tool_use` on
+//!    Anthropic, an orphan `role: "tool"` on OpenAI-compatible providers).
+//! 3. [`cap`] keeps the newest [`DEFAULT_MAX_MESSAGES`](crate::core::config::DEFAULT_MAX_MESSAGES) (configurable)
+//!    without splitting a call from its results.
 //!
 //! The second half is [`validate_continuation`]: when a turn stopped on a client-side tool call (or an approval
 //! request), the client answers by sending the whole branch back with the results filled in. That history is
@@ -154,19 +155,19 @@ fn assistant(parts: &[Json], out: &mut Vec<ChatMessage>) {
 
 // ── sanitize ─────────────────────────────────────────────────────────────────────────────────────────
 
-/// Makes a conversation replay-safe (the reference's `sanitizeConversation`, docs/REFERENCE.md#sanitize): pure and idempotent
-/// (`sanitize(sanitize(x)) == sanitize(x)`).
+/// Makes a conversation replay-safe (the reference's `sanitizeConversation`, docs/REFERENCE.md#sanitize): pure and
+/// idempotent (`sanitize(sanitize(x)) == sanitize(x)`).
 ///
-/// A tool exchange is an `Assistant` with calls followed by the run of `Tool` messages right after it (up to the
-/// next `User` or `Assistant`). Within each exchange:
+/// A tool exchange is an `Assistant` with calls followed by the run of `Tool` messages right after it (up to the next
+/// `User` or `Assistant`). Within each exchange:
 /// - a **dangling call** (no `Tool` message of the run answers its id) is dropped from the `Assistant`, and the
 ///   `Assistant` itself is dropped if that leaves it with neither text nor calls;
-/// - an **orphan result** (a `Tool` message whose `call_id` the `Assistant` just before did not call, or that
-///   follows a `User` message) is dropped, and so is a second answer to the same call, or a second call with an
-///   id already called in the same turn.
+/// - an **orphan result** (a `Tool` message whose `call_id` the `Assistant` just before did not call, or that follows a
+///   `User` message) is dropped, and so is a second answer to the same call, or a second call with an id already called
+///   in the same turn.
 ///
-/// Everything else is kept, in order. An `Assistant` with empty text and no calls is dropped as well, since
-/// providers reject empty assistant turns.
+/// Everything else is kept, in order. An `Assistant` with empty text and no calls is dropped as well, since providers
+/// reject empty assistant turns.
 pub fn sanitize(messages: Vec<ChatMessage>) -> Vec<ChatMessage> {
     let mut out = Vec::with_capacity(messages.len());
     let mut rest = messages.into_iter().peekable();
@@ -271,7 +272,8 @@ pub const FORGED_TOOL_RESULT: &str = "forged_tool_result";
 /// Rejection code: an approval response to an approval that was never requested.
 pub const FORGED_APPROVAL: &str = "forged_approval";
 
-/// Why a continuation was refused: the reference's `{ ok: false, code, reason, index }` verdict (docs/REFERENCE.md#continuations).
+/// Why a continuation was refused: the reference's `{ ok: false, code, reason, index }` verdict
+/// (docs/REFERENCE.md#continuations).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Rejection {
     /// [`NOT_A_PREFIX`], [`FORGED_TOOL_RESULT`] or [`FORGED_APPROVAL`].
