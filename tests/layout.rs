@@ -226,3 +226,28 @@ fn nothing_names_a_path_outside_the_repository() {
         assert!(!read(&p).contains(&outside), "{} names {outside}, which is not in this repository", rel(&p));
     }
 }
+
+#[test]
+fn paths_named_in_the_docs_exist() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut docs = files("docs", &[".md"]);
+    docs.push(root.join("README.md"));
+    let mut named = 0;
+    let mut missing = Vec::new();
+    for p in docs {
+        for piece in read(&p).split('`').skip(1).step_by(2) {
+            let path = piece.split([':', ' ']).next().unwrap_or("");
+            let ours =
+                ["src/", "tests/", "migrations/", "scripts/", "bench/", "docs/"].iter().any(|d| path.starts_with(d));
+            if !ours || path.contains(['*', '<', '{', '…']) {
+                continue;
+            }
+            named += 1;
+            if !root.join(path).exists() {
+                missing.push(format!("{}: {path}", rel(&p)));
+            }
+        }
+    }
+    assert!(named > 50, "found only {named} paths");
+    assert!(missing.is_empty(), "the docs name paths that do not exist: {missing:?}");
+}

@@ -124,7 +124,7 @@ impl NewMessage {
     /// The message as the client sent it, parsed (for code that builds on a message it just
     /// validated).
     pub fn to_value(&self) -> Result<Json> {
-        serde_json::from_str(self.full.as_deref().unwrap_or(&self.json)).map_err(|e| Error::internal(e.to_string()))
+        serde_json::from_str(self.client_json()).map_err(|e| Error::internal(e.to_string()))
     }
 }
 
