@@ -68,6 +68,7 @@ fn conversation() -> ChatRequest {
         tools: tools(),
         max_tokens: None,
         cache_key: Some("session-1".into()),
+        ..ChatRequest::default()
     }
 }
 

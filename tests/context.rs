@@ -192,11 +192,11 @@ fn tool_definitions_follow_the_blocks() {
     assert_eq!(names, ["set_context", "load_context", "unload_context", "search_context", "session_search"]);
     assert_eq!(tools[0]["description"],
         "Write to a context block. Available blocks:\n\
-         - \"memory\" (writable): Facts\n\
+         - \"memory\" (writable, this conversation only): Facts\n\
          - \"skills\" (skill collection, keyed entries): no description\n\
          - \"knowledge\" (searchable, keyed entries): Searchable knowledge base\n\
-         - \"notes\" (writable): no description\n\n\
-         Writes are durable and persist across sessions.\n\n\
+         - \"notes\" (writable, this conversation only): no description\n\n\
+         Writes are durable. Blocks marked \"this conversation only\" are kept for this conversation; the others persist across sessions.\n\n\
          For keyed blocks (skill collections / searchable), pass `metadata: { title, description }` \u{2014} title stabilises updates, description helps the model pick entries. Metadata is optional; short content rarely needs it, long loadable entries benefit most.");
     assert_eq!(
         tools[0]["inputSchema"],
@@ -236,8 +236,12 @@ fn tool_definitions_follow_the_blocks() {
     );
     let tools = plain.get("/sessions/s/tools").body_json()["tools"].clone();
     assert_eq!(tools.as_array().unwrap().len(), 2);
-    assert_eq!(tools[0]["description"], "Write to a context block. Available blocks:\n- \"memory\" (writable): no description\n\nWrites are durable and persist across sessions.");
+    assert_eq!(tools[0]["description"], "Write to a context block. Available blocks:\n- \"memory\" (writable, this conversation only): no description\n\nWrites are durable for this conversation; other conversations do not see them.");
     assert!(tools[0]["inputSchema"]["properties"].get("metadata").is_none());
+    // An agent-wide block: the reference's words are true.
+    let shared = Api::with_config(json!({"context": [{"label": "memory", "kind": "writable", "scope": "agent"}]}));
+    let tools = shared.get("/sessions/s/tools").body_json()["tools"].clone();
+    assert_eq!(tools[0]["description"], "Write to a context block. Available blocks:\n- \"memory\" (writable): no description\n\nWrites are durable and persist across sessions.");
     // No blocks at all: session_search only.
     let none = Api::new().get("/sessions/s/tools").body_json()["tools"].clone();
     assert_eq!(none.as_array().unwrap().len(), 1);
@@ -703,4 +707,84 @@ fn configured_key_spaces_stay_apart() {
     let ok = json!({"context": [{"label": "a", "kind": "skills", "prefix": "skills/"}, {"label": "b", "kind": "skills", "prefix": "skills/"},
         {"label": "c", "kind": "skills", "prefix": "team/"}, {"label": "d", "kind": "skills", "prefix": "lib/", "scope": "shared"}]});
     assert!(SessionConfig::from_json(&ok.to_string()).is_ok());
+}
+
+#[test]
+fn agent_scoped_writable_blocks_are_one_text_for_all_sessions() {
+    let api = Api::with_config(json!({"context": [
+        {"label": "team", "kind": "writable", "scope": "agent", "content": "start", "maxTokens": 50},
+        {"label": "scratch", "kind": "writable"}]}));
+    api.put("/sessions/a/context/team", json!({"content": "shared fact"}));
+    api.put("/sessions/a/context/scratch", json!({"content": "a's note"}));
+    assert_eq!(api.get("/sessions/b/context/team").body_json()["content"], "shared fact");
+    assert_eq!(api.get("/sessions/b/context/scratch").body_json()["content"], "");
+    // The model's write from session b is seen in a; budgets apply to the shared text.
+    let r = api.post(
+        "/sessions/b/tools/set_context",
+        json!({"input": {"label": "team", "content": "more", "action": "append"}}),
+    );
+    assert!(r.body_json()["output"].as_str().unwrap().starts_with("Written to team."));
+    assert_eq!(api.get("/sessions/a/context/team").body_json()["content"], "shared fact\nmore");
+    assert_eq!(api.put("/sessions/a/context/team", json!({"content": "x ".repeat(200)})).status, 422);
+    // Deleting or clearing a session, or removing the block from one, leaves the shared text.
+    assert_eq!(api.delete("/sessions/a").status, 204);
+    assert_eq!(api.delete("/sessions/b/context/team").status, 204);
+    assert_eq!(api.get("/sessions/c/context/team").body_json()["content"], "shared fact\nmore");
+    // A shared scope is only for skills.
+    let bad = session_agent::core::config::SessionConfig::from_json(
+        &json!({"context": [{"label": "t", "kind": "writable", "scope": "shared"}]}).to_string(),
+    );
+    assert!(bad.is_err());
+    assert!(session_agent::core::config::SessionConfig::from_json(
+        &json!({"context": [{"label": "t", "kind": "readonly", "content": "x", "scope": "agent"}]}).to_string()
+    )
+    .is_err());
+}
+
+#[test]
+fn search_entries_can_be_listed_read_deleted_and_ingested() {
+    let api = Api::with_config(json!({"context": [
+        {"label": "kb", "kind": "search"}, {"label": "notes", "kind": "writable"}], "searchableHistory": "history"}));
+    let r = api.post(
+        "/sessions/s/context/kb/entries",
+        json!({"entries": [
+            {"key": "deploy", "content": "We deploy on Fridays."},
+            {"title": "Rollback plan", "content": "Roll back with the previous tag."},
+            {"content": "Pager duty rotates weekly."}]}),
+    );
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    let keys: Vec<String> =
+        r.body_json()["keys"].as_array().unwrap().iter().map(|k| k.as_str().unwrap().to_owned()).collect();
+    assert_eq!(keys[0], "deploy");
+    assert!(keys[1].starts_with("rollback-plan"), "{keys:?}");
+    assert_eq!(api.get("/sessions/s/context/kb").body_json()["content"], "3 entries indexed.");
+    // Pages in insertion order; entries are the agent's, so another session sees them.
+    let page = api.get("/sessions/other/context/kb/entries?limit=2").body_json();
+    assert_eq!(page["entries"].as_array().unwrap().len(), 2);
+    assert_eq!(page["entries"][0]["key"], "deploy");
+    let rest =
+        api.get(&format!("/sessions/s/context/kb/entries?cursor={}", page["nextCursor"].as_str().unwrap())).body_json();
+    assert_eq!(rest["entries"][0]["content"], "Pager duty rotates weekly.");
+    assert_eq!(rest["nextCursor"], Json::Null);
+    assert_eq!(api.get("/sessions/s/context/kb/entries/deploy").body_json()["content"], "We deploy on Fridays.");
+    // Deleting takes it out of search.
+    assert_eq!(api.delete("/sessions/s/context/kb/entries/deploy").status, 204);
+    assert_eq!(api.delete("/sessions/s/context/kb/entries/deploy").status, 404);
+    let out = api.post("/sessions/s/tools/search_context", json!({"input": {"label": "kb", "query": "Fridays"}}));
+    assert_eq!(out.body_json()["output"], "No results found.");
+    // Bad input changes nothing; only search blocks have entries.
+    let before = api.get("/sessions/s/context/kb").body_json()["content"].clone();
+    for body in [
+        json!({}),
+        json!({"entries": []}),
+        json!({"entries": [{"content": "ok"}, {"title": "no content"}]}),
+        json!({"entries": [{"key": "", "content": "x"}]}),
+    ] {
+        assert_eq!(api.post("/sessions/s/context/kb/entries", body.clone()).status, 400, "{body}");
+    }
+    assert_eq!(api.get("/sessions/s/context/kb").body_json()["content"], before);
+    assert_eq!(api.get("/sessions/s/context/notes/entries").status, 400);
+    assert_eq!(api.get("/sessions/s/context/history/entries").status, 400);
+    assert_eq!(api.get("/sessions/s/context/nope/entries").status, 404);
+    assert_eq!(api.get("/sessions/s/context/kb/entries?cursor=x").status, 400);
 }

@@ -126,3 +126,78 @@ fn complete_maps_transport_failures_and_no_provider() {
     let out = futures::executor::block_on(complete(&t, &ai, &ChatRequest::user("ping"))).unwrap();
     assert_eq!(out.text, "echo ping");
 }
+
+#[test]
+fn the_memory_block_follows_the_cached_prompt_on_every_provider() {
+    use session_agent::core::llm::{anthropic, openai, workers_ai, ChatRequest, Delivery, Format};
+    let req = ChatRequest {
+        system: Some("frozen".into()),
+        system_tail: Some("<user-memory>\n- x\n</user-memory>".into()),
+        format: Format::JsonObject,
+        ..ChatRequest::user("hi")
+    };
+    let o = cfg(&[("LLM_PROVIDER", "openai"), ("LLM_MODEL", "m")]).unwrap();
+    let body: Json = serde_json::from_str(&openai::body(&o, &req, Delivery::Whole).unwrap()).unwrap();
+    assert_eq!(body["messages"][0], json!({"role": "system", "content": "frozen"}));
+    assert_eq!(body["messages"][1], json!({"role": "system", "content": "<user-memory>\n- x\n</user-memory>"}));
+    assert_eq!(body["response_format"], json!({"type": "json_object"}));
+    let a = cfg(&[("LLM_PROVIDER", "anthropic"), ("LLM_MODEL", "m")]).unwrap();
+    let body: Json = serde_json::from_str(&anthropic::body(&a, &req, Delivery::Whole).unwrap()).unwrap();
+    // The frozen prompt keeps its cache marker; the memories after it have none.
+    assert_eq!(
+        body["system"],
+        json!([
+            {"type": "text", "text": "frozen", "cache_control": {"type": "ephemeral"}},
+            {"type": "text", "text": "<user-memory>\n- x\n</user-memory>"}
+        ])
+    );
+    let w = workers_ai::input(&req);
+    assert_eq!(w["messages"][0]["content"], "frozen");
+    assert_eq!(w["messages"][1]["role"], "system");
+    assert_eq!(w["messages"][2], json!({"role": "user", "content": "hi"}));
+    // Without a tail nothing changes: one system text, no response_format.
+    let plain = ChatRequest { system: Some("frozen".into()), ..ChatRequest::user("hi") };
+    let body: Json = serde_json::from_str(&openai::body(&o, &plain, Delivery::Whole).unwrap()).unwrap();
+    assert_eq!(body["messages"].as_array().unwrap().len(), 2);
+    assert!(body.get("response_format").is_none());
+}
+
+#[test]
+fn embeddings_requests_and_answers() {
+    use session_agent::core::llm::embeddings::*;
+    let vars = |v: &[(&str, &str)]| {
+        let v: Vec<(String, String)> = v.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect();
+        EmbeddingsConfig::from_vars(move |k| v.iter().find(|(n, _)| n == k).map(|(_, x)| x.clone()))
+    };
+    assert!(!vars(&[]).unwrap().is_on());
+    assert!(vars(&[("EMBEDDINGS_PROVIDER", "cohere"), ("EMBEDDINGS_MODEL", "m")]).is_err());
+    assert!(vars(&[("EMBEDDINGS_PROVIDER", "openai")]).unwrap_err().message.contains("EMBEDDINGS_MODEL"));
+    let cfg = vars(&[
+        ("EMBEDDINGS_PROVIDER", "openai"),
+        ("EMBEDDINGS_MODEL", "text-embedding-3-small"),
+        ("LLM_BASE_URL", "http://127.0.0.1:9/v1/"),
+        ("LLM_API_KEY", "k"),
+    ])
+    .unwrap();
+    let req = openai_request(&cfg, &["a".into(), "b".into()]);
+    assert_eq!(req.url, "http://127.0.0.1:9/v1/embeddings");
+    assert!(req.headers.contains(&("authorization".into(), "Bearer k".into())));
+    assert_eq!(
+        serde_json::from_str::<Json>(&req.body).unwrap(),
+        json!({"model": "text-embedding-3-small", "input": ["a", "b"]})
+    );
+    // Answers may come in any order (index); a missing vector or a non-number fails.
+    let v = parse_openai(r#"{"data":[{"index":1,"embedding":[0.5,1]},{"index":0,"embedding":[1,0]}]}"#, 2).unwrap();
+    assert_eq!(v, vec![vec![1.0, 0.0], vec![0.5, 1.0]]);
+    assert!(parse_openai(r#"{"data":[{"index":0,"embedding":[1]}]}"#, 2).is_err());
+    assert!(parse_openai(r#"{"error":"x"}"#, 1).is_err());
+    // Workers AI (`@cf/baai/bge-*`): {text: [...]} in, {shape, data: [[...]]} out.
+    let w = vars(&[("EMBEDDINGS_PROVIDER", "workers-ai"), ("EMBEDDINGS_MODEL", "@cf/baai/bge-small-en-v1.5")]).unwrap();
+    assert_eq!(w.base_url, "");
+    assert_eq!(workers_ai_input(&["a".into()]), json!({"text": ["a"]}));
+    let v = parse_workers_ai(&json!({"shape": [2, 2], "data": [[0.1, 0.2], [0.3, 0.4]]}), 2).unwrap();
+    assert_eq!(v.len(), 2);
+    assert!((v[1][1] - 0.4).abs() < 1e-6);
+    assert!(parse_workers_ai(&json!({"shape": [1, 2], "data": [[0.1, 0.2]]}), 2).is_err());
+    assert!(parse_workers_ai(&json!({"result": []}), 1).is_err());
+}

@@ -12,7 +12,7 @@ use crate::core::error::{Error, Result};
 use crate::core::llm::ToolSpec;
 use crate::core::session::Session;
 use crate::core::store::message::NewMessage;
-use crate::core::turn::run::{turn, Ask, ChatEvent, TurnRequest};
+use crate::core::turn::run::{turn, After, Ask, ChatEvent, MemoryUse, TurnRequest};
 
 /// The caller's tools: offered to the model, answered by the caller.
 fn client_tools(body: &Map<String, Json>) -> Result<Vec<ToolSpec>> {
@@ -65,7 +65,12 @@ fn ask(body: &Map<String, Json>) -> Result<Ask> {
 fn turn_request(req: &Request) -> Result<TurnRequest> {
     let body = req.json_object()?;
     let tools = client_tools(&body)?;
-    Ok(TurnRequest { ask: ask(&body)?, tools })
+    let memory = match body.get("memory") {
+        None | Some(Json::Bool(true)) => MemoryUse::AsConfigured,
+        Some(Json::Bool(false)) => MemoryUse::Skip,
+        Some(_) => return Err(Error::invalid("memory must be true or false")),
+    };
+    Ok(TurnRequest { ask: ask(&body)?, tools, memory })
 }
 
 /// One server-sent event: `data: <json>` and a blank line.
@@ -97,8 +102,10 @@ pub fn error_frame(e: &Error) -> String {
 pub async fn route(s: &Session<'_>, req: &Request) -> Result<Response> {
     let request = turn_request(req)?;
     if !req.wants_event_stream() {
-        let message = turn(s, request, &mut |_| Ok(())).await?;
-        return Ok(Response::json(201, &json!({ "messages": [message] })));
+        let done = turn(s, request, &mut |_| Ok(())).await?;
+        let mut resp = Response::json(201, &json!({ "messages": [done.message] }));
+        resp.after.extend(done.after);
+        return Ok(resp);
     }
     let mut body = String::new();
     let result = turn(s, request, &mut |e| {
@@ -106,12 +113,18 @@ pub async fn route(s: &Session<'_>, req: &Request) -> Result<Response> {
         Ok(())
     })
     .await;
+    let mut after = None;
     match result {
-        Ok(message) => body.push_str(&closing_frames(&message)),
+        Ok(done) => {
+            body.push_str(&closing_frames(&done.message));
+            after = done.after;
+        }
         Err(e) if body.is_empty() => return Err(e),
         Err(e) => body.push_str(&error_frame(&e)),
     }
-    Ok(event_stream(body.into_bytes()))
+    let mut resp = event_stream(body.into_bytes());
+    resp.after.extend(after);
+    Ok(resp)
 }
 
 /// A `200 text/event-stream` answer with `body`.
@@ -124,6 +137,7 @@ pub fn event_stream(body: Vec<u8>) -> Response {
         ],
         body,
         warnings: Vec::new(),
+        after: Vec::new(),
     }
 }
 
@@ -136,8 +150,10 @@ pub enum Streamed {
 
 /// Runs `POST /sessions/{sid}/chat` with `Accept: text/event-stream`, handing each event to
 /// `send` as soon as it exists. `send` failing (the client went away) aborts the turn, which
-/// then stores nothing. Ends with the sweep every write request has.
-pub async fn stream(env: &Env<'_>, req: &Request, send: &mut dyn FnMut(Streamed) -> Result<()>) {
+/// then stores nothing. Returns the work the turn leaves for after the answer (memory
+/// extraction): the caller closes the stream first, then runs [`super::sweep`] and
+/// [`super::after`], so neither delays the answer.
+pub async fn stream(env: &Env<'_>, req: &Request, send: &mut dyn FnMut(Streamed) -> Result<()>) -> Vec<After> {
     let started = std::cell::Cell::new(false);
     let result = async {
         let sid = super::session_of(req)?;
@@ -149,10 +165,18 @@ pub async fn stream(env: &Env<'_>, req: &Request, send: &mut dyn FnMut(Streamed)
         .await
     }
     .await;
-    let _ = match result {
-        Ok(message) => send(Streamed::Data(closing_frames(&message))),
-        Err(e) if !started.get() => send(Streamed::Fail(e)),
-        Err(e) => send(Streamed::Data(error_frame(&e))),
-    };
-    let _ = super::sweep(env, Response::no_content()).await;
+    match result {
+        Ok(done) => {
+            let _ = send(Streamed::Data(closing_frames(&done.message)));
+            done.after.into_iter().collect()
+        }
+        Err(e) if !started.get() => {
+            let _ = send(Streamed::Fail(e));
+            Vec::new()
+        }
+        Err(e) => {
+            let _ = send(Streamed::Data(error_frame(&e)));
+            Vec::new()
+        }
+    }
 }

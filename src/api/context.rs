@@ -3,11 +3,13 @@
 
 use serde_json::{json, Map, Value as Json};
 
-use super::http::{req_str, Request, Response};
+use super::http::{int_param, opt_str, req_str, Request, Response};
 use crate::core::config::BlockConfig;
+use crate::core::context::entries::MAX_PAGE;
 use crate::core::error::{Error, Result};
 use crate::core::session::blocks::Write;
 use crate::core::session::Session;
+use crate::core::store::message::check_id;
 
 /// `GET /sessions/{sid}/context`: every block with its content, in prompt order.
 pub async fn list(s: &Session<'_>) -> Result<Response> {
@@ -41,6 +43,52 @@ pub async fn add(s: &Session<'_>, req: &Request) -> Result<Response> {
 /// `DELETE /sessions/{sid}/context/{label}` → 204, 404 when the session has no such block.
 pub fn remove(s: &Session, label: &str) -> Result<Response> {
     s.remove_block(label)?;
+    Ok(Response::no_content())
+}
+
+/// Most entries of one `POST …/entries`.
+pub const MAX_INGEST: usize = 1000;
+
+/// `GET /sessions/{sid}/context/{label}/entries?limit=&cursor=` → `{entries, nextCursor}`.
+pub fn entries(s: &Session, label: &str, req: &Request) -> Result<Response> {
+    let q = req.query_map()?;
+    let limit = int_param(&q, "limit", 1, MAX_PAGE)?.unwrap_or(MAX_PAGE);
+    let (entries, next) = s.entries(label, limit, q.get("cursor").map(String::as_str))?;
+    Ok(Response::json(200, &json!({"entries": entries, "nextCursor": next})))
+}
+
+/// `POST /sessions/{sid}/context/{label}/entries` `{entries: [{key?, title?, content}]}` → 201
+/// `{keys}`: all written, or none.
+pub fn ingest(s: &Session, label: &str, req: &Request) -> Result<Response> {
+    let body = req.json_object()?;
+    let list =
+        body.get("entries").and_then(Json::as_array).ok_or_else(|| Error::invalid("entries must be an array"))?;
+    if list.is_empty() || list.len() > MAX_INGEST {
+        return Err(Error::invalid(format!("entries must hold 1 to {MAX_INGEST} entries")));
+    }
+    let mut items = Vec::with_capacity(list.len());
+    for (i, e) in list.iter().enumerate() {
+        let e = e.as_object().ok_or_else(|| Error::invalid(format!("entries[{i}] must be an object")))?;
+        let at = |err: Error| Error::invalid(format!("entries[{i}].{}", err.message));
+        let key = opt_str(e, "key").map_err(at)?;
+        if let Some(k) = &key {
+            check_id("key", k).map_err(at)?;
+        }
+        let title = opt_str(e, "title").map_err(at)?;
+        let content = req_str(e, "content").map_err(at)?;
+        items.push((key, title, content));
+    }
+    Ok(Response::json(201, &json!({ "keys": s.ingest(label, &items)? })))
+}
+
+/// `GET /sessions/{sid}/context/{label}/entries/{key}`.
+pub fn entry(s: &Session, label: &str, key: &str) -> Result<Response> {
+    Ok(Response::json(200, &s.entry(label, key)?))
+}
+
+/// `DELETE /sessions/{sid}/context/{label}/entries/{key}` → 204.
+pub fn delete_entry(s: &Session, label: &str, key: &str) -> Result<Response> {
+    s.delete_entry(label, key)?;
     Ok(Response::no_content())
 }
 

@@ -8,6 +8,7 @@ use serde_json::{Map, Value as Json};
 
 use crate::core::error::{Error, ErrorKind, Result};
 use crate::core::store::message::check_id;
+use crate::core::turn::run::After;
 
 /// Largest request body accepted, in bytes.
 pub const MAX_BODY_BYTES: usize = 32 * 1024 * 1024;
@@ -84,6 +85,8 @@ pub struct Response {
     pub body: Vec<u8>,
     /// Warnings for the operator's log (the Workers layer prints them); not sent to the client.
     pub warnings: Vec<String>,
+    /// Work to run once the answer is sent (memory extraction after a turn): see [`super::after`].
+    pub after: Vec<After>,
 }
 
 impl Response {
@@ -95,6 +98,7 @@ impl Response {
                 headers: vec![("content-type".into(), "application/json; charset=utf-8".into())],
                 body,
                 warnings: Vec::new(),
+                after: Vec::new(),
             },
             Err(e) => Response::error(&Error::internal(format!("serializing the answer: {e}"))),
         }
@@ -102,7 +106,7 @@ impl Response {
 
     /// `204 No Content`.
     pub fn no_content() -> Response {
-        Response { status: 204, headers: Vec::new(), body: Vec::new(), warnings: Vec::new() }
+        Response { status: 204, headers: Vec::new(), body: Vec::new(), warnings: Vec::new(), after: Vec::new() }
     }
 
     /// The JSON error body `{"error": {"code", "message"}}` with the kind's status.
@@ -113,6 +117,7 @@ impl Response {
             headers: vec![("content-type".into(), "application/json; charset=utf-8".into())],
             body: body.to_string().into_bytes(),
             warnings: Vec::new(),
+            after: Vec::new(),
         }
     }
 

@@ -12,6 +12,7 @@ pub mod chat;
 pub mod compactions;
 pub mod context;
 pub mod http;
+pub mod memories;
 pub mod messages;
 pub mod search;
 pub mod sessions;
@@ -26,6 +27,7 @@ use crate::core::env::Env;
 use crate::core::error::{Error, Result};
 use crate::core::session::Session;
 use crate::core::store::spill;
+use crate::core::turn::run::{run_after, After};
 use http::{decode_segment, message_param, method_not_allowed, session_param};
 
 /// What a path stands for.
@@ -51,12 +53,20 @@ enum Route {
     Context,
     Block,
     BlockAppend,
+    Entries,
+    Entry,
     Prompt,
     PromptRefresh,
     Tools,
     Tool,
     Chat,
     Socket,
+    Memories,
+    MemoryBatch,
+    MemorySearch,
+    Memory,
+    MemoryHistory,
+    Extract,
 }
 
 use Route::*;
@@ -84,12 +94,21 @@ const ROUTES: &[(&str, Route, &[&str])] = &[
     ("/sessions/{sid}/context", Context, &["GET", "POST"]),
     ("/sessions/{sid}/context/{label}", Block, &["GET", "PUT", "DELETE"]),
     ("/sessions/{sid}/context/{label}/append", BlockAppend, &["POST"]),
+    ("/sessions/{sid}/context/{label}/entries", Entries, &["GET", "POST"]),
+    ("/sessions/{sid}/context/{label}/entries/{key}", Entry, &["GET", "DELETE"]),
     ("/sessions/{sid}/prompt", Prompt, &["GET"]),
     ("/sessions/{sid}/prompt/refresh", PromptRefresh, &["POST"]),
     ("/sessions/{sid}/tools", Tools, &["GET"]),
     ("/sessions/{sid}/tools/{name}", Tool, &["POST"]),
     ("/sessions/{sid}/chat", Chat, &["POST"]),
     ("/sessions/{sid}/ws", Socket, &["GET"]),
+    ("/sessions/{sid}/memories/extract", Extract, &["POST"]),
+    ("/memories", Memories, &["GET", "POST", "DELETE"]),
+    ("/memories/search", MemorySearch, &["GET"]),
+    // A memory id is never "batch" (ids are mem_…), so only POST is routed here.
+    ("/memories/batch", MemoryBatch, &["POST"]),
+    ("/memories/{memory}", Memory, &["GET", "PATCH", "DELETE"]),
+    ("/memories/{memory}/history", MemoryHistory, &["GET"]),
 ];
 
 fn router() -> &'static matchit::Router<(Route, &'static [&'static str])> {
@@ -137,6 +156,14 @@ pub async fn handle(env: &Env<'_>, req: &Request) -> Response {
     sweep(env, resp).await
 }
 
+/// Runs the work answers leave for after they are sent (`Response::after`, `ws::Answer::after`):
+/// the Workers layer calls it once the answer is out; failures are logged, never answered.
+pub async fn after(env: &Env<'_>, work: &[After]) {
+    for a in work {
+        run_after(env, a).await;
+    }
+}
+
 /// After a write: deletes spilled objects that lost their last reference (failures are
 /// warnings on `resp`, retried by a later sweep).
 pub async fn sweep(env: &Env<'_>, resp: Response) -> Response {
@@ -157,6 +184,8 @@ struct Params {
     label: String,
     name: String,
     cid: String,
+    memory: String,
+    key: String,
 }
 
 impl Params {
@@ -174,8 +203,17 @@ impl Params {
             })?,
             name: get("name", &|raw| decode_segment("tool name", raw))?,
             cid: get("cid", &|raw| decode_segment("compaction id", raw))?,
+            memory: get("memory", &|raw| checked("memory id", raw))?,
+            key: get("key", &|raw| checked("entry key", raw))?,
         })
     }
+}
+
+/// A path segment decoded and checked as an id (1–256 characters, no control characters).
+fn checked(what: &str, raw: &str) -> Result<String> {
+    let id = decode_segment(what, raw)?;
+    crate::core::store::message::check_id(what, &id)?;
+    Ok(id)
 }
 
 async fn dispatch(env: &Env<'_>, req: &Request) -> Result<Response> {
@@ -223,11 +261,25 @@ async fn dispatch(env: &Env<'_>, req: &Request) -> Result<Response> {
         (Block, "PUT") => context::replace(&s, &p.label, req).await,
         (Block, _) => context::remove(&s, &p.label),
         (BlockAppend, _) => context::append(&s, &p.label, req).await,
+        (Entries, "GET") => context::entries(&s, &p.label, req),
+        (Entries, _) => context::ingest(&s, &p.label, req),
+        (Entry, "GET") => context::entry(&s, &p.label, &p.key),
+        (Entry, _) => context::delete_entry(&s, &p.label, &p.key),
         (Prompt, _) => context::prompt(&s).await,
         (PromptRefresh, _) => context::refresh(&s).await,
         (Tools, _) => context::tools(&s),
         (Tool, _) => context::run_tool(&s, &p.name, req).await,
         (Chat, _) => chat::route(&s, req).await,
+        (Memories, "GET") => memories::list(env, req),
+        (Memories, "POST") => memories::create(env, req).await,
+        (Memories, _) => memories::delete_all(env, req),
+        (MemorySearch, _) => memories::search(env, req).await,
+        (MemoryBatch, _) => memories::create_all(env, req).await,
+        (Memory, "GET") => memories::get(env, &p.memory),
+        (Memory, "PATCH") => memories::patch(env, &p.memory, req).await,
+        (Memory, _) => memories::delete(env, &p.memory),
+        (MemoryHistory, _) => memories::history(env, &p.memory),
+        (Extract, _) => memories::extract(&s, req).await,
         // The Durable Object answers upgrades itself; anything else here is not one.
         (Socket, _) => Err(Error::invalid("expected a WebSocket upgrade (Upgrade: websocket)")),
     }

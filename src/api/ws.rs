@@ -12,6 +12,7 @@ use serde_json::{json, Map, Value as Json};
 use super::{handle, Request};
 use crate::core::env::Env;
 use crate::core::error::{Error, ErrorKind};
+use crate::core::turn::run::After;
 
 /// The `error` frame for `e`.
 pub fn error_frame(sid: &str, code: &str, message: &str) -> Json {
@@ -32,6 +33,8 @@ fn session_path(sid: &str) -> String {
 pub struct Answer {
     pub frames: Vec<Json>,
     pub warnings: Vec<String>,
+    /// Work to run after the frames are sent (see [`super::after`]).
+    pub after: Vec<After>,
 }
 
 /// Largest client frame answered, in bytes: half of the runtime's own limit (workerd closes the
@@ -46,14 +49,13 @@ pub async fn frame(env: &Env<'_>, sid: &str, text: &str) -> Answer {
             "a frame may have at most {MAX_FRAME_BYTES} bytes (this one has {}); send big messages over HTTP",
             text.len()
         ));
-        return Answer { frames: failed(sid, &e), warnings: Vec::new() };
+        return Answer { frames: failed(sid, &e), warnings: Vec::new(), after: Vec::new() };
     }
-    let (frames, warnings) = answer(env, sid, text).await;
-    Answer { frames, warnings }
+    answer(env, sid, text).await
 }
 
-async fn answer(env: &Env<'_>, sid: &str, text: &str) -> (Vec<Json>, Vec<String>) {
-    let only = |frames: Vec<Json>| (frames, Vec::new());
+async fn answer(env: &Env<'_>, sid: &str, text: &str) -> Answer {
+    let only = |frames: Vec<Json>| Answer { frames, warnings: Vec::new(), after: Vec::new() };
     let obj: Map<String, Json> = match serde_json::from_str(text) {
         Ok(Json::Object(o)) => o,
         _ => return only(failed(sid, &Error::invalid("a frame must be a JSON object with a type"))),
@@ -83,12 +85,12 @@ async fn answer(env: &Env<'_>, sid: &str, text: &str) -> (Vec<Json>, Vec<String>
         }
     };
     let resp = handle(env, &req).await;
-    let warnings = resp.warnings.clone();
+    let (warnings, after) = (resp.warnings.clone(), resp.after.clone());
     if resp.status >= 400 {
         let body = resp.body_json();
         let code = body.pointer("/error/code").and_then(Json::as_str).unwrap_or(ErrorKind::Internal.code());
         let message = body.pointer("/error/message").and_then(Json::as_str).unwrap_or("request failed");
-        return (vec![error_frame(sid, code, message)], warnings);
+        return Answer { frames: vec![error_frame(sid, code, message)], warnings, after };
     }
     let frames = match kind.as_str() {
         "history" => {
@@ -98,5 +100,5 @@ async fn answer(env: &Env<'_>, sid: &str, text: &str) -> (Vec<Json>, Vec<String>
         // The stored messages, deltas and status reached every socket as they happened.
         _ => Vec::new(),
     };
-    (frames, warnings)
+    Answer { frames, warnings, after }
 }

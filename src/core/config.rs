@@ -3,7 +3,7 @@
 //! is reported when the Durable Object starts rather than in the middle of a turn.
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value as Json;
+use serde_json::{Map, Value as Json};
 
 use crate::core::error::{Error, Result};
 use crate::core::store::spill::SPILL_PREFIX;
@@ -69,7 +69,8 @@ pub struct BlockConfig {
     /// Skills: the R2 key prefix (default `skills/`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prefix: Option<String>,
-    /// Skills: `agent` (default) or `shared`.
+    /// Skills: `agent` (default) or `shared`. Writable: `agent` for one text shared by all the
+    /// agent's sessions (default: one per session).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scope: Option<Scope>,
 }
@@ -114,7 +115,17 @@ impl BlockConfig {
         )?;
         only("r2Key", self.r2_key.is_some() && k != BlockKind::Readonly, "readonly")?;
         only("prefix", self.prefix.is_some() && k != BlockKind::Skills, "skills")?;
-        only("scope", self.scope.is_some() && k != BlockKind::Skills, "skills")?;
+        only(
+            "scope",
+            self.scope.is_some() && !matches!(k, BlockKind::Skills | BlockKind::Writable),
+            "skills and writable",
+        )?;
+        if k == BlockKind::Writable && self.scope == Some(Scope::Shared) {
+            return Err(Error::invalid(format!(
+                "block \"{l}\": a writable block's scope is \"agent\" (one text shared by the agent's sessions) or absent \
+                 (one per session)"
+            )));
+        }
         if self.content.is_some() && self.r2_key.is_some() {
             return Err(Error::invalid(format!("block \"{l}\": give content or r2Key, not both")));
         }
@@ -171,6 +182,17 @@ pub struct SessionConfig {
     /// Agent-turn policy `{maxMessages, maxSteps, maxTokens}`.
     #[serde(default, deserialize_with = "chat_policy")]
     pub chat: ChatConfig,
+    /// Long-term memory `{inject?, extract?, dailyTtlDays?, maxMemories?}`; `None` when not set
+    /// (the memory routes work anyway; the tools, inject and extract need it).
+    #[serde(default, deserialize_with = "memory_policy")]
+    pub memory: Option<MemoryConfig>,
+}
+
+fn memory_policy<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Option<MemoryConfig>, D::Error> {
+    match Option::<Json>::deserialize(d)? {
+        None => Ok(None),
+        Some(v) => MemoryConfig::from_json(&v).map_err(|e| serde::de::Error::custom(e.message)),
+    }
 }
 
 fn compaction_policy<'de, D: serde::Deserializer<'de>>(
@@ -199,6 +221,7 @@ impl Default for SessionConfig {
             searchable_history: None,
             compaction: None,
             chat: ChatConfig::default(),
+            memory: None,
         }
     }
 }
@@ -412,6 +435,11 @@ impl SessionConfigBuilder {
         self.cfg.chat = policy;
         self
     }
+    /// Long-term memory: the memory tools, inject and extract.
+    pub fn memory(mut self, policy: MemoryConfig) -> Self {
+        self.cfg.memory = Some(policy);
+        self
+    }
     /// The validated config.
     pub fn build(self) -> Result<SessionConfig> {
         self.cfg.validate()?;
@@ -549,5 +577,185 @@ impl ChatConfig {
             return Err(Error::invalid("chat.maxTokens must be positive"));
         }
         Ok(cfg)
+    }
+}
+
+// ── Memory policy ────────────────────────────────────────────────────────────────────────────────────
+
+/// `SESSION_CONFIG.memory`: `{inject?, extract?, dailyTtlDays?, maxMemories?}`. Present means the
+/// memory tools are offered; `inject` and `extract` run unless set to `false`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MemoryConfig {
+    pub inject: Option<InjectConfig>,
+    pub extract: Option<ExtractConfig>,
+    /// Lifetime of a `daily` memory without its own `expiresAt`.
+    pub daily_ttl_days: u32,
+    /// Most memories the agent keeps; a write beyond is 422 `over_budget`.
+    pub max_memories: usize,
+}
+
+/// `memory.inject`: how many facts a turn is given, within how many tokens, of which categories.
+#[derive(Clone, Debug, PartialEq)]
+pub struct InjectConfig {
+    pub limit: usize,
+    pub token_budget: i64,
+    pub categories: Vec<Category>,
+}
+
+/// `memory.extract`: the lowest confidence kept, and the model that distills (default: the
+/// configured one).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ExtractConfig {
+    pub min_score: f64,
+    pub model: Option<String>,
+}
+
+impl Default for InjectConfig {
+    fn default() -> Self {
+        InjectConfig { limit: 5, token_budget: 400, categories: Category::ALL.to_vec() }
+    }
+}
+
+impl Default for ExtractConfig {
+    fn default() -> Self {
+        ExtractConfig { min_score: 0.7, model: None }
+    }
+}
+
+impl Default for MemoryConfig {
+    fn default() -> Self {
+        MemoryConfig {
+            inject: Some(InjectConfig::default()),
+            extract: Some(ExtractConfig::default()),
+            daily_ttl_days: 7,
+            max_memories: DEFAULT_MAX_MEMORIES,
+        }
+    }
+}
+
+impl MemoryConfig {
+    /// Reads `SESSION_CONFIG.memory` (an object, or `true` for the defaults). Unknown keys and
+    /// values out of range are `invalid_request` starting `memory`.
+    pub fn from_json(v: &Json) -> Result<Option<MemoryConfig>> {
+        let obj = match v {
+            Json::Null | Json::Bool(false) => return Ok(None),
+            Json::Bool(true) => return Ok(Some(MemoryConfig::default())),
+            Json::Object(o) => o,
+            _ => return Err(Error::invalid("memory must be an object")),
+        };
+        known(obj, "memory", &["inject", "extract", "dailyTtlDays", "maxMemories"])?;
+        let d = MemoryConfig::default();
+        let daily_ttl_days = match obj.get("dailyTtlDays") {
+            None => d.daily_ttl_days,
+            Some(v) => int_in(v, "memory.dailyTtlDays", 1, 3650)? as u32,
+        };
+        let max_memories = match obj.get("maxMemories") {
+            None => d.max_memories,
+            Some(v) => int_in(v, "memory.maxMemories", 1, 1_000_000)? as usize,
+        };
+        Ok(Some(MemoryConfig {
+            inject: section(obj.get("inject"), "memory.inject", inject_config)?,
+            extract: section(obj.get("extract"), "memory.extract", extract_config)?,
+            daily_ttl_days,
+            max_memories,
+        }))
+    }
+}
+
+/// A section that is on by default: absent or `true` → defaults, `false`/`null` → off.
+fn section<T: Default>(v: Option<&Json>, what: &str, parse: fn(&Map<String, Json>) -> Result<T>) -> Result<Option<T>> {
+    match v {
+        None | Some(Json::Bool(true)) => Ok(Some(T::default())),
+        Some(Json::Null | Json::Bool(false)) => Ok(None),
+        Some(Json::Object(o)) => parse(o).map(Some),
+        Some(_) => Err(Error::invalid(format!("{what} must be an object, true or false"))),
+    }
+}
+
+fn inject_config(o: &Map<String, Json>) -> Result<InjectConfig> {
+    known(o, "memory.inject", &["limit", "tokenBudget", "categories"])?;
+    let d = InjectConfig::default();
+    let categories = match o.get("categories") {
+        None => d.categories,
+        Some(Json::Array(a)) if !a.is_empty() => a
+            .iter()
+            .map(|c| {
+                c.as_str().ok_or_else(|| Error::invalid("memory.inject.categories: strings")).and_then(Category::parse)
+            })
+            .collect::<Result<_>>()?,
+        Some(_) => return Err(Error::invalid("memory.inject.categories must be a non-empty array")),
+    };
+    Ok(InjectConfig {
+        limit: o.get("limit").map_or(Ok(d.limit as i64), |v| int_in(v, "memory.inject.limit", 1, 50))? as usize,
+        token_budget: o
+            .get("tokenBudget")
+            .map_or(Ok(d.token_budget), |v| int_in(v, "memory.inject.tokenBudget", 1, 100_000))?,
+        categories,
+    })
+}
+
+fn extract_config(o: &Map<String, Json>) -> Result<ExtractConfig> {
+    known(o, "memory.extract", &["minScore", "model"])?;
+    let min_score = match o.get("minScore") {
+        None => ExtractConfig::default().min_score,
+        Some(v) => v
+            .as_f64()
+            .filter(|s| (0.0..=1.0).contains(s))
+            .ok_or_else(|| Error::invalid("memory.extract.minScore must be a number from 0 to 1"))?,
+    };
+    let model = match o.get("model") {
+        None | Some(Json::Null) => None,
+        Some(Json::String(m)) if !m.trim().is_empty() => Some(m.trim().to_owned()),
+        Some(_) => return Err(Error::invalid("memory.extract.model must be a non-empty string")),
+    };
+    Ok(ExtractConfig { min_score, model })
+}
+
+fn known(o: &Map<String, Json>, what: &str, keys: &[&str]) -> Result<()> {
+    match o.keys().find(|k| !keys.contains(&k.as_str())) {
+        Some(k) => Err(Error::invalid(format!("{what}: unknown field `{k}`, expected one of {}", keys.join(", ")))),
+        None => Ok(()),
+    }
+}
+
+fn int_in(v: &Json, what: &str, min: i64, max: i64) -> Result<i64> {
+    v.as_i64()
+        .filter(|n| (min..=max).contains(n))
+        .ok_or_else(|| Error::invalid(format!("{what} must be an integer from {min} to {max}")))
+}
+
+/// Memories an agent may hold by default (`SESSION_CONFIG.memory.maxMemories`).
+pub const DEFAULT_MAX_MEMORIES: usize = 10_000;
+
+/// The three kinds of memory.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Category {
+    /// A permanent fact (the default).
+    #[default]
+    Core,
+    /// A note that expires (after `dailyTtlDays`, or at its `expiresAt`).
+    Daily,
+    /// Context of one session, deleted with it.
+    Conversation,
+}
+
+impl Category {
+    pub const ALL: [Category; 3] = [Category::Core, Category::Daily, Category::Conversation];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Category::Core => "core",
+            Category::Daily => "daily",
+            Category::Conversation => "conversation",
+        }
+    }
+
+    /// The category called `name`; anything else is `invalid_request`.
+    pub fn parse(name: &str) -> Result<Category> {
+        Category::ALL
+            .into_iter()
+            .find(|c| c.as_str() == name)
+            .ok_or_else(|| Error::invalid(format!("category must be one of core, daily, conversation (got {name:?})")))
     }
 }

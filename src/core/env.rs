@@ -5,6 +5,7 @@
 use crate::core::blobs::Blobs;
 use crate::core::config::SessionConfig;
 use crate::core::events::Events;
+use crate::core::llm::embeddings::EmbeddingsConfig;
 use crate::core::llm::{LlmConfig, Transport};
 use crate::core::sql::Sql;
 
@@ -18,6 +19,8 @@ pub struct Env<'a> {
     /// The configured model (turns and summaries) and how to reach it.
     pub llm: &'a LlmConfig,
     pub transport: &'a dyn Transport,
+    /// The embeddings model of semantic memory recall (off unless `EMBEDDINGS_PROVIDER` is set).
+    pub embeddings: &'a EmbeddingsConfig,
     /// The sessions' listeners (WebSocket clients).
     pub events: &'a dyn Events,
     /// The request's timestamp (ISO-8601 UTC with milliseconds), used for every write it makes.

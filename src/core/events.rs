@@ -1,5 +1,5 @@
 //! Who hears about a session's changes: the WebSocket clients of the session (`message`,
-//! `delta` and `status` frames), whether the change came over HTTP, a WebSocket or a stub.
+//! `delta` and `status` frames) and of the whole agent (`memory` frames), whether the change came over HTTP, a WebSocket or a stub.
 //! The session publishes; the Workers layer delivers to the sockets tagged with the session id.
 
 use serde_json::Value as Json;
@@ -10,6 +10,11 @@ pub trait Events {
     fn has_listeners(&self, session: &str) -> bool;
     /// Delivers `frame` (already carrying `sessionId`) to everyone listening to `session`.
     fn publish(&self, session: &str, frame: &Json);
+    /// Delivers `frame` to every listener of the agent, whatever its session (`memory` frames).
+    fn publish_agent(&self, frame: &Json);
+    /// Reports a problem no request waits for (a failed memory extraction or embedding): the
+    /// Workers layer logs it.
+    fn warn(&self, message: &str);
 }
 
 /// Nobody listens (a DO without sockets, or a caller that does not care).
@@ -20,4 +25,6 @@ impl Events for NoEvents {
         false
     }
     fn publish(&self, _session: &str, _frame: &Json) {}
+    fn publish_agent(&self, _frame: &Json) {}
+    fn warn(&self, _message: &str) {}
 }

@@ -13,6 +13,8 @@
 //!   read-time truncation (pure, or reads only);
 //! - [`context`]: context blocks, the frozen system prompt, the generated tools;
 //! - [`env`](mod@env): what an operation runs against;
+//! - [`memory`]: long-term memory of the agent's user (store, ranked recall, inject, extract,
+//!   the memory tools);
 //! - [`session`]: one session's operations and the one write path of its messages, compaction
 //!   with the LLM;
 //! - [`turn`]: the agent turn.
@@ -27,6 +29,7 @@ pub mod events;
 pub mod ids;
 pub mod js;
 pub mod llm;
+pub mod memory;
 pub mod parts;
 pub mod session;
 pub mod sql;

@@ -8,6 +8,13 @@ pub fn iso_millis(ms: i64) -> String {
     humantime::format_rfc3339_millis(t).to_string()
 }
 
+/// Milliseconds since the Unix epoch of an RFC 3339 timestamp (`2026-11-22T11:00:00Z`, with or
+/// without fractions, UTC); `None` when it is not one or lies before the epoch.
+pub fn parse_iso(text: &str) -> Option<i64> {
+    let t = humantime::parse_rfc3339(text.trim()).ok()?;
+    i64::try_from(t.duration_since(UNIX_EPOCH).ok()?.as_millis()).ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -16,5 +23,12 @@ mod tests {
     fn formats_with_milliseconds_and_z() {
         assert_eq!(iso_millis(0), "1970-01-01T00:00:00.000Z");
         assert_eq!(iso_millis(1_795_345_200_007), "2026-11-22T11:00:00.007Z");
+    }
+
+    #[test]
+    fn parses_what_it_formats() {
+        assert_eq!(parse_iso("2026-11-22T11:00:00.007Z"), Some(1_795_345_200_007));
+        assert_eq!(parse_iso("2026-11-22T11:00:00Z"), Some(1_795_345_200_000));
+        assert_eq!(parse_iso("yesterday"), None);
     }
 }

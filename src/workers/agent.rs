@@ -23,6 +23,7 @@ use super::{
 use crate::api::{self, chat::Streamed};
 use crate::core::config::SessionConfig;
 use crate::core::error::{Error, ErrorKind};
+use crate::core::llm::embeddings::EmbeddingsConfig;
 use crate::core::llm::LlmConfig;
 use crate::core::store;
 use crate::core::time::iso_millis;
@@ -41,6 +42,7 @@ struct Inner {
     blobs: R2Blobs,
     config: SessionConfig,
     llm: LlmConfig,
+    embeddings: EmbeddingsConfig,
     transport: WorkersTransport,
     sockets: Sockets,
     name: String,
@@ -57,6 +59,7 @@ impl Inner {
             config: &self.config,
             agent: &self.name,
             llm: &self.llm,
+            embeddings: &self.embeddings,
             transport: &self.transport,
             events: &self.sockets,
             now: iso_millis(now_ms()),
@@ -86,13 +89,18 @@ impl Agent {
             Ok(l) => (l, None),
             Err(e) => (LlmConfig::none(), Some(Error::new(ErrorKind::NotConfigured, e.message))),
         };
-        let broken = broken.or(llm_error);
+        let (embeddings, embeddings_error) = match EmbeddingsConfig::from_vars(var) {
+            Ok(e) => (e, None),
+            Err(e) => (EmbeddingsConfig::none(), Some(Error::new(ErrorKind::NotConfigured, e.message))),
+        };
+        let broken = broken.or(llm_error).or(embeddings_error);
         let transport = WorkersTransport { ai: env.ai(AI_BINDING).ok() };
         let inner = Inner {
             db,
             blobs: R2Blobs::new(env.bucket(SKILLS_BUCKET).ok()),
             config,
             llm,
+            embeddings,
             transport,
             sockets: Sockets::new(state),
             name,
@@ -141,8 +149,9 @@ impl Agent {
         if api::is_chat_stream(&req) {
             return self.chat_stream(req).await;
         }
-        let resp = api::handle(&self.inner.env(), &req).await;
+        let mut resp = api::handle(&self.inner.env(), &req).await;
         log(&req.method, &req.path, &resp);
+        self.later(std::mem::take(&mut resp.after));
         convert::write(resp)
     }
 
@@ -168,9 +177,15 @@ impl Agent {
         let (tx, mut rx) = mpsc::unbounded::<Streamed>();
         let agent = self.clone();
         spawn_local(async move {
+            let env = agent.inner.env();
             let mut send =
                 |s: Streamed| tx.unbounded_send(s).map_err(|_| Error::new(ErrorKind::Conflict, "the client went away"));
-            api::chat::stream(&agent.inner.env(), &req, &mut send).await;
+            let after = api::chat::stream(&env, &req, &mut send).await;
+            // The stream ends here; the sweep and the work the turn left come after the answer.
+            drop(tx);
+            let resp = api::sweep(&env, api::Response::no_content()).await;
+            log(&req.method, &req.path, &resp);
+            api::after(&env, &after).await;
         });
         match rx.next().await {
             Some(Streamed::Fail(e)) => {
@@ -200,13 +215,16 @@ impl Agent {
     pub async fn socket_message(&self, ws: WebSocket, message: WebSocketIncomingMessage) -> Result<()> {
         let Some(sid) = self.inner.sockets.session_of(&ws) else { return Ok(()) };
         let answer = match (&self.inner.broken, message) {
-            (Some(e), _) => {
-                api::ws::Answer { frames: vec![api::ws::error_frame(&sid, e.code(), &e.message)], warnings: vec![] }
-            }
+            (Some(e), _) => api::ws::Answer {
+                frames: vec![api::ws::error_frame(&sid, e.code(), &e.message)],
+                warnings: vec![],
+                after: vec![],
+            },
             (None, WebSocketIncomingMessage::String(text)) => api::ws::frame(&self.inner.env(), &sid, &text).await,
             (None, WebSocketIncomingMessage::Binary(_)) => api::ws::Answer {
                 frames: vec![api::ws::error_frame(&sid, "invalid_request", "frames must be text (JSON)")],
                 warnings: vec![],
+                after: vec![],
             },
         };
         for w in &answer.warnings {
@@ -215,7 +233,20 @@ impl Agent {
         for f in answer.frames {
             let _ = ws.send_with_str(f.to_string());
         }
+        self.later(answer.after);
         Ok(())
+    }
+
+    /// Runs the work an answer left for after it is sent (memory extraction after a turn) in
+    /// its own task, so the answer goes out first.
+    fn later(&self, work: Vec<crate::core::turn::run::After>) {
+        if work.is_empty() {
+            return;
+        }
+        let agent = self.clone();
+        spawn_local(async move {
+            api::after(&agent.inner.env(), &work).await;
+        });
     }
 }
 

@@ -43,4 +43,15 @@ impl Events for Sockets {
             let _ = ws.send_with_str(&text);
         }
     }
+
+    fn publish_agent(&self, frame: &Json) {
+        let text = frame.to_string();
+        for ws in self.state.get_websockets() {
+            let _ = ws.send_with_str(&text);
+        }
+    }
+
+    fn warn(&self, message: &str) {
+        worker::console_warn!("SessionAgent: {message}");
+    }
 }

@@ -96,7 +96,7 @@ function state() {
   return JSON.stringify([tables.map((t) => [t, doRows(w.persistDir, `SELECT * FROM "${t}"`).map((r) => JSON.stringify(r)).sort()]), r2Keys(w.persistDir).sort()]);
 }
 
-const VALUES = { agent: AGENT, sid: "s1", mid: "m1", label: "memory", cid: "c1", name: "session_search" };
+const VALUES = { agent: AGENT, sid: "s1", mid: "m1", label: "memory", cid: "c1", name: "session_search", memory: "mem_x", key: "k1" };
 
 /** Segment variants that no parameter accepts: each request carrying one must be refused. */
 const REFUSED = {
@@ -106,6 +106,8 @@ const REFUSED = {
   label: ["%00", "%FF", "a%2Fb", "a%20b", "x".repeat(65), "%C3%A9"],
   cid: ["%00", "%FF", "%C0%AF"],
   name: ["%00", "%FF", "%C3"],
+  memory: ["%00", "a%01b", "%FF", "%C3", "%C0%AF", "a%2Fb", "x".repeat(300)],
+  key: ["%00", "%FF", "%C3", "%C0%AF"],
 };
 /** Variants that may route elsewhere (workerd resolves dots) or be valid: no 5xx, well formed. */
 const ROUTED = ["..", "%2e%2e", ".", ";/../", "%2F", "x".repeat(10_000), ""];

@@ -1,11 +1,19 @@
 // A scripted OpenAI-compatible model for end-to-end tests: a real HTTP server on 127.0.0.1 (a
 // free port) that the Worker in workerd calls as its LLM (LLM_PROVIDER=openai,
 // LLM_BASE_URL=<baseUrl>). POST /v1/chat/completions records each request and answers from a
-// queue of scripted replies; with the queue empty it answers DEFAULT_SUMMARY.
+// queue of scripted replies; with the queue empty it answers DEFAULT_SUMMARY (DEFAULT_JSON to a
+// JSON-mode request).
+// POST /v1/embeddings (EMBEDDINGS_PROVIDER=openai, EMBEDDINGS_BASE_URL=<baseUrl>) answers
+// deterministic vectors (see embedVector): its requests go to `embeddingRequests`, never to
+// `requests`, so tests that count chat completions see only those; `failEmbeddings(true)` makes
+// it answer HTTP 500 until `failEmbeddings(false)` (or reset()).
 import http from "node:http";
 
 /** The default summary: a valid, non-skeleton answer to the compaction prompt. */
 export const DEFAULT_SUMMARY = "## Topic\nDeploy plans.\n\n## Key Points\n- the team deploys on Friday";
+/** The default answer to a JSON-mode request (`response_format: json_object`, memory extraction):
+ * no facts, and nothing to change for a consolidation. */
+export const DEFAULT_JSON = '{"facts": [], "memory": []}';
 /** The usage of every scripted completion unless a reply says otherwise. */
 export const DEFAULT_USAGE = { prompt_tokens: 100, completion_tokens: 20 };
 
@@ -30,13 +38,65 @@ export const DEFAULT_USAGE = { prompt_tokens: 100, completion_tokens: 20 };
  * @property {any} body the parsed JSON body (the raw text if it is not JSON)
  */
 /**
+ * @typedef {RecordedRequest & {failed: boolean}} EmbeddingRequest a POST /v1/embeddings
+ *   (`body`: `{model, input: string | string[]}`); `failed`: it was answered 500 (failEmbeddings).
+ */
+/**
  * @typedef {object} LlmServer
- * @property {string} baseUrl `http://127.0.0.1:PORT/v1`, the value for LLM_BASE_URL
- * @property {RecordedRequest[]} requests every request received, oldest first
- * @property {(...replies: Reply[]) => void} reply queues answers for the next requests
- * @property {() => void} reset forgets the recorded requests and the queued replies
+ * @property {string} baseUrl `http://127.0.0.1:PORT/v1`, the value for LLM_BASE_URL (and
+ *   EMBEDDINGS_BASE_URL)
+ * @property {RecordedRequest[]} requests every chat completion request received, oldest first
+ *   (embeddings requests are not in it)
+ * @property {EmbeddingRequest[]} embeddingRequests every POST /v1/embeddings received, oldest first
+ * @property {(...replies: Reply[]) => void} reply queues answers for the next chat completion requests
+ * @property {(on?: boolean) => void} failEmbeddings while on, POST /v1/embeddings answers HTTP 500
+ *   (an OpenAI error object) instead of vectors
+ * @property {() => void} reset forgets the recorded requests (both lists) and the queued
+ *   replies, and turns failEmbeddings off
  * @property {() => Promise<void>} close stops the server (open connections too)
  */
+
+/** Dimensions of the vectors POST /v1/embeddings answers. */
+export const EMBEDDING_DIMS = 64;
+/** Words embedVector ignores (else every "The user …" memory would look alike). */
+export const EMBEDDING_STOPWORDS = new Set(
+  "a an and are as at be by for from has have i in is it its me my of on or our that the their this to was were with you your user".split(" "),
+);
+
+/**
+ * The deterministic embedding of `text`: a bag of words, each lower-case word (runs of letters
+ * and digits) not in EMBEDDING_STOPWORDS hashed (FNV-1a) to one of EMBEDDING_DIMS dimensions and
+ * counted, the vector then scaled to length 1. Texts sharing words are similar (cosine > 0);
+ * texts with no word in common are (nearly: hashes may collide) orthogonal; a text without such
+ * words is the zero vector.
+ * @param {string} text
+ * @returns {number[]}
+ */
+export function embedVector(text) {
+  const v = new Array(EMBEDDING_DIMS).fill(0);
+  for (const word of String(text).toLowerCase().match(/[\p{L}\p{N}]+/gu) ?? []) {
+    if (EMBEDDING_STOPWORDS.has(word)) continue;
+    let h = 0x811c9dc5;
+    for (const ch of word) {
+      h ^= ch.codePointAt(0);
+      h = Math.imul(h, 0x01000193) >>> 0;
+    }
+    v[h % EMBEDDING_DIMS] += 1;
+  }
+  const norm = Math.hypot(...v);
+  return norm > 0 ? v.map((x) => x / norm) : v;
+}
+
+/** The body of a successful OpenAI embeddings answer for `input` (a string or strings). */
+export function embeddings(input, model = "test-embeddings") {
+  const texts = Array.isArray(input) ? input : [input];
+  return {
+    object: "list",
+    data: texts.map((t, index) => ({ object: "embedding", index, embedding: embedVector(t) })),
+    model,
+    usage: { prompt_tokens: texts.length, total_tokens: texts.length },
+  };
+}
 
 /** The body of a successful chat completion with `content`. */
 export function completion(content = DEFAULT_SUMMARY, usage = DEFAULT_USAGE) {
@@ -87,6 +147,9 @@ export async function start() {
   const requests = [];
   /** @type {Reply[]} */
   const queue = [];
+  /** @type {EmbeddingRequest[]} */
+  const embeddingRequests = [];
+  let embeddingsFail = false;
   const server = http.createServer((req, res) => {
     const chunks = [];
     req.on("data", (c) => chunks.push(c));
@@ -94,6 +157,20 @@ export async function start() {
       const text = Buffer.concat(chunks).toString("utf8");
       let body = text;
       try { body = JSON.parse(text); } catch { /* keep the text */ }
+      if (req.method === "POST" && req.url.split("?")[0] === "/v1/embeddings") {
+        const failed = embeddingsFail;
+        embeddingRequests.push({ method: req.method, url: req.url, headers: req.headers, body, failed });
+        const input = body && typeof body === "object" ? body.input : undefined;
+        const ok = typeof input === "string" || (Array.isArray(input) && input.every((t) => typeof t === "string"));
+        const [status, out] = failed
+          ? [500, { error: { message: "scripted embeddings failure", type: "server_error" } }]
+          : ok
+            ? [200, embeddings(input, body.model)]
+            : [400, { error: { message: "input must be a string or an array of strings", type: "invalid_request_error" } }];
+        res.writeHead(status, { "content-type": "application/json" });
+        res.end(JSON.stringify(out));
+        return;
+      }
       if (req.method !== "POST" || req.url.split("?")[0] !== "/v1/chat/completions") {
         res.writeHead(404, { "content-type": "application/json" });
         res.end(JSON.stringify({ error: { message: `no route ${req.method} ${req.url}` } }));
@@ -120,7 +197,7 @@ export async function start() {
       const out = r.body !== undefined
         ? r.body
         : status >= 200 && status < 300
-          ? completion(r.content ?? DEFAULT_SUMMARY, r.usage ?? DEFAULT_USAGE)
+          ? completion(r.content ?? (body?.response_format?.type === "json_object" ? DEFAULT_JSON : DEFAULT_SUMMARY), r.usage ?? DEFAULT_USAGE)
           : { error: { message: "scripted failure", type: "server_error" } };
       const plain = typeof out === "string";
       res.writeHead(status, { "content-type": plain ? "text/plain" : "application/json" });
@@ -135,8 +212,10 @@ export async function start() {
   return {
     baseUrl: `http://127.0.0.1:${port}/v1`,
     requests,
+    embeddingRequests,
     reply(...replies) { queue.push(...replies); },
-    reset() { requests.length = 0; queue.length = 0; },
+    failEmbeddings(on = true) { embeddingsFail = on; },
+    reset() { requests.length = 0; queue.length = 0; embeddingRequests.length = 0; embeddingsFail = false; },
     close() {
       return new Promise((resolve) => {
         server.close(() => resolve());

@@ -11,6 +11,7 @@ use session_agent::core::blobs::MemBlobs;
 use session_agent::core::config::SessionConfig;
 use session_agent::core::env::Env;
 use session_agent::core::error::Result as CoreResult;
+use session_agent::core::llm::embeddings::{EmbeddingsConfig, EmbeddingsProvider};
 use session_agent::core::llm::{HttpRequest, HttpResponse, LlmConfig, Provider, Transport};
 use session_agent::core::sqlite::SqliteDb;
 use session_agent::core::store;
@@ -34,12 +35,14 @@ pub struct Api {
     pub now: Cell<i64>,
     pub frozen: bool,
     pub events: Frames,
+    pub embeddings: EmbeddingsConfig,
 }
 
 /// The listeners of native tests: every session listens, and every frame is recorded.
 #[derive(Default)]
 pub struct Frames {
     pub frames: RefCell<Vec<(String, Json)>>,
+    pub warnings: RefCell<Vec<String>>,
 }
 
 impl Frames {
@@ -59,6 +62,13 @@ impl session_agent::core::events::Events for Frames {
     fn publish(&self, session: &str, frame: &Json) {
         self.frames.borrow_mut().push((session.to_owned(), frame.clone()));
     }
+    /// Agent-wide frames are recorded under the session `*`.
+    fn publish_agent(&self, frame: &Json) {
+        self.frames.borrow_mut().push(("*".to_owned(), frame.clone()));
+    }
+    fn warn(&self, message: &str) {
+        self.warnings.borrow_mut().push(message.to_owned());
+    }
 }
 
 /// The LLM peer of native tests: an OpenAI-compatible endpoint answering from a queue of
@@ -67,6 +77,20 @@ impl session_agent::core::events::Events for Frames {
 pub struct Model {
     pub replies: RefCell<VecDeque<CoreResult<HttpResponse>>>,
     pub requests: RefCell<Vec<Json>>,
+    /// `/embeddings` calls answered (with [`embedding`] vectors), and whether they fail.
+    pub embed_calls: Cell<usize>,
+    pub embed_fails: Cell<bool>,
+}
+
+/// A deterministic embedding for native tests: each word (lower case, letters and digits) adds
+/// 1 to one of 64 dimensions chosen by its hash, so texts that share words are similar.
+pub fn embedding(text: &str) -> Vec<f32> {
+    let mut v = vec![0.0_f32; 64];
+    for w in text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()) {
+        let h = w.to_lowercase().bytes().fold(2166136261_u32, |h, b| (h ^ u32::from(b)).wrapping_mul(16777619));
+        v[(h % 64) as usize] += 1.0;
+    }
+    v
 }
 
 /// The text of an OpenAI-compatible completion answer.
@@ -93,6 +117,29 @@ impl Model {
 
 impl Transport for Model {
     fn send(&self, req: HttpRequest) -> BoxFuture<'_, CoreResult<HttpResponse>> {
+        if req.url.ends_with("/embeddings") {
+            self.embed_calls.set(self.embed_calls.get() + 1);
+            let fails = self.embed_fails.get();
+            let body: Json = serde_json::from_str(&req.body).unwrap_or(Json::Null);
+            let data: Vec<Json> = body["input"]
+                .as_array()
+                .map(|a| {
+                    a.iter()
+                        .enumerate()
+                        .map(|(i, t)| json!({"index": i, "embedding": embedding(t.as_str().unwrap_or(""))}))
+                        .collect()
+                })
+                .unwrap_or_default();
+            return Box::pin(async move {
+                if fails {
+                    return Ok(HttpResponse {
+                        status: 500,
+                        body: "{\"error\":{\"message\":\"embeddings down\"}}".into(),
+                    });
+                }
+                Ok(HttpResponse { status: 200, body: json!({"data": data}).to_string() })
+            });
+        }
         self.requests.borrow_mut().push(serde_json::from_str(&req.body).unwrap_or(Json::Null));
         let next = self.replies.borrow_mut().pop_front();
         Box::pin(async move {
@@ -120,6 +167,7 @@ impl Api {
             now: Cell::new(1_795_345_200_000),
             frozen: false,
             events: Frames::default(),
+            embeddings: EmbeddingsConfig::none(),
         }
     }
 
@@ -153,14 +201,37 @@ impl Api {
             config: &self.config,
             agent: &self.agent,
             llm: &self.llm,
+            embeddings: &self.embeddings,
             transport: &self.model,
             events: &self.events,
             now: session_agent::core::time::iso_millis(self.now.get()),
         }
     }
 
+    /// Answers `req`, then runs what the answer left for later (memory extraction), as the
+    /// Durable Object does once the answer is sent.
     pub fn send(&self, req: Request) -> Response {
-        futures::executor::block_on(api::handle(&self.env(), &req))
+        let env = self.env();
+        let resp = futures::executor::block_on(api::handle(&env, &req));
+        futures::executor::block_on(api::after(&env, &resp.after));
+        resp
+    }
+
+    /// The single integer a SQL query answers (for checks of what is stored).
+    pub fn count(&self, sql: &str) -> i64 {
+        use session_agent::core::sql::Sql;
+        self.db.query_row(sql, &[]).expect("query").expect("a row").int(0).expect("an integer")
+    }
+
+    /// The same API with embeddings (OpenAI-compatible, answered by [`Model`]).
+    pub fn with_embeddings(mut self) -> Api {
+        self.embeddings = EmbeddingsConfig {
+            provider: EmbeddingsProvider::OpenAi,
+            base_url: "http://model.test/v1".into(),
+            model: "test-embed".into(),
+            api_key: None,
+        };
+        self
     }
 
     pub fn get(&self, path: &str) -> Response {

@@ -67,3 +67,61 @@ pub fn search(sql: &dyn Sql, label: &str, query: &str) -> Result<Option<String>>
     let found = rows.iter().map(|r| Ok(format!("[{}]\n{}", r.text(0)?, r.text(1)?))).collect::<Result<Vec<_>>>()?;
     Ok(Some(found.join("\n\n")))
 }
+
+/// One entry of a searchable block, as the API shows it.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Entry {
+    pub key: String,
+    pub content: String,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+/// Largest page of entries.
+pub const MAX_PAGE: i64 = 100;
+
+fn entry(r: &crate::core::sql::Row) -> Result<Entry> {
+    Ok(Entry { key: r.text(0)?, content: r.text(1)?, created_at: r.text(2)?, updated_at: r.text(3)? })
+}
+
+/// A page of block `label`'s entries in insertion order, and the cursor of the next page.
+pub fn list(sql: &dyn Sql, label: &str, limit: i64, cursor: Option<&str>) -> Result<(Vec<Entry>, Option<String>)> {
+    let after = match cursor {
+        None => 0,
+        Some(c) => c.parse::<i64>().map_err(|_| Error::invalid("cursor is not one this API gave out"))?,
+    };
+    let rows = sql.query(
+        "SELECT key, content, created_at, updated_at, seq FROM search_entries WHERE label = ? AND seq > ?
+          ORDER BY seq LIMIT ?",
+        &[label.into(), Value::Int(after), Value::Int(limit + 1)],
+    )?;
+    let more = rows.len() as i64 > limit;
+    let rows = &rows[..rows.len().min(limit as usize)];
+    let next = if more { rows.last().map(|r| r.int(4)).transpose()?.map(|s| s.to_string()) } else { None };
+    Ok((rows.iter().map(entry).collect::<Result<_>>()?, next))
+}
+
+/// Entry `key` of block `label`, if there is one.
+pub fn get(sql: &dyn Sql, label: &str, key: &str) -> Result<Option<Entry>> {
+    sql.query_row(
+        "SELECT key, content, created_at, updated_at FROM search_entries WHERE label = ? AND key = ?",
+        &[label.into(), key.into()],
+    )?
+    .map(|r| entry(&r))
+    .transpose()
+}
+
+/// Deletes entry `key` of block `label` and its index row; `false` when there was none.
+pub fn delete(sql: &dyn Sql, label: &str, key: &str) -> Result<bool> {
+    let Some(seq) = sql
+        .query_row("SELECT seq FROM search_entries WHERE label = ? AND key = ?", &[label.into(), key.into()])?
+        .map(|r| r.int(0))
+        .transpose()?
+    else {
+        return Ok(false);
+    };
+    sql.execute("DELETE FROM search_entries_fts WHERE rowid = ?", &[Value::Int(seq)])?;
+    sql.execute("DELETE FROM search_entries WHERE seq = ?", &[Value::Int(seq)])?;
+    Ok(true)
+}

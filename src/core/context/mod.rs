@@ -66,7 +66,18 @@ impl Block {
     pub fn keyed(&self) -> bool {
         self.is_skill() || self.is_searchable()
     }
+    /// Whether what the model writes is shared by all the agent's sessions: keyed blocks, and
+    /// writable blocks with `scope: "agent"` (a writable block is per session by default).
+    pub fn agent_wide(&self) -> bool {
+        match self.kind() {
+            BlockKind::Writable => self.cfg.scope == Some(Scope::Agent),
+            _ => true,
+        }
+    }
 }
+
+/// The `session_id` under which agent-wide writable blocks keep their text.
+pub const AGENT_OWNER: &str = "";
 
 /// A block with its content, as `GET …/context` shows it.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -166,11 +177,21 @@ impl<'a> Context<'a> {
         }
     }
 
+    /// Whose text a writable block holds: this session's, or (`scope: "agent"`) the agent's,
+    /// stored under the empty session id, which no session can have.
+    fn owner(&self, b: &Block) -> &str {
+        if b.agent_wide() {
+            AGENT_OWNER
+        } else {
+            self.session
+        }
+    }
+
     /// The stored text of a writable block (its configured initial text until first written).
     fn writable_text(&self, b: &Block) -> Result<String> {
         let row = self.sql.query_row(
             "SELECT content FROM context_blocks WHERE session_id = ? AND label = ?",
-            &[self.session.into(), b.label().into()],
+            &[self.owner(b).into(), b.label().into()],
         )?;
         match row {
             Some(r) => r.text(0),
@@ -260,7 +281,7 @@ impl<'a> Context<'a> {
         self.sql.execute(
             "INSERT INTO context_blocks (session_id, label, updated_at, content) VALUES (?, ?, ?, ?)
              ON CONFLICT (session_id, label) DO UPDATE SET content = excluded.content, updated_at = excluded.updated_at",
-            &[self.session.into(), label.into(), now.into(), content.into()],
+            &[self.owner(b).into(), label.into(), now.into(), content.into()],
         )
     }
 

@@ -29,16 +29,23 @@ pub enum Tool {
     SearchContext,
     SessionSearch,
     ExpandCompaction,
+    /// The memory tools (offered when `SESSION_CONFIG.memory` is set; run by `core::memory`).
+    MemoryStore,
+    MemoryRecall,
+    MemoryForget,
 }
 
 impl Tool {
-    pub const ALL: [Tool; 6] = [
+    pub const ALL: [Tool; 9] = [
         Tool::SetContext,
         Tool::LoadContext,
         Tool::UnloadContext,
         Tool::SearchContext,
         Tool::SessionSearch,
         Tool::ExpandCompaction,
+        Tool::MemoryStore,
+        Tool::MemoryRecall,
+        Tool::MemoryForget,
     ];
 
     /// The name the model calls it by.
@@ -50,7 +57,15 @@ impl Tool {
             Tool::SearchContext => "search_context",
             Tool::SessionSearch => "session_search",
             Tool::ExpandCompaction => "expand_compaction",
+            Tool::MemoryStore => "memory_store",
+            Tool::MemoryRecall => "memory_recall",
+            Tool::MemoryForget => "memory_forget",
         }
+    }
+
+    /// Whether `core::memory` runs it.
+    pub fn is_memory(self) -> bool {
+        matches!(self, Tool::MemoryStore | Tool::MemoryRecall | Tool::MemoryForget)
     }
 
     /// The tool called `name`, if there is one.
@@ -66,6 +81,8 @@ impl Tool {
             Tool::LoadContext | Tool::UnloadContext => (&["label", "key"], &[]),
             Tool::SearchContext => (&["label", "query"], &[]),
             Tool::SessionSearch => (&["query"], &[]),
+            // Checked by core::memory::tools, which knows their arrays and numbers.
+            Tool::MemoryStore | Tool::MemoryRecall | Tool::MemoryForget => (&[], &[]),
         }
     }
 }
@@ -199,8 +216,10 @@ fn set_context(writable: &[&Block]) -> ToolSpec {
                 "skill collection, keyed entries"
             } else if b.is_searchable() {
                 "searchable, keyed entries"
-            } else {
+            } else if b.agent_wide() {
                 "writable"
+            } else {
+                "writable, this conversation only"
             };
             let desc = b.cfg.description.as_deref().unwrap_or("no description");
             format!("- \"{}\" ({kind}): {desc}", b.label())
@@ -233,12 +252,22 @@ fn set_context(writable: &[&Block]) -> ToolSpec {
     }
     spec(
         Tool::SetContext,
-        format!(
-            "Write to a context block. Available blocks:\n{}\n\nWrites are durable and persist across sessions.{hint}",
-            lines.join("\n")
-        ),
+        format!("Write to a context block. Available blocks:\n{}\n\n{}{hint}", lines.join("\n"), durability(writable)),
         json!({"type": "object", "required": ["label", "content"], "properties": props}),
     )
+}
+
+/// The reference's "Writes are durable and persist across sessions.", true for each scope: a
+/// writable block is per session unless it has `scope: "agent"`.
+fn durability(writable: &[&Block]) -> &'static str {
+    if writable.iter().all(|b| b.agent_wide()) {
+        "Writes are durable and persist across sessions."
+    } else if writable.iter().all(|b| !b.agent_wide()) {
+        "Writes are durable for this conversation; other conversations do not see them."
+    } else {
+        "Writes are durable. Blocks marked \"this conversation only\" are kept for this conversation; the others \
+         persist across sessions."
+    }
 }
 
 fn label_key_schema(labels: &[&str], key_description: &str) -> Json {
@@ -314,12 +343,12 @@ pub struct Ran {
 
 impl Ran {
     /// A run that stored nothing.
-    fn read(output: String) -> Ran {
+    pub(crate) fn read(output: String) -> Ran {
         Ran { output, wrote: false, rewrote: None }
     }
 
     /// A run that stored something for the session.
-    fn stored(output: String) -> Ran {
+    pub(crate) fn stored(output: String) -> Ran {
         Ran { output, wrote: true, rewrote: None }
     }
 }
@@ -343,6 +372,9 @@ pub async fn execute(ctx: &Context<'_>, name: &str, input: &Json, now: &str) -> 
         Tool::UnloadContext => unload_context_run(ctx, &blocks, input),
         Tool::SearchContext => search_context_run(ctx, &blocks, input).map(Ran::read),
         Tool::SessionSearch => session_search(ctx, s(input, "query")).map(Ran::read),
+        Tool::MemoryStore | Tool::MemoryRecall | Tool::MemoryForget => {
+            return Err(Error::not_found(format!("{name} is run by the session's memory, not its blocks")))
+        }
     };
     Ok(out.unwrap_or_else(|e| Ran::read(format!("Error: {}", e.message))))
 }

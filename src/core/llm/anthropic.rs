@@ -20,8 +20,8 @@ struct Body<'a> {
     max_tokens: u32,
     messages: Vec<Turn>,
     stream: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    system: Option<[SystemBlock<'a>; 1]>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    system: Vec<SystemBlock<'a>>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     tools: Vec<Tool<'a>>,
 }
@@ -38,7 +38,8 @@ const EPHEMERAL: CacheControl = CacheControl { r#type: "ephemeral" };
 struct SystemBlock<'a> {
     r#type: &'static str,
     text: &'a str,
-    cache_control: CacheControl,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cache_control: Option<CacheControl>,
 }
 
 #[derive(Serialize)]
@@ -113,7 +114,13 @@ pub fn body(cfg: &LlmConfig, req: &ChatRequest, delivery: Delivery) -> serde_jso
         max_tokens: req.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
         messages: turns(&req.messages),
         stream,
-        system: req.system.as_deref().map(|s| [SystemBlock { r#type: "text", text: s, cache_control: EPHEMERAL }]),
+        // The frozen prompt is cached; the per-turn tail after it is not.
+        system: req
+            .system
+            .iter()
+            .map(|s| SystemBlock { r#type: "text", text: s, cache_control: Some(EPHEMERAL) })
+            .chain(req.system_tail.iter().map(|s| SystemBlock { r#type: "text", text: s, cache_control: None }))
+            .collect(),
         tools: req
             .tools
             .iter()

@@ -6,6 +6,7 @@
 //!
 //! - [`openai`], [`anthropic`], [`workers_ai`]: each provider's wire format, as serde types;
 //! - [`sse`]: the server-sent-events decoder;
+//! - [`embeddings`]: the embeddings client (memory recall by meaning);
 //! - `stream`: a streamed answer put together event by event.
 //!
 //! Providers (`LLM_PROVIDER`): `openai` (any OpenAI-compatible `/chat/completions`: OpenAI,
@@ -13,6 +14,7 @@
 //! binding), `none`.
 
 pub mod anthropic;
+pub mod embeddings;
 pub mod openai;
 pub mod sse;
 mod stream;
@@ -149,6 +151,22 @@ pub struct ChatRequest {
     pub max_tokens: Option<u32>,
     /// Provider-side prompt caching key (OpenAI `prompt_cache_key`): the session id.
     pub cache_key: Option<String>,
+    /// Per-turn system text sent after `system`, outside what the prompt cache keeps (the
+    /// memories recalled for this turn), so `system` stays byte-identical between turns.
+    pub system_tail: Option<String>,
+    /// What the answer's text must be.
+    pub format: Format,
+}
+
+/// The shape asked of the answer's text.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Format {
+    /// Free text.
+    #[default]
+    Text,
+    /// One JSON object (OpenAI-compatible `response_format: json_object`; other providers are
+    /// asked in the prompt and parsed leniently).
+    JsonObject,
 }
 
 impl ChatRequest {

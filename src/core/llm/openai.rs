@@ -9,8 +9,8 @@ use serde_json::Value as Json;
 
 use super::stream::{Accum, PartialCall};
 use super::{
-    error_message, lenient, parse_arguments, unavailable, ChatMessage, ChatReply, ChatRequest, Delivery, LlmConfig,
-    SseEvent, ToolCall, Usage, DEFAULT_MAX_TOKENS,
+    error_message, lenient, parse_arguments, unavailable, ChatMessage, ChatReply, ChatRequest, Delivery, Format,
+    LlmConfig, SseEvent, ToolCall, Usage, DEFAULT_MAX_TOKENS,
 };
 use crate::core::error::Result;
 
@@ -28,6 +28,13 @@ struct Body<'a> {
     tools: Vec<Tool<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     prompt_cache_key: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    response_format: Option<ResponseFormat>,
+}
+
+#[derive(Serialize)]
+struct ResponseFormat {
+    r#type: &'static str,
 }
 
 #[derive(Serialize)]
@@ -108,6 +115,7 @@ fn message(m: &ChatMessage) -> Message<'_> {
 pub fn body(cfg: &LlmConfig, req: &ChatRequest, delivery: Delivery) -> serde_json::Result<String> {
     let stream = delivery == Delivery::Streamed;
     let mut messages: Vec<Message> = req.system.iter().map(|s| Message::System { content: s }).collect();
+    messages.extend(req.system_tail.iter().map(|s| Message::System { content: s }));
     messages.extend(req.messages.iter().map(message));
     serde_json::to_string(&Body {
         model: &cfg.model,
@@ -124,6 +132,7 @@ pub fn body(cfg: &LlmConfig, req: &ChatRequest, delivery: Delivery) -> serde_jso
             })
             .collect(),
         prompt_cache_key: req.cache_key.as_deref(),
+        response_format: (req.format == Format::JsonObject).then_some(ResponseFormat { r#type: "json_object" }),
     })
 }
 

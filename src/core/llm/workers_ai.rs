@@ -32,7 +32,8 @@ struct Output {
 
 /// The binding's input for `req`.
 pub fn input(req: &ChatRequest) -> Json {
-    let mut messages: Vec<Message> = req.system.iter().map(|s| Message { role: "system", content: s.into() }).collect();
+    let mut messages: Vec<Message> =
+        req.system.iter().chain(&req.system_tail).map(|s| Message { role: "system", content: s.into() }).collect();
     messages.extend(req.messages.iter().map(|m| match m {
         ChatMessage::User { text } => Message { role: "user", content: text.into() },
         ChatMessage::Assistant { text, .. } => Message { role: "assistant", content: text.into() },

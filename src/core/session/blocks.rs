@@ -5,10 +5,13 @@ use serde_json::Value as Json;
 
 use super::Session;
 use crate::core::config::BlockConfig;
-use crate::core::context::tools::{self, Ran};
+use crate::core::context::entries::{self, Entry};
+use crate::core::context::entry_key::entry_key;
+use crate::core::context::tools::{self, Ran, Tool};
 use crate::core::context::{Block, LoadedBlock, Origin};
 use crate::core::error::{Error, Result};
 use crate::core::llm::ToolSpec;
+use crate::core::memory::{self, Memories};
 use crate::core::sql::atomically;
 
 /// How a block write treats the text already there.
@@ -74,6 +77,59 @@ impl Session<'_> {
         Ok(())
     }
 
+    /// The searchable block `label` whose entries the API manages (not the history block).
+    fn entry_block(&self, label: &str) -> Result<Block> {
+        let b = self.context().require(label)?;
+        if !b.is_searchable() || b.origin == Origin::History {
+            return Err(Error::invalid(format!("Block \"{label}\" has no entries: only search blocks do")));
+        }
+        Ok(b)
+    }
+
+    /// A page of a search block's entries (shared by the agent's sessions).
+    pub fn entries(&self, label: &str, limit: i64, cursor: Option<&str>) -> Result<(Vec<Entry>, Option<String>)> {
+        self.entry_block(label)?;
+        entries::list(self.env.sql, label, limit, cursor)
+    }
+
+    /// One entry of a search block; `not_found` when there is none.
+    pub fn entry(&self, label: &str, key: &str) -> Result<Entry> {
+        self.entry_block(label)?;
+        entries::get(self.env.sql, label, key)?
+            .ok_or_else(|| Error::not_found(format!("entry {key:?} not found in block \"{label}\"")))
+    }
+
+    /// Deletes one entry of a search block.
+    pub fn delete_entry(&self, label: &str, key: &str) -> Result<()> {
+        self.entry_block(label)?;
+        atomically(self.env.sql, || {
+            if !entries::delete(self.env.sql, label, key)? {
+                return Err(Error::not_found(format!("entry {key:?} not found in block \"{label}\"")));
+            }
+            self.register()
+        })?;
+        self.publish_context(label);
+        Ok(())
+    }
+
+    /// Writes many entries of a search block in one transaction (`key`, or the key `set_context`
+    /// would derive from `title` and `content`); returns their keys in order.
+    pub fn ingest(&self, label: &str, items: &[(Option<String>, Option<String>, String)]) -> Result<Vec<String>> {
+        self.entry_block(label)?;
+        let keys: Vec<String> = items
+            .iter()
+            .map(|(key, title, content)| key.clone().unwrap_or_else(|| entry_key(title.as_deref(), content)))
+            .collect();
+        atomically(self.env.sql, || {
+            for (key, (_, _, content)) in keys.iter().zip(items) {
+                entries::set(self.env.sql, label, key, content, &self.env.now)?;
+            }
+            self.register()
+        })?;
+        self.publish_context(label);
+        Ok(keys)
+    }
+
     /// The frozen prompt and whether it is frozen (stored the first time; that does not
     /// register the session).
     pub async fn prompt(&self) -> Result<(String, bool)> {
@@ -87,19 +143,34 @@ impl Session<'_> {
         Ok(prompt)
     }
 
-    /// The tools the session offers the model.
+    /// The tools the session offers the model: its blocks' tools, then the memory tools when
+    /// `SESSION_CONFIG.memory` is set.
     pub fn tools(&self) -> Result<Vec<ToolSpec>> {
-        tools::for_session(&self.context())
+        let mut all = tools::for_session(&self.context())?;
+        if self.env.config.memory.is_some() {
+            all.extend(memory::tools::definitions());
+        }
+        Ok(all)
+    }
+
+    /// Runs tool `name` with `input` as the model would, and the sockets hear what it changed
+    /// (the agent turn's way: the turn registers the session when it commits).
+    pub async fn execute_tool(&self, name: &str, input: &Json) -> Result<Ran> {
+        let ran = match Tool::from_name(name).filter(|t| t.is_memory() && self.env.config.memory.is_some()) {
+            Some(t) => memory::tools::execute(&Memories::new(self.env), self.id, t, input).await?,
+            None => tools::execute(&self.context(), name, input, &self.env.now).await?,
+        };
+        self.publish_tool_effects(input, &ran).await;
+        Ok(ran)
     }
 
     /// Runs tool `name` with `input` as the model would; a run that stored something registers
     /// the session, and the sockets hear what it changed.
     pub async fn run_tool(&self, name: &str, input: &Json) -> Result<Ran> {
-        let ran = tools::execute(&self.context(), name, input, &self.env.now).await?;
+        let ran = self.execute_tool(name, input).await?;
         if ran.wrote {
             atomically(self.env.sql, || self.register())?;
         }
-        self.publish_tool_effects(input, &ran).await;
         Ok(ran)
     }
 }

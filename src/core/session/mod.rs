@@ -27,6 +27,7 @@ use crate::core::context::Context;
 use crate::core::env::Env;
 use crate::core::error::{Error, Result};
 use crate::core::llm::Usage;
+use crate::core::memory::{self, recall, Memories};
 use crate::core::sql::atomically;
 use crate::core::store::message::{raw, NewMessage, RawMessage};
 use crate::core::store::overlay;
@@ -89,6 +90,8 @@ pub struct TurnWrite {
     pub usage: Usage,
     /// The system prompt to freeze with the turn, if none was frozen yet.
     pub freeze: Option<String>,
+    /// Ids of the memories the turn was given: their recall counters move with the commit.
+    pub recalled: Vec<String>,
 }
 
 /// Whether `msg` is a synthetic compaction message (id prefix `compaction_`), never stored.
@@ -301,12 +304,18 @@ impl<'a> Session<'a> {
         Ok(warnings)
     }
 
-    /// Deletes the session and everything stored for it (its context rows too).
+    /// Deletes the session and everything stored for it (its context rows, its `conversation`
+    /// memories; `core` and `daily` memories outlive it).
     pub async fn delete(&self) -> Result<()> {
-        atomically(self.env.sql, || {
+        let gone = atomically(self.env.sql, || {
             sessions::delete(self.env.sql, self.id)?;
-            crate::core::context::delete_session(self.env.sql, self.id)
+            crate::core::context::delete_session(self.env.sql, self.id)?;
+            memory::store::delete_session(self.env.sql, self.id)
         })?;
+        let memories = Memories::new(self.env);
+        for m in &gone {
+            memories.publish(memory::Op::Deleted, m);
+        }
         self.publish_change("cleared", json!({}));
         self.publish_idle().await;
         Ok(())
@@ -315,7 +324,7 @@ impl<'a> Session<'a> {
     /// Writes a finished agent turn in one transaction (see [`TurnWrite`]) and tells the
     /// sockets, in the order written: the user message, the answered messages, the reply.
     pub async fn commit_turn(&self, turn: TurnWrite) -> Result<Vec<String>> {
-        let TurnWrite { user, updates, assistant, parent, usage, freeze } = turn;
+        let TurnWrite { user, updates, assistant, parent, usage, freeze, recalled } = turn;
         let has_user = user.is_some();
         let n_updates = updates.len();
         let mut msgs: Vec<NewMessage> = user.into_iter().chain(updates).chain([assistant]).collect();
@@ -341,7 +350,7 @@ impl<'a> Session<'a> {
                 if let Some(p) = &freeze {
                     context.freeze(p, &e.now)?;
                 }
-                Ok(())
+                recall::count_ids(e.sql, &recalled, &e.now)
             })
             .await?;
         for m in &msgs {

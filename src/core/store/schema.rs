@@ -10,6 +10,7 @@ pub const MIGRATIONS: &[(i64, &str, &str)] = &[
     (3, "estimates", include_str!("../../../migrations/0003_estimates.sql")),
     (4, "spill", include_str!("../../../migrations/0004_spill.sql")),
     (5, "spill_pending", include_str!("../../../migrations/0005_spill_pending.sql")),
+    (6, "memories", include_str!("../../../migrations/0006_memories.sql")),
 ];
 
 /// The newest schema version this build knows.

@@ -17,12 +17,18 @@ use serde_json::{json, Map, Value as Json};
 use super::conversation::{build, validate_continuation, Rejection, NOT_A_PREFIX};
 use super::AssistantParts;
 use crate::core::compaction::truncate::{truncate_older_messages, TruncateOptions};
-use crate::core::context::tools::{self, Tool};
+use crate::core::config::{Category, InjectConfig};
+use crate::core::context::tools::Tool;
 use crate::core::error::{Error, ErrorKind, Result};
 use crate::core::ids::new_id;
-use crate::core::llm::{chat, ChatMessage, ChatRequest, ToolCall, ToolSpec, Usage};
+use crate::core::llm::{chat, ChatMessage, ChatRequest, Format, ToolCall, ToolSpec, Usage};
+use crate::core::memory::inject::render;
+use crate::core::memory::recall::{Query, MAX_LIMIT};
+use crate::core::memory::Memories;
+use crate::core::parts::parts;
 use crate::core::session::{Session, TurnWrite};
 use crate::core::store::history::{history, Overlays};
+use crate::core::store::message::indexed_text;
 use crate::core::store::message::{parse_all, NewMessage};
 use crate::core::store::tree::Parent;
 
@@ -39,6 +45,44 @@ pub enum Ask {
 pub struct TurnRequest {
     pub ask: Ask,
     pub tools: Vec<ToolSpec>,
+    /// Whether long-term memory takes part (`memory: false` in the body skips inject and
+    /// extract for this turn).
+    pub memory: MemoryUse,
+}
+
+/// Whether a turn uses long-term memory.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum MemoryUse {
+    /// As configured (`SESSION_CONFIG.memory`).
+    #[default]
+    AsConfigured,
+    /// Not for this turn.
+    Skip,
+}
+
+/// A finished turn: the stored assistant message, and the work it leaves for after its answer.
+pub struct Turn {
+    pub message: Json,
+    pub after: Option<After>,
+}
+
+/// Work a finished turn leaves for after its answer has been sent (it never delays the answer,
+/// and its failures never fail the turn).
+#[derive(Clone, Debug, PartialEq)]
+pub enum After {
+    /// Distill the exchange that ends at `leaf` into long-term memories.
+    ExtractMemories { session: String, leaf: String },
+}
+
+/// Runs what a turn left for later; failures are reported to `env.events.warn`.
+pub async fn run_after(env: &crate::core::env::Env<'_>, after: &After) {
+    match after {
+        After::ExtractMemories { session, leaf } => {
+            if let Err(e) = Memories::new(env).extract(session, Some(leaf)).await {
+                env.events.warn(&format!("memory extract after the turn of {session}: {}", e.message));
+            }
+        }
+    }
 }
 
 /// What a turn tells its caller as it goes.
@@ -63,7 +107,7 @@ pub async fn turn(
     session: &Session<'_>,
     req: TurnRequest,
     on_event: &mut dyn FnMut(ChatEvent) -> Result<()>,
-) -> Result<Json> {
+) -> Result<Turn> {
     let server = session.tools()?;
     for (i, t) in req.tools.iter().enumerate() {
         let clash = server.iter().chain(&req.tools[..i]).any(|s| s.name == t.name);
@@ -71,22 +115,42 @@ pub async fn turn(
             return Err(Error::invalid(format!("tools[{i}]: a tool named {:?} already exists", t.name)));
         }
     }
+    let continuation = matches!(req.ask, Ask::Continue { .. });
+    let memory = session.env.config.memory.as_ref().filter(|_| req.memory == MemoryUse::AsConfigured && !continuation);
     let start = start(session, req.ask, &server).await?;
+    let injected = match (memory.and_then(|m| m.inject.as_ref()), &start.user) {
+        (Some(cfg), Some(user)) => inject(session, cfg, user).await?,
+        _ => None,
+    };
     // Frozen with the turn's writes: a turn that fails stores nothing, not even the prompt.
     let (system, to_freeze) = session.context().prompt_for_turn().await?;
     let shown = truncate_older_messages(start.base, &TruncateOptions::default());
     let conversation = build(&shown, session.env.config.chat.max_messages);
     let assistant_id = new_id()?;
-    let steps = Steps { session, server: &server, client: &req.tools, system, assistant_id: &assistant_id };
+    let tail = injected.as_ref().map(|i| i.0.clone());
+    let steps =
+        Steps { session, server: &server, client: &req.tools, system, memory: tail, assistant_id: &assistant_id };
     let (parts, usage) = steps.run(conversation.messages, on_event).await?;
 
     let mut meta = Map::new();
     meta.insert("model".into(), json!(session.env.llm.model));
     meta.insert("usage".into(), json!({"inputTokens": usage.input_tokens, "outputTokens": usage.output_tokens}));
+    let recalled = injected.map(|i| i.1).unwrap_or_default();
+    if memory.is_some_and(|m| m.inject.is_some()) {
+        meta.insert("memories".into(), json!(recalled));
+    }
     let message = parts.message(&assistant_id, &session.env.now, meta);
     let assistant = NewMessage::from_json(&message)?;
     let freeze = to_freeze.then_some(steps.system);
-    let write = TurnWrite { user: start.user, updates: start.updates, assistant, parent: start.parent, usage, freeze };
+    let write = TurnWrite {
+        user: start.user,
+        updates: start.updates,
+        assistant,
+        parent: start.parent,
+        usage,
+        freeze,
+        recalled,
+    };
     session.commit_turn(write).await?;
     // Messages the cap left out are forgotten by the model: compact (when configured) so the
     // next turn sees them in a summary.
@@ -95,7 +159,28 @@ pub async fn turn(
     } else {
         session.after_append(&assistant_id).await;
     }
-    Ok(message)
+    let after = memory
+        .filter(|m| m.extract.is_some())
+        .map(|_| After::ExtractMemories { session: session.id.to_owned(), leaf: assistant_id.clone() });
+    Ok(Turn { message, after })
+}
+
+/// The memories recalled for the user's message, as the `<user-memory>` block and their ids;
+/// `None` when nothing relevant is stored. Conversation memories of other sessions stay out.
+async fn inject(session: &Session<'_>, cfg: &InjectConfig, user: &NewMessage) -> Result<Option<(String, Vec<String>)>> {
+    let text = indexed_text(parts(&user.to_value()?));
+    if text.trim().is_empty() {
+        return Ok(None);
+    }
+    let query = Query { text, limit: MAX_LIMIT, ..Query::default() };
+    let mut hits = Memories::new(session.env).rank(&query).await?;
+    hits.retain(|h| {
+        cfg.categories.contains(&h.memory.category)
+            && (h.memory.category != Category::Conversation
+                || h.memory.source.as_ref().is_some_and(|s| s.session_id == session.id))
+    });
+    hits.truncate(cfg.limit);
+    Ok(render(&hits, cfg.token_budget))
 }
 
 /// Checks what was asked against what is stored and reads the branch the model will see.
@@ -148,6 +233,8 @@ struct Steps<'s, 'a> {
     server: &'s [ToolSpec],
     client: &'s [ToolSpec],
     system: String,
+    /// The `<user-memory>` block of this turn, sent after the frozen prompt.
+    memory: Option<String>,
     assistant_id: &'s str,
 }
 
@@ -172,6 +259,8 @@ impl Steps<'_, '_> {
                 tools: tools.clone(),
                 max_tokens: cfg.max_tokens,
                 cache_key: Some(sid.to_owned()),
+                system_tail: self.memory.clone(),
+                format: Format::Text,
             };
             let mut forward = |text: &str| -> Result<()> {
                 if env.events.has_listeners(sid) {
@@ -212,11 +301,8 @@ impl Steps<'_, '_> {
             if server.is_some() {
                 // A storage failure fails the whole turn; the model's mistakes (input of the
                 // wrong shape included) are outputs it can correct.
-                let output = match tools::execute(&self.session.context(), name, input, &self.session.env.now).await {
-                    Ok(ran) => {
-                        self.session.publish_tool_effects(input, &ran).await;
-                        ran.output
-                    }
+                let output = match self.session.execute_tool(name, input).await {
+                    Ok(ran) => ran.output,
                     Err(e) if matches!(e.kind, ErrorKind::InvalidRequest | ErrorKind::NotFound) => {
                         format!("Error: {}", e.message)
                     }
