@@ -28,6 +28,18 @@ CREATE UNIQUE INDEX memories_norm ON memories (category, norm);
 CREATE INDEX memories_created ON memories (created_at, seq);
 CREATE INDEX memories_session ON memories (session_id);
 CREATE INDEX memories_expiry ON memories (expires_at) WHERE expires_at IS NOT NULL;
+CREATE INDEX memories_unembedded ON memories (seq) WHERE unembedded = 1;
+
+-- How many memories the agent holds (its cap is checked on every store), kept by triggers so
+-- that no write counts the whole table.
+CREATE TABLE memory_count (id INTEGER PRIMARY KEY CHECK (id = 1), n INTEGER NOT NULL);
+INSERT INTO memory_count (id, n) VALUES (1, 0);
+CREATE TRIGGER memories_count_insert AFTER INSERT ON memories BEGIN
+  UPDATE memory_count SET n = n + 1 WHERE id = 1;
+END;
+CREATE TRIGGER memories_count_delete AFTER DELETE ON memories BEGIN
+  UPDATE memory_count SET n = n - 1 WHERE id = 1;
+END;
 
 -- rowid = memories.seq, rewritten with the memory.
 CREATE VIRTUAL TABLE memories_fts USING fts5 (content, tags, tokenize = 'porter unicode61');

@@ -535,11 +535,17 @@ fn embeddings_are_stored_fused_and_caught_up_after_a_failure() {
     assert_eq!(hits[0]["memory"]["content"], "The user rides a red bicycle.");
     assert!(hits[0]["signals"]["semantic"].as_f64().unwrap() > 0.5);
     assert!(hits[0]["why"].as_str().unwrap().contains("meaning"));
+    // A batch is embedded after its answer, whatever its size.
+    let many: Vec<Json> = (0..70).map(|i| json!({"content": format!("Batch fact number {i}.")})).collect();
+    assert_eq!(api.post("/memories/batch", json!({ "memories": many })).status, 201);
+    assert_eq!(api.count("SELECT count(*) FROM memories WHERE unembedded = 1"), 0);
+    assert_eq!(api.count("SELECT count(*) FROM memory_vectors"), 73);
+    assert_eq!(api.count("SELECT n FROM memory_count"), 73);
     // A changed text is embedded again.
     let id = hits[0]["memory"]["id"].as_str().unwrap().to_owned();
     api.patch(&format!("/memories/{id}"), json!({"content": "The user rides a blue bicycle."}));
     assert_eq!(api.count("SELECT count(*) FROM memories WHERE unembedded = 1"), 0);
-    assert_eq!(api.count("SELECT count(*) FROM memory_vectors"), 3);
+    assert_eq!(api.count("SELECT count(*) FROM memory_vectors"), 73);
 }
 
 #[test]

@@ -10,9 +10,10 @@ use crate::core::config::is_label;
 use crate::core::env::Env;
 use crate::core::error::{Error, Result};
 use crate::core::llm::ToolSpec;
+use crate::core::memory::After;
 use crate::core::session::Session;
 use crate::core::store::message::NewMessage;
-use crate::core::turn::run::{turn, After, Ask, ChatEvent, MemoryUse, TurnRequest};
+use crate::core::turn::run::{turn, Ask, ChatEvent, MemoryUse, TurnRequest};
 
 /// The caller's tools: offered to the model, answered by the caller.
 fn client_tools(body: &Map<String, Json>) -> Result<Vec<ToolSpec>> {

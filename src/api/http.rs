@@ -7,8 +7,8 @@ use serde::Serialize;
 use serde_json::{Map, Value as Json};
 
 use crate::core::error::{Error, ErrorKind, Result};
+use crate::core::memory::After;
 use crate::core::store::message::check_id;
-use crate::core::turn::run::After;
 
 /// Largest request body accepted, in bytes.
 pub const MAX_BODY_BYTES: usize = 32 * 1024 * 1024;

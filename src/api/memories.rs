@@ -10,7 +10,7 @@ use crate::core::env::Env;
 use crate::core::error::{Error, Result};
 use crate::core::memory::recall::{Query, DEFAULT_LIMIT, MAX_LIMIT};
 use crate::core::memory::store::{self, MAX_PAGE};
-use crate::core::memory::{By, Category, Filter, Memories, NewMemory, Patch, Stored};
+use crate::core::memory::{After, By, Category, Filter, Memories, NewMemory, Patch, Stored};
 use crate::core::session::Session;
 
 /// Default page of `GET /memories`.
@@ -90,7 +90,9 @@ pub async fn create_all(env: &Env<'_>, req: &Request) -> Result<Response> {
         .collect::<Result<Vec<_>>>()?;
     let done = Memories::new(env).remember_all(&all, By::Api).await?;
     let memories: Vec<_> = done.into_iter().map(|(m, _)| m).collect();
-    Ok(Response::json(201, &json!({ "memories": memories })))
+    let mut resp = Response::json(201, &json!({ "memories": memories }));
+    resp.after.push(After::EmbedMemories);
+    Ok(resp)
 }
 
 fn new_memory(body: &Map<String, Json>) -> Result<NewMemory> {

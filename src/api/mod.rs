@@ -25,9 +25,9 @@ pub use http::{Request, Response};
 use crate::core::config::check_label;
 use crate::core::env::Env;
 use crate::core::error::{Error, Result};
+use crate::core::memory::{run_after, After};
 use crate::core::session::Session;
 use crate::core::store::spill;
-use crate::core::turn::run::{run_after, After};
 use http::{decode_segment, message_param, method_not_allowed, session_param};
 
 /// What a path stands for.

@@ -12,7 +12,7 @@ use serde_json::{json, Map, Value as Json};
 use super::{handle, Request};
 use crate::core::env::Env;
 use crate::core::error::{Error, ErrorKind};
-use crate::core::turn::run::After;
+use crate::core::memory::After;
 
 /// The `error` frame for `e`.
 pub fn error_frame(sid: &str, code: &str, message: &str) -> Json {

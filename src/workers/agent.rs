@@ -239,7 +239,7 @@ impl Agent {
 
     /// Runs the work an answer left for after it is sent (memory extraction after a turn) in
     /// its own task, so the answer goes out first.
-    fn later(&self, work: Vec<crate::core::turn::run::After>) {
+    fn later(&self, work: Vec<crate::core::memory::After>) {
         if work.is_empty() {
             return;
         }

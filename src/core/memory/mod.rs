@@ -62,6 +62,47 @@ pub struct Memories<'a> {
     pub env: &'a Env<'a>,
 }
 
+/// Memory work an answer leaves for after it has been sent (it never delays the answer, and
+/// its failures are logged, never answered).
+#[derive(Clone, Debug, PartialEq)]
+pub enum After {
+    /// Distill the exchange that ends at `leaf` into long-term memories (after a turn).
+    ExtractMemories { session: String, leaf: String },
+    /// Embed every memory still waiting for its vector (after a batch).
+    EmbedMemories,
+}
+
+/// Most rounds of [`After::EmbedMemories`] (each embeds up to `embed::BATCH` memories).
+const EMBED_ROUNDS: usize = 1000;
+
+/// Runs work left for after an answer; failures are reported to `env.events.warn`.
+pub async fn run_after(env: &Env<'_>, after: &After) {
+    let memories = Memories::new(env);
+    match after {
+        After::ExtractMemories { session, leaf } => {
+            if let Err(e) = memories.extract(session, Some(leaf)).await {
+                env.events.warn(&format!("memory extract after the turn of {session}: {}", e.message));
+            }
+        }
+        After::EmbedMemories if env.embeddings.is_on() => {
+            for _ in 0..EMBED_ROUNDS {
+                match embed::embed_pending(env.sql, env.transport, env.embeddings).await {
+                    Ok(0) => break,
+                    Ok(_) => {}
+                    Err(e) => {
+                        env.events.warn(&format!(
+                            "memory embeddings: {} (the memories are kept and embedded later)",
+                            e.message
+                        ));
+                        break;
+                    }
+                }
+            }
+        }
+        After::EmbedMemories => {}
+    }
+}
+
 /// What a memory change was, for the `memory` frame.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Op {
@@ -97,7 +138,7 @@ impl<'a> Memories<'a> {
     }
 
     /// Stores many memories in one transaction (all or none; duplicates merge as in
-    /// [`Memories::remember`]), then embeds what it can.
+    /// [`Memories::remember`]); their vectors are left to [`After::EmbedMemories`].
     pub async fn remember_all(&self, all: &[NewMemory], by: By) -> Result<Vec<(Memory, Stored)>> {
         let cfg = self.config();
         let e = self.env;
@@ -114,7 +155,7 @@ impl<'a> Memories<'a> {
         for (m, stored) in &done {
             self.publish(if *stored == Stored::Created { Op::Created } else { Op::Updated }, m);
         }
-        self.embed_pending().await;
+        // The vectors of a big batch are made after the answer (`After::EmbedMemories`).
         Ok(done)
     }
 

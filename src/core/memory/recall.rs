@@ -1,9 +1,12 @@
 //! Ranked recall of memories (docs/REFERENCE.md#memory-ranking).
 //!
 //! Candidates come from full text (FTS5 over text and tags; any word of the query may match,
-//! word forms through the porter stemmer and prefixes) and, when a query vector is given, from
-//! cosine similarity over the stored vectors. Their ranks are fused (reciprocal-rank fusion,
-//! k = 60) into a relevance in (0, 1], then combined with what the agent knows of each memory:
+//! word forms through the porter stemmer, and prefixes, an exact word counting more than a
+//! prefix) and, when a query vector is given, from cosine similarity over the stored vectors.
+//! Relevance in [0, 1] is the stronger of the two signals (bm25 relative to the best text
+//! candidate; similarity rescaled from [0.2, 1]) plus a tenth of the weaker one when both agree,
+//! so a strong text match is never outranked by a weak vector neighbour. Then it is combined with
+//! what the agent knows of each memory:
 //!
 //! ```text
 //! rank = 0.70 · relevance + 0.15 · confidence (score; 0.5 when unknown)
@@ -27,8 +30,6 @@ pub const DEFAULT_LIMIT: i64 = 10;
 pub const MAX_LIMIT: i64 = 50;
 /// Candidates taken from each source before ranking.
 const CANDIDATES: i64 = 50;
-/// Reciprocal-rank fusion constant.
-const RRF_K: f64 = 60.0;
 /// Days after which recency halves.
 const HALF_LIFE_DAYS: f64 = 30.0;
 /// Least cosine similarity for a vector candidate.
@@ -96,8 +97,10 @@ pub fn compile(text: &str) -> Option<String> {
         .filter(|w| w.chars().any(char::is_alphanumeric))
         .map(|w| {
             let q = w.replace('"', "\"\"");
+            // The word itself, and (3+ letters) every word it begins: a document with the
+            // word matches both, so it ranks above one that only has a longer word.
             if w.chars().count() >= 3 {
-                format!("\"{q}\" *")
+                format!("\"{q}\" OR \"{q}\" *")
             } else {
                 format!("\"{q}\"")
             }
@@ -109,9 +112,7 @@ pub fn compile(text: &str) -> Option<String> {
 struct Candidate {
     memory: Memory,
     bm25: Option<f64>,
-    text_rank: Option<usize>,
     similarity: Option<f64>,
-    vector_rank: Option<usize>,
 }
 
 /// Moves the recall counters of memories `ids` to `now` (the ones still there).
@@ -143,29 +144,15 @@ pub fn count(sql: &dyn Sql, hits: &mut [Hit], now: &str) -> Result<()> {
 pub fn rank(sql: &dyn Sql, query: &Query, vector: Option<&[f32]>, now: &str) -> Result<Vec<Hit>> {
     let mut found = text_candidates(sql, query, now)?;
     if let Some(v) = vector {
-        for (rank, (memory, similarity)) in vector_candidates(sql, &query.filter, v, now)?.into_iter().enumerate() {
+        for (memory, similarity) in vector_candidates(sql, &query.filter, v, now)? {
             match found.iter_mut().find(|c| c.memory.seq == memory.seq) {
-                Some(c) => {
-                    c.similarity = Some(similarity);
-                    c.vector_rank = Some(rank);
-                }
-                None => found.push(Candidate {
-                    memory,
-                    bm25: None,
-                    text_rank: None,
-                    similarity: Some(similarity),
-                    vector_rank: Some(rank),
-                }),
+                Some(c) => c.similarity = Some(similarity),
+                None => found.push(Candidate { memory, bm25: None, similarity: Some(similarity) }),
             }
         }
     }
     let now_ms = parse_iso(now).unwrap_or(0);
     let best_bm25 = found.iter().filter_map(|c| c.bm25).fold(0.0_f64, f64::max);
-    let fused = |c: &Candidate| {
-        c.text_rank.map_or(0.0, |r| 1.0 / (RRF_K + r as f64 + 1.0))
-            + c.vector_rank.map_or(0.0, |r| 1.0 / (RRF_K + r as f64 + 1.0))
-    };
-    let best_fused = found.iter().map(fused).fold(0.0_f64, f64::max);
     let mut hits: Vec<Hit> = found
         .into_iter()
         .map(|c| {
@@ -173,7 +160,8 @@ pub fn rank(sql: &dyn Sql, query: &Query, vector: Option<&[f32]>, now: &str) -> 
                 (Some(b), true) => b / best_bm25,
                 _ => 0.0,
             };
-            let relevance = if vector.is_some() && best_fused > 0.0 { fused(&c) / best_fused } else { text };
+            let meaning = c.similarity.map_or(0.0, |s| ((s - MIN_SIMILARITY) / (1.0 - MIN_SIMILARITY)).clamp(0.0, 1.0));
+            let relevance = (text.max(meaning) + 0.1 * text.min(meaning)).min(1.0);
             score(c.memory, text, c.similarity, relevance, now_ms)
         })
         .collect();
@@ -235,18 +223,7 @@ fn text_candidates(sql: &dyn Sql, query: &Query, now: &str) -> Result<Vec<Candid
     params.extend(filter_params);
     params.push(Value::Int(CANDIDATES));
     let rows = sql.query(&q, &params)?;
-    rows.iter()
-        .enumerate()
-        .map(|(i, r)| {
-            Ok(Candidate {
-                memory: from_row(r, 0)?,
-                bm25: Some(-r.real(13)?),
-                text_rank: Some(i),
-                similarity: None,
-                vector_rank: None,
-            })
-        })
-        .collect()
+    rows.iter().map(|r| Ok(Candidate { memory: from_row(r, 0)?, bm25: Some(-r.real(13)?), similarity: None })).collect()
 }
 
 fn vector_candidates(sql: &dyn Sql, filter: &Filter, v: &[f32], now: &str) -> Result<Vec<(Memory, f64)>> {
@@ -274,11 +251,11 @@ mod tests {
 
     #[test]
     fn any_content_word_matches_with_prefixes() {
-        assert_eq!(compile("Where does the user live now?").as_deref(), Some("\"live\" *"));
-        assert_eq!(compile("favourite food, pizza").as_deref(), Some("\"favourite\" * OR \"food\" * OR \"pizza\" *"));
-        assert_eq!(compile("the"), Some("\"the\" *".to_owned()));
+        assert_eq!(compile("Where does the user live now?").as_deref(), Some("\"live\" OR \"live\" *"));
+        assert_eq!(compile("food, ox").as_deref(), Some("\"food\" OR \"food\" * OR \"ox\""));
+        assert_eq!(compile("the"), Some("\"the\" OR \"the\" *".to_owned()));
         assert_eq!(compile("  ?! "), None);
-        assert_eq!(compile("a\"b NEAR(x) OR"), Some("\"b\" OR \"near\" * OR \"x\"".to_owned()));
-        assert_eq!(compile("pizza Pizza"), Some("\"pizza\" *".to_owned()));
+        assert_eq!(compile("a\"b NEAR(x) OR"), Some("\"b\" OR \"near\" OR \"near\" * OR \"x\"".to_owned()));
+        assert_eq!(compile("pizza Pizza"), Some("\"pizza\" OR \"pizza\" *".to_owned()));
     }
 }

@@ -233,9 +233,10 @@ pub fn get(sql: &dyn Sql, id: &str, now: &str) -> Result<Option<Memory>> {
     sql.query_row(&q, &[id.into(), now.into()])?.map(|r| from_row(&r, 0)).transpose()
 }
 
-/// How many memories the agent holds (expired ones not yet purged included).
+/// How many memories the agent holds (expired ones not yet purged included), from the counter
+/// the triggers of migration 0006 keep.
 pub fn count(sql: &dyn Sql) -> Result<i64> {
-    Ok(sql.query_row("SELECT count(*) FROM memories", &[])?.map(|r| r.int(0)).transpose()?.unwrap_or(0))
+    Ok(sql.query_row("SELECT n FROM memory_count WHERE id = 1", &[])?.map(|r| r.int(0)).transpose()?.unwrap_or(0))
 }
 
 fn live_duplicate(sql: &dyn Sql, category: Category, norm: &str, now: &str) -> Result<Option<Memory>> {

@@ -24,7 +24,7 @@ use crate::core::ids::new_id;
 use crate::core::llm::{chat, ChatMessage, ChatRequest, Format, ToolCall, ToolSpec, Usage};
 use crate::core::memory::inject::render;
 use crate::core::memory::recall::{Query, MAX_LIMIT};
-use crate::core::memory::Memories;
+use crate::core::memory::{After, Memories};
 use crate::core::parts::parts;
 use crate::core::session::{Session, TurnWrite};
 use crate::core::store::history::{history, Overlays};
@@ -64,25 +64,6 @@ pub enum MemoryUse {
 pub struct Turn {
     pub message: Json,
     pub after: Option<After>,
-}
-
-/// Work a finished turn leaves for after its answer has been sent (it never delays the answer,
-/// and its failures never fail the turn).
-#[derive(Clone, Debug, PartialEq)]
-pub enum After {
-    /// Distill the exchange that ends at `leaf` into long-term memories.
-    ExtractMemories { session: String, leaf: String },
-}
-
-/// Runs what a turn left for later; failures are reported to `env.events.warn`.
-pub async fn run_after(env: &crate::core::env::Env<'_>, after: &After) {
-    match after {
-        After::ExtractMemories { session, leaf } => {
-            if let Err(e) = Memories::new(env).extract(session, Some(leaf)).await {
-                env.events.warn(&format!("memory extract after the turn of {session}: {}", e.message));
-            }
-        }
-    }
 }
 
 /// What a turn tells its caller as it goes.
