@@ -167,3 +167,4 @@ try {
   await w.stop();
   rmSync(dir, { recursive: true, force: true });
 }
+if (process.env.BENCH_MEMORY !== "0") await import("./memory.mjs"); // long-term memory: bench/memory.mjs

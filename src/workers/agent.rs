@@ -25,6 +25,7 @@ use crate::core::config::SessionConfig;
 use crate::core::error::{Error, ErrorKind};
 use crate::core::llm::embeddings::EmbeddingsConfig;
 use crate::core::llm::LlmConfig;
+use crate::core::memory::After;
 use crate::core::store;
 use crate::core::time::iso_millis;
 
@@ -48,6 +49,11 @@ struct Inner {
     name: String,
     /// Why the agent cannot serve (schema or config), if it cannot.
     broken: Option<Error>,
+    /// Whether a task is embedding the memories that wait for a vector: one is enough (it runs
+    /// until none waits), and two would embed the same rows twice.
+    embedding: std::cell::Cell<bool>,
+    /// A batch asked for embedding while that task ran: it goes round once more.
+    embed_again: std::cell::Cell<bool>,
 }
 
 impl Inner {
@@ -105,6 +111,8 @@ impl Agent {
             sockets: Sockets::new(state),
             name,
             broken,
+            embedding: std::cell::Cell::new(false),
+            embed_again: std::cell::Cell::new(false),
         };
         Agent { inner: Rc::new(inner) }
     }
@@ -239,13 +247,27 @@ impl Agent {
 
     /// Runs the work an answer left for after it is sent (memory extraction after a turn) in
     /// its own task, so the answer goes out first.
-    fn later(&self, work: Vec<crate::core::memory::After>) {
+    fn later(&self, mut work: Vec<After>) {
+        let embeds = work.contains(&After::EmbedMemories);
+        work.retain(|w| *w != After::EmbedMemories);
+        let inner = &self.inner;
+        if embeds && inner.embedding.replace(true) {
+            inner.embed_again.set(true);
+        } else if embeds {
+            work.push(After::EmbedMemories);
+        }
         if work.is_empty() {
             return;
         }
         let agent = self.clone();
         spawn_local(async move {
             api::after(&agent.inner.env(), &work).await;
+            if work.contains(&After::EmbedMemories) {
+                while agent.inner.embed_again.replace(false) {
+                    api::after(&agent.inner.env(), &[After::EmbedMemories]).await;
+                }
+                agent.inner.embedding.set(false);
+            }
         });
     }
 }
