@@ -31,11 +31,11 @@ CREATE INDEX memories_expiry ON memories (expires_at) WHERE expires_at IS NOT NU
 CREATE INDEX memories_unembedded ON memories (seq) WHERE unembedded = 1;
 
 -- How many memories the agent holds (its cap is checked on every store), kept by triggers so
--- that no write counts the whole table.
+-- that no write counts the whole table. No row until the first memory (an agent that never
+-- stored one has nothing stored).
 CREATE TABLE memory_count (id INTEGER PRIMARY KEY CHECK (id = 1), n INTEGER NOT NULL);
-INSERT INTO memory_count (id, n) VALUES (1, 0);
 CREATE TRIGGER memories_count_insert AFTER INSERT ON memories BEGIN
-  UPDATE memory_count SET n = n + 1 WHERE id = 1;
+  INSERT INTO memory_count (id, n) VALUES (1, 1) ON CONFLICT (id) DO UPDATE SET n = n + 1;
 END;
 CREATE TRIGGER memories_count_delete AFTER DELETE ON memories BEGIN
   UPDATE memory_count SET n = n - 1 WHERE id = 1;
