@@ -782,6 +782,8 @@ fn search_entries_can_be_listed_read_deleted_and_ingested() {
     ] {
         assert_eq!(api.post("/sessions/s/context/kb/entries", body.clone()).status, 400, "{body}");
     }
+    let big = "x".repeat(1_000_001);
+    assert_eq!(api.post("/sessions/s/context/kb/entries", json!({"entries": [{"content": big}]})).status, 413);
     assert_eq!(api.get("/sessions/s/context/kb").body_json()["content"], before);
     assert_eq!(api.get("/sessions/s/context/notes/entries").status, 400);
     assert_eq!(api.get("/sessions/s/context/history/entries").status, 400);

@@ -9,7 +9,7 @@ use crate::core::context::entries::MAX_PAGE;
 use crate::core::error::{Error, Result};
 use crate::core::session::blocks::Write;
 use crate::core::session::Session;
-use crate::core::store::message::check_id;
+use crate::core::store::message::{check_id, MAX_INDEXED_BYTES};
 
 /// `GET /sessions/{sid}/context`: every block with its content, in prompt order.
 pub async fn list(s: &Session<'_>) -> Result<Response> {
@@ -76,6 +76,12 @@ pub fn ingest(s: &Session, label: &str, req: &Request) -> Result<Response> {
         }
         let title = opt_str(e, "title").map_err(at)?;
         let content = req_str(e, "content").map_err(at)?;
+        if content.len() > MAX_INDEXED_BYTES {
+            return Err(Error::too_large(format!(
+                "entries[{i}].content has {} bytes; an entry holds at most {MAX_INDEXED_BYTES}",
+                content.len()
+            )));
+        }
         items.push((key, title, content));
     }
     Ok(Response::json(201, &json!({ "keys": s.ingest(label, &items)? })))

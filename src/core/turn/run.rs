@@ -2,9 +2,11 @@
 //! assistant message out.
 //!
 //! ```text
-//! start: validate, read the branch ──▶ the frozen prompt, the conversation (truncated,
-//! sanitized, capped keeping summaries), the tools ──▶ steps: the model, server tools, the
-//! model again (bounded) ──▶ one transaction (Session::commit_turn) ──▶ frames ──▶ compaction
+//! start: validate, read the branch ──▶ the memories for the user's text (a `<user-memory>`
+//! block after the prompt) ──▶ the frozen prompt, the conversation (truncated, sanitized,
+//! capped keeping summaries), the tools ──▶ steps: the model, server tools, the model again
+//! (bounded) ──▶ one transaction (Session::commit_turn) ──▶ frames ──▶ compaction ──▶ after the
+//! answer: memory extraction (`memory::After`)
 //! ```
 //!
 //! **All or nothing**: nothing is written until the model is done; a provider or tool-store
