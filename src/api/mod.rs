@@ -132,6 +132,13 @@ pub fn session_of(req: &Request) -> Result<String> {
     session_param(raw)
 }
 
+/// The route template a DO path matches (`/sessions/{sid}/messages`), for logs that must not
+/// carry ids; `None` when no route matches.
+pub fn route_template(path: &str) -> Option<&'static str> {
+    let route = router().at(path).ok()?.value.0;
+    ROUTES.iter().find(|r| r.1 == route).map(|r| r.0)
+}
+
 /// Whether `req` is an agent turn asking for server-sent events (the Durable Object streams
 /// those itself with [`chat::stream`]).
 pub fn is_chat_stream(req: &Request) -> bool {

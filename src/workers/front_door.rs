@@ -8,29 +8,66 @@
 
 use subtle::ConstantTimeEq;
 use worker::web_sys;
-use worker::{event, Context, Env, Headers, Request, Response, Result};
+use worker::{console_log, event, Context, Date, Env, Headers, Request, Response, Result};
 
 use super::convert::{self, split_url};
 use crate::api::http::{check_name, decode_segment, parse_query};
-use crate::api::socket_session;
+use crate::api::{route_template, socket_session};
 use crate::core::error::{Error, ErrorKind};
 
 #[event(fetch)]
 async fn fetch(mut req: Request, env: Env, _ctx: Context) -> Result<Response> {
+    let started = Date::now().as_millis();
     let method = req.inner().method();
     let url = req.inner().url();
     let (path, query) = split_url(&url);
-    match admit(&req, &env, &method, path, query) {
-        Admit::Forward(target) => forward(&req, &env, &method, &url, query, &target).await,
+    let (agent, route, answer) = match admit(&req, &env, &method, path, query) {
+        Admit::Forward(target) => {
+            let route = route_template(target.tail).unwrap_or("(no route)");
+            let answer = forward(&req, &env, &method, &url, query, &target).await;
+            (target.agent, route, answer)
+        }
         Admit::Answer(answer) => {
             // An unread body makes workerd drop the connection, and a client that reuses it
             // for its next request gets a reset: read what was sent (up to the body limit).
             if !convert::declared_too_large(&req) {
                 convert::drain(&mut req).await;
             }
-            answer
+            let (agent, route) = front_route(path);
+            (agent, route, answer)
         }
-    }
+    };
+    let status = answer.as_ref().map_or(500, Response::status_code);
+    log_request(&agent, &method, route, status, Date::now().as_millis().saturating_sub(started));
+    answer
+}
+
+/// One line per request for the operator (Workers Logs / `wrangler tail`): the agent, the
+/// method, the route template (never the path's ids, a token or a body), the status and the
+/// milliseconds until the answer's head (a streamed body goes on after it).
+fn log_request(agent: &str, method: &str, route: &str, status: u16, ms: u64) {
+    let line = serde_json::json!({"agent": agent, "method": method, "route": route, "status": status, "ms": ms});
+    console_log!("{line}");
+}
+
+/// The agent (when its name is valid) and the route of a request the front door answers itself
+/// (a refused token, a bad name, health, the page), as a log names them.
+fn front_route(path: &str) -> (String, &'static str) {
+    let Some(rest) = path.strip_prefix("/agents/") else {
+        return (
+            String::new(),
+            if path == "/healthz" {
+                "/healthz"
+            } else if page(path).is_some() {
+                "(page)"
+            } else {
+                "(no route)"
+            },
+        );
+    };
+    let (agent, tail) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    let agent = decode_segment("agent", agent).ok().filter(|a| check_name("agent", a).is_ok()).unwrap_or_default();
+    (agent, route_template(if tail.is_empty() { "/" } else { tail }).unwrap_or("(no route)"))
 }
 
 /// What the front door does with a request: answer it itself, or hand it to an agent.

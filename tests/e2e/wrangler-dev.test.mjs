@@ -56,6 +56,18 @@ test("wrangler dev serves the worker and keeps state across restarts", { timeout
     const r = await fetch(`${dev.base}/agents/dev/sessions/s1/messages`, { method: "POST", headers: auth,
       body: JSON.stringify({ message: { id: "m1", role: "user", parts: [{ type: "text", text: "kept by wrangler" }] } }) });
     assert.equal(r.status, 201, await r.text());
+    // One log line per request: agent, method, route template, status, ms; never the token, an
+    // id from the path or a body.
+    const deadline = Date.now() + 10_000;
+    const lines = () => dev.output().split("\n").map((l) => l.slice(l.indexOf("{"))).filter((l) => l.startsWith('{"agent"'))
+      .map((l) => { try { return JSON.parse(l); } catch { return null; } }).filter(Boolean);
+    while (lines().length < 2 && Date.now() < deadline) await new Promise((res) => setTimeout(res, 100));
+    const logged = lines();
+    assert.ok(logged.some((l) => l.agent === "dev" && l.method === "POST" && l.route === "/sessions/{sid}/messages" && l.status === 201 && typeof l.ms === "number"), JSON.stringify(logged));
+    assert.ok(logged.some((l) => l.status === 401 && l.route === "/sessions"), JSON.stringify(logged));
+    // (wrangler prints its own request lines with paths; ours carry none of these.)
+    const ours = JSON.stringify(logged);
+    assert.ok(!ours.includes(token) && !ours.includes("kept by wrangler") && !ours.includes("s1") && !ours.includes("m1"), ours);
     await dev.stop();
     dev = await wranglerDev(persist, token);
     const h = await (await fetch(`${dev.base}/agents/dev/sessions/s1/history`, { headers: auth })).json();
