@@ -80,14 +80,7 @@ fn the_route_checks_its_input() {
 #[test]
 fn the_tool_is_offered_when_compaction_can_happen() {
     let without = Api::new();
-    let names = |api: &Api| -> Vec<String> {
-        api.get("/sessions/s/tools").body_json()["tools"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|t| t["name"].as_str().unwrap().to_owned())
-            .collect()
-    };
+    let names = |api: &Api| api.tool_names("s");
     assert_eq!(names(&without), ["session_search"]);
     assert_eq!(without.post("/sessions/s/tools/expand_compaction", json!({"input": {}})).status, 404);
     // Once the session has an overlay, it is offered.

@@ -281,14 +281,7 @@ fn recall_ranks_text_confidence_and_recency_and_says_why() {
 #[test]
 fn memory_tools_are_offered_only_when_configured() {
     let plain = Api::new();
-    let names = |api: &Api| -> Vec<String> {
-        api.get("/sessions/s/tools").body_json()["tools"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|t| t["name"].as_str().unwrap().to_owned())
-            .collect()
-    };
+    let names = |api: &Api| api.tool_names("s");
     assert!(!names(&plain).iter().any(|n| n.starts_with("memory_")));
     assert_eq!(plain.post("/sessions/s/tools/memory_recall", json!({"input": {"query": "x"}})).status, 404);
     let api = memory_api();

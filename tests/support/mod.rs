@@ -217,6 +217,16 @@ impl Api {
         resp
     }
 
+    /// The names of the tools session `sid` offers, in order.
+    pub fn tool_names(&self, sid: &str) -> Vec<String> {
+        self.get(&format!("/sessions/{sid}/tools")).body_json()["tools"]
+            .as_array()
+            .expect("a tools list")
+            .iter()
+            .map(|t| t["name"].as_str().expect("a tool name").to_owned())
+            .collect()
+    }
+
     /// The single integer a SQL query answers (for checks of what is stored).
     pub fn count(&self, sql: &str) -> i64 {
         use session_agent::core::sql::Sql;

@@ -90,10 +90,7 @@ pub async fn run_after(env: &Env<'_>, after: &After) {
                     Ok(0) => break,
                     Ok(_) => {}
                     Err(e) => {
-                        env.events.warn(&format!(
-                            "memory embeddings: {} (the memories are kept and embedded later)",
-                            e.message
-                        ));
+                        warn_embeddings(env, &e);
                         break;
                     }
                 }
@@ -101,6 +98,11 @@ pub async fn run_after(env: &Env<'_>, after: &After) {
         }
         After::EmbedMemories => {}
     }
+}
+
+/// Logs a failed embeddings call: the memories stay stored and wait for a later write.
+fn warn_embeddings(env: &Env<'_>, e: &Error) {
+    env.events.warn(&format!("memory embeddings: {} (the memories are kept and embedded later)", e.message));
 }
 
 /// What a memory change was, for the `memory` frame.
@@ -243,7 +245,7 @@ impl<'a> Memories<'a> {
             return;
         }
         if let Err(err) = embed::embed_pending(e.sql, e.transport, e.embeddings).await {
-            e.events.warn(&format!("memory embeddings: {} (the memories are kept and embedded later)", err.message));
+            warn_embeddings(e, &err);
         }
     }
 
