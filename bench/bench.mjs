@@ -1,5 +1,13 @@
 // Benchmark against local workerd (Miniflare running the built Worker + DO, persisted to a
 // temporary directory). Prints figures; asserts nothing. Run: npm run bench
+//
+// Options (environment variables):
+//   BENCH_SEARCH_SIZES  messages searched, each size in its own agent (default 10000,100000)
+//   BENCH_PATHS         path lengths of the history part (default 100,1000,10000)
+//   BENCH_DEPTHS        path depths of the appends with compaction configured (default 10,1000,10000)
+//   BENCH_MEMORY=0      skip bench/memory.mjs, long-term memory (its own options: at its top)
+//   BENCH_TRANSFER=0    skip bench/transfer.mjs, export / import and token verification (its own
+//                       options, BENCH_TRANSFER_MESSAGES, BENCH_TRANSFER_SESSIONS, …: at its top)
 import { gzipSync } from "node:zlib";
 import { readFileSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -168,3 +176,4 @@ try {
   rmSync(dir, { recursive: true, force: true });
 }
 if (process.env.BENCH_MEMORY !== "0") await import("./memory.mjs"); // long-term memory: bench/memory.mjs
+if (process.env.BENCH_TRANSFER !== "0") await import("./transfer.mjs"); // export / import, tokens: bench/transfer.mjs

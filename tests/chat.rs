@@ -266,7 +266,7 @@ fn server_sent_events_and_frames_for_listeners() {
 #[test]
 fn websocket_frames() {
     let api = api();
-    let frame = |text: &str| futures::executor::block_on(api::ws::frame(&api.env(), "s", text)).frames;
+    let frame = |text: &str| futures::executor::block_on(api::ws::frame(&api.env(), "s", None, text)).frames;
     assert_eq!(frame(r#"{"type":"ping"}"#), [json!({"type": "pong"})]);
     for bad in ["nope", "[]", r#"{"type":"dance"}"#, r#"{"type":"append"}"#, r#"{"type":"history","leafId":3}"#] {
         let f = frame(bad);

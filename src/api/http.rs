@@ -112,9 +112,16 @@ impl Response {
     /// The JSON error body `{"error": {"code", "message"}}` with the kind's status.
     pub fn error(e: &Error) -> Response {
         let body = serde_json::json!({"error": {"code": e.code(), "message": e.message}});
+        let mut headers = vec![("content-type".into(), "application/json; charset=utf-8".into())];
+        if let Some(s) = e.retry_after {
+            headers.push(("retry-after".into(), s.to_string()));
+        }
+        if e.kind == ErrorKind::Unauthorized {
+            headers.push(("www-authenticate".into(), "Bearer".into()));
+        }
         Response {
             status: e.kind.status(),
-            headers: vec![("content-type".into(), "application/json; charset=utf-8".into())],
+            headers,
             body: body.to_string().into_bytes(),
             warnings: Vec::new(),
             after: Vec::new(),
@@ -159,16 +166,7 @@ pub fn parse_query(query: &str) -> Result<Vec<(String, String)>> {
         .collect()
 }
 
-/// Checks an agent or session name: 1–128 characters of `[A-Za-z0-9._:-]`.
-pub fn check_name(what: &str, name: &str) -> Result<()> {
-    let ok = (1..=128).contains(&name.len())
-        && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-'));
-    if ok {
-        Ok(())
-    } else {
-        Err(Error::invalid(format!("{what} must be 1-128 characters of [A-Za-z0-9._:-]")))
-    }
-}
+pub use crate::core::ids::check_name;
 
 /// Percent-decodes one path segment as UTF-8.
 pub fn decode_segment(what: &str, raw: &str) -> Result<String> {

@@ -8,6 +8,7 @@
 //! turn), [`ws`] (WebSocket frames mapped onto routes). The routes are data (`ROUTES`): the
 //! methods each path allows, and with them every `405`, come from that table.
 
+pub mod access;
 pub mod chat;
 pub mod compactions;
 pub mod context;
@@ -16,12 +17,15 @@ pub mod memories;
 pub mod messages;
 pub mod search;
 pub mod sessions;
+pub mod tokens;
+pub mod transfer;
 pub mod ws;
 
 use std::sync::OnceLock;
 
 pub use http::{Request, Response};
 
+use crate::core::access::revoked_before;
 use crate::core::config::check_label;
 use crate::core::env::Env;
 use crate::core::error::{Error, Result};
@@ -67,6 +71,20 @@ enum Route {
     Memory,
     MemoryHistory,
     Extract,
+    Revoke,
+    Erase,
+    Export,
+    Import,
+    SessionExport,
+    SessionImport,
+    Split,
+}
+
+impl Route {
+    /// Routes only the admin token (or a Worker binding) may use.
+    fn admin_only(self) -> bool {
+        matches!(self, Revoke | Erase | Export | Import)
+    }
 }
 
 use Route::*;
@@ -109,6 +127,14 @@ const ROUTES: &[(&str, Route, &[&str])] = &[
     ("/memories/batch", MemoryBatch, &["POST"]),
     ("/memories/{memory}", Memory, &["GET", "PATCH", "DELETE"]),
     ("/memories/{memory}/history", MemoryHistory, &["GET"]),
+    ("/tokens/revoke", Revoke, &["POST"]),
+    ("/", Erase, &["DELETE"]),
+    ("/export", Export, &["GET"]),
+    ("/import", Import, &["POST"]),
+    // A session may be called "import": GET, PATCH and DELETE reach it as a session.
+    ("/sessions/import", SessionImport, &["GET", "POST", "PATCH", "DELETE"]),
+    ("/sessions/{sid}/export", SessionExport, &["GET"]),
+    ("/sessions/{sid}/split", Split, &["POST"]),
 ];
 
 fn router() -> &'static matchit::Router<(Route, &'static [&'static str])> {
@@ -139,6 +165,17 @@ pub fn route_template(path: &str) -> Option<&'static str> {
     ROUTES.iter().find(|r| r.1 == route).map(|r| r.0)
 }
 
+/// Whether `req` is the agent's export (`GET /export`), which the Durable Object streams.
+pub fn is_agent_export(req: &Request) -> bool {
+    req.method == "GET" && router().at(&req.path).is_ok_and(|m| m.value.0 == Export)
+}
+
+/// Refuses a request whose token (the claims the front door passed) is expired, revoked, for
+/// another agent, or outside its sessions or scope. Every way into the agent runs this first.
+pub fn admit(env: &Env<'_>, req: &Request) -> Result<()> {
+    access::check(req, env.agent, &env.now, || revoked_before(env.sql))
+}
+
 /// Whether `req` is an agent turn asking for server-sent events (the Durable Object streams
 /// those itself with [`chat::stream`]).
 pub fn is_chat_stream(req: &Request) -> bool {
@@ -156,6 +193,9 @@ pub fn socket_session(method: &str, path: &str) -> Option<Result<String>> {
 
 /// Answers one request. Never panics on input; every failure is a JSON error answer.
 pub async fn handle(env: &Env<'_>, req: &Request) -> Response {
+    if let Err(e) = admit(env, req) {
+        return Response::error(&e);
+    }
     let resp = dispatch(env, req).await.unwrap_or_else(|e| Response::error(&e));
     if req.method == "GET" {
         return resp;
@@ -287,6 +327,21 @@ async fn dispatch(env: &Env<'_>, req: &Request) -> Result<Response> {
         (Memory, _) => memories::delete(env, &p.memory),
         (MemoryHistory, _) => memories::history(env, &p.memory),
         (Extract, _) => memories::extract(&s, req).await,
+        (Revoke, _) => tokens::revoke(env, req),
+        (Erase, _) => transfer::erase(env, req).await,
+        (Export, _) => transfer::export_agent(env).await,
+        (Import, _) => transfer::import_agent(env, req).await,
+        (SessionImport, "POST") => transfer::import_session(env, req).await,
+        (SessionImport, m) => {
+            let s = Session::new(env, "import");
+            match m {
+                "GET" => sessions::get(&s),
+                "PATCH" => sessions::rename(&s, req),
+                _ => sessions::delete(&s).await,
+            }
+        }
+        (SessionExport, _) => transfer::export_session(&s).await,
+        (Split, _) => transfer::split(&s, req).await,
         // The Durable Object answers upgrades itself; anything else here is not one.
         (Socket, _) => Err(Error::invalid("expected a WebSocket upgrade (Upgrade: websocket)")),
     }

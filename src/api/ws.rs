@@ -9,6 +9,7 @@
 
 use serde_json::{json, Map, Value as Json};
 
+use super::access::{Claims, CLAIMS_HEADER};
 use super::{handle, Request};
 use crate::core::env::Env;
 use crate::core::error::{Error, ErrorKind};
@@ -42,8 +43,10 @@ pub struct Answer {
 /// `error` frame and the socket stays usable. Bigger messages go over HTTP (32 MiB bodies).
 pub const MAX_FRAME_BYTES: usize = 16 * 1024 * 1024;
 
-/// Answers one text frame from a socket of session `sid` (already checked).
-pub async fn frame(env: &Env<'_>, sid: &str, text: &str) -> Answer {
+/// Answers one text frame from a socket of session `sid` (already checked), opened with the
+/// scoped token `claims` (none: the admin token or a binding); each frame is checked against
+/// them as its request would be (`forbidden`, or `unauthorized` once expired or revoked).
+pub async fn frame(env: &Env<'_>, sid: &str, claims: Option<&Claims>, text: &str) -> Answer {
     if text.len() > MAX_FRAME_BYTES {
         let e = Error::too_large(format!(
             "a frame may have at most {MAX_FRAME_BYTES} bytes (this one has {}); send big messages over HTTP",
@@ -51,10 +54,10 @@ pub async fn frame(env: &Env<'_>, sid: &str, text: &str) -> Answer {
         ));
         return Answer { frames: failed(sid, &e), warnings: Vec::new(), after: Vec::new() };
     }
-    answer(env, sid, text).await
+    answer(env, sid, claims, text).await
 }
 
-async fn answer(env: &Env<'_>, sid: &str, text: &str) -> Answer {
+async fn answer(env: &Env<'_>, sid: &str, claims: Option<&Claims>, text: &str) -> Answer {
     let only = |frames: Vec<Json>| Answer { frames, warnings: Vec::new(), after: Vec::new() };
     let obj: Map<String, Json> = match serde_json::from_str(text) {
         Ok(Json::Object(o)) => o,
@@ -83,6 +86,10 @@ async fn answer(env: &Env<'_>, sid: &str, text: &str) -> Answer {
                 &Error::invalid(format!("unknown frame type {other:?}: one of append, history, chat, ping")),
             ))
         }
+    };
+    let req = match claims.map(serde_json::to_string) {
+        Some(Ok(c)) => req.header(CLAIMS_HEADER, &c),
+        _ => req,
     };
     let resp = handle(env, &req).await;
     let (warnings, after) = (resp.warnings.clone(), resp.after.clone());

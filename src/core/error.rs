@@ -8,11 +8,13 @@ use std::fmt;
 pub enum ErrorKind {
     InvalidRequest,
     Unauthorized,
+    Forbidden,
     NotFound,
     MethodNotAllowed,
     Conflict,
     TooLarge,
     OverBudget,
+    RateLimited,
     NotConfigured,
     LlmUnavailable,
     Internal,
@@ -24,11 +26,13 @@ impl ErrorKind {
         match self {
             ErrorKind::InvalidRequest => 400,
             ErrorKind::Unauthorized => 401,
+            ErrorKind::Forbidden => 403,
             ErrorKind::NotFound => 404,
             ErrorKind::MethodNotAllowed => 405,
             ErrorKind::Conflict => 409,
             ErrorKind::TooLarge => 413,
             ErrorKind::OverBudget => 422,
+            ErrorKind::RateLimited => 429,
             ErrorKind::NotConfigured | ErrorKind::LlmUnavailable => 503,
             ErrorKind::Internal => 500,
         }
@@ -39,11 +43,13 @@ impl ErrorKind {
         match self {
             ErrorKind::InvalidRequest => "invalid_request",
             ErrorKind::Unauthorized => "unauthorized",
+            ErrorKind::Forbidden => "forbidden",
             ErrorKind::NotFound => "not_found",
             ErrorKind::MethodNotAllowed => "method_not_allowed",
             ErrorKind::Conflict => "conflict",
             ErrorKind::TooLarge => "too_large",
             ErrorKind::OverBudget => "over_budget",
+            ErrorKind::RateLimited => "rate_limited",
             ErrorKind::NotConfigured => "not_configured",
             ErrorKind::LlmUnavailable => "llm_unavailable",
             ErrorKind::Internal => "internal",
@@ -58,11 +64,18 @@ pub struct Error {
     pub message: String,
     /// A more specific `error.code` than the kind's (e.g. `not_a_prefix` for a 409).
     pub detail: Option<&'static str>,
+    /// Seconds after which a `429` may be retried (its `Retry-After`).
+    pub retry_after: Option<i64>,
 }
 
 impl Error {
     pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
-        Error { kind, message: message.into(), detail: None }
+        Error { kind, message: message.into(), detail: None, retry_after: None }
+    }
+    /// The same error with the seconds to wait before a retry (`Retry-After`).
+    pub fn with_retry(mut self, seconds: i64) -> Self {
+        self.retry_after = Some(seconds);
+        self
     }
     /// The same error with a specific `error.code` (the HTTP status stays the kind's).
     pub fn with_code(mut self, code: &'static str) -> Self {
@@ -84,6 +97,12 @@ impl Error {
     }
     pub fn conflict(message: impl Into<String>) -> Self {
         Error::new(ErrorKind::Conflict, message)
+    }
+    pub fn forbidden(message: impl Into<String>) -> Self {
+        Error::new(ErrorKind::Forbidden, message)
+    }
+    pub fn unauthorized(message: impl Into<String>) -> Self {
+        Error::new(ErrorKind::Unauthorized, message)
     }
     pub fn internal(message: impl Into<String>) -> Self {
         Error::new(ErrorKind::Internal, message)

@@ -15,6 +15,9 @@ pub trait Events {
     /// Reports a problem no request waits for (a failed memory extraction or embedding): the
     /// Workers layer logs it.
     fn warn(&self, message: &str);
+    /// Tokens issued before `before_ms` were revoked: listeners that came in with one are
+    /// closed (the Workers layer knows which sockets did).
+    fn revoked(&self, _before_ms: i64) {}
 }
 
 /// Nobody listens (a DO without sockets, or a caller that does not care).

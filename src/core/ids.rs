@@ -1,4 +1,5 @@
-//! Random identifiers (UUID v4) for sessions, compactions and forked messages.
+//! Random identifiers (UUID v4) for sessions, compactions and forked messages, and the rule
+//! for the names agents and sessions are given.
 
 use crate::core::error::{Error, Result};
 
@@ -8,6 +9,17 @@ pub fn new_id() -> Result<String> {
     let mut bytes = [0u8; 16];
     getrandom::fill(&mut bytes).map_err(|e| Error::internal(format!("no entropy source: {e}")))?;
     Ok(uuid::Builder::from_random_bytes(bytes).into_uuid().to_string())
+}
+
+/// Checks an agent or session name: 1–128 characters of `[A-Za-z0-9._:-]`.
+pub fn check_name(what: &str, name: &str) -> Result<()> {
+    let ok = (1..=128).contains(&name.len())
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-'));
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::invalid(format!("{what} must be 1-128 characters of [A-Za-z0-9._:-]")))
+    }
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 //! Leaves first (each folder uses only the ones above it in this list; `tests/layout.rs` checks
 //! that the module graph has no cycle):
 //! - leaf modules: [`error`], [`sql`], `sqlite` (native only), [`blobs`], [`ids`], [`time`],
-//!   [`js`], [`parts`], [`tokens`], [`events`];
+//!   [`js`], [`parts`], [`tokens`], [`events`], [`access`] (the token revocation time);
 //! - [`store`]: the message store of one agent (schema, messages, trees, oversize fields in
 //!   R2, compaction overlays, history, estimates, sessions, search);
 //! - [`config`]: `SESSION_CONFIG` and the policies it carries;
@@ -17,8 +17,10 @@
 //!   the memory tools);
 //! - [`session`]: one session's operations and the one write path of its messages, compaction
 //!   with the LLM;
-//! - [`turn`]: the agent turn.
+//! - [`turn`]: the agent turn;
+//! - [`transfer`]: export, import and erase of a session or the whole agent.
 
+pub mod access;
 pub mod blobs;
 pub mod compaction;
 pub mod config;
@@ -38,4 +40,5 @@ pub mod sqlite;
 pub mod store;
 pub mod time;
 pub mod tokens;
+pub mod transfer;
 pub mod turn;

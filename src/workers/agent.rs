@@ -20,7 +20,9 @@ use super::{
     r2::R2Blobs,
     sockets::Sockets,
 };
+use crate::api::access::{self, CLAIMS_HEADER};
 use crate::api::{self, chat::Streamed};
+use crate::core::access::RateLimit;
 use crate::core::config::SessionConfig;
 use crate::core::error::{Error, ErrorKind};
 use crate::core::llm::embeddings::EmbeddingsConfig;
@@ -28,6 +30,7 @@ use crate::core::llm::LlmConfig;
 use crate::core::memory::After;
 use crate::core::store;
 use crate::core::time::iso_millis;
+use crate::core::transfer::export::AgentExport;
 
 /// The binding of the skills bucket.
 pub const SKILLS_BUCKET: &str = "SKILLS_BUCKET";
@@ -54,6 +57,8 @@ struct Inner {
     embedding: std::cell::Cell<bool>,
     /// A batch asked for embedding while that task ran: it goes round once more.
     embed_again: std::cell::Cell<bool>,
+    /// The agent's request limit (`RATE_LIMIT`), if set.
+    rate: Option<RateLimit>,
 }
 
 impl Inner {
@@ -99,7 +104,13 @@ impl Agent {
             Ok(e) => (e, None),
             Err(e) => (EmbeddingsConfig::none(), Some(Error::new(ErrorKind::NotConfigured, e.message))),
         };
-        let broken = broken.or(llm_error).or(embeddings_error);
+        let (rate, rate_error) = match var("RATE_LIMIT").filter(|v| !v.trim().is_empty()).map(|v| RateLimit::parse(&v))
+        {
+            None => (None, None),
+            Some(Ok(r)) => (Some(r), None),
+            Some(Err(e)) => (None, Some(Error::new(ErrorKind::NotConfigured, e.message))),
+        };
+        let broken = broken.or(llm_error).or(embeddings_error).or(rate_error);
         let transport = WorkersTransport { ai: env.ai(AI_BINDING).ok() };
         let inner = Inner {
             db,
@@ -113,6 +124,7 @@ impl Agent {
             broken,
             embedding: std::cell::Cell::new(false),
             embed_again: std::cell::Cell::new(false),
+            rate,
         };
         Agent { inner: Rc::new(inner) }
     }
@@ -145,16 +157,28 @@ impl Agent {
             convert::drain(&mut req).await;
             return convert::error(e);
         }
+        if let Some(e) = self.over_limit() {
+            convert::drain(&mut req).await;
+            return convert::error(&e);
+        }
         let method = req.inner().method();
         let url = req.inner().url();
-        if let Some(sid) = api::socket_session(&method, convert::split_url(&url).0) {
-            return self.upgrade(&req, sid);
+        let path = convert::split_url(&url).0;
+        if let Some(sid) = api::socket_session(&method, path) {
+            return self.upgrade(&req, path, sid);
         }
         let req = match convert::read(req).await {
             Ok(r) => r,
             Err(e) => return convert::error(&e),
         };
-        if api::is_chat_stream(&req) {
+        if api::is_chat_stream(&req) || api::is_agent_export(&req) {
+            // These answer as streams, outside `api::handle`: the token is checked here.
+            if let Err(e) = api::admit(&self.inner.env(), &req) {
+                return convert::error(&e);
+            }
+            if api::is_agent_export(&req) {
+                return self.export_stream();
+            }
             return self.chat_stream(req).await;
         }
         let mut resp = api::handle(&self.inner.env(), &req).await;
@@ -163,10 +187,21 @@ impl Agent {
         convert::write(resp)
     }
 
-    /// `GET /sessions/{sid}/ws`: accepts a hibernatable socket tagged with the session.
-    fn upgrade(&self, req: &Request, sid: crate::core::error::Result<String>) -> Result<Response> {
-        let sid = match sid {
-            Ok(s) => s,
+    /// `GET /sessions/{sid}/ws`: accepts a hibernatable socket tagged with the session and what
+    /// its token allows (checked like any request first).
+    fn upgrade(&self, req: &Request, path: &str, sid: crate::core::error::Result<String>) -> Result<Response> {
+        let claims = req.headers().get(CLAIMS_HEADER).ok().flatten();
+        let probe = match &claims {
+            Some(c) => api::Request::new("GET", path).header(CLAIMS_HEADER, c),
+            None => api::Request::new("GET", path),
+        };
+        let env = self.inner.env();
+        let claims = sid.and_then(|sid| {
+            api::admit(&env, &probe)?;
+            Ok((sid, access::claims_of(&probe)?))
+        });
+        let (sid, claims) = match claims {
+            Ok(c) => c,
             Err(e) => return convert::error(&e),
         };
         let upgrade = req.headers().get("upgrade").ok().flatten().unwrap_or_default();
@@ -174,8 +209,36 @@ impl Agent {
             return convert::error(&Error::invalid("expected a WebSocket upgrade (Upgrade: websocket)"));
         }
         let pair = WebSocketPair::new()?;
-        self.inner.sockets.accept(&pair.server, &sid);
+        self.inner.sockets.accept(&pair.server, &sid, claims.as_ref());
         Response::from_websocket(pair.client)
+    }
+
+    /// `GET /export`: the agent's NDJSON, read chunk by chunk as the client takes it. An error
+    /// midway ends the body early, without the `end` record (so no import takes it for whole).
+    fn export_stream(&self) -> Result<Response> {
+        let export = match AgentExport::new(&self.inner.db) {
+            Ok(e) => e,
+            Err(e) => return convert::error(&e),
+        };
+        let body = futures::stream::unfold(Some((self.clone(), export)), |state| async move {
+            let (agent, mut export) = state?;
+            let chunk = export.next(&agent.inner.env()).await;
+            for w in export.warnings.drain(..) {
+                console_warn!("GET /export: {w}");
+            }
+            match chunk {
+                Ok(Some(text)) => Some((Ok::<Vec<u8>, worker::Error>(text.into_bytes()), Some((agent, export)))),
+                Ok(None) => None,
+                Err(e) => {
+                    console_error!("GET /export stopped: {e}");
+                    None
+                }
+            }
+        });
+        let headers = worker::Headers::new();
+        headers.set("content-type", api::transfer::NDJSON)?;
+        headers.set("cache-control", "no-store")?;
+        Ok(Response::from_stream(body)?.with_headers(headers))
     }
 
     /// A chat turn as server-sent events, written as they come. The turn runs in its own task
@@ -221,14 +284,16 @@ impl Agent {
     /// One frame from a socket: answered to that socket (`history`, `pong`, `error`); writes
     /// reach every socket of the session through the event hub.
     pub async fn socket_message(&self, ws: WebSocket, message: WebSocketIncomingMessage) -> Result<()> {
-        let Some(sid) = self.inner.sockets.session_of(&ws) else { return Ok(()) };
-        let answer = match (&self.inner.broken, message) {
+        let Some((sid, claims)) = self.inner.sockets.session_of(&ws, &self.inner.name) else { return Ok(()) };
+        let answer = match (self.over_limit().or_else(|| self.inner.broken.clone()), message) {
             (Some(e), _) => api::ws::Answer {
                 frames: vec![api::ws::error_frame(&sid, e.code(), &e.message)],
                 warnings: vec![],
                 after: vec![],
             },
-            (None, WebSocketIncomingMessage::String(text)) => api::ws::frame(&self.inner.env(), &sid, &text).await,
+            (None, WebSocketIncomingMessage::String(text)) => {
+                api::ws::frame(&self.inner.env(), &sid, claims.as_ref(), &text).await
+            }
             (None, WebSocketIncomingMessage::Binary(_)) => api::ws::Answer {
                 frames: vec![api::ws::error_frame(&sid, "invalid_request", "frames must be text (JSON)")],
                 warnings: vec![],
@@ -243,6 +308,19 @@ impl Agent {
         }
         self.later(answer.after);
         Ok(())
+    }
+
+    /// `rate_limited` when this request is over the agent's `RATE_LIMIT` (requests and socket
+    /// frames count alike); the error names the seconds to wait.
+    fn over_limit(&self) -> Option<Error> {
+        let retry = self.inner.rate.as_ref()?.take(now_ms())?;
+        Some(
+            Error::new(
+                ErrorKind::RateLimited,
+                format!("over this agent's request limit (RATE_LIMIT); retry in {retry} s"),
+            )
+            .with_retry(retry),
+        )
     }
 
     /// Runs the work an answer left for after it is sent (memory extraction after a turn) in

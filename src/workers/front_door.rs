@@ -11,6 +11,9 @@ use worker::web_sys;
 use worker::{console_log, event, Context, Date, Env, Headers, Request, Response, Result};
 
 use super::convert::{self, split_url};
+use super::cors::Cors;
+use super::crypto;
+use crate::api::access::{self, Claims, CLAIMS_HEADER};
 use crate::api::http::{check_name, decode_segment, parse_query};
 use crate::api::{route_template, socket_session};
 use crate::core::error::{Error, ErrorKind};
@@ -21,11 +24,22 @@ async fn fetch(mut req: Request, env: Env, _ctx: Context) -> Result<Response> {
     let method = req.inner().method();
     let url = req.inner().url();
     let (path, query) = split_url(&url);
-    let (agent, route, answer) = match admit(&req, &env, &method, path, query) {
+    let cors = Cors::of(&req, &env);
+    let (agent, route, answer) = match admit(&req, &env, &method, path, query, &cors).await {
         Admit::Forward(target) => {
             let route = route_template(target.tail).unwrap_or("(no route)");
-            let answer = forward(&req, &env, &method, &url, query, &target).await;
+            let answer = match limited(&env, &target.agent).await {
+                Some(e) => {
+                    convert::drain(&mut req).await;
+                    convert::error(&e)
+                }
+                None => forward(&req, &env, &method, &url, query, &target).await,
+            };
             (target.agent, route, answer)
+        }
+        Admit::Issue(agent) => {
+            let answer = issue(&mut req, &env, &agent).await;
+            (agent, "/tokens", answer)
         }
         Admit::Answer(answer) => {
             // An unread body makes workerd drop the connection, and a client that reuses it
@@ -37,6 +51,7 @@ async fn fetch(mut req: Request, env: Env, _ctx: Context) -> Result<Response> {
             (agent, route, answer)
         }
     };
+    let answer = answer.and_then(|resp| cors.apply(resp));
     let status = answer.as_ref().map_or(500, Response::status_code);
     log_request(&agent, &method, route, status, Date::now().as_millis().saturating_sub(started));
     answer
@@ -67,21 +82,29 @@ fn front_route(path: &str) -> (String, &'static str) {
     };
     let (agent, tail) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
     let agent = decode_segment("agent", agent).ok().filter(|a| check_name("agent", a).is_ok()).unwrap_or_default();
-    (agent, route_template(if tail.is_empty() { "/" } else { tail }).unwrap_or("(no route)"))
+    let route = match tail {
+        "/tokens" => "/tokens",
+        "" => "/",
+        _ => route_template(tail).unwrap_or("(no route)"),
+    };
+    (agent, route)
 }
 
-/// What the front door does with a request: answer it itself, or hand it to an agent.
+/// What the front door does with a request: answer it itself, issue a token for an agent (with
+/// the admin token), or hand it to an agent.
 enum Admit<'a> {
     Answer(Result<Response>),
+    Issue(String),
     Forward(Target<'a>),
 }
 
-/// Where an admitted request goes: the agent, the path below `/agents/{agent}`, and whether it
-/// is a WebSocket handshake.
+/// Where an admitted request goes: the agent, the path below `/agents/{agent}`, whether it is a
+/// WebSocket handshake, and the claims of the scoped token it came with (none: the admin token).
 struct Target<'a> {
     agent: String,
     tail: &'a str,
     upgrade: Upgrade,
+    claims: Option<Claims>,
 }
 
 /// Whether a request opens a session's WebSocket (see [`handshake`]).
@@ -93,9 +116,13 @@ enum Upgrade {
     WebSocket,
 }
 
-/// The front door's checks, in order (see docs/openapi.yaml): the WebSocket handshake, health,
-/// the page, the `/agents/{agent}` prefix and the agent's name, the token, the declared size.
-fn admit<'a>(req: &Request, env: &Env, method: &str, path: &'a str, query: &str) -> Admit<'a> {
+/// The front door's checks, in order (see docs/openapi.yaml): a CORS preflight, the WebSocket
+/// handshake, health, the page, the `/agents/{agent}` prefix and the agent's name, the token
+/// (admin or scoped, and then what it may do), the declared size.
+async fn admit<'a>(req: &Request, env: &Env, method: &str, path: &'a str, query: &str, cors: &Cors) -> Admit<'a> {
+    if let Some(answer) = cors.preflight(req, method) {
+        return Admit::Answer(answer);
+    }
     let upgrade = match handshake(req, method, path) {
         Ok(upgrade) => upgrade,
         Err(e) => return Admit::Answer(refuse(&e, "GET")),
@@ -121,18 +148,94 @@ fn admit<'a>(req: &Request, env: &Env, method: &str, path: &'a str, query: &str)
         Ok(a) => a,
         Err(e) => return Admit::Answer(convert::error(&e)),
     };
-    if let Err(e) = authorize(req, env, query, upgrade) {
-        return Admit::Answer(convert::error(&e).and_then(|mut resp| {
-            if e.kind == ErrorKind::Unauthorized {
-                resp.headers_mut().set("www-authenticate", "Bearer")?;
+    let tail = if tail.is_empty() { "/" } else { tail };
+    let claims = match authorize(req, env, query, upgrade).await {
+        Ok(Caller::Admin) => None,
+        Ok(Caller::Scoped(claims)) => Some(claims),
+        Err(e) => return Admit::Answer(convert::error(&e)),
+    };
+    if let Some(c) = &claims {
+        // The DO checks again (with the revocation time only it knows); refusing here spares it
+        // the request.
+        let now = Date::now().as_millis() as i64;
+        if let Err(e) = c.admit(&agent, now, None).and_then(|_| access::permit(c, method, tail)) {
+            return Admit::Answer(convert::error(&e));
+        }
+    }
+    if tail == "/tokens" {
+        return match (&claims, method) {
+            (Some(_), _) => Admit::Answer(convert::error(&Error::forbidden("only the admin token issues tokens"))),
+            (None, "POST") => Admit::Issue(agent),
+            (None, _) => {
+                Admit::Answer(refuse(&Error::new(ErrorKind::MethodNotAllowed, "allowed methods: POST"), "POST"))
             }
-            Ok(resp)
-        }));
+        };
     }
     if convert::declared_too_large(req) {
         return Admit::Answer(convert::error(&Error::too_large("request body is over 32 MiB")));
     }
-    Admit::Forward(Target { agent, tail: if tail.is_empty() { "/" } else { tail }, upgrade })
+    Admit::Forward(Target { agent, tail, upgrade, claims })
+}
+
+/// `rate_limited` when the Workers rate-limiting binding `RATE_LIMITER` (if the Worker has one)
+/// says the agent is over its limit; the limit is the binding's, and `Retry-After` is the period
+/// of `RATE_LIMIT` when that is set too (else 60 s, the binding's longest period). `RATE_LIMIT`
+/// itself is counted by the agent (see `Agent`): with both set, both apply.
+async fn limited(env: &Env, agent: &str) -> Option<Error> {
+    use worker::js_sys::{Function, Object, Promise, Reflect};
+    use worker::wasm_bindgen::JsCast;
+    let binding = Reflect::get(env.as_ref(), &"RATE_LIMITER".into()).ok().filter(|b| b.is_object())?;
+    let limit: Function = Reflect::get(&binding, &"limit".into()).ok()?.dyn_into().ok()?;
+    let arg = Object::new();
+    Reflect::set(&arg, &"key".into(), &agent.into()).ok()?;
+    let promise: Promise = limit.call1(&binding, &arg).ok()?.dyn_into().ok()?;
+    let outcome = worker::wasm_bindgen_futures::JsFuture::from(promise).await.ok()?;
+    if Reflect::get(&outcome, &"success".into()).ok()?.as_bool() != Some(false) {
+        return None;
+    }
+    let period = env
+        .var("RATE_LIMIT")
+        .ok()
+        .and_then(|v| v.to_string().split_once('/').and_then(|(_, s)| s.trim().parse::<i64>().ok()))
+        .unwrap_or(60);
+    Some(
+        Error::new(ErrorKind::RateLimited, format!("over this agent's request limit; retry in {period} s"))
+            .with_retry(period),
+    )
+}
+
+/// `POST /agents/{agent}/tokens` (admin token only): signs the claims asked for with
+/// `TOKEN_SECRET` → 201 `{token, expiresAt, agent, scope, sessions}`.
+async fn issue(req: &mut Request, env: &Env, agent: &str) -> Result<Response> {
+    let Some(secret) = token_secret(env) else {
+        convert::drain(req).await;
+        return convert::error(&Error::new(
+            ErrorKind::NotConfigured,
+            "TOKEN_SECRET is not set, so no scoped token can be issued. Set it with `npx wrangler secret put \
+             TOKEN_SECRET` (locally: a line TOKEN_SECRET=... in .dev.vars); use 32 random bytes or more.",
+        ));
+    };
+    let body = match convert::read(req.clone()?).await.and_then(|r| r.json_object()) {
+        Ok(b) => b,
+        Err(e) => return convert::error(&e),
+    };
+    let claims = match Claims::issue(agent, &body, Date::now().as_millis() as i64) {
+        Ok(c) => c,
+        Err(e) => return convert::error(&e),
+    };
+    match crypto::sign(&secret, &claims.signing_input()).await {
+        Ok(signature) => Ok(Response::from_json(&claims.answer(&signature))?.with_status(201)),
+        Err(e) => convert::error(&e),
+    }
+}
+
+/// The secret that signs scoped tokens, if set (a secret, or a plain var in local dev).
+fn token_secret(env: &Env) -> Option<String> {
+    env.secret("TOKEN_SECRET")
+        .map(|s| s.to_string())
+        .or_else(|_| env.var("TOKEN_SECRET").map(|v| v.to_string()))
+        .ok()
+        .filter(|t| !t.is_empty())
 }
 
 /// The error answer of `e`; a `405` names the `allow`ed methods.
@@ -224,7 +327,17 @@ fn presented_token(req: &Request, query: &str, upgrade: Upgrade) -> Option<Strin
     parse_query(query).ok()?.into_iter().find(|(k, _)| k == "token").map(|(_, v)| v)
 }
 
-fn authorize(req: &Request, env: &Env, query: &str, upgrade: Upgrade) -> std::result::Result<(), Error> {
+/// Who presented the request's token.
+enum Caller {
+    /// `API_TOKEN`: everything.
+    Admin,
+    /// A scoped token with a valid signature (its expiry, agent and scope are checked next).
+    Scoped(Claims),
+}
+
+/// The caller of a request: the admin token (compared in constant time), or a scoped token whose
+/// signature WebCrypto verified. Anything else is `401`.
+async fn authorize(req: &Request, env: &Env, query: &str, upgrade: Upgrade) -> std::result::Result<Caller, Error> {
     let expected = env
         .secret("API_TOKEN")
         .map(|s| s.to_string())
@@ -241,9 +354,15 @@ fn authorize(req: &Request, env: &Env, query: &str, upgrade: Upgrade) -> std::re
     let given = presented_token(req, query, upgrade).unwrap_or_default();
     let same = given.len() == expected.len() && bool::from(given.as_bytes().ct_eq(expected.as_bytes()));
     if same {
-        Ok(())
+        return Ok(Caller::Admin);
+    }
+    let wrong = || Error::unauthorized("missing or wrong bearer token");
+    let secret = token_secret(env).ok_or_else(wrong)?;
+    let (signed, signature, claims) = access::read(&given)?;
+    if crypto::verify(&secret, signed, &signature).await? {
+        Ok(Caller::Scoped(claims))
     } else {
-        Err(Error::new(ErrorKind::Unauthorized, "missing or wrong bearer token"))
+        Err(wrong())
     }
 }
 
@@ -262,12 +381,17 @@ fn without_token(query: &str) -> String {
 /// and with `Upgrade` only on an actual socket upgrade: workerd fails a non-`GET` request that
 /// carries one with an internal error instead of an answer.
 async fn forward(req: &Request, env: &Env, method: &str, url: &str, query: &str, to: &Target<'_>) -> Result<Response> {
-    let Target { agent, tail, upgrade } = to;
+    let Target { agent, tail, upgrade, claims } = to;
     let origin = url.find("://").and_then(|i| url[i + 3..].find('/').map(|j| &url[..i + 3 + j])).unwrap_or(url);
     let query = without_token(query);
     let target = if query.is_empty() { format!("{origin}{tail}") } else { format!("{origin}{tail}?{query}") };
     let headers = req.headers().clone();
     headers.delete("authorization")?;
+    // Only the front door speaks for a token: a client's own claims header never passes.
+    headers.delete(CLAIMS_HEADER)?;
+    if let Some(c) = claims {
+        headers.set(CLAIMS_HEADER, &serde_json::to_string(c)?)?;
+    }
     if *upgrade == Upgrade::None {
         headers.delete("upgrade")?;
     }

@@ -3,19 +3,23 @@
 // whose model is a streaming OpenAI-compatible server on 127.0.0.1 (below). It lists and creates
 // sessions over HTTP, sends a message over the WebSocket, watches the reply grow delta by delta,
 // branches by regenerating, reconnects after the runtime restarts, and leaves a screenshot in
-// test-artifacts/chat-page.png.
+// test-artifacts/chat-page.png. The page is given a scoped write token for its agent (minted with
+// POST /agents/{agent}/tokens), never the admin token, as its token field asks users to.
 // Skips itself (with the reason) when /usr/bin/chromium or playwright-core is missing
 // (scripts/setup.sh installs both) or when GET / does not answer the page yet.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import http from "node:http";
 import net from "node:net";
-import { existsSync, mkdirSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { startWorker, ROOT } from "./harness.mjs";
 
-const TOKEN = "test-token";
+/** The admin token (API_TOKEN): only the test itself uses it, to mint the page's token and check. */
+const ADMIN_TOKEN = "test-token";
 const AGENT = "pw";
+/** The page's token: a scoped write token for AGENT (every session), minted in before(). */
+let TOKEN = null;
 const CHROMIUM = "/usr/bin/chromium";
 const ARTIFACTS = join(ROOT, "test-artifacts");
 /** The model's answers, in order: the first turn, then the regenerated one. */
@@ -127,10 +131,20 @@ before(async () => {
   }
   llm = await startStreamingLlm();
   w = await startWorker({
-    apiToken: TOKEN,
+    apiToken: ADMIN_TOKEN,
     port: await freePort(),
-    vars: { LLM_PROVIDER: "openai", LLM_BASE_URL: llm.baseUrl, LLM_MODEL: "test-model" },
+    vars: {
+      LLM_PROVIDER: "openai", LLM_BASE_URL: llm.baseUrl, LLM_MODEL: "test-model",
+      TOKEN_SECRET: "chat-page-token-secret-0123456789abcdef",
+    },
   });
+  const minted = await w.json("POST", `/agents/${AGENT}/tokens`, { scope: "write", ttlSeconds: 3600 });
+  if (minted.status !== 201) {
+    skipReason = `POST /agents/${AGENT}/tokens does not issue scoped tokens yet (HTTP ${minted.status}: ${JSON.stringify(minted.body)})`;
+    return;
+  }
+  TOKEN = minted.body.token;
+  assert.notEqual(TOKEN, ADMIN_TOKEN);
   const r = await w.fetch("/", { auth: false });
   const type = r.headers.get("content-type") ?? "";
   await r.arrayBuffer();
@@ -223,12 +237,34 @@ async function assertGrew(reply) {
 
 // ── The tests ────────────────────────────────────────────────────────────────────────────────
 
+test("the token field asks for a scoped token, never the admin token", async (t) => {
+  if (skipReason) return t.skip(skipReason);
+  const served = await (await w.fetch("/", { auth: false })).text();
+  const source = readFileSync(join(ROOT, "src/workers/page/index.html"), "utf8");
+  if (served !== source) return t.skip("build/ serves an older src/workers/page/index.html: rebuild (bash scripts/build.sh)");
+  // A page of its own (a fresh context: no stored token), so the main one loads fresh below.
+  const fresh = await browser.newPage();
+  try {
+    await fresh.goto(new URL("/", w.url).href);
+    const placeholder = await fresh.getAttribute("#token", "placeholder");
+    assert.match(placeholder, /scoped token \(POST \/agents\/\{agent\}\/tokens\)/);
+    assert.doesNotMatch(placeholder, /API token/i);
+    assert.match(await fresh.$eval("#token", (e) => e.closest("label").textContent), /scoped token/);
+    // With no token the status line says which token to use.
+    await fresh.waitForFunction(() => document.getElementById("status").textContent !== "", null, { timeout: WAIT });
+    assert.match(await fresh.textContent("#status"), /scoped token \(POST \/agents\/\{agent\}\/tokens\), never the admin token/);
+  } finally {
+    await fresh.close();
+  }
+});
+
 test("the page loads with the token and agent from the hash and creates a session", { timeout: 60_000 }, async (t) => {
   if (skipReason) return t.skip(skipReason);
   await page.goto(new URL(`/#token=${TOKEN}&agent=${AGENT}`, w.url).href);
   assert.equal(await page.inputValue("#agent"), AGENT);
   assert.equal(await page.inputValue("#token"), TOKEN);
   assert.ok(!page.url().includes(TOKEN), "the token is taken out of the address bar");
+  assert.equal(await page.evaluate(() => localStorage.getItem("sa-token")), TOKEN, "the scoped token is what the page keeps");
 
   await page.click("#new-session");
   const button = page.locator("#sessions button[data-sid]");

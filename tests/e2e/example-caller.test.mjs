@@ -34,8 +34,10 @@ before(async () => {
         compatibilityDate: "2026-04-01",
         // wrangler.toml's script_name binding: the class is defined by the other worker.
         durableObjects: { SESSION_AGENT: { className: "SessionAgent", scriptName: "session-agent" } },
+        serviceBindings: { SESSION_AGENT_API: "session-agent" },
+        bindings: { API_TOKEN: TOKEN },
       },
-      workerOptions({ apiToken: TOKEN }),
+      workerOptions({ apiToken: TOKEN, vars: { TOKEN_SECRET: "caller-test-token-secret-caller-test" } }),
     ],
   });
   await mf.ready;
@@ -126,4 +128,15 @@ test("the DO's errors surface as the typed error code", { skip }, async () => {
   r = await call("GET", "/nope?user=ada");
   assert.equal(r.status, 404);
   assert.equal(r.body.error.code, "not_found");
+});
+
+test("POST /token hands a browser a scoped token for its user only, never the admin token", { skip }, async () => {
+  const r = await call("POST", "/token?user=ada&session=trip");
+  assert.equal(r.status, 201, JSON.stringify(r.body));
+  assert.deepEqual(Object.keys(r.body).sort(), ["agent", "expiresAt", "scope", "sessions", "token"]);
+  assert.notEqual(r.body.token, TOKEN);
+  const as = (path) => agent.fetch(`http://agent${path}`, { headers: { authorization: `Bearer ${r.body.token}` } });
+  assert.equal((await as("/agents/ada/sessions/trip/history")).status, 200);
+  assert.equal((await as("/agents/ada/sessions/work/history")).status, 403, "another session");
+  assert.equal((await as("/agents/bob/sessions/trip/history")).status, 403, "another user");
 });

@@ -51,7 +51,7 @@ before(async () => {
     apiToken: TOKEN,
     vars: {
       LLM_PROVIDER: "openai", LLM_BASE_URL: model.baseUrl, LLM_MODEL: "fuzz-model", LLM_TIMEOUT_MS: "5000",
-      SESSION_CONFIG: JSON.stringify(CONFIG),
+      SESSION_CONFIG: JSON.stringify(CONFIG), TOKEN_SECRET: "fuzz-token-secret-fuzz-token-secret",
     },
   });
   // The data the spec's examples name (agent alice, session chat-1, messages m1..m4 and one

@@ -166,10 +166,11 @@ export function nextMessage(ws, timeoutMs = 5000) {
  * @param {string|null} [o.apiToken="test-token"] the API_TOKEN secret; null leaves it unset.
  * @param {Record<string, string>} [o.vars] more bindings (SESSION_CONFIG, LLM_*, ...).
  * @param {number} [o.port] fixed port on 127.0.0.1 (kept across restart()); default: a free one.
+ * @param {object} [o.options] more Miniflare worker options (e.g. `ratelimits`), merged last.
  * @returns {Promise<WorkerClient & {mf: Miniflare}>} `mf` is the live Miniflare instance
  *   (e.g. `await w.mf.getR2Bucket("SKILLS_BUCKET")` to seed skills).
  */
-export async function startWorker({ persistDir, apiToken = "test-token", vars = {}, port = 0 } = {}) {
+export async function startWorker({ persistDir, apiToken = "test-token", vars = {}, port = 0, options: extra = {} } = {}) {
   if (!existsSync(join(BUILD, "index.js"))) {
     throw new Error("build/index.js is missing: run `bash scripts/build.sh` first");
   }
@@ -177,6 +178,7 @@ export async function startWorker({ persistDir, apiToken = "test-token", vars = 
   const dir = persistDir ?? mkdtempSync(join(tmpdir(), "sa-worker-"));
   const options = {
     ...workerOptions({ persistDir: dir, apiToken, vars, port }),
+    ...extra,
     // SA_E2E_LOG=1 shows the Worker's console output and workerd's errors. Otherwise the
     // Worker's console.log (the front door's request log lines) is read and dropped: thousands
     // of lines per test would only slow the runs down; warnings and errors still show.

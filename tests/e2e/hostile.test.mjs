@@ -30,7 +30,7 @@ let w;
 const sent = {};
 
 before(async () => {
-  w = await startWorker({ apiToken: TOKEN, vars: { SESSION_CONFIG: JSON.stringify(CONFIG) } });
+  w = await startWorker({ apiToken: TOKEN, vars: { SESSION_CONFIG: JSON.stringify(CONFIG), TOKEN_SECRET: "hostile-token-secret-hostile-secret" } });
   const text = (id, t) => ({ id, role: "user", parts: [{ type: "text", text: t }] });
   const r = await w.json("POST", `/agents/${AGENT}/sessions/s1/messages/batch`, { messages: [text("m1", "one"), text("m2", "two")] });
   assert.equal(r.status, 201);

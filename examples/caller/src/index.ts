@@ -21,6 +21,10 @@
 /** The bindings declared in wrangler.toml. */
 export interface Env {
   SESSION_AGENT: DurableObjectNamespace;
+  /** session-agent's front door (a service binding): used only to mint scoped tokens. */
+  SESSION_AGENT_API?: Fetcher;
+  /** session-agent's admin token (a secret of this Worker too); it never leaves the server. */
+  API_TOKEN?: string;
 }
 
 /** A message in the AI SDK `UIMessage` shape; the DO stores it verbatim. */
@@ -155,6 +159,21 @@ export default {
       if (route === "GET /recall") {
         const limit = Number(param("limit") ?? 20);
         return Response.json({ results: await agent.search(param("q") ?? "", limit) });
+      }
+      if (route === "POST /token") {
+        // What a browser of this user gets: a token for this user's agent only (and one session
+        // when ?session= is given), never the admin token. The front door signs it. (In a real
+        // app `user` comes from your own sign-in, not from the query as in this demo.)
+        if (!env.SESSION_AGENT_API || !env.API_TOKEN) {
+          throw new SessionAgentError(503, "not_configured", "bind SESSION_AGENT_API and set API_TOKEN to mint tokens");
+        }
+        const session = param("session");
+        const res = await env.SESSION_AGENT_API.fetch(`https://session-agent/agents/${enc(user)}/tokens`, {
+          method: "POST",
+          headers: { authorization: `Bearer ${env.API_TOKEN}`, "content-type": "application/json" },
+          body: JSON.stringify({ scope: "write", ttlSeconds: 3600, ...(session ? { sessions: [session] } : {}) }),
+        });
+        return new Response(res.body, { status: res.status, headers: { "content-type": "application/json" } });
       }
       if (route === "POST /sessions") {
         return Response.json(await agent.createSession(param("name") ?? "untitled"), { status: 201 });

@@ -15,6 +15,7 @@ use crate::core::config::{check_scopes, BlockConfig, BlockKind, Scope, SessionCo
 use crate::core::context::prompt::{render, BlockView};
 use crate::core::error::{Error, ErrorKind, Result};
 use crate::core::sql::{Sql, Value};
+use crate::core::store::spill;
 use crate::core::tokens::estimate_str;
 
 /// Where a block comes from.
@@ -223,7 +224,8 @@ impl<'a> Context<'a> {
             (BlockKind::Search, _) => entries::summary(self.sql, b.label()),
             (BlockKind::Skills, _) => {
                 let root = self.skills_root(b);
-                Ok(skills::listing(&self.blobs.list(&root).await?, &root))
+                let objects = spill::live(self.sql, self.blobs.list(&root).await?)?;
+                Ok(skills::listing(&objects, &root))
             }
         }
     }
@@ -373,7 +375,9 @@ impl<'a> Context<'a> {
             return Err(Error::conflict(format!("Block \"{}\" does not support writes", b.label())));
         }
         let blob = Blob { text: content.to_owned(), description: description.map(str::to_owned) };
-        self.blobs.put(&format!("{}{key}", self.skills_root(b)), blob).await
+        let key = format!("{}{key}", self.skills_root(b));
+        spill::reclaim(self.sql, &key)?;
+        self.blobs.put(&key, blob).await
     }
 
     /// A skill's full text, or `None`.

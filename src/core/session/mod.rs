@@ -10,6 +10,7 @@
 //!
 //! - [`frames`]: what the session's sockets hear;
 //! - [`compact`]: compaction with the LLM (manual, automatic, after a capped turn);
+//! - [`split`]: ending a session and going on in a new one from its summary;
 //! - [`blocks`]: context-block writes, the prompt and tool runs, with their registration and
 //!   frames.
 //!
@@ -20,6 +21,7 @@
 pub mod blocks;
 pub mod compact;
 pub mod frames;
+pub mod split;
 
 use serde_json::json;
 

@@ -11,6 +11,7 @@ pub const MIGRATIONS: &[(i64, &str, &str)] = &[
     (4, "spill", include_str!("../../../migrations/0004_spill.sql")),
     (5, "spill_pending", include_str!("../../../migrations/0005_spill_pending.sql")),
     (6, "memories", include_str!("../../../migrations/0006_memories.sql")),
+    (7, "access", include_str!("../../../migrations/0007_access.sql")),
 ];
 
 /// The newest schema version this build knows.

@@ -27,7 +27,7 @@ use std::collections::HashMap;
 use serde::Deserialize;
 use serde_json::{Map, Value as Json};
 
-use crate::core::blobs::{Blob, Blobs};
+use crate::core::blobs::{Blob, BlobInfo, Blobs};
 use crate::core::error::{Error, Result};
 use crate::core::ids::new_id;
 use crate::core::sql::{atomically, Sql, Value};
@@ -181,6 +181,31 @@ pub fn release_unused(sql: &dyn Sql, keys: &[String]) -> Result<()> {
         }
         Ok(())
     })
+}
+
+/// `objects` without those a sweep is about to delete (garbage) or a cut-short write left
+/// (pending): lists of skills show only what is there to stay.
+pub fn live(sql: &dyn Sql, objects: Vec<BlobInfo>) -> Result<Vec<BlobInfo>> {
+    if objects.is_empty()
+        || sql.query_row("SELECT 1 FROM spill_garbage UNION ALL SELECT 1 FROM spill_pending LIMIT 1", &[])?.is_none()
+    {
+        return Ok(objects);
+    }
+    let mut out = Vec::with_capacity(objects.len());
+    for o in objects {
+        let k = o.key.as_str();
+        let doomed = "SELECT 1 FROM spill_garbage WHERE key = ?1 UNION ALL SELECT 1 FROM spill_pending WHERE key = ?1";
+        if sql.query_row(doomed, &[k.into()])?.is_none() {
+            out.push(o);
+        }
+    }
+    Ok(out)
+}
+
+/// Takes `key` back from the sweep before an object is written there again (a skill rewritten
+/// under the key of one an erase left for the sweep), so the new object is not deleted.
+pub fn reclaim(sql: &dyn Sql, key: &str) -> Result<()> {
+    sql.execute("DELETE FROM spill_garbage WHERE key = ?", &[key.into()])
 }
 
 /// Run when the Durable Object starts, before any request: keys still pending belong to writes

@@ -38,7 +38,7 @@ async function api(method, path, body) {
 
 // ---- sessions ----
 async function loadSessions(selectId) {
-  if (!token()) { status("Enter the API token (or open the page with #token=...)", true); return; }
+  if (!token()) { status("Enter a scoped token (POST /agents/{agent}/tokens), never the admin token (or open the page with #token=...)", true); return; }
   try {
     const { sessions = [] } = await api("GET", "/sessions");
     el.sessions.replaceChildren(...sessions.map((s) => {

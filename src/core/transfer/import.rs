@@ -1,0 +1,583 @@
+//! Imports: a session document into a session that does not exist yet, an agent's NDJSON into
+//! an agent that holds nothing. Everything is read and checked first (a bad record is a `400`
+//! naming it, and nothing is written); then oversize message fields and skills go to R2 under
+//! keys committed as pending (a crash before the commit leaves them to the start-up recovery
+//! and the sweep); then every row is written in one transaction.
+
+use std::collections::{HashMap, HashSet};
+
+use serde_json::{Map, Value as Json};
+
+use super::check_format;
+use super::tables::{
+    text_of, Table, BLOCKS, COMPACTIONS, DEFS, ENTRIES, MEMORIES, MEMORY_VERSIONS, SESSIONS, SESSION_TABLES,
+};
+use crate::core::blobs::Blob;
+use crate::core::config::{check_label, BlockConfig, Category};
+use crate::core::env::Env;
+use crate::core::error::{Error, Result};
+use crate::core::ids::check_name;
+use crate::core::memory::store::{check_content, check_score, check_tags, normalize};
+use crate::core::sql::{atomically, Sql, Value};
+use crate::core::store::message::{check_id, NewMessage, MAX_INDEXED_BYTES};
+use crate::core::store::sessions::{self, SessionInfo};
+use crate::core::store::spill;
+use crate::core::store::tree::Tree;
+
+/// What an agent import wrote.
+#[derive(Debug, Default, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Counts {
+    pub sessions: usize,
+    pub messages: usize,
+    pub memories: usize,
+    pub memory_versions: usize,
+    pub entries: usize,
+    pub skills: usize,
+}
+
+/// One imported message: where it hangs, when it was written, the message.
+struct Message {
+    parent: Option<String>,
+    created_at: String,
+    msg: NewMessage,
+}
+
+/// One session to write.
+struct SessionPlan {
+    id: String,
+    values: Vec<Value>,
+    messages: Vec<Message>,
+    rows: Vec<(&'static Table, Vec<Value>)>,
+}
+
+/// An agent-scoped R2 skill.
+struct Skill {
+    prefix: String,
+    key: String,
+    description: Option<String>,
+    content: String,
+}
+
+/// Everything an import writes, checked.
+#[derive(Default)]
+struct Plan {
+    sessions: Vec<SessionPlan>,
+    /// Agent-wide rows (agent-scoped block texts under session `""`, memories, their versions,
+    /// entries), in order.
+    rows: Vec<(&'static Table, Vec<Value>)>,
+    skills: Vec<Skill>,
+}
+
+/// `POST /sessions/import`: session `doc` (a session export) as session `as_id` (default: its
+/// own id). `conflict` when that session exists.
+pub async fn session(env: &Env<'_>, doc: &Map<String, Json>, as_id: Option<&str>) -> Result<SessionInfo> {
+    check_format(doc.get("format").and_then(Json::as_str))?;
+    let known = ["format", "session", "messages"];
+    if let Some(k) = doc
+        .keys()
+        .find(|k| !known.contains(&k.as_str()) && !SESSION_TABLES.iter().any(|t| **k == format!("{}s", t.kind)))
+    {
+        return Err(Error::invalid(format!("unknown field {k:?} in a session export")));
+    }
+    let info =
+        doc.get("session").and_then(Json::as_object).ok_or_else(|| Error::invalid("session must be an object"))?;
+    let mut plan = SessionPlan::read(info, as_id, "session")?;
+    let list = |key: &str| -> Result<Vec<Json>> {
+        match doc.get(key) {
+            None | Some(Json::Null) => Ok(Vec::new()),
+            Some(Json::Array(a)) => Ok(a.clone()),
+            Some(_) => Err(Error::invalid(format!("{key} must be an array"))),
+        }
+    };
+    for (i, m) in list("messages")?.iter().enumerate() {
+        plan.message(
+            m.as_object().ok_or_else(|| Error::invalid(format!("messages[{i}] must be an object")))?,
+            &[],
+            &format!("messages[{i}]"),
+        )?;
+    }
+    for t in SESSION_TABLES {
+        let key = format!("{}s", t.kind);
+        for (i, r) in list(&key)?.iter().enumerate() {
+            let obj = r.as_object().ok_or_else(|| Error::invalid(format!("{key}[{i}] must be an object")))?;
+            plan.row(env, t, obj, &[], &format!("{key}[{i}]"))?;
+        }
+    }
+    plan.check()?;
+    if as_id.is_some() {
+        // Overlay ids are the agent's, not the session's: a copy gets its own.
+        for (t, values) in &mut plan.rows {
+            if t.kind == COMPACTIONS.kind {
+                values[0] = Value::Text(crate::core::ids::new_id()?);
+            }
+        }
+    }
+    let id = plan.id.clone();
+    let plan = Plan { sessions: vec![plan], ..Plan::default() };
+    write(env, plan, Target::Session).await?;
+    sessions::require(env.sql, &id)
+}
+
+/// `POST /import`: an agent export (NDJSON) into this agent, which must hold nothing yet.
+pub async fn agent(env: &Env<'_>, body: &[u8]) -> Result<Counts> {
+    let text = std::str::from_utf8(body).map_err(|_| Error::invalid("an agent export is UTF-8 text (NDJSON)"))?;
+    let mut plan = Plan::default();
+    let mut lines = text.split('\n').enumerate().filter(|(_, l)| !l.trim().is_empty());
+    let parse = |n: usize, l: &str| -> Result<Map<String, Json>> {
+        match serde_json::from_str(l) {
+            Ok(Json::Object(o)) => Ok(o),
+            _ => Err(Error::invalid(format!("line {}: not a JSON object", n + 1))),
+        }
+    };
+    let (n, first) = lines.next().ok_or_else(|| Error::invalid("an empty body is not an export"))?;
+    let head = parse(n, first)?;
+    check_format(head.get("format").and_then(Json::as_str))?;
+    if head.get("kind").and_then(Json::as_str) != Some("agent") {
+        return Err(Error::invalid("line 1: the first record of an agent export has kind \"agent\" (a session export goes to POST /sessions/import)"));
+    }
+    let mut end = None;
+    for (n, line) in lines {
+        let at = format!("line {}", n + 1);
+        if end.is_some() {
+            return Err(Error::invalid(format!("{at}: records after the end record")));
+        }
+        let mut rec = parse(n, line)?;
+        let kind = rec.remove("kind").and_then(|k| k.as_str().map(str::to_owned)).unwrap_or_default();
+        let sid = rec.get("sessionId").and_then(Json::as_str).map(str::to_owned);
+        let in_session = |plan: &mut Plan| -> Result<usize> {
+            let last = plan.sessions.len().checked_sub(1);
+            match (last, &sid) {
+                (Some(i), Some(s)) if plan.sessions[i].id == *s => Ok(i),
+                _ => Err(Error::invalid(format!(
+                    "{at}: a {kind} record follows the session record it belongs to (sessionId)"
+                ))),
+            }
+        };
+        match kind.as_str() {
+            "session" => {
+                let info = rec
+                    .get("session")
+                    .and_then(Json::as_object)
+                    .ok_or_else(|| Error::invalid(format!("{at}: session must be an object")))?;
+                let s = SessionPlan::read(info, None, &at)?;
+                if plan.sessions.iter().any(|o| o.id == s.id) {
+                    return Err(Error::invalid(format!("{at}: session {} appears twice", s.id)));
+                }
+                if let Some(prev) = plan.sessions.last() {
+                    prev.check()?;
+                }
+                plan.sessions.push(s);
+            }
+            "message" => {
+                let i = in_session(&mut plan)?;
+                plan.sessions[i].message(&rec, &["sessionId"], &at)?;
+            }
+            "contextBlock" if sid.as_deref() == Some("") => {
+                let values = BLOCKS.values(&rec, &["sessionId"], &at)?;
+                check_label(text_of(&BLOCKS, &values, "label").unwrap_or_default())?;
+                plan.rows.push((&BLOCKS, values));
+            }
+            "compaction" | "contextBlock" | "contextDef" | "loadedSkill" | "prompt" => {
+                let i = in_session(&mut plan)?;
+                let t = SESSION_TABLES.into_iter().find(|t| t.kind == kind).unwrap_or(&COMPACTIONS);
+                plan.sessions[i].row(env, t, &rec, &["sessionId"], &at)?;
+            }
+            "memory" => plan.rows.push((&MEMORIES, memory(&rec, &at)?)),
+            "memoryVersion" => {
+                let values = MEMORY_VERSIONS.values(&rec, &[], &at)?;
+                Category::parse(text_of(&MEMORY_VERSIONS, &values, "category").unwrap_or_default())?;
+                if !["api", "tool", "extract"].contains(&text_of(&MEMORY_VERSIONS, &values, "by").unwrap_or_default()) {
+                    return Err(Error::invalid(format!("{at}: by must be api, tool or extract")));
+                }
+                plan.rows.push((&MEMORY_VERSIONS, values));
+            }
+            "entry" => {
+                let values = ENTRIES.values(&rec, &[], &at)?;
+                check_label(text_of(&ENTRIES, &values, "label").unwrap_or_default())?;
+                check_id("entry key", text_of(&ENTRIES, &values, "key").unwrap_or_default())?;
+                if text_of(&ENTRIES, &values, "content").is_some_and(|c| c.len() > MAX_INDEXED_BYTES) {
+                    return Err(Error::invalid(format!("{at}: an entry holds at most {MAX_INDEXED_BYTES} bytes")));
+                }
+                plan.rows.push((&ENTRIES, values));
+            }
+            "skill" => plan.skills.push(skill(&rec, &at)?),
+            "end" => end = Some(rec),
+            "" => return Err(Error::invalid(format!("{at}: a record needs its kind"))),
+            other => return Err(Error::invalid(format!("{at}: unknown record kind {other:?}"))),
+        }
+    }
+    if let Some(last) = plan.sessions.last() {
+        last.check()?;
+    }
+    let end = end.ok_or_else(|| Error::invalid("the export ends without its end record: it was cut off"))?;
+    check_skill_prefixes(env, &plan)?;
+    let counts = Counts {
+        sessions: plan.sessions.len(),
+        messages: plan.sessions.iter().map(|s| s.messages.len()).sum(),
+        memories: plan.rows.iter().filter(|r| r.0.kind == "memory").count(),
+        memory_versions: plan.rows.iter().filter(|r| r.0.kind == "memoryVersion").count(),
+        entries: plan.rows.iter().filter(|r| r.0.kind == "entry").count(),
+        skills: plan.skills.len(),
+    };
+    let cap = env.config.memory.as_ref().map_or(crate::core::config::DEFAULT_MAX_MEMORIES, |m| m.max_memories);
+    if counts.memories > cap {
+        return Err(Error::new(
+            crate::core::error::ErrorKind::OverBudget,
+            format!(
+                "the export holds {} memories; this agent keeps at most {cap} (memory.maxMemories)",
+                counts.memories
+            ),
+        ));
+    }
+    let declared = end.get("counts").cloned().unwrap_or(Json::Null);
+    let expected = serde_json::to_value(&counts).unwrap_or(Json::Null);
+    if declared != expected {
+        return Err(Error::invalid(format!(
+            "the end record counts {declared} but the export holds {expected}: it is incomplete"
+        )));
+    }
+    write(env, plan, Target::Agent).await?;
+    Ok(counts)
+}
+
+impl SessionPlan {
+    fn read(info: &Map<String, Json>, as_id: Option<&str>, at: &str) -> Result<SessionPlan> {
+        let mut values = SESSIONS.values(info, &["messageCount", "totalMessages"], at)?;
+        let id = match as_id {
+            Some(id) => {
+                values[0] = Value::Text(id.to_owned());
+                id.to_owned()
+            }
+            None => text_of(&SESSIONS, &values, "id").unwrap_or_default().to_owned(),
+        };
+        check_name("session id", &id)?;
+        sessions::check_name(text_of(&SESSIONS, &values, "name").unwrap_or_default())?;
+        for f in ["model", "source", "endReason"] {
+            if text_of(&SESSIONS, &values, f).is_some_and(|v| v.chars().count() > sessions::MAX_NAME_CHARS) {
+                return Err(Error::invalid(format!(
+                    "{at}: {f} is longer than {} characters",
+                    sessions::MAX_NAME_CHARS
+                )));
+            }
+        }
+        if let Some(p) = text_of(&SESSIONS, &values, "parentSessionId") {
+            check_name("parentSessionId", p)?;
+        }
+        Ok(SessionPlan { id, values, messages: Vec::new(), rows: Vec::new() })
+    }
+
+    fn message(&mut self, rec: &Map<String, Json>, extra: &[&str], at: &str) -> Result<()> {
+        if let Some(k) = rec
+            .keys()
+            .find(|k| !["parentId", "createdAt", "message"].contains(&k.as_str()) && !extra.contains(&k.as_str()))
+        {
+            return Err(Error::invalid(format!("{at}: unknown field {k:?} in a message record")));
+        }
+        let parent = match rec.get("parentId") {
+            None | Some(Json::Null) => None,
+            Some(Json::String(p)) => Some(p.clone()),
+            Some(_) => return Err(Error::invalid(format!("{at}: parentId must be a string or null"))),
+        };
+        let created_at = rec
+            .get("createdAt")
+            .and_then(Json::as_str)
+            .filter(|t| crate::core::time::parse_iso(t).is_some())
+            .ok_or_else(|| Error::invalid(format!("{at}: createdAt must be an ISO-8601 timestamp")))?
+            .to_owned();
+        let msg = NewMessage::from_json(rec.get("message").unwrap_or(&Json::Null))
+            .map_err(|e| Error::new(e.kind, format!("{at}: {}", e.message)))?;
+        if crate::core::store::overlay::is_synthetic_id(&msg.id) {
+            return Err(Error::invalid(format!("{at}: {} is the id of a summary, which is never stored", msg.id)));
+        }
+        self.messages.push(Message { parent, created_at, msg });
+        Ok(())
+    }
+
+    fn row(
+        &mut self,
+        env: &Env<'_>,
+        t: &'static Table,
+        rec: &Map<String, Json>,
+        extra: &[&str],
+        at: &str,
+    ) -> Result<()> {
+        let values = t.values(rec, extra, at)?;
+        if t.kind == COMPACTIONS.kind {
+            for f in ["id", "summary", "fromMessageId", "toMessageId"] {
+                if text_of(t, &values, f).is_none_or(|v| v.trim().is_empty()) {
+                    return Err(Error::invalid(format!("{at}: {f} must not be empty")));
+                }
+            }
+        }
+        if let Some(label) = text_of(t, &values, "label") {
+            check_label(label)?;
+        }
+        if t.kind == DEFS.kind {
+            if let Some(def) = text_of(t, &values, "def") {
+                let cfg: BlockConfig =
+                    serde_json::from_str(def).map_err(|e| Error::invalid(format!("{at}: def: {e}")))?;
+                cfg.validate()?;
+                // As for a block added with POST …/context: nothing outside this agent's space.
+                env.config
+                    .check_runtime(&cfg, env.agent)
+                    .map_err(|e| Error::invalid(format!("{at}: {}", e.message)))?;
+            }
+        }
+        self.rows.push((t, values));
+        Ok(())
+    }
+
+    /// Checks what only the whole session shows: message ids unique, a parent written before
+    /// its children (a parent missing from the session stays missing: its children were roots
+    /// by deletion), each overlay's `from` an ancestor-or-self of its `to`, one prompt.
+    fn check(&self) -> Result<()> {
+        let all: HashSet<&str> = self.messages.iter().map(|m| m.msg.id.as_str()).collect();
+        if all.len() != self.messages.len() {
+            return Err(Error::invalid(format!("session {}: a message id appears twice", self.id)));
+        }
+        let mut seen = HashSet::with_capacity(all.len());
+        let mut parents = HashMap::with_capacity(all.len());
+        for m in &self.messages {
+            if let Some(p) = &m.parent {
+                if all.contains(p.as_str()) && !seen.contains(p.as_str()) {
+                    return Err(Error::invalid(format!(
+                        "session {}: message {} comes before its parent {p}",
+                        self.id, m.msg.id
+                    )));
+                }
+            }
+            seen.insert(m.msg.id.as_str());
+            parents.insert(m.msg.id.as_str(), m.parent.as_deref());
+        }
+        for (t, values) in &self.rows {
+            if t.kind != COMPACTIONS.kind {
+                continue;
+            }
+            let (from, to) = (
+                text_of(t, values, "fromMessageId").unwrap_or_default(),
+                text_of(t, values, "toMessageId").unwrap_or_default(),
+            );
+            let mut at = Some(to);
+            while let Some(id) = at {
+                if id == from {
+                    break;
+                }
+                at = parents.get(id).copied().flatten();
+            }
+            if at.is_none() || !all.contains(to) {
+                return Err(Error::invalid(format!(
+                    "session {}: compaction from {from} to {to} is not on one path",
+                    self.id
+                )));
+            }
+        }
+        if self.rows.iter().filter(|(t, _)| t.kind == "prompt").count() > 1 {
+            return Err(Error::invalid(format!("session {}: more than one frozen prompt", self.id)));
+        }
+        Ok(())
+    }
+}
+
+fn memory(rec: &Map<String, Json>, at: &str) -> Result<Vec<Value>> {
+    let values = MEMORIES.values(rec, &[], at)?;
+    let t = |f: &str| text_of(&MEMORIES, &values, f).unwrap_or_default();
+    check_id("memory id", t("id"))?;
+    if !t("id").starts_with("mem_") {
+        return Err(Error::invalid(format!("{at}: a memory id starts with mem_")));
+    }
+    check_content(t("content"))?;
+    Category::parse(t("category"))?;
+    let tags: Vec<String> = serde_json::from_str(t("tags"))
+        .map_err(|_| Error::invalid(format!("{at}: tags must be an array of strings")))?;
+    if check_tags(&tags)? != tags {
+        return Err(Error::invalid(format!("{at}: tags must be trimmed, distinct and not empty")));
+    }
+    check_score(rec.get("score").and_then(Json::as_f64))?;
+    Ok(values)
+}
+
+fn skill(rec: &Map<String, Json>, at: &str) -> Result<Skill> {
+    let s = |k: &str| rec.get(k).and_then(Json::as_str).map(str::to_owned);
+    if let Some(k) = rec.keys().find(|k| !["prefix", "key", "description", "content"].contains(&k.as_str())) {
+        return Err(Error::invalid(format!("{at}: unknown field {k:?} in a skill record")));
+    }
+    let (Some(prefix), Some(key), Some(content)) = (s("prefix"), s("key"), s("content")) else {
+        return Err(Error::invalid(format!("{at}: a skill has a prefix, a key and content (strings)")));
+    };
+    if key.is_empty() || key.contains("..") || key.chars().any(char::is_control) {
+        return Err(Error::invalid(format!("{at}: skill key {key:?} is not a valid key")));
+    }
+    let description = match rec.get("description") {
+        None | Some(Json::Null) => None,
+        Some(Json::String(d)) => Some(d.clone()),
+        Some(_) => return Err(Error::invalid(format!("{at}: description must be a string or null"))),
+    };
+    Ok(Skill { prefix, key, description, content })
+}
+
+/// Refuses skills under a prefix that is not one of this agent's skills blocks of scope `agent`
+/// (configured, or added at run time by the imported sessions): they would land where no block
+/// reads them and no erase finds them.
+fn check_skill_prefixes(env: &Env<'_>, plan: &Plan) -> Result<()> {
+    let mut allowed = super::export::skill_prefixes(env)?;
+    for s in &plan.sessions {
+        for (t, values) in &s.rows {
+            let def = if t.kind == DEFS.kind { text_of(t, values, "def") } else { None };
+            if let Some(cfg) = def.and_then(|d| serde_json::from_str::<BlockConfig>(d).ok()) {
+                if cfg.kind == crate::core::config::BlockKind::Skills
+                    && cfg.scope.unwrap_or_default() == crate::core::config::Scope::Agent
+                {
+                    allowed.push(cfg.skills_prefix().to_owned());
+                }
+            }
+        }
+    }
+    match plan.skills.iter().find(|s| !allowed.contains(&s.prefix)) {
+        Some(s) => Err(Error::invalid(format!(
+            "skill {:?} is under prefix {:?}, which is not a skills block of this agent (its prefixes: {allowed:?})",
+            s.key, s.prefix
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// What the import goes into.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Target {
+    /// A session that must not exist yet.
+    Session,
+    /// An agent that must hold nothing yet.
+    Agent,
+}
+
+/// Whether the agent holds anything a user wrote (the token revocation time does not count).
+fn holds_anything(sql: &dyn Sql) -> Result<bool> {
+    for t in [
+        "sessions",
+        "messages",
+        "memories",
+        "memory_versions",
+        "search_entries",
+        "context_blocks",
+        "context_defs",
+        "prompts",
+        "loaded_skills",
+        "compactions",
+    ] {
+        if sql.query_row(&format!("SELECT 1 FROM {t} LIMIT 1"), &[])?.is_some() {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+/// Oversize fields and skills to R2 (pending), then every row in one transaction; the objects
+/// of a failed write are handed to the sweep.
+async fn write(env: &Env<'_>, mut plan: Plan, target: Target) -> Result<()> {
+    if target == Target::Agent {
+        for prefix in plan.skills.iter().map(|s| s.prefix.clone()).collect::<HashSet<_>>() {
+            if !spill::live(env.sql, env.blobs.list(&format!("{prefix}{}/", env.agent)).await?)?.is_empty() {
+                return Err(Error::conflict(
+                    "this agent already holds skills in R2: an agent import goes into an empty agent",
+                ));
+            }
+        }
+    }
+    let mut keys: Vec<String> = Vec::new();
+    let staged = stage(env, &mut plan, &mut keys).await;
+    let done = match staged {
+        Ok(()) => atomically(env.sql, || rows(env, &plan, target)),
+        Err(e) => Err(e),
+    };
+    if done.is_err() && !keys.is_empty() {
+        // Nothing took them: the next sweep deletes them.
+        spill::release_unused(env.sql, &keys)?;
+    }
+    done
+}
+
+async fn stage(env: &Env<'_>, plan: &mut Plan, keys: &mut Vec<String>) -> Result<()> {
+    for s in &mut plan.sessions {
+        for m in &mut s.messages {
+            spill::prepare(env.sql, env.blobs, env.agent, &s.id, &mut m.msg).await?;
+            keys.extend(m.msg.spills.iter().map(|r| r.key.clone()));
+        }
+    }
+    for sk in &plan.skills {
+        let key = format!("{}{}/{}", sk.prefix, env.agent, sk.key);
+        spill::reclaim(env.sql, &key)?;
+        env.sql.execute("INSERT OR IGNORE INTO spill_pending (key) VALUES (?)", &[key.as_str().into()])?;
+        keys.push(key.clone());
+        env.blobs.put(&key, Blob { text: sk.content.clone(), description: sk.description.clone() }).await?;
+    }
+    Ok(())
+}
+
+fn rows(env: &Env<'_>, plan: &Plan, target: Target) -> Result<()> {
+    let sql = env.sql;
+    match target {
+        Target::Agent if holds_anything(sql)? => {
+            return Err(Error::conflict(
+                "this agent already holds data: an agent import goes into an empty agent (erase it first)",
+            ))
+        }
+        Target::Session => {
+            if let Some(s) = plan.sessions.first().filter(|s| sessions::get(sql, &s.id).ok().flatten().is_some()) {
+                return Err(Error::conflict(format!("session {} exists (import it under another id with ?as=)", s.id)));
+            }
+        }
+        Target::Agent => {}
+    }
+    for s in &plan.sessions {
+        let touch = sql
+            .query_row("SELECT COALESCE(MAX(touch_seq), 0) + 1 FROM sessions", &[])?
+            .map(|r| r.int(0))
+            .transpose()?
+            .unwrap_or(1);
+        SESSIONS.insert(sql, None, s.values.clone(), &[("touch_seq", Value::Int(touch))])?;
+        let tree = Tree::new(sql, &s.id);
+        for m in &s.messages {
+            tree.insert(&m.msg, m.parent.as_deref(), &m.created_at)?;
+        }
+        for (t, values) in &s.rows {
+            t.insert(sql, Some(&s.id), values.clone(), &[])?;
+        }
+    }
+    let embeds = env.embeddings.is_on();
+    for (t, values) in &plan.rows {
+        match t.kind {
+            "memory" => {
+                let content = text_of(t, values, "content").unwrap_or_default();
+                let tags: Vec<String> =
+                    serde_json::from_str(text_of(t, values, "tags").unwrap_or("[]")).unwrap_or_default();
+                let extra = [("norm", Value::Text(normalize(content))), ("unembedded", Value::Int(i64::from(embeds)))];
+                let seq = t.insert(sql, None, values.clone(), &extra)?;
+                sql.execute(
+                    "INSERT INTO memories_fts (rowid, content, tags) VALUES (?, ?, ?)",
+                    &[Value::Int(seq), content.into(), tags.join(" ").into()],
+                )?;
+            }
+            "entry" => {
+                let seq = t.insert(sql, None, values.clone(), &[])?;
+                let content = text_of(t, values, "content").unwrap_or_default();
+                sql.execute(
+                    "INSERT INTO search_entries_fts (rowid, content) VALUES (?, ?)",
+                    &[Value::Int(seq), content.into()],
+                )?;
+            }
+            "contextBlock" => {
+                t.insert(sql, Some(""), values.clone(), &[])?;
+            }
+            _ => {
+                t.insert(sql, None, values.clone(), &[])?;
+            }
+        }
+    }
+    // The skills are committed with the rows: they are no longer pending.
+    for sk in &plan.skills {
+        let key = format!("{}{}/{}", sk.prefix, env.agent, sk.key);
+        sql.execute("DELETE FROM spill_pending WHERE key = ?", &[key.as_str().into()])?;
+    }
+    Ok(())
+}

@@ -1,0 +1,176 @@
+//! Scoped tokens through the DO API on real SQLite: what a token may ask for, how its text is
+//! taken apart, what each route allows it (sessions, scope, admin routes), revocation by time,
+//! and WebSocket frames checked like their requests. (The HMAC signature is WebCrypto's: the
+//! end-to-end tests sign, tamper and forge against the running Worker.)
+
+mod support;
+
+use serde_json::{json, Map, Value as Json};
+use session_agent::api::access::{self, Claims, Scope, CLAIMS_HEADER};
+use session_agent::api::Request;
+use support::{code, Api};
+
+const NOW: i64 = 1_795_345_200_000;
+
+fn body(v: Json) -> Map<String, Json> {
+    v.as_object().unwrap().clone()
+}
+
+fn claims(scope: &str, sessions: Option<&[&str]>) -> Claims {
+    let mut b = json!({"scope": scope, "ttlSeconds": 3600});
+    if let Some(s) = sessions {
+        b["sessions"] = json!(s);
+    }
+    Claims::issue("alice", &body(b), NOW).unwrap()
+}
+
+fn with(c: &Claims, req: Request) -> Request {
+    req.header(CLAIMS_HEADER, &serde_json::to_string(c).unwrap())
+}
+
+#[test]
+fn a_token_request_is_checked() {
+    let bad = [
+        json!({"ttlSeconds": 60}),
+        json!({"scope": "admin", "ttlSeconds": 60}),
+        json!({"scope": "read"}),
+        json!({"scope": "read", "ttlSeconds": 0}),
+        json!({"scope": "read", "ttlSeconds": 30 * 24 * 3600 + 1}),
+        json!({"scope": "read", "ttlSeconds": 1.5}),
+        json!({"scope": "read", "ttlSeconds": "60"}),
+        json!({"scope": "read", "ttlSeconds": 60, "sessions": []}),
+        json!({"scope": "read", "ttlSeconds": 60, "sessions": ["../x"]}),
+        json!({"scope": "read", "ttlSeconds": 60, "sessions": "s1"}),
+        json!({"scope": "read", "ttlSeconds": 60, "agent": "bob"}),
+    ];
+    for b in bad {
+        let e = Claims::issue("alice", &body(b.clone()), NOW).expect_err(&b.to_string());
+        assert_eq!(e.code(), "invalid_request", "{b}");
+    }
+    let c =
+        Claims::issue("alice", &body(json!({"scope": "write", "ttlSeconds": 60, "sessions": ["s1", "s1", "s2"]})), NOW)
+            .unwrap();
+    assert_eq!(c.sessions, Some(vec!["s1".to_owned(), "s2".to_owned()]));
+    assert_eq!((c.issued_ms(), c.expires_ms()), (NOW, NOW + 60_000));
+    assert_eq!(c.scope, Scope::Write);
+}
+
+#[test]
+fn a_token_is_a_jwt_whose_parts_are_read_back() {
+    let c = claims("read", Some(&["s1"]));
+    let answer = c.answer(&[7u8; 32]);
+    let token = answer["token"].as_str().unwrap();
+    assert_eq!(token.split('.').count(), 3);
+    assert_eq!(answer["expiresAt"], "2026-11-22T12:00:00.000Z");
+    let (signed, signature, read) = access::read(token).unwrap();
+    assert_eq!(signed, c.signing_input());
+    assert_eq!(signature, vec![7u8; 32]);
+    assert_eq!(read, c);
+    // Another header (e.g. alg "none"), a missing part, or garbage: unauthorized, not a 500.
+    let none = format!("eyJhbGciOiJub25lIn0.{}", token.split_once('.').unwrap().1);
+    for t in [none.as_str(), "a.b", "", "x.y.z", &token.replace('.', "")] {
+        assert_eq!(access::read(t).unwrap_err().code(), "unauthorized", "{t}");
+    }
+}
+
+#[test]
+fn expired_revoked_and_foreign_tokens_are_refused() {
+    let c = claims("write", None);
+    assert!(c.admit("alice", NOW + 1, None).is_ok());
+    assert_eq!(c.admit("alice", NOW + 3_600_000, None).unwrap_err().code(), "unauthorized");
+    assert_eq!(c.admit("alice", NOW + 1, Some(NOW + 1)).unwrap_err().code(), "unauthorized");
+    assert!(c.admit("alice", NOW + 1, Some(NOW)).is_ok(), "issued at the revocation time: still valid");
+    assert_eq!(c.admit("bob", NOW + 1, None).unwrap_err().code(), "forbidden");
+}
+
+#[test]
+fn routes_allow_what_the_scope_and_sessions_say() {
+    let read = claims("read", None);
+    let write_s1 = claims("write", Some(&["s1"]));
+    let write = claims("write", None);
+    let cases: &[(&Claims, &str, &str, bool)] = &[
+        (&read, "GET", "/sessions/s1/history", true),
+        (&read, "GET", "/sessions", true),
+        (&read, "GET", "/memories/search", true),
+        (&read, "GET", "/sessions/s1/ws", true),
+        (&read, "POST", "/sessions/s1/messages", false),
+        (&read, "POST", "/sessions/s1/chat", false),
+        (&read, "DELETE", "/sessions/s1", false),
+        (&write_s1, "POST", "/sessions/s1/messages", true),
+        (&write_s1, "GET", "/sessions/s1/history", true),
+        (&write_s1, "GET", "/sessions/s2/history", false),
+        (&write_s1, "GET", "/sessions", false),
+        (&write_s1, "POST", "/sessions", false),
+        (&write_s1, "GET", "/search", false),
+        (&write_s1, "GET", "/memories", false),
+        (&write_s1, "GET", "/memories/mem_1", false),
+        (&write, "POST", "/memories", true),
+        (&write, "POST", "/tokens/revoke", false),
+        // An encoded id is the same session.
+        (&write_s1, "GET", "/sessions/s%31/history", true),
+    ];
+    for (c, method, path, ok) in cases {
+        let got = access::permit(c, method, path);
+        assert_eq!(got.is_ok(), *ok, "{method} {path} with {c:?}: {got:?}");
+        if let Err(e) = got {
+            assert_eq!(e.code(), "forbidden");
+        }
+    }
+}
+
+#[test]
+fn the_api_checks_claims_and_revocation() {
+    let api = Api::new();
+    api.append("s1", "m1", None, "hello");
+    let now = api.now.get();
+    let c = Claims::issue("alice", &body(json!({"scope": "read", "ttlSeconds": 60, "sessions": ["s1"]})), now).unwrap();
+    assert_eq!(api.send(with(&c, Request::new("GET", "/sessions/s1/history"))).status, 200);
+    let r = api.send(with(
+        &c,
+        Request::new("POST", "/sessions/s1/messages").json(&json!({"message": support::msg("m2", "user", "x")})),
+    ));
+    assert_eq!((r.status, code(&r)), (403, "forbidden".into()));
+    assert_eq!(api.count("SELECT count(*) FROM messages"), 1, "a refused write changes nothing");
+    let r = api.send(with(&c, Request::new("GET", "/sessions")));
+    assert_eq!(r.status, 403);
+    // A header that is not claims is refused, never taken as the admin.
+    let r = api.send(Request::new("GET", "/sessions").header(CLAIMS_HEADER, "{"));
+    assert_eq!(r.status, 401);
+    // Another agent's token.
+    let bob = Claims::issue("bob", &body(json!({"scope": "read", "ttlSeconds": 60})), now).unwrap();
+    assert_eq!(api.send(with(&bob, Request::new("GET", "/sessions"))).status, 403);
+
+    // Nothing stored until a revocation.
+    assert_eq!(api.count("SELECT count(*) FROM revocation"), 0);
+    let r = api.post("/tokens/revoke", json!({"before": "2999-01-01T00:00:00.000Z"}));
+    assert_eq!(r.status, 400, "a revocation in the future is refused");
+    assert_eq!(api.count("SELECT count(*) FROM revocation"), 0);
+    assert_eq!(api.post("/tokens/revoke", json!({"when": 1})).status, 400);
+    let r = api.post("/tokens/revoke", json!({}));
+    assert_eq!(r.status, 200);
+    let before = r.body_json()["before"].as_str().unwrap().to_owned();
+    let r = api.send(with(&c, Request::new("GET", "/sessions/s1/history")));
+    assert_eq!((r.status, code(&r)), (401, "unauthorized".into()));
+    // The time only moves forward.
+    let r = api.post("/tokens/revoke", json!({"before": "2020-01-01T00:00:00.000Z"}));
+    assert_eq!(r.body_json()["before"], before);
+    // A token issued after it works; a scoped token may not revoke.
+    let fresh = Claims::issue("alice", &body(json!({"scope": "write", "ttlSeconds": 60})), api.now.get() + 1).unwrap();
+    assert_eq!(api.send(with(&fresh, Request::new("GET", "/sessions"))).status, 200);
+    assert_eq!(api.send(with(&fresh, Request::new("POST", "/tokens/revoke").json(&json!({})))).status, 403);
+}
+
+#[test]
+fn socket_frames_are_checked_like_their_requests() {
+    let api = Api::new();
+    api.append("s1", "m1", None, "hello");
+    let c = Claims::issue("alice", &body(json!({"scope": "read", "ttlSeconds": 60})), api.now.get()).unwrap();
+    let frame = |text: &str| {
+        futures::executor::block_on(session_agent::api::ws::frame(&api.env(), "s1", Some(&c), text)).frames
+    };
+    let h = frame(r#"{"type":"history"}"#);
+    assert_eq!(h[0]["type"], "history");
+    let e = frame(r#"{"type":"append","message":{"id":"m2","role":"user","parts":[]}}"#);
+    assert_eq!((e[0]["type"].as_str(), e[0]["code"].as_str()), (Some("error"), Some("forbidden")));
+    assert_eq!(api.count("SELECT count(*) FROM messages"), 1);
+}
