@@ -205,7 +205,9 @@ pub fn permit(claims: &Claims, method: &str, path: &str) -> Result<()> {
         }
         _ => {}
     }
-    if claims.scope == Scope::Read && !matches!(method, "GET" | "HEAD") && route != Route::Socket {
+    // MCP: a read token may initialize and list tools; `api::mcp` refuses its `tools/call`.
+    if claims.scope == Scope::Read && !matches!(method, "GET" | "HEAD") && !matches!(route, Route::Socket | Route::Mcp)
+    {
         return Err(Error::forbidden("the token may only read (scope \"read\")"));
     }
     Ok(())

@@ -5,7 +5,8 @@
 //! Each handler parses its request, calls one operation of the core and answers. One file per
 //! resource: [`sessions`], [`messages`], [`search`], [`compactions`] (overlays, the originals
 //! behind one, and `POST …/compact`), [`context`] (blocks, prompt, tools), [`chat`] (the agent
-//! turn), [`ws`] (WebSocket frames mapped onto routes). The routes are data (`ROUTES`): the
+//! turn), [`ws`] (WebSocket frames mapped onto routes), [`mcp`] (the tools as an MCP server),
+//! [`access`] and [`tokens`] (scoped tokens), [`transfer`] (export, import, erase, split). The routes are data (`ROUTES`): the
 //! methods each path allows, and with them every `405`, come from that table.
 
 pub mod access;
@@ -13,6 +14,7 @@ pub mod chat;
 pub mod compactions;
 pub mod context;
 pub mod http;
+pub mod mcp;
 pub mod memories;
 pub mod messages;
 pub mod search;
@@ -78,6 +80,7 @@ enum Route {
     SessionExport,
     SessionImport,
     Split,
+    Mcp,
 }
 
 impl Route {
@@ -135,6 +138,7 @@ const ROUTES: &[(&str, Route, &[&str])] = &[
     ("/sessions/import", SessionImport, &["GET", "POST", "PATCH", "DELETE"]),
     ("/sessions/{sid}/export", SessionExport, &["GET"]),
     ("/sessions/{sid}/split", Split, &["POST"]),
+    ("/sessions/{sid}/mcp", Mcp, &["POST"]),
 ];
 
 fn router() -> &'static matchit::Router<(Route, &'static [&'static str])> {
@@ -342,6 +346,7 @@ async fn dispatch(env: &Env<'_>, req: &Request) -> Result<Response> {
         }
         (SessionExport, _) => transfer::export_session(&s).await,
         (Split, _) => transfer::split(&s, req).await,
+        (Mcp, _) => mcp::handle(&s, req).await,
         // The Durable Object answers upgrades itself; anything else here is not one.
         (Socket, _) => Err(Error::invalid("expected a WebSocket upgrade (Upgrade: websocket)")),
     }
