@@ -38,7 +38,7 @@ async fn fetch(mut req: Request, env: Env, _ctx: Context) -> Result<Response> {
             (target.agent, route, answer)
         }
         Admit::Issue(agent) => {
-            let answer = issue(&mut req, &env, &agent).await;
+            let answer = issue(req, &env, &agent).await;
             (agent, "/tokens", answer)
         }
         Admit::Answer(answer) => {
@@ -206,16 +206,16 @@ async fn limited(env: &Env, agent: &str) -> Option<Error> {
 
 /// `POST /agents/{agent}/tokens` (admin token only): signs the claims asked for with
 /// `TOKEN_SECRET` → 201 `{token, expiresAt, agent, scope, sessions}`.
-async fn issue(req: &mut Request, env: &Env, agent: &str) -> Result<Response> {
+async fn issue(mut req: Request, env: &Env, agent: &str) -> Result<Response> {
     let Some(secret) = token_secret(env) else {
-        convert::drain(req).await;
+        convert::drain(&mut req).await;
         return convert::error(&Error::new(
             ErrorKind::NotConfigured,
             "TOKEN_SECRET is not set, so no scoped token can be issued. Set it with `npx wrangler secret put \
              TOKEN_SECRET` (locally: a line TOKEN_SECRET=... in .dev.vars); use 32 random bytes or more.",
         ));
     };
-    let body = match convert::read(req.clone()?).await.and_then(|r| r.json_object()) {
+    let body = match convert::read(req).await.and_then(|r| r.json_object()) {
         Ok(b) => b,
         Err(e) => return convert::error(&e),
     };
