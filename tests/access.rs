@@ -166,7 +166,14 @@ fn socket_frames_are_checked_like_their_requests() {
     api.append("s1", "m1", None, "hello");
     let c = Claims::issue("alice", &body(json!({"scope": "read", "ttlSeconds": 60})), api.now.get()).unwrap();
     let frame = |text: &str| {
-        futures::executor::block_on(session_agent::api::ws::frame(&api.env(), "s1", Some(&c), text)).frames
+        futures::executor::block_on(session_agent::api::ws::frame(
+            &api.env(),
+            "s1",
+            Some(&c),
+            text,
+            &Default::default(),
+        ))
+        .frames
     };
     let h = frame(r#"{"type":"history"}"#);
     assert_eq!(h[0]["type"], "history");

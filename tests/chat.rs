@@ -266,7 +266,9 @@ fn server_sent_events_and_frames_for_listeners() {
 #[test]
 fn websocket_frames() {
     let api = api();
-    let frame = |text: &str| futures::executor::block_on(api::ws::frame(&api.env(), "s", None, text)).frames;
+    let frame = |text: &str| {
+        futures::executor::block_on(api::ws::frame(&api.env(), "s", None, text, &Default::default())).frames
+    };
     assert_eq!(frame(r#"{"type":"ping"}"#), [json!({"type": "pong"})]);
     for bad in ["nope", "[]", r#"{"type":"dance"}"#, r#"{"type":"append"}"#, r#"{"type":"history","leafId":3}"#] {
         let f = frame(bad);
@@ -402,4 +404,25 @@ fn the_cap_keeps_the_summary_and_what_it_drops_gets_compacted() {
         .map(|f| f["phase"].as_str().unwrap().to_owned())
         .collect();
     assert_eq!(phases, ["compacting", "idle"]);
+}
+
+#[test]
+fn a_cancelled_socket_turn_stores_nothing() {
+    let api = api();
+    // The flag a later `cancel` frame of the same socket sets (here: set before the reply is
+    // stored); the turn then ends with the `cancelled` error frame and nothing written.
+    let flag = api::ws::CancelFlag::default();
+    let cancel = futures::executor::block_on(api::ws::frame(&api.env(), "s", None, r#"{"type":"cancel"}"#, &flag));
+    assert!(cancel.cancel && cancel.frames.is_empty());
+    flag.set(true);
+    api.model.reply(Ok(completion("Never stored.")));
+    let chat = json!({"type": "chat", "message": user("c1", "hi")}).to_string();
+    let f = futures::executor::block_on(api::ws::frame(&api.env(), "s", None, &chat, &flag)).frames;
+    assert_eq!((f[0]["type"].as_str(), f[0]["code"].as_str()), (Some("error"), Some("cancelled")), "{f:?}");
+    assert_eq!(api.get("/sessions/s").status, 404, "nothing stored, not even the session");
+    // Without the flag set the same frame runs the turn.
+    api.model.reply(Ok(completion("Stored.")));
+    let f = futures::executor::block_on(api::ws::frame(&api.env(), "s", None, &chat, &Default::default())).frames;
+    assert!(f.is_empty(), "{f:?}");
+    assert_eq!(api.history_ids("/sessions/s/history").len(), 2);
 }

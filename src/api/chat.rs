@@ -79,10 +79,21 @@ pub fn sse(frame: &Json) -> String {
     format!("data: {frame}\n\n")
 }
 
-/// The SSE frame of an event.
-pub fn event_frame(e: &ChatEvent) -> Json {
+/// The SSE frame of an event, if it has one.
+pub fn event_frame(e: &ChatEvent) -> Option<Json> {
     match e {
-        ChatEvent::Delta { message_id, text } => json!({"type": "delta", "messageId": message_id, "text": text}),
+        ChatEvent::Delta { message_id, text } => Some(json!({"type": "delta", "messageId": message_id, "text": text})),
+        ChatEvent::Storing => None,
+    }
+}
+
+/// `cancelled` when the request's turn was cancelled (a WebSocket `cancel` frame).
+fn check_cancel(req: &Request) -> Result<()> {
+    match &req.cancel {
+        Some(flag) if flag.get() => {
+            Err(Error::conflict("the turn was cancelled; nothing was stored").with_code("cancelled"))
+        }
+        _ => Ok(()),
     }
 }
 
@@ -103,14 +114,16 @@ pub fn error_frame(e: &Error) -> String {
 pub async fn route(s: &Session<'_>, req: &Request) -> Result<Response> {
     let request = turn_request(req)?;
     if !req.wants_event_stream() {
-        let done = turn(s, request, &mut |_| Ok(())).await?;
+        let done = turn(s, request, &mut |_| check_cancel(req)).await?;
         let mut resp = Response::json(201, &json!({ "messages": [done.message] }));
         resp.after.extend(done.after);
         return Ok(resp);
     }
     let mut body = String::new();
     let result = turn(s, request, &mut |e| {
-        body.push_str(&sse(&event_frame(&e)));
+        if let Some(f) = event_frame(&e) {
+            body.push_str(&sse(&f));
+        }
         Ok(())
     })
     .await;
@@ -159,9 +172,12 @@ pub async fn stream(env: &Env<'_>, req: &Request, send: &mut dyn FnMut(Streamed)
     let result = async {
         let sid = super::session_of(req)?;
         let request = turn_request(req)?;
-        turn(&Session::new(env, &sid), request, &mut |e| {
-            started.set(true);
-            send(Streamed::Data(sse(&event_frame(&e))))
+        turn(&Session::new(env, &sid), request, &mut |e| match event_frame(&e) {
+            Some(f) => {
+                started.set(true);
+                send(Streamed::Data(sse(&f)))
+            }
+            None => Ok(()),
         })
         .await
     }

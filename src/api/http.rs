@@ -24,6 +24,8 @@ pub struct Request {
     /// Header names in lower case.
     pub headers: Vec<(String, String)>,
     pub body: Vec<u8>,
+    /// Set (by a WebSocket `cancel` frame) to stop the agent turn this request runs.
+    pub cancel: Option<std::rc::Rc<std::cell::Cell<bool>>>,
 }
 
 impl Request {

@@ -5,7 +5,9 @@
 //!
 //! Client frames: `{type:"append", message, parentId?}`, `{type:"history", leafId?}`,
 //! `{type:"chat", message, parentId?, tools?}` (or `messages` to continue after client tools),
-//! `{type:"ping"}`. A frame that is not one of these gets an `error` frame; the socket stays open.
+//! `{type:"cancel"}` (stops the socket's running turn: nothing is stored, and its `chat` frame
+//! gets the `error` frame `cancelled`), `{type:"ping"}`. A frame that is not one of these gets an
+//! `error` frame; the socket stays open.
 
 use serde_json::{json, Map, Value as Json};
 
@@ -36,7 +38,13 @@ pub struct Answer {
     pub warnings: Vec<String>,
     /// Work to run after the frames are sent (see [`super::after`]).
     pub after: Vec<After>,
+    /// The frame was `cancel`: the socket's running turn is to stop.
+    pub cancel: bool,
 }
+
+/// A frame's own flag: set by a later `cancel` frame of the same socket to stop the turn this
+/// frame runs (the Workers layer keeps the flag of each socket's running frame).
+pub type CancelFlag = std::rc::Rc<std::cell::Cell<bool>>;
 
 /// Largest client frame answered, in bytes: half of the runtime's own limit (workerd closes the
 /// socket with 1009 on a frame over 32 MiB before the object sees it), so a big frame gets an
@@ -46,19 +54,19 @@ pub const MAX_FRAME_BYTES: usize = 16 * 1024 * 1024;
 /// Answers one text frame from a socket of session `sid` (already checked), opened with the
 /// scoped token `claims` (none: the admin token or a binding); each frame is checked against
 /// them as its request would be (`forbidden`, or `unauthorized` once expired or revoked).
-pub async fn frame(env: &Env<'_>, sid: &str, claims: Option<&Claims>, text: &str) -> Answer {
+pub async fn frame(env: &Env<'_>, sid: &str, claims: Option<&Claims>, text: &str, cancel: &CancelFlag) -> Answer {
     if text.len() > MAX_FRAME_BYTES {
         let e = Error::too_large(format!(
             "a frame may have at most {MAX_FRAME_BYTES} bytes (this one has {}); send big messages over HTTP",
             text.len()
         ));
-        return Answer { frames: failed(sid, &e), warnings: Vec::new(), after: Vec::new() };
+        return Answer { frames: failed(sid, &e), warnings: Vec::new(), after: Vec::new(), cancel: false };
     }
-    answer(env, sid, claims, text).await
+    answer(env, sid, claims, text, cancel).await
 }
 
-async fn answer(env: &Env<'_>, sid: &str, claims: Option<&Claims>, text: &str) -> Answer {
-    let only = |frames: Vec<Json>| Answer { frames, warnings: Vec::new(), after: Vec::new() };
+async fn answer(env: &Env<'_>, sid: &str, claims: Option<&Claims>, text: &str, cancel: &CancelFlag) -> Answer {
+    let only = |frames: Vec<Json>| Answer { frames, warnings: Vec::new(), after: Vec::new(), cancel: false };
     let obj: Map<String, Json> = match serde_json::from_str(text) {
         Ok(Json::Object(o)) => o,
         _ => return only(failed(sid, &Error::invalid("a frame must be a JSON object with a type"))),
@@ -69,8 +77,10 @@ async fn answer(env: &Env<'_>, sid: &str, claims: Option<&Claims>, text: &str) -
     let base = session_path(sid);
     let req = match kind.as_str() {
         "ping" => return only(vec![json!({"type": "pong"})]),
+        "cancel" => return Answer { cancel: true, ..only(Vec::new()) },
         "append" => Request::new("POST", &format!("{base}/messages")).json(&Json::Object(body)),
-        "chat" => Request::new("POST", &format!("{base}/chat")).json(&Json::Object(body)),
+        "chat" => Request { cancel: Some(cancel.clone()), ..Request::new("POST", &format!("{base}/chat")) }
+            .json(&Json::Object(body)),
         "history" => match obj.get("leafId") {
             None | Some(Json::Null) => Request::new("GET", &format!("{base}/history")),
             Some(Json::String(l)) => {
@@ -83,7 +93,7 @@ async fn answer(env: &Env<'_>, sid: &str, claims: Option<&Claims>, text: &str) -
         other => {
             return only(failed(
                 sid,
-                &Error::invalid(format!("unknown frame type {other:?}: one of append, history, chat, ping")),
+                &Error::invalid(format!("unknown frame type {other:?}: one of append, history, chat, cancel, ping")),
             ))
         }
     };
@@ -97,7 +107,7 @@ async fn answer(env: &Env<'_>, sid: &str, claims: Option<&Claims>, text: &str) -
         let body = resp.body_json();
         let code = body.pointer("/error/code").and_then(Json::as_str).unwrap_or(ErrorKind::Internal.code());
         let message = body.pointer("/error/message").and_then(Json::as_str).unwrap_or("request failed");
-        return Answer { frames: vec![error_frame(sid, code, message)], warnings, after };
+        return Answer { frames: vec![error_frame(sid, code, message)], warnings, after, cancel: false };
     }
     let frames = match kind.as_str() {
         "history" => {
@@ -107,5 +117,5 @@ async fn answer(env: &Env<'_>, sid: &str, claims: Option<&Claims>, text: &str) -
         // The stored messages, deltas and status reached every socket as they happened.
         _ => Vec::new(),
     };
-    Answer { frames, warnings, after }
+    Answer { frames, warnings, after, cancel: false }
 }

@@ -59,6 +59,9 @@ struct Inner {
     embed_again: std::cell::Cell<bool>,
     /// The agent's request limit (`RATE_LIMIT`), if set.
     rate: Option<RateLimit>,
+    /// The cancel flag of the frame each socket is running (by socket id): a `cancel` frame of
+    /// that socket sets it.
+    running: std::cell::RefCell<std::collections::HashMap<String, api::ws::CancelFlag>>,
 }
 
 impl Inner {
@@ -125,6 +128,7 @@ impl Agent {
             embedding: std::cell::Cell::new(false),
             embed_again: std::cell::Cell::new(false),
             rate,
+            running: Default::default(),
         };
         Agent { inner: Rc::new(inner) }
     }
@@ -285,21 +289,44 @@ impl Agent {
     /// reach every socket of the session through the event hub.
     pub async fn socket_message(&self, ws: WebSocket, message: WebSocketIncomingMessage) -> Result<()> {
         let Some((sid, claims)) = self.inner.sockets.session_of(&ws, &self.inner.name) else { return Ok(()) };
+        // This frame's flag, kept as the socket's running one unless a frame is running already
+        // (then a `cancel` frame stops that one).
+        let flag = api::ws::CancelFlag::default();
+        let socket = self.inner.sockets.id_of(&ws);
+        let owns = match &socket {
+            Some(id) if !self.inner.running.borrow().contains_key(id) => {
+                self.inner.running.borrow_mut().insert(id.clone(), flag.clone());
+                true
+            }
+            _ => false,
+        };
         let answer = match (self.over_limit().or_else(|| self.inner.broken.clone()), message) {
             (Some(e), _) => api::ws::Answer {
                 frames: vec![api::ws::error_frame(&sid, e.code(), &e.message)],
                 warnings: vec![],
                 after: vec![],
+                cancel: false,
             },
             (None, WebSocketIncomingMessage::String(text)) => {
-                api::ws::frame(&self.inner.env(), &sid, claims.as_ref(), &text).await
+                api::ws::frame(&self.inner.env(), &sid, claims.as_ref(), &text, &flag).await
             }
             (None, WebSocketIncomingMessage::Binary(_)) => api::ws::Answer {
                 frames: vec![api::ws::error_frame(&sid, "invalid_request", "frames must be text (JSON)")],
                 warnings: vec![],
                 after: vec![],
+                cancel: false,
             },
         };
+        if let Some(id) = &socket {
+            if answer.cancel {
+                if let Some(running) = self.inner.running.borrow().get(id) {
+                    running.set(true);
+                }
+            }
+            if owns {
+                self.inner.running.borrow_mut().remove(id);
+            }
+        }
         for w in &answer.warnings {
             console_warn!("ws {sid}: {w}");
         }

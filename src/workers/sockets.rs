@@ -16,6 +16,8 @@ use crate::core::events::Events;
 /// limited to sessions): they hear `memory` frames. Tags other than the session's start with `#`,
 /// which no session id has, so a session can never be mistaken for one.
 const AGENT_TAG: &str = "#agent";
+/// The prefix of the tag that names one socket (`#id:<uuid>`): its running turn can be cancelled.
+const ID_TAG: &str = "#id:";
 /// The prefix of the tag that carries a scoped token's claims: `#token:<scope>:<iat ms>:<exp ms>`.
 const TOKEN_TAG: &str = "#token:";
 
@@ -34,7 +36,7 @@ impl Sockets {
     /// Accepts `ws` (the server end of a pair) for session `sid`, hibernatable, opened with the
     /// scoped token `claims` (none: the admin token or a binding).
     pub fn accept(&self, ws: &WebSocket, sid: &str, claims: Option<&Claims>) {
-        let mut tags = vec![sid.to_owned()];
+        let mut tags = vec![sid.to_owned(), format!("{ID_TAG}{}", crate::core::ids::new_id().unwrap_or_default())];
         if claims.is_none_or(|c| !c.limited()) {
             tags.push(AGENT_TAG.to_owned());
         }
@@ -44,6 +46,11 @@ impl Sockets {
         }
         let tags: Vec<&str> = tags.iter().map(String::as_str).collect();
         self.state.accept_websocket_with_tags(ws, &tags);
+    }
+
+    /// The socket's own id (sockets accepted before ids were given have none).
+    pub fn id_of(&self, ws: &WebSocket) -> Option<String> {
+        self.state.get_tags(ws).into_iter().skip(1).find_map(|t| t.strip_prefix(ID_TAG).map(str::to_owned))
     }
 
     /// The session a socket was accepted for, and the claims of its token (for this session:

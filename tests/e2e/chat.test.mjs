@@ -200,3 +200,29 @@ test("sockets need the token, and reconnect after the runtime restarts", async (
     ws.close();
   }
 });
+
+test("a cancel frame stops the socket's running turn: nothing is stored, the chat frame gets `cancelled`", async () => {
+  const ws = await w.webSocket(`${A}/sessions/s-cancel/ws`);
+  try {
+    model.reply({ content: "a b c d e f g h", pieces: ["a ", "b ", "c ", "d ", "e ", "f ", "g ", "h"], pieceDelayMs: 150 });
+    const first = collect(ws, (f) => f.type === "delta");
+    ws.send(JSON.stringify({ type: "chat", message: user("c1", "talk slowly") }));
+    await first;
+    const ended = collect(ws, (f) => f.type === "error");
+    ws.send(JSON.stringify({ type: "cancel" }));
+    const frames = await ended;
+    const err = frames.at(-1);
+    assert.equal(err.code, "cancelled", JSON.stringify(frames));
+    assert.ok(frames.filter((f) => f.type === "delta").length < 7, "it stopped before the reply was complete");
+    assert.ok(!frames.some((f) => f.type === "message"), "no message was stored or announced");
+    assert.equal((await call("GET", "/sessions/s-cancel")).status, 404, "nothing stored, not even the user message");
+    // The socket stays usable: the next turn runs to the end.
+    model.reply({ content: "done" });
+    const next = collect(ws, (f) => f.type === "status");
+    ws.send(JSON.stringify({ type: "chat", message: user("c2", "again") }));
+    assert.ok((await next).some((f) => f.type === "message" && f.message.role === "assistant"));
+    assert.deepEqual((await history("s-cancel")).map((m) => m.id).slice(0, 1), ["c2"]);
+  } finally {
+    ws.close();
+  }
+});

@@ -73,6 +73,9 @@ pub struct Turn {
 pub enum ChatEvent {
     /// The next piece of the reply's text.
     Delta { message_id: String, text: String },
+    /// The reply is complete and about to be stored: an `Err` from the caller still stops the
+    /// turn here, with nothing stored (a cancel that came after the last piece).
+    Storing,
 }
 
 /// What the model sees first, and what will be written with the reply.
@@ -122,6 +125,7 @@ pub async fn turn(
     if memory.is_some_and(|m| m.inject.is_some()) {
         meta.insert("memories".into(), json!(recalled));
     }
+    on_event(ChatEvent::Storing)?;
     let message = parts.message(&assistant_id, &session.env.now, meta);
     let assistant = NewMessage::from_json(&message)?;
     let freeze = to_freeze.then_some(steps.system);
