@@ -90,6 +90,22 @@ fn server_tools_run_and_the_model_is_called_again() {
     assert_eq!(history(&api, "s").len(), 2, "one user message, one assistant message");
     let usage = api.get("/sessions/s").body_json();
     assert_eq!(usage["inputTokens"].as_i64(), Some(150), "both steps counted");
+    // The session's sockets saw the call made and answered, before the reply was stored.
+    let frames = api.events.take("s");
+    let tools: Vec<&Json> = frames.iter().filter(|f| f["type"] == "tool").collect();
+    assert_eq!(tools.len(), 2, "{frames:?}");
+    assert_eq!((tools[0]["state"].as_str(), tools[0]["toolCallId"].as_str()), (Some("input-available"), Some("c1")));
+    assert_eq!(tools[0]["input"], json!({"label": "memory", "content": "likes tea"}));
+    assert_eq!(tools[1]["state"], "output-available");
+    assert!(tools[1]["output"].as_str().unwrap().starts_with("Written to memory."));
+    assert_eq!(tools[0]["messageId"], parts_owner(&r));
+    let stored = frames.iter().position(|f| f["type"] == "message" && f["message"]["role"] == "assistant").unwrap();
+    assert!(frames.iter().position(|f| f["type"] == "tool").unwrap() < stored);
+}
+
+/// The id of the assistant message a chat answer holds.
+fn parts_owner(r: &session_agent::api::Response) -> Json {
+    r.body_json()["messages"][0]["id"].clone()
 }
 
 #[test]
@@ -425,4 +441,11 @@ fn a_cancelled_socket_turn_stores_nothing() {
     let f = futures::executor::block_on(api::ws::frame(&api.env(), "s", None, &chat, &Default::default())).frames;
     assert!(f.is_empty(), "{f:?}");
     assert_eq!(api.history_ids("/sessions/s/history").len(), 2);
+    // The sender's echo of its own message, before the turn: pending; none for other frames
+    // or for a token that may only read.
+    let echo = api::ws::pending_echo("s", None, &chat).unwrap();
+    assert_eq!((echo["type"].as_str(), echo["pending"].as_bool()), (Some("message"), Some(true)));
+    assert_eq!(echo["message"]["id"], "c1");
+    assert!(api::ws::pending_echo("s", None, r#"{"type":"ping"}"#).is_none());
+    assert!(api::ws::pending_echo("s", None, r#"{"type":"chat","messages":[]}"#).is_none());
 }

@@ -46,6 +46,22 @@ pub struct Answer {
 /// frame runs (the Workers layer keeps the flag of each socket's running frame).
 pub type CancelFlag = std::rc::Rc<std::cell::Cell<bool>>;
 
+/// The echo a socket gets of the user message its `chat` frame sends, before the turn runs:
+/// `{type:"message", sessionId, message, pending: true}` (stored with the reply, all or nothing;
+/// a failed turn ends with an `error` frame instead). `None` for any other frame, a frame its
+/// token may not send, or one without a `message` object.
+pub fn pending_echo(sid: &str, claims: Option<&Claims>, text: &str) -> Option<Json> {
+    if text.len() > MAX_FRAME_BYTES || claims.is_some_and(|c| c.scope == super::access::Scope::Read) {
+        return None;
+    }
+    let obj: Map<String, Json> = serde_json::from_str(text).ok()?;
+    if obj.get("type").and_then(Json::as_str) != Some("chat") {
+        return None;
+    }
+    let message = obj.get("message").filter(|m| m.is_object())?;
+    Some(json!({"type": "message", "sessionId": sid, "message": message, "pending": true}))
+}
+
 /// Largest client frame answered, in bytes: half of the runtime's own limit (workerd closes the
 /// socket with 1009 on a frame over 32 MiB before the object sees it), so a big frame gets an
 /// `error` frame and the socket stays usable. Bigger messages go over HTTP (32 MiB bodies).

@@ -308,6 +308,10 @@ impl Agent {
                 cancel: false,
             },
             (None, WebSocketIncomingMessage::String(text)) => {
+                // The sender sees its own message at once, pending until the reply is stored.
+                if let Some(echo) = api::ws::pending_echo(&sid, claims.as_ref(), &text) {
+                    let _ = ws.send_with_str(echo.to_string());
+                }
                 api::ws::frame(&self.inner.env(), &sid, claims.as_ref(), &text, &flag).await
             }
             (None, WebSocketIncomingMessage::Binary(_)) => api::ws::Answer {

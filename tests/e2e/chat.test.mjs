@@ -226,3 +226,30 @@ test("a cancel frame stops the socket's running turn: nothing is stored, the cha
     ws.close();
   }
 });
+
+test("a socket's chat: its message echoed as pending at once, tool progress, then the stored reply", async () => {
+  const ws = await w.webSocket(`${A}/sessions/s-progress/ws`);
+  try {
+    model.reply(
+      { toolCalls: [{ id: "t1", name: "set_context", arguments: { label: "memory", content: "likes oolong" } }] },
+      { content: "Noted.", pieceDelayMs: 5 },
+    );
+    const got = collect(ws, (f) => f.type === "status");
+    ws.send(JSON.stringify({ type: "chat", message: user("p1", "remember oolong") }));
+    const frames = await got;
+    assert.deepEqual(frames[0], { type: "message", sessionId: "s-progress", message: user("p1", "remember oolong"), pending: true });
+    const tools = frames.filter((f) => f.type === "tool");
+    assert.deepEqual(tools.map((t) => t.state), ["input-available", "output-available"]);
+    assert.equal(tools[0].toolName, "set_context");
+    assert.deepEqual(tools[0].input, { label: "memory", content: "likes oolong" });
+    assert.match(tools[1].output, /^Written to memory\./);
+    const reply = frames.find((f) => f.type === "message" && f.message.role === "assistant");
+    assert.equal(tools[0].messageId, reply.message.id);
+    assert.ok(frames.indexOf(tools[1]) < frames.indexOf(reply));
+    // The stored user message comes after, no longer pending.
+    const stored = frames.find((f) => f.type === "message" && f.message.id === "p1" && !f.pending);
+    assert.ok(stored && frames.indexOf(stored) > 0);
+  } finally {
+    ws.close();
+  }
+});

@@ -264,6 +264,9 @@ impl Steps<'_, '_> {
                 return Err(Error::new(ErrorKind::LlmUnavailable, "the model answered neither text nor a tool call"));
             }
             parts.step_text(&reply.reasoning, &reply.text);
+            if !reply.reasoning.is_empty() {
+                self.progress(json!({"type": "reasoning", "text": reply.reasoning}));
+            }
             if reply.tool_calls.is_empty() {
                 break;
             }
@@ -280,10 +283,30 @@ impl Steps<'_, '_> {
     /// Answers one step's tool calls: server tools run (their results go back to the model),
     /// client tools stay pending (`true`: the turn ends), unknown ones are errors the model
     /// reads.
+    /// A progress frame of the reply for the session's sockets (`reasoning` of a finished step,
+    /// `tool` calls as they are made and answered), with the session and reply ids added.
+    fn progress(&self, mut frame: Json) {
+        let sid = self.session.id;
+        if self.session.env.events.has_listeners(sid) {
+            frame["sessionId"] = json!(sid);
+            frame["messageId"] = json!(self.assistant_id);
+            self.session.env.events.publish(sid, &frame);
+        }
+    }
+
     async fn tools(&self, calls: &[ToolCall], parts: &mut AssistantParts) -> Result<(Vec<ChatMessage>, bool)> {
         let mut results = Vec::new();
         let mut pending = false;
         for ToolCall { id, name, input } in calls {
+            let call =
+                json!({"type": "tool", "toolCallId": id, "toolName": name, "state": "input-available", "input": input});
+            self.progress(call.clone());
+            let done = |state: &str, key: &str, value: &str| {
+                let mut f = call.clone();
+                f["state"] = json!(state);
+                f[key] = json!(value);
+                self.progress(f);
+            };
             let server = Tool::from_name(name).filter(|_| self.server.iter().any(|t| &t.name == name));
             if server.is_some() {
                 // A storage failure fails the whole turn; the model's mistakes (input of the
@@ -295,6 +318,7 @@ impl Steps<'_, '_> {
                     }
                     Err(e) => return Err(e),
                 };
+                done("output-available", "output", &output);
                 parts.tool_done(name, id, input, &output);
                 results.push(ChatMessage::Tool { call_id: id.clone(), name: name.clone(), output });
             } else if self.client.iter().any(|c| &c.name == name) {
@@ -302,6 +326,7 @@ impl Steps<'_, '_> {
                 pending = true;
             } else {
                 let error = format!("Error: there is no tool named {name:?}");
+                done("output-error", "errorText", &error);
                 parts.tool_failed(name, id, input, &error);
                 results.push(ChatMessage::Tool { call_id: id.clone(), name: name.clone(), output: error });
             }
