@@ -7,7 +7,9 @@
 //! `{type:"chat", message, parentId?, tools?}` (or `messages` to continue after client tools),
 //! `{type:"cancel"}` (stops the socket's running turn: nothing is stored, and its `chat` frame
 //! gets the `error` frame `cancelled`), `{type:"ping"}`. A frame that is not one of these gets an
-//! `error` frame; the socket stays open.
+//! `error` frame; the socket stays open. A `chat` frame's user message is echoed to its sender
+//! at once as `pending` ([`pending_echo`]); the turn's `delta`, `tool` and `reasoning` progress
+//! frames reach every socket of the session.
 
 use serde_json::{json, Map, Value as Json};
 
