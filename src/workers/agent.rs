@@ -59,9 +59,9 @@ struct Inner {
     embed_again: std::cell::Cell<bool>,
     /// The agent's request limit (`RATE_LIMIT`), if set.
     rate: Option<RateLimit>,
-    /// The cancel flag of the frame each socket is running (by socket id): a `cancel` frame of
-    /// that socket sets it.
-    running: std::cell::RefCell<std::collections::HashMap<String, api::ws::CancelFlag>>,
+    /// The cancel flags of the frames each socket is running (by socket id): a `cancel` frame of
+    /// that socket sets them all (only a turn reads its flag).
+    running: std::cell::RefCell<std::collections::HashMap<String, Vec<api::ws::CancelFlag>>>,
 }
 
 impl Inner {
@@ -289,17 +289,13 @@ impl Agent {
     /// reach every socket of the session through the event hub.
     pub async fn socket_message(&self, ws: WebSocket, message: WebSocketIncomingMessage) -> Result<()> {
         let Some((sid, claims)) = self.inner.sockets.session_of(&ws, &self.inner.name) else { return Ok(()) };
-        // This frame's flag, kept as the socket's running one unless a frame is running already
-        // (then a `cancel` frame stops that one).
+        // This frame's flag, among the socket's running ones while it runs: a `cancel` frame of
+        // the same socket sets them.
         let flag = api::ws::CancelFlag::default();
         let socket = self.inner.sockets.id_of(&ws);
-        let owns = match &socket {
-            Some(id) if !self.inner.running.borrow().contains_key(id) => {
-                self.inner.running.borrow_mut().insert(id.clone(), flag.clone());
-                true
-            }
-            _ => false,
-        };
+        if let Some(id) = &socket {
+            self.inner.running.borrow_mut().entry(id.clone()).or_default().push(flag.clone());
+        }
         let answer = match (self.over_limit().or_else(|| self.inner.broken.clone()), message) {
             (Some(e), _) => api::ws::Answer {
                 frames: vec![api::ws::error_frame(&sid, e.code(), &e.message)],
@@ -322,13 +318,15 @@ impl Agent {
             },
         };
         if let Some(id) = &socket {
-            if answer.cancel {
-                if let Some(running) = self.inner.running.borrow().get(id) {
-                    running.set(true);
+            let mut running = self.inner.running.borrow_mut();
+            if let Some(flags) = running.get_mut(id) {
+                flags.retain(|f| !std::rc::Rc::ptr_eq(f, &flag));
+                if answer.cancel {
+                    flags.iter().for_each(|f| f.set(true));
                 }
-            }
-            if owns {
-                self.inner.running.borrow_mut().remove(id);
+                if flags.is_empty() {
+                    running.remove(id);
+                }
             }
         }
         for w in &answer.warnings {
