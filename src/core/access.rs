@@ -45,6 +45,11 @@ impl RateLimit {
         Ok(RateLimit { limit, period_ms: secs * 1000, window: std::cell::Cell::new((0, 0)) })
     }
 
+    /// The window's length in seconds.
+    pub fn period_secs(&self) -> i64 {
+        self.period_ms / 1000
+    }
+
     /// Counts one request at `now_ms`: `None` when it is within the limit, else the seconds
     /// until the window ends (the `Retry-After` of the `429`).
     pub fn take(&self, now_ms: i64) -> Option<i64> {

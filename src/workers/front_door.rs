@@ -16,6 +16,7 @@ use super::crypto;
 use crate::api::access::{self, Claims, CLAIMS_HEADER};
 use crate::api::http::{check_name, decode_segment, parse_query};
 use crate::api::{route_template, socket_session};
+use crate::core::access::RateLimit;
 use crate::core::error::{Error, ErrorKind};
 
 #[event(fetch)]
@@ -193,11 +194,8 @@ async fn limited(env: &Env, agent: &str) -> Option<Error> {
     if Reflect::get(&outcome, &"success".into()).ok()?.as_bool() != Some(false) {
         return None;
     }
-    let period = env
-        .var("RATE_LIMIT")
-        .ok()
-        .and_then(|v| v.to_string().split_once('/').and_then(|(_, s)| s.trim().parse::<i64>().ok()))
-        .unwrap_or(60);
+    let period =
+        env.var("RATE_LIMIT").ok().and_then(|v| RateLimit::parse(&v.to_string()).ok()).map_or(60, |r| r.period_secs());
     Some(
         Error::new(ErrorKind::RateLimited, format!("over this agent's request limit; retry in {period} s"))
             .with_retry(period),

@@ -58,44 +58,37 @@ impl Sockets {
     pub fn session_of(&self, ws: &WebSocket, agent: &str) -> Option<(String, Option<Claims>)> {
         let tags = self.state.get_tags(ws);
         let sid = tags.first()?.clone();
-        let claims = tags[1..].iter().find_map(|t| t.strip_prefix(TOKEN_TAG)).and_then(|t| {
-            let mut parts = t.split(':');
-            let scope = match parts.next()? {
-                "read" => Scope::Read,
-                _ => Scope::Write,
-            };
-            let iat: i64 = parts.next()?.parse().ok()?;
-            let exp: i64 = parts.next()?.parse().ok()?;
+        let claims = token_tag(&tags).map(|(scope, iat, exp)| {
             let limited = !tags[1..].iter().any(|t| t == AGENT_TAG);
-            Some(Claims {
+            Claims {
                 agent: agent.to_owned(),
                 scope,
                 sessions: limited.then(|| vec![sid.clone()]),
                 iat: iat as f64 / 1000.0,
                 exp: exp as f64 / 1000.0,
-            })
+            }
         });
         Some((sid, claims))
     }
 }
 
+/// The scope, issue time and expiry (ms) of the token a socket was opened with, from its tags
+/// (none: the admin token or a binding). The session's own tag, first, is never read as one.
+fn token_tag(tags: &[String]) -> Option<(Scope, i64, i64)> {
+    let t = tags.get(1..)?.iter().find_map(|t| t.strip_prefix(TOKEN_TAG))?;
+    let mut parts = t.split(':');
+    let scope = if parts.next()? == "read" { Scope::Read } else { Scope::Write };
+    Some((scope, parts.next()?.parse().ok()?, parts.next()?.parse().ok()?))
+}
+
 /// Whether `ws` may still hear frames: a socket whose token expired is closed instead (1008).
 fn live(state: &State, ws: &WebSocket) -> bool {
-    let tags = state.get_tags(ws);
-    let expires = tags.get(1..).and_then(|t| t.iter().find_map(|t| t.strip_prefix(TOKEN_TAG)));
-    let expired = expires
-        .and_then(|t| t.split(':').nth(2)?.parse::<i64>().ok())
-        .is_some_and(|exp| exp <= worker::Date::now().as_millis() as i64);
+    let expired =
+        token_tag(&state.get_tags(ws)).is_some_and(|(_, _, exp)| exp <= worker::Date::now().as_millis() as i64);
     if expired {
         let _ = ws.close(Some(1008), Some("token expired"));
     }
     !expired
-}
-
-/// The issue time of the token a socket was opened with, from its tags.
-fn issued_ms(tags: &[String]) -> Option<i64> {
-    let t = tags.get(1..)?.iter().find_map(|t| t.strip_prefix(TOKEN_TAG))?;
-    t.split(':').nth(1)?.parse().ok()
 }
 
 impl Events for Sockets {
@@ -124,7 +117,7 @@ impl Events for Sockets {
 
     fn revoked(&self, before_ms: i64) {
         for ws in self.state.get_websockets() {
-            if issued_ms(&self.state.get_tags(&ws)).is_some_and(|iat| iat < before_ms) {
+            if token_tag(&self.state.get_tags(&ws)).is_some_and(|(_, iat, _)| iat < before_ms) {
                 // 1008: policy violation; the client must come back with a new token.
                 let _ = ws.close(Some(1008), Some("token revoked"));
             }

@@ -216,11 +216,15 @@ impl AgentExport {
 
 /// Up to [`ROWS_PER_CHUNK`] rows of `t` after rowid `after`, and the last rowid read.
 fn page(sql: &dyn Sql, t: &Table, after: i64) -> Result<(Vec<Map<String, Json>>, i64)> {
-    let cols = t.cols.iter().map(|c| c.1).collect::<Vec<_>>().join(", ");
-    let q = format!("SELECT {cols}, rowid FROM {} WHERE rowid > ? ORDER BY rowid LIMIT ?", t.table);
+    let q = format!("SELECT {}, rowid FROM {} WHERE rowid > ? ORDER BY rowid LIMIT ?", t.columns(), t.table);
     let rows = sql.query(&q, &[Value::Int(after), Value::Int(ROWS_PER_CHUNK)])?;
     let last = rows.last().map(|r| r.int(t.cols.len())).transpose()?.unwrap_or(after);
     Ok((rows.iter().map(|r| t.to_json(r)).collect::<Result<_>>()?, last))
+}
+
+/// The prefix of `b` when it is a skills block of scope `agent` (whose objects are the agent's).
+pub fn agent_skills_prefix(b: &BlockConfig) -> Option<&str> {
+    (b.kind == BlockKind::Skills && b.scope.unwrap_or_default() == Scope::Agent).then(|| b.skills_prefix())
 }
 
 /// The `prefix`es of the agent's skills blocks of scope `agent`: configured ones and those
@@ -228,11 +232,8 @@ fn page(sql: &dyn Sql, t: &Table, after: i64) -> Result<(Vec<Map<String, Json>>,
 pub fn skill_prefixes(env: &Env<'_>) -> Result<Vec<String>> {
     let mut out: Vec<String> = Vec::new();
     let mut add = |b: &BlockConfig| {
-        if b.kind == BlockKind::Skills
-            && b.scope.unwrap_or_default() == Scope::Agent
-            && !out.iter().any(|p| p == b.skills_prefix())
-        {
-            out.push(b.skills_prefix().to_owned());
+        if let Some(p) = agent_skills_prefix(b).filter(|p| !out.iter().any(|o| o == p)) {
+            out.push(p.to_owned());
         }
     };
     env.config.context.iter().for_each(&mut add);

@@ -425,11 +425,7 @@ fn check_skill_prefixes(env: &Env<'_>, plan: &Plan) -> Result<()> {
         for (t, values) in &s.rows {
             let def = if t.kind == DEFS.kind { text_of(t, values, "def") } else { None };
             if let Some(cfg) = def.and_then(|d| serde_json::from_str::<BlockConfig>(d).ok()) {
-                if cfg.kind == crate::core::config::BlockKind::Skills
-                    && cfg.scope.unwrap_or_default() == crate::core::config::Scope::Agent
-                {
-                    allowed.push(cfg.skills_prefix().to_owned());
-                }
+                allowed.extend(super::export::agent_skills_prefix(&cfg).map(str::to_owned));
             }
         }
     }
@@ -451,20 +447,11 @@ enum Target {
     Agent,
 }
 
-/// Whether the agent holds anything a user wrote (the token revocation time does not count).
+/// Whether the agent holds anything an export would carry (the rows of every kind of
+/// [`super::tables`] and messages; the token revocation time does not count).
 fn holds_anything(sql: &dyn Sql) -> Result<bool> {
-    for t in [
-        "sessions",
-        "messages",
-        "memories",
-        "memory_versions",
-        "search_entries",
-        "context_blocks",
-        "context_defs",
-        "prompts",
-        "loaded_skills",
-        "compactions",
-    ] {
+    let kinds = [&SESSIONS, &MEMORIES, &MEMORY_VERSIONS, &ENTRIES].into_iter().chain(SESSION_TABLES);
+    for t in kinds.map(|t| t.table).chain(["messages"]) {
         if sql.query_row(&format!("SELECT 1 FROM {t} LIMIT 1"), &[])?.is_some() {
             return Ok(true);
         }

@@ -156,7 +156,8 @@ pub const ENTRIES: Table = Table {
 };
 
 impl Table {
-    fn columns(&self) -> String {
+    /// Its columns, in field order, for a `SELECT`.
+    pub fn columns(&self) -> String {
         self.cols.iter().map(|c| c.1).collect::<Vec<_>>().join(", ")
     }
 
