@@ -4,7 +4,7 @@
 // WebSocket clients receiving one stream, HTTP appends broadcast, reconnect after a restart.
 import { test, before, after, beforeEach } from "node:test";
 import assert from "node:assert/strict";
-import { startWorker } from "./harness.mjs";
+import { startWorker, collect } from "./harness.mjs";
 import { start as startModel } from "./llm-server.mjs";
 
 let w;
@@ -36,19 +36,6 @@ async function chatStream(sid, body) {
   return { status: r.status, events };
 }
 
-/** Collects the frames a socket receives until `until(frame)` is true. */
-function collect(ws, until, timeoutMs = 5000) {
-  const frames = [];
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => { ws.off("message", on); reject(new Error(`timed out; got ${JSON.stringify(frames)}`)); }, timeoutMs);
-    function on(data) {
-      const f = JSON.parse(data.toString());
-      frames.push(f);
-      if (until(f)) { clearTimeout(timer); ws.off("message", on); resolve(frames); }
-    }
-    ws.on("message", on);
-  });
-}
 
 test("a streamed turn with a server tool: deltas, one stored reply, usage", async () => {
   model.reply(

@@ -159,6 +159,28 @@ export function nextMessage(ws, timeoutMs = 5000) {
 }
 
 /**
+ * Collects the messages a `ws` WebSocket receives (parsed as JSON when they are JSON) until
+ * `until(message)` is true; rejects, listing what came, after `timeoutMs`.
+ * @param {WebSocket} ws
+ * @param {(message: any) => boolean} until
+ * @param {number} [timeoutMs=5000]
+ * @returns {Promise<any[]>}
+ */
+export function collect(ws, until, timeoutMs = 5000) {
+  const frames = [];
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => { ws.off("message", on); reject(new Error(`timed out; got ${JSON.stringify(frames)}`)); }, timeoutMs);
+    function on(data) {
+      let f = data.toString();
+      try { f = JSON.parse(f); } catch { /* not JSON */ }
+      frames.push(f);
+      if (until(f)) { clearTimeout(timer); ws.off("message", on); resolve(frames); }
+    }
+    ws.on("message", on);
+  });
+}
+
+/**
  * Starts the built Worker in workerd through Miniflare.
  * @param {object} [o]
  * @param {string} [o.persistDir] directory for the persisted state; kept by stop(). Omitted: a

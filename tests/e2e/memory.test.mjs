@@ -8,7 +8,7 @@
 // Mirrors tests/memory.rs, which runs the same scenarios natively with a fake transport.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { startWorker } from "./harness.mjs";
+import { startWorker, collect } from "./harness.mjs";
 import { start as startModel } from "./llm-server.mjs";
 
 /** @type {import("./llm-server.mjs").LlmServer} */
@@ -73,19 +73,6 @@ async function chat(agent, sid, id, text) {
   return r.body.messages[0];
 }
 
-/** Collects the frames a socket receives until `until(frame)` is true. */
-function collect(ws, until, timeoutMs = 5000) {
-  const frames = [];
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => { ws.off("message", on); reject(new Error(`timed out; got ${JSON.stringify(frames)}`)); }, timeoutMs);
-    function on(data) {
-      const f = JSON.parse(data.toString());
-      frames.push(f);
-      if (until(f)) { clearTimeout(timer); ws.off("message", on); resolve(frames); }
-    }
-    ws.on("message", on);
-  });
-}
 
 // Scenarios a–c share one agent: the fact told in (a) is corrected in (b) and forgotten in (c).
 const A = "remembers";

@@ -11,7 +11,7 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import WebSocket from "ws";
-import { startWorker } from "./harness.mjs";
+import { startWorker, collect } from "./harness.mjs";
 import { start as startModel, DEFAULT_SUMMARY } from "./llm-server.mjs";
 
 const SECRET = "e2e-transfer-secret-0123456789abcdef012345";
@@ -103,20 +103,6 @@ const closed = (ws, timeoutMs = 5000) => new Promise((resolve, reject) => {
   const timer = setTimeout(() => reject(new Error("the socket did not close in time")), timeoutMs);
   ws.once("close", (code, reason) => { clearTimeout(timer); resolve({ code, reason: reason.toString() }); });
 });
-/** Collects the frames `ws` receives until `until(frame)` is true. */
-function collect(ws, until, timeoutMs = 5000) {
-  const frames = [];
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => { ws.off("message", on); reject(new Error(`timed out; got ${JSON.stringify(frames)}`)); }, timeoutMs);
-    function on(data) {
-      let f = data.toString();
-      try { f = JSON.parse(f); } catch { /* not JSON */ }
-      frames.push(f);
-      if (until(f)) { clearTimeout(timer); ws.off("message", on); resolve(frames); }
-    }
-    ws.on("message", on);
-  });
-}
 async function ping(ws) {
   const got = collect(ws, (f) => f?.type === "pong", 3000);
   ws.send(JSON.stringify({ type: "ping" }));
