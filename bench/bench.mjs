@@ -15,34 +15,19 @@ import { join, dirname } from "node:path";
 import { fileURLToPath } from "node:url";
 import { startWorker } from "../tests/e2e/harness.mjs";
 import { start as startModel } from "../tests/e2e/llm-server.mjs";
+import { WORDS, pct, ms, log, progress as progressFor, timed, client } from "./lib.mjs";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const SEARCH_SIZES = (process.env.BENCH_SEARCH_SIZES ?? "10000,100000").split(",").map(Number);
 const PATHS = (process.env.BENCH_PATHS ?? "100,1000,10000").split(",").map(Number);
 
-const WORDS = "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november oscar papa quebec romeo sierra tango uniform victor whiskey xray yankee zulu deploy production database latency cache memory session agent search index token budget summary branch message history window prompt context skill tool model stream socket worker durable object storage query result error retry timeout request response header payload schema migration version release friday monday weekend customer invoice order payment refund shipping warehouse inventory report dashboard metric alert incident review design feature bug fix test coverage benchmark profile".split(" ");
 let seed = 42;
 const rand = () => ((seed = (seed * 1103515245 + 12345) % 2147483648) / 2147483648);
 const sentence = (n = 14) => Array.from({ length: n }, () => WORDS[Math.floor(rand() * WORDS.length)]).join(" ");
 const msg = (id, i) => ({ id, role: i % 2 ? "assistant" : "user", parts: [{ type: "text", text: `${sentence()} #${i}` }] });
 
-const pct = (xs, p) => { const s = [...xs].sort((a, b) => a - b); return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))]; };
-const ms = (x) => `${x.toFixed(1)} ms`;
-const log = (...a) => console.log(...a);
-const progress = (...a) => process.stderr.write(`[bench ${new Date().toISOString().slice(11, 19)}] ${a.join(" ")}\n`);
+const progress = progressFor("bench");
 
-async function timed(fn) { const t = performance.now(); const r = await fn(); return [performance.now() - t, r]; }
-
-function client(w, agent) {
-  return async (method, path, body) => {
-    const init = { method, headers: {} };
-    if (body !== undefined) { init.body = JSON.stringify(body); init.headers["content-type"] = "application/json"; }
-    const r = await w.fetch(`/agents/${agent}${path}`, init);
-    const text = await r.text();
-    if (r.status >= 400) throw new Error(`${method} ${path}: ${r.status} ${text.slice(0, 200)}`);
-    return text;
-  };
-}
 
 async function seedSession(call, sid, n, batch = 500) {
   for (let i = 0; i < n; i += batch) {

@@ -24,37 +24,24 @@ import { join } from "node:path";
 import { startWorker } from "../tests/e2e/harness.mjs";
 import { start as startModel, EMBEDDING_DIMS } from "../tests/e2e/llm-server.mjs";
 import { buildCorpus, checkCorpus } from "./memory-corpus.mjs";
+import { mulberry32, pct, ms, int, log, progress as progressFor, timed, client as textClient } from "./lib.mjs";
 
 const SIZES = (process.env.BENCH_MEMORY_SIZES ?? "1000,10000,100000").split(",").map(Number).sort((a, b) => a - b);
 const HYBRID_MAX = Number(process.env.BENCH_MEMORY_HYBRID_MAX ?? 100_000);
 const PARTS = new Set((process.env.BENCH_MEMORY_PARTS ?? "floor,quality,write,latency,inject,extract").split(","));
 
-// The helpers of bench/bench.mjs (but mulberry32 for the random numbers: bench.mjs's LCG loses
-// precision in doubles and cycles after a few thousand draws, too soon for 100,000 distinct facts).
-let seed = 7;
-const rand = () => {
-  seed = (seed + 0x6d2b79f5) | 0;
-  let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
-  t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-  return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-};
+// mulberry32 for the random numbers: bench.mjs's LCG loses precision in doubles and cycles after
+// a few thousand draws, too soon for 100,000 distinct facts.
+const rand = mulberry32(7);
 const pick = (xs) => xs[Math.floor(rand() * xs.length)];
-const pct = (xs, p) => { const s = [...xs].sort((a, b) => a - b); return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))]; };
-const ms = (x) => `${x.toFixed(1)} ms`;
-const log = (...a) => console.log(...a);
-const progress = (...a) => process.stderr.write(`[bench memory ${new Date().toISOString().slice(11, 19)}] ${a.join(" ")}\n`);
-async function timed(fn) { const t = performance.now(); const r = await fn(); return [performance.now() - t, r]; }
-const int = (n) => Math.round(n).toLocaleString("en-US");
+const progress = progressFor("bench memory");
 const f2 = (x) => x.toFixed(2);
 
-/** bench.mjs's client, answering parsed JSON (null for an empty answer). */
+/** lib.mjs's client, answering parsed JSON (null for an empty answer). */
 function client(w, agent) {
+  const call = textClient(w, agent);
   return async (method, path, body) => {
-    const init = { method, headers: {} };
-    if (body !== undefined) { init.body = JSON.stringify(body); init.headers["content-type"] = "application/json"; }
-    const r = await w.fetch(`/agents/${agent}${path}`, init);
-    const text = await r.text();
-    if (r.status >= 400) throw new Error(`${agent}: ${method} ${path}: ${r.status} ${text.slice(0, 300)}`);
+    const text = await call(method, path, body);
     return text ? JSON.parse(text) : null;
   };
 }

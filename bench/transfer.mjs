@@ -31,6 +31,7 @@ import { tmpdir } from "node:os";
 import { gzipSync } from "node:zlib";
 import { join } from "node:path";
 import { startWorker } from "../tests/e2e/harness.mjs";
+import { WORDS, mulberry32, pct, ms, int, log, progress as progressFor, timed } from "./lib.mjs";
 
 const MESSAGES = Number(process.env.BENCH_TRANSFER_MESSAGES ?? 10_000);
 const SESSIONS = Number(process.env.BENCH_TRANSFER_SESSIONS ?? 100);
@@ -41,15 +42,8 @@ const PARTS = new Set((process.env.BENCH_TRANSFER_PARTS ?? "session,agent,tokens
 const ADMIN = "bench";
 const SECRET = "bench-token-secret-0123456789abcdef0123456789";
 
-// The helpers of bench/memory.mjs (mulberry32 random numbers).
-let seed = 11;
-const rand = () => {
-  seed = (seed + 0x6d2b79f5) | 0;
-  let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
-  t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-  return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-};
-const WORDS = "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november oscar papa quebec romeo sierra tango uniform victor whiskey xray yankee zulu deploy production database latency cache memory session agent search index token budget summary branch message history window prompt context skill tool model stream socket worker durable object storage query result error retry timeout request response header payload schema migration version release friday monday weekend customer invoice order payment refund shipping warehouse inventory report dashboard metric alert incident review design feature bug fix test coverage benchmark profile".split(" ");
+// Random words from lib.mjs's generator.
+const rand = mulberry32(11);
 const pick = (xs) => xs[Math.floor(rand() * xs.length)];
 /** 300-600 bytes of words. */
 function text(i) {
@@ -59,14 +53,9 @@ function text(i) {
   return t.slice(0, want);
 }
 const msg = (id, i) => ({ id, role: i % 2 ? "assistant" : "user", parts: [{ type: "text", text: text(i) }] });
-const pct = (xs, p) => { const s = [...xs].sort((a, b) => a - b); return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))]; };
 const median = (xs) => pct(xs, 50);
-const ms = (x) => `${x.toFixed(1)} ms`;
 const signed = (x) => `${x < 0 ? "-" : "+"}${ms(Math.abs(x))}`;
-const log = (...a) => console.log(...a);
-const progress = (...a) => process.stderr.write(`[bench transfer ${new Date().toISOString().slice(11, 19)}] ${a.join(" ")}\n`);
-async function timed(fn) { const t = performance.now(); const r = await fn(); return [performance.now() - t, r]; }
-const int = (n) => Math.round(n).toLocaleString("en-US");
+const progress = progressFor("bench transfer");
 const mb = (bytes) => `${(bytes / 1e6).toFixed(2)} MB`;
 const rate = (n, bytes, t) => `${int(n / (t / 1000))} msg/s, ${(bytes / 1e6 / (t / 1000)).toFixed(1)} MB/s`;
 
