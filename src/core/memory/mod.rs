@@ -124,16 +124,22 @@ impl<'a> Memories<'a> {
         self.env.config.memory.clone().unwrap_or_default()
     }
 
+    /// The one way memories are written: `write` runs in one transaction after what has expired
+    /// is purged, with the config in effect and whether new text waits for an embedding.
+    fn write<T>(&self, write: impl FnOnce(&MemoryConfig, bool) -> Result<T>) -> Result<T> {
+        let e = self.env;
+        let (cfg, embeds) = (self.config(), e.embeddings.is_on());
+        atomically(e.sql, || {
+            store::purge_expired(e.sql, &e.now)?;
+            write(&cfg, embeds)
+        })
+    }
+
     /// Stores a memory, or merges it into the one of the same category and normalized text
     /// (tags merged, the higher score kept). Then embeds it, when embeddings are configured.
     pub async fn remember(&self, new: NewMemory, by: By) -> Result<(Memory, Stored)> {
-        let cfg = self.config();
         let e = self.env;
-        let embeds = e.embeddings.is_on();
-        let (m, stored) = atomically(e.sql, || {
-            store::purge_expired(e.sql, &e.now)?;
-            store::remember(e.sql, &cfg, &new, by, &e.now, embeds)
-        })?;
+        let (m, stored) = self.write(|cfg, embeds| store::remember(e.sql, cfg, &new, by, &e.now, embeds))?;
         self.publish(if stored == Stored::Created { Op::Created } else { Op::Updated }, &m);
         self.embed_pending().await;
         Ok((m, stored))
@@ -142,14 +148,11 @@ impl<'a> Memories<'a> {
     /// Stores many memories in one transaction (all or none; duplicates merge as in
     /// [`Memories::remember`]); their vectors are left to [`After::EmbedMemories`].
     pub async fn remember_all(&self, all: &[NewMemory], by: By) -> Result<Vec<(Memory, Stored)>> {
-        let cfg = self.config();
         let e = self.env;
-        let embeds = e.embeddings.is_on();
-        let done = atomically(e.sql, || {
-            store::purge_expired(e.sql, &e.now)?;
+        let done = self.write(|cfg, embeds| {
             let mut done = Vec::with_capacity(all.len());
             for (i, new) in all.iter().enumerate() {
-                let one = store::remember(e.sql, &cfg, new, by, &e.now, embeds);
+                let one = store::remember(e.sql, cfg, new, by, &e.now, embeds);
                 done.push(one.map_err(|err| Error::new(err.kind, format!("memories[{i}]: {}", err.message)))?);
             }
             Ok(done)
@@ -164,12 +167,7 @@ impl<'a> Memories<'a> {
     /// Changes a memory; its earlier version stays in its history.
     pub async fn patch(&self, id: &str, patch: &Patch, by: By) -> Result<Memory> {
         let e = self.env;
-        let cfg = self.config();
-        let embeds = e.embeddings.is_on();
-        let m = atomically(e.sql, || {
-            store::purge_expired(e.sql, &e.now)?;
-            store::patch(e.sql, &cfg, id, patch, by, &e.now, embeds)
-        })?;
+        let m = self.write(|cfg, embeds| store::patch(e.sql, cfg, id, patch, by, &e.now, embeds))?;
         self.publish(Op::Updated, &m);
         self.embed_pending().await;
         Ok(m)
@@ -178,8 +176,7 @@ impl<'a> Memories<'a> {
     /// Forgets one memory; `not_found` when there is none (or it expired).
     pub fn forget(&self, id: &str) -> Result<Memory> {
         let e = self.env;
-        let m = atomically(e.sql, || {
-            store::purge_expired(e.sql, &e.now)?;
+        let m = self.write(|_, _| {
             let m = store::get(e.sql, id, &e.now)?.ok_or_else(|| Error::not_found(format!("memory {id} not found")))?;
             store::delete(e.sql, &[m.seq])?;
             Ok(m)
@@ -191,8 +188,7 @@ impl<'a> Memories<'a> {
     /// Forgets every memory the filter selects (all of them without one): `forgetAll`.
     pub fn forget_all(&self, filter: &Filter) -> Result<usize> {
         let e = self.env;
-        let gone = atomically(e.sql, || {
-            store::purge_expired(e.sql, &e.now)?;
+        let gone = self.write(|_, _| {
             let gone = store::select_all(e.sql, filter, &e.now)?;
             store::delete(e.sql, &gone.iter().map(|m| m.seq).collect::<Vec<_>>())?;
             Ok(gone)
