@@ -33,6 +33,8 @@ skip="${SA_SKIP_BUILD_IF_FRESH:-}"
 if [ -z "$skip" ]; then
   if [ "${WRANGLER_COMMAND:-}" = dev ]; then skip=1; else skip=0; fi
 fi
+# The console (static assets, build/console/): esbuild, well under a second; always rebuilt.
+node scripts/build-console.mjs
 if [ "$skip" = 1 ] && [ -f build/index_bg.wasm ] && [ -f build/index.js ] && [ -f "$stamp" ] &&
   [ "$(cat "$stamp")" = "$profile" ] && [ -z "$(find "${inputs[@]}" -newer "$stamp" -print -quit)" ]; then
   sa_log "build: build/ ($(cat "$stamp")) is newer than the sources: not rebuilding"

@@ -1,4 +1,4 @@
-//! The front door Worker: `GET /healthz`, the chat page, and `/agents/{agent}/…` forwarded to
+//! The front door Worker: `GET /healthz`, the console (static assets), and `/agents/{agent}/…` forwarded to
 //! that agent's `SessionAgent` after the bearer-token check. Another Worker that binds the class
 //! calls the DO directly and skips this (a binding is already a capability).
 //!
@@ -8,7 +8,7 @@
 
 use subtle::ConstantTimeEq;
 use worker::web_sys;
-use worker::{console_log, event, Context, Date, Env, Headers, Request, Response, Result};
+use worker::{console_log, event, Context, Date, Env, Request, Response, Result};
 
 use super::convert::{self, split_url};
 use super::cors::Cors;
@@ -67,17 +67,15 @@ fn log_request(agent: &str, method: &str, route: &str, status: u16, ms: u64) {
 }
 
 /// The agent (when its name is valid) and the route of a request the front door answers itself
-/// (a refused token, a bad name, health, the page), as a log names them.
+/// (a refused token, a bad name, health, the console), as a log names them.
 fn front_route(path: &str) -> (String, &'static str) {
     let Some(rest) = path.strip_prefix("/agents/") else {
         return (
             String::new(),
             if path == "/healthz" {
                 "/healthz"
-            } else if page(path).is_some() {
-                "(page)"
             } else {
-                "(no route)"
+                "(console)"
             },
         );
     };
@@ -118,7 +116,7 @@ enum Upgrade {
 }
 
 /// The front door's checks, in order (see docs/openapi.yaml): a CORS preflight, the WebSocket
-/// handshake, health, the page, the `/agents/{agent}` prefix and the agent's name, the token
+/// handshake, health, the console, the `/agents/{agent}` prefix and the agent's name, the token
 /// (admin or scoped, and then what it may do), the declared size.
 async fn admit<'a>(req: &Request, env: &Env, method: &str, path: &'a str, query: &str, cors: &Cors) -> Admit<'a> {
     if let Some(answer) = cors.preflight(req, method) {
@@ -133,8 +131,8 @@ async fn admit<'a>(req: &Request, env: &Env, method: &str, path: &'a str, query:
     if path == "/healthz" {
         return Admit::Answer(if reads { Response::ok("ok") } else { refuse(&not_read(), "GET, HEAD") });
     }
-    if let Some((body, content_type)) = page(path).filter(|_| chat_page_enabled(env)) {
-        return Admit::Answer(if reads { page_response(body, content_type) } else { refuse(&not_read(), "GET, HEAD") });
+    if console_path(path) && chat_page_enabled(env) {
+        return Admit::Answer(if reads { console(req, env, path).await } else { refuse(&not_read(), "GET, HEAD") });
     }
     let Some(rest) = path.strip_prefix("/agents/") else {
         let e = Error::not_found(format!("no route for {path}; the API lives under /agents/{{agent}}/"));
@@ -245,15 +243,11 @@ fn refuse(e: &Error, allow: &str) -> Result<Response> {
     Ok(r)
 }
 
-/// The chat page (`GET /` and its script and style): it talks to an agent over its WebSocket
-/// with a token the user types in and holds no secret itself.
-fn page(path: &str) -> Option<(&'static str, &'static str)> {
-    match path {
-        "/" => Some((include_str!("page/index.html"), "text/html; charset=utf-8")),
-        "/chat.js" => Some((include_str!("page/chat.js"), "text/javascript; charset=utf-8")),
-        "/chat.css" => Some((include_str!("page/chat.css"), "text/css; charset=utf-8")),
-        _ => None,
-    }
+/// Whether `path` belongs to the console (the static assets of `build/console/`, bound as
+/// `ASSETS`): everything but the API, `/healthz` and the WebSocket routes. The console talks to
+/// an agent with a scoped token the user gives it and holds no secret itself.
+fn console_path(path: &str) -> bool {
+    !path.starts_with("/agents/") && path != "/agents"
 }
 
 /// What the page may do: run its own script and style, talk to this origin (HTTP and
@@ -261,15 +255,28 @@ fn page(path: &str) -> Option<(&'static str, &'static str)> {
 const PAGE_CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; \
      img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
-fn page_response(body: &str, content_type: &str) -> Result<Response> {
-    let headers = Headers::new();
-    headers.set("content-type", content_type)?;
+/// A file of the console from the `ASSETS` binding, with the page's security headers; a path
+/// that is no file is the API's JSON 404, and a deployment without the binding says so.
+async fn console(req: &Request, env: &Env, path: &str) -> Result<Response> {
+    let Ok(assets) = env.assets("ASSETS") else {
+        let e = Error::not_found(format!(
+            "no route for {path}: the console is served from static assets, and this deployment has no ASSETS binding \
+             (see README, \"The console\")"
+        ));
+        return convert::error(&e);
+    };
+    let file = assets.fetch_request(req.clone()?).await?;
+    if file.status_code() == 404 {
+        let e = Error::not_found(format!("no route for {path}; the API lives under /agents/{{agent}}/"));
+        return convert::error(&e);
+    }
+    let headers = file.headers().clone();
     headers.set("cache-control", "no-store")?;
     headers.set("content-security-policy", PAGE_CSP)?;
     headers.set("x-frame-options", "DENY")?;
     headers.set("x-content-type-options", "nosniff")?;
     headers.set("referrer-policy", "no-referrer")?;
-    Ok(Response::ok(body)?.with_headers(headers))
+    Ok(file.with_headers(headers))
 }
 
 /// The page is served unless the var `CHAT_PAGE` is `off` (or `false`, `0`).

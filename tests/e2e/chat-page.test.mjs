@@ -240,8 +240,8 @@ async function assertGrew(reply) {
 test("the token field asks for a scoped token, never the admin token", async (t) => {
   if (skipReason) return t.skip(skipReason);
   const served = await (await w.fetch("/", { auth: false })).text();
-  const source = readFileSync(join(ROOT, "src/workers/page/index.html"), "utf8");
-  if (served !== source) return t.skip("build/ serves an older src/workers/page/index.html: rebuild (bash scripts/build.sh)");
+  const source = readFileSync(join(ROOT, "console/index.html"), "utf8");
+  if (served !== source) return t.skip("build/ serves an older console/index.html: rebuild (bash scripts/build.sh)");
   // A page of its own (a fresh context: no stored token), so the main one loads fresh below.
   const fresh = await browser.newPage();
   try {

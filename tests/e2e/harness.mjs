@@ -64,6 +64,9 @@ export function workerOptions({ persistDir, apiToken, vars = {}, port } = {}) {
     compatibilityDate: cfg.compatibilityDate,
     durableObjects: { SESSION_AGENT: { className: "SessionAgent", useSQLite: true } },
     r2Buckets: ["SKILLS_BUCKET"],
+    // wrangler.toml's [assets]: the console, with the Worker run first for every path.
+    assets: { directory: join(BUILD, "console"), binding: "ASSETS",
+      routerConfig: { has_user_worker: true, invoke_user_worker_ahead_of_assets: true } },
     bindings: { ...cfg.vars, ...(apiToken != null ? { API_TOKEN: apiToken } : {}), ...vars },
     // <persistDir>/do, <persistDir>/r2, ...: the same directory after restart() keeps the data.
     ...(persistDir ? { defaultPersistRoot: persistDir } : {}),

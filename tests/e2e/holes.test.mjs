@@ -124,7 +124,7 @@ test("methods are taken as sent: unknown ones are 405, /healthz and the page onl
   assert.equal(q.headers.allow, "GET, POST");
   const m = await raw("QUERY", "/agents/a/sessions/s/messages/m1", auth);
   assert.equal(m.status, 405);
-  for (const path of ["/healthz", "/", "/chat.js", "/chat.css"]) {
+  for (const path of ["/healthz", "/", "/console.js", "/console.css"]) {
     assert.equal((await raw("GET", path)).status, 200, path);
     assert.equal((await raw("HEAD", path)).status, 200, path);
     const p = await raw("POST", path, {}, "x");
@@ -134,7 +134,7 @@ test("methods are taken as sent: unknown ones are 405, /healthz and the page onl
 });
 
 test("the page forbids everything but its own script, style and origin, and framing", async () => {
-  for (const path of ["/", "/chat.js", "/chat.css"]) {
+  for (const path of ["/", "/console.js", "/console.css"]) {
     const r = await raw("GET", path);
     const csp = r.headers["content-security-policy"];
     assert.match(csp, /default-src 'none'/, path);
@@ -222,7 +222,9 @@ test("an answer the front door gives itself still reads the body, so a kept-aliv
   const steps = [
     ["POST", "/agents/a/sessions", { authorization: "Bearer wrong" }, 401],
     ["POST", "/agents/bad%20name/sessions", {}, 400],
-    ["POST", "/nowhere", {}, 404],
+    ["GET", "/nowhere", {}, 404],
+    // Every path outside /agents/ is the console's (static files): only read.
+    ["POST", "/nowhere", {}, 405],
     ["POST", "/", {}, 405],
     ["GET", "/healthz", {}, 200],
   ];
