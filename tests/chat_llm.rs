@@ -404,11 +404,14 @@ fn ok(body: String) -> Vec<Result<HttpResponse>> {
     vec![Ok(HttpResponse { status: 200, body })]
 }
 
-/// Runs `chat`, collecting the deltas.
+/// Runs `chat`, collecting the pieces it streamed: text as is, reasoning after a `💭`.
 fn run(t: &dyn Transport, c: &LlmConfig, req: &ChatRequest) -> (Result<ChatReply>, Vec<String>) {
     let mut deltas = Vec::new();
-    let out = futures::executor::block_on(chat(t, c, req, &mut |d: &str| {
-        deltas.push(d.to_owned());
+    let out = futures::executor::block_on(chat(t, c, req, &mut |d: &Piece| {
+        deltas.push(match d {
+            Piece::Text(t) => t.clone(),
+            Piece::Reasoning(r) => format!("💭{r}"),
+        });
         Ok(())
     }));
     (out, deltas)
@@ -482,7 +485,7 @@ fn openai_streams_text_and_fragmented_tool_calls() {
     let t = Chunked(Script::new(ok(openai_stream())));
     let (out, deltas) = run(&t, &openai(), &conversation());
     assert_eq!(out.unwrap(), openai_streamed_reply());
-    assert_eq!(deltas, vec!["Let me ", "look. 🐈"]);
+    assert_eq!(deltas, vec!["💭The user wants ", "💭cats.", "Let me ", "look. 🐈"]);
     assert!(*t.0.handed.borrow() > 50, "handed over in small pieces");
     let sent = t.0.sent.borrow();
     assert_eq!(sent.len(), 1);
@@ -493,7 +496,7 @@ fn openai_streams_text_and_fragmented_tool_calls() {
     let t = Whole(Script::new(ok(openai_stream())));
     let (out, deltas) = run(&t, &openai(), &conversation());
     assert_eq!(out.unwrap(), openai_streamed_reply());
-    assert_eq!(deltas, vec!["Let me ", "look. 🐈"]);
+    assert_eq!(deltas, vec!["💭The user wants ", "💭cats.", "Let me ", "look. 🐈"]);
 }
 
 fn anthropic_stream() -> String {
@@ -606,13 +609,13 @@ fn anthropic_streams_text_thinking_and_tool_use() {
     let t = Chunked(Script::new(ok(anthropic_stream())));
     let (out, deltas) = run(&t, &anthropic(), &conversation());
     assert_eq!(out.unwrap(), anthropic_streamed_reply());
-    assert_eq!(deltas, vec!["Checking ", "now…"]);
+    assert_eq!(deltas, vec!["💭Need the ", "💭weather.", "Checking ", "now…"]);
     assert_eq!(body_of(&t.0.sent.borrow()[0])["stream"], json!(true));
 
     let t = Whole(Script::new(ok(anthropic_stream().replace('\n', "\r\n"))));
     let (out, deltas) = run(&t, &anthropic(), &conversation());
     assert_eq!(out.unwrap(), anthropic_streamed_reply());
-    assert_eq!(deltas, vec!["Checking ", "now…"]);
+    assert_eq!(deltas, vec!["💭Need the ", "💭weather.", "Checking ", "now…"]);
 }
 
 #[test]
@@ -629,7 +632,7 @@ fn stream_state_directly() {
     let mut s = StreamState::new(Provider::OpenAi);
     assert_eq!(
         s.push(&ev(None, &openai_chunk(json!({"content": "par"}), None).1.to_string())).unwrap(),
-        Some("par".into())
+        vec![Piece::Text("par".into())]
     );
     assert!(!s.is_done());
     assert_eq!(s.finish().unwrap_err().kind, ErrorKind::LlmUnavailable);
@@ -736,7 +739,7 @@ fn an_on_delta_error_stops_the_stream_and_comes_back_unchanged() {
         let t = Chunked(Script::new(ok(body.clone())));
         let total = pieces(&body, 7).len();
         let mut calls = 0;
-        let out = futures::executor::block_on(chat(&t, &c, &conversation(), &mut |_d: &str| {
+        let out = futures::executor::block_on(chat(&t, &c, &conversation(), &mut |_d: &Piece| {
             calls += 1;
             Err(gone.clone())
         }));
@@ -745,13 +748,13 @@ fn an_on_delta_error_stops_the_stream_and_comes_back_unchanged() {
         assert!(*t.0.handed.borrow() < total, "reading stopped early");
 
         let t = Whole(Script::new(ok(body)));
-        let out = futures::executor::block_on(chat(&t, &c, &conversation(), &mut |_d: &str| Err(gone.clone())));
+        let out = futures::executor::block_on(chat(&t, &c, &conversation(), &mut |_d: &Piece| Err(gone.clone())));
         assert_eq!(out.unwrap_err(), gone);
     }
     // Also for a plain JSON answer's single delta.
     let plain = json!({"choices": [{"message": {"content": "x"}, "finish_reason": "stop"}]}).to_string();
     let t = Whole(Script::new(ok(plain)));
-    let out = futures::executor::block_on(chat(&t, &openai(), &conversation(), &mut |_d: &str| Err(gone.clone())));
+    let out = futures::executor::block_on(chat(&t, &openai(), &conversation(), &mut |_d: &Piece| Err(gone.clone())));
     assert_eq!(out.unwrap_err(), gone);
 }
 

@@ -1,11 +1,14 @@
-//! The agent turn over HTTP: `POST /sessions/{sid}/chat` as JSON, or as server-sent events with
-//! `Accept: text/event-stream` (the WebSocket `chat` frame maps onto the JSON form). The body
-//! is parsed here; the turn itself is [`crate::core::turn::run`].
+//! The agent turn over HTTP: `POST /sessions/{sid}/chat` as JSON, as server-sent events with
+//! `Accept: text/event-stream`, or, for the AI SDK's `useChat` body (`{id?, messages, trigger,
+//! messageId?}`), as the AI SDK's UI message stream ([`super::ui_stream`]). The WebSocket `chat`
+//! frame maps onto the JSON form. The body is parsed here; the turn itself is
+//! [`crate::core::turn::run`].
 
 use serde_json::{json, Map, Value as Json};
 
 use super::http::{Request, Response};
 use super::messages;
+use super::ui_stream::{UiStream, HEADER};
 use crate::core::config::is_label;
 use crate::core::env::Env;
 use crate::core::error::{Error, Result};
@@ -13,7 +16,7 @@ use crate::core::llm::ToolSpec;
 use crate::core::memory::After;
 use crate::core::session::Session;
 use crate::core::store::message::NewMessage;
-use crate::core::turn::run::{turn, Ask, ChatEvent, MemoryUse, TurnRequest};
+use crate::core::turn::run::{turn, Ask, ChatEvent, MemoryUse, Trigger, TurnRequest};
 
 /// The caller's tools: offered to the model, answered by the caller.
 fn client_tools(body: &Map<String, Json>) -> Result<Vec<ToolSpec>> {
@@ -41,6 +44,27 @@ fn client_tools(body: &Map<String, Json>) -> Result<Vec<ToolSpec>> {
 }
 
 fn ask(body: &Map<String, Json>) -> Result<Ask> {
+    if let Some(trigger) = body.get("trigger") {
+        let trigger = match trigger.as_str() {
+            Some("submit-message") => Trigger::Submit,
+            Some("regenerate-message") => Trigger::Regenerate,
+            _ => return Err(Error::invalid("trigger must be \"submit-message\" or \"regenerate-message\"")),
+        };
+        for key in ["id", "messageId"] {
+            if body.get(key).is_some_and(|v| !v.is_string() && !v.is_null()) {
+                return Err(Error::invalid(format!("{key} must be a string")));
+            }
+        }
+        if body.contains_key("message") {
+            return Err(Error::invalid("a useChat body (with trigger) has messages, not message"));
+        }
+        let messages = body.get("messages").and_then(Json::as_array).filter(|l| !l.is_empty()).cloned();
+        let messages = messages.ok_or_else(|| Error::invalid("messages must be a non-empty array"))?;
+        if let Some(i) = messages.iter().position(|m| !m.is_object()) {
+            return Err(Error::invalid(format!("messages[{i}] must be an object")));
+        }
+        return Ok(Ask::Chat { messages, trigger });
+    }
     match (body.get("message"), body.get("messages")) {
         (Some(m), None) => {
             let msg = NewMessage::from_json(m)?;
@@ -74,17 +98,20 @@ fn turn_request(req: &Request) -> Result<TurnRequest> {
     Ok(TurnRequest { ask: ask(&body)?, tools, memory })
 }
 
+/// Whether a chat body is the AI SDK's `useChat` body (it has a `trigger`), answered with the UI
+/// message stream whatever the `Accept` header says (`useChat` sends none). Reads only the
+/// top-level keys' names.
+pub fn is_ui_body(body: &[u8]) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Probe {
+        trigger: Option<serde::de::IgnoredAny>,
+    }
+    serde_json::from_slice::<Probe>(body).is_ok_and(|p| p.trigger.is_some())
+}
+
 /// One server-sent event: `data: <json>` and a blank line.
 pub fn sse(frame: &Json) -> String {
     format!("data: {frame}\n\n")
-}
-
-/// The SSE frame of an event, if it has one.
-pub fn event_frame(e: &ChatEvent) -> Option<Json> {
-    match e {
-        ChatEvent::Delta { message_id, text } => Some(json!({"type": "delta", "messageId": message_id, "text": text})),
-        ChatEvent::Storing => None,
-    }
 }
 
 /// `cancelled` when the request's turn was cancelled (a WebSocket `cancel` frame).
@@ -97,23 +124,76 @@ fn check_cancel(req: &Request) -> Result<()> {
     }
 }
 
-/// The closing frames of a finished turn: the stored message, then `[DONE]`.
-pub fn closing_frames(message: &Json) -> String {
-    format!("{}data: [DONE]\n\n", sse(&json!({"type": "message", "message": message})))
+/// The events of a streamed turn, in one of the two dialects.
+enum Encoder {
+    /// Ours: `delta` events, then `message`, then `[DONE]`; `error` on a failure.
+    Events,
+    /// The AI SDK's UI message stream.
+    Ui(UiStream),
 }
 
-/// The SSE frame of a failed turn (after the stream started): `{type:"error", code, message}`.
-pub fn error_frame(e: &Error) -> String {
-    sse(&json!({"type": "error", "code": e.code(), "message": e.message}))
+impl Encoder {
+    fn of(req: &Request) -> Self {
+        if is_ui_body(&req.body) {
+            Encoder::Ui(UiStream::default())
+        } else {
+            Encoder::Events
+        }
+    }
+
+    /// The text of one event, if it has any.
+    fn event(&mut self, e: &ChatEvent) -> Option<String> {
+        match (self, e) {
+            (Encoder::Events, ChatEvent::Delta { message_id, text }) => {
+                Some(sse(&json!({"type": "delta", "messageId": message_id, "text": text})))
+            }
+            (Encoder::Events, _) => None,
+            (Encoder::Ui(u), e) => Some(u.event(e)).filter(|t| !t.is_empty()),
+        }
+    }
+
+    /// The closing events of a stored turn.
+    fn done(&mut self, message: &Json) -> String {
+        match self {
+            Encoder::Events => format!("{}data: [DONE]\n\n", sse(&json!({"type": "message", "message": message}))),
+            Encoder::Ui(u) => u.finish(message),
+        }
+    }
+
+    /// The closing events of a turn that failed after its stream started.
+    fn failed(&mut self, e: &Error) -> String {
+        match self {
+            Encoder::Events => sse(&json!({"type": "error", "code": e.code(), "message": e.message})),
+            Encoder::Ui(u) => u.error(e),
+        }
+    }
+
+    fn headers(&self) -> Vec<(String, String)> {
+        let mut h = vec![
+            ("content-type".to_owned(), "text/event-stream; charset=utf-8".to_owned()),
+            ("cache-control".to_owned(), "no-cache".to_owned()),
+        ];
+        if let Encoder::Ui(_) = self {
+            h.push((HEADER.0.to_owned(), HEADER.1.to_owned()));
+            h.push(("x-accel-buffering".to_owned(), "no".to_owned()));
+        }
+        h
+    }
 }
 
-/// `POST /sessions/{sid}/chat`: `201 {messages: [assistant]}`, or with `Accept:
-/// text/event-stream` the events of the turn in one answer (the Durable Object streams them as
-/// they come instead, with [`stream`]). An error before the first event is an ordinary JSON
-/// error answer.
+/// The headers of a streamed answer to `req` (the UI message stream's carry its header).
+pub fn stream_headers(req: &Request) -> Vec<(String, String)> {
+    Encoder::of(req).headers()
+}
+
+/// `POST /sessions/{sid}/chat`: `201 {messages: [assistant]}`, or the events of the turn in one
+/// answer (with `Accept: text/event-stream`, or the UI message stream for a `useChat` body; the
+/// Durable Object streams them as they come instead, with [`stream`]). An error before the
+/// first event is an ordinary JSON error answer.
 pub async fn route(s: &Session<'_>, req: &Request) -> Result<Response> {
     let request = turn_request(req)?;
-    if !req.wants_event_stream() {
+    let mut encoder = Encoder::of(req);
+    if !req.wants_event_stream() && matches!(encoder, Encoder::Events) {
         let done = turn(s, request, &mut |_| check_cancel(req)).await?;
         let mut resp = Response::json(201, &json!({ "messages": [done.message] }));
         resp.after.extend(done.after);
@@ -121,8 +201,8 @@ pub async fn route(s: &Session<'_>, req: &Request) -> Result<Response> {
     }
     let mut body = String::new();
     let result = turn(s, request, &mut |e| {
-        if let Some(f) = event_frame(&e) {
-            body.push_str(&sse(&f));
+        if let Some(text) = encoder.event(&e) {
+            body.push_str(&text);
         }
         Ok(())
     })
@@ -130,29 +210,15 @@ pub async fn route(s: &Session<'_>, req: &Request) -> Result<Response> {
     let mut after = None;
     match result {
         Ok(done) => {
-            body.push_str(&closing_frames(&done.message));
+            body.push_str(&encoder.done(&done.message));
             after = done.after;
         }
         Err(e) if body.is_empty() => return Err(e),
-        Err(e) => body.push_str(&error_frame(&e)),
+        Err(e) => body.push_str(&encoder.failed(&e)),
     }
-    let mut resp = event_stream(body.into_bytes());
-    resp.after.extend(after);
-    Ok(resp)
-}
-
-/// A `200 text/event-stream` answer with `body`.
-pub fn event_stream(body: Vec<u8>) -> Response {
-    Response {
-        status: 200,
-        headers: vec![
-            ("content-type".into(), "text/event-stream; charset=utf-8".into()),
-            ("cache-control".into(), "no-cache".into()),
-        ],
-        body,
-        warnings: Vec::new(),
-        after: Vec::new(),
-    }
+    let headers = encoder.headers();
+    let after = after.into_iter().collect();
+    Ok(Response { status: 200, headers, body: body.into_bytes(), warnings: Vec::new(), after })
 }
 
 /// A piece of a streamed turn for the Workers layer: the text of server-sent events, or the
@@ -162,20 +228,21 @@ pub enum Streamed {
     Fail(Error),
 }
 
-/// Runs `POST /sessions/{sid}/chat` with `Accept: text/event-stream`, handing each event to
-/// `send` as soon as it exists. `send` failing (the client went away) aborts the turn, which
-/// then stores nothing. Returns the work the turn leaves for after the answer (memory
-/// extraction): the caller closes the stream first, then runs [`super::sweep`] and
+/// Runs a streamed `POST /sessions/{sid}/chat` (see [`super::is_chat_stream`]), handing each
+/// event to `send` as soon as it exists. `send` failing (the client went away) aborts the
+/// turn, which then stores nothing. Returns the work the turn leaves for after the answer
+/// (memory extraction): the caller closes the stream first, then runs [`super::sweep`] and
 /// [`super::after`], so neither delays the answer.
 pub async fn stream(env: &Env<'_>, req: &Request, send: &mut dyn FnMut(Streamed) -> Result<()>) -> Vec<After> {
     let started = std::cell::Cell::new(false);
+    let mut encoder = Encoder::of(req);
     let result = async {
         let sid = super::session_of(req)?;
         let request = turn_request(req)?;
-        turn(&Session::new(env, &sid), request, &mut |e| match event_frame(&e) {
-            Some(f) => {
+        turn(&Session::new(env, &sid), request, &mut |e| match encoder.event(&e) {
+            Some(text) => {
                 started.set(true);
-                send(Streamed::Data(sse(&f)))
+                send(Streamed::Data(text))
             }
             None => Ok(()),
         })
@@ -184,7 +251,7 @@ pub async fn stream(env: &Env<'_>, req: &Request, send: &mut dyn FnMut(Streamed)
     .await;
     match result {
         Ok(done) => {
-            let _ = send(Streamed::Data(closing_frames(&done.message)));
+            let _ = send(Streamed::Data(encoder.done(&done.message)));
             done.after.into_iter().collect()
         }
         Err(e) if !started.get() => {
@@ -192,7 +259,7 @@ pub async fn stream(env: &Env<'_>, req: &Request, send: &mut dyn FnMut(Streamed)
             Vec::new()
         }
         Err(e) => {
-            let _ = send(Streamed::Data(error_frame(&e)));
+            let _ = send(Streamed::Data(encoder.failed(&e)));
             Vec::new()
         }
     }

@@ -21,6 +21,7 @@ pub mod search;
 pub mod sessions;
 pub mod tokens;
 pub mod transfer;
+pub mod ui_stream;
 pub mod ws;
 
 use std::sync::OnceLock;
@@ -180,10 +181,13 @@ pub fn admit(env: &Env<'_>, req: &Request) -> Result<()> {
     access::check(req, env.agent, &env.now, || revoked_before(env.sql))
 }
 
-/// Whether `req` is an agent turn asking for server-sent events (the Durable Object streams
-/// those itself with [`chat::stream`]).
+/// Whether `req` is an agent turn answered with server-sent events (`Accept:
+/// text/event-stream`, or the AI SDK's `useChat` body): the Durable Object streams those itself
+/// with [`chat::stream`].
 pub fn is_chat_stream(req: &Request) -> bool {
-    req.method == "POST" && req.wants_event_stream() && router().at(&req.path).is_ok_and(|m| m.value.0 == Chat)
+    req.method == "POST"
+        && router().at(&req.path).is_ok_and(|m| m.value.0 == Chat)
+        && (req.wants_event_stream() || chat::is_ui_body(&req.body))
 }
 
 /// The session of a WebSocket upgrade request (`GET /sessions/{sid}/ws`), if it is one.

@@ -251,6 +251,7 @@ impl Agent {
     async fn chat_stream(&self, req: api::Request) -> Result<Response> {
         let (tx, mut rx) = mpsc::unbounded::<Streamed>();
         let agent = self.clone();
+        let stream_headers = api::chat::stream_headers(&req);
         spawn_local(async move {
             let env = agent.inner.env();
             let mut send =
@@ -270,15 +271,17 @@ impl Agent {
                 convert::error(&e)
             }
             Some(Streamed::Data(first)) => {
+                // A failure after the first event comes as the dialect's error event (Data).
                 let rest = rx.map(|s| match s {
                     Streamed::Data(d) => Ok::<Vec<u8>, worker::Error>(d.into_bytes()),
-                    Streamed::Fail(e) => Ok(api::chat::error_frame(&e).into_bytes()),
+                    Streamed::Fail(_) => Ok(Vec::new()),
                 });
                 let body =
                     futures::stream::once(async move { Ok::<Vec<u8>, worker::Error>(first.into_bytes()) }).chain(rest);
                 let headers = worker::Headers::new();
-                headers.set("content-type", "text/event-stream; charset=utf-8")?;
-                headers.set("cache-control", "no-cache")?;
+                for (name, value) in stream_headers {
+                    headers.set(&name, &value)?;
+                }
                 Ok(Response::from_stream(body)?.with_headers(headers))
             }
             None => convert::error(&Error::internal("the chat turn ended without an answer")),

@@ -70,14 +70,7 @@ fn log_request(agent: &str, method: &str, route: &str, status: u16, ms: u64) {
 /// (a refused token, a bad name, health, the console), as a log names them.
 fn front_route(path: &str) -> (String, &'static str) {
     let Some(rest) = path.strip_prefix("/agents/") else {
-        return (
-            String::new(),
-            if path == "/healthz" {
-                "/healthz"
-            } else {
-                "(console)"
-            },
-        );
+        return (String::new(), if path == "/healthz" { "/healthz" } else { "(console)" });
     };
     let (agent, tail) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
     let agent = decode_segment("agent", agent).ok().filter(|a| check_name("agent", a).is_ok()).unwrap_or_default();

@@ -25,6 +25,8 @@ export const DEFAULT_USAGE = { prompt_tokens: 100, completion_tokens: 20 };
  * @property {any} [body] the exact answer body (a string as it is, anything else as JSON)
  * @property {number} [delayMs] wait this long before answering
  * @property {{id: string, name: string, arguments: object}[]} [toolCalls] tool calls to answer with
+ * @property {string} [reasoning] with `stream: true` requests: reasoning streamed before the
+ *   content (`reasoning_content` deltas, split after each space)
  * @property {string[]} [pieces] with `stream: true` requests: the content as these deltas
  *   (default: the content split after each space)
  * @property {number} [pieceDelayMs] wait this long between streamed deltas (default 5)
@@ -120,6 +122,11 @@ async function streamReply(res, r) {
   const pieces = r.pieces ?? (content ? content.split(/(?<= )/) : []);
   const wait = () => new Promise((resolve) => setTimeout(resolve, r.pieceDelayMs ?? 5));
   send(chunk({ role: "assistant", content: "" }));
+  for (const p of r.reasoning ? r.reasoning.split(/(?<= )/) : []) {
+    if (res.destroyed) return;
+    send(chunk({ reasoning_content: p }));
+    await wait();
+  }
   for (const [i, p] of pieces.entries()) {
     if (res.destroyed) return;
     send(chunk({ content: p }));

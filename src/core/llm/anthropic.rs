@@ -8,7 +8,7 @@ use serde_json::Value as Json;
 use super::stream::{Accum, PartialCall};
 use super::{
     error_message, excerpt, lenient, object_or_empty, parse_arguments, unavailable, ChatMessage, ChatReply,
-    ChatRequest, Delivery, LlmConfig, SseEvent, ToolCall, Usage, DEFAULT_MAX_TOKENS,
+    ChatRequest, Delivery, LlmConfig, Piece, SseEvent, ToolCall, Usage, DEFAULT_MAX_TOKENS,
 };
 use crate::core::error::Result;
 
@@ -264,8 +264,8 @@ impl Blocks {
     }
 }
 
-/// Takes in one event of a streamed answer; returns the text it adds, if any.
-pub(super) fn push(acc: &mut Accum, blocks: &mut Blocks, ev: &SseEvent) -> Result<Option<String>> {
+/// Takes in one event of a streamed answer; returns the text or reasoning it adds, if any.
+pub(super) fn push(acc: &mut Accum, blocks: &mut Blocks, ev: &SseEvent) -> Result<Option<Piece>> {
     if ev.data.trim().is_empty() {
         return Ok(None);
     }
@@ -312,7 +312,7 @@ pub(super) fn push(acc: &mut Accum, blocks: &mut Blocks, ev: &SseEvent) -> Resul
     Ok(None)
 }
 
-fn block_start(acc: &mut Accum, blocks: &mut Blocks, index: u64, b: WireBlock) -> Option<String> {
+fn block_start(acc: &mut Accum, blocks: &mut Blocks, index: u64, b: WireBlock) -> Option<Piece> {
     let kind = match b.kind.as_str() {
         "text" => BlockKind::Text,
         "thinking" => BlockKind::Thinking,
@@ -327,25 +327,25 @@ fn block_start(acc: &mut Accum, blocks: &mut Blocks, index: u64, b: WireBlock) -
     match kind {
         BlockKind::Text if !b.text.is_empty() => {
             acc.reply.text.push_str(&b.text);
-            Some(b.text)
+            Some(Piece::Text(b.text))
         }
-        BlockKind::Thinking => {
+        BlockKind::Thinking if !b.thinking.is_empty() => {
             acc.reply.reasoning.push_str(&b.thinking);
-            None
+            Some(Piece::Reasoning(b.thinking))
         }
         _ => None,
     }
 }
 
-fn block_delta(acc: &mut Accum, blocks: &Blocks, index: u64, d: EventDelta) -> Option<String> {
+fn block_delta(acc: &mut Accum, blocks: &Blocks, index: u64, d: EventDelta) -> Option<Piece> {
     match d.kind.as_str() {
         "text_delta" if !d.text.is_empty() => {
             acc.reply.text.push_str(&d.text);
-            Some(d.text)
+            Some(Piece::Text(d.text))
         }
-        "thinking_delta" => {
+        "thinking_delta" if !d.thinking.is_empty() => {
             acc.reply.reasoning.push_str(&d.thinking);
-            None
+            Some(Piece::Reasoning(d.thinking))
         }
         "input_json_delta" => {
             if let BlockKind::Tool(p) = blocks.get(index) {

@@ -184,6 +184,16 @@ pub struct Usage {
     pub output_tokens: i64,
 }
 
+/// A piece of a streamed answer, handed out as it arrives.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Piece {
+    /// More of the reply's text.
+    Text(String),
+    /// More of the model's reasoning (providers that send it apart: Anthropic thinking,
+    /// `reasoning_content` / `reasoning` of OpenAI-compatible ones).
+    Reasoning(String),
+}
+
 /// What the model answered in one step.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ChatReply {
@@ -367,7 +377,7 @@ pub fn parse_chat_response(cfg: &LlmConfig, resp: &HttpResponse) -> Result<ChatR
 }
 
 /// Runs one step of a conversation on the configured model, streamed where the provider can:
-/// every piece of text goes to `on_delta` as it arrives (reasoning does not).
+/// every piece of text and of reasoning goes to `on_delta` as it arrives.
 ///
 /// Provider failures (transport, non-2xx, a streamed error, an unreadable or cut-off stream)
 /// are `llm_unavailable` with the provider's message; no provider is `not_configured`. An error
@@ -377,7 +387,7 @@ pub async fn chat(
     t: &dyn Transport,
     cfg: &LlmConfig,
     req: &ChatRequest,
-    on_delta: &mut dyn FnMut(&str) -> Result<()>,
+    on_delta: &mut dyn FnMut(&Piece) -> Result<()>,
 ) -> Result<ChatReply> {
     match cfg.provider {
         Provider::None => Err(not_configured()),

@@ -10,7 +10,7 @@ use serde_json::Value as Json;
 use super::stream::{Accum, PartialCall};
 use super::{
     error_message, lenient, parse_arguments, unavailable, ChatMessage, ChatReply, ChatRequest, Delivery, Format,
-    LlmConfig, SseEvent, ToolCall, Usage, DEFAULT_MAX_TOKENS,
+    LlmConfig, Piece, SseEvent, ToolCall, Usage, DEFAULT_MAX_TOKENS,
 };
 use crate::core::error::Result;
 
@@ -265,19 +265,19 @@ struct Chunk {
 }
 
 /// Takes in one event of a streamed answer; returns the text it adds, if any.
-pub(super) fn push(acc: &mut Accum, ev: &SseEvent) -> Result<Option<String>> {
+pub(super) fn push(acc: &mut Accum, ev: &SseEvent) -> Result<Vec<Piece>> {
     let data = ev.data.trim();
     if data == "[DONE]" {
         acc.done = true;
         acc.ended = true;
-        return Ok(None);
+        return Ok(Vec::new());
     }
     if data.is_empty() {
-        return Ok(None);
+        return Ok(Vec::new());
     }
     let j = super::stream::parse_data(data)?;
     if !j.is_object() {
-        return Ok(None);
+        return Ok(Vec::new());
     }
     if let Some(detail) = error_message(j.get("error")) {
         return Err(unavailable(format!("the model's stream failed: {detail}")));
@@ -286,24 +286,26 @@ pub(super) fn push(acc: &mut Accum, ev: &SseEvent) -> Result<Option<String>> {
     if let Some(u) = chunk.usage {
         acc.reply.usage = u.into();
     }
-    let Some(choice) = chunk.choices.into_iter().next() else { return Ok(None) };
+    let Some(choice) = chunk.choices.into_iter().next() else { return Ok(Vec::new()) };
     if let Some(r) = choice.finish_reason {
         acc.reply.finish_reason = Some(r);
         acc.done = true;
     }
-    let Some(delta) = choice.delta else { return Ok(None) };
-    if let Some(r) = delta.reasoning() {
+    let Some(delta) = choice.delta else { return Ok(Vec::new()) };
+    let mut pieces = Vec::new();
+    if let Some(r) = delta.reasoning().filter(|r| !r.is_empty()) {
         acc.reply.reasoning.push_str(r);
+        pieces.push(Piece::Reasoning(r.to_owned()));
     }
     for (pos, call) in delta.tool_calls.iter().enumerate() {
         fragment(acc, pos, call);
     }
     let text = delta.content.0;
-    if text.is_empty() {
-        return Ok(None);
+    if !text.is_empty() {
+        acc.reply.text.push_str(&text);
+        pieces.push(Piece::Text(text));
     }
-    acc.reply.text.push_str(&text);
-    Ok(Some(text))
+    Ok(pieces)
 }
 
 /// One streamed fragment of a tool call: a new call, or more of one already started.

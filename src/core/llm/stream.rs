@@ -6,7 +6,8 @@ use serde_json::Value as Json;
 
 use super::{
     anthropic, build_chat_request, excerpt, http_failure, openai, parse_arguments, parse_chat_response, unavailable,
-    ChatReply, ChatRequest, Delivery, HttpResponse, LlmConfig, Provider, SseDecoder, SseEvent, ToolCall, Transport,
+    ChatReply, ChatRequest, Delivery, HttpResponse, LlmConfig, Piece, Provider, SseDecoder, SseEvent, ToolCall,
+    Transport,
 };
 use crate::core::error::{Error, Result};
 
@@ -86,15 +87,15 @@ impl StreamState {
         &self.acc.reply
     }
 
-    /// Takes in one event; returns the text it adds, if any. An error the provider streamed is
-    /// `llm_unavailable` with its message.
-    pub fn push(&mut self, ev: &SseEvent) -> Result<Option<String>> {
+    /// Takes in one event; returns the text and reasoning it adds, in order. An error the
+    /// provider streamed is `llm_unavailable` with its message.
+    pub fn push(&mut self, ev: &SseEvent) -> Result<Vec<Piece>> {
         if self.acc.ended {
-            return Ok(None);
+            return Ok(Vec::new());
         }
         match &mut self.format {
             Format::OpenAi => openai::push(&mut self.acc, ev),
-            Format::Anthropic(blocks) => anthropic::push(&mut self.acc, blocks, ev),
+            Format::Anthropic(blocks) => anthropic::push(&mut self.acc, blocks, ev).map(|p| p.into_iter().collect()),
         }
     }
 
@@ -130,7 +131,7 @@ struct Run<'a> {
     raw_truncated: bool,
     events: usize,
     stop: Option<Stop>,
-    on_delta: &'a mut dyn FnMut(&str) -> Result<()>,
+    on_delta: &'a mut dyn FnMut(&Piece) -> Result<()>,
 }
 
 impl Run<'_> {
@@ -157,13 +158,14 @@ impl Run<'_> {
         for ev in events {
             self.events += 1;
             match self.state.push(&ev) {
-                Ok(Some(delta)) => {
-                    if let Err(e) = (self.on_delta)(&delta) {
-                        self.stop = Some(Stop::Client(e.clone()));
-                        return Err(e);
+                Ok(pieces) => {
+                    for piece in &pieces {
+                        if let Err(e) = (self.on_delta)(piece) {
+                            self.stop = Some(Stop::Client(e.clone()));
+                            return Err(e);
+                        }
                     }
                 }
-                Ok(None) => {}
                 Err(e) => {
                     self.stop = Some(Stop::Provider(e.clone()));
                     return Err(e);
@@ -207,8 +209,11 @@ impl Run<'_> {
             )));
         }
         let reply = parse_chat_response(cfg, &HttpResponse { status, body: std::mem::take(&mut self.raw) })?;
+        if !reply.reasoning.is_empty() {
+            (self.on_delta)(&Piece::Reasoning(reply.reasoning.clone()))?;
+        }
         if !reply.text.is_empty() {
-            (self.on_delta)(&reply.text)?;
+            (self.on_delta)(&Piece::Text(reply.text.clone()))?;
         }
         Ok(reply)
     }
@@ -219,7 +224,7 @@ pub(super) async fn run(
     t: &dyn Transport,
     cfg: &LlmConfig,
     req: &ChatRequest,
-    on_delta: &mut dyn FnMut(&str) -> Result<()>,
+    on_delta: &mut dyn FnMut(&Piece) -> Result<()>,
 ) -> Result<ChatReply> {
     let http = build_chat_request(cfg, req, Delivery::Streamed)?;
     let mut run = Run {

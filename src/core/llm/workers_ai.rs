@@ -6,7 +6,8 @@ use serde_json::Value as Json;
 
 use super::openai::WireUsage;
 use super::{
-    error_message, lenient, unavailable, ChatMessage, ChatReply, ChatRequest, LlmConfig, Transport, DEFAULT_MAX_TOKENS,
+    error_message, lenient, unavailable, ChatMessage, ChatReply, ChatRequest, LlmConfig, Piece, Transport,
+    DEFAULT_MAX_TOKENS,
 };
 use crate::core::error::Result;
 
@@ -64,12 +65,12 @@ pub(super) async fn chat(
     t: &dyn Transport,
     cfg: &LlmConfig,
     req: &ChatRequest,
-    on_delta: &mut dyn FnMut(&str) -> Result<()>,
+    on_delta: &mut dyn FnMut(&Piece) -> Result<()>,
 ) -> Result<ChatReply> {
     let out = t.workers_ai(&cfg.model, input(req)).await.map_err(|e| unavailable(e.message))?;
     let reply = reply(out)?;
     if !reply.text.is_empty() {
-        on_delta(&reply.text)?;
+        on_delta(&Piece::Text(reply.text.clone()))?;
     }
     Ok(reply)
 }

@@ -87,6 +87,8 @@ pub struct TurnWrite {
     /// Stored messages that got client tool results or approval responses.
     pub updates: Vec<NewMessage>,
     pub assistant: NewMessage,
+    /// Whether the assistant message is new or extends the stored one with its id.
+    pub placement: Placement,
     /// Where the user message (or the assistant, without one) attaches; `None` is a new root.
     pub parent: Option<String>,
     pub usage: Usage,
@@ -94,6 +96,16 @@ pub struct TurnWrite {
     pub freeze: Option<String>,
     /// Ids of the memories the turn was given: their recall counters move with the commit.
     pub recalled: Vec<String>,
+}
+
+/// Where a turn's assistant message goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Placement {
+    /// A new message: the child of the turn's user message, or of `parent` without one.
+    New,
+    /// The stored message with the same id, rewritten with the reply's parts after its own (a
+    /// continuation after client tools, as the AI SDK's `useChat` merges it).
+    Extends,
 }
 
 /// Whether `msg` is a synthetic compaction message (id prefix `compaction_`), never stored.
@@ -326,7 +338,7 @@ impl<'a> Session<'a> {
     /// Writes a finished agent turn in one transaction (see [`TurnWrite`]) and tells the
     /// sockets, in the order written: the user message, the answered messages, the reply.
     pub async fn commit_turn(&self, turn: TurnWrite) -> Result<Vec<String>> {
-        let TurnWrite { user, updates, assistant, parent, usage, freeze, recalled } = turn;
+        let TurnWrite { user, updates, assistant, placement, parent, usage, freeze, recalled } = turn;
         let has_user = user.is_some();
         let n_updates = updates.len();
         let mut msgs: Vec<NewMessage> = user.into_iter().chain(updates).chain([assistant]).collect();
@@ -346,7 +358,17 @@ impl<'a> Session<'a> {
                 for m in &msgs[start..start + n_updates] {
                     tree.update(m)?;
                 }
-                tree.append(&msgs[msgs.len() - 1], &under(&attach), &e.now)?;
+                let reply = &msgs[msgs.len() - 1];
+                match placement {
+                    Placement::New => {
+                        tree.append(reply, &under(&attach), &e.now)?;
+                    }
+                    Placement::Extends => {
+                        if !tree.update(reply)? {
+                            return Err(Error::conflict(format!("message {} was deleted during the turn", reply.id)));
+                        }
+                    }
+                }
                 sessions::ensure(e.sql, self.id, &e.now)?;
                 sessions::add_usage(e.sql, self.id, usage.input_tokens, usage.output_tokens, 0.0, &e.now)?;
                 if let Some(p) = &freeze {

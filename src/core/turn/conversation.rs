@@ -344,6 +344,63 @@ pub fn validate_continuation(
     Ok(changed)
 }
 
+/// A message as the AI SDK's chat client holds it, for comparing what a `useChat` client sends with what is
+/// stored. The client drops `createdAt`, merges `metadata` from the stream, adds a `step-start` part per step,
+/// gives text and reasoning parts a `state` (`streaming`, `done`) and the stream's part `id` (reasoning, in
+/// `ai` 7), and tool parts the stream's `providerExecuted`,
+/// provider metadata, `title` and `preliminary`: none of that is a change to the conversation, so all of it is
+/// left out here, on both sides.
+pub fn client_view(m: &Json) -> Json {
+    let Some(o) = m.as_object() else { return m.clone() };
+    let mut out: Map<String, Json> = o
+        .iter()
+        .filter(|(k, _)| !matches!(k.as_str(), "createdAt" | "metadata"))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    if let Some(Json::Array(ps)) = o.get("parts") {
+        let kept = ps.iter().filter(|p| str_field(p, "type") != Some("step-start")).map(|p| {
+            let Some(po) = p.as_object() else { return p.clone() };
+            let dropped: &[&str] = match str_field(p, "type") {
+                Some("text" | "reasoning") => &["state", "providerMetadata", "id"],
+                _ if is_tool_part(p) => {
+                    &["providerExecuted", "callProviderMetadata", "resultProviderMetadata", "title", "preliminary"]
+                }
+                _ => &[],
+            };
+            Json::Object(
+                po.iter()
+                    .filter(|(k, _)| !dropped.contains(&k.as_str()))
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect(),
+            )
+        });
+        out.insert("parts".into(), Json::Array(kept.collect()));
+    }
+    Json::Object(out)
+}
+
+/// `stored` with the tool results and approval answers of `theirs` (its validated counterpart, see
+/// [`validate_continuation`]) filled into the parts that waited for them, matched by `toolCallId`; everything else
+/// stays as stored.
+pub fn with_results(stored: &Json, theirs: &Json) -> Json {
+    let mut out = stored.clone();
+    let answers = parts(theirs);
+    if let Some(Json::Array(ps)) = out.get_mut("parts") {
+        for p in ps.iter_mut().filter(|p| is_tool_part(p)) {
+            let waiting = matches!(str_field(p, "state"), Some("input-available" | "approval-requested"));
+            let id = str_field(p, "toolCallId").map(str::to_owned);
+            let answer = answers.iter().find(|a| is_tool_part(a) && str_field(a, "toolCallId") == id.as_deref());
+            let (true, Some(a), Some(po)) = (waiting, answer, p.as_object_mut()) else { continue };
+            for key in ["state", "output", "errorText", "approval"] {
+                if let Some(v) = a.get(key) {
+                    po.insert(key.to_owned(), v.clone());
+                }
+            }
+        }
+    }
+    out
+}
+
 /// The 409 for a rejected continuation: `Error::conflict` with the message `"<code> at message <index>: <reason>"`,
 /// and the rejection code as the specific `error.code` of the JSON body ([`Error::with_code`]), so a client can
 /// tell a rewritten history (`not_a_prefix`) from a forgery without parsing the message.
