@@ -2,8 +2,9 @@
 # THE test command (`npm test`, CI's .ci/run): works on a fresh clone of a fresh machine.
 #   1. scripts/setup.sh            tools and npm packages (cached, version-checked)
 #   2. cargo fmt --check, clippy -D warnings (native and wasm32), cargo doc -D warnings (doc
-#      links), cargo test (native tests of the core on real SQLite via rusqlite, and
-#      tests/layout.rs: module graph, layers, citations)
+#      links), the TypeScript client (clients/ts: types not stale against docs/openapi.yaml,
+#      tsc of it and of examples/caller), cargo test (native tests of the core on real SQLite
+#      via rusqlite, and tests/layout.rs: module graph, layers, citations)
 #   3. scripts/build.sh            the wasm Worker (release unless SA_BUILD_PROFILE=dev)
 #   4. wrangler deploy --dry-run   the deployable bundle builds (no account needed); gzip size
 #   5. node --test tests/e2e/      every *.test.mjs against the built Worker in workerd, serially
@@ -44,7 +45,7 @@ timed setup "$s"
 
 # 2. Format and lints (each a failure of its own), then the native tests. A compile error
 # leaves no "test result:" lines: count it as one failure.
-sa_log "== 2/5 cargo fmt --check, clippy (native and wasm32), cargo doc, native tests: cargo test"
+sa_log "== 2/5 cargo fmt --check, clippy (native and wasm32), cargo doc, clients/ts types and tsc, native tests: cargo test"
 s=$SECONDS
 if ! cargo fmt --check >"$logs/fmt.log" 2>&1; then
   head -n 40 "$logs/fmt.log" >&2
@@ -61,6 +62,22 @@ fi
 if ! RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --color never >"$logs/doc.log" 2>&1; then
   grep -A8 -E "^(warning|error)" "$logs/doc.log" | head -n 60 >&2
   fail_step "cargo doc (broken doc links; see $logs/doc.log)"
+fi
+# The TypeScript client: src/openapi.ts is what docs/openapi.yaml generates now, and the client
+# (with its type tests) and examples/caller (against the Workers types `wrangler types` writes
+# into worker-configuration.d.ts, git-ignored) typecheck.
+if ! node clients/ts/scripts/check-types.mjs >"$logs/client-types.log" 2>&1; then
+  cat "$logs/client-types.log" >&2
+  fail_step "clients/ts types are stale (run npm run generate --prefix clients/ts; see $logs/client-types.log)"
+fi
+if ! tsc -p clients/ts/tsconfig.test.json >"$logs/tsc-client.log" 2>&1; then
+  head -n 40 "$logs/tsc-client.log" >&2
+  fail_step "tsc -p clients/ts (see $logs/tsc-client.log)"
+fi
+if ! (cd examples/caller && wrangler types >"$logs/tsc-caller.log" 2>&1) ||
+  ! tsc -p examples/caller >>"$logs/tsc-caller.log" 2>&1; then
+  tail -n 40 "$logs/tsc-caller.log" >&2
+  fail_step "tsc -p examples/caller (see $logs/tsc-caller.log)"
 fi
 set +e
 cargo test --color never 2>&1 | tee "$logs/cargo.log"

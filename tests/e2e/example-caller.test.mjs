@@ -1,7 +1,9 @@
 // examples/caller: a TypeScript Worker that binds session-agent's SessionAgent class by
-// script_name. Bundles it with esbuild, runs both Workers in one workerd (Miniflare), and
-// drives the caller over HTTP: what it appends is in the DO (seen through the front door too),
-// users are isolated, and the DO's errors come back as the client's typed error code.
+// script_name and calls it with the typed client @session-agent/client (clients/ts, given the
+// DO stub). Bundles it with esbuild (the client's source comes in through the tsconfig's
+// `paths`), runs both Workers in one workerd (Miniflare), and drives the caller over HTTP: what
+// it appends is in the DO (seen through the front door too), users are isolated, and the DO's
+// errors come back as the client's typed error code.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { existsSync } from "node:fs";
@@ -24,8 +26,12 @@ before(async () => {
   const out = await build({
     entryPoints: [join(ROOT, "examples/caller/src/index.ts")],
     bundle: true, write: false, format: "esm", platform: "neutral", target: "es2022",
-    logLevel: "silent",
+    logLevel: "silent", metafile: true, absWorkingDir: ROOT,
   });
+  // The client is bundled in from clients/ts/src, not left as an import.
+  const inputs = Object.keys(out.metafile.inputs);
+  assert.ok(inputs.includes("clients/ts/src/client.ts"), `bundled: ${inputs.join(", ")}`);
+  assert.doesNotMatch(out.outputFiles[0].text, /^import\b/m);
   mf = new Miniflare({
     workers: [
       {
@@ -139,4 +145,8 @@ test("POST /token hands a browser a scoped token for its user only, never the ad
   assert.equal((await as("/agents/ada/sessions/trip/history")).status, 200);
   assert.equal((await as("/agents/ada/sessions/work/history")).status, 403, "another session");
   assert.equal((await as("/agents/bob/sessions/trip/history")).status, 403, "another user");
+  // The front door's refusal comes back typed too: a session id it does not accept.
+  const bad = await call("POST", `/token?user=ada&session=${encodeURIComponent("no/slash")}`);
+  assert.equal(bad.status, 400, JSON.stringify(bad.body));
+  assert.equal(bad.body.error.code, "invalid_request");
 });
