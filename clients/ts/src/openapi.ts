@@ -6762,7 +6762,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "text/event-stream": string;
+                    "text/event-stream": {
+                        data: string;
+                        /**
+                         * @description The SSE default; never sent.
+                         * @constant
+                         */
+                        event?: "message";
+                    };
                 };
             };
             /**
