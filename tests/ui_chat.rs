@@ -285,3 +285,30 @@ fn failures_before_the_start_are_json_errors_and_after_it_error_chunks_with_noth
     assert_eq!(c[2].as_object().unwrap().len(), 2, "type and errorText only");
     assert!(history(&api, "s").is_empty());
 }
+
+#[test]
+fn answering_a_stored_user_message_again_recalls_memories_for_it() {
+    let api = Api::with_config(json!({"memory": {"extract": false}})).with_model();
+    let r = api.post("/memories", json!({"content": "The user likes green tea."}));
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    api.model.reply(Ok(completion("Green tea.")));
+    chunks(&chat(&api, "s", &[user("u1", "Which tea do I like?")], "submit-message", json!({})));
+    api.model.reply(Ok(completion("Green tea, still.")));
+    let (c, _) = chunks(&chat(&api, "s", &[user("u1", "Which tea do I like?")], "regenerate-message", json!({})));
+    let block =
+        |i: usize| api.model.requests.borrow()[i]["messages"][1]["content"].as_str().unwrap_or_default().to_owned();
+    assert!(block(0).contains("green tea") && block(1).contains("green tea"), "{} / {}", block(0), block(1));
+    assert_eq!(c.last().unwrap()["messageMetadata"]["memories"].as_array().map(Vec::len), Some(1));
+}
+
+#[test]
+fn a_websocket_chat_frame_with_a_trigger_is_refused() {
+    let api = api();
+    let frame = json!({"type": "chat", "messages": [user("u1", "hi")], "trigger": "submit-message"}).to_string();
+    let f =
+        futures::executor::block_on(session_agent::api::ws::frame(&api.env(), "s", None, &frame, &Default::default()))
+            .frames;
+    assert_eq!((f[0]["type"].as_str(), f[0]["code"].as_str()), (Some("error"), Some("invalid_request")), "{f:?}");
+    assert!(api.model.requests.borrow().is_empty());
+    assert!(history(&api, "s").is_empty());
+}

@@ -97,6 +97,10 @@ async fn answer(env: &Env<'_>, sid: &str, claims: Option<&Claims>, text: &str, c
         "ping" => return only(vec![json!({"type": "pong"})]),
         "cancel" => return Answer { cancel: true, ..only(Vec::new()) },
         "append" => Request::new("POST", &format!("{base}/messages")).json(&Json::Object(body)),
+        "chat" if body.contains_key("trigger") => {
+            let e = Error::invalid("a chat frame takes message or messages; the useChat body (trigger) is for HTTP");
+            return only(failed(sid, &e));
+        }
         "chat" => Request { cancel: Some(cancel.clone()), ..Request::new("POST", &format!("{base}/chat")) }
             .json(&Json::Object(body)),
         "history" => match obj.get("leafId") {

@@ -159,8 +159,13 @@ pub async fn turn(
     };
     let memory = session.env.config.memory.as_ref().filter(|_| req.memory == MemoryUse::AsConfigured && !continuation);
     let start = start(session, req.ask, &server).await?;
-    let injected = match (memory.and_then(|m| m.inject.as_ref()), &start.user) {
-        (Some(cfg), Some(user)) => inject(session, cfg, user).await?,
+    // The question: the new user message, or the stored one answered again.
+    let question = match &start.user {
+        Some(user) => Some(user.to_value()?),
+        None => start.base.last().filter(|m| str_field(m, "role") == Some("user")).cloned(),
+    };
+    let injected = match (memory.and_then(|m| m.inject.as_ref()), &question) {
+        (Some(cfg), Some(q)) => inject(session, cfg, q).await?,
         _ => None,
     };
     // Frozen with the turn's writes: a turn that fails stores nothing, not even the prompt.
@@ -223,8 +228,8 @@ pub async fn turn(
 
 /// The memories recalled for the user's message, as the `<user-memory>` block and their ids;
 /// `None` when nothing relevant is stored. Conversation memories of other sessions stay out.
-async fn inject(session: &Session<'_>, cfg: &InjectConfig, user: &NewMessage) -> Result<Option<(String, Vec<String>)>> {
-    let text = indexed_text(parts(&user.to_value()?));
+async fn inject(session: &Session<'_>, cfg: &InjectConfig, question: &Json) -> Result<Option<(String, Vec<String>)>> {
+    let text = indexed_text(parts(question));
     if text.trim().is_empty() {
         return Ok(None);
     }
@@ -317,9 +322,11 @@ async fn chat_start(
             return Err(Error::invalid("the last of messages, when it is new, must be a user message"));
         }
         let parent = if last == 0 { None } else { Some(id_of(last - 1)?) };
-        if let Some(p) = parent.as_deref().filter(|p| !tree.contains(p).unwrap_or(false)) {
-            let reason = format!("message {p} is not in session {sid}");
-            return Err(Rejection { code: NOT_A_PREFIX, reason, index: last - 1 }.into());
+        if let Some(p) = parent.as_deref() {
+            if !tree.contains(p)? {
+                let reason = format!("message {p} is not in session {sid}");
+                return Err(Rejection { code: NOT_A_PREFIX, reason, index: last - 1 }.into());
+            }
         }
         let stored = branch(session, parent.as_deref()).await?;
         let (mut base, updates, _) = checked(stored, last)?;
