@@ -20,7 +20,7 @@ if [ ! -f .dev.vars ] || ! grep -q '^API_TOKEN=' .dev.vars; then
   chmod 600 .dev.vars
   sa_log "dev: wrote a new API_TOKEN to .dev.vars"
 fi
-# TOKEN_SECRET signs scoped tokens (POST /agents/{agent}/tokens): the chat page gets one of
+# TOKEN_SECRET signs scoped tokens (POST /agents/{agent}/tokens): the console gets one of
 # those, never the admin token.
 if ! grep -q '^TOKEN_SECRET=' .dev.vars; then
   [ -n "$(tail -c1 .dev.vars)" ] && echo >>.dev.vars
@@ -35,7 +35,7 @@ cat <<MSG
   try:  curl -s -H "Authorization: Bearer $token" -H 'content-type: application/json' \\
           -d '{"name":"first"}' http://127.0.0.1:$port/agents/me/sessions
         curl -s -H "Authorization: Bearer $token" http://127.0.0.1:$port/agents/me/sessions
-  a scoped token for the chat page (never give a browser the admin token):
+  a scoped token for the console (never give a browser the admin token):
         curl -s -H "Authorization: Bearer $token" -H 'content-type: application/json' \
           -d '{"scope":"write","ttlSeconds":86400}' http://127.0.0.1:$port/agents/me/tokens
         then open http://127.0.0.1:$port/#agent=me&token=<the token it printed>

@@ -103,7 +103,7 @@ for bin in "$WASM_OPT_BIN" "$ESBUILD_BIN" "$SA_ROOT/node_modules/.bin/wrangler";
   [ -x "$bin" ] || { echo "setup: $bin is missing after npm ci" >&2; exit 1; }
 done
 
-# Debian's Chromium for the browser test (tests/e2e/chat-page.test.mjs, driven by playwright-core
+# Debian's Chromium for the browser test (tests/e2e/console.test.mjs, driven by playwright-core
 # with executablePath /usr/bin/chromium: Playwright's own browser download cannot work here).
 # Best effort: without apt (or root) it only warns, and that test skips itself.
 step "chromium"

@@ -159,6 +159,9 @@ fn regenerate_answers_again_as_a_sibling_and_an_edit_is_409() {
     let ids: Vec<&str> = branches["messages"].as_array().unwrap().iter().map(|b| b["id"].as_str().unwrap()).collect();
     assert_eq!(ids.len(), 2, "{branches}");
     assert!(ids.contains(&first["id"].as_str().unwrap()) && ids.contains(&h[1]["id"].as_str().unwrap()));
+    let info = api.get("/sessions/s").body_json();
+    // messageCount is the active path (the new branch), totalMessages every message.
+    assert_eq!((info["messageCount"].as_i64(), info["totalMessages"].as_i64()), (Some(2), Some(3)), "{info}");
 
     // useChat's edit of an earlier message keeps its id: refused, nothing changes.
     let before = api.get("/sessions/s/history").body;

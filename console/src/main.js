@@ -1,246 +1,772 @@
-"use strict";
-(() => {
-const $ = (id) => document.getElementById(id);
-const el = { token: $("token"), agent: $("agent"), sessions: $("sessions"), messages: $("messages"),
-  input: $("input"), send: $("send"), status: $("status"), form: $("composer") };
-const store = { get(k) { try { return localStorage.getItem(k); } catch { return null; } },
-  set(k, v) { try { localStorage.setItem(k, v); } catch { /* no storage */ } } };
+// The console at `/`: where a developer looks into an agent's memory. Sessions (list, create,
+// rename, delete, search across them), a session's conversation as a tree (the shown branch
+// with a ‹ k/n › switcher on every message that has siblings, regenerate and edit-and-resend
+// as new branches), chat through the AI SDK's chat client (./chat.js) with a stop button, live
+// updates over the session's WebSocket (reconnecting), and panels for the frozen system
+// prompt and context blocks, the agent's memories and the session's compactions with their
+// originals. It acts with a scoped token the user pastes (never the admin token) and renders
+// every text with ./markdown.js, which builds DOM nodes and never parses HTML.
+import { h, $, ago, pretty } from "./dom.js";
+import { markdown } from "./markdown.js";
+import { SessionChat, turnError } from "./chat.js";
 
-const S = {
-  sid: null,        // the open session
-  ws: null,         // its socket
-  messages: [],     // the shown branch, root first
-  streaming: new Map(), // messageId -> text received so far
-  retries: 0, retryTimer: null, pingTimer: null, syncTimer: null,
+const el = {
+  token: $("token"), agent: $("agent"), tokenInfo: $("token-info"), sessions: $("sessions"), search: $("search"),
+  results: $("search-results"), head: $("session-head"), messages: $("messages"), status: $("status"),
+  input: $("input"), send: $("send"), stop: $("stop"), form: $("composer"),
+};
+const store = {
+  get(k) { try { return localStorage.getItem(k); } catch { return null; } },
+  set(k, v) { try { if (v) localStorage.setItem(k, v); else localStorage.removeItem(k); } catch { /* no storage */ } },
 };
 
-// <body data-ws="connecting|open|closed"> and <div id="messages" data-sid>: for tests and styling.
-function wsState(v) { document.body.dataset.ws = v; }
+const S = {
+  token: "", claims: null,
+  sessions: [],
+  sid: null, session: null, chat: null,
+  tree: new Map(), kids: new Map(), latest: null, // the session's message tree (from its export)
+  compactions: [],
+  leaf: null,           // the leaf of the shown branch
+  want: null,           // the leaf of the branch last asked for (shown, or on its way)
+  turnLeaf: null,       // the leaf before the running turn (what to show again if it fails)
+  sentText: null,       // the text of the running turn's new user message
+  ghost: null,          // a reply streamed by another client: {id, text, tools, reasoning, at}
+  syncing: false,       // a turn ended and the tree is being read again
+  own: new Set(),       // the reply ids of this page's turns: their socket frames are not another client's
+  estimate: null,
+  ws: null, retries: 0, retryTimer: null, pingTimer: null, refreshTimer: null, dirty: false,
+  gen: 0,               // bumped on every session switch: late answers of the old one are dropped
+  nav: 0,               // bumped on every branch shown: only the latest asked for is drawn
+  treeSeq: 0,           // bumped on every read of the tree: an older answer never replaces a newer one
+  panel: "context",
+};
+
+// ── status line, token, API ───────────────────────────────────────────────────────────────────
+
 function status(text, err) { el.status.textContent = text; el.status.className = err ? "err" : ""; }
-const token = () => el.token.value.trim();
-const agent = () => el.agent.value.trim() || "demo";
+const agent = () => el.agent.value.trim();
 const base = () => "/agents/" + encodeURIComponent(agent());
-function uuid() {
-  if (crypto.randomUUID) return crypto.randomUUID();
-  const b = crypto.getRandomValues(new Uint8Array(16));
-  b[6] = (b[6] & 15) | 64; b[8] = (b[8] & 63) | 128;
-  const h = [...b].map((x) => x.toString(16).padStart(2, "0")).join("");
-  return h.slice(0, 8) + "-" + h.slice(8, 12) + "-" + h.slice(12, 16) + "-" + h.slice(16, 20) + "-" + h.slice(20);
+const sbase = (sid = S.sid) => base() + "/sessions/" + encodeURIComponent(sid);
+const enc = encodeURIComponent;
+
+/** The claims of a scoped token (a JWT the front door signed), or null for anything else. */
+function claimsOf(token) {
+  const p = token.split(".");
+  if (p.length !== 3) return null;
+  try {
+    const c = JSON.parse(atob(p[1].replace(/-/g, "+").replace(/_/g, "/").padEnd(Math.ceil(p[1].length / 4) * 4, "=")));
+    return c && typeof c.sub === "string" && (c.scope === "read" || c.scope === "write") ? c : null;
+  } catch { return null; }
+}
+
+const NOT_SCOPED = "That is not a scoped token. Paste a token minted with POST /agents/{agent}/tokens (a JWT); never the admin token (API_TOKEN): the console keeps its token in this browser.";
+
+/** Takes `t` as the token if it is a scoped one; anything else (the admin token…) is dropped unused. */
+function setToken(t) {
+  t = (t || "").trim();
+  const c = t ? claimsOf(t) : null;
+  if (t && !c) {
+    el.token.value = "";
+    S.token = ""; S.claims = null;
+    store.set("sa-token", null);
+    showTokenInfo();
+    status(NOT_SCOPED, true);
+    return false;
+  }
+  S.token = t; S.claims = c;
+  el.token.value = t;
+  store.set("sa-token", t || null);
+  if (c && c.sub !== agent()) { el.agent.value = c.sub; store.set("sa-agent", c.sub); }
+  showTokenInfo();
+  return !!t;
+}
+
+function showTokenInfo() {
+  const c = S.claims;
+  el.tokenInfo.className = "";
+  if (!c) { el.tokenInfo.textContent = ""; return; }
+  const left = c.exp * 1000 - Date.now();
+  const exp = left <= 0 ? "expired" : left < 3600e3 ? "expires in " + Math.ceil(left / 60e3) + " min" : "expires " + new Date(c.exp * 1000).toISOString().slice(0, 16).replace("T", " ");
+  el.tokenInfo.textContent = c.scope + " · " + c.sub + (c.sessions ? " · " + c.sessions.length + " session(s) only" : "") + " · " + exp;
+  if (left <= 0 || c.sessions) el.tokenInfo.className = "warn";
+}
+
+class ApiError extends Error {
+  constructor(status, code, message) { super(code + ": " + message); this.status = status; this.code = code; }
 }
 
 async function api(method, path, body) {
-  const r = await fetch(base() + path, { method, headers: { authorization: "Bearer " + token(),
-    ...(body ? { "content-type": "application/json" } : {}) }, body: body ? JSON.stringify(body) : undefined });
+  if (!S.token) throw new ApiError(0, "no_token", "paste a scoped token first");
+  const r = await fetch(path, {
+    method, headers: { authorization: "Bearer " + S.token, ...(body ? { "content-type": "application/json" } : {}) },
+    body: body ? JSON.stringify(body) : undefined,
+  });
+  if (r.status === 204) return null;
   const data = await r.json().catch(() => null);
-  if (!r.ok) throw new Error((data && data.error && (data.error.code + ": " + data.error.message)) || "HTTP " + r.status);
+  if (!r.ok) throw new ApiError(r.status, data?.error?.code || "http_" + r.status, data?.error?.message || r.statusText);
   return data;
 }
 
-// ---- sessions ----
-async function loadSessions(selectId) {
-  if (!token()) { status("Enter a scoped token (POST /agents/{agent}/tokens), never the admin token (or open the page with #token=...)", true); return; }
+// ── sessions ──────────────────────────────────────────────────────────────────────────────────
+
+async function loadSessions() {
+  if (!S.token) { status("Paste a scoped token (POST /agents/{agent}/tokens), never the admin token (or open the page as /#token=…)", true); return; }
   try {
-    const { sessions = [] } = await api("GET", "/sessions");
-    el.sessions.replaceChildren(...sessions.map((s) => {
-      const li = document.createElement("li");
-      const b = document.createElement("button");
-      b.type = "button"; b.dataset.sid = s.id; b.textContent = s.id;
-      b.title = (s.name || s.id) + " · " + (s.messageCount || 0) + " messages";
-      if (s.id === S.sid) b.classList.add("active");
-      b.onclick = () => openSession(s.id);
-      li.append(b);
-      if (s.name && s.name !== s.id) { const n = document.createElement("small"); n.textContent = s.name; li.append(n); }
-      return li;
-    }));
-    if (!sessions.length) status("No sessions yet: create one.");
-    else if (!S.sid) status(sessions.length + " session(s)");
-    if (selectId) openSession(selectId);
+    // A token limited to some sessions may not list them: its own list is in its claims.
+    S.sessions = S.claims?.sessions
+      ? await Promise.all(S.claims.sessions.map((id) => api("GET", base() + "/sessions/" + enc(id)).catch(() => ({ id, name: id, messageCount: 0 }))))
+      : (await api("GET", base() + "/sessions")).sessions || [];
+    renderSessions();
+    if (!S.sessions.length && !S.sid) status("No sessions yet: create one, or just send a message.");
   } catch (e) { status("Listing sessions failed: " + e.message, true); }
 }
 
-async function newSession() {
-  const id = await api("POST", "/sessions", { name: "Chat " + new Date().toISOString().slice(0, 16).replace("T", " ") })
-    .then((s) => s.id, (e) => { status("Creating a session failed: " + e.message, true); return null; });
-  if (id) await loadSessions(id);
-  return id;
+function renderSessions() {
+  el.sessions.replaceChildren(...S.sessions.map((s) => {
+    const li = h("li", { dataset: { sid: s.id }, class: s.id === S.sid ? "active" : "" });
+    const open = h("button.open", { type: "button", title: s.id, onclick: () => openSession(s.id) },
+      h("span.name", null, s.name || s.id),
+      h("small", null, s.messageCount + " msg · " + ago(s.updatedAt) + (s.name !== s.id ? " · " + s.id : "")));
+    const rename = h("button.icon.rename", { type: "button", title: "Rename", onclick: () => startRename(li, s) }, "✎");
+    const del = h("button.icon.delete", { type: "button", title: "Delete", onclick: () => confirmDelete(li, s) }, "✕");
+    li.append(open, h("span.tools", null, rename, del));
+    return li;
+  }));
 }
 
-// ---- socket ----
+async function newSession() {
+  try {
+    const s = await api("POST", base() + "/sessions", { name: "Session " + new Date().toISOString().slice(0, 16).replace("T", " "), source: "console" });
+    await loadSessions();
+    await openSession(s.id);
+    return s.id;
+  } catch (e) { status("Creating a session failed: " + e.message, true); return null; }
+}
+
+function startRename(li, s) {
+  const input = h("input.rename-input", { value: s.name || s.id, maxlength: 256, "aria-label": "New name" });
+  const save = async () => {
+    const name = input.value.trim();
+    if (!name || name === s.name) { renderSessions(); return; }
+    try { await api("PATCH", base() + "/sessions/" + enc(s.id), { name }); status("Renamed to " + name); } catch (e) { status("Renaming failed: " + e.message, true); }
+    await loadSessions();
+    if (s.id === S.sid) renderHead();
+  };
+  input.onkeydown = (e) => { if (e.key === "Enter") { e.preventDefault(); save(); } else if (e.key === "Escape") renderSessions(); };
+  li.replaceChildren(h("form.rename", { onsubmit: (e) => { e.preventDefault(); save(); } }, input,
+    h("button", { type: "submit" }, "Save"), h("button", { type: "button", onclick: renderSessions }, "Cancel")));
+  input.focus(); input.select();
+}
+
+function confirmDelete(li, s) {
+  li.replaceChildren(h("div.confirm", null, h("span", null, "Delete “" + (s.name || s.id) + "” and everything stored for it?"),
+    h("button.danger.yes", { type: "button", onclick: async () => {
+      try { await api("DELETE", base() + "/sessions/" + enc(s.id)); status("Deleted " + s.id); } catch (e) { status("Deleting failed: " + e.message, true); }
+      if (s.id === S.sid) closeSession();
+      await loadSessions();
+    } }, "Delete"),
+    h("button.no", { type: "button", onclick: renderSessions }, "Cancel")));
+}
+
+// ── search across sessions ────────────────────────────────────────────────────────────────────
+
+async function search(q) {
+  if (!q.trim()) { el.results.hidden = true; el.results.replaceChildren(); return; }
+  try {
+    const { results = [] } = await api("GET", base() + "/search?q=" + enc(q) + "&limit=20");
+    el.results.hidden = false;
+    el.results.replaceChildren(
+      h("li.results-head", null, results.length ? results.length + " hit(s)" : "No message matches “" + q + "”",
+        h("button.icon", { type: "button", title: "Close", onclick: () => { el.search.value = ""; search(""); } }, "✕")),
+      ...results.map((r) => {
+        const s = S.sessions.find((x) => x.id === r.sessionId);
+        return h("li.hit", { dataset: { sid: r.sessionId, id: r.id } }, h("button", { type: "button", onclick: () => openSession(r.sessionId, { focus: r.id }) },
+          h("small", null, (s?.name || r.sessionId) + " · " + r.role + " · " + ago(r.createdAt)),
+          h("span", null, r.content.length > 160 ? r.content.slice(0, 160) + "…" : r.content)));
+      }));
+  } catch (e) { status("Search failed: " + e.message, true); }
+}
+
+// ── a session: its tree, the shown branch, the chat ───────────────────────────────────────────
+
+function closeSession() {
+  closeSocket();
+  S.chat?.stop();
+  S.sid = null; S.session = null; S.chat = null; S.leaf = null; S.want = null; S.ghost = null; S.tree = new Map(); S.kids = new Map();
+  S.compactions = []; S.estimate = null; S.syncing = false; S.sentText = null; S.gen++;
+  delete el.messages.dataset.sid;
+  setHash();
+  renderSessions(); renderHead(); render(); renderPanel();
+}
+
+async function openSession(sid, { focus } = {}) {
+  if (sid !== S.sid) {
+    closeSession();
+    S.sid = sid;
+    el.messages.dataset.sid = sid;
+    const chat = new SessionChat({
+      sid, api: sbase(sid) + "/chat", token: () => S.token,
+      onChange: scheduleRender,
+      onFinish: (o) => { if (S.chat === chat) onTurnEnd(o); }, // not a turn of a session left since
+    });
+    S.chat = chat;
+    setHash();
+    renderSessions();
+    connect();
+  }
+  const gen = S.gen;
+  await loadTree();
+  if (gen !== S.gen) return;
+  await showBranch(focus && S.tree.has(focus) ? newestLeafUnder(focus) : S.latest);
+  if (focus) flash(focus);
+  renderPanel();
+}
+
+function setHash() {
+  const p = new URLSearchParams();
+  if (agent()) p.set("agent", agent());
+  if (S.sid) p.set("session", S.sid);
+  try { history.replaceState(null, "", location.pathname + location.search + "#" + p); } catch { /* file: */ }
+}
+
+/** The session's tree from its export: every message of every branch with its parent, in write order. */
+async function loadTree() {
+  const sid = S.sid;
+  const gen = S.gen;
+  const seq = ++S.treeSeq;
+  let doc = null;
+  try { doc = await api("GET", sbase(sid) + "/export"); } catch (e) { if (e.status !== 404) status("Reading the session failed: " + e.message, true); }
+  if (gen !== S.gen || seq !== S.treeSeq) return;
+  S.tree = new Map(); S.kids = new Map(); S.latest = null;
+  for (const [idx, row] of (doc?.messages || []).entries()) {
+    const id = row.message.id;
+    S.tree.set(id, { id, parentId: row.parentId, idx, role: row.message.role });
+    S.latest = id;
+  }
+  for (const n of S.tree.values()) {
+    const key = n.parentId != null && S.tree.has(n.parentId) ? n.parentId : "";
+    if (!S.kids.has(key)) S.kids.set(key, []);
+    S.kids.get(key).push(n.id);
+  }
+  S.session = doc?.session ? { ...doc.session, id: sid } : S.sessions.find((s) => s.id === sid) || null;
+  S.compactions = doc?.compactions || [];
+  renderHead();
+}
+
+/** The siblings of message `id` (itself included, oldest first), or null when it is not in the tree. */
+function siblings(id) {
+  const n = S.tree.get(id);
+  if (!n) return null;
+  return S.kids.get(n.parentId != null && S.tree.has(n.parentId) ? n.parentId : "") || [id];
+}
+
+/** The newest leaf at or under message `id`: the last-written message of its subtree. */
+function newestLeafUnder(id) {
+  let best = id;
+  const walk = (x) => { for (const k of S.kids.get(x) || []) { if (S.tree.get(k).idx > S.tree.get(best).idx) best = k; walk(k); } };
+  walk(id);
+  return best;
+}
+
+/** Shows the branch from the root to `leaf` (overlays applied, as GET …/history answers it). */
+async function showBranch(leaf) {
+  const gen = S.gen;
+  const nav = ++S.nav;
+  S.want = leaf;
+  let msgs = [];
+  try {
+    if (leaf) msgs = (await api("GET", sbase() + "/history" + "?leaf=" + enc(leaf))).messages || [];
+  } catch (e) {
+    if (e.status === 404 && leaf !== S.latest) return showBranch(S.latest);
+    status("Reading the history failed: " + e.message, true);
+  }
+  if (gen !== S.gen || nav !== S.nav || !S.chat) return; // another branch was asked for since
+  if (busy()) { S.dirty = true; return; } // a turn started meanwhile: its end reads the branch again
+  S.leaf = msgs.length ? msgs[msgs.length - 1].id : null;
+  if (S.ghost && S.tree.has(S.ghost.id)) S.ghost = null;
+  S.chat.messages = msgs;
+  scheduleRender();
+}
+
+/** Reads the tree again and shows the branch it should: the newest one if it was shown, else the same. */
+async function refresh() {
+  if (!S.sid) return;
+  if (busy() || S.syncing) { S.dirty = true; return; } // the turn's end reads the tree again anyway
+  const leaf = S.want; // the branch asked for last, even if its history is still on its way
+  const followed = !leaf || leaf === S.latest;
+  const nav = S.nav;
+  await loadTree();
+  if (nav !== S.nav) return; // the user went to another branch meanwhile: that one is drawn
+  await showBranch(followed || !S.tree.has(leaf) ? S.latest : leaf);
+  loadSessions();
+}
+
+function scheduleRefresh() {
+  clearTimeout(S.refreshTimer);
+  S.refreshTimer = setTimeout(refresh, 120);
+}
+
+const busy = () => S.chat && (S.chat.status === "submitted" || S.chat.status === "streaming");
+
+/** Switches message `id` of the shown branch to its sibling `k` steps away, and follows that sibling's newest leaf. */
+async function switchBranch(id, k) {
+  const sibs = siblings(id);
+  if (!sibs || busy()) return;
+  const next = sibs[sibs.indexOf(id) + k];
+  if (!next) return;
+  await showBranch(newestLeafUnder(next));
+}
+
+// ── turns ─────────────────────────────────────────────────────────────────────────────────────
+
+async function sendInput() {
+  const text = el.input.value.trim();
+  if (!text || busy()) return;
+  if (!S.token) { status(NOT_SCOPED, true); return; }
+  if (!S.sid && !(await newSession())) return;
+  await runTurn(() => S.chat.sendMessage({ text }), text);
+}
+
+/** Regenerate: the branch up to the user message the reply answers; the server writes a sibling reply. */
+async function regenerate(assistantId) {
+  if (busy()) return;
+  await runTurn(() => S.chat.regenerate({ messageId: assistantId }), null);
+}
+
+/** Edit and resend: the branch up to the edited message's parent, plus a new user message (new id: a sibling). */
+async function resend(userId, text) {
+  if (busy() || !text.trim()) return;
+  const i = S.chat.messages.findIndex((m) => m.id === userId);
+  if (i < 0) return;
+  S.chat.messages = S.chat.messages.slice(0, i);
+  await runTurn(() => S.chat.sendMessage({ text: text.trim() }), text.trim());
+}
+
+async function runTurn(start, text) {
+  S.syncing = true;
+  S.turnLeaf = S.leaf;
+  S.sentText = text;
+  S.ghost = null;
+  if (text != null) el.input.value = "";
+  status(text != null ? "Sent; waiting for the reply…" : "Regenerating…");
+  try { await start(); } catch (e) { onTurnFailed(turnError(e)); }
+}
+
+/** AbstractChat's onFinish: a turn ended (done, stopped or failed). */
+async function onTurnEnd({ message, isAbort, isError }) {
+  if (message?.id) S.own.add(message.id);
+  if (isAbort) {
+    restoreInput();
+    status("Stopped: the turn was aborted and nothing was stored.");
+    await afterTurn(S.turnLeaf);
+  } else if (isError) {
+    onTurnFailed(turnError(S.chat.error));
+  } else {
+    const usage = message.metadata?.usage;
+    status("Reply stored" + (usage ? " (" + usage.inputTokens + " in / " + usage.outputTokens + " out tokens)" : "") + ".");
+    S.sentText = null;
+    await afterTurn(message.id);
+  }
+}
+
+function onTurnFailed(err) {
+  S.chat?.clearError();
+  restoreInput();
+  status("The turn failed: " + err.code + ": " + err.message + " (nothing was stored; your message is back in the box)", true);
+  afterTurn(S.turnLeaf);
+}
+
+function restoreInput() {
+  if (S.sentText != null && !el.input.value.trim()) el.input.value = S.sentText;
+  S.sentText = null;
+}
+
+async function afterTurn(leaf) {
+  S.dirty = false;
+  const gen = S.gen;
+  try {
+    await loadTree();
+    if (gen !== S.gen) return;
+    await showBranch(leaf && S.tree.has(leaf) ? leaf : S.turnLeaf && S.tree.has(S.turnLeaf) ? S.turnLeaf : S.latest);
+  } finally {
+    if (gen === S.gen) {
+      S.syncing = false;
+      scheduleRender();
+      if (S.dirty) { S.dirty = false; scheduleRefresh(); } // frames that came meanwhile (another client's writes too)
+    }
+  }
+  loadSessions();
+  if (S.panel === "compactions" || S.panel === "context") renderPanel();
+}
+
+// ── the socket ────────────────────────────────────────────────────────────────────────────────
+
+function wsState(v) { document.body.dataset.ws = v; }
+
 function closeSocket() {
   clearTimeout(S.retryTimer); clearInterval(S.pingTimer);
   wsState("closed");
-  if (S.ws) { const ws = S.ws; S.ws = null; ws.onclose = ws.onmessage = ws.onerror = null; try { ws.close(); } catch { /* closed */ } }
-}
-
-function openSession(sid) {
-  if (sid !== S.sid) { closeSocket(); S.sid = sid; el.messages.dataset.sid = sid; S.messages = []; S.streaming.clear(); S.retries = 0; render(); }
-  for (const b of el.sessions.querySelectorAll("button")) b.classList.toggle("active", b.dataset.sid === sid);
-  if (!S.ws) connect();
+  if (S.ws) { const ws = S.ws; S.ws = null; ws.onclose = ws.onmessage = ws.onerror = ws.onopen = null; try { ws.close(); } catch { /* closed */ } }
 }
 
 function connect() {
   const sid = S.sid;
-  if (!sid) return;
-  const url = (location.protocol === "https:" ? "wss" : "ws") + "://" + location.host + base() + "/sessions/" +
-    encodeURIComponent(sid) + "/ws?token=" + encodeURIComponent(token());
-  status("Connecting to " + sid + "…");
+  if (!sid || !S.token) return;
+  const url = (location.protocol === "https:" ? "wss://" : "ws://") + location.host + sbase(sid) + "/ws?token=" + enc(S.token);
   const ws = new WebSocket(url);
+  const again = S.retries > 0;
   S.ws = ws; wsState("connecting");
   ws.onopen = () => {
     S.retries = 0; wsState("open");
-    status("Connected to " + sid);
-    send({ type: "history" });
-    S.pingTimer = setInterval(() => send({ type: "ping" }), 30000);
+    S.pingTimer = setInterval(() => { if (ws.readyState === WebSocket.OPEN) ws.send('{"type":"ping"}'); }, 30000);
+    if (again) { status("Reconnected to " + sid); refresh(); renderPanel(); }
   };
   ws.onmessage = (ev) => { let f; try { f = JSON.parse(ev.data); } catch { return; } onFrame(f); };
   ws.onclose = () => {
     if (S.ws !== ws) return;
     clearInterval(S.pingTimer); S.ws = null; wsState("closed");
-    const wait = Math.min(5000, 500 * 2 ** S.retries++);
-    status("Disconnected; reconnecting in " + (wait / 1000) + " s…", true);
+    const wait = Math.min(5000, 250 * 2 ** S.retries++);
+    status("Disconnected; reconnecting in " + (wait / 1000).toFixed(1) + " s…", true);
     S.retryTimer = setTimeout(() => { if (S.sid === sid && !S.ws) connect(); }, wait);
   };
-}
-
-function send(frame) {
-  if (!S.ws || S.ws.readyState !== WebSocket.OPEN) { status("Not connected yet", true); return false; }
-  S.ws.send(JSON.stringify(frame));
-  return true;
 }
 
 function onFrame(f) {
   if (f.sessionId && f.sessionId !== S.sid) return;
   switch (f.type) {
-    case "history":
-      S.messages = Array.isArray(f.messages) ? f.messages : [];
-      for (const m of S.messages) S.streaming.delete(m.id);
-      render();
+    case "message":
+      if (!f.pending) scheduleRefresh();
       break;
-    case "message": {
-      const m = f.message;
-      if (!m || !m.id) break;
-      const i = S.messages.findIndex((x) => x.id === m.id);
-      if (i >= 0) S.messages[i] = m; else S.messages.push(m);
-      S.streaming.delete(m.id);
-      render();
-      // The reply is in: show the branch the server now calls active (a regenerate made a new one).
-      if (m.role === "assistant") { status("Reply received"); clearTimeout(S.syncTimer); S.syncTimer = setTimeout(() => send({ type: "history" }), 300); }
+    case "deleted": case "cleared":
+      scheduleRefresh();
       break;
-    }
-    case "delta": {
-      if (!f.messageId || S.messages.some((x) => x.id === f.messageId)) break;
-      const text = (S.streaming.get(f.messageId) || "") + (f.text || "");
-      S.streaming.set(f.messageId, text);
-      const b = el.messages.querySelector('.msg[data-id="' + CSS.escape(f.messageId) + '"]');
-      if (b) b.querySelector(".text").textContent = text;
-      else { clearEmpty(); el.messages.append(bubble({ id: f.messageId, role: "assistant" }, text)); }
-      scroll();
+    case "delta": case "tool": case "reasoning": {
+      if (busy() || S.own.has(f.messageId) || S.tree.has(f.messageId)) break; // our own turn: the chat client shows it
+      const g = S.ghost && S.ghost.id === f.messageId ? S.ghost : (S.ghost = { id: f.messageId, text: "", tools: new Map(), reasoning: "" });
+      // A turn that fails sends no message frame: its ghost goes once the frames stop.
+      clearTimeout(g.timer);
+      g.timer = setTimeout(() => { if (S.ghost === g) { S.ghost = null; scheduleRender(); } }, 8000);
+      if (f.type === "delta") g.text += f.text || "";
+      else if (f.type === "reasoning") g.reasoning += f.text || "";
+      else g.tools.set(f.toolCallId, f);
+      scheduleRender();
       break;
     }
     case "status":
-      const of = f.tokenThreshold != null ? "/" + f.tokenThreshold : "";
-      status("Status: " + f.phase + (f.tokenEstimate != null ? " (" + f.tokenEstimate + of + " tokens)" : "") + (f.error ? " — " + f.error.message : ""));
+      S.estimate = f;
+      if (f.phase === "compacting") status("Compacting…");
+      else if (f.compacted || f.error) { status(f.error ? "Compaction failed: " + f.error.message : "Compacted (" + f.compacted.tokensBefore + " tokens before)", !!f.error); scheduleRefresh(); }
+      if (S.ghost && !busy()) scheduleRefresh();
+      renderHead();
+      break;
+    case "context":
+      if (S.panel === "context") renderPanel();
+      break;
+    case "memory":
+      if (S.panel === "memories") renderPanel();
       break;
     case "error":
-      status("Error " + f.code + ": " + f.message, true);
+      status("Socket error " + f.code + ": " + f.message, true);
       break;
   }
 }
 
-// ---- rendering ----
-function partsView(parts) {
+// ── drawing the conversation ──────────────────────────────────────────────────────────────────
+
+let renderQueued = false;
+function scheduleRender() {
+  if (renderQueued) return;
+  renderQueued = true;
+  requestAnimationFrame(() => { renderQueued = false; render(); });
+}
+
+/** Bubbles by message id with what they were drawn from, so a streamed reply redraws only itself. */
+const drawn = new Map();
+
+function render() {
+  const chat = S.chat;
+  const running = busy();
+  el.send.hidden = running;
+  el.stop.hidden = !running;
+  el.send.disabled = !S.token;
+  el.input.placeholder = S.claims?.scope === "read" ? "A read-only token: chatting needs scope write" : "Message (Enter sends, Shift+Enter for a new line)";
+  // data-chat: none, submitted, streaming, syncing (the turn ended, the tree is read again), ready, error.
+  document.body.dataset.chat = !chat ? "none" : running || !S.syncing ? chat.status : "syncing";
+  if (!chat) {
+    drawn.clear();
+    el.messages.replaceChildren(h("p.empty", null, S.token ? "Pick or create a session." : "Paste a scoped token to begin."));
+    return;
+  }
+  const msgs = chat.messages;
+  const nodes = [];
+  const seen = new Set();
+  msgs.forEach((m, i) => {
+    const streaming = running && i === msgs.length - 1 && m.role === "assistant";
+    const sibs = siblings(m.id);
+    const key = JSON.stringify([m, sibs, streaming, running || S.syncing, i > 0 && msgs[i - 1].role]);
+    let d = drawn.get(m.id);
+    if (!d || d.key !== key) { d = { key, node: bubble(m, i, { streaming, running: running || S.syncing, sibs }) }; drawn.set(m.id, d); }
+    seen.add(m.id);
+    nodes.push(d.node);
+  });
+  if (running && chat.status === "submitted") nodes.push(h("div.msg.pending", { dataset: { role: "assistant" } }, h("div.head", null, h("span.role", null, "assistant")), h("div.body", null, h("span.dots", null, "…"))));
+  if (S.ghost && !seen.has(S.ghost.id)) nodes.push(ghostBubble(S.ghost));
+  for (const id of drawn.keys()) if (!seen.has(id)) drawn.delete(id);
+  if (!nodes.length) nodes.push(h("p.empty", null, "No messages yet: say something."));
+  const atBottom = el.messages.scrollHeight - el.messages.scrollTop - el.messages.clientHeight < 40;
+  el.messages.replaceChildren(...nodes);
+  if (atBottom || running) el.messages.scrollTop = el.messages.scrollHeight;
+}
+
+function bubble(m, i, { streaming, running, sibs }) {
+  const synthetic = m.id.startsWith("compaction_");
+  const d = h("div.msg", { dataset: { role: m.role, id: m.id }, class: (streaming ? "streaming" : "") + (synthetic ? " summary" : "") });
+  const head = h("div.head", null, h("span.role", null, synthetic ? "summary" : m.role));
+  if (sibs && sibs.length > 1) {
+    const k = sibs.indexOf(m.id);
+    head.append(h("span.branch", { title: "Branches here: siblings of this message" },
+      h("button.prev", { type: "button", title: "Previous branch", disabled: k === 0 || running, onclick: () => switchBranch(m.id, -1) }, "‹"),
+      h("span.pos", null, k + 1 + "/" + sibs.length),
+      h("button.next", { type: "button", title: "Next branch", disabled: k === sibs.length - 1 || running, onclick: () => switchBranch(m.id, 1) }, "›")));
+  }
+  const meta = [];
+  if (m.metadata?.model) meta.push(m.metadata.model);
+  const u = m.metadata?.usage;
+  if (u && (u.inputTokens != null || u.outputTokens != null)) meta.push((u.inputTokens ?? "?") + "→" + (u.outputTokens ?? "?") + " tok");
+  if (m.createdAt) meta.push(ago(m.createdAt));
+  head.append(h("span.meta", { title: m.id }, meta.join(" · ")));
+  const body = h("div.body");
+  if (!running && !S.syncing && !synthetic && S.tree.has(m.id)) {
+    if (m.role === "assistant" && i > 0 && S.chat.messages[i - 1].role === "user") {
+      head.append(h("button.act.regen", { type: "button", title: "A new reply to the same message, as a sibling branch", onclick: () => regenerate(m.id) }, "↻ Regenerate"));
+    }
+    if (m.role === "user") {
+      head.append(h("button.act.edit", { type: "button", title: "Edit and send as a new branch", onclick: () => editMessage(d, body, m) }, "✎ Edit"));
+    }
+  }
+  d.append(head, body);
+  if (synthetic) {
+    const cid = m.id.slice("compaction_".length);
+    body.append(h("div.md", null, markdown(textOf(m))));
+    body.append(originals(cid, S.compactions.find((c) => c.id === cid)));
+  } else {
+    body.append(...parts(m.parts));
+  }
+  return d;
+}
+
+const textOf = (m) => (m.parts || []).filter((p) => p.type === "text").map((p) => p.text).join("\n\n");
+
+/** A message's parts: text as markdown, reasoning and tool calls collapsible, the rest as JSON. */
+function parts(list) {
   const out = [];
-  for (const p of parts || []) {
-    if (p.type === "text") out.push({ text: p.text });
-    else if (p.type === "dynamic-tool" || (p.type || "").startsWith("tool-")) {
-      out.push({ tool: "🔧 " + (p.toolName || p.type.slice(5)) + (p.state === "output-error" ? " (error)" : "") });
+  for (const p of list || []) {
+    if (!p || typeof p !== "object") continue;
+    if (p.type === "text") out.push(h("div.md", null, markdown(p.text)));
+    else if (p.type === "reasoning") {
+      out.push(h("details.reasoning", null, h("summary", null, "Reasoning" + (p.state === "streaming" ? "…" : "")), h("div.pre", null, p.text || "")));
+    } else if (p.type === "dynamic-tool" || (typeof p.type === "string" && p.type.startsWith("tool-"))) {
+      out.push(tool(p.toolName || p.type.slice(5), p));
+    } else if (p.type === "step-start") {
+      if (out.length) out.push(h("hr.step"));
+    } else if (p.type === "file") {
+      out.push(h("div.file", null, "file: " + (p.filename || p.mediaType || "?")));
+    } else {
+      out.push(h("details.part", null, h("summary", null, String(p.type)), h("pre", null, pretty(p))));
     }
   }
   return out;
 }
 
-function bubble(m, streamingText) {
-  const d = document.createElement("div");
-  d.className = "msg" + (streamingText != null ? " streaming" : "");
-  d.dataset.role = m.role; d.dataset.id = m.id;
-  const head = document.createElement("div");
-  head.className = "role"; head.textContent = m.role;
-  d.append(head);
-  if (streamingText != null) {
-    const t = document.createElement("div"); t.className = "text"; t.textContent = streamingText; d.append(t);
-    return d;
-  }
-  for (const p of partsView(m.parts)) {
-    const t = document.createElement("div");
-    if (p.tool) { t.className = "tool"; t.textContent = p.tool; } else { t.className = "text"; t.textContent = p.text; }
-    d.append(t);
-  }
-  if (m.role === "assistant" && userBefore(S.messages.indexOf(m)) >= 0) {
-    const r = document.createElement("button");
-    r.type = "button"; r.className = "regen"; r.dataset.testid = "regenerate"; r.textContent = "Regenerate";
-    r.onclick = () => regenerate(m.id);
-    head.append(r);
-  }
-  return d;
+function tool(name, p) {
+  const state = p.state === "output-error" ? "error" : p.state === "output-available" ? "done" : p.state === "input-available" ? "called" : p.state || "";
+  return h("details.tool", { dataset: { state: p.state || "" } },
+    h("summary", null, h("span.tool-tag", null, "tool"), h("span.tool-name", null, name), h("span.tool-state", { class: state === "error" ? "bad" : "" }, state)),
+    h("div.tool-io", null,
+      h("div.label", null, "input"), h("pre.tool-input", null, pretty(p.input ?? {})),
+      p.state === "output-error" ? [h("div.label", null, "error"), h("pre.tool-error", null, String(p.errorText ?? ""))]
+        : p.output !== undefined ? [h("div.label", null, "output"), h("pre.tool-output", null, pretty(p.output))] : null));
 }
 
-function clearEmpty() { const e = el.messages.querySelector(".empty"); if (e) e.remove(); }
-function scroll() { el.messages.scrollTop = el.messages.scrollHeight; }
+function ghostBubble(g) {
+  const ps = [];
+  if (g.reasoning) ps.push({ type: "reasoning", text: g.reasoning });
+  for (const t of g.tools.values()) ps.push({ type: "dynamic-tool", ...t });
+  if (g.text) ps.push({ type: "text", text: g.text });
+  return h("div.msg.streaming.ghost", { dataset: { role: "assistant", id: g.id } },
+    h("div.head", null, h("span.role", null, "assistant"), h("span.meta", null, "written by another client")), h("div.body", null, parts(ps)));
+}
 
-function render() {
-  const nodes = S.messages.map((m) => bubble(m));
-  for (const [id, text] of S.streaming) nodes.push(bubble({ id, role: "assistant" }, text));
-  if (!nodes.length) {
-    const p = document.createElement("p"); p.className = "empty";
-    p.textContent = S.sid ? "No messages yet: say something." : "Pick or create a session.";
-    nodes.push(p);
+function editMessage(d, body, m) {
+  const box = h("textarea.edit-input", { rows: 3, value: textOf(m) });
+  body.replaceChildren(h("form.edit-form", { onsubmit: (e) => { e.preventDefault(); resend(m.id, box.value); } }, box,
+    h("div.row", null, h("button.send-edit", { type: "submit" }, "Send as a new branch"),
+      h("button", { type: "button", onclick: () => { drawn.delete(m.id); render(); } }, "Cancel"))));
+  box.onkeydown = (e) => { if (e.key === "Enter" && !e.shiftKey && !e.isComposing) { e.preventDefault(); resend(m.id, box.value); } };
+  box.focus();
+}
+
+/** The original messages behind compaction `cid`, read page by page when opened. */
+function originals(cid, c) {
+  const list = h("div.originals-list");
+  const det = h("details.originals", { dataset: { cid } },
+    h("summary", null, "Original messages" + (c ? " (" + short(c.fromMessageId) + " … " + short(c.toMessageId) + ")" : "")), list);
+  let next = 0;
+  const more = async () => {
+    try {
+      const page = await api("GET", sbase() + "/compactions/" + enc(cid) + "/messages?offset=" + next + "&limit=50");
+      list.querySelector(".more")?.remove();
+      for (const m of page.messages) {
+        list.append(h("div.msg.original", { dataset: { role: m.role, id: m.id } }, h("div.head", null, h("span.role", null, m.role), h("span.meta", { title: m.id }, short(m.id))), h("div.body", null, parts(m.parts))));
+      }
+      next = page.nextOffset;
+      if (next != null) list.append(h("button.more", { type: "button", onclick: more }, "More (" + (page.total - next) + " left)"));
+      det.dataset.total = page.total;
+    } catch (e) { list.append(h("p.err", null, "Reading the originals failed: " + e.message)); }
+  };
+  det.ontoggle = () => { if (det.open && next === 0 && !list.childElementCount) more(); };
+  return det;
+}
+
+const short = (id) => (id.length > 14 ? id.slice(0, 8) + "…" : id);
+
+function flash(id) {
+  requestAnimationFrame(() => {
+    const b = el.messages.querySelector('.msg[data-id="' + CSS.escape(id) + '"]');
+    if (!b) return;
+    b.classList.add("flash");
+    b.scrollIntoView({ block: "center" });
+    setTimeout(() => b.classList.remove("flash"), 2500);
+  });
+}
+
+function renderHead() {
+  const s = S.session;
+  if (!S.sid) { el.head.replaceChildren(); return; }
+  const e = S.estimate;
+  el.head.replaceChildren(...[
+    h("b", null, s?.name || S.sid), h("small", null, S.sid),
+    s ? h("small", null, s.messageCount ?? S.tree.size, " msg · ", (s.inputTokens ?? 0) + " in / " + (s.outputTokens ?? 0) + " out tokens" + (s.endReason ? " · ended: " + s.endReason : "")) : null,
+    e && e.tokenEstimate != null ? h("small", null, "branch ≈ " + e.tokenEstimate + (e.tokenThreshold != null ? "/" + e.tokenThreshold : "") + " tokens") : null,
+  ].filter(Boolean));
+}
+
+// ── panels: prompt and blocks, memories, compactions ──────────────────────────────────────────
+
+const panelBody = $("panel-body");
+
+async function renderPanel() {
+  for (const b of document.querySelectorAll("#tabs button")) b.setAttribute("aria-selected", String(b.dataset.tab === S.panel));
+  const which = S.panel;
+  const gen = S.gen;
+  const show = (...nodes) => { if (which === S.panel && gen === S.gen) panelBody.replaceChildren(...nodes.filter(Boolean)); };
+  panelBody.dataset.panel = which;
+  if (!S.token) return show(h("p.empty", null, "No token."));
+  try {
+    if (which === "memories") return show(...(await memoriesPanel()));
+    if (!S.sid) return show(h("p.empty", null, "Open a session to see its " + (which === "context" ? "prompt and blocks." : "compactions.")));
+    if (which === "context") {
+      const [p, c] = await Promise.all([api("GET", sbase() + "/prompt"), api("GET", sbase() + "/context")]);
+      return show(
+        h("h3", null, "System prompt ", h("small", null, p.frozen ? "frozen" : "rendered per turn")),
+        h("pre.prompt", null, p.prompt || "(empty)"),
+        h("h3", null, "Context blocks ", h("small", null, String(c.blocks.length))),
+        ...c.blocks.map((b) => h("details.block", { open: true, dataset: { label: b.label } },
+          h("summary", null, h("b", null, b.label), " ", h("small", null, b.kind + " · " + b.tokens + (b.maxTokens ? "/" + b.maxTokens : "") + " tok" + (b.writable ? "" : " · read-only"))),
+          b.description ? h("p.desc", null, b.description) : null,
+          h("pre.block-content", null, b.content || "(empty)"))));
+    }
+    if (which === "compactions") {
+      const { compactions } = await api("GET", sbase() + "/compactions");
+      const shown = new Set((S.chat?.messages || []).filter((m) => m.id.startsWith("compaction_")).map((m) => m.id.slice(11)));
+      if (!compactions.length) return show(h("p.empty", null, "No compactions in this session."));
+      return show(...compactions.slice().reverse().map((c) => h("div.compaction", { dataset: { cid: c.id } },
+        h("div.head", null, h("b", null, "Summary"), h("small", null, " " + ago(c.createdAt) + (shown.has(c.id) ? " · applied on this branch" : ""))),
+        h("div.md", null, markdown(c.summary)),
+        h("small.range", null, "covers " + c.fromMessageId + " … " + c.toMessageId),
+        originals(c.id, c))));
+    }
+  } catch (e) { show(h("p.err", null, "Reading failed: " + e.message)); }
+}
+
+const mem = { q: "" };
+
+async function memoriesPanel() {
+  const form = h("form.mem-search", { onsubmit: (e) => { e.preventDefault(); mem.q = input.value.trim(); renderPanel(); } });
+  const input = h("input", { type: "search", value: mem.q, placeholder: "Recall memories (ranked search)", "aria-label": "Search memories" });
+  form.append(input, h("button", { type: "submit" }, "Search"));
+  const list = h("ul.memories");
+  if (mem.q) {
+    const { results } = await api("GET", base() + "/memories/search?q=" + enc(mem.q) + "&limit=20");
+    list.append(...results.map((r) => memoryItem(r.memory, r)));
+    return [form, h("p.note", null, results.length + " recalled for “" + mem.q + "” (a search counts as a recall) ",
+      h("button.link", { type: "button", onclick: () => { mem.q = ""; renderPanel(); } }, "show all")), list];
   }
-  el.messages.replaceChildren(...nodes);
-  scroll();
+  let cursor = null;
+  const page = async () => {
+    const r = await api("GET", base() + "/memories?limit=50" + (cursor ? "&cursor=" + enc(cursor) : ""));
+    list.append(...r.memories.map((m) => memoryItem(m)));
+    cursor = r.nextCursor;
+    if (cursor) list.append(h("li.more-row", null, h("button.more", { type: "button", onclick: async (e) => { e.target.parentNode.remove(); await page(); } }, "More")));
+    return r.memories.length;
+  };
+  const n = await page();
+  return [form, n ? null : h("p.empty", null, "This agent has no memories yet."), list];
 }
 
-// Index of the user message an assistant message at index i answers, or -1.
-function userBefore(i) { for (let j = i - 1; j >= 0; j--) if (S.messages[j].role === "user") return j; return -1; }
-
-// A sibling branch: the same user message again (new id) under the same parent.
-function regenerate(assistantId) {
-  const j = userBefore(S.messages.findIndex((m) => m.id === assistantId));
-  if (j < 0) return;
-  const u = S.messages[j];
-  const message = { id: uuid(), role: "user", parts: JSON.parse(JSON.stringify(u.parts || [])) };
-  if (!send({ type: "chat", message, parentId: j > 0 ? S.messages[j - 1].id : null })) return;
-  S.messages = S.messages.slice(0, j); // the new branch grows from here
-  render();
-  status("Regenerating…");
+function memoryItem(m, hit) {
+  const li = h("li.memory", { dataset: { id: m.id } },
+    h("div.content", null, m.content),
+    h("small", null, [m.category, (m.tags || []).map((t) => "#" + t).join(" "), m.score != null ? "score " + m.score : null,
+      m.source?.sessionId ? "from " + m.source.sessionId : null, ago(m.createdAt), m.recallCount ? "recalled " + m.recallCount + "×" : null].filter(Boolean).join(" · ")),
+    hit ? h("small.why", null, hit.score.toFixed(3) + " — " + hit.why) : null);
+  const forget = h("button.forget", { type: "button", onclick: () => {
+    forget.replaceWith(h("span.confirm", null, "Forget this memory? ",
+      h("button.danger.yes", { type: "button", onclick: async () => {
+        try { await api("DELETE", base() + "/memories/" + enc(m.id)); li.remove(); status("Forgot " + m.id); } catch (e) { status("Forgetting failed: " + e.message, true); }
+      } }, "Forget"),
+      h("button.no", { type: "button", onclick: () => renderPanel() }, "Cancel")));
+  } }, "Forget");
+  li.append(forget);
+  return li;
 }
 
-async function sendInput() {
-  const text = el.input.value.trim();
-  if (!text) return;
-  if (!S.sid && !(await newSession())) return;
-  const message = { id: uuid(), role: "user", parts: [{ type: "text", text }] };
-  if (send({ type: "chat", message })) { el.input.value = ""; status("Sent; waiting for the reply…"); }
-}
+// ── wiring ────────────────────────────────────────────────────────────────────────────────────
 
-// ---- wiring ----
 el.form.onsubmit = (e) => { e.preventDefault(); sendInput(); };
 el.input.onkeydown = (e) => { if (e.key === "Enter" && !e.shiftKey && !e.isComposing) { e.preventDefault(); sendInput(); } };
+el.stop.onclick = () => { S.chat?.stop(); };
 $("new-session").onclick = () => newSession();
-$("refresh").onclick = () => loadSessions();
-el.token.onchange = () => { store.set("sa-token", token()); closeSocket(); if (S.sid) connect(); loadSessions(); };
-el.agent.onchange = () => {
-  store.set("sa-agent", agent()); closeSocket(); S.sid = null; delete el.messages.dataset.sid; S.messages = []; S.streaming.clear();
-  el.sessions.replaceChildren(); render(); loadSessions();
+$("refresh").onclick = () => { loadSessions(); refresh(); renderPanel(); };
+$("search-form").onsubmit = (e) => { e.preventDefault(); search(el.search.value); };
+el.search.oninput = () => { if (!el.search.value) search(""); };
+for (const b of document.querySelectorAll("#tabs button")) b.onclick = () => { S.panel = b.dataset.tab; renderPanel(); };
+el.token.onchange = () => {
+  const sid = S.sid;
+  closeSession();
+  if (setToken(el.token.value)) { status("Token set."); loadSessions(); if (sid) openSession(sid); }
+  renderPanel();
 };
+el.agent.onchange = () => {
+  store.set("sa-agent", agent());
+  closeSession();
+  S.sessions = []; renderSessions();
+  if (S.claims && S.claims.sub !== agent()) status("This token opens agent “" + S.claims.sub + "” only.", true);
+  else loadSessions();
+  renderPanel();
+};
+setInterval(showTokenInfo, 60000);
+// A #token=… link opened on a console already open: start again with it (the hash is read at load).
+window.onhashchange = () => { if (new URLSearchParams(location.hash.slice(1)).has("token")) location.reload(); };
 
 const hash = new URLSearchParams(location.hash.slice(1));
-el.token.value = hash.get("token") || store.get("sa-token") || "";
-el.agent.value = hash.get("agent") || store.get("sa-agent") || "demo";
-if (hash.get("token")) {
-  store.set("sa-token", hash.get("token"));
+const hashToken = hash.get("token");
+el.agent.value = hash.get("agent") || store.get("sa-agent") || "";
+if (hashToken != null) {
   hash.delete("token"); // keep the secret out of the address bar and the browser history
   try { history.replaceState(null, "", location.pathname + location.search + (hash.toString() ? "#" + hash : "")); } catch { /* file: */ }
 }
 if (hash.get("agent")) store.set("sa-agent", agent());
-loadSessions(hash.get("session") || undefined);
-})();
+const tokenOk = setToken(hashToken || store.get("sa-token") || "");
+render(); renderHead(); renderPanel();
+if (tokenOk || !hashToken) loadSessions().then(() => { if (hash.get("session") && S.token) openSession(hash.get("session")); });

@@ -32,20 +32,23 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * The chat page
-         * @description A minimal HTML chat client (`src/workers/page/`: this page, `/chat.js`, `/chat.css`),
-         *     served by the front door without authentication: the page holds no secret. Every
+         * The console
+         * @description The console (`console/`, served from the `ASSETS` static assets: this page,
+         *     `/console.js`, `/console.css`), served by the front door without authentication: the
+         *     page holds no secret. Every
          *     answer carries `Content-Security-Policy: default-src 'none'; script-src 'self';
          *     style-src 'self'; connect-src 'self'; img-src 'self' data:; base-uri 'none';
          *     form-action 'none'; frame-ancestors 'none'`, `X-Frame-Options: DENY`,
-         *     `X-Content-Type-Options: nosniff` and `Referrer-Policy: no-referrer`. The user enters a
-         *     token (or opens `/#token=<token>`; the page stores it in `localStorage` and removes it
-         *     from the address bar), an agent name and a session; the page lists and creates
-         *     sessions over HTTP (`Authorization: Bearer`) and then talks to the session over
-         *     `GET /agents/{agent}/sessions/{sid}/ws?token=…` with `history`, `chat` and `ping`
-         *     frames, rendering `delta`, `message` and `status` frames as they arrive. Give it a
-         *     scoped token (`POST /agents/{agent}/tokens`) that is not limited to sessions, of scope
-         *     `write` to chat; never `API_TOKEN`.
+         *     `X-Content-Type-Options: nosniff` and `Referrer-Policy: no-referrer`. The user gives it
+         *     a scoped token (or opens `/#token=<token>`; the page stores it in `localStorage` and
+         *     removes it from the address bar); it shows the agent's sessions (create, rename,
+         *     delete, search), the conversation as a tree with a branch switcher, regenerate and
+         *     edit-and-resend as branches, turns through the AI SDK's chat client (`POST …/chat`
+         *     with the `useChat` body; stop aborts), the frozen prompt and context blocks, the
+         *     memories and the compactions, and listens to the session's WebSocket
+         *     (`GET /agents/{agent}/sessions/{sid}/ws?token=…`). Give it a scoped token
+         *     (`POST /agents/{agent}/tokens`) that is not limited to sessions, of scope `write` to
+         *     chat; never `API_TOKEN`.
          *
          *     Served unless the Worker variable `CHAT_PAGE` is `off`, `false` or `0` (then `404
          *     not_found`, as for any unknown path). `GET` and `HEAD`; other methods are `405`. Not
@@ -1838,7 +1841,7 @@ export interface paths {
          *     frame.
          *
          *     A close from the client is answered with close code `1000`. The server sends no pings
-         *     of its own; send `ping` frames to keep an idle connection alive (the chat page does
+         *     of its own; send `ping` frames to keep an idle connection alive (the console does
          *     every 30 s).
          *
          *     ### Client → server (text frames, one JSON object each)
