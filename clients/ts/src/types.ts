@@ -1,5 +1,5 @@
-// Friendly names for the generated types (src/openapi.ts, from docs/openapi.yaml), and the
-// WebSocket frames, including the ones the server sends that the spec does not list yet.
+// Friendly names for the generated types (src/openapi.ts, from docs/openapi.yaml), the
+// WebSocket frames among them.
 import type { components } from "./openapi.js";
 
 type Schemas = components["schemas"];
@@ -86,41 +86,31 @@ export type HistoryFrame = SpecFrame<"history">;
 /** Answer to a `ping` frame. */
 export type PongFrame = SpecFrame<"pong">;
 /** A frame (or the turn of a `chat` frame) failed; the socket stays open. */
-export type ErrorFrame = Omit<SpecFrame<"error">, "code"> & { code: ErrorCode };
+export type ErrorFrame = SpecFrame<"error">;
 /**
  * A stored message (every socket of the session). `pending: true` is the echo a socket gets of
  * its own `chat` frame's user message at once, before the turn has stored it.
  */
-export type MessageFrame = SpecFrame<"message"> & { pending?: true };
+export type MessageFrame = SpecFrame<"message">;
 /** A piece of the reply's text while a turn streams. */
 export type DeltaFrame = SpecFrame<"delta">;
 /** The branch's token estimate (`idle`) and compaction progress (`compacting`). */
 export type StatusFrame = SpecFrame<"status">;
 /** A long-term memory was created, updated or deleted (sockets not limited to sessions). */
 export type MemoryFrame = SpecFrame<"memory">;
-/** Messages were deleted. (Sent by the server; not in docs/openapi.yaml's `ServerFrame`.) */
-export interface DeletedFrame { type: "deleted"; sessionId: string; ids: string[] }
-/** The session's messages were cleared. (Not in the spec's `ServerFrame`.) */
-export interface ClearedFrame { type: "cleared"; sessionId: string }
-/** A context block changed, by a route or a tool. (Not in the spec's `ServerFrame`.) */
-export interface ContextFrame { type: "context"; sessionId: string; label: string }
+/** Messages were deleted. */
+export type DeletedFrame = SpecFrame<"deleted">;
+/** The session's messages were cleared. */
+export type ClearedFrame = SpecFrame<"cleared">;
+/** A context block changed, by a route or a tool. */
+export type ContextFrame = SpecFrame<"context">;
 /**
  * A turn's tool call as it is made (`input-available`) and answered (`output-available` with
- * `output`, `output-error` with `errorText`). (Not in the spec's `ServerFrame`.)
+ * `output`, `output-error` with `errorText`).
  */
-export interface ToolFrame {
-  type: "tool";
-  sessionId: string;
-  messageId: string;
-  toolCallId: string;
-  toolName: string;
-  state: "input-available" | "output-available" | "output-error";
-  input: unknown;
-  output?: string;
-  errorText?: string;
-}
-/** The reasoning of a finished model step of a turn. (Not in the spec's `ServerFrame`.) */
-export interface ReasoningFrame { type: "reasoning"; sessionId: string; messageId: string; text: string }
+export type ToolFrame = SpecFrame<"tool">;
+/** The reasoning of a finished model step of a turn. */
+export type ReasoningFrame = SpecFrame<"reasoning">;
 
 /** Every frame the server sends on a session's WebSocket. */
 export type ServerFrame =
@@ -138,7 +128,7 @@ export type ServerFrame =
   | ReasoningFrame;
 
 /**
- * Every frame a client may send: `append`, `history`, `chat`, `ping` (the spec's
- * `ClientFrame`) and `cancel` (stops this socket's running turn; not in the spec yet).
+ * Every frame a client may send: `append`, `history`, `chat`, `ping` and `cancel` (stops this
+ * socket's running turn).
  */
-export type ClientFrame = Schemas["ClientFrame"] | { type: "cancel" };
+export type ClientFrame = Schemas["ClientFrame"];
