@@ -8,6 +8,8 @@
 //   BENCH_MEMORY=0      skip bench/memory.mjs, long-term memory (its own options: at its top)
 //   BENCH_TRANSFER=0    skip bench/transfer.mjs, export / import and token verification (its own
 //                       options, BENCH_TRANSFER_MESSAGES, BENCH_TRANSFER_SESSIONS, …: at its top)
+//   BENCH_READS=0       skip bench/reads.mjs: every read's server CPU against the empty-DO floor
+//                       (its own options, BENCH_READS_PATHS, …: at its top)
 //   BENCH_CLIENTS=0     skip bench/clients.mjs: the AI SDK's chat client on a long branch, and the
 //                       sizes of the console, the client package and the Worker package
 import { gzipSync } from "node:zlib";
@@ -162,6 +164,7 @@ try {
   await w.stop();
   rmSync(dir, { recursive: true, force: true });
 }
+if (process.env.BENCH_READS !== "0") await import("./reads.mjs"); // reads against the floor: bench/reads.mjs
 if (process.env.BENCH_MEMORY !== "0") await import("./memory.mjs"); // long-term memory: bench/memory.mjs
 if (process.env.BENCH_TRANSFER !== "0") await import("./transfer.mjs"); // export / import, tokens: bench/transfer.mjs
 if (process.env.BENCH_CLIENTS !== "0") await import("./clients.mjs"); // useChat's client, package sizes: bench/clients.mjs

@@ -1,5 +1,7 @@
-// What the bench files share (bench.mjs, memory.mjs, transfer.mjs): the vocabulary, a seeded
-// random generator, percentiles and printing, timing, and a client for one agent's routes.
+// What the bench files share (bench.mjs, memory.mjs, transfer.mjs, reads.mjs, clients.mjs): the
+// vocabulary, a seeded random generator, percentiles and printing, timing, a client for one
+// agent's routes, and workerd's CPU time from /proc.
+import { readdirSync, readFileSync } from "node:fs";
 
 /** Words for synthetic message texts. */
 export const WORDS = "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november oscar papa quebec romeo sierra tango uniform victor whiskey xray yankee zulu deploy production database latency cache memory session agent search index token budget summary branch message history window prompt context skill tool model stream socket worker durable object storage query result error retry timeout request response header payload schema migration version release friday monday weekend customer invoice order payment refund shipping warehouse inventory report dashboard metric alert incident review design feature bug fix test coverage benchmark profile".split(" ");
@@ -36,4 +38,24 @@ export function client(w, agent) {
     if (r.status >= 400) throw new Error(`${agent}: ${method} ${path}: ${r.status} ${text.slice(0, 300)}`);
     return text;
   };
+}
+
+/** The pids of the workerd processes that are children of this one (Miniflare starts them); [] off Linux. */
+export function childWorkerds() {
+  try {
+    return readdirSync("/proc").filter((p) => /^\d+$/.test(p)).filter((p) => {
+      try {
+        const stat = readFileSync(`/proc/${p}/stat`, "utf8");
+        const [comm, rest] = [stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")")), stat.slice(stat.lastIndexOf(")") + 2).split(" ")];
+        return comm.includes("workerd") && Number(rest[1]) === process.pid;
+      } catch { return false; }
+    }).map(Number);
+  } catch { return []; }
+}
+
+/** CPU seconds (user + system) `pid` has used, from /proc (10 ms ticks). */
+export function cpuSeconds(pid) {
+  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+  const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  return (Number(f[11]) + Number(f[12])) / 100; // USER_HZ is 100 on Linux
 }

@@ -26,12 +26,12 @@
 //   BENCH_TRANSFER_REQUESTS      requests per kind of token in part 2 (default 500)
 //   BENCH_TRANSFER_PARTS         which parts to run (default session,agent,tokens)
 //   BENCH_TRANSFER=0             (read by bench/bench.mjs) skip this benchmark under `npm run bench`
-import { mkdtempSync, readFileSync, readdirSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { gzipSync } from "node:zlib";
 import { join } from "node:path";
 import { startWorker } from "../tests/e2e/harness.mjs";
-import { WORDS, mulberry32, pct, ms, int, log, progress as progressFor, timed } from "./lib.mjs";
+import { WORDS, mulberry32, pct, ms, int, log, progress as progressFor, timed, childWorkerds, cpuSeconds } from "./lib.mjs";
 
 const MESSAGES = Number(process.env.BENCH_TRANSFER_MESSAGES ?? 10_000);
 const SESSIONS = Number(process.env.BENCH_TRANSFER_SESSIONS ?? 100);
@@ -116,25 +116,6 @@ async function medianRun(runs, fn) {
   const rs = [];
   for (let i = 0; i < runs; i++) rs.push(await fn());
   return [...rs].sort((x, y) => x.ms - y.ms)[Math.floor(rs.length / 2)];
-}
-
-/** The pids of the workerd processes that are children of this one (Miniflare starts them); [] off Linux. */
-function childWorkerds() {
-  try {
-    return readdirSync("/proc").filter((p) => /^\d+$/.test(p)).filter((p) => {
-      try {
-        const stat = readFileSync(`/proc/${p}/stat`, "utf8");
-        const [comm, rest] = [stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")")), stat.slice(stat.lastIndexOf(")") + 2).split(" ")];
-        return comm.includes("workerd") && Number(rest[1]) === process.pid;
-      } catch { return false; }
-    }).map(Number);
-  } catch { return []; }
-}
-/** CPU seconds (user + system) `pid` has used, from /proc (10 ms ticks). */
-function cpuSeconds(pid) {
-  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-  const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-  return (Number(f[11]) + Number(f[12])) / 100; // USER_HZ is 100 on Linux
 }
 
 // ── Set-up ─────────────────────────────────────────────────────────────────────────────────────────

@@ -8,24 +8,13 @@ use serde_json::{json, Value as Json};
 use session_agent::api::{self, Request};
 use session_agent::core::error::Error;
 use session_agent::core::llm::HttpResponse;
-use support::{completion, msg, Api};
+use support::{completion, msg, tool_calls, Api};
 
 fn api() -> Api {
     Api::with_config(json!({"context": [
         {"label": "soul", "kind": "readonly", "content": "You are terse."},
         {"label": "memory", "kind": "writable", "maxTokens": 500}]}))
     .with_model()
-}
-
-/// An OpenAI-compatible answer calling tools `(id, name, arguments)`.
-fn calls(list: &[(&str, &str, Json)]) -> HttpResponse {
-    let tool_calls: Vec<Json> = list
-        .iter()
-        .map(|(id, name, args)| json!({"id": id, "type": "function", "function": {"name": name, "arguments": args.to_string()}}))
-        .collect();
-    let body = json!({"choices": [{"message": {"role": "assistant", "content": null, "tool_calls": tool_calls}, "finish_reason": "tool_calls"}],
-        "usage": {"prompt_tokens": 50, "completion_tokens": 5}});
-    HttpResponse { status: 200, body: body.to_string() }
 }
 
 fn user(id: &str, text: &str) -> Json {
@@ -70,7 +59,7 @@ fn a_plain_turn_sends_prompt_history_and_tools_and_stores_one_reply() {
 #[test]
 fn server_tools_run_and_the_model_is_called_again() {
     let api = api();
-    api.model.reply(Ok(calls(&[("c1", "set_context", json!({"label": "memory", "content": "likes tea"}))])));
+    api.model.reply(Ok(tool_calls(&[("c1", "set_context", json!({"label": "memory", "content": "likes tea"}))])));
     api.model.reply(Ok(completion("Noted.")));
     let r = api.post("/sessions/s/chat", json!({"message": user("u1", "remember: I like tea")}));
     assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
@@ -112,7 +101,7 @@ fn parts_owner(r: &session_agent::api::Response) -> Json {
 fn a_client_tool_returns_to_the_caller_who_continues() {
     let api = api();
     let tools = json!([{"name": "get_location", "description": "Where the user is", "inputSchema": {"type": "object", "properties": {}}}]);
-    api.model.reply(Ok(calls(&[("loc1", "get_location", json!({}))])));
+    api.model.reply(Ok(tool_calls(&[("loc1", "get_location", json!({}))])));
     let r = api.post("/sessions/s/chat", json!({"message": user("u1", "where am I?"), "tools": tools}));
     assert_eq!(r.status, 201);
     let pending = r.body_json()["messages"][0].clone();
@@ -144,7 +133,7 @@ fn code(r: &api::Response) -> String {
 fn forged_continuations_are_409_and_change_nothing() {
     let api = api();
     let tools = json!([{"name": "get_location"}]);
-    api.model.reply(Ok(calls(&[
+    api.model.reply(Ok(tool_calls(&[
         ("loc1", "get_location", json!({})),
         ("m1", "set_context", json!({"label": "memory", "content": "x"})),
     ])));
@@ -194,7 +183,7 @@ fn a_failing_provider_or_tool_leaves_history_as_it_was() {
     assert_eq!(history(&api, "s"), before);
     assert_eq!(api.get("/sessions/s").body_json(), info, "usage and updatedAt unchanged");
     // A failure in the second step (after a server tool ran) also stores no message.
-    api.model.reply(Ok(calls(&[("c1", "session_search", json!({"query": "hi"}))])));
+    api.model.reply(Ok(tool_calls(&[("c1", "session_search", json!({"query": "hi"}))])));
     api.model.reply(Err(Error::new(session_agent::core::error::ErrorKind::LlmUnavailable, "connection reset")));
     let r = api.post("/sessions/s/chat", json!({"message": user("u1", "hello")}));
     assert_eq!(r.status, 503);
@@ -310,9 +299,16 @@ fn websocket_frames() {
     assert_eq!(h[0]["messages"].as_array().unwrap().len(), 1);
     // A chat frame runs a turn; an error reaches the sender as an error frame.
     api.model.reply(Ok(completion("Over the socket.")));
-    assert!(frame(&json!({"type": "chat", "message": user("w2", "hi")}).to_string()).is_empty());
-    let kinds: Vec<String> = api.events.take("s").iter().map(|f| f["type"].as_str().unwrap().to_owned()).collect();
-    assert_eq!(kinds, ["delta", "message", "message", "status"]);
+    let text = json!({"type": "chat", "message": user("w2", "hi")}).to_string();
+    let answer = futures::executor::block_on(api::ws::frame(&api.env(), "s", None, &text, &Default::default()));
+    assert!(answer.frames.is_empty());
+    let kinds = |api: &support::Api| -> Vec<String> {
+        api.events.take("s").iter().map(|f| f["type"].as_str().unwrap().to_owned()).collect()
+    };
+    assert_eq!(kinds(&api), ["delta", "message", "message"]);
+    // The status frame comes from the work the answer leaves for after it (the compaction check).
+    futures::executor::block_on(api::after(&api.env(), &answer.after));
+    assert_eq!(kinds(&api), ["status"]);
     let e = frame(&json!({"type": "chat", "message": user("w2", "again")}).to_string());
     assert_eq!((e[0]["type"].as_str(), e[0]["code"].as_str()), (Some("error"), Some("conflict")));
 }
@@ -341,7 +337,7 @@ fn a_failed_turn_does_not_freeze_the_prompt_and_a_good_one_does() {
 #[test]
 fn a_server_tool_called_with_bad_input_answers_the_model_with_an_error() {
     let api = api();
-    api.model.reply(Ok(calls(&[("c1", "set_context", json!({"label": "memory"}))])));
+    api.model.reply(Ok(tool_calls(&[("c1", "set_context", json!({"label": "memory"}))])));
     api.model.reply(Ok(completion("Sorry, retrying later.")));
     let r = api.post("/sessions/s/chat", json!({"message": user("u1", "remember")}));
     assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
@@ -412,6 +408,49 @@ fn the_cap_keeps_the_summary_and_what_it_drops_gets_compacted() {
     // overlay, and the status frames of a compaction).
     assert_eq!(api.model.requests.borrow().len(), 2, "the summarizer was called");
     assert_eq!(api.get("/sessions/s/compactions").body_json()["compactions"].as_array().unwrap().len(), 2);
+    let phases: Vec<String> = api
+        .events
+        .take("s")
+        .iter()
+        .filter(|f| f["type"] == "status")
+        .map(|f| f["phase"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(phases, ["compacting", "idle"]);
+}
+
+#[test]
+fn a_streamed_turn_ends_its_stream_before_the_compaction_it_calls_for_starts() {
+    let api = Api::with_config(json!({"compaction": {"protectHead": 1, "tailTokenBudget": 20, "minTailMessages": 2},
+        "chat": {"maxMessages": 10}}))
+    .with_model();
+    for i in 0..30 {
+        let role = if i % 2 == 0 { "user" } else { "assistant" };
+        api.post("/sessions/s/messages", json!({"message": msg(&format!("m{i}"), role, &format!("message {i}"))}));
+    }
+    api.events.take("s");
+    api.model.reply(Ok(completion("Sure.")));
+    let req = Request::new("POST", "/sessions/s/chat")
+        .header("accept", "text/event-stream")
+        .json(&json!({"message": user("u1", "where was I going?")}));
+    let env = api.env();
+    // What the model had been asked when the stream's last event went out.
+    let mut calls_at_done = None;
+    let mut send = |s: api::chat::Streamed| {
+        if let api::chat::Streamed::Data(d) = &s {
+            if d.contains("[DONE]") {
+                calls_at_done = Some(api.model.requests.borrow().len());
+            }
+        }
+        Ok(())
+    };
+    let after = futures::executor::block_on(api::chat::stream(&env, &req, &mut send));
+    assert_eq!(calls_at_done, Some(1), "only the turn's call before the stream ended");
+    assert_eq!(api.model.requests.borrow().len(), 1, "no summarizer call yet");
+    assert!(api.events.take("s").iter().all(|f| f["type"] != "status"), "no compaction frame yet");
+    // Then, after the answer: the sweep, the compaction (a summarizer call, its frames).
+    assert!(matches!(after[..], [session_agent::core::after::After::Compact { .. }]), "{after:?}");
+    futures::executor::block_on(api::after(&env, &after));
+    assert_eq!(api.model.requests.borrow().len(), 2, "the summarizer ran after the answer");
     let phases: Vec<String> = api
         .events
         .take("s")

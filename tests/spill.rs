@@ -96,8 +96,16 @@ fn objects_go_with_their_last_message() {
     assert_eq!(api.get("/sessions/s/messages/a").body_json(), tool_msg("a", 3_000_000));
     assert_eq!(api.put("/sessions/s/messages/a", json!({"message": tool_msg("a", 10)})).status, 200);
     assert_eq!(spill_keys(&api).len(), 2);
-    // Delete one message, then clear the session.
-    assert_eq!(api.delete("/sessions/s/messages/b").status, 204);
+    // Delete one message, then clear the session. The object goes once the answer is sent:
+    // the answer carries the sweep, which `send` runs after it, as the Durable Object does.
+    let answer = futures::executor::block_on(session_agent::api::handle(
+        &api.env(),
+        &session_agent::api::Request::new("DELETE", "/sessions/s/messages/b"),
+    ));
+    assert_eq!(answer.status, 204);
+    assert_eq!(answer.after, [session_agent::core::after::After::Sweep]);
+    assert_eq!(spill_keys(&api).len(), 2, "not yet: the sweep runs after the answer");
+    futures::executor::block_on(session_agent::api::after(&api.env(), &answer.after));
     assert_eq!(spill_keys(&api).len(), 1);
     assert_eq!(api.delete("/sessions/s/messages").status, 204);
     assert!(spill_keys(&api).is_empty());

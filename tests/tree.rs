@@ -224,3 +224,88 @@ fn latest_leaf_survives_a_reopen_without_scanning() {
     assert_eq!(api.append("s", "next", None, "after reopen")["parentId"], "branch");
     let _ = std::fs::remove_file(&dir);
 }
+
+#[test]
+fn the_assembled_history_is_the_hydrated_one_byte_for_byte() {
+    use session_agent::core::store::history::{history, history_json, Overlays};
+    let api = Api::new();
+    let sql = &api.db;
+    let same = |leaf: Option<&str>, overlays: Overlays| {
+        let fast = history_json(sql, "s", leaf, overlays).unwrap().expect("no overlay, no spill: assembled");
+        let slow = history(sql, "s", leaf, overlays).unwrap();
+        let slow = serde_json::to_string(&slow).unwrap();
+        assert_eq!(fast, slow, "leaf {leaf:?}");
+        fast
+    };
+    assert_eq!(same(None, Overlays::Applied), "[]");
+    // Two branches, unicode and escapes, and messages large enough for many pieces (over
+    // 128 KB each piece, a message of 400 KB in one of them).
+    for i in 0..300 {
+        let text = format!("message {i} é ✓ \"quoted\" \\ {}", "x".repeat(if i % 7 == 0 { 2_000 } else { 300 }));
+        api.append("s", &format!("m{i}"), None, &text);
+    }
+    api.append("s", "big", Some(Some("m150")), &"y".repeat(400_000));
+    api.append("s", "after-big", None, "after");
+    let all: Json = serde_json::from_str(&same(Some("m299"), Overlays::Applied)).unwrap();
+    assert_eq!(all.as_array().unwrap().len(), 300);
+    let branch: Json = serde_json::from_str(&same(None, Overlays::Raw)).unwrap();
+    assert_eq!(ids(&branch).last().map(String::as_str), Some("after-big"));
+    assert_eq!(ids(&branch).len(), 153);
+    // An overlay makes the read lay summaries: not assembled by SQLite.
+    let r = api
+        .post("/sessions/s/compactions", json!({"summary": "early part", "fromMessageId": "m0", "toMessageId": "m9"}));
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    assert!(history_json(sql, "s", None, Overlays::Applied).unwrap().is_none());
+    same(None, Overlays::Raw);
+    // And the answer over the API is the assembled one.
+    let h = api.get("/sessions/s/history?raw=1");
+    assert_eq!(String::from_utf8(h.body).unwrap(), format!("{{\"messages\":{}}}", same(None, Overlays::Raw)));
+}
+
+#[test]
+fn history_pages_walk_up_from_the_leaf_with_a_cursor() {
+    let api = Api::new();
+    for i in 0..30 {
+        api.append("s", &format!("m{i}"), None, &format!("text {i}"));
+    }
+    let page = |q: &str| {
+        let r = api.get(&format!("/sessions/s/history?{q}"));
+        assert_eq!(r.status, 200, "{q}: {}", String::from_utf8_lossy(&r.body));
+        let b = r.body_json();
+        (ids(&b["messages"]), b["nextBefore"].clone())
+    };
+    let range = |a: usize, b: usize| (a..b).map(|i| format!("m{i}")).collect::<Vec<_>>();
+    assert_eq!(page("limit=10"), (range(20, 30), json!("m20")));
+    assert_eq!(page("limit=10&before=m20"), (range(10, 20), json!("m10")));
+    assert_eq!(page("limit=10&before=m10"), (range(0, 10), Json::Null));
+    assert_eq!(page("limit=100"), (range(0, 30), Json::Null));
+    assert_eq!(page("limit=1&before=m0"), (vec![], Json::Null));
+    // Without limit: the whole path, no cursor (the answer as before pages existed).
+    let whole = api.get("/sessions/s/history").body_json();
+    assert_eq!(ids(&whole["messages"]).len(), 30);
+    assert!(whole.get("nextBefore").is_none());
+    // A branch: its own path.
+    api.append("s", "b1", Some(Some("m4")), "branch");
+    assert_eq!(page("limit=3&leaf=b1"), (vec!["m3".into(), "m4".into(), "b1".into()], json!("m3")));
+    assert_eq!(page("limit=3"), (vec!["m3".into(), "m4".into(), "b1".into()], json!("m3")), "the latest leaf");
+    // An overlay applies when both its ends are in the page.
+    let r = api.post(
+        "/sessions/s/compactions",
+        json!({"summary": "twelve to fifteen", "fromMessageId": "m12", "toMessageId": "m15"}),
+    );
+    assert_eq!(r.status, 201);
+    let (got, next) = page("limit=10&before=m20");
+    assert_eq!(next, json!("m10"));
+    assert_eq!(got.len(), 7, "{got:?}");
+    assert!(got[2].starts_with("compaction_"), "{got:?}");
+    assert_eq!(page("limit=5&before=m15").0, range(10, 15), "half an overlay: the stored messages");
+    assert_eq!(page("limit=10&before=m20&raw=1").0, range(10, 20));
+    // `before` alone: a page of 100; it names the path, so `leaf` does not matter.
+    assert_eq!(page("before=m5"), (range(0, 5), Json::Null));
+    assert_eq!(page("limit=2&before=m5&leaf=b1"), (range(3, 5), json!("m3")));
+    // Bad asks change nothing and say why.
+    for (q, status) in [("limit=0", 400), ("limit=10001", 400), ("limit=5&before=nope", 404), ("limit=x", 400)] {
+        let r = api.get(&format!("/sessions/s/history?{q}"));
+        assert_eq!(r.status, status, "{q}: {}", String::from_utf8_lossy(&r.body));
+    }
+}

@@ -8,7 +8,7 @@ mod support;
 use serde_json::{json, Value as Json};
 use session_agent::api::Response;
 use session_agent::core::llm::HttpResponse;
-use support::{completion, msg, Api};
+use support::{completion, msg, tool_calls, Api};
 
 fn api() -> Api {
     Api::with_config(json!({"context": [{"label": "memory", "kind": "writable", "maxTokens": 500}]})).with_model()
@@ -75,16 +75,6 @@ fn as_client_holds(m: &Json) -> Json {
         out.as_object_mut().unwrap().remove("metadata");
     }
     out
-}
-
-fn calls(list: &[(&str, &str, Json)]) -> HttpResponse {
-    let tool_calls: Vec<Json> = list
-        .iter()
-        .map(|(id, name, args)| json!({"id": id, "type": "function", "function": {"name": name, "arguments": args.to_string()}}))
-        .collect();
-    let body = json!({"choices": [{"message": {"role": "assistant", "content": null, "tool_calls": tool_calls}, "finish_reason": "tool_calls"}],
-        "usage": {"prompt_tokens": 50, "completion_tokens": 5}});
-    HttpResponse { status: 200, body: body.to_string() }
 }
 
 #[test]
@@ -183,7 +173,7 @@ fn regenerate_answers_again_as_a_sibling_and_an_edit_is_409() {
 fn a_client_tool_result_continues_inside_the_same_assistant_message() {
     let api = api();
     let tools = json!({"tools": [{"name": "get_location", "description": "Where the user is"}]});
-    api.model.reply(Ok(calls(&[("loc1", "get_location", json!({}))])));
+    api.model.reply(Ok(tool_calls(&[("loc1", "get_location", json!({}))])));
     let (c, _) = chunks(&chat(&api, "s", &[user("u1", "where am I?")], "submit-message", tools.clone()));
     assert_eq!(types(&c), ["start", "start-step", "tool-input-available", "finish-step", "finish"]);
     assert_eq!(
@@ -225,7 +215,7 @@ fn a_client_tool_result_continues_inside_the_same_assistant_message() {
 #[test]
 fn server_tools_stream_as_provider_executed_calls_with_their_outputs() {
     let api = api();
-    api.model.reply(Ok(calls(&[
+    api.model.reply(Ok(tool_calls(&[
         ("c1", "set_context", json!({"label": "memory", "content": "likes tea"})),
         ("c2", "no_such_tool", json!({})),
     ])));

@@ -9,11 +9,11 @@ use serde_json::{json, Map, Value as Json};
 use super::http::{Request, Response};
 use super::messages;
 use super::ui_stream::{UiStream, HEADER};
+use crate::core::after::After;
 use crate::core::config::is_label;
 use crate::core::env::Env;
 use crate::core::error::{Error, Result};
 use crate::core::llm::ToolSpec;
-use crate::core::memory::After;
 use crate::core::session::Session;
 use crate::core::store::message::NewMessage;
 use crate::core::turn::run::{turn, Ask, ChatEvent, MemoryUse, Trigger, TurnRequest};
@@ -207,7 +207,7 @@ pub async fn route(s: &Session<'_>, req: &Request) -> Result<Response> {
         Ok(())
     })
     .await;
-    let mut after = None;
+    let mut after = Vec::new();
     match result {
         Ok(done) => {
             body.push_str(&encoder.done(&done.message));
@@ -217,7 +217,6 @@ pub async fn route(s: &Session<'_>, req: &Request) -> Result<Response> {
         Err(e) => body.push_str(&encoder.failed(&e)),
     }
     let headers = encoder.headers();
-    let after = after.into_iter().collect();
     Ok(Response { status: 200, headers, body: body.into_bytes(), warnings: Vec::new(), after })
 }
 
@@ -231,8 +230,8 @@ pub enum Streamed {
 /// Runs a streamed `POST /sessions/{sid}/chat` (see [`super::is_chat_stream`]), handing each
 /// event to `send` as soon as it exists. `send` failing (the client went away) aborts the
 /// turn, which then stores nothing. Returns the work the turn leaves for after the answer
-/// (memory extraction): the caller closes the stream first, then runs [`super::sweep`] and
-/// [`super::after`], so neither delays the answer.
+/// (compaction, memory extraction): the caller closes the stream first, then runs the sweep
+/// and that work ([`super::after()`]), so none of it delays the answer.
 pub async fn stream(env: &Env<'_>, req: &Request, send: &mut dyn FnMut(Streamed) -> Result<()>) -> Vec<After> {
     let started = std::cell::Cell::new(false);
     let mut encoder = Encoder::of(req);
@@ -252,7 +251,7 @@ pub async fn stream(env: &Env<'_>, req: &Request, send: &mut dyn FnMut(Streamed)
     match result {
         Ok(done) => {
             let _ = send(Streamed::Data(encoder.done(&done.message)));
-            done.after.into_iter().collect()
+            done.after
         }
         Err(e) if !started.get() => {
             let _ = send(Streamed::Fail(e));

@@ -6,8 +6,8 @@ use std::collections::HashMap;
 use serde::Serialize;
 use serde_json::{Map, Value as Json};
 
+use crate::core::after::After;
 use crate::core::error::{Error, ErrorKind, Result};
-use crate::core::memory::After;
 use crate::core::store::message::check_id;
 
 /// Largest request body accepted, in bytes.
@@ -87,11 +87,22 @@ pub struct Response {
     pub body: Vec<u8>,
     /// Warnings for the operator's log (the Workers layer prints them); not sent to the client.
     pub warnings: Vec<String>,
-    /// Work to run once the answer is sent (memory extraction after a turn): see [`super::after`].
+    /// Work to run once the answer is sent (the sweep, compaction, memory work): see [`super::after()`].
     pub after: Vec<After>,
 }
 
 impl Response {
+    /// A JSON answer whose text is already made (it must be JSON).
+    pub fn json_text(status: u16, body: String) -> Response {
+        Response {
+            status,
+            headers: vec![("content-type".into(), "application/json; charset=utf-8".into())],
+            body: body.into_bytes(),
+            warnings: Vec::new(),
+            after: Vec::new(),
+        }
+    }
+
     /// A JSON answer.
     pub fn json<T: Serialize + ?Sized>(status: u16, value: &T) -> Response {
         match serde_json::to_vec(value) {

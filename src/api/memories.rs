@@ -6,11 +6,12 @@ use std::collections::HashMap;
 use serde_json::{json, Map, Value as Json};
 
 use super::http::{check_name, int_param, opt_str, Request, Response};
+use crate::core::after::After;
 use crate::core::env::Env;
 use crate::core::error::{Error, Result};
 use crate::core::memory::recall::{Query, DEFAULT_LIMIT, MAX_LIMIT};
 use crate::core::memory::store::{self, MAX_PAGE};
-use crate::core::memory::{After, By, Category, Filter, Memories, NewMemory, Patch, Stored};
+use crate::core::memory::{By, Category, Filter, Memories, NewMemory, Patch, Stored};
 use crate::core::session::Session;
 
 /// Default page of `GET /memories`.

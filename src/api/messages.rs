@@ -10,7 +10,7 @@ use super::http::{flag_param, int_param, Request, Response};
 use crate::core::compaction::truncate::{truncate_older_messages, TruncateOptions};
 use crate::core::error::{Error, Result};
 use crate::core::session::{AutoReport, Session};
-use crate::core::store::history::{self, Overlays};
+use crate::core::store::history::{self, Overlays, PageStart};
 use crate::core::store::message::{check_id, parse_all, NewMessage, RawMessage};
 use crate::core::store::tree::Parent;
 
@@ -136,24 +136,70 @@ pub async fn branches(s: &Session<'_>, mid: &str) -> Result<Response> {
     Ok(with_warnings(Response::json(200, &Messages { messages: &messages }), warnings))
 }
 
-/// `GET /sessions/{sid}/history?leaf=&raw=1&truncate=1`.
+/// `GET /sessions/{sid}/history?leaf=&raw=1&truncate=1&limit=&before=`.
 ///
 /// `truncate=1` shrinks older messages as the agent turn does before sending them
 /// ([`truncate_older_messages`]; `keepRecent`, `maxToolOutputChars`, `maxTextChars` override
-/// the defaults 4, 500 and 10000). What is stored does not change.
+/// the defaults 4, 500 and 10000). What is stored does not change. With `limit`, one page of
+/// the path (see [`history::page`]) and its `nextBefore` cursor; `before` asks for the page
+/// above an earlier one (100 messages unless `limit` says otherwise; `leaf` plays no part).
 pub async fn history(s: &Session<'_>, req: &Request) -> Result<Response> {
     let q = req.query_map()?;
     let leaf = leaf_param(&q)?;
     let truncation = truncate_options(&q)?;
     let overlays = if flag_param(&q, "raw")? { Overlays::Raw } else { Overlays::Applied };
-    let messages = history::history(s.env.sql, s.id, leaf.as_deref(), overlays)?;
-    let (messages, warnings) = s.whole(messages).await?;
-    let Some(opts) = truncation else {
-        return Ok(with_warnings(Response::json(200, &Messages { messages: &messages }), warnings));
+    let limit = int_param(&q, "limit", 1, MAX_PAGE)?;
+    let before = match q.get("before").filter(|b| !b.is_empty()) {
+        Some(b) => {
+            check_id("before", b)?;
+            Some(b.clone())
+        }
+        None => None,
     };
-    let parsed = parse_all(&messages)?;
-    Ok(with_warnings(Response::json(200, &json!({ "messages": truncate_older_messages(parsed, &opts) })), warnings))
+    let page = match (limit, before) {
+        // `before` names the page's path itself: `leaf` does not matter then.
+        (limit, Some(before)) => {
+            let limit = limit.unwrap_or(DEFAULT_PAGE);
+            Some(history::page(s.env.sql, s.id, PageStart::Before(before), limit, overlays)?)
+        }
+        (Some(limit), None) => Some(history::page(s.env.sql, s.id, PageStart::Leaf(leaf.clone()), limit, overlays)?),
+        (None, None) => None,
+    };
+    if page.is_none() && truncation.is_none() {
+        // The stored texts as they are: SQLite assembles the answer.
+        if let Some(list) = history::history_json(s.env.sql, s.id, leaf.as_deref(), overlays)? {
+            return Ok(Response::json_text(200, format!("{{\"messages\":{list}}}")));
+        }
+    }
+    let (messages, next_before) = match page {
+        Some(p) => (p.messages, Some(p.next_before)),
+        None => (history::history(s.env.sql, s.id, leaf.as_deref(), overlays)?, None),
+    };
+    let (messages, warnings) = s.whole(messages).await?;
+    let next_before = next_before.as_ref().map(Option::as_deref);
+    let resp = match truncation {
+        None => Response::json(200, &PageOut { messages: &messages, next_before }),
+        Some(opts) => {
+            let shrunk = truncate_older_messages(parse_all(&messages)?, &opts);
+            Response::json(200, &PageOut { messages: &shrunk, next_before })
+        }
+    };
+    Ok(with_warnings(resp, warnings))
 }
+
+/// A history answer: the messages, and with `limit` the cursor of the page above (`null` at
+/// the root).
+#[derive(Serialize)]
+struct PageOut<'a, M: Serialize> {
+    messages: &'a [M],
+    #[serde(rename = "nextBefore", skip_serializing_if = "Option::is_none")]
+    next_before: Option<Option<&'a str>>,
+}
+
+/// Most messages a history page holds …
+const MAX_PAGE: i64 = 10_000;
+/// … and how many a page asked for with `before` alone holds.
+const DEFAULT_PAGE: i64 = 100;
 
 /// The truncation a history read asked for, if any. The options are checked either way, and
 /// only take effect with `truncate=1`.

@@ -29,12 +29,11 @@ use std::sync::OnceLock;
 pub use http::{Request, Response};
 
 use crate::core::access::revoked_before;
+use crate::core::after::{self, After};
 use crate::core::config::check_label;
 use crate::core::env::Env;
 use crate::core::error::{Error, Result};
-use crate::core::memory::{run_after, After};
 use crate::core::session::Session;
-use crate::core::store::spill;
 use http::{decode_segment, message_param, method_not_allowed, session_param};
 
 /// What a path stands for.
@@ -204,32 +203,19 @@ pub async fn handle(env: &Env<'_>, req: &Request) -> Response {
     if let Err(e) = admit(env, req) {
         return Response::error(&e);
     }
-    let resp = dispatch(env, req).await.unwrap_or_else(|e| Response::error(&e));
-    if req.method == "GET" {
-        return resp;
+    let mut resp = dispatch(env, req).await.unwrap_or_else(|e| Response::error(&e));
+    if req.method != "GET" {
+        // Objects a write left unreferenced go after the answer.
+        resp.after.insert(0, After::Sweep);
     }
-    sweep(env, resp).await
+    resp
 }
 
 /// Runs the work answers leave for after they are sent (`Response::after`, `ws::Answer::after`):
 /// the Workers layer calls it once the answer is out; failures are logged, never answered.
 pub async fn after(env: &Env<'_>, work: &[After]) {
-    for a in work {
-        run_after(env, a).await;
-    }
+    after::run(env, work).await;
 }
-
-/// After a write: deletes spilled objects that lost their last reference (failures are
-/// warnings on `resp`, retried by a later sweep).
-pub async fn sweep(env: &Env<'_>, resp: Response) -> Response {
-    match spill::sweep(env.sql, env.blobs, SWEEP_BATCH).await {
-        Ok((_, errors)) => errors.into_iter().fold(resp, Response::warn),
-        Err(e) => resp.warn(format!("spill sweep: {}", e.message)),
-    }
-}
-
-/// Unreferenced spilled objects deleted after one write request, at most.
-const SWEEP_BATCH: i64 = 100;
 
 /// The decoded path parameters of a request.
 #[derive(Default)]

@@ -5,10 +5,10 @@
 use serde_json::json;
 
 use super::http::{opt_str, Request, Response};
+use crate::core::after::After;
 use crate::core::env::Env;
 use crate::core::error::{Error, Result};
 use crate::core::ids::check_name;
-use crate::core::memory::After;
 use crate::core::session::Session;
 use crate::core::transfer::{erase as wipe, export, import};
 

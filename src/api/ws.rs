@@ -15,9 +15,9 @@ use serde_json::{json, Map, Value as Json};
 
 use super::access::{Claims, CLAIMS_HEADER};
 use super::{handle, Request};
+use crate::core::after::After;
 use crate::core::env::Env;
 use crate::core::error::{Error, ErrorKind};
-use crate::core::memory::After;
 
 /// The `error` frame for `e`.
 pub fn error_frame(sid: &str, code: &str, message: &str) -> Json {
@@ -38,7 +38,7 @@ fn session_path(sid: &str) -> String {
 pub struct Answer {
     pub frames: Vec<Json>,
     pub warnings: Vec<String>,
-    /// Work to run after the frames are sent (see [`super::after`]).
+    /// Work to run after the frames are sent (see [`super::after()`]).
     pub after: Vec<After>,
     /// The frame was `cancel`: the socket's running turn is to stop.
     pub cancel: bool,

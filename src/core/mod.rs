@@ -21,6 +21,7 @@
 //! - [`transfer`]: export, import and erase of a session or the whole agent.
 
 pub mod access;
+pub mod after;
 pub mod blobs;
 pub mod compaction;
 pub mod config;

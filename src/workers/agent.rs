@@ -23,11 +23,11 @@ use super::{
 use crate::api::access::{self, CLAIMS_HEADER};
 use crate::api::{self, chat::Streamed};
 use crate::core::access::RateLimit;
+use crate::core::after::After;
 use crate::core::config::SessionConfig;
 use crate::core::error::{Error, ErrorKind};
 use crate::core::llm::embeddings::EmbeddingsConfig;
 use crate::core::llm::LlmConfig;
-use crate::core::memory::After;
 use crate::core::store;
 use crate::core::time::iso_millis;
 use crate::core::transfer::export::AgentExport;
@@ -259,8 +259,7 @@ impl Agent {
             let after = api::chat::stream(&env, &req, &mut send).await;
             // The stream ends here; the sweep and the work the turn left come after the answer.
             drop(tx);
-            let resp = api::sweep(&env, api::Response::no_content()).await;
-            log(&req.method, &req.path, &resp);
+            api::after(&env, &[After::Sweep]).await;
             api::after(&env, &after).await;
         });
         match rx.next().await {

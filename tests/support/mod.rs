@@ -94,6 +94,17 @@ pub fn embedding(text: &str) -> Vec<f32> {
 }
 
 /// The text of an OpenAI-compatible completion answer.
+/// An OpenAI-compatible answer calling tools `(id, name, arguments)`.
+pub fn tool_calls(list: &[(&str, &str, Json)]) -> HttpResponse {
+    let tool_calls: Vec<Json> = list
+        .iter()
+        .map(|(id, name, args)| json!({"id": id, "type": "function", "function": {"name": name, "arguments": args.to_string()}}))
+        .collect();
+    let body = json!({"choices": [{"message": {"role": "assistant", "content": null, "tool_calls": tool_calls}, "finish_reason": "tool_calls"}],
+        "usage": {"prompt_tokens": 50, "completion_tokens": 5}});
+    HttpResponse { status: 200, body: body.to_string() }
+}
+
 pub fn completion(text: &str) -> HttpResponse {
     let body = json!({"choices": [{"message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
         "usage": {"prompt_tokens": 100, "completion_tokens": 20}});

@@ -655,6 +655,18 @@ export interface paths {
          *     lengths (UTF-16 units). The three options are checked either way (`400` when out of
          *     range) but only take effect with `truncate=1`.
          *
+         *     **Pages** (`limit`): at most `limit` messages of the path, root side first, and
+         *     `nextBefore`: the id of the page's oldest stored message when older ones remain above
+         *     it (`null` at the root). The first page ends at `leaf` (default: the latest leaf);
+         *     pass `before=<nextBefore>` for the page above it, the `limit`
+         *     messages before that message on its path. A page costs the same however long the
+         *     path is (the walk stops after `limit + 1` messages), so a path of any length, beyond
+         *     the 10,001 of a whole read too, can be read page by page. Overlays apply inside a page
+         *     only (both their ends in it), as in `…/history/recent`; `truncate=1` applies to the
+         *     page. `before` alone asks for a page of 100, and makes `leaf` irrelevant (the page's
+         *     path is `before`'s); an unknown `before` is `404`. Without `limit` and `before` the
+         *     answer is the whole path and has no `nextBefore`.
+         *
          *     An empty or unregistered session answers `{"messages": []}`; an unknown `leaf` is `404`.
          */
         get: operations["getHistory"];
@@ -1573,7 +1585,7 @@ export interface paths {
          *       head and the summary) is always kept and the newest messages after it fill the rest
          *       (at least the last exchange); without a summary, the newest. When the cap leaves
          *       messages out and `SESSION_CONFIG.compaction` is set, the turn compacts the branch
-         *       after its reply is stored (as an auto-compaction, with its `status` frames), so the
+         *       once the answer is sent (as an auto-compaction, with its `status` frames), so the
          *       next turn sees what was left out in a summary;
          *     - the **tools**: the session's tools as `GET …/tools` lists them (`docs/tools.md`),
          *       then the caller's `tools` in order;
@@ -1634,10 +1646,12 @@ export interface paths {
          *     other tool mistakes are; only storage failures fail the turn.
          *
          *     **After the write**, every WebSocket of the session gets a `message` frame per stored
-         *     message (the user message or the answered messages, then the reply), and
-         *     auto-compaction runs as after an append (`SESSION_CONFIG.compaction.after`, with the
-         *     reply as the leaf); its report is not part of this answer but is pushed to the
-         *     session's sockets as a `status` frame. While the model writes, every socket of the
+         *     message (the user message or the answered messages, then the reply). **Once the answer
+         *     is sent** (the JSON answer, or the stream's last event), and never before it:
+         *     unreferenced spilled objects are swept, auto-compaction runs as after an append
+         *     (`SESSION_CONFIG.compaction.after`, with the reply as the leaf; its report is not part
+         *     of this answer but reaches the session's sockets as `compacting` / `idle` `status`
+         *     frames), then memory extraction. While the model writes, every socket of the
          *     session also gets `delta` frames (also for a turn that later fails, which then sends
          *     no `message` frame).
          *
@@ -2920,6 +2934,14 @@ export interface components {
         };
         MessageList: {
             messages: components["schemas"]["Message"][];
+        };
+        HistoryPage: {
+            messages: components["schemas"]["Message"][];
+            /**
+             * @description Only with `limit`: the `before` of the page above this one, `null` when the page
+             *     starts at the root.
+             */
+            nextBefore?: string | null;
         };
         RecentHistory: {
             messages: components["schemas"]["Message"][];
@@ -5286,6 +5308,10 @@ export interface operations {
                  *     overlays; `0`, `false` or absent applies them. Any other value is `400`.
                  */
                 raw?: components["parameters"]["raw"];
+                /** @description A page of at most this many messages (see *Pages*). */
+                limit?: number;
+                /** @description The page ends just before this message (a `nextBefore`; 1–256 characters, no control characters; empty is absent); 100 messages unless `limit` says otherwise. */
+                before?: string;
                 /** @description `1` (also `true`) truncates older messages as described; `0`, `false` or absent does not. */
                 truncate?: "1" | "0" | "true" | "false" | "";
                 /** @description Newest messages left whole (with `truncate=1`). */
@@ -5315,7 +5341,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The path, root first. */
+            /** @description The path (or the page), root first. */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -5348,7 +5374,7 @@ export interface operations {
                      *       ]
                      *     }
                      */
-                    "application/json": components["schemas"]["MessageList"];
+                    "application/json": components["schemas"]["HistoryPage"];
                 };
             };
             400: components["responses"]["BadRequest"];

@@ -62,41 +62,35 @@ pub struct Memories<'a> {
     pub env: &'a Env<'a>,
 }
 
-/// Memory work an answer leaves for after it has been sent (it never delays the answer, and
-/// its failures are logged, never answered).
-#[derive(Clone, Debug, PartialEq)]
-pub enum After {
-    /// Distill the exchange that ends at `leaf` into long-term memories (after a turn).
-    ExtractMemories { session: String, leaf: String },
-    /// Embed every memory still waiting for its vector (after a batch).
-    EmbedMemories,
-}
-
-/// Most rounds of [`After::EmbedMemories`] (each embeds up to `embed::BATCH` memories).
+/// Most rounds of [`Memories::embed_waiting`] (each embeds up to `embed::BATCH` memories).
 const EMBED_ROUNDS: usize = 1000;
 
-/// Runs work left for after an answer; failures are reported to `env.events.warn`.
-pub async fn run_after(env: &Env<'_>, after: &After) {
-    let memories = Memories::new(env);
-    match after {
-        After::ExtractMemories { session, leaf } => {
-            if let Err(e) = memories.extract(session, Some(leaf)).await {
-                env.events.warn(&format!("memory extract after the turn of {session}: {}", e.message));
-            }
+impl Memories<'_> {
+    /// Distills the exchange that ends at `leaf` into memories, after a turn's answer: a failure
+    /// is reported to `env.events.warn`.
+    pub async fn extract_after(&self, session: &str, leaf: &str) {
+        if let Err(e) = self.extract(session, Some(leaf)).await {
+            self.env.events.warn(&format!("memory extract after the turn of {session}: {}", e.message));
         }
-        After::EmbedMemories if env.embeddings.is_on() => {
-            for _ in 0..EMBED_ROUNDS {
-                match embed::embed_pending(env.sql, env.transport, env.embeddings).await {
-                    Ok(0) => break,
-                    Ok(_) => {}
-                    Err(e) => {
-                        warn_embeddings(env, &e);
-                        break;
-                    }
+    }
+
+    /// Embeds every memory still waiting for its vector (nothing without an embeddings
+    /// provider); a failing call is a warning, and the rest waits for a later write.
+    pub async fn embed_waiting(&self) {
+        let env = self.env;
+        if !env.embeddings.is_on() {
+            return;
+        }
+        for _ in 0..EMBED_ROUNDS {
+            match embed::embed_pending(env.sql, env.transport, env.embeddings).await {
+                Ok(0) => break,
+                Ok(_) => {}
+                Err(e) => {
+                    warn_embeddings(env, &e);
+                    break;
                 }
             }
         }
-        After::EmbedMemories => {}
     }
 }
 
@@ -146,7 +140,7 @@ impl<'a> Memories<'a> {
     }
 
     /// Stores many memories in one transaction (all or none; duplicates merge as in
-    /// [`Memories::remember`]); their vectors are left to [`After::EmbedMemories`].
+    /// [`Memories::remember`]); their vectors are left to [`crate::core::after::After::EmbedMemories`].
     pub async fn remember_all(&self, all: &[NewMemory], by: By) -> Result<Vec<(Memory, Stored)>> {
         let e = self.env;
         let done = self.write(|cfg, embeds| {

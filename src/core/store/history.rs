@@ -6,7 +6,8 @@ use crate::core::sql::Sql;
 use crate::core::store::estimate;
 use crate::core::store::message::RawMessage;
 use crate::core::store::overlay::{self, Piece};
-use crate::core::store::tree::{PathRow, Tree};
+use crate::core::store::spill;
+use crate::core::store::tree::{PageEnd, PathRow, Tree};
 
 /// Whether a path is read with its compaction overlays laid over it or as stored.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -24,6 +25,68 @@ pub fn history(sql: &dyn Sql, session: &str, leaf: Option<&str>, overlays: Overl
     let Some(leaf) = tree.resolve_leaf(leaf)? else { return Ok(Vec::new()) };
     let path = tree.path(&leaf)?;
     render(sql, &tree, session, &path, overlays)
+}
+
+/// The messages of the path to `leaf` (the latest leaf without one) as the text of a JSON
+/// array, assembled by SQLite, when nothing has to be laid over the stored texts: the session
+/// has no overlay (or `overlays` is raw) and no spilled field. `None` otherwise: use
+/// [`history`]. The same messages in the same order as [`history`], byte for byte.
+pub fn history_json(sql: &dyn Sql, session: &str, leaf: Option<&str>, overlays: Overlays) -> Result<Option<String>> {
+    let tree = Tree::new(sql, session);
+    let laid = overlays == Overlays::Applied && overlay::exists(sql, session)?;
+    if laid || spill::any(sql, session)? {
+        return Ok(None);
+    }
+    let Some(leaf) = tree.resolve_leaf(leaf)? else { return Ok(Some("[]".to_owned())) };
+    let pieces = tree.path_json(&leaf)?;
+    let mut out = String::with_capacity(pieces.iter().map(|p| p.len() + 1).sum::<usize>() + 2);
+    out.push('[');
+    for (i, p) in pieces.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str(p);
+    }
+    out.push(']');
+    Ok(Some(out))
+}
+
+/// One page of a path: at most `limit` messages ending at (or just before) a message, overlays
+/// laid only where both their ends are in the page, and the cursor of the page before it.
+pub struct Page {
+    pub messages: Vec<RawMessage>,
+    /// The oldest stored message of the page when older ones are left above it: pass it as
+    /// `before` for the previous page. `None` at the root.
+    pub next_before: Option<String>,
+}
+
+/// A page of at most `limit` messages of a path: the newest ones up to `leaf` (default: the
+/// latest leaf), or the ones before `before` on its path. An unknown id is `not_found`; an
+/// empty session has an empty page.
+pub fn page(sql: &dyn Sql, session: &str, end: PageStart, limit: i64, overlays: Overlays) -> Result<Page> {
+    let tree = Tree::new(sql, session);
+    let end = match end {
+        PageStart::Leaf(leaf) => match tree.resolve_leaf(leaf.as_deref())? {
+            Some(id) => PageEnd::At(id),
+            None => return Ok(Page { messages: Vec::new(), next_before: None }),
+        },
+        PageStart::Before(id) => {
+            tree.resolve_leaf(Some(&id))?;
+            PageEnd::Before(id)
+        }
+    };
+    let (rows, more) = tree.page(&end, limit)?;
+    let next_before = rows.first().filter(|_| more).map(|r| r.id.clone());
+    let messages = render(sql, &tree, session, &rows, overlays)?;
+    Ok(Page { messages, next_before })
+}
+
+/// Where a page asked for ends.
+pub enum PageStart {
+    /// At this leaf (`None`: the latest leaf), included.
+    Leaf(Option<String>),
+    /// Just before this message.
+    Before(String),
 }
 
 /// Hydrates `path` and lays the session's overlays over it (only overlays whose both ends lie

@@ -232,6 +232,11 @@ struct IdOnly<'a> {
     id: std::borrow::Cow<'a, str>,
 }
 
+/// Whether any message of `session` has a spilled field.
+pub fn any(sql: &dyn Sql, session: &str) -> Result<bool> {
+    Ok(sql.query_row("SELECT 1 FROM spills WHERE session_id = ? LIMIT 1", &[session.into()])?.is_some())
+}
+
 /// Puts spilled fields back into `messages` (read from `session`'s tree). A missing object
 /// leaves its placeholder and is reported in the returned warnings; nothing else fails the read.
 pub async fn rehydrate(
@@ -240,9 +245,7 @@ pub async fn rehydrate(
     session: &str,
     messages: Vec<RawMessage>,
 ) -> Result<(Vec<RawMessage>, Vec<String>)> {
-    if messages.is_empty()
-        || sql.query_row("SELECT 1 FROM spills WHERE session_id = ? LIMIT 1", &[session.into()])?.is_none()
-    {
+    if messages.is_empty() || !any(sql, session)? {
         return Ok((messages, Vec::new()));
     }
     let mut by_id: HashMap<String, Vec<(i64, String, String)>> = HashMap::new();

@@ -16,6 +16,19 @@ pub const CHUNK_ROWS: usize = 50;
 /// … and at most this many bytes (a chunk always holds at least one row).
 pub const CHUNK_BYTES: i64 = 4 * 1024 * 1024;
 
+/// The span of one piece of [`Tree::path_json`]: with messages of at most 1.8 MB (larger
+/// fields are spilled), a piece stays under 2 MB, the Durable Object's limit for a string.
+pub const JSON_PIECE_BYTES: i64 = 128 * 1024;
+
+/// Where a page of a path ends (see [`Tree::page`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PageEnd {
+    /// At this message, which is in the page.
+    At(String),
+    /// Just before this message: the page is its ancestors.
+    Before(String),
+}
+
 /// Where an appended message attaches.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Parent {
@@ -193,6 +206,62 @@ impl<'a> Tree<'a> {
             &[self.sid(), leaf.into(), self.sid(), Value::Int(MAX_PATH_ROWS)],
         )?;
         rows.iter().map(path_row).collect()
+    }
+
+    /// At most `limit` messages of the path that ends at `end`, root side first: the ones
+    /// nearest `end` (it included when `end` is [`PageEnd::At`], only its ancestors when it is
+    /// [`PageEnd::Before`]), and whether older messages are left above them. The walk stops
+    /// after `limit + 1` rows, so a page costs the same on a path of any length.
+    pub fn page(&self, end: &PageEnd, limit: i64) -> Result<(Vec<PathRow>, bool)> {
+        let (id, skip) = match end {
+            PageEnd::At(id) => (id, 0),
+            PageEnd::Before(id) => (id, 1),
+        };
+        let rows = self.sql.query(
+            "WITH RECURSIVE path (seq, id, parent_id, role, bytes, depth) AS (
+               SELECT seq, id, parent_id, role, bytes, 0 FROM messages
+                WHERE session_id = ? AND id = ?
+               UNION ALL
+               SELECT m.seq, m.id, m.parent_id, m.role, m.bytes, p.depth + 1
+                 FROM path p JOIN messages m ON m.session_id = ? AND m.id = p.parent_id
+                WHERE p.depth + 1 <= ?
+             )
+             SELECT seq, id, role, bytes FROM path WHERE depth >= ? ORDER BY depth DESC",
+            &[self.sid(), id.as_str().into(), self.sid(), Value::Int(limit + skip), Value::Int(skip)],
+        )?;
+        let mut page: Vec<PathRow> = rows.iter().map(path_row).collect::<Result<_>>()?;
+        let more = page.len() as i64 > limit;
+        if more {
+            page.remove(0);
+        }
+        Ok((page, more))
+    }
+
+    /// The stored JSON of the messages on the path to `leaf` (root first, at most
+    /// [`MAX_PATH_ROWS`], as [`Tree::path`] walks it), joined with commas in pieces: SQLite walks
+    /// the path and concatenates the texts, so a few strings cross from the database instead of
+    /// one value per message and column. A piece holds the messages whose end falls within
+    /// [`JSON_PIECE_BYTES`] of its start, so it stays under the database's string limit even
+    /// with a message near the row limit in it.
+    pub fn path_json(&self, leaf: &str) -> Result<Vec<String>> {
+        let rows = self.sql.query(
+            "WITH RECURSIVE path (seq, parent_id, depth) AS (
+               SELECT seq, parent_id, 0 FROM messages WHERE session_id = ? AND id = ?
+               UNION ALL
+               SELECT m.seq, m.parent_id, p.depth + 1
+                 FROM path p JOIN messages m ON m.session_id = ? AND m.id = p.parent_id
+                WHERE p.depth + 1 < ?
+             ),
+             sized AS (
+               SELECT m.content, p.depth,
+                      sum(m.bytes + 1) OVER (ORDER BY p.depth DESC ROWS UNBOUNDED PRECEDING) AS upto
+                 FROM path p JOIN messages m ON m.seq = p.seq
+             )
+             SELECT (upto - 1) / ? AS piece, group_concat(content, ',' ORDER BY depth DESC)
+               FROM sized GROUP BY piece ORDER BY piece",
+            &[self.sid(), leaf.into(), self.sid(), Value::Int(MAX_PATH_ROWS), Value::Int(JSON_PIECE_BYTES)],
+        )?;
+        rows.iter().map(|r| r.text(1)).collect()
     }
 
     /// The contents of `rows`, in their order, fetched in chunks of at most [`CHUNK_ROWS`] rows

@@ -18,6 +18,7 @@ use serde_json::{json, Map, Value as Json};
 
 use super::conversation::{build, client_view, validate_continuation, with_results, Rejection, NOT_A_PREFIX};
 use super::AssistantParts;
+use crate::core::after::{After, Cap};
 use crate::core::compaction::truncate::{truncate_older_messages, TruncateOptions};
 use crate::core::config::{Category, InjectConfig};
 use crate::core::context::tools::Tool;
@@ -26,7 +27,7 @@ use crate::core::ids::new_id;
 use crate::core::llm::{chat, ChatMessage, ChatRequest, Format, Piece, ToolCall, ToolSpec, Usage};
 use crate::core::memory::inject::render;
 use crate::core::memory::recall::{Query, MAX_LIMIT};
-use crate::core::memory::{After, Memories};
+use crate::core::memory::Memories;
 use crate::core::parts::{parts, str_field};
 use crate::core::session::{Placement, Session, TurnWrite};
 use crate::core::store::history::{history, Overlays};
@@ -76,10 +77,11 @@ pub enum MemoryUse {
     Skip,
 }
 
-/// A finished turn: the stored assistant message, and the work it leaves for after its answer.
+/// A finished turn: the stored assistant message, and the work it leaves for after its answer
+/// (compaction, memory extraction).
 pub struct Turn {
     pub message: Json,
-    pub after: Option<After>,
+    pub after: Vec<After>,
 }
 
 /// What a turn tells its caller as it goes, in this order: `Start`, then per model step `Step`,
@@ -213,16 +215,15 @@ pub async fn turn(
         recalled,
     };
     session.commit_turn(write).await?;
-    // Messages the cap left out are forgotten by the model: compact (when configured) so the
-    // next turn sees them in a summary.
-    if conversation.dropped > 0 {
-        session.after_cap(&assistant_id).await;
-    } else {
-        session.after_append(&assistant_id).await;
+    // After the answer: compaction as after an append, or, when the cap left messages out
+    // (the model forgot them), in any case when configured, so the next turn sees them in a
+    // summary; then memory extraction.
+    let cap = if conversation.dropped > 0 { Cap::Dropped } else { Cap::Kept };
+    let (sid, leaf) = (session.id.to_owned(), assistant_id.clone());
+    let mut after = vec![After::Compact { session: sid.clone(), leaf: leaf.clone(), cap }];
+    if memory.is_some_and(|m| m.extract.is_some()) {
+        after.push(After::ExtractMemories { session: sid, leaf });
     }
-    let after = memory
-        .filter(|m| m.extract.is_some())
-        .map(|_| After::ExtractMemories { session: session.id.to_owned(), leaf: assistant_id.clone() });
     Ok(Turn { message, after })
 }
 
