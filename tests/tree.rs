@@ -228,6 +228,7 @@ fn latest_leaf_survives_a_reopen_without_scanning() {
 #[test]
 fn the_assembled_history_is_the_hydrated_one_byte_for_byte() {
     use session_agent::core::store::history::{history, history_json, Overlays};
+    use session_agent::core::store::tree::Tree;
     let api = Api::new();
     let sql = &api.db;
     let same = |leaf: Option<&str>, overlays: Overlays| {
@@ -238,17 +239,18 @@ fn the_assembled_history_is_the_hydrated_one_byte_for_byte() {
         fast
     };
     assert_eq!(same(None, Overlays::Applied), "[]");
-    // Two branches, unicode and escapes, and messages large enough for many pieces (over
-    // 128 KB each piece, a message of 400 KB in one of them).
+    // Two branches, unicode and escapes, and enough bytes for more than one piece (1 MB each):
+    // a message of 1 MB among 300 smaller ones.
     for i in 0..300 {
         let text = format!("message {i} é ✓ \"quoted\" \\ {}", "x".repeat(if i % 7 == 0 { 2_000 } else { 300 }));
         api.append("s", &format!("m{i}"), None, &text);
     }
-    api.append("s", "big", Some(Some("m150")), &"y".repeat(400_000));
+    api.append("s", "big", Some(Some("m150")), &"y".repeat(1_000_000));
     api.append("s", "after-big", None, "after");
     let all: Json = serde_json::from_str(&same(Some("m299"), Overlays::Applied)).unwrap();
     assert_eq!(all.as_array().unwrap().len(), 300);
     let branch: Json = serde_json::from_str(&same(None, Overlays::Raw)).unwrap();
+    assert!(Tree::new(sql, "s").path_json("after-big").unwrap().len() >= 2, "more than one piece");
     assert_eq!(ids(&branch).last().map(String::as_str), Some("after-big"));
     assert_eq!(ids(&branch).len(), 153);
     // An overlay makes the read lay summaries: not assembled by SQLite.

@@ -16,9 +16,10 @@ pub const CHUNK_ROWS: usize = 50;
 /// … and at most this many bytes (a chunk always holds at least one row).
 pub const CHUNK_BYTES: i64 = 4 * 1024 * 1024;
 
-/// The span of one piece of [`Tree::path_json`]: with messages of at most 1.8 MB (larger
-/// fields are spilled), a piece stays under 2 MB, the Durable Object's limit for a string.
-pub const JSON_PIECE_BYTES: i64 = 128 * 1024;
+/// Most bytes of one piece of [`Tree::path_json`] (a single larger message is a piece of its
+/// own; messages are at most 1.8 MB, larger fields are spilled): under 2 MB, the Durable
+/// Object's limit for a string.
+pub const JSON_PIECE_BYTES: i64 = 1024 * 1024;
 
 /// Where a page of a path ends (see [`Tree::page`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -191,9 +192,11 @@ impl<'a> Tree<'a> {
     }
 
     /// The path from the root to `leaf` (which must exist), root first. The walk stops at a
-    /// missing parent, so a deleted interior message cuts the path there.
+    /// missing parent, so a deleted interior message cuts the path there. SQLite hands the
+    /// rows over as one JSON text: one string crosses into the wasm instead of four values per
+    /// message.
     pub fn path(&self, leaf: &str) -> Result<Vec<PathRow>> {
-        let rows = self.sql.query(
+        let walk = self.sql.query_row(
             "WITH RECURSIVE path (seq, id, parent_id, role, bytes, depth) AS (
                SELECT seq, id, parent_id, role, bytes, 0 FROM messages
                 WHERE session_id = ? AND id = ?
@@ -202,10 +205,14 @@ impl<'a> Tree<'a> {
                  FROM path p JOIN messages m ON m.session_id = ? AND m.id = p.parent_id
                 WHERE p.depth + 1 < ?
              )
-             SELECT seq, id, role, bytes FROM path ORDER BY depth DESC",
+             SELECT json_group_array(json_array(seq, id, role, bytes))
+               FROM (SELECT seq, id, role, bytes FROM path ORDER BY depth DESC)",
             &[self.sid(), leaf.into(), self.sid(), Value::Int(MAX_PATH_ROWS)],
         )?;
-        rows.iter().map(path_row).collect()
+        let walk = walk.map(|r| r.text(0)).transpose()?.unwrap_or_else(|| "[]".to_owned());
+        let rows: Vec<(i64, String, String, i64)> =
+            serde_json::from_str(&walk).map_err(|e| Error::internal(format!("path walk: {e}")))?;
+        Ok(rows.into_iter().map(|(seq, id, role, bytes)| PathRow { seq, id, role, bytes }).collect())
     }
 
     /// At most `limit` messages of the path that ends at `end`, root side first: the ones
@@ -238,30 +245,36 @@ impl<'a> Tree<'a> {
     }
 
     /// The stored JSON of the messages on the path to `leaf` (root first, at most
-    /// [`MAX_PATH_ROWS`], as [`Tree::path`] walks it), joined with commas in pieces: SQLite walks
-    /// the path and concatenates the texts, so a few strings cross from the database instead of
-    /// one value per message and column. A piece holds the messages whose end falls within
-    /// [`JSON_PIECE_BYTES`] of its start, so it stays under the database's string limit even
-    /// with a message near the row limit in it.
+    /// [`MAX_PATH_ROWS`], as [`Tree::path`] walks it), joined with commas in pieces of at most
+    /// [`JSON_PIECE_BYTES`] (or one message): after the walk, SQLite concatenates the texts of
+    /// each piece, so a few strings cross from the database instead of one per message.
+    /// Reading the contents by primary key in the walk's order is what keeps it cheap: SQLite
+    /// sorting the contents themselves cost twice as much.
     pub fn path_json(&self, leaf: &str) -> Result<Vec<String>> {
-        let rows = self.sql.query(
-            "WITH RECURSIVE path (seq, parent_id, depth) AS (
-               SELECT seq, parent_id, 0 FROM messages WHERE session_id = ? AND id = ?
-               UNION ALL
-               SELECT m.seq, m.parent_id, p.depth + 1
-                 FROM path p JOIN messages m ON m.session_id = ? AND m.id = p.parent_id
-                WHERE p.depth + 1 < ?
-             ),
-             sized AS (
-               SELECT m.content, p.depth,
-                      sum(m.bytes + 1) OVER (ORDER BY p.depth DESC ROWS UNBOUNDED PRECEDING) AS upto
-                 FROM path p JOIN messages m ON m.seq = p.seq
-             )
-             SELECT (upto - 1) / ? AS piece, group_concat(content, ',' ORDER BY depth DESC)
-               FROM sized GROUP BY piece ORDER BY piece",
-            &[self.sid(), leaf.into(), self.sid(), Value::Int(MAX_PATH_ROWS), Value::Int(JSON_PIECE_BYTES)],
-        )?;
-        rows.iter().map(|r| r.text(1)).collect()
+        let rows = self.path(leaf)?;
+        let mut pieces = Vec::new();
+        let mut start = 0;
+        while start < rows.len() {
+            let mut end = start + 1;
+            let mut bytes = rows[start].bytes;
+            while end < rows.len() && bytes + rows[end].bytes < JSON_PIECE_BYTES {
+                bytes += rows[end].bytes + 1;
+                end += 1;
+            }
+            let seqs: Vec<i64> = rows[start..end].iter().map(|r| r.seq).collect();
+            let seqs = serde_json::to_string(&seqs).map_err(|e| Error::internal(e.to_string()))?;
+            // CROSS JOIN keeps json_each as the outer loop: the texts come in the walk's order.
+            let piece = self.sql.query_row(
+                "SELECT group_concat(m.content, ',') FROM json_each(?) j CROSS JOIN messages m ON m.seq = j.value",
+                &[seqs.into()],
+            )?;
+            // A message deleted between the walk and the read is left out, as in `hydrate`.
+            if let Some(text) = piece.map(|r| r.opt_text(0)).transpose()?.flatten() {
+                pieces.push(text);
+            }
+            start = end;
+        }
+        Ok(pieces)
     }
 
     /// The contents of `rows`, in their order, fetched in chunks of at most [`CHUNK_ROWS`] rows
