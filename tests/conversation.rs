@@ -369,7 +369,7 @@ fn serde_json_object_equality_ignores_key_order() {
 #[test]
 fn the_identical_history_is_valid_with_nothing_changed() {
     assert_eq!(validate_continuation(&stored(), &stored(), SERVER), Ok(vec![]));
-    assert_eq!(validate_continuation(&[], &[], SERVER), Ok(vec![]));
+    assert_eq!(validate_continuation::<Json, Json>(&[], &[], SERVER), Ok(vec![]));
 }
 
 #[test]
@@ -449,7 +449,7 @@ fn extra_missing_or_reordered_messages_are_not_a_prefix() {
 
     let missing = stored()[..1].to_vec();
     assert_eq!(rejected(validate_continuation(&stored(), &missing, SERVER)), (NOT_A_PREFIX, 1));
-    assert_eq!(rejected(validate_continuation(&stored(), &[], SERVER)), (NOT_A_PREFIX, 0));
+    assert_eq!(rejected(validate_continuation::<Json, Json>(&stored(), &[], SERVER)), (NOT_A_PREFIX, 0));
 
     let mut reordered = stored();
     reordered.swap(0, 1);

@@ -21,6 +21,7 @@
 //! reordered messages (`not_a_prefix`, e.g. continuing another user's thread), no result the server did not wait
 //! for (`forged_tool_result`), no approval that was never requested (`forged_approval`).
 
+use std::borrow::{Borrow, Cow};
 use std::collections::HashSet;
 
 use serde_json::{Map, Value as Json};
@@ -315,13 +316,14 @@ impl std::fmt::Display for Rejection {
 /// not a forgery), and numbers compare by value as JavaScript sees them (`1.0` stored, `1` sent back is the same
 /// number: the client parsed it into a double and printed it again). Messages are checked in order and the first
 /// problem wins; within a message, its fields other than `parts` are checked before its parts.
-pub fn validate_continuation(
-    stored: &[Json],
-    incoming: &[Json],
+pub fn validate_continuation<S: Borrow<Json>, M: Borrow<Json>>(
+    stored: &[S],
+    incoming: &[M],
     server_tools: &[&str],
 ) -> Result<Vec<usize>, Rejection> {
     let mut changed = Vec::new();
     for (i, (s, m)) in stored.iter().zip(incoming).enumerate() {
+        let (s, m) = (s.borrow(), m.borrow());
         let label = match str_field(s, "id") {
             Some(id) => format!("message {i} ({id})"),
             None => format!("message {i}"),
@@ -377,6 +379,28 @@ pub fn client_view(m: &Json) -> Json {
         out.insert("parts".into(), Json::Array(kept.collect()));
     }
     Json::Object(out)
+}
+
+/// The stored messages and the client's, each pair as [`client_view`] sees it, for
+/// [`validate_continuation`]. A pair that is already equal (a message the client loaded from the
+/// history and sends back as it was) is compared as it is, without copies: only the pairs that
+/// differ are normalized.
+pub fn client_views<'a>(stored: &'a [Json], theirs: &'a [Json]) -> (Vec<Cow<'a, Json>>, Vec<Cow<'a, Json>>) {
+    let mut ours_out = Vec::with_capacity(stored.len());
+    let mut theirs_out = Vec::with_capacity(theirs.len());
+    for i in 0..stored.len().max(theirs.len()) {
+        match (stored.get(i), theirs.get(i)) {
+            (Some(a), Some(b)) if same(a, b) => {
+                ours_out.push(Cow::Borrowed(a));
+                theirs_out.push(Cow::Borrowed(b));
+            }
+            (a, b) => {
+                ours_out.extend(a.map(|a| Cow::Owned(client_view(a))));
+                theirs_out.extend(b.map(|b| Cow::Owned(client_view(b))));
+            }
+        }
+    }
+    (ours_out, theirs_out)
 }
 
 /// `stored` with the tool results and approval answers of `theirs` (its validated counterpart, see

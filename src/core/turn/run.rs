@@ -16,7 +16,7 @@
 
 use serde_json::{json, Map, Value as Json};
 
-use super::conversation::{build, client_view, validate_continuation, with_results, Rejection, NOT_A_PREFIX};
+use super::conversation::{build, client_views, validate_continuation, with_results, Rejection, NOT_A_PREFIX};
 use super::AssistantParts;
 use crate::core::after::{After, Cap};
 use crate::core::compaction::truncate::{truncate_older_messages, TruncateOptions};
@@ -30,7 +30,7 @@ use crate::core::memory::recall::{Query, MAX_LIMIT};
 use crate::core::memory::Memories;
 use crate::core::parts::{parts, str_field};
 use crate::core::session::{Placement, Session, TurnWrite};
-use crate::core::store::history::{history, Overlays};
+use crate::core::store::history::{history, history_json, Overlays};
 use crate::core::store::message::indexed_text;
 use crate::core::store::message::{parse_all, NewMessage};
 use crate::core::store::tree::Parent;
@@ -302,8 +302,7 @@ async fn chat_start(
     let names: Vec<&str> = server.iter().map(|d| d.name.as_str()).collect();
     // The stored branch the client's messages up to `upto` must be, with their results merged.
     let checked = |stored: Vec<Json>, upto: usize| -> Result<(Vec<Json>, Vec<NewMessage>, Vec<usize>)> {
-        let theirs: Vec<Json> = messages[..upto].iter().map(client_view).collect();
-        let ours: Vec<Json> = stored.iter().map(client_view).collect();
+        let (ours, theirs) = client_views(&stored, &messages[..upto]);
         let changed = validate_continuation(&ours, &theirs, &names)?;
         let mut merged = stored;
         for &i in &changed {
@@ -356,11 +355,13 @@ async fn chat_start(
 
 /// The stored messages of the path to `leaf` as clients see them (overlays applied, whole).
 async fn branch(session: &Session<'_>, leaf: Option<&str>) -> Result<Vec<Json>> {
-    let raw = match leaf {
-        Some(l) => history(session.env.sql, session.id, Some(l), Overlays::Applied)?,
-        None => Vec::new(),
-    };
-    let (whole, _) = session.whole(raw).await?;
+    let Some(leaf) = leaf else { return Ok(Vec::new()) };
+    let (sql, sid) = (session.env.sql, session.id);
+    // Assembled by SQLite when nothing is laid over the stored texts: one parse of one text.
+    if let Some(text) = history_json(sql, sid, Some(leaf), Overlays::Applied)? {
+        return serde_json::from_str(&text).map_err(|e| Error::internal(format!("stored history is not JSON: {e}")));
+    }
+    let (whole, _) = session.whole(history(sql, sid, Some(leaf), Overlays::Applied)?).await?;
     parse_all(&whole)
 }
 
