@@ -380,8 +380,8 @@ fn an_oversize_user_message_spills_only_when_the_turn_is_written() {
 /// On a compacted branch whose tail passes the message cap, the model still gets the summary
 /// and the head before it; the messages the cap dropped make the turn compact afterwards, so
 /// the next turn sees them summarized.
-#[test]
-fn the_cap_keeps_the_summary_and_what_it_drops_gets_compacted() {
+/// A session of 30 messages under a cap of 10 per turn, with compaction configured.
+fn capped_session() -> Api {
     let api = Api::with_config(json!({"compaction": {"protectHead": 1, "tailTokenBudget": 20, "minTailMessages": 2},
         "chat": {"maxMessages": 10}}))
     .with_model();
@@ -389,6 +389,12 @@ fn the_cap_keeps_the_summary_and_what_it_drops_gets_compacted() {
         let role = if i % 2 == 0 { "user" } else { "assistant" };
         api.post("/sessions/s/messages", json!({"message": msg(&format!("m{i}"), role, &format!("message {i}"))}));
     }
+    api
+}
+
+#[test]
+fn the_cap_keeps_the_summary_and_what_it_drops_gets_compacted() {
+    let api = capped_session();
     let r = api.post(
         "/sessions/s/compactions",
         json!({"summary": "SUMMARY: the trip to Lisbon", "fromMessageId": "m1", "toMessageId": "m4"}),
@@ -420,13 +426,7 @@ fn the_cap_keeps_the_summary_and_what_it_drops_gets_compacted() {
 
 #[test]
 fn a_streamed_turn_ends_its_stream_before_the_compaction_it_calls_for_starts() {
-    let api = Api::with_config(json!({"compaction": {"protectHead": 1, "tailTokenBudget": 20, "minTailMessages": 2},
-        "chat": {"maxMessages": 10}}))
-    .with_model();
-    for i in 0..30 {
-        let role = if i % 2 == 0 { "user" } else { "assistant" };
-        api.post("/sessions/s/messages", json!({"message": msg(&format!("m{i}"), role, &format!("message {i}"))}));
-    }
+    let api = capped_session();
     api.events.take("s");
     api.model.reply(Ok(completion("Sure.")));
     let req = Request::new("POST", "/sessions/s/chat")

@@ -2,7 +2,7 @@
 //! leaf. Messages are rows linked by `parent_id`; the JSON of each is stored verbatim.
 
 use crate::core::error::{Error, Result};
-use crate::core::sql::{Row, Sql, Value};
+use crate::core::sql::{Sql, Value};
 use crate::core::store::estimate;
 use crate::core::store::message::{raw, NewMessage, RawMessage};
 use crate::core::store::spill;
@@ -192,27 +192,9 @@ impl<'a> Tree<'a> {
     }
 
     /// The path from the root to `leaf` (which must exist), root first. The walk stops at a
-    /// missing parent, so a deleted interior message cuts the path there. SQLite hands the
-    /// rows over as one JSON text: one string crosses into the wasm instead of four values per
-    /// message.
+    /// missing parent, so a deleted interior message cuts the path there.
     pub fn path(&self, leaf: &str) -> Result<Vec<PathRow>> {
-        let walk = self.sql.query_row(
-            "WITH RECURSIVE path (seq, id, parent_id, role, bytes, depth) AS (
-               SELECT seq, id, parent_id, role, bytes, 0 FROM messages
-                WHERE session_id = ? AND id = ?
-               UNION ALL
-               SELECT m.seq, m.id, m.parent_id, m.role, m.bytes, p.depth + 1
-                 FROM path p JOIN messages m ON m.session_id = ? AND m.id = p.parent_id
-                WHERE p.depth + 1 < ?
-             )
-             SELECT json_group_array(json_array(seq, id, role, bytes))
-               FROM (SELECT seq, id, role, bytes FROM path ORDER BY depth DESC)",
-            &[self.sid(), leaf.into(), self.sid(), Value::Int(MAX_PATH_ROWS)],
-        )?;
-        let walk = walk.map(|r| r.text(0)).transpose()?.unwrap_or_else(|| "[]".to_owned());
-        let rows: Vec<(i64, String, String, i64)> =
-            serde_json::from_str(&walk).map_err(|e| Error::internal(format!("path walk: {e}")))?;
-        Ok(rows.into_iter().map(|(seq, id, role, bytes)| PathRow { seq, id, role, bytes }).collect())
+        self.walk(leaf, MAX_PATH_ROWS, 0)
     }
 
     /// At most `limit` messages of the path that ends at `end`, root side first: the ones
@@ -224,24 +206,35 @@ impl<'a> Tree<'a> {
             PageEnd::At(id) => (id, 0),
             PageEnd::Before(id) => (id, 1),
         };
-        let rows = self.sql.query(
+        let mut page = self.walk(id, limit + skip + 1, skip)?;
+        let more = page.len() as i64 > limit;
+        if more {
+            page.remove(0);
+        }
+        Ok((page, more))
+    }
+
+    /// The walk up from `from` through the parents: the rows `skip` to `depth - 1` steps
+    /// above it (`from` itself is step 0), root side first. SQLite hands them over as one
+    /// JSON text: one string crosses into the wasm instead of four values per message.
+    fn walk(&self, from: &str, depth: i64, skip: i64) -> Result<Vec<PathRow>> {
+        let walk = self.sql.query_row(
             "WITH RECURSIVE path (seq, id, parent_id, role, bytes, depth) AS (
                SELECT seq, id, parent_id, role, bytes, 0 FROM messages
                 WHERE session_id = ? AND id = ?
                UNION ALL
                SELECT m.seq, m.id, m.parent_id, m.role, m.bytes, p.depth + 1
                  FROM path p JOIN messages m ON m.session_id = ? AND m.id = p.parent_id
-                WHERE p.depth + 1 <= ?
+                WHERE p.depth + 1 < ?
              )
-             SELECT seq, id, role, bytes FROM path WHERE depth >= ? ORDER BY depth DESC",
-            &[self.sid(), id.as_str().into(), self.sid(), Value::Int(limit + skip), Value::Int(skip)],
+             SELECT json_group_array(json_array(seq, id, role, bytes))
+               FROM (SELECT seq, id, role, bytes FROM path WHERE depth >= ? ORDER BY depth DESC)",
+            &[self.sid(), from.into(), self.sid(), Value::Int(depth), Value::Int(skip)],
         )?;
-        let mut page: Vec<PathRow> = rows.iter().map(path_row).collect::<Result<_>>()?;
-        let more = page.len() as i64 > limit;
-        if more {
-            page.remove(0);
-        }
-        Ok((page, more))
+        let walk = walk.map(|r| r.text(0)).transpose()?.unwrap_or_else(|| "[]".to_owned());
+        let rows: Vec<(i64, String, String, i64)> =
+            serde_json::from_str(&walk).map_err(|e| Error::internal(format!("path walk: {e}")))?;
+        Ok(rows.into_iter().map(|(seq, id, role, bytes)| PathRow { seq, id, role, bytes }).collect())
     }
 
     /// The stored JSON of the messages on the path to `leaf` (root first, at most
@@ -361,10 +354,6 @@ impl<'a> Tree<'a> {
         self.sql.execute("DELETE FROM messages WHERE session_id = ?", &[self.sid()])?;
         self.sql.execute("DELETE FROM compactions WHERE session_id = ?", &[self.sid()])
     }
-}
-
-fn path_row(r: &Row) -> Result<PathRow> {
-    Ok(PathRow { seq: r.int(0)?, id: r.text(1)?, role: r.text(2)?, bytes: r.int(3)? })
 }
 
 /// Splits `rows` into content-fetch chunks: a new chunk starts when the current one is
