@@ -10,7 +10,7 @@ use super::http::{flag_param, int_param, Request, Response};
 use crate::core::compaction::truncate::{truncate_older_messages, TruncateOptions};
 use crate::core::error::{Error, Result};
 use crate::core::session::{AutoReport, Session};
-use crate::core::store::history::{self, Overlays, PageStart};
+use crate::core::store::history::{self, Overlays, PageAt};
 use crate::core::store::message::{check_id, parse_all, NewMessage, RawMessage};
 use crate::core::store::tree::Parent;
 
@@ -160,9 +160,9 @@ pub async fn history(s: &Session<'_>, req: &Request) -> Result<Response> {
         // `before` names the page's path itself: `leaf` does not matter then.
         (limit, Some(before)) => {
             let limit = limit.unwrap_or(DEFAULT_PAGE);
-            Some(history::page(s.env.sql, s.id, PageStart::Before(before), limit, overlays)?)
+            Some(history::page(s.env.sql, s.id, PageAt::Before(before), limit, overlays)?)
         }
-        (Some(limit), None) => Some(history::page(s.env.sql, s.id, PageStart::Leaf(leaf.clone()), limit, overlays)?),
+        (Some(limit), None) => Some(history::page(s.env.sql, s.id, PageAt::Leaf(leaf.clone()), limit, overlays)?),
         (None, None) => None,
     };
     if page.is_none() && truncation.is_none() {

@@ -1,7 +1,8 @@
 //! Work an answer leaves for after it is sent: the spill sweep after a write, the compaction a
-//! turn calls for, the memory extraction after a turn, the embeddings after a memory batch. It never delays the answer
-//! (the Workers layer runs it once the answer, or a stream's last event, is out), and its
-//! failures are logged, never answered; compaction reports itself in `status` frames.
+//! turn calls for, the memory extraction after a turn, the embeddings after a memory batch. It
+//! never delays the answer (the Workers layer runs it once the answer, or a stream's last
+//! event, is out), and its failures are logged, never answered; compaction reports itself in
+//! `status` frames.
 
 use crate::core::env::Env;
 use crate::core::memory::Memories;

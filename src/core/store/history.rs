@@ -63,14 +63,14 @@ pub struct Page {
 /// A page of at most `limit` messages of a path: the newest ones up to `leaf` (default: the
 /// latest leaf), or the ones before `before` on its path. An unknown id is `not_found`; an
 /// empty session has an empty page.
-pub fn page(sql: &dyn Sql, session: &str, end: PageStart, limit: i64, overlays: Overlays) -> Result<Page> {
+pub fn page(sql: &dyn Sql, session: &str, end: PageAt, limit: i64, overlays: Overlays) -> Result<Page> {
     let tree = Tree::new(sql, session);
     let end = match end {
-        PageStart::Leaf(leaf) => match tree.resolve_leaf(leaf.as_deref())? {
+        PageAt::Leaf(leaf) => match tree.resolve_leaf(leaf.as_deref())? {
             Some(id) => PageEnd::At(id),
             None => return Ok(Page { messages: Vec::new(), next_before: None }),
         },
-        PageStart::Before(id) => {
+        PageAt::Before(id) => {
             tree.resolve_leaf(Some(&id))?;
             PageEnd::Before(id)
         }
@@ -82,7 +82,7 @@ pub fn page(sql: &dyn Sql, session: &str, end: PageStart, limit: i64, overlays: 
 }
 
 /// Where a page asked for ends.
-pub enum PageStart {
+pub enum PageAt {
     /// At this leaf (`None`: the latest leaf), included.
     Leaf(Option<String>),
     /// Just before this message.
