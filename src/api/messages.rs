@@ -166,10 +166,9 @@ pub async fn history(s: &Session<'_>, req: &Request) -> Result<Response> {
         (None, None) => None,
     };
     if page.is_none() && truncation.is_none() {
-        // The stored texts as they are: SQLite assembles the answer.
-        if let Some(list) = history::history_json(s.env.sql, s.id, leaf.as_deref(), overlays)? {
-            return Ok(Response::json_text(200, format!("{{\"messages\":{list}}}")));
-        }
+        // The stored texts as they are (SQLite assembles them where it can).
+        let (list, warnings) = s.history_text(leaf.as_deref(), overlays).await?;
+        return Ok(with_warnings(Response::json_text(200, format!("{{\"messages\":{list}}}")), warnings));
     }
     let (messages, next_before) = match page {
         Some(p) => (p.messages, Some(p.next_before)),

@@ -31,6 +31,7 @@ use crate::core::error::{Error, Result};
 use crate::core::llm::Usage;
 use crate::core::memory::{self, recall, Memories};
 use crate::core::sql::atomically;
+use crate::core::store::history::{history, history_json, Overlays};
 use crate::core::store::message::{raw, NewMessage, RawMessage};
 use crate::core::store::overlay;
 use crate::core::store::sessions;
@@ -139,6 +140,20 @@ impl<'a> Session<'a> {
     /// Stored messages with their spilled fields put back (a missing object is a warning).
     pub async fn whole(&self, messages: Vec<RawMessage>) -> Result<(Vec<RawMessage>, Vec<String>)> {
         spill::rehydrate(self.env.sql, self.env.blobs, self.id, messages).await
+    }
+
+    /// The path to `leaf` (default: the latest leaf) with `overlays`, whole, as the text of a
+    /// JSON array, and the warnings of objects that could not be read back. SQLite assembles it
+    /// when nothing is laid over the stored texts ([`history_json`]); otherwise the messages
+    /// are read, made whole and written out. The same text either way.
+    pub async fn history_text(&self, leaf: Option<&str>, overlays: Overlays) -> Result<(String, Vec<String>)> {
+        let sql = self.env.sql;
+        if let Some(text) = history_json(sql, self.id, leaf, overlays)? {
+            return Ok((text, Vec::new()));
+        }
+        let (messages, warnings) = self.whole(history(sql, self.id, leaf, overlays)?).await?;
+        let text = serde_json::to_string(&messages).map_err(|e| Error::internal(e.to_string()))?;
+        Ok((text, warnings))
     }
 
     /// One stored message, whole; `not_found` when it is not in the session.

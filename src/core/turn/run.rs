@@ -30,9 +30,9 @@ use crate::core::memory::recall::{Query, MAX_LIMIT};
 use crate::core::memory::Memories;
 use crate::core::parts::{parts, str_field};
 use crate::core::session::{Placement, Session, TurnWrite};
-use crate::core::store::history::{history, history_json, Overlays};
+use crate::core::store::history::Overlays;
 use crate::core::store::message::indexed_text;
-use crate::core::store::message::{parse_all, NewMessage};
+use crate::core::store::message::NewMessage;
 use crate::core::store::tree::Parent;
 
 /// What a client asked for.
@@ -356,13 +356,8 @@ async fn chat_start(
 /// The stored messages of the path to `leaf` as clients see them (overlays applied, whole).
 async fn branch(session: &Session<'_>, leaf: Option<&str>) -> Result<Vec<Json>> {
     let Some(leaf) = leaf else { return Ok(Vec::new()) };
-    let (sql, sid) = (session.env.sql, session.id);
-    // Assembled by SQLite when nothing is laid over the stored texts: one parse of one text.
-    if let Some(text) = history_json(sql, sid, Some(leaf), Overlays::Applied)? {
-        return serde_json::from_str(&text).map_err(|e| Error::internal(format!("stored history is not JSON: {e}")));
-    }
-    let (whole, _) = session.whole(history(sql, sid, Some(leaf), Overlays::Applied)?).await?;
-    parse_all(&whole)
+    let (text, _) = session.history_text(Some(leaf), Overlays::Applied).await?;
+    serde_json::from_str(&text).map_err(|e| Error::internal(format!("stored history is not JSON: {e}")))
 }
 
 /// The model's steps of one turn.
