@@ -380,6 +380,16 @@ fn an_oversize_user_message_spills_only_when_the_turn_is_written() {
 /// On a compacted branch whose tail passes the message cap, the model still gets the summary
 /// and the head before it; the messages the cap dropped make the turn compact afterwards, so
 /// the next turn sees them summarized.
+/// The phases of the `status` frames session `s`'s sockets got since the last look.
+fn status_phases(api: &Api) -> Vec<String> {
+    api.events
+        .take("s")
+        .iter()
+        .filter(|f| f["type"] == "status")
+        .map(|f| f["phase"].as_str().unwrap().to_owned())
+        .collect()
+}
+
 /// A session of 30 messages under a cap of 10 per turn, with compaction configured.
 fn capped_session() -> Api {
     let api = Api::with_config(json!({"compaction": {"protectHead": 1, "tailTokenBudget": 20, "minTailMessages": 2},
@@ -414,14 +424,7 @@ fn the_cap_keeps_the_summary_and_what_it_drops_gets_compacted() {
     // overlay, and the status frames of a compaction).
     assert_eq!(api.model.requests.borrow().len(), 2, "the summarizer was called");
     assert_eq!(api.get("/sessions/s/compactions").body_json()["compactions"].as_array().unwrap().len(), 2);
-    let phases: Vec<String> = api
-        .events
-        .take("s")
-        .iter()
-        .filter(|f| f["type"] == "status")
-        .map(|f| f["phase"].as_str().unwrap().to_owned())
-        .collect();
-    assert_eq!(phases, ["compacting", "idle"]);
+    assert_eq!(status_phases(&api), ["compacting", "idle"]);
 }
 
 #[test]
@@ -443,22 +446,15 @@ fn a_streamed_turn_ends_its_stream_before_the_compaction_it_calls_for_starts() {
         }
         Ok(())
     };
-    let after = futures::executor::block_on(api::chat::stream(&env, &req, &mut send));
+    let after = futures::executor::block_on(api::chat::stream(&env, &req, api::chat::Dialect::Events, &mut send));
     assert_eq!(calls_at_done, Some(1), "only the turn's call before the stream ended");
     assert_eq!(api.model.requests.borrow().len(), 1, "no summarizer call yet");
     assert!(api.events.take("s").iter().all(|f| f["type"] != "status"), "no compaction frame yet");
-    // Then, after the answer: the sweep, the compaction (a summarizer call, its frames).
+    // Then, after the answer: the compaction (a summarizer call, its frames).
     assert!(matches!(after[..], [session_agent::core::after::After::Compact { .. }]), "{after:?}");
     futures::executor::block_on(api::after(&env, &after));
     assert_eq!(api.model.requests.borrow().len(), 2, "the summarizer ran after the answer");
-    let phases: Vec<String> = api
-        .events
-        .take("s")
-        .iter()
-        .filter(|f| f["type"] == "status")
-        .map(|f| f["phase"].as_str().unwrap().to_owned())
-        .collect();
-    assert_eq!(phases, ["compacting", "idle"]);
+    assert_eq!(status_phases(&api), ["compacting", "idle"]);
 }
 
 #[test]

@@ -98,10 +98,46 @@ fn turn_request(req: &Request) -> Result<TurnRequest> {
     Ok(TurnRequest { ask: ask(&body)?, tools, memory })
 }
 
-/// Whether a chat body is the AI SDK's `useChat` body (it has a `trigger`), answered with the UI
-/// message stream whatever the `Accept` header says (`useChat` sends none). Reads only the
+/// How a turn's answer is streamed: as our events, or as the AI SDK's UI message stream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dialect {
+    /// `delta` events, then `message`, then `[DONE]` (`Accept: text/event-stream`).
+    Events,
+    /// The AI SDK's UI message stream (a `useChat` body).
+    UiMessages,
+}
+
+impl Dialect {
+    /// The dialect a chat request is answered in: the UI message stream for a `useChat` body
+    /// (whatever `Accept` says: `useChat` sends none), ours with `Accept: text/event-stream`,
+    /// none (a JSON answer) otherwise. The body is scanned once, here.
+    pub fn of(req: &Request) -> Option<Dialect> {
+        if is_ui_body(&req.body) {
+            Some(Dialect::UiMessages)
+        } else if req.wants_event_stream() {
+            Some(Dialect::Events)
+        } else {
+            None
+        }
+    }
+
+    /// The headers of a streamed answer (the UI message stream's carry its own header).
+    pub fn headers(self) -> Vec<(String, String)> {
+        let mut h = vec![
+            ("content-type".to_owned(), "text/event-stream; charset=utf-8".to_owned()),
+            ("cache-control".to_owned(), "no-cache".to_owned()),
+        ];
+        if self == Dialect::UiMessages {
+            h.push((HEADER.0.to_owned(), HEADER.1.to_owned()));
+            h.push(("x-accel-buffering".to_owned(), "no".to_owned()));
+        }
+        h
+    }
+}
+
+/// Whether a chat body is the AI SDK's `useChat` body (it has a `trigger`). Reads only the
 /// top-level keys' names.
-pub fn is_ui_body(body: &[u8]) -> bool {
+fn is_ui_body(body: &[u8]) -> bool {
     #[derive(serde::Deserialize)]
     struct Probe {
         trigger: Option<serde::de::IgnoredAny>,
@@ -133,11 +169,10 @@ enum Encoder {
 }
 
 impl Encoder {
-    fn of(req: &Request) -> Self {
-        if is_ui_body(&req.body) {
-            Encoder::Ui(UiStream::default())
-        } else {
-            Encoder::Events
+    fn new(dialect: Dialect) -> Self {
+        match dialect {
+            Dialect::Events => Encoder::Events,
+            Dialect::UiMessages => Encoder::Ui(UiStream::default()),
         }
     }
 
@@ -167,23 +202,6 @@ impl Encoder {
             Encoder::Ui(u) => u.error(e),
         }
     }
-
-    fn headers(&self) -> Vec<(String, String)> {
-        let mut h = vec![
-            ("content-type".to_owned(), "text/event-stream; charset=utf-8".to_owned()),
-            ("cache-control".to_owned(), "no-cache".to_owned()),
-        ];
-        if let Encoder::Ui(_) = self {
-            h.push((HEADER.0.to_owned(), HEADER.1.to_owned()));
-            h.push(("x-accel-buffering".to_owned(), "no".to_owned()));
-        }
-        h
-    }
-}
-
-/// The headers of a streamed answer to `req` (the UI message stream's carry its header).
-pub fn stream_headers(req: &Request) -> Vec<(String, String)> {
-    Encoder::of(req).headers()
 }
 
 /// `POST /sessions/{sid}/chat`: `201 {messages: [assistant]}`, or the events of the turn in one
@@ -192,13 +210,13 @@ pub fn stream_headers(req: &Request) -> Vec<(String, String)> {
 /// first event is an ordinary JSON error answer.
 pub async fn route(s: &Session<'_>, req: &Request) -> Result<Response> {
     let request = turn_request(req)?;
-    let mut encoder = Encoder::of(req);
-    if !req.wants_event_stream() && matches!(encoder, Encoder::Events) {
+    let Some(dialect) = Dialect::of(req) else {
         let done = turn(s, request, &mut |_| check_cancel(req)).await?;
         let mut resp = Response::json(201, &json!({ "messages": [done.message] }));
         resp.after.extend(done.after);
         return Ok(resp);
-    }
+    };
+    let mut encoder = Encoder::new(dialect);
     let mut body = String::new();
     let result = turn(s, request, &mut |e| {
         if let Some(text) = encoder.event(&e) {
@@ -216,8 +234,7 @@ pub async fn route(s: &Session<'_>, req: &Request) -> Result<Response> {
         Err(e) if body.is_empty() => return Err(e),
         Err(e) => body.push_str(&encoder.failed(&e)),
     }
-    let headers = encoder.headers();
-    Ok(Response { status: 200, headers, body: body.into_bytes(), warnings: Vec::new(), after })
+    Ok(Response { status: 200, headers: dialect.headers(), body: body.into_bytes(), warnings: Vec::new(), after })
 }
 
 /// A piece of a streamed turn for the Workers layer: the text of server-sent events, or the
@@ -227,14 +244,19 @@ pub enum Streamed {
     Fail(Error),
 }
 
-/// Runs a streamed `POST /sessions/{sid}/chat` (see [`super::is_chat_stream`]), handing each
+/// Runs a streamed `POST /sessions/{sid}/chat` in `dialect` (see [`super::chat_stream`]), handing each
 /// event to `send` as soon as it exists. `send` failing (the client went away) aborts the
 /// turn, which then stores nothing. Returns the work the turn leaves for after the answer
 /// (compaction, memory extraction): the caller closes the stream first, then runs the sweep
 /// and that work ([`super::after()`]), so none of it delays the answer.
-pub async fn stream(env: &Env<'_>, req: &Request, send: &mut dyn FnMut(Streamed) -> Result<()>) -> Vec<After> {
+pub async fn stream(
+    env: &Env<'_>,
+    req: &Request,
+    dialect: Dialect,
+    send: &mut dyn FnMut(Streamed) -> Result<()>,
+) -> Vec<After> {
     let started = std::cell::Cell::new(false);
-    let mut encoder = Encoder::of(req);
+    let mut encoder = Encoder::new(dialect);
     let result = async {
         let sid = super::session_of(req)?;
         let request = turn_request(req)?;

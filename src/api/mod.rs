@@ -180,13 +180,12 @@ pub fn admit(env: &Env<'_>, req: &Request) -> Result<()> {
     access::check(req, env.agent, &env.now, || revoked_before(env.sql))
 }
 
-/// Whether `req` is an agent turn answered with server-sent events (`Accept:
+/// The dialect of `req` when it is an agent turn answered with server-sent events (`Accept:
 /// text/event-stream`, or the AI SDK's `useChat` body): the Durable Object streams those itself
 /// with [`chat::stream`].
-pub fn is_chat_stream(req: &Request) -> bool {
-    req.method == "POST"
-        && router().at(&req.path).is_ok_and(|m| m.value.0 == Chat)
-        && (req.wants_event_stream() || chat::is_ui_body(&req.body))
+pub fn chat_stream(req: &Request) -> Option<chat::Dialect> {
+    let chat = req.method == "POST" && router().at(&req.path).is_ok_and(|m| m.value.0 == Chat);
+    chat.then(|| chat::Dialect::of(req)).flatten()
 }
 
 /// The session of a WebSocket upgrade request (`GET /sessions/{sid}/ws`), if it is one.

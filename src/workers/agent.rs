@@ -175,15 +175,16 @@ impl Agent {
             Ok(r) => r,
             Err(e) => return convert::error(&e),
         };
-        if api::is_chat_stream(&req) || api::is_agent_export(&req) {
+        let chat = api::chat_stream(&req);
+        if chat.is_some() || api::is_agent_export(&req) {
             // These answer as streams, outside `api::handle`: the token is checked here.
             if let Err(e) = api::admit(&self.inner.env(), &req) {
                 return convert::error(&e);
             }
-            if api::is_agent_export(&req) {
-                return self.export_stream();
-            }
-            return self.chat_stream(req).await;
+            return match chat {
+                Some(dialect) => self.chat_stream(req, dialect).await,
+                None => self.export_stream(),
+            };
         }
         let mut resp = api::handle(&self.inner.env(), &req).await;
         log(&req.method, &req.path, &resp);
@@ -248,15 +249,14 @@ impl Agent {
     /// A chat turn as server-sent events, written as they come. The turn runs in its own task
     /// holding a copy of the agent; if the client goes away the body stream is dropped, the
     /// next event cannot be sent, and the turn stops without storing anything.
-    async fn chat_stream(&self, req: api::Request) -> Result<Response> {
+    async fn chat_stream(&self, req: api::Request, dialect: api::chat::Dialect) -> Result<Response> {
         let (tx, mut rx) = mpsc::unbounded::<Streamed>();
         let agent = self.clone();
-        let stream_headers = api::chat::stream_headers(&req);
         spawn_local(async move {
             let env = agent.inner.env();
             let mut send =
                 |s: Streamed| tx.unbounded_send(s).map_err(|_| Error::new(ErrorKind::Conflict, "the client went away"));
-            let after = api::chat::stream(&env, &req, &mut send).await;
+            let after = api::chat::stream(&env, &req, dialect, &mut send).await;
             // The stream ends here; the sweep and the work the turn left come after the answer.
             drop(tx);
             api::after(&env, &[After::Sweep]).await;
@@ -278,7 +278,7 @@ impl Agent {
                 let body =
                     futures::stream::once(async move { Ok::<Vec<u8>, worker::Error>(first.into_bytes()) }).chain(rest);
                 let headers = worker::Headers::new();
-                for (name, value) in stream_headers {
+                for (name, value) in dialect.headers() {
                     headers.set(&name, &value)?;
                 }
                 Ok(Response::from_stream(body)?.with_headers(headers))
