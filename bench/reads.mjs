@@ -9,9 +9,13 @@
 // (about two thirds of a 500 KB history's CPU), which on Cloudflare the edge does outside the
 // Worker; one workload shows that cost apart. The workloads:
 //   - history of paths of 100 / 1,000 / 1,500 / 10,000 messages (300-600 bytes of text each),
-//     and pages of 100 (`?limit=100`, the first and one in the middle) of the 10,000 path;
+//     and pages of 100 (`?limit=100`, the first and one in the middle) of the 10,000 path. A
+//     history read again with nothing written in between comes from the DO's read cache; so
+//     the 1,500 path is also read up to a different leaf each time (paths of 1,300 to 1,500
+//     messages, each read once): the read that walks and assembles;
 //   - the recent window of 64 KB of the 10,000 path;
-//   - search in one session of 10,000 messages, and across an agent of 100,000;
+//   - search in one session of 10,000 messages, and across an agent of 100,000, for two words
+//     found in about a fifth of the messages, and for a rarer word;
 //   - `GET …/prompt` and `GET …/tools` of a session with context blocks and memory on;
 //   - the cold first read: history of the 10,000 path right after workerd restarts.
 // Options: BENCH_READS_PATHS (default 100,1000,1500,10000), BENCH_READS_SEARCH (default
@@ -29,7 +33,9 @@ const progress = progressFor("bench reads");
 const rand = mulberry32(15);
 const text = (i) => {
   const n = 50 + Math.floor(rand() * 50);
-  return `${Array.from({ length: n }, () => WORDS[Math.floor(rand() * WORDS.length)]).join(" ")} #${i}`.slice(0, 300 + Math.floor(rand() * 300));
+  const t = `${Array.from({ length: n }, () => WORDS[Math.floor(rand() * WORDS.length)]).join(" ")} #${i}`.slice(0, 300 + Math.floor(rand() * 300));
+  // The rare word of the search workloads: one message in 1,300.
+  return i % 1300 === 7 ? `${t} zeppelin` : t;
 };
 const msg = (id, i) => ({ id, role: i % 2 ? "assistant" : "user", parts: [{ type: "text", text: text(i) }] });
 const CONFIG = {
@@ -67,10 +73,16 @@ try {
   await client(w, "floor")("GET", "/sessions");
   const big = Math.max(...PATHS);
   const q = "deploy database";
-  /** [name, path, requests per block]. */
+  const rare = "zeppelin";
+  // Each request of the uncached workload reads up to the next leaf up the 1,500 path.
+  let leaves = 0;
+  const uncached = { toString: () => `/agents/reads/sessions/p1500/history?leaf=p1500-${1499 - (leaves++ % 200)}` };
+  /** [name, path, requests per block, headers, alone]: `alone` ones run after the others. */
   const workloads = [
     ["floor: empty DO (GET /agents/floor/sessions)", "/agents/floor/sessions", 40],
     ...PATHS.map((n) => [`history, ${int(n)} messages`, `/agents/reads/sessions/p${n}/history`, Math.max(2, Math.round(4000 / n))]),
+    ...PATHS.filter((n) => n === 1500).map(() =>
+      ["history, 1,300 to 1,500 messages, each path read once (not cached)", uncached, 20, undefined, "alone"]),
     [`history, first page of 100 of ${int(big)}`, `/agents/reads/sessions/p${big}/history?limit=100`, 40],
     [`history, page of 100 in the middle of ${int(big)}`, `/agents/reads/sessions/p${big}/history?limit=100&before=p${big}-${Math.floor(big / 2)}`, 40],
     ...PATHS.filter((n) => n === 1000).map((n) => [`history, ${int(n)} messages, gzip (local workerd compresses in-process)`, `/agents/reads/sessions/p${n}/history`, 4, { "accept-encoding": "gzip" }]),
@@ -78,6 +90,9 @@ try {
     ...SEARCH.map((n) => n <= 10_000
       ? [`search, one session of ${int(n)}`, `/agents/search/sessions/s${n}-0/search?q=${encodeURIComponent(q)}`, 20]
       : [`search across sessions, ${int(n)} messages`, `/agents/search/search?q=${encodeURIComponent(q)}`, 10]),
+    ...SEARCH.map((n) => n <= 10_000
+      ? [`search for a rare word, one session of ${int(n)}`, `/agents/search/sessions/s${n}-0/search?q=${rare}`, 20]
+      : [`search for a rare word across sessions, ${int(n)} messages`, `/agents/search/search?q=${rare}`, 20]),
     ["prompt (GET …/prompt)", "/agents/reads/sessions/p100/prompt", 40],
     ["tools (GET …/tools)", "/agents/reads/sessions/p100/tools", 40],
   ];
@@ -85,7 +100,7 @@ try {
   // Warm every route once (and see that it answers).
   const IDENTITY = { "accept-encoding": "identity" };
   for (const [name, path, , headers = IDENTITY] of workloads) {
-    const r = await w.fetch(path, { headers });
+    const r = await w.fetch(`${path}`, { headers });
     const body = await r.text();
     if (r.status >= 400) { log(`reads: ${name}: ${r.status} ${body.slice(0, 200)} (left out)`); bytes.set(name, -1); continue; }
     bytes.set(name, body.length);
@@ -94,15 +109,18 @@ try {
   const walls = new Map(live.map(([name]) => [name, []]));
   const cpu = new Map(live.map(([name]) => [name, 0]));
   const ROUNDS = Math.max(1, Math.round(5 * SCALE));
-  progress(`${ROUNDS} interleaved rounds over ${live.length} workloads`);
-  for (let round = 0; round < ROUNDS; round++) {
-    for (let k = 0; k < live.length; k++) {
-      const [name, path, n, headers = IDENTITY] = live[(round + k) % live.length];
+  // The uncached reads run apart, with the floor, after the others: what they put in the read
+  // cache would push out what the others read again.
+  const alone = live.filter((x) => x[4]);
+  const groups = [live.filter((x) => !x[4]), alone.length ? [live[0], ...alone] : []];
+  for (const group of groups) for (let round = 0; round < ROUNDS; round++) {
+    progress(`round ${round + 1}/${ROUNDS} over ${group.length} workloads`);
+    for (let k = 0; k < group.length; k++) {
+      const [name, path, n, headers = IDENTITY] = group[(round + k) % group.length];
       const c0 = pid ? cpuSeconds(pid) : 0;
       for (let i = 0; i < n; i++) {
         const t0 = performance.now();
-        const r = await w.fetch(path, { headers });
-        await r.arrayBuffer();
+        await (await w.fetch(`${path}`, { headers })).arrayBuffer();
         walls.get(name).push(performance.now() - t0);
       }
       if (pid) cpu.set(name, cpu.get(name) + cpuSeconds(pid) - c0);

@@ -51,14 +51,6 @@ struct Messages<'a> {
     messages: &'a [RawMessage],
 }
 
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct RecentOut<'a> {
-    messages: &'a [RawMessage],
-    truncated: bool,
-    total_content_bytes: i64,
-}
-
 fn with_warnings(mut resp: Response, warnings: Vec<String>) -> Response {
     resp.warnings.extend(warnings);
     resp
@@ -234,10 +226,8 @@ pub async fn recent(s: &Session<'_>, req: &Request) -> Result<Response> {
     let q = req.query_map()?;
     let max = int_param(&q, "maxBytes", 0, i64::MAX)?.ok_or_else(|| Error::invalid("maxBytes is required"))?;
     let min = int_param(&q, "minMessages", 1, 100_000)?.unwrap_or(1);
-    let r = history::recent(s.env.sql, s.id, max, min)?;
-    let (messages, warnings) = s.whole(r.messages).await?;
-    let out = RecentOut { messages: &messages, truncated: r.truncated, total_content_bytes: r.total_content_bytes };
-    Ok(with_warnings(Response::json(200, &out), warnings))
+    let (answer, warnings) = s.recent_text(max, min).await?;
+    Ok(with_warnings(Response::json_text(200, answer), warnings))
 }
 
 /// `GET /sessions/{sid}/leaf`: the latest leaf, 404 when the session is empty.

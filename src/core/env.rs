@@ -1,8 +1,9 @@
-//! What an operation of the agent runs against: its database, its object store, its
+//! What an operation of the agent runs against: its database (and what is cached of it), its object store, its
 //! configuration and name, the model and how to reach it, who hears about changes, and the time
 //! of the request (taken once: every write of a request carries the same timestamp).
 
 use crate::core::blobs::Blobs;
+use crate::core::cache::ReadCache;
 use crate::core::config::SessionConfig;
 use crate::core::events::Events;
 use crate::core::llm::embeddings::EmbeddingsConfig;
@@ -12,6 +13,8 @@ use crate::core::sql::Sql;
 /// The agent, as one request sees it.
 pub struct Env<'a> {
     pub sql: &'a dyn Sql,
+    /// Texts read from `sql` and kept while it is not written (the Durable Object's instance).
+    pub cache: &'a ReadCache,
     pub blobs: &'a dyn Blobs,
     pub config: &'a SessionConfig,
     /// The agent's name (its `idFromName` name), under which its own skills are kept.

@@ -23,6 +23,7 @@
 pub mod access;
 pub mod after;
 pub mod blobs;
+pub mod cache;
 pub mod compaction;
 pub mod config;
 pub mod context;

@@ -98,6 +98,12 @@ pub trait Sql {
     /// Runs `body` atomically: an `Err` from it rolls every write back.
     fn transaction(&self, body: &mut dyn FnMut() -> Result<(), Error>) -> Result<(), Error>;
 
+    /// How many rows this database has written since it was opened (inserted, updated or
+    /// deleted, by any statement, rolled back or not). Reads never change it, so the same value
+    /// twice means nothing was written in between: what [`crate::core::cache::ReadCache`]
+    /// relies on.
+    fn changes(&self) -> u64;
+
     /// Runs one statement, ignoring rows.
     fn execute(&self, sql: &str, params: &[Value]) -> Result<(), Error> {
         self.query(sql, params).map(|_| ())

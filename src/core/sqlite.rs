@@ -72,6 +72,10 @@ impl Sql for SqliteDb {
         self.conn.execute_batch(sql).map_err(err)
     }
 
+    fn changes(&self) -> u64 {
+        self.conn.total_changes()
+    }
+
     fn transaction(&self, body: &mut dyn FnMut() -> Result<()>) -> Result<()> {
         let name = format!("sp{}", self.depth.get());
         self.depth.set(self.depth.get() + 1);

@@ -24,6 +24,7 @@ use crate::api::access::{self, CLAIMS_HEADER};
 use crate::api::{self, chat::Streamed};
 use crate::core::access::RateLimit;
 use crate::core::after::After;
+use crate::core::cache::{self, ReadCache};
 use crate::core::config::SessionConfig;
 use crate::core::error::{Error, ErrorKind};
 use crate::core::llm::embeddings::EmbeddingsConfig;
@@ -43,6 +44,8 @@ pub struct Agent {
 
 struct Inner {
     db: DoSql,
+    /// What requests read from `db` and the next ones may reuse until a write.
+    cache: ReadCache,
     blobs: R2Blobs,
     config: SessionConfig,
     llm: LlmConfig,
@@ -69,6 +72,7 @@ impl Inner {
     fn env(&self) -> crate::core::env::Env<'_> {
         crate::core::env::Env {
             sql: &self.db,
+            cache: &self.cache,
             blobs: &self.blobs,
             config: &self.config,
             agent: &self.name,
@@ -117,6 +121,7 @@ impl Agent {
         let transport = WorkersTransport { ai: env.ai(AI_BINDING).ok() };
         let inner = Inner {
             db,
+            cache: ReadCache::new(cache::DEFAULT_BUDGET),
             blobs: R2Blobs::new(env.bucket(SKILLS_BUCKET).ok()),
             config,
             llm,

@@ -1,13 +1,24 @@
 //! The core's [`Sql`] trait over a Durable Object's `SqlStorage`, with `transactionSync` for
-//! atomic groups of writes.
+//! atomic groups of writes. A result comes over as one packed buffer (`do_sql.js`).
 
 use std::cell::Cell;
 
 use wasm_bindgen::prelude::*;
-use worker::{SqlStorage, SqlStorageValue, Storage};
+use worker::Storage;
 
 use crate::core::error::{Error, Result};
 use crate::core::sql::{Row, Sql, Value};
+
+#[wasm_bindgen(module = "/src/workers/do_sql.js")]
+extern "C" {
+    /// Runs `query` with `bindings` on `sql` (a `SqlStorage`) and returns its rows packed.
+    #[wasm_bindgen(catch, js_name = packedRows)]
+    fn packed_rows(
+        sql: &JsValue,
+        query: &str,
+        bindings: &js_sys::Array,
+    ) -> std::result::Result<js_sys::Uint8Array, JsValue>;
+}
 
 #[wasm_bindgen]
 extern "C" {
@@ -25,59 +36,112 @@ extern "C" {
 
 /// A Durable Object's SQLite database.
 pub struct DoSql {
-    sql: SqlStorage,
+    sql: JsValue,
     storage: TxStorage,
     depth: Cell<u32>,
+    /// Rows written so far (the `rowsWritten` of every statement run).
+    changes: Cell<u64>,
 }
 
 impl DoSql {
     pub fn new(storage: &Storage) -> Self {
         DoSql {
-            sql: storage.sql(),
+            sql: AsRef::<JsValue>::as_ref(&storage.sql()).clone(),
             storage: AsRef::<JsValue>::as_ref(storage.as_raw()).clone().unchecked_into(),
             depth: Cell::new(0),
+            changes: Cell::new(0),
         }
     }
 }
 
-fn to_js(v: &Value) -> SqlStorageValue {
+fn to_js(v: &Value) -> JsValue {
     match v {
-        Value::Null => SqlStorageValue::Null,
-        Value::Int(i) => SqlStorageValue::Integer(*i),
-        Value::Real(f) => SqlStorageValue::Float(*f),
-        Value::Text(s) => SqlStorageValue::String(s.clone()),
-        Value::Blob(b) => SqlStorageValue::Blob(b.clone()),
+        Value::Null => JsValue::NULL,
+        Value::Int(i) => JsValue::from(*i as f64),
+        Value::Real(f) => JsValue::from(*f),
+        Value::Text(s) => JsValue::from_str(s),
+        Value::Blob(b) => js_sys::Uint8Array::from(b.as_slice()).into(),
     }
 }
 
-fn from_js(v: SqlStorageValue) -> Value {
-    match v {
-        SqlStorageValue::Null => Value::Null,
-        SqlStorageValue::Boolean(b) => Value::Int(b as i64),
-        SqlStorageValue::Integer(i) => Value::Int(i),
-        SqlStorageValue::Float(f) => Value::Real(f),
-        SqlStorageValue::String(s) => Value::Text(s),
-        SqlStorageValue::Blob(b) => Value::Blob(b),
+/// Reads the rows `do_sql.js` packed (its layout is described there), and the rows the
+/// statement wrote.
+fn unpack(packed: &[u8]) -> Result<(Vec<Row>, u64)> {
+    let bad = || Error::internal("sql: a packed result ends early");
+    let split = packed.len().checked_sub(8).ok_or_else(bad)?;
+    let (bytes, written) = packed.split_at(split);
+    let written = f64::from_le_bytes(written.try_into().map_err(|_| bad())?) as u64;
+    let mut rows = Vec::new();
+    let mut at = 0;
+    let take = |at: &mut usize, n: usize| -> Result<&[u8]> {
+        let part = bytes.get(*at..*at + n).ok_or_else(bad)?;
+        *at += n;
+        Ok(part)
+    };
+    let u32_at = |b: &[u8]| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize;
+    while at < bytes.len() {
+        let n = u32_at(take(&mut at, 4)?);
+        let mut row = Vec::with_capacity(n);
+        for _ in 0..n {
+            let tag = take(&mut at, 1)?[0];
+            row.push(match tag {
+                0 => Value::Null,
+                1 | 2 => {
+                    let b = take(&mut at, 8)?;
+                    let f = f64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]);
+                    if tag == 1 {
+                        Value::Int(f as i64)
+                    } else {
+                        Value::Real(f)
+                    }
+                }
+                3 | 4 => {
+                    let len = u32_at(take(&mut at, 4)?);
+                    let body = take(&mut at, len)?.to_vec();
+                    if tag == 4 {
+                        Value::Blob(body)
+                    } else {
+                        Value::Text(String::from_utf8(body).map_err(|_| Error::internal("sql: text is not UTF-8"))?)
+                    }
+                }
+                _ => return Err(Error::internal(format!("sql: unknown packed tag {tag}"))),
+            });
+        }
+        rows.push(Row(row));
     }
+    Ok((rows, written))
 }
 
 fn sql_err(e: impl std::fmt::Display) -> Error {
     Error::internal(format!("sql: {e}"))
 }
 
+/// A thrown SQLite error, as its message.
+fn js_err(e: JsValue) -> Error {
+    match e.dyn_ref::<js_sys::Error>() {
+        Some(err) => sql_err(String::from(err.message())),
+        None => sql_err(format!("{e:?}")),
+    }
+}
+
 impl Sql for DoSql {
     fn query(&self, sql: &str, params: &[Value]) -> Result<Vec<Row>> {
-        let bindings: Vec<SqlStorageValue> = params.iter().map(to_js).collect();
-        let cursor = self.sql.exec(sql, Some(bindings)).map_err(sql_err)?;
-        cursor.raw().map(|r| r.map(|vals| Row(vals.into_iter().map(from_js).collect())).map_err(sql_err)).collect()
+        let bindings: js_sys::Array = params.iter().map(to_js).collect();
+        let packed = packed_rows(&self.sql, sql, &bindings).map_err(js_err)?;
+        let (rows, written) = unpack(&packed.to_vec())?;
+        self.changes.set(self.changes.get() + written);
+        Ok(rows)
     }
 
     fn execute_batch(&self, sql: &str) -> Result<()> {
-        let cursor = self.sql.exec(sql, None).map_err(sql_err)?;
-        for r in cursor.raw() {
-            r.map_err(sql_err)?;
-        }
+        let packed = packed_rows(&self.sql, sql, &js_sys::Array::new()).map_err(js_err)?;
+        let (_, written) = unpack(&packed.to_vec())?;
+        self.changes.set(self.changes.get() + written);
         Ok(())
+    }
+
+    fn changes(&self) -> u64 {
+        self.changes.get()
     }
 
     fn transaction(&self, body: &mut dyn FnMut() -> Result<()>) -> Result<()> {

@@ -290,3 +290,32 @@ test("an unset API_TOKEN closes the API with 503", async () => {
     rmSync(d, { recursive: true, force: true });
   }
 });
+
+test("reads kept between requests follow every write (the read cache in workerd)", async () => {
+  const a = { agent: "cache" };
+  const msg = (id, text) => ({ id, role: "user", parts: [{ type: "text", text }] });
+  const texts = async (path = "/sessions/c/history") => (await call("GET", path, undefined, a)).body.messages.map((m) => m.parts[0].text);
+  for (let i = 0; i < 3; i++) assert.equal((await call("POST", "/sessions/c/messages", { message: msg(`m${i}`, `t${i}`) }, a)).status, 201);
+  // Each read twice (the second one kept), then a write of another kind, then read again.
+  const both = async (want) => {
+    assert.deepEqual(await texts(), want);
+    assert.deepEqual(await texts(), want);
+    const recent = await texts("/sessions/c/history/recent?maxBytes=100000");
+    assert.deepEqual(recent, want);
+  };
+  await both(["t0", "t1", "t2"]);
+  assert.equal((await call("POST", "/sessions/c/messages", { message: msg("m3", "t3") }, a)).status, 201);
+  await both(["t0", "t1", "t2", "t3"]);
+  assert.equal((await call("PUT", "/sessions/c/messages/m1", { message: msg("m1", "edited") }, a)).status, 200);
+  await both(["t0", "edited", "t2", "t3"]);
+  assert.equal((await call("DELETE", "/sessions/c/messages/m3", undefined, a)).status, 204);
+  await both(["t0", "edited", "t2"]);
+  // A refused write changes nothing: the kept reads stay.
+  const bad = await call("POST", "/sessions/c/messages/batch", { messages: [msg("m4", "t4"), msg("m4", "dup"), { id: "x" }] }, a);
+  assert.equal(bad.status, 400);
+  await both(["t0", "edited", "t2"]);
+  assert.equal((await call("POST", "/sessions/c/compactions", { summary: "early", fromMessageId: "m0", toMessageId: "m1" }, a)).status, 201);
+  assert.equal((await call("GET", "/sessions/c/history", undefined, a)).body.messages.length, 2, "the summary and t2");
+  assert.equal((await call("DELETE", "/sessions/c/messages", undefined, a)).status, 204);
+  await both([]);
+});

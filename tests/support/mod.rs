@@ -8,6 +8,7 @@ use serde_json::{json, Value as Json};
 use session_agent::api::{self, Request, Response};
 use session_agent::core::blobs::BoxFuture;
 use session_agent::core::blobs::MemBlobs;
+use session_agent::core::cache::{ReadCache, DEFAULT_BUDGET};
 use session_agent::core::config::SessionConfig;
 use session_agent::core::env::Env;
 use session_agent::core::error::Result as CoreResult;
@@ -27,6 +28,7 @@ pub fn db() -> SqliteDb {
 /// millisecond apart (or frozen).
 pub struct Api {
     pub db: SqliteDb,
+    pub cache: ReadCache,
     pub blobs: MemBlobs,
     pub config: SessionConfig,
     pub agent: String,
@@ -170,6 +172,7 @@ impl Api {
     pub fn with_db(db: SqliteDb) -> Api {
         Api {
             db,
+            cache: ReadCache::new(DEFAULT_BUDGET),
             blobs: MemBlobs::new(),
             config: SessionConfig::default(),
             agent: "alice".into(),
@@ -208,6 +211,7 @@ impl Api {
         }
         Env {
             sql: &self.db,
+            cache: &self.cache,
             blobs: &self.blobs,
             config: &self.config,
             agent: &self.agent,

@@ -23,6 +23,7 @@ pub mod compact;
 pub mod frames;
 pub mod split;
 
+use serde::Serialize;
 use serde_json::json;
 
 use crate::core::context::Context;
@@ -31,7 +32,7 @@ use crate::core::error::{Error, Result};
 use crate::core::llm::Usage;
 use crate::core::memory::{self, recall, Memories};
 use crate::core::sql::atomically;
-use crate::core::store::history::{history, history_json, Overlays};
+use crate::core::store::history::{history, history_json, recent, Overlays};
 use crate::core::store::message::{raw, NewMessage, RawMessage};
 use crate::core::store::overlay;
 use crate::core::store::sessions;
@@ -145,14 +146,61 @@ impl<'a> Session<'a> {
     /// The path to `leaf` (default: the latest leaf) with `overlays`, whole, as the text of a
     /// JSON array, and the warnings of objects that could not be read back. SQLite assembles it
     /// when nothing is laid over the stored texts ([`history_json`]); otherwise the messages
-    /// are read, made whole and written out. The same text either way.
+    /// are read, made whole and written out. The same text either way. Kept until the next
+    /// write (in the [`ReadCache`](crate::core::cache::ReadCache)).
     pub async fn history_text(&self, leaf: Option<&str>, overlays: Overlays) -> Result<(String, Vec<String>)> {
-        let sql = self.env.sql;
-        if let Some(text) = history_json(sql, self.id, leaf, overlays)? {
+        let key = format!("history\n{}\n{}\n{overlays:?}", self.id, leaf.unwrap_or(""));
+        self.kept(key, || async {
+            let sql = self.env.sql;
+            if let Some(text) = history_json(sql, self.id, leaf, overlays)? {
+                return Ok((text, Vec::new()));
+            }
+            let (messages, warnings) = self.whole(history(sql, self.id, leaf, overlays)?).await?;
+            Ok((serde_json::to_string(&messages).map_err(|e| Error::internal(e.to_string()))?, warnings))
+        })
+        .await
+    }
+
+    /// The recent window of the active path ([`recent`]) made whole, as the text of the JSON
+    /// answer `{messages, truncated, totalContentBytes}`, and the warnings of objects that could
+    /// not be read back. Kept until the next write (in the [`ReadCache`](crate::core::cache::ReadCache)).
+    pub async fn recent_text(&self, max_bytes: i64, min_messages: i64) -> Result<(String, Vec<String>)> {
+        #[derive(Serialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Answer<'a> {
+            messages: &'a [RawMessage],
+            truncated: bool,
+            total_content_bytes: i64,
+        }
+        let key = format!("recent\n{}\n{max_bytes}\n{min_messages}", self.id);
+        self.kept(key, || async {
+            let r = recent(self.env.sql, self.id, max_bytes, min_messages)?;
+            let (messages, warnings) = self.whole(r.messages).await?;
+            let answer =
+                Answer { messages: &messages, truncated: r.truncated, total_content_bytes: r.total_content_bytes };
+            Ok((serde_json::to_string(&answer).map_err(|e| Error::internal(e.to_string()))?, warnings))
+        })
+        .await
+    }
+
+    /// The text `read` makes, from the [`ReadCache`](crate::core::cache::ReadCache) when it is
+    /// there under `key` (nothing was written since it was read), else read and kept there
+    /// unless it came with warnings (an object that could not be read back may be readable
+    /// next time).
+    async fn kept<F, Fut>(&self, key: String, read: F) -> Result<(String, Vec<String>)>
+    where
+        F: FnOnce() -> Fut,
+        Fut: std::future::Future<Output = Result<(String, Vec<String>)>>,
+    {
+        let (sql, cache) = (self.env.sql, self.env.cache);
+        if let Some(text) = cache.get(sql, &key) {
             return Ok((text, Vec::new()));
         }
-        let (messages, warnings) = self.whole(history(sql, self.id, leaf, overlays)?).await?;
-        let text = serde_json::to_string(&messages).map_err(|e| Error::internal(e.to_string()))?;
+        let read_at = sql.changes();
+        let (text, warnings) = read().await?;
+        if warnings.is_empty() {
+            cache.put(sql, read_at, &key, &text);
+        }
         Ok((text, warnings))
     }
 

@@ -137,27 +137,10 @@ pub fn recent(sql: &dyn Sql, session: &str, max_bytes: i64, min_messages: i64) -
     let Some(leaf) = tree.latest_leaf_id()? else {
         return Ok(Recent { messages: Vec::new(), truncated: false, total_content_bytes: 0 });
     };
-    let path = tree.path(&leaf)?;
-    let total: i64 = path.iter().map(|r| r.bytes).sum();
-    let start = window_start(&path, max_bytes, min_messages);
-    let messages = render(sql, &tree, session, &path[start..], Overlays::Applied)?;
-    Ok(Recent { messages, truncated: start > 0, total_content_bytes: total })
-}
-
-/// Where the recent window begins (docs/REFERENCE.md#recent-history).
-pub fn window_start(path: &[PathRow], max_bytes: i64, min_messages: i64) -> usize {
-    if path.is_empty() {
-        return 0;
-    }
-    let min_recent = min_messages.max(1) as usize;
-    let len = path.len();
-    let mut start = len - 1;
-    let mut used = path[start].bytes;
-    while start > 0 && (len - start < min_recent || used + path[start - 1].bytes <= max_bytes) {
-        start -= 1;
-        used += path[start].bytes;
-    }
-    start
+    let walk = tree.window(&leaf, max_bytes, min_messages)?;
+    let truncated = (walk.rows.len() as i64) < walk.count;
+    let messages = render(sql, &tree, session, &walk.rows, Overlays::Applied)?;
+    Ok(Recent { messages, truncated, total_content_bytes: walk.bytes })
 }
 
 /// The token estimate of the path to `leaf` as the model sees it (overlays applied, by the reference heuristic,

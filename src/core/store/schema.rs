@@ -12,6 +12,7 @@ pub const MIGRATIONS: &[(i64, &str, &str)] = &[
     (5, "spill_pending", include_str!("../../../migrations/0005_spill_pending.sql")),
     (6, "memories", include_str!("../../../migrations/0006_memories.sql")),
     (7, "access", include_str!("../../../migrations/0007_access.sql")),
+    (8, "walks", include_str!("../../../migrations/0008_walks.sql")),
 ];
 
 /// The newest schema version this build knows.

@@ -72,16 +72,18 @@ fn push_term(terms: &mut Vec<String>, text: &str, how: Match) {
     terms.push(if how == Match::Prefix { format!("{quoted} *") } else { quoted });
 }
 
-/// Searches one session, best match first.
+/// Searches one session, best match first. The index holds a token for each message's session
+/// ([`index`]), asked for beside the words: FTS5 ranks only this session's matches, so the cost
+/// follows the session's size, not the agent's.
 pub fn in_session(sql: &dyn Sql, session: &str, query: &str, limit: i64) -> Result<Vec<Hit>> {
     let Some(fts) = compile(query) else { return Ok(Vec::new()) };
     hits(
         sql,
         "SELECT NULL, m.id, m.role, f.content, m.created_at
            FROM messages_fts f JOIN messages m ON m.seq = f.rowid
-          WHERE messages_fts MATCH ? AND m.session_id = ?
-          ORDER BY f.rank, f.rowid LIMIT ?",
-        &[fts.into(), session.into(), Value::Int(limit)],
+          WHERE messages_fts MATCH 'session : ' || ? || ' AND content : (' || ? || ')' AND m.session_id = ?
+          ORDER BY bm25(messages_fts, 1.0, 0.0), f.rowid LIMIT ?",
+        &[format!("\"{}\"", session_token(session)).into(), fts.into(), session.into(), Value::Int(limit)],
     )
 }
 
@@ -92,10 +94,35 @@ pub fn across_sessions(sql: &dyn Sql, query: &str, limit: i64) -> Result<Vec<Hit
         sql,
         "SELECT m.session_id, m.id, m.role, f.content, m.created_at
            FROM messages_fts f JOIN messages m ON m.seq = f.rowid
-          WHERE messages_fts MATCH ?
-          ORDER BY f.rank, f.rowid LIMIT ?",
+          WHERE messages_fts MATCH 'content : (' || ? || ')'
+          ORDER BY bm25(messages_fts, 1.0, 0.0), f.rowid LIMIT ?",
         &[fts.into(), Value::Int(limit)],
     )
+}
+
+/// Indexes the text of the message `seq` of `session` (nothing for an empty text): its words in
+/// the `content` column, and in the `session` column one token naming the session,
+/// [`session_token`] (letters and digits only, so the tokenizer keeps it whole).
+pub fn index(sql: &dyn Sql, session: &str, seq: i64, text: &str) -> Result<()> {
+    if text.is_empty() {
+        return Ok(());
+    }
+    sql.execute(
+        "INSERT INTO messages_fts (rowid, content, session) VALUES (?, ?, ?)",
+        &[Value::Int(seq), text.into(), session_token(session).into()],
+    )
+}
+
+/// The token of `session` in the index: `x` and the upper-case hex of its UTF-8 bytes, as
+/// SQLite's `'x' || hex(session_id)` (migration 0008 indexed the messages stored before it so).
+pub fn session_token(session: &str) -> String {
+    use std::fmt::Write;
+    let mut token = String::with_capacity(1 + 2 * session.len());
+    token.push('x');
+    for b in session.bytes() {
+        let _ = write!(token, "{b:02X}");
+    }
+    token
 }
 
 fn hits(sql: &dyn Sql, q: &str, params: &[Value]) -> Result<Vec<Hit>> {

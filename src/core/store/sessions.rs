@@ -8,6 +8,7 @@ use crate::core::ids::new_id;
 use crate::core::sql::{Row, Sql, Value};
 use crate::core::store::message::{indexed_text, NewMessage};
 use crate::core::store::overlay;
+use crate::core::store::search;
 use crate::core::store::spill;
 use crate::core::store::tree::{chunks, Tree};
 
@@ -249,10 +250,7 @@ pub fn fork(sql: &dyn Sql, id: &str, at: &str, name: Option<&str>, now: &str) ->
                     .transpose()?;
                 sql.execute("DELETE FROM messages_fts WHERE rowid = ?", &[Value::Int(seq)])?;
                 if let Some(t) = indexed {
-                    sql.execute(
-                        "INSERT INTO messages_fts (rowid, content) VALUES (?, ?)",
-                        &[Value::Int(seq), t.into()],
-                    )?;
+                    search::index(sql, &copy.id, seq, &t)?;
                 }
             }
             new_ids.insert(row.id.clone(), new_id.clone());

@@ -5,6 +5,7 @@ use crate::core::error::{Error, Result};
 use crate::core::sql::{Sql, Value};
 use crate::core::store::estimate;
 use crate::core::store::message::{raw, NewMessage, RawMessage};
+use crate::core::store::search;
 use crate::core::store::spill;
 
 /// Most rows a path walk returns: the reference's recursion guard (`depth < 10000`, docs/REFERENCE.md#paths). A deeper
@@ -57,6 +58,24 @@ pub struct PathRow {
     pub role: String,
     /// UTF-8 bytes of the stored JSON.
     pub bytes: i64,
+}
+
+/// What a walk up a path found.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Walk {
+    /// The rows asked for, root side first.
+    pub rows: Vec<PathRow>,
+    /// How many messages the walk went through, and their stored bytes.
+    pub count: i64,
+    pub bytes: i64,
+}
+
+/// Which rows of a walk come back.
+enum Keep {
+    /// Those at least this many steps above where it starts.
+    From(i64),
+    /// The recent window (see [`Tree::window`]).
+    Window { max_bytes: i64, min_messages: i64 },
 }
 
 /// The tree of one session.
@@ -164,8 +183,9 @@ impl<'a> Tree<'a> {
         let seq = self
             .sql
             .query_row(
-                "INSERT INTO messages (session_id, id, parent_id, role, bytes, created_at, content)
-                 VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING seq",
+                "INSERT INTO messages (session_id, id, parent_id, parent_seq, role, bytes, created_at, content)
+                 VALUES (?1, ?2, ?3, (SELECT seq FROM messages WHERE session_id = ?1 AND id = ?3), ?4, ?5, ?6, ?7)
+                 RETURNING seq",
                 &[
                     self.sid(),
                     msg.id.as_str().into(),
@@ -178,23 +198,24 @@ impl<'a> Tree<'a> {
             )?
             .ok_or_else(|| Error::internal("INSERT returned no row"))?
             .int(0)?;
-        self.index(seq, &msg.text)?;
+        search::index(self.sql, self.session, seq, &msg.text)?;
         spill::record(self.sql, self.session, seq, &msg.spills)?;
         Ok(seq)
-    }
-
-    fn index(&self, seq: i64, text: &str) -> Result<()> {
-        if !text.is_empty() {
-            self.sql
-                .execute("INSERT INTO messages_fts (rowid, content) VALUES (?, ?)", &[Value::Int(seq), text.into()])?;
-        }
-        Ok(())
     }
 
     /// The path from the root to `leaf` (which must exist), root first. The walk stops at a
     /// missing parent, so a deleted interior message cuts the path there.
     pub fn path(&self, leaf: &str) -> Result<Vec<PathRow>> {
-        self.walk(leaf, MAX_PATH_ROWS, 0)
+        Ok(self.walk(leaf, MAX_PATH_ROWS, Keep::From(0))?.rows)
+    }
+
+    /// The recent window of the path to `leaf` (as [`Tree::path`] walks it): its longest suffix
+    /// whose stored size fits `max_bytes`, always holding the leaf and at least `min_messages`
+    /// messages (both even past the budget; docs/REFERENCE.md#recent-history). One walk also
+    /// counts the whole path's messages and bytes, and only the window's rows cross into the
+    /// wasm.
+    pub fn window(&self, leaf: &str, max_bytes: i64, min_messages: i64) -> Result<Walk> {
+        self.walk(leaf, MAX_PATH_ROWS, Keep::Window { max_bytes, min_messages: min_messages.max(1) })
     }
 
     /// At most `limit` messages of the path that ends at `end`, root side first: the ones
@@ -206,7 +227,7 @@ impl<'a> Tree<'a> {
             PageEnd::At(id) => (id, 0),
             PageEnd::Before(id) => (id, 1),
         };
-        let mut page = self.walk(id, limit + skip + 1, skip)?;
+        let mut page = self.walk(id, limit + skip + 1, Keep::From(skip))?.rows;
         let more = page.len() as i64 > limit;
         if more {
             page.remove(0);
@@ -214,27 +235,40 @@ impl<'a> Tree<'a> {
         Ok((page, more))
     }
 
-    /// The walk up from `from` through the parents: the rows `skip` to `depth - 1` steps
-    /// above it (`from` itself is step 0), root side first. SQLite hands them over as one
-    /// JSON text: one string crosses into the wasm instead of four values per message.
-    fn walk(&self, from: &str, depth: i64, skip: i64) -> Result<Vec<PathRow>> {
+    /// The walk up from `from` through the parents, at most `depth` steps (`from` itself is
+    /// step 0): the rows `keep` says, root side first, and the count and bytes of all of them.
+    /// Each step is a primary-key lookup (`parent_seq`), and SQLite hands the rows over as one
+    /// JSON text: one string crosses into the wasm instead of four values per message. They are
+    /// put in order here rather than by SQLite, which costs more: they come leaf first, as the
+    /// walk finds them, so the sort is one pass over one run.
+    fn walk(&self, from: &str, depth: i64, keep: Keep) -> Result<Walk> {
+        // A row is kept when it is at least `skip` steps up and, in a window, within the first
+        // `min` steps or the first `max` bytes (counted from `from`, which is always kept).
+        let (skip, min, max) = match keep {
+            Keep::From(skip) => (skip, i64::MAX, 0),
+            Keep::Window { max_bytes, min_messages } => (0, min_messages, max_bytes),
+        };
         let walk = self.sql.query_row(
-            "WITH RECURSIVE path (seq, id, parent_id, role, bytes, depth) AS (
-               SELECT seq, id, parent_id, role, bytes, 0 FROM messages
+            "WITH RECURSIVE path (seq, parent_seq, id, role, bytes, depth, used) AS (
+               SELECT seq, parent_seq, id, role, bytes, 0, bytes FROM messages
                 WHERE session_id = ? AND id = ?
                UNION ALL
-               SELECT m.seq, m.id, m.parent_id, m.role, m.bytes, p.depth + 1
-                 FROM path p JOIN messages m ON m.session_id = ? AND m.id = p.parent_id
+               SELECT m.seq, m.parent_seq, m.id, m.role, m.bytes, p.depth + 1, p.used + m.bytes
+                 FROM path p JOIN messages m ON m.seq = p.parent_seq
                 WHERE p.depth + 1 < ?
              )
-             SELECT json_group_array(json_array(seq, id, role, bytes))
-               FROM (SELECT seq, id, role, bytes FROM path WHERE depth >= ? ORDER BY depth DESC)",
-            &[self.sid(), from.into(), self.sid(), Value::Int(depth), Value::Int(skip)],
+             SELECT count(*), COALESCE(sum(bytes), 0),
+                    json_group_array(json_array(depth, seq, id, role, bytes))
+                      FILTER (WHERE depth >= ? AND (depth < ? OR used <= ?))
+               FROM path",
+            &[self.sid(), from.into(), Value::Int(depth), Value::Int(skip), Value::Int(min), Value::Int(max)],
         )?;
-        let walk = walk.map(|r| r.text(0)).transpose()?.unwrap_or_else(|| "[]".to_owned());
-        let rows: Vec<(i64, String, String, i64)> =
-            serde_json::from_str(&walk).map_err(|e| Error::internal(format!("path walk: {e}")))?;
-        Ok(rows.into_iter().map(|(seq, id, role, bytes)| PathRow { seq, id, role, bytes }).collect())
+        let Some(walk) = walk else { return Ok(Walk::default()) };
+        let mut rows: Vec<(i64, i64, String, String, i64)> =
+            serde_json::from_str(&walk.text(2)?).map_err(|e| Error::internal(format!("path walk: {e}")))?;
+        rows.sort_by_key(|r| std::cmp::Reverse(r.0));
+        let rows = rows.into_iter().map(|(_, seq, id, role, bytes)| PathRow { seq, id, role, bytes }).collect();
+        Ok(Walk { rows, count: walk.int(0)?, bytes: walk.int(1)? })
     }
 
     /// The stored JSON of the messages on the path to `leaf` (root first, at most
@@ -324,7 +358,7 @@ impl<'a> Tree<'a> {
             &[msg.role.as_str().into(), Value::Int(msg.json.len() as i64), msg.json.as_str().into(), Value::Int(seq)],
         )?;
         self.sql.execute("DELETE FROM messages_fts WHERE rowid = ?", &[Value::Int(seq)])?;
-        self.index(seq, &msg.text)?;
+        search::index(self.sql, self.session, seq, &msg.text)?;
         Ok(true)
     }
 
@@ -338,7 +372,7 @@ impl<'a> Tree<'a> {
         self.sql.execute("DELETE FROM messages_fts WHERE rowid = ?", &[Value::Int(seq)])?;
         self.sql.execute("DELETE FROM messages WHERE seq = ?", &[Value::Int(seq)])?;
         self.sql.execute(
-            "UPDATE messages SET parent_id = NULL WHERE session_id = ? AND parent_id = ?",
+            "UPDATE messages SET parent_id = NULL, parent_seq = NULL WHERE session_id = ? AND parent_id = ?",
             &[self.sid(), id.into()],
         )?;
         Ok(true)

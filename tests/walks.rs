@@ -1,0 +1,233 @@
+//! Schema version 8 on real SQLite: migrating a version-7 database (paths walked by primary
+//! key, the search index with its session column), the recent window selected inside the walk,
+//! and reads kept in the read cache until a write.
+
+mod support;
+
+use serde_json::{json, Value as Json};
+use session_agent::core::sql::{Sql, Value};
+use session_agent::core::sqlite::SqliteDb;
+use session_agent::core::store::{schema, search};
+use support::{ids, msg, Api};
+
+/// A database at schema version 7, as an agent left it before this one.
+fn at_version_7() -> SqliteDb {
+    let db = SqliteDb::memory().unwrap();
+    db.execute_batch(
+        "CREATE TABLE schema_version (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)",
+    )
+    .unwrap();
+    for (v, name, body) in &schema::MIGRATIONS[..7] {
+        db.execute_batch(body).unwrap();
+        db.execute("INSERT INTO schema_version VALUES (?, ?, 't')", &[Value::Int(*v), (*name).into()]).unwrap();
+    }
+    db
+}
+
+/// Inserts a message row and its index row the way version 7 wrote them.
+fn v7_message(db: &SqliteDb, session: &str, id: &str, parent: Option<&str>, text: &str) {
+    let content = json!({"id": id, "role": "user", "parts": [{"type": "text", "text": text}]}).to_string();
+    let seq = db
+        .query_row(
+            "INSERT INTO messages (session_id, id, parent_id, role, bytes, created_at, content)
+             VALUES (?, ?, ?, 'user', ?, '2026-01-01T00:00:00.000Z', ?) RETURNING seq",
+            &[session.into(), id.into(), parent.into(), Value::Int(content.len() as i64), content.as_str().into()],
+        )
+        .unwrap()
+        .unwrap()
+        .int(0)
+        .unwrap();
+    db.execute("INSERT INTO messages_fts (rowid, content) VALUES (?, ?)", &[Value::Int(seq), text.into()]).unwrap();
+}
+
+#[test]
+fn version_7_data_migrates_to_walks_by_primary_key_and_a_session_column() {
+    let db = at_version_7();
+    for (sid, now) in [("s", "2026-01-01T00:00:00.000Z"), ("a.b:c-2", "2026-01-01T00:00:01.000Z")] {
+        db.execute(
+            "INSERT INTO sessions (id, name, created_at, updated_at, touch_seq) VALUES (?, ?, ?, ?, 1)",
+            &[sid.into(), sid.into(), now.into(), now.into()],
+        )
+        .unwrap();
+    }
+    v7_message(&db, "s", "a", None, "deploy the database");
+    v7_message(&db, "s", "b", Some("a"), "lunch at noon");
+    v7_message(&db, "s", "c", Some("b"), "deploy again");
+    v7_message(&db, "s", "c2", Some("b"), "a sibling branch about the database");
+    // A child whose parent was deleted before the orphan rule: its parent is not in the session.
+    v7_message(&db, "s", "orphan", Some("gone"), "deploy from an orphan");
+    v7_message(&db, "a.b:c-2", "a", None, "deploy the database elsewhere");
+    v7_message(&db, "a.b:c-2", "b", Some("a"), "more");
+
+    assert_eq!(schema::migrate(&db, "t").unwrap(), vec![8]);
+    let parents: Vec<(String, String, Option<i64>, Option<i64>)> = db
+        .query(
+            "SELECT m.session_id, m.id, m.parent_seq, p.seq FROM messages m
+             LEFT JOIN messages p ON p.session_id = m.session_id AND p.id = m.parent_id ORDER BY m.seq",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let int = |i: usize| match r.0[i] {
+                Value::Int(v) => Some(v),
+                _ => None,
+            };
+            (r.text(0).unwrap(), r.text(1).unwrap(), int(2), int(3))
+        })
+        .collect();
+    for (sid, id, parent_seq, by_id) in &parents {
+        assert_eq!(parent_seq, by_id, "{sid}/{id}: parent_seq is the parent found by id");
+    }
+    assert_eq!(parents.iter().filter(|p| p.2.is_none()).count(), 3, "two roots and the orphan");
+
+    // The migrated data reads and searches as before, and takes writes.
+    let api = Api::with_db(db);
+    assert_eq!(api.history_ids("/sessions/s/history?leaf=c"), ["a", "b", "c"]);
+    assert_eq!(api.history_ids("/sessions/s/history?leaf=c2"), ["a", "b", "c2"]);
+    assert_eq!(api.history_ids("/sessions/s/history?leaf=orphan"), ["orphan"]);
+    let search = |path: &str| {
+        let mut got = ids(&api.get(path).body_json()["results"]);
+        got.sort();
+        got
+    };
+    assert_eq!(search("/sessions/s/search?q=deploy"), ["a", "c", "orphan"]);
+    assert_eq!(search("/sessions/a.b:c-2/search?q=deploy"), ["a"]);
+    assert_eq!(search("/search?q=database").len(), 3);
+    api.append("s", "d", Some(Some("c")), "deploy once more");
+    assert_eq!(api.history_ids("/sessions/s/history"), ["a", "b", "c", "d"]);
+    assert_eq!(search("/sessions/s/search?q=deploy"), ["a", "c", "d", "orphan"]);
+    // An id appended later under the orphan's missing parent does not adopt it.
+    api.append("s", "gone", Some(None), "late");
+    assert_eq!(api.history_ids("/sessions/s/history?leaf=orphan"), ["orphan"]);
+}
+
+#[test]
+fn the_session_token_is_sqlites_hex() {
+    let db = support::db();
+    for sid in ["s", "a.b:c-2", "ü", "日本"] {
+        let sql_hex = db.query_row("SELECT 'x' || hex(?)", &[sid.into()]).unwrap().unwrap().text(0).unwrap();
+        assert_eq!(search::session_token(sid), sql_hex, "{sid}");
+    }
+}
+
+#[test]
+fn in_session_search_ranks_only_the_session_and_never_matches_the_session_column() {
+    let api = Api::new();
+    for s in 0..5 {
+        for i in 0..20 {
+            let text = if i % 4 == 0 { "deploy the database" } else { "nothing here" };
+            api.append(&format!("s{s}"), &format!("m{i}"), None, text);
+        }
+    }
+    let r = api.get("/sessions/s3/search?q=deploy&limit=100").body_json();
+    assert_eq!(r["results"].as_array().unwrap().len(), 5);
+    // The words of a session's token are not words of its messages.
+    let token = search::session_token("s3");
+    for q in [token.as_str(), &token.to_lowercase()] {
+        assert_eq!(api.get(&format!("/sessions/s3/search?q={q}")).body_json()["results"], json!([]));
+        assert_eq!(api.get(&format!("/search?q={q}")).body_json()["results"], json!([]));
+    }
+    // Across sessions: every session's matches.
+    let r = api.get("/search?q=deploy&limit=100").body_json();
+    assert_eq!(r["results"].as_array().unwrap().len(), 25);
+    // A fork indexes its copies under its own session.
+    let fork = api.post("/sessions/s3/fork", json!({"atMessageId": "m19"}));
+    assert_eq!(fork.status, 201, "{}", String::from_utf8_lossy(&fork.body));
+    let f = fork.body_json()["id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        api.get(&format!("/sessions/{f}/search?q=deploy&limit=100")).body_json()["results"].as_array().unwrap().len(),
+        5
+    );
+}
+
+/// The window as the reference states it: from the leaf up while fewer than `min` messages are
+/// in, or the next one still fits the budget.
+fn reference_window(sizes: &[i64], max_bytes: i64, min_messages: i64) -> usize {
+    let min_recent = min_messages.max(1) as usize;
+    let len = sizes.len();
+    let mut start = len - 1;
+    let mut used = sizes[start];
+    while start > 0 && (len - start < min_recent || used + sizes[start - 1] <= max_bytes) {
+        start -= 1;
+        used += sizes[start];
+    }
+    start
+}
+
+#[test]
+fn the_recent_window_selected_by_the_walk_is_the_reference_window() {
+    let api = Api::new();
+    let mut seed = 7u64;
+    let mut rnd = |n: u64| {
+        seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (seed >> 33) % n
+    };
+    let mut sizes = Vec::new();
+    for i in 0..60 {
+        let text = "x".repeat(rnd(400) as usize);
+        api.append("s", &format!("m{i}"), None, &text);
+        sizes.push(api.get(&format!("/sessions/s/messages/m{i}")).body.len() as i64);
+    }
+    // A branch off the path does not count.
+    api.append("s", "side", Some(Some("m10")), "side");
+    api.append("s", "m60", Some(Some("m59")), "back on the path");
+    sizes.push(api.get("/sessions/s/messages/m60").body.len() as i64);
+    let total: i64 = sizes.iter().sum();
+    for _ in 0..200 {
+        let max = rnd(total as u64 + 500) as i64;
+        let min = rnd(70) as i64;
+        let r = api.get(&format!("/sessions/s/history/recent?maxBytes={max}&minMessages={}", min.max(1))).body_json();
+        let start = reference_window(&sizes, max, min);
+        let want: Vec<String> = (start..sizes.len()).map(|i| format!("m{i}")).collect();
+        assert_eq!(ids(&r["messages"]), want, "maxBytes {max}, minMessages {min}");
+        assert_eq!(r["truncated"], json!(start > 0));
+        assert_eq!(r["totalContentBytes"], json!(total));
+    }
+}
+
+#[test]
+fn reads_kept_in_the_cache_follow_every_write() {
+    let api = Api::new();
+    for i in 0..5 {
+        api.append("s", &format!("m{i}"), None, &format!("text {i}"));
+    }
+    let history = |q: &str| api.get(&format!("/sessions/s/history{q}")).body_json();
+    let recent = || api.get("/sessions/s/history/recent?maxBytes=100000").body_json();
+    assert_eq!(api.cache.held(), 0);
+    let first = history("");
+    let held = api.cache.held();
+    assert!(held > 0, "the history is kept");
+    assert_eq!(api.cache.hits(), 0);
+    assert_eq!(history(""), first, "read twice: the same");
+    assert_eq!(api.cache.hits(), 1, "the second read came from the cache");
+    assert_eq!(api.cache.held(), held);
+    let _ = recent();
+    assert!(api.cache.held() > held, "the window is kept too");
+    // An append, an edit, a delete, an overlay, a clear: each read after it sees it.
+    api.append("s", "m5", None, "text 5");
+    assert_eq!(ids(&history("")["messages"]).len(), 6);
+    assert_eq!(api.cache.hits(), 1, "a write: read again");
+    assert_eq!(ids(&recent()["messages"]).len(), 6);
+    let r = api.put("/sessions/s/messages/m2", json!({"message": msg("m2", "user", "edited")}));
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(history("")["messages"][2]["parts"][0]["text"], "edited");
+    assert_eq!(recent()["messages"][2]["parts"][0]["text"], "edited");
+    let before_overlay = history("");
+    let r =
+        api.post("/sessions/s/compactions", json!({"summary": "early", "fromMessageId": "m0", "toMessageId": "m2"}));
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(ids(&history("")["messages"]).len(), 4, "the overlay's summary and m3..m5");
+    assert_eq!(history("?raw=1"), before_overlay, "raw: the stored messages");
+    assert_eq!(api.delete("/sessions/s/messages/m5").status, 204);
+    assert_eq!(ids(&history("?raw=1")["messages"]).last().map(String::as_str), Some("m4"));
+    assert_eq!(api.delete("/sessions/s/messages").status, 204);
+    assert_eq!(history(""), json!({"messages": []}));
+    assert_eq!(recent()["messages"], json!([]));
+    // Another session's write moves the counter too: nothing stale either way.
+    api.append("s", "n0", None, "again");
+    let kept = history("");
+    api.append("other", "o0", None, "elsewhere");
+    assert_eq!(history(""), kept);
+    let _: Json = kept;
+}
