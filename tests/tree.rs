@@ -182,7 +182,7 @@ fn recent_window_respects_budget_floor_and_leaf() {
     let r = api.get("/sessions/s/history/recent?maxBytes=100000000").body_json();
     assert_eq!((ids(&r["messages"]).len(), r["truncated"].clone()), (10, json!(false)));
     let r = api.get("/sessions/empty/history/recent?maxBytes=10").body_json();
-    assert_eq!(r, json!({"messages": [], "truncated": false, "totalContentBytes": 0}));
+    assert_eq!(r, json!({"messages": [], "truncated": false, "totalContentBytes": 0, "nextBefore": null}));
     assert_eq!(api.get("/sessions/s/history/recent").status, 400);
 }
 
@@ -310,4 +310,69 @@ fn history_pages_walk_up_from_the_leaf_with_a_cursor() {
         let r = api.get(&format!("/sessions/s/history?{q}"));
         assert_eq!(r.status, status, "{q}: {}", String::from_utf8_lossy(&r.body));
     }
+}
+
+#[test]
+fn children_and_recent_windows_page_too() {
+    let api = Api::new();
+    api.append("s", "root", None, "root");
+    for i in 0..25 {
+        api.append("s", &format!("c{i}"), Some(Some("root")), &format!("child {i}"));
+    }
+    let kids = |q: &str| {
+        let r = api.get(&format!("/sessions/s/messages/root/branches{q}"));
+        assert_eq!(r.status, 200, "{q}: {}", String::from_utf8_lossy(&r.body));
+        let b = r.body_json();
+        (ids(&b["messages"]), b.get("nextBefore").cloned())
+    };
+    let range = |p: &str, a: usize, b: usize| (a..b).map(|i| format!("{p}{i}")).collect::<Vec<_>>();
+    assert_eq!(kids(""), (range("c", 0, 25), None), "no paging asked: every child, no cursor");
+    assert_eq!(kids("?limit=10"), (range("c", 15, 25), Some(json!("c15"))));
+    assert_eq!(kids("?limit=10&before=c15"), (range("c", 5, 15), Some(json!("c5"))));
+    assert_eq!(kids("?limit=10&before=c5"), (range("c", 0, 5), Some(Json::Null)));
+    assert_eq!(kids("?before=c3"), (range("c", 0, 3), Some(Json::Null)), "before alone: up to 100");
+    for (q, status) in [("?before=root", 404), ("?before=nope", 404), ("?limit=0", 400), ("?limit=10001", 400)] {
+        assert_eq!(api.get(&format!("/sessions/s/messages/root/branches{q}")).status, status, "{q}");
+    }
+
+    // Recent windows read a long path back from its leaf.
+    let api = Api::new();
+    for i in 0..40 {
+        api.append("s", &format!("m{i}"), None, &format!("text {i}"));
+    }
+    let size = api.get("/sessions/s/messages/m39").body.len() as i64;
+    let window = |q: &str| {
+        let r = api.get(&format!("/sessions/s/history/recent?{q}"));
+        assert_eq!(r.status, 200, "{q}: {}", String::from_utf8_lossy(&r.body));
+        r.body_json()
+    };
+    let mut before: Option<String> = None;
+    let mut seen: Vec<String> = Vec::new();
+    loop {
+        let q = format!("maxBytes={}{}", size * 7, before.as_ref().map(|b| format!("&before={b}")).unwrap_or_default());
+        let w = window(&q);
+        let mut got = ids(&w["messages"]);
+        assert!(!got.is_empty() && got.len() <= 8, "{q}: {got:?}");
+        assert_eq!(w["truncated"], json!(!w["nextBefore"].is_null()));
+        let first = if w["truncated"] == json!(true) { json!(got[0]) } else { Json::Null };
+        assert_eq!(w["nextBefore"], first);
+        got.extend(seen);
+        seen = got;
+        match w["nextBefore"].as_str() {
+            Some(b) => before = Some(b.to_owned()),
+            None => break,
+        }
+    }
+    assert_eq!(seen, range("m", 0, 40), "the windows cover the path once, in order");
+    let w = window("maxBytes=1000000&before=m10");
+    assert_eq!(ids(&w["messages"]), range("m", 0, 10));
+    assert_eq!(
+        w["totalContentBytes"].as_i64().unwrap(),
+        w["messages"].as_array().unwrap().iter().map(|m| m.to_string().len() as i64).sum::<i64>()
+    );
+    assert_eq!(
+        window("maxBytes=10&before=m0"),
+        json!({"messages": [], "truncated": false, "totalContentBytes": 0, "nextBefore": null})
+    );
+    assert_eq!(api.get("/sessions/s/history/recent?maxBytes=10&before=nope").status, 404);
 }

@@ -45,12 +45,6 @@ struct Appended<'a> {
     compaction: Option<&'a AutoReport>,
 }
 
-/// `{"messages": [...]}` written straight from the stored JSON, without re-parsing it.
-#[derive(Serialize)]
-struct Messages<'a> {
-    messages: &'a [RawMessage],
-}
-
 fn with_warnings(mut resp: Response, warnings: Vec<String>) -> Response {
     resp.warnings.extend(warnings);
     resp
@@ -122,10 +116,19 @@ pub async fn clear(s: &Session<'_>) -> Result<Response> {
     Ok(with_warnings(Response::no_content(), warnings))
 }
 
-/// `GET /sessions/{sid}/messages/{mid}/branches`: the children, oldest first.
-pub async fn branches(s: &Session<'_>, mid: &str) -> Result<Response> {
-    let (messages, warnings) = s.whole(s.tree().branches(mid)?).await?;
-    Ok(with_warnings(Response::json(200, &Messages { messages: &messages }), warnings))
+/// `GET /sessions/{sid}/messages/{mid}/branches?limit=&before=`: the children, oldest first;
+/// with `limit` or `before` (a child), a page of them and its `nextBefore` cursor, as history
+/// pages (100 children unless `limit` says otherwise).
+pub async fn branches(s: &Session<'_>, req: &Request, mid: &str) -> Result<Response> {
+    let q = req.query_map()?;
+    let limit = int_param(&q, "limit", 1, MAX_PAGE)?;
+    let before = before_param(&q)?;
+    let paged = limit.is_some() || before.is_some();
+    let limit = if paged { Some(limit.unwrap_or(DEFAULT_PAGE)) } else { None };
+    let (messages, next_before) = s.tree().children(mid, before.as_deref(), limit)?;
+    let (messages, warnings) = s.whole(messages).await?;
+    let next_before = paged.then_some(next_before.as_deref());
+    Ok(with_warnings(Response::json(200, &PageOut { messages: &messages, next_before }), warnings))
 }
 
 /// `GET /sessions/{sid}/history?leaf=&raw=1&truncate=1&limit=&before=`.
@@ -141,13 +144,7 @@ pub async fn history(s: &Session<'_>, req: &Request) -> Result<Response> {
     let truncation = truncate_options(&q)?;
     let overlays = if flag_param(&q, "raw")? { Overlays::Raw } else { Overlays::Applied };
     let limit = int_param(&q, "limit", 1, MAX_PAGE)?;
-    let before = match q.get("before").filter(|b| !b.is_empty()) {
-        Some(b) => {
-            check_id("before", b)?;
-            Some(b.clone())
-        }
-        None => None,
-    };
+    let before = before_param(&q)?;
     let page = match (limit, before) {
         // `before` names the page's path itself: `leaf` does not matter then.
         (limit, Some(before)) => {
@@ -209,6 +206,17 @@ fn truncate_options(q: &HashMap<String, String>) -> Result<Option<TruncateOption
     }))
 }
 
+/// The `before` cursor of a page (empty is absent).
+fn before_param(q: &HashMap<String, String>) -> Result<Option<String>> {
+    match q.get("before").filter(|b| !b.is_empty()) {
+        Some(b) => {
+            check_id("before", b)?;
+            Ok(Some(b.clone()))
+        }
+        None => Ok(None),
+    }
+}
+
 fn leaf_param(q: &HashMap<String, String>) -> Result<Option<String>> {
     match q.get("leaf").filter(|l| !l.is_empty()) {
         Some(l) => {
@@ -219,14 +227,16 @@ fn leaf_param(q: &HashMap<String, String>) -> Result<Option<String>> {
     }
 }
 
-/// `GET /sessions/{sid}/history/recent?maxBytes=&minMessages=`.
+/// `GET /sessions/{sid}/history/recent?maxBytes=&minMessages=&before=`: the window of the
+/// active path, or with `before` of the path above that message; `nextBefore` pages on up.
 ///
 /// Sizes are of the stored rows: a message with spilled fields counts as its row (placeholders).
 pub async fn recent(s: &Session<'_>, req: &Request) -> Result<Response> {
     let q = req.query_map()?;
     let max = int_param(&q, "maxBytes", 0, i64::MAX)?.ok_or_else(|| Error::invalid("maxBytes is required"))?;
     let min = int_param(&q, "minMessages", 1, 100_000)?.unwrap_or(1);
-    let (answer, warnings) = s.recent_text(max, min).await?;
+    let before = before_param(&q)?;
+    let (answer, warnings) = s.recent_text(before.as_deref(), max, min).await?;
     Ok(with_warnings(Response::json_text(200, answer), warnings))
 }
 

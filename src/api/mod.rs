@@ -285,7 +285,7 @@ async fn dispatch(env: &Env<'_>, req: &Request) -> Result<Response> {
         (Batch, "POST") => messages::batch(&s, req).await,
         (Batch, _) => message(&s, "batch", req).await,
         (Message, _) => message(&s, &p.mid, req).await,
-        (Branches, _) => messages::branches(&s, &p.mid).await,
+        (Branches, _) => messages::branches(&s, req, &p.mid).await,
         (History, _) => messages::history(&s, req).await,
         (Recent, _) => messages::recent(&s, req).await,
         (Leaf, _) => messages::leaf(&s).await,

@@ -100,6 +100,18 @@ test("sessions, append, history, branches, leaf and search through the client", 
   assert.deepEqual(ids(await s.history({ leafId: "m2" })), ["m1", "m2"]);
   assert.equal((await s.leaf()).id, "m3");
   assert.equal(await s.pathLength({ leafId: "m2" }), 2);
+  // Pages: of the path, of a message's children, and recent windows further up.
+  const top = await s.historyPage({ limit: 1 });
+  assert.deepEqual([ids(top.messages), top.nextBefore], [["m3"], "m3"]);
+  const above = await s.historyPage({ before: top.nextBefore });
+  assert.deepEqual([ids(above.messages), above.nextBefore], [["m1"], null]);
+  const kids = await s.branchesPage("m1", { limit: 1 });
+  assert.deepEqual([ids(kids.messages), kids.nextBefore], [["m3"], "m3"]);
+  assert.deepEqual(ids((await s.branchesPage("m1", { before: "m3" })).messages), ["m2"]);
+  const window = await s.recent({ maxBytes: 0 });
+  assert.deepEqual([ids(window.messages), window.truncated, window.nextBefore], [["m3"], true, "m3"]);
+  const older = await s.recent({ maxBytes: 0, before: window.nextBefore });
+  assert.deepEqual([ids(older.messages), older.truncated, older.nextBefore], [["m1"], false, null]);
   // Idempotent by id, and a batch.
   assert.equal((await s.append(user("m1", "again"))).inserted, false);
   const batch = await s.appendMany([user("b1", "first of two"), user("b2", "second of two")], { parentId: null });

@@ -61,10 +61,18 @@ export async function crashAfter(ms, request) {
   return outcome;
 }
 
+/** Waits (at most 10 s) for the sweep a write request runs once its answer is out: until
+ * nothing waits in `spill_garbage` (an object's row goes after the object). */
+export async function swept() {
+  const waiting = () => doRows(state.dir, "SELECT count(*) FROM spill_garbage").reduce((n, r) => n + r[0], 0);
+  for (const t0 = Date.now(); waiting() > 0 && Date.now() - t0 < 10_000;) await sleep(20);
+}
+
 /** Invariants every crash must leave intact, read from the files themselves. */
 export async function checkStore(kind) {
-  // One write request: its sweep deletes what a crash left for garbage.
+  // One write request: its sweep (after the answer) deletes what a crash left for garbage.
   assert.equal((await call("POST", "/sessions/sweep/messages", { message: text(`sweep-${Date.now()}`, "user", "sweep") })).status, 201);
+  await swept();
   const ghosts = doRows(state.dir, "SELECT count(*) FROM messages_fts_docsize WHERE id NOT IN (SELECT seq FROM messages)");
   const unindexed = doRows(state.dir, "SELECT count(*) FROM messages WHERE seq NOT IN (SELECT id FROM messages_fts_docsize)");
   assert.equal(ghosts.reduce((n, r) => n + r[0], 0), 0, "no search row without its message");

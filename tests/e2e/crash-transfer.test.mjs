@@ -7,7 +7,7 @@
 // exactly those its rows refer to and its `skills/<agent>/` ones exist only if it holds the data.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { useRig, state, tally, doRows, r2Keys, startKillable, TOKEN, call, crashAfter, text, count } from "./crash-rig.mjs";
+import { useRig, state, tally, doRows, r2Keys, startKillable, TOKEN, call, crashAfter, text, count, swept } from "./crash-rig.mjs";
 
 useRig();
 
@@ -66,7 +66,7 @@ async function buildSource(agent, { sessions, skills }) {
   return { ndjson, spilled, skillKeys };
 }
 
-/** After a kill and restart: one write request to `agent` (its sweep), then what it holds in R2
+/** After a kill and restart: one write request to `agent` (its sweep, once the answer is out), then what it holds in R2
  * is exactly what its rows refer to: every `_spill/<agent>/` object referenced by a spill row
  * (`spilled` of them when it holds the data, none otherwise), its `skills/<agent>/` objects
  * `skillKeys` when it holds the data, none otherwise; nothing pending, no garbage anywhere. */
@@ -74,6 +74,7 @@ function checkObjects(kind, agent, holds, { spilled, skillKeys }) {
   return async () => {
     const r = await call("POST", "/sessions/after-crash/messages", { message: text(`w-${Date.now()}`, "user", "a write") }, {}, agent);
     assert.equal(r.status, 201, JSON.stringify(r.body));
+    await swept();
     const referenced = new Set(doRows(state.dir, "SELECT key FROM spills").map((r) => r[0]));
     const keys = r2Keys(state.dir);
     const own = keys.filter((k) => k.startsWith(`_spill/${agent}/`));

@@ -12,7 +12,7 @@ import { sseData } from "./sse.js";
 import type {
   AddBlockRequest, AppendResult, AssistantMessage, BatchResult, ChatEvent, ChatRequest, ChatResult,
   Compaction, ContextBlock, ContinuationRequest, CreateCompactionRequest, CreateMemoryRequest,
-  CreateSessionRequest, DeleteMemoriesRequest, Extracted, ImportCounts, IngestEntriesRequest, IssueTokenRequest,
+  CreateSessionRequest, DeleteMemoriesRequest, Extracted, HistoryPage, ImportCounts, IngestEntriesRequest, IssueTokenRequest,
   IssuedToken, Memory, MemoryHit, MemoryList, MemoryVersion, Message, NewTurnRequest, ParentId, Prompt,
   RecentHistory, Revocation, RevokeTokensRequest, SearchEntry, SearchEntryList, SearchHit, SessionExport,
   SessionImport, SessionInfo, SplitRequest, Tool, ToolName, UpdateMemoryRequest, UsageRequest, UserMessage,
@@ -451,8 +451,26 @@ export class SessionClient {
     return (await this.agent.request("get", "/agents/{agent}/sessions/{sid}/history", { path: this.path, query })).messages;
   }
 
-  /** The most recent messages of the latest branch within `maxBytes`. */
-  async recent(options: { maxBytes: number; minMessages?: number }): Promise<RecentHistory> {
+  /**
+   * One page of the path: at most `limit` messages ending at `leafId` (default: the latest
+   * leaf), or with `before` (a `nextBefore`) the ones above that message. Walk up a long path
+   * with `nextBefore` until it is `null`.
+   */
+  async historyPage(options: { limit?: number; before?: string; leafId?: string; raw?: boolean }): Promise<HistoryPage> {
+    const query = {
+      limit: options.limit,
+      before: options.before,
+      leaf: options.leafId,
+      raw: options.raw === undefined ? undefined : options.raw ? "1" as const : "0" as const,
+    };
+    return this.agent.request("get", "/agents/{agent}/sessions/{sid}/history", { path: this.path, query });
+  }
+
+  /**
+   * The most recent messages of the latest branch within `maxBytes`; with `before` (a
+   * `nextBefore`), the window of the path above that message.
+   */
+  async recent(options: { maxBytes: number; minMessages?: number; before?: string }): Promise<RecentHistory> {
     return this.agent.request("get", "/agents/{agent}/sessions/{sid}/history/recent", { path: this.path, query: options });
   }
 
@@ -471,6 +489,13 @@ export class SessionClient {
     return (await this.agent.request("get", "/agents/{agent}/sessions/{sid}/messages/{mid}/branches", {
       path: { ...this.path, mid },
     })).messages;
+  }
+
+  /** A page of a message's children: the newest `limit`, or those older than `before`. */
+  async branchesPage(mid: string, options: { limit?: number; before?: string }): Promise<HistoryPage> {
+    return this.agent.request("get", "/agents/{agent}/sessions/{sid}/messages/{mid}/branches", {
+      path: { ...this.path, mid }, query: options,
+    });
   }
 
   /** How many messages the path root → `leafId` (default: the latest leaf) has. */

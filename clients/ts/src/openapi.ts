@@ -598,6 +598,12 @@ export interface paths {
          * The children of a message
          * @description The direct children of `{mid}`, oldest first (insertion order), as stored. A leaf has
          *     `{"messages": []}`. `404` when `{mid}` is not in the session.
+         *
+         *     **Pages** (`limit` or `before`), as history pages: at most `limit` children (100 with
+         *     `before` alone), the newest ones, or with `before` (a child of `{mid}`, else `404`) the
+         *     newest ones older than it, oldest first; and `nextBefore`, the page's oldest child when
+         *     older ones remain (`null` otherwise). A page costs the same however many children
+         *     there are. Without `limit` and `before`: every child, and no `nextBefore`.
          */
         get: operations["listBranches"];
         put?: never;
@@ -710,7 +716,14 @@ export interface paths {
          *     within it), so the answer may hold fewer items than `minMessages`. `truncated` says
          *     whether older messages of the path were left out; `totalContentBytes` is the stored
          *     size of the whole raw path. An empty or unregistered session answers
-         *     `{"messages": [], "truncated": false, "totalContentBytes": 0}`.
+         *     `{"messages": [], "truncated": false, "totalContentBytes": 0, "nextBefore": null}`.
+         *
+         *     **Windows further up** (`before`): the window of the path that ends just above
+         *     `before` (its parent and that parent's ancestors), with the same rules; `404` when
+         *     `before` is not in the session, an empty window when it is a root. `nextBefore` is
+         *     the window's oldest stored message when `truncated` (`null` otherwise): pass it as
+         *     `before` to read the window above, so a long path can be read back from its leaf
+         *     window by window. `totalContentBytes` is then the size of that shorter path.
          */
         get: operations["getRecentHistory"];
         put?: never;
@@ -2938,8 +2951,8 @@ export interface components {
         HistoryPage: {
             messages: components["schemas"]["Message"][];
             /**
-             * @description Only with `limit`: the `before` of the page above this one, `null` when the page
-             *     starts at the root.
+             * @description Only for a page: the `before` of the page above this one (of a path: older
+             *     messages; of a message's children: older children), `null` when there is none.
              */
             nextBefore?: string | null;
         };
@@ -2949,6 +2962,11 @@ export interface components {
             truncated: boolean;
             /** @description Stored bytes of the whole raw path. */
             totalContentBytes: number;
+            /**
+             * @description The window's oldest stored message when older ones were left out (the `before` of
+             *     the window above), else `null`.
+             */
+            nextBefore?: string | null;
         };
         CreateSessionRequest: {
             /** @description 1–256 characters, no control characters. */
@@ -5249,7 +5267,12 @@ export interface operations {
     };
     listBranches: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description A page of at most this many children (see *Pages*). */
+                limit?: number;
+                /** @description The page holds children older than this one (a `nextBefore`; 1–256 characters, no control characters; empty is absent); 100 unless `limit` says otherwise. */
+                before?: string;
+            };
             header?: never;
             path: {
                 /**
@@ -5277,13 +5300,13 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The children. */
+            /** @description The children (or a page of them). */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["MessageList"];
+                    "application/json": components["schemas"]["HistoryPage"];
                 };
             };
             400: components["responses"]["BadRequest"];
@@ -5396,6 +5419,8 @@ export interface operations {
                 maxBytes: number;
                 /** @description Least number of path messages in the window, even past the budget. */
                 minMessages?: number;
+                /** @description The window ends just above this message (a `nextBefore`; 1–256 characters, no control characters; empty is absent). */
+                before?: string;
             };
             header?: never;
             path: {
@@ -5448,7 +5473,8 @@ export interface operations {
                      *         }
                      *       ],
                      *       "truncated": true,
-                     *       "totalContentBytes": 4182
+                     *       "totalContentBytes": 4182,
+                     *       "nextBefore": "m8"
                      *     }
                      */
                     "application/json": components["schemas"]["RecentHistory"];
@@ -5457,6 +5483,7 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["Internal"];
             503: components["responses"]["ServiceUnavailable"];

@@ -16,6 +16,8 @@ export type CompactionReport = Schemas["CompactionReport"];
 export type AppendResult = Schemas["AppendResult"];
 export type BatchResult = Schemas["BatchResult"];
 export type RecentHistory = Schemas["RecentHistory"];
+/** A page of a path or of a message's children, with the cursor of the page above. */
+export type HistoryPage = Schemas["HistoryPage"];
 export type CreateSessionRequest = Schemas["CreateSessionRequest"];
 export type ForkRequest = Schemas["ForkRequest"];
 export type UsageRequest = Schemas["UsageRequest"];

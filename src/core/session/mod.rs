@@ -161,23 +161,34 @@ impl<'a> Session<'a> {
         .await
     }
 
-    /// The recent window of the active path ([`recent`]) made whole, as the text of the JSON
-    /// answer `{messages, truncated, totalContentBytes}`, and the warnings of objects that could
-    /// not be read back. Kept until the next write (in the [`ReadCache`](crate::core::cache::ReadCache)).
-    pub async fn recent_text(&self, max_bytes: i64, min_messages: i64) -> Result<(String, Vec<String>)> {
+    /// The recent window of the active path, or of the path above `before` ([`recent`]), made
+    /// whole, as the text of the JSON answer `{messages, truncated, totalContentBytes,
+    /// nextBefore}`, and the warnings of objects that could not be read back. Kept until the
+    /// next write (in the [`ReadCache`](crate::core::cache::ReadCache)).
+    pub async fn recent_text(
+        &self,
+        before: Option<&str>,
+        max_bytes: i64,
+        min_messages: i64,
+    ) -> Result<(String, Vec<String>)> {
         #[derive(Serialize)]
         #[serde(rename_all = "camelCase")]
         struct Answer<'a> {
             messages: &'a [RawMessage],
             truncated: bool,
             total_content_bytes: i64,
+            next_before: Option<String>,
         }
-        let key = format!("recent\n{}\n{max_bytes}\n{min_messages}", self.id);
+        let key = format!("recent\n{}\n{}\n{max_bytes}\n{min_messages}", self.id, before.unwrap_or(""));
         self.kept(key, || async {
-            let r = recent(self.env.sql, self.id, max_bytes, min_messages)?;
+            let r = recent(self.env.sql, self.id, before, max_bytes, min_messages)?;
             let (messages, warnings) = self.whole(r.messages).await?;
-            let answer =
-                Answer { messages: &messages, truncated: r.truncated, total_content_bytes: r.total_content_bytes };
+            let answer = Answer {
+                messages: &messages,
+                truncated: r.truncated,
+                total_content_bytes: r.total_content_bytes,
+                next_before: r.next_before,
+            };
             Ok((serde_json::to_string(&answer).map_err(|e| Error::internal(e.to_string()))?, warnings))
         })
         .await

@@ -120,27 +120,35 @@ fn render(sql: &dyn Sql, tree: &Tree, session: &str, path: &[PathRow], overlays:
     Ok(out)
 }
 
-/// A recent window of the active path.
+/// A recent window of a path.
 pub struct Recent {
     pub messages: Vec<RawMessage>,
     /// Whether older messages were left out.
     pub truncated: bool,
     /// Stored bytes of the whole path.
     pub total_content_bytes: i64,
+    /// The oldest stored message of the window when older ones were left out: pass it as
+    /// `before` for the window above it.
+    pub next_before: Option<String>,
 }
 
-/// The longest suffix of the active path whose stored size fits `max_bytes`, always holding the
-/// leaf and at least `min_messages` messages (both even past the budget). Overlays apply inside
-/// the window only.
-pub fn recent(sql: &dyn Sql, session: &str, max_bytes: i64, min_messages: i64) -> Result<Recent> {
+/// The longest suffix of a path whose stored size fits `max_bytes`, always holding its last
+/// message and at least `min_messages` messages (both even past the budget). The path is the
+/// active one, or with `before` (404 when unknown) the one that ends just above that message.
+/// Overlays apply inside the window only.
+pub fn recent(sql: &dyn Sql, session: &str, before: Option<&str>, max_bytes: i64, min_messages: i64) -> Result<Recent> {
     let tree = Tree::new(sql, session);
-    let Some(leaf) = tree.latest_leaf_id()? else {
-        return Ok(Recent { messages: Vec::new(), truncated: false, total_content_bytes: 0 });
+    let none = || Recent { messages: Vec::new(), truncated: false, total_content_bytes: 0, next_before: None };
+    let end = match before {
+        None => tree.latest_leaf_id()?,
+        Some(id) => tree.parent_of(id)?,
     };
-    let walk = tree.window(&leaf, max_bytes, min_messages)?;
+    let Some(end) = end else { return Ok(none()) };
+    let walk = tree.window(&end, max_bytes, min_messages)?;
     let truncated = (walk.rows.len() as i64) < walk.count;
+    let next_before = walk.rows.first().filter(|_| truncated).map(|r| r.id.clone());
     let messages = render(sql, &tree, session, &walk.rows, Overlays::Applied)?;
-    Ok(Recent { messages, truncated, total_content_bytes: walk.bytes })
+    Ok(Recent { messages, truncated, total_content_bytes: walk.bytes, next_before })
 }
 
 /// The token estimate of the path to `leaf` as the model sees it (overlays applied, by the reference heuristic,

@@ -22,6 +22,10 @@ pub const CHUNK_BYTES: i64 = 4 * 1024 * 1024;
 /// Object's limit for a string.
 pub const JSON_PIECE_BYTES: i64 = 1024 * 1024;
 
+/// A bound past every seq and depth: the largest integer a Workers runtime binds as an
+/// INTEGER (it hands larger ones to SQLite as REALs, which `LIMIT` refuses).
+const UNBOUNDED: i64 = (1 << 53) - 1;
+
 /// Where a page of a path ends (see [`Tree::page`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum PageEnd {
@@ -168,6 +172,14 @@ impl<'a> Tree<'a> {
         })
     }
 
+    /// The parent of `id` (404 when `id` is not in the session), `None` for a root.
+    pub fn parent_of(&self, id: &str) -> Result<Option<String>> {
+        self.sql
+            .query_row("SELECT parent_id FROM messages WHERE session_id = ? AND id = ?", &[self.sid(), id.into()])?
+            .ok_or_else(|| Error::not_found(format!("message {id} not found in session {}", self.session)))?
+            .opt_text(0)
+    }
+
     /// `not_found` when `parent` names a message that is not in this session.
     pub fn check_parent(&self, parent: &Parent) -> Result<()> {
         match parent {
@@ -245,7 +257,7 @@ impl<'a> Tree<'a> {
         // A row is kept when it is at least `skip` steps up and, in a window, within the first
         // `min` steps or the first `max` bytes (counted from `from`, which is always kept).
         let (skip, min, max) = match keep {
-            Keep::From(skip) => (skip, i64::MAX, 0),
+            Keep::From(skip) => (skip, UNBOUNDED, 0),
             Keep::Window { max_bytes, min_messages } => (0, min_messages, max_bytes),
         };
         let walk = self.sql.query_row(
@@ -331,17 +343,48 @@ impl<'a> Tree<'a> {
 
     /// The children of `id`, oldest first (404 when `id` is not in the session).
     pub fn branches(&self, id: &str) -> Result<Vec<RawMessage>> {
+        Ok(self.children(id, None, None)?.0)
+    }
+
+    /// At most `limit` children of `id` (all without one), oldest first: the newest ones, or
+    /// with `before` (a child of `id`, else 404) the newest ones older than it; and the oldest
+    /// child of the page when older ones remain (the `before` of the page above). The index on
+    /// `(session_id, parent_id)` holds each parent's children in `seq` order, so a page costs
+    /// the same however many children there are.
+    pub fn children(
+        &self,
+        id: &str,
+        before: Option<&str>,
+        limit: Option<i64>,
+    ) -> Result<(Vec<RawMessage>, Option<String>)> {
         if !self.contains(id)? {
             return Err(Error::not_found(format!("message {id} not found in session {}", self.session)));
         }
-        self.sql
-            .query(
-                "SELECT content FROM messages WHERE session_id = ? AND parent_id = ? ORDER BY seq",
-                &[self.sid(), id.into()],
-            )?
-            .into_iter()
-            .map(|r| raw(r.text(0)?))
-            .collect()
+        // Bounds when absent: past every seq, and -1 (no limit).
+        let below = match before {
+            None => Value::Int(UNBOUNDED),
+            Some(b) => self
+                .sql
+                .query_row(
+                    "SELECT seq FROM messages WHERE session_id = ? AND id = ? AND parent_id = ?",
+                    &[self.sid(), b.into(), id.into()],
+                )?
+                .map(|r| r.int(0))
+                .transpose()?
+                .map(Value::Int)
+                .ok_or_else(|| Error::not_found(format!("message {b} is not a child of {id}")))?,
+        };
+        let rows = self.sql.query(
+            "SELECT id, content FROM messages WHERE session_id = ? AND parent_id = ? AND seq < ?
+              ORDER BY seq DESC LIMIT ?",
+            &[self.sid(), id.into(), below, Value::Int(limit.map_or(-1, |l| l + 1))],
+        )?;
+        let more = limit.is_some_and(|l| rows.len() as i64 > l);
+        let mut page = rows.into_iter().take(limit.map_or(usize::MAX, |l| l as usize)).collect::<Vec<_>>();
+        page.reverse();
+        let next_before = if more { page.first().map(|r| r.text(0)).transpose()? } else { None };
+        let messages = page.into_iter().map(|r| raw(r.text(1)?)).collect::<Result<Vec<_>>>()?;
+        Ok((messages, next_before))
     }
 
     /// Replaces the stored JSON (and role) of an existing message and re-indexes it. Its place
