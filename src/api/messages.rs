@@ -122,7 +122,7 @@ pub async fn clear(s: &Session<'_>) -> Result<Response> {
 pub async fn branches(s: &Session<'_>, req: &Request, mid: &str) -> Result<Response> {
     let q = req.query_map()?;
     let limit = int_param(&q, "limit", 1, MAX_PAGE)?;
-    let before = before_param(&q)?;
+    let before = id_param(&q, "before")?;
     let paged = limit.is_some() || before.is_some();
     let limit = if paged { Some(limit.unwrap_or(DEFAULT_PAGE)) } else { None };
     let (messages, next_before) = s.tree().children(mid, before.as_deref(), limit)?;
@@ -140,11 +140,11 @@ pub async fn branches(s: &Session<'_>, req: &Request, mid: &str) -> Result<Respo
 /// above an earlier one (100 messages unless `limit` says otherwise; `leaf` plays no part).
 pub async fn history(s: &Session<'_>, req: &Request) -> Result<Response> {
     let q = req.query_map()?;
-    let leaf = leaf_param(&q)?;
+    let leaf = id_param(&q, "leaf")?;
     let truncation = truncate_options(&q)?;
     let overlays = if flag_param(&q, "raw")? { Overlays::Raw } else { Overlays::Applied };
     let limit = int_param(&q, "limit", 1, MAX_PAGE)?;
-    let before = before_param(&q)?;
+    let before = id_param(&q, "before")?;
     let page = match (limit, before) {
         // `before` names the page's path itself: `leaf` does not matter then.
         (limit, Some(before)) => {
@@ -206,22 +206,13 @@ fn truncate_options(q: &HashMap<String, String>) -> Result<Option<TruncateOption
     }))
 }
 
-/// The `before` cursor of a page (empty is absent).
-fn before_param(q: &HashMap<String, String>) -> Result<Option<String>> {
-    match q.get("before").filter(|b| !b.is_empty()) {
-        Some(b) => {
-            check_id("before", b)?;
-            Ok(Some(b.clone()))
-        }
-        None => Ok(None),
-    }
-}
-
-fn leaf_param(q: &HashMap<String, String>) -> Result<Option<String>> {
-    match q.get("leaf").filter(|l| !l.is_empty()) {
-        Some(l) => {
-            check_id("leaf", l)?;
-            Ok(Some(l.clone()))
+/// A message id given in the query as `name` (`leaf`, or `before`: a page's cursor); empty is
+/// absent.
+fn id_param(q: &HashMap<String, String>, name: &str) -> Result<Option<String>> {
+    match q.get(name).filter(|v| !v.is_empty()) {
+        Some(id) => {
+            check_id(name, id)?;
+            Ok(Some(id.clone()))
         }
         None => Ok(None),
     }
@@ -235,7 +226,7 @@ pub async fn recent(s: &Session<'_>, req: &Request) -> Result<Response> {
     let q = req.query_map()?;
     let max = int_param(&q, "maxBytes", 0, i64::MAX)?.ok_or_else(|| Error::invalid("maxBytes is required"))?;
     let min = int_param(&q, "minMessages", 1, 100_000)?.unwrap_or(1);
-    let before = before_param(&q)?;
+    let before = id_param(&q, "before")?;
     let (answer, warnings) = s.recent_text(before.as_deref(), max, min).await?;
     Ok(with_warnings(Response::json_text(200, answer), warnings))
 }
@@ -248,7 +239,7 @@ pub async fn leaf(s: &Session<'_>) -> Result<Response> {
 
 /// `GET /sessions/{sid}/path-length?leaf=`: messages on the raw path (0 when empty).
 pub fn path_length(s: &Session<'_>, req: &Request) -> Result<Response> {
-    let leaf = leaf_param(&req.query_map()?)?;
+    let leaf = id_param(&req.query_map()?, "leaf")?;
     let tree = s.tree();
     let length = match tree.resolve_leaf(leaf.as_deref())? {
         Some(l) => tree.path(&l)?.len(),
