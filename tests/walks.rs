@@ -131,6 +131,11 @@ fn in_session_search_ranks_only_the_session_and_never_matches_the_session_column
     // Across sessions: every session's matches.
     let r = api.get("/search?q=deploy&limit=100").body_json();
     assert_eq!(r["results"].as_array().unwrap().len(), 25);
+    // The longest session id makes a 257-character token, kept whole.
+    let long = format!("{}.:-", "L".repeat(125));
+    api.append(&long, "l0", None, "deploy far away");
+    let r = api.get(&format!("/sessions/{long}/search?q=deploy")).body_json();
+    assert_eq!(ids(&r["results"]), ["l0"]);
     // A fork indexes its copies under its own session.
     let fork = api.post("/sessions/s3/fork", json!({"atMessageId": "m19"}));
     assert_eq!(fork.status, 201, "{}", String::from_utf8_lossy(&fork.body));
