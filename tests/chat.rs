@@ -451,7 +451,9 @@ fn a_streamed_turn_ends_its_stream_before_the_compaction_it_calls_for_starts() {
     assert_eq!(api.model.requests.borrow().len(), 1, "no summarizer call yet");
     assert!(api.events.take("s").iter().all(|f| f["type"] != "status"), "no compaction frame yet");
     // Then, after the answer: the compaction (a summarizer call, its frames).
-    assert!(matches!(after[..], [session_agent::core::after::After::Compact { .. }]), "{after:?}");
+    // The sweep, as after every write, then the compaction.
+    use session_agent::core::after::After;
+    assert!(matches!(after[..], [After::Sweep, After::Compact { .. }]), "{after:?}");
     futures::executor::block_on(api::after(&env, &after));
     assert_eq!(api.model.requests.borrow().len(), 2, "the summarizer ran after the answer");
     assert_eq!(status_phases(&api), ["compacting", "idle"]);

@@ -246,9 +246,10 @@ pub enum Streamed {
 
 /// Runs a streamed `POST /sessions/{sid}/chat` in `dialect` (see [`super::chat_stream`]), handing each
 /// event to `send` as soon as it exists. `send` failing (the client went away) aborts the
-/// turn, which then stores nothing. Returns the work the turn leaves for after the answer
-/// (compaction, memory extraction): the caller closes the stream first, then runs the sweep
-/// and that work ([`super::after()`]), so none of it delays the answer.
+/// turn, which then stores nothing. Returns the work left for after the answer: the sweep, as
+/// after every write ([`super::handle`]), then what the turn left (compaction, memory
+/// extraction). The caller closes the stream first and then runs it ([`super::after()`]), so
+/// none of it delays the answer.
 pub async fn stream(
     env: &Env<'_>,
     req: &Request,
@@ -270,18 +271,18 @@ pub async fn stream(
         .await
     }
     .await;
+    let mut after = vec![After::Sweep];
     match result {
         Ok(done) => {
             let _ = send(Streamed::Data(encoder.done(&done.message)));
-            done.after
+            after.extend(done.after);
         }
         Err(e) if !started.get() => {
             let _ = send(Streamed::Fail(e));
-            Vec::new()
         }
         Err(e) => {
             let _ = send(Streamed::Data(encoder.failed(&e)));
-            Vec::new()
         }
     }
+    after
 }

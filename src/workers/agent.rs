@@ -264,7 +264,6 @@ impl Agent {
             let after = api::chat::stream(&env, &req, dialect, &mut send).await;
             // The stream ends here; the sweep and the work the turn left come after the answer.
             drop(tx);
-            api::after(&env, &[After::Sweep]).await;
             api::after(&env, &after).await;
         });
         match rx.next().await {
