@@ -1,12 +1,11 @@
 //! Search routes: `GET /sessions/{sid}/search` and `GET /search` (across sessions).
 
-use serde_json::json;
-
 use super::http::{int_param, Request, Response};
 use crate::core::env::Env;
 use crate::core::error::{Error, Result};
+use crate::core::search;
 use crate::core::session::Session;
-use crate::core::store::search::{self, DEFAULT_LIMIT, MAX_LIMIT};
+use crate::core::store::search::{DEFAULT_LIMIT, MAX_LIMIT};
 
 fn params(req: &Request) -> Result<(String, i64)> {
     let q = req.query_map()?;
@@ -16,13 +15,13 @@ fn params(req: &Request) -> Result<(String, i64)> {
 }
 
 /// `GET /sessions/{sid}/search?q=&limit=`.
-pub fn in_session(s: &Session, req: &Request) -> Result<Response> {
+pub async fn in_session(s: &Session<'_>, req: &Request) -> Result<Response> {
     let (q, limit) = params(req)?;
-    Ok(Response::json(200, &json!({ "results": search::in_session(s.env.sql, s.id, &q, limit)? })))
+    Ok(Response::json_text(200, search::in_session(s, &q, limit).await?))
 }
 
 /// `GET /search?q=&limit=`: every session of the agent; hits carry `sessionId`.
-pub fn across(env: &Env, req: &Request) -> Result<Response> {
+pub async fn across(env: &Env<'_>, req: &Request) -> Result<Response> {
     let (q, limit) = params(req)?;
-    Ok(Response::json(200, &json!({ "results": search::across_sessions(env.sql, &q, limit)? })))
+    Ok(Response::json_text(200, search::across(env, &q, limit).await?))
 }

@@ -4,7 +4,8 @@
 //! Leaves first (each folder uses only the ones above it in this list; `tests/layout.rs` checks
 //! that the module graph has no cycle):
 //! - leaf modules: [`error`], [`sql`], `sqlite` (native only), [`blobs`], [`ids`], [`time`],
-//!   [`js`], [`parts`], [`tokens`], [`events`], [`access`] (the token revocation time);
+//!   [`js`], [`parts`], [`tokens`], [`events`], [`access`] (the token revocation time), [`cache`]
+//!   (texts kept between writes);
 //! - [`store`]: the message store of one agent (schema, messages, trees, oversize fields in
 //!   R2, compaction overlays, history, estimates, sessions, search);
 //! - [`config`]: `SESSION_CONFIG` and the policies it carries;
@@ -17,6 +18,7 @@
 //!   the memory tools);
 //! - [`session`]: one session's operations and the one write path of its messages, compaction
 //!   with the LLM;
+//! - [`search`](mod@search): search answers, kept between writes;
 //! - [`turn`]: the agent turn;
 //! - [`transfer`]: export, import and erase of a session or the whole agent.
 
@@ -35,6 +37,7 @@ pub mod js;
 pub mod llm;
 pub mod memory;
 pub mod parts;
+pub mod search;
 pub mod session;
 pub mod sql;
 #[cfg(not(target_arch = "wasm32"))]

@@ -291,7 +291,7 @@ test("an unset API_TOKEN closes the API with 503", async () => {
   }
 });
 
-test("reads kept between requests follow every write (the read cache in workerd)", async () => {
+test("reads kept between requests follow every write to their session (the read cache in workerd)", async () => {
   const a = { agent: "cache" };
   const msg = (id, text) => ({ id, role: "user", parts: [{ type: "text", text }] });
   const texts = async (path = "/sessions/c/history") => (await call("GET", path, undefined, a)).body.messages.map((m) => m.parts[0].text);
@@ -314,8 +314,13 @@ test("reads kept between requests follow every write (the read cache in workerd)
   const bad = await call("POST", "/sessions/c/messages/batch", { messages: [msg("m4", "t4"), msg("m4", "dup"), { id: "x" }] }, a);
   assert.equal(bad.status, 400);
   await both(["t0", "edited", "t2"]);
+  // Another session's write leaves them kept; a batch at the end of the path grows them.
+  assert.equal((await call("POST", "/sessions/other/messages", { message: msg("o0", "elsewhere") }, a)).status, 201);
+  await both(["t0", "edited", "t2"]);
+  assert.equal((await call("POST", "/sessions/c/messages/batch", { messages: [msg("m4", "t4"), msg("m5", "t5")] }, a)).status, 201);
+  await both(["t0", "edited", "t2", "t4", "t5"]);
   assert.equal((await call("POST", "/sessions/c/compactions", { summary: "early", fromMessageId: "m0", toMessageId: "m1" }, a)).status, 201);
-  assert.equal((await call("GET", "/sessions/c/history", undefined, a)).body.messages.length, 2, "the summary and t2");
+  assert.equal((await call("GET", "/sessions/c/history", undefined, a)).body.messages.length, 4, "the summary, t2, t4, t5");
   assert.equal((await call("DELETE", "/sessions/c/messages", undefined, a)).status, 204);
   await both([]);
 });

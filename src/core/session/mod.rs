@@ -26,6 +26,7 @@ pub mod split;
 use serde::Serialize;
 use serde_json::json;
 
+use crate::core::cache::Version;
 use crate::core::context::Context;
 use crate::core::env::Env;
 use crate::core::error::{Error, Result};
@@ -115,6 +116,23 @@ pub fn is_synthetic(msg: &NewMessage) -> bool {
     overlay::is_synthetic_id(&msg.id)
 }
 
+/// The session's versions before and after a write's transaction.
+#[derive(Clone, Copy)]
+struct Span {
+    before: Version,
+    after: Version,
+}
+
+/// Where the cache keeps the history of `session` to `leaf` with `overlays`.
+fn history_key(session: &str, leaf: &str, overlays: Overlays) -> String {
+    format!("{}{leaf}\n{overlays:?}", history_prefix(session))
+}
+
+/// What the keys of every kept history of `session` start with.
+fn history_prefix(session: &str) -> String {
+    format!("history\n{session}\n")
+}
+
 impl<'a> Session<'a> {
     pub fn new(env: &'a Env<'a>, id: &'a str) -> Self {
         Session { env, id }
@@ -146,16 +164,21 @@ impl<'a> Session<'a> {
     /// The path to `leaf` (default: the latest leaf) with `overlays`, whole, as the text of a
     /// JSON array, and the warnings of objects that could not be read back. SQLite assembles it
     /// when nothing is laid over the stored texts ([`history_json`]); otherwise the messages
-    /// are read, made whole and written out. The same text either way. Kept until the next
-    /// write (in the [`ReadCache`](crate::core::cache::ReadCache)).
+    /// are read, made whole and written out. The same text either way. Kept until the session's
+    /// next write (in the [`ReadCache`](crate::core::cache::ReadCache)), and grown by appends at
+    /// its end ([`Session::follow`]).
     pub async fn history_text(&self, leaf: Option<&str>, overlays: Overlays) -> Result<(String, Vec<String>)> {
-        let key = format!("history\n{}\n{}\n{overlays:?}", self.id, leaf.unwrap_or(""));
-        self.kept(key, || async {
+        let (version, leaf) = match leaf {
+            Some(id) => (self.version()?, Some(id.to_owned())),
+            None => self.version_and_latest_leaf()?,
+        };
+        let key = history_key(self.id, leaf.as_deref().unwrap_or(""), overlays);
+        self.kept(key, version, || async {
             let sql = self.env.sql;
-            if let Some(text) = history_json(sql, self.id, leaf, overlays)? {
+            if let Some(text) = history_json(sql, self.id, leaf.as_deref(), overlays)? {
                 return Ok((text, Vec::new()));
             }
-            let (messages, warnings) = self.whole(history(sql, self.id, leaf, overlays)?).await?;
+            let (messages, warnings) = self.whole(history(sql, self.id, leaf.as_deref(), overlays)?).await?;
             Ok((serde_json::to_string(&messages).map_err(|e| Error::internal(e.to_string()))?, warnings))
         })
         .await
@@ -164,7 +187,7 @@ impl<'a> Session<'a> {
     /// The recent window of the active path, or of the path above `before` ([`recent`]), made
     /// whole, as the text of the JSON answer `{messages, truncated, totalContentBytes,
     /// nextBefore}`, and the warnings of objects that could not be read back. Kept until the
-    /// next write (in the [`ReadCache`](crate::core::cache::ReadCache)).
+    /// session's next write (in the [`ReadCache`](crate::core::cache::ReadCache)).
     pub async fn recent_text(
         &self,
         before: Option<&str>,
@@ -180,7 +203,7 @@ impl<'a> Session<'a> {
             next_before: Option<String>,
         }
         let key = format!("recent\n{}\n{}\n{max_bytes}\n{min_messages}", self.id, before.unwrap_or(""));
-        self.kept(key, || async {
+        self.kept(key, self.version()?, || async {
             let r = recent(self.env.sql, self.id, before, max_bytes, min_messages)?;
             let (messages, warnings) = self.whole(r.messages).await?;
             let answer = Answer {
@@ -194,25 +217,54 @@ impl<'a> Session<'a> {
         .await
     }
 
-    /// The text `read` makes, from the [`ReadCache`](crate::core::cache::ReadCache) when it is
-    /// there under `key` (nothing was written since it was read), else read and kept there
-    /// unless it came with warnings (an object that could not be read back may be readable
-    /// next time).
-    async fn kept<F, Fut>(&self, key: String, read: F) -> Result<(String, Vec<String>)>
+    /// The session's version: the seq of its newest message and the count of its other writes
+    /// to messages and overlays (triggers of migration 0009). Any write to what its history
+    /// reads changes it, and no version comes back.
+    pub fn version(&self) -> Result<Version> {
+        Ok(self.version_and_latest_leaf()?.0)
+    }
+
+    /// The session's version and its latest leaf, in one statement.
+    fn version_and_latest_leaf(&self) -> Result<(Version, Option<String>)> {
+        let row = self.env.sql.query_row(
+            "SELECT COALESCE((SELECT n FROM session_versions WHERE session_id = ?1), 0), m.seq, m.id
+               FROM (SELECT 1)
+               LEFT JOIN (SELECT seq, id FROM messages WHERE session_id = ?1 ORDER BY seq DESC LIMIT 1) m",
+            &[self.id.into()],
+        )?;
+        let r = row.ok_or_else(|| Error::internal("the version query answered no row"))?;
+        let newest = match r.opt_text(2)? {
+            Some(_) => r.int(1)? as u64,
+            None => 0,
+        };
+        Ok(((newest, r.int(0)? as u64), r.opt_text(2)?))
+    }
+
+    /// The text `read` makes, kept under `key` until the session's next write
+    /// ([`ReadCache::kept`](crate::core::cache::ReadCache::kept)); `version` is the session's
+    /// version now.
+    pub async fn kept<F, Fut>(&self, key: String, version: Version, read: F) -> Result<(String, Vec<String>)>
     where
         F: FnOnce() -> Fut,
         Fut: std::future::Future<Output = Result<(String, Vec<String>)>>,
     {
-        let (sql, cache) = (self.env.sql, self.env.cache);
-        if let Some(text) = cache.get(sql, &key) {
-            return Ok((text, Vec::new()));
+        self.env.cache.kept(&key, version, || self.version(), read).await
+    }
+
+    /// Follows a write that appended `chain` at the end of the path to `parent`, each message the
+    /// child of the one before: a kept history of that path, read at the version the write
+    /// started from, is kept grown by the chain at the version it ended with. Messages with
+    /// spilled fields are not followed (their whole text is not at hand).
+    fn follow(&self, span: Option<Span>, parent: Option<&str>, chain: &[&NewMessage]) {
+        let (Some(span), Some(parent), Some(last)) = (span, parent, chain.last()) else { return };
+        if chain.iter().any(|m| !m.spills.is_empty()) {
+            return;
         }
-        let read_at = sql.changes();
-        let (text, warnings) = read().await?;
-        if warnings.is_empty() {
-            cache.put(sql, read_at, &key, &text);
+        let tail: Vec<&str> = chain.iter().map(|m| m.json.as_str()).collect();
+        for overlays in [Overlays::Applied, Overlays::Raw] {
+            let (from, to) = (history_key(self.id, parent, overlays), history_key(self.id, &last.id, overlays));
+            self.env.cache.grow(&from, span.before, &to, span.after, &tail);
         }
-        Ok((text, warnings))
     }
 
     /// One stored message, whole; `not_found` when it is not in the session.
@@ -230,7 +282,7 @@ impl<'a> Session<'a> {
         msgs: &mut [NewMessage],
         spill: Spill,
         write: impl FnOnce(&[NewMessage]) -> Result<T>,
-    ) -> Result<(T, Vec<String>)> {
+    ) -> Result<(T, Vec<String>, Option<Span>)> {
         let e = self.env;
         for i in 0..msgs.len() {
             if spill == Spill::New && (is_synthetic(&msgs[i]) || self.tree().contains(&msgs[i].id)?) {
@@ -246,9 +298,17 @@ impl<'a> Session<'a> {
                 return Err(err);
             }
         }
+        // The versions around the transaction, for [`Session::follow`], when a path of the
+        // session is kept at all. Nothing else runs between these statements.
+        let before = if e.cache.holds(&history_prefix(self.id)) { Some(self.version()?) } else { None };
         let done = atomically(e.sql, || write(msgs));
         let warnings = self.release(msgs);
-        Ok((done?, warnings))
+        let done = done?;
+        let span = match before {
+            Some(before) => Some(Span { before, after: self.version()? }),
+            None => None,
+        };
+        Ok((done, warnings, span))
     }
 
     /// Hands the spilled objects of `msgs` that no row took (a duplicate, a failed write) to the
@@ -275,7 +335,7 @@ impl<'a> Session<'a> {
         }
         let tree = self.tree();
         let mut msgs = [msg];
-        let (done, mut warnings) = self
+        let (done, mut warnings, span) = self
             .write(&mut msgs, Spill::New, |m| {
                 let done = tree.append(&m[0], &parent, &self.env.now)?;
                 if done.inserted {
@@ -290,6 +350,7 @@ impl<'a> Session<'a> {
             let (parent_id, inserted) = (done.parent_id, false);
             return Ok(Appended { message, parent_id, inserted, synthetic: false, compaction: None, warnings });
         }
+        self.follow(span, done.parent_id.as_deref(), &[&msg]);
         self.publish_message(msg.client_json());
         let compaction = self.after_append(&msg.id).await;
         warnings.extend(compaction.as_ref().and_then(|a| a.warning(self.id)));
@@ -303,9 +364,10 @@ impl<'a> Session<'a> {
     pub async fn append_batch(&self, mut msgs: Vec<NewMessage>, first: Parent) -> Result<Batch> {
         let tree = self.tree();
         tree.check_parent(&first)?;
-        let ((ids, last_id, stored), mut warnings) = self
+        let ((ids, last_id, stored, root), mut warnings, span) = self
             .write(&mut msgs, Spill::New, |msgs| {
                 tree.check_parent(&first)?; // also for an empty batch
+                let root = tree.parent_id(&first)?;
                 let mut parent = first.clone();
                 let (mut ids, mut stored) = (Vec::with_capacity(msgs.len()), Vec::new());
                 for (i, m) in msgs.iter().enumerate().filter(|(_, m)| !is_synthetic(m)) {
@@ -318,9 +380,14 @@ impl<'a> Session<'a> {
                 if !stored.is_empty() {
                     self.register()?;
                 }
-                Ok((ids, tree.parent_id(&parent)?, stored))
+                Ok((ids, tree.parent_id(&parent)?, stored, root))
             })
             .await?;
+        // A chain of new messages only: one already stored may sit on another path.
+        if stored.len() == ids.len() {
+            let chain: Vec<&NewMessage> = stored.iter().map(|&i| &msgs[i]).collect();
+            self.follow(span, root.as_deref(), &chain);
+        }
         for &i in &stored {
             self.publish_message(msgs[i].client_json());
         }
@@ -340,7 +407,7 @@ impl<'a> Session<'a> {
             return Err(missing());
         }
         let mut msgs = [msg.clone()];
-        let (_, warnings) = self
+        let (_, warnings, _) = self
             .write(&mut msgs, Spill::All, |m| {
                 if !tree.update(&m[0])? {
                     return Err(missing());
@@ -419,13 +486,15 @@ impl<'a> Session<'a> {
         let tree = self.tree();
         let context = self.context();
         let e = self.env;
-        let (_, warnings) = self
+        let (appended, warnings, span) = self
             .write(&mut msgs, Spill::All, |msgs| {
                 // Each new message is the child of the one before (the first of `parent`).
                 let under = |id: &Option<String>| id.clone().map_or(Parent::Root, Parent::Id);
                 let mut attach = parent.clone();
+                // Whether the turn only appended new messages at the end of the path.
+                let mut appended = n_updates == 0 && placement == Placement::New;
                 if has_user {
-                    tree.append(&msgs[0], &under(&attach), &e.now)?;
+                    appended &= tree.append(&msgs[0], &under(&attach), &e.now)?.inserted;
                     attach = Some(msgs[0].id.clone());
                 }
                 let start = usize::from(has_user);
@@ -435,7 +504,7 @@ impl<'a> Session<'a> {
                 let reply = &msgs[msgs.len() - 1];
                 match placement {
                     Placement::New => {
-                        tree.append(reply, &under(&attach), &e.now)?;
+                        appended &= tree.append(reply, &under(&attach), &e.now)?.inserted;
                     }
                     Placement::Extends => {
                         if !tree.update(reply)? {
@@ -448,9 +517,13 @@ impl<'a> Session<'a> {
                 if let Some(p) = &freeze {
                     context.freeze(p, &e.now)?;
                 }
-                recall::count_ids(e.sql, &recalled, &e.now)
+                recall::count_ids(e.sql, &recalled, &e.now)?;
+                Ok(appended)
             })
             .await?;
+        if appended {
+            self.follow(span, parent.as_deref(), &msgs.iter().collect::<Vec<_>>());
+        }
         for m in &msgs {
             self.publish_message(m.client_json());
         }

@@ -13,6 +13,7 @@ pub const MIGRATIONS: &[(i64, &str, &str)] = &[
     (6, "memories", include_str!("../../../migrations/0006_memories.sql")),
     (7, "access", include_str!("../../../migrations/0007_access.sql")),
     (8, "walks", include_str!("../../../migrations/0008_walks.sql")),
+    (9, "versions", include_str!("../../../migrations/0009_versions.sql")),
 ];
 
 /// The newest schema version this build knows.

@@ -34,6 +34,7 @@ pub const ERASED: &[&str] = &[
     "memory_vectors",
     "memory_count",
     "sessions",
+    "session_versions",
 ];
 
 /// Objects deleted per sweep round.
@@ -59,6 +60,8 @@ pub async fn erase(env: &Env<'_>) -> Result<Vec<String>> {
         revoke(sql, parse_iso(&env.now).unwrap_or_default())?;
         Ok(())
     })?;
+    // Versions start again from nothing: no text read before may be found at one of them.
+    env.cache.clear();
     env.events.revoked(parse_iso(&env.now).unwrap_or_default());
     let mut warnings = Vec::new();
     loop {
