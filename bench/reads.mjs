@@ -14,8 +14,12 @@
 //     the 1,500 path is also read up to a different leaf each time (paths of 1,300 to 1,500
 //     messages, each read once): the read that walks and assembles;
 //   - the recent window of 64 KB of the 10,000 path;
+//   - a turn's pair of requests on a path of 1,500 and more: an append, then the history up to
+//     it; beside the append alone. The read after an append grows the kept history;
 //   - search in one session of 10,000 messages, and across an agent of 100,000, for two words
-//     found in about a fifth of the messages, and for a rarer word;
+//     found in about a fifth of the messages, and for a rarer word. A search asked again with
+//     nothing written comes from the read cache too; so the two words are also asked in a
+//     different letter case each time (the same search, found anew);
 //   - `GET …/prompt` and `GET …/tools` of a session with context blocks and memory on;
 //   - the cold first read: history of the 10,000 path right after workerd restarts.
 // Options: BENCH_READS_PATHS (default 100,1000,1500,10000), BENCH_READS_SEARCH (default
@@ -65,6 +69,7 @@ try {
   const search = client(w, "search");
   progress(`seeding paths of ${PATHS.join(", ")} messages`);
   for (const n of PATHS) await seed(reads, `p${n}`, n);
+  if (PATHS.includes(1500)) await seed(reads, "t1500", 1500);
   for (const n of SEARCH) {
     progress(`seeding ${int(n)} messages to search`);
     // One session of 10,000 at most; the rest in sessions of 10,000.
@@ -77,12 +82,31 @@ try {
   // Each request of the uncached workload reads up to the next leaf up the 1,500 path.
   let leaves = 0;
   const uncached = { toString: () => `/agents/reads/sessions/p1500/history?leaf=p1500-${1499 - (leaves++ % 200)}` };
+  // Each request of the uncached searches asks the two words in the next letter case.
+  let cases = 0;
+  const recased = () => {
+    const k = ++cases;
+    return encodeURIComponent([...q].map((c, i) => ((k >> i) & 1 ? c.toUpperCase() : c)).join(""));
+  };
+  // A turn's pair on the t1500 path: one message appended at its end, then its history.
+  let turns = 0;
+  const append = async () => {
+    const i = turns++;
+    await reads("POST", "/sessions/t1500/messages", { message: msg(`t1500-turn-${i}`, i) });
+  };
+  const appendThenRead = async (headers) => {
+    await append();
+    return w.fetch("/agents/reads/sessions/t1500/history", { headers });
+  };
   /** [name, path, requests per block, headers, alone]: `alone` ones run after the others. */
   const workloads = [
     ["floor: empty DO (GET /agents/floor/sessions)", "/agents/floor/sessions", 40],
     ...PATHS.map((n) => [`history, ${int(n)} messages`, `/agents/reads/sessions/p${n}/history`, Math.max(2, Math.round(4000 / n))]),
     ...PATHS.filter((n) => n === 1500).map(() =>
       ["history, 1,300 to 1,500 messages, each path read once (not cached)", uncached, 20, undefined, "alone"]),
+    ...PATHS.filter((n) => n === 1500).map(() => ["append one message to a path of 1,500+ (POST …/messages)", append, 10]),
+    ...PATHS.filter((n) => n === 1500).map(() =>
+      ["append one message, then the history up to it (1,500+ messages: a turn's pair)", appendThenRead, 10]),
     [`history, first page of 100 of ${int(big)}`, `/agents/reads/sessions/p${big}/history?limit=100`, 40],
     [`history, page of 100 in the middle of ${int(big)}`, `/agents/reads/sessions/p${big}/history?limit=100&before=p${big}-${Math.floor(big / 2)}`, 40],
     ...PATHS.filter((n) => n === 1000).map((n) => [`history, ${int(n)} messages, gzip (local workerd compresses in-process)`, `/agents/reads/sessions/p${n}/history`, 4, { "accept-encoding": "gzip" }]),
@@ -90,6 +114,9 @@ try {
     ...SEARCH.map((n) => n <= 10_000
       ? [`search, one session of ${int(n)}`, `/agents/search/sessions/s${n}-0/search?q=${encodeURIComponent(q)}`, 20]
       : [`search across sessions, ${int(n)} messages`, `/agents/search/search?q=${encodeURIComponent(q)}`, 10]),
+    ...SEARCH.map((n) => n <= 10_000
+      ? [`search, one session of ${int(n)}, each query asked once (not cached)`, { toString: () => `/agents/search/sessions/s${n}-0/search?q=${recased()}` }, 20, undefined, "alone"]
+      : [`search across sessions, ${int(n)} messages, each query asked once (not cached)`, { toString: () => `/agents/search/search?q=${recased()}` }, 10, undefined, "alone"]),
     ...SEARCH.map((n) => n <= 10_000
       ? [`search for a rare word, one session of ${int(n)}`, `/agents/search/sessions/s${n}-0/search?q=${rare}`, 20]
       : [`search for a rare word across sessions, ${int(n)} messages`, `/agents/search/search?q=${rare}`, 20]),
@@ -99,8 +126,11 @@ try {
   const bytes = new Map();
   // Warm every route once (and see that it answers).
   const IDENTITY = { "accept-encoding": "identity" };
+  // A workload's path is a URL (or makes one each time), or a function that runs the operation
+  // and returns the last response.
+  const run = (path, headers) => (typeof path === "function" ? path(headers) : w.fetch(`${path}`, { headers }));
   for (const [name, path, , headers = IDENTITY] of workloads) {
-    const r = await w.fetch(`${path}`, { headers });
+    const r = (await run(path, headers)) ?? new Response("");
     const body = await r.text();
     if (r.status >= 400) { log(`reads: ${name}: ${r.status} ${body.slice(0, 200)} (left out)`); bytes.set(name, -1); continue; }
     bytes.set(name, body.length);
@@ -120,7 +150,7 @@ try {
       const c0 = pid ? cpuSeconds(pid) : 0;
       for (let i = 0; i < n; i++) {
         const t0 = performance.now();
-        await (await w.fetch(`${path}`, { headers })).arrayBuffer();
+        await (await run(path, headers))?.arrayBuffer();
         walls.get(name).push(performance.now() - t0);
       }
       if (pid) cpu.set(name, cpu.get(name) + cpuSeconds(pid) - c0);
