@@ -167,6 +167,46 @@ fn only_appends_at_the_end_of_a_kept_path_grow_it() {
 }
 
 #[test]
+fn an_overlay_left_from_a_deleted_message_lies_over_its_id_appended_again() {
+    let api = Api::new();
+    for i in 0..4 {
+        api.append("s", &format!("m{i}"), None, &format!("text {i}"));
+    }
+    let r =
+        api.post("/sessions/s/compactions", json!({"summary": "early", "fromMessageId": "m1", "toMessageId": "m3"}));
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(api.delete("/sessions/s/messages/m3").status, 204);
+    assert_eq!(ids(&history(&api, "")["messages"]), ["m0", "m1", "m2"], "the overlay's end is gone");
+    let _ = history(&api, "?raw=1");
+    api.append("s", "m3", None, "again");
+    let hits = api.cache.hits();
+    assert_eq!(ids(&history(&api, "?raw=1")["messages"]), ["m0", "m1", "m2", "m3"]);
+    assert_eq!(api.cache.hits(), hits + 1, "the raw view grew");
+    let laid = history(&api, "");
+    assert_eq!(api.cache.hits(), hits + 1, "the laid view was read, not grown");
+    assert_eq!(laid["messages"].as_array().unwrap().len(), 2, "m0 and the summary over m1..m3: {laid}");
+    assert_eq!(laid, fresh(&api, ""));
+}
+
+#[test]
+fn a_path_grown_past_the_deepest_walk_is_read_again() {
+    use session_agent::core::store::tree::MAX_PATH_ROWS;
+    let api = Api::new();
+    let n = MAX_PATH_ROWS as usize;
+    for start in (0..n).step_by(1000) {
+        let msgs: Vec<Json> = (start..n.min(start + 1000)).map(|i| msg(&format!("m{i}"), "user", "x")).collect();
+        let r = api.post("/sessions/s/messages/batch", json!({"messages": msgs}));
+        assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    }
+    let _ = history(&api, "");
+    api.append("s", "last", None, "one more");
+    let hits = api.cache.hits();
+    let h = ids(&history(&api, "")["messages"]);
+    assert_eq!(api.cache.hits(), hits, "read, not grown");
+    assert_eq!((h.len(), h[0].as_str(), h[n - 1].as_str()), (n, "m1", "last"), "the newest {n}");
+}
+
+#[test]
 fn a_turn_grows_the_branch_the_next_turn_reads() {
     let api = Api::new().with_model();
     api.append("s", "u0", None, "first question");

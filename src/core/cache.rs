@@ -47,7 +47,25 @@ struct State {
 struct Entry {
     key: String,
     version: Version,
+    /// How many rows the text was made of, when it may grow ([`ReadCache::grow`]).
+    rows: Option<usize>,
     text: String,
+}
+
+/// A text as a read made it, for [`ReadCache::kept`].
+pub struct Read {
+    pub text: String,
+    /// How many rows it was made of, when it may grow: a JSON array of a path's messages.
+    pub rows: Option<usize>,
+    /// Objects that could not be read back: a read with warnings is not kept.
+    pub warnings: Vec<String>,
+}
+
+impl Read {
+    /// A text that does not grow.
+    pub fn text(text: String, warnings: Vec<String>) -> Read {
+        Read { text, rows: None, warnings }
+    }
 }
 
 impl ReadCache {
@@ -118,15 +136,15 @@ impl ReadCache {
     where
         V: Fn() -> Result<Version>,
         R: FnOnce() -> Fut,
-        Fut: Future<Output = Result<(String, Vec<String>)>>,
+        Fut: Future<Output = Result<Read>>,
     {
         if let Some(text) = self.get(key, version) {
             return Ok((text, Vec::new()));
         }
         let clears = self.clears();
-        let (text, warnings) = read().await?;
+        let Read { text, rows, warnings } = read().await?;
         if warnings.is_empty() && version_now()? == version {
-            self.put(key, version, clears, text.clone());
+            self.keep(key, version, clears, rows, text.clone());
         }
         Ok((text, warnings))
     }
@@ -135,6 +153,10 @@ impl ReadCache {
     /// times, in place of any text kept there. Nothing is kept larger than the budget, nor when
     /// the cache was cleared since the read began.
     pub fn put(&self, key: &str, version: Version, clears: u64, text: String) {
+        self.keep(key, version, clears, None, text);
+    }
+
+    fn keep(&self, key: &str, version: Version, clears: u64, rows: Option<usize>, text: String) {
         if text.len() > self.budget || clears != self.clears() {
             return;
         }
@@ -145,20 +167,29 @@ impl ReadCache {
         while s.bytes + text.len() > self.budget && !s.entries.is_empty() {
             s.remove(0);
         }
-        s.push(Entry { key: key.to_owned(), version, text });
+        s.push(Entry { key: key.to_owned(), version, rows, text });
     }
 
-    /// Follows an append: when the JSON array kept under `from` was read at `from_version`,
-    /// keeps under `to`, at `to_version`, that array with the elements of `tail` (JSON texts)
-    /// added at its end, in place of the old one (which the write made stale). Returns whether
-    /// it did.
-    pub fn grow(&self, from: &str, from_version: Version, to: &str, to_version: Version, tail: &[&str]) -> bool {
-        let old = {
+    /// Follows an append: when the JSON array kept under `from` was read at `from_version` from
+    /// `n` rows, and `n` and the rows of `tail` are at most `most_rows`, keeps under `to`, at
+    /// `to_version`, that array with the elements of `tail` (JSON texts, one per row) added at
+    /// its end, in place of the old one (which the write made stale). Returns whether it did.
+    pub fn grow(
+        &self,
+        (from, from_version): (&str, Version),
+        (to, to_version): (&str, Version),
+        tail: &[&str],
+        most_rows: usize,
+    ) -> bool {
+        let (old, rows) = {
             let mut s = self.state.borrow_mut();
-            let Some(i) = s.entries.iter().position(|e| e.key == from && e.version == from_version) else {
+            let Some(i) = s.entries.iter().position(|e| {
+                e.key == from && e.version == from_version && e.rows.is_some_and(|n| n + tail.len() <= most_rows)
+            }) else {
                 return false;
             };
-            s.remove(i).text
+            let e = s.remove(i);
+            (e.text, e.rows.unwrap_or(0) + tail.len())
         };
         let Some(body) = old.strip_suffix(']') else { return false };
         let empty = body == "[";
@@ -172,7 +203,7 @@ impl ReadCache {
             text.push_str(t);
         }
         text.push(']');
-        self.put(to, to_version, self.clears(), text);
+        self.keep(to, to_version, self.clears(), Some(rows), text);
         true
     }
 }
@@ -192,7 +223,7 @@ impl State {
 
 #[cfg(test)]
 mod tests {
-    use super::ReadCache;
+    use super::{Read, ReadCache};
 
     #[test]
     fn a_text_is_found_at_its_version_only() {
@@ -224,17 +255,26 @@ mod tests {
     }
 
     #[test]
-    fn an_array_grows_by_its_tail() {
+    fn an_array_grows_by_its_tail_up_to_most_rows() {
         let cache = ReadCache::new(100);
-        cache.put("p", (3, 0), 0, r#"[{"id":"a"}]"#.into());
-        assert!(!cache.grow("p", (2, 0), "q", (4, 0), &[r#"{"id":"b"}"#]), "not from a stale text");
-        assert!(cache.grow("p", (3, 0), "q", (4, 0), &[r#"{"id":"b"}"#, r#"{"id":"c"}"#]));
+        let path = |text: &str, rows| Read { text: text.into(), rows: Some(rows), warnings: Vec::new() };
+        let read = |key, version, r: Read| {
+            let now = move || Ok(version);
+            futures::executor::block_on(cache.kept(key, version, now, || async { Ok(r) })).unwrap()
+        };
+        read("p", (3, 0), path(r#"[{"id":"a"}]"#, 1));
+        assert!(!cache.grow(("p", (2, 0)), ("q", (4, 0)), &[r#"{"id":"b"}"#], 10), "not from a stale text");
+        assert!(!cache.grow(("p", (3, 0)), ("q", (4, 0)), &["1", "2"], 2), "past the most rows");
+        assert!(cache.grow(("p", (3, 0)), ("q", (4, 0)), &[r#"{"id":"b"}"#, r#"{"id":"c"}"#], 3));
         assert_eq!(cache.get("q", (4, 0)).as_deref(), Some(r#"[{"id":"a"},{"id":"b"},{"id":"c"}]"#));
         assert_eq!(cache.get("p", (3, 0)), None, "the old text is gone");
-        cache.put("empty", (1, 0), 0, "[]".into());
-        assert!(cache.grow("empty", (1, 0), "one", (2, 0), &["1"]));
+        assert!(!cache.grow(("q", (4, 0)), ("r", (5, 0)), &["4"], 3), "three rows now");
+        read("empty", (1, 0), path("[]", 0));
+        assert!(cache.grow(("empty", (1, 0)), ("one", (2, 0)), &["1"], 10));
         assert_eq!(cache.get("one", (2, 0)).as_deref(), Some("[1]"));
         assert!(cache.holds("on") && !cache.holds("x"));
+        cache.put("plain", (1, 0), 0, "[]".into());
+        assert!(!cache.grow(("plain", (1, 0)), ("more", (2, 0)), &["1"], 10), "a text without rows does not grow");
     }
 
     #[test]

@@ -5,6 +5,7 @@
 
 use serde::Serialize;
 
+use crate::core::cache::Read;
 use crate::core::env::Env;
 use crate::core::error::{Error, Result};
 use crate::core::session::Session;
@@ -15,7 +16,9 @@ use crate::core::store::search::{self, Hit};
 pub async fn in_session(session: &Session<'_>, query: &str, limit: i64) -> Result<String> {
     let Some(compiled) = search::compile(query) else { return answer(&[]) };
     let key = format!("search\n{}\n{limit}\n{compiled}", session.id);
-    let read = || async { Ok((answer(&search::in_session(session.env.sql, session.id, query, limit)?)?, Vec::new())) };
+    let read = || async {
+        Ok(Read::text(answer(&search::in_session(session.env.sql, session.id, query, limit)?)?, Vec::new()))
+    };
     Ok(session.kept(key, session.version()?, read).await?.0)
 }
 
@@ -25,7 +28,7 @@ pub async fn in_session(session: &Session<'_>, query: &str, limit: i64) -> Resul
 pub async fn across(env: &Env<'_>, query: &str, limit: i64) -> Result<String> {
     let Some(compiled) = search::compile(query) else { return answer(&[]) };
     let key = format!("across\n{limit}\n{compiled}");
-    let read = || async { Ok((answer(&search::across_sessions(env.sql, query, limit)?)?, Vec::new())) };
+    let read = || async { Ok(Read::text(answer(&search::across_sessions(env.sql, query, limit)?)?, Vec::new())) };
     let now = || Ok((env.sql.changes(), 0));
     Ok(env.cache.kept(&key, now()?, now, read).await?.0)
 }

@@ -26,19 +26,19 @@ pub mod split;
 use serde::Serialize;
 use serde_json::json;
 
-use crate::core::cache::Version;
+use crate::core::cache::{Read, Version};
 use crate::core::context::Context;
 use crate::core::env::Env;
 use crate::core::error::{Error, Result};
 use crate::core::llm::Usage;
 use crate::core::memory::{self, recall, Memories};
 use crate::core::sql::atomically;
-use crate::core::store::history::{history, history_json, recent, Overlays};
+use crate::core::store::history::{history_json, history_walked, recent, Overlays};
 use crate::core::store::message::{raw, NewMessage, RawMessage};
 use crate::core::store::overlay;
 use crate::core::store::sessions;
 use crate::core::store::spill;
-use crate::core::store::tree::{Parent, Tree};
+use crate::core::store::tree::{Parent, Tree, MAX_PATH_ROWS};
 pub use compact::AutoReport;
 
 /// One session of the agent of `env`.
@@ -175,11 +175,13 @@ impl<'a> Session<'a> {
         let key = history_key(self.id, leaf.as_deref().unwrap_or(""), overlays);
         self.kept(key, version, || async {
             let sql = self.env.sql;
-            if let Some(text) = history_json(sql, self.id, leaf.as_deref(), overlays)? {
-                return Ok((text, Vec::new()));
+            if let Some((text, rows)) = history_json(sql, self.id, leaf.as_deref(), overlays)? {
+                return Ok(Read { text, rows: Some(rows), warnings: Vec::new() });
             }
-            let (messages, warnings) = self.whole(history(sql, self.id, leaf.as_deref(), overlays)?).await?;
-            Ok((serde_json::to_string(&messages).map_err(|e| Error::internal(e.to_string()))?, warnings))
+            let (messages, rows) = history_walked(sql, self.id, leaf.as_deref(), overlays)?;
+            let (messages, warnings) = self.whole(messages).await?;
+            let text = serde_json::to_string(&messages).map_err(|e| Error::internal(e.to_string()))?;
+            Ok(Read { text, rows: Some(rows), warnings })
         })
         .await
     }
@@ -212,7 +214,7 @@ impl<'a> Session<'a> {
                 total_content_bytes: r.total_content_bytes,
                 next_before: r.next_before,
             };
-            Ok((serde_json::to_string(&answer).map_err(|e| Error::internal(e.to_string()))?, warnings))
+            Ok(Read::text(serde_json::to_string(&answer).map_err(|e| Error::internal(e.to_string()))?, warnings))
         })
         .await
     }
@@ -246,7 +248,7 @@ impl<'a> Session<'a> {
     pub async fn kept<F, Fut>(&self, key: String, version: Version, read: F) -> Result<(String, Vec<String>)>
     where
         F: FnOnce() -> Fut,
-        Fut: std::future::Future<Output = Result<(String, Vec<String>)>>,
+        Fut: std::future::Future<Output = Result<Read>>,
     {
         self.env.cache.kept(&key, version, || self.version(), read).await
     }
@@ -254,16 +256,26 @@ impl<'a> Session<'a> {
     /// Follows a write that appended `chain` at the end of the path to `parent`, each message the
     /// child of the one before: a kept history of that path, read at the version the write
     /// started from, is kept grown by the chain at the version it ended with. Messages with
-    /// spilled fields are not followed (their whole text is not at hand).
+    /// spilled fields are not followed (their whole text is not at hand), nor the view with
+    /// overlays laid when an overlay names one of them.
     fn follow(&self, span: Option<Span>, parent: Option<&str>, chain: &[&NewMessage]) {
         let (Some(span), Some(parent), Some(last)) = (span, parent, chain.last()) else { return };
         if chain.iter().any(|m| !m.spills.is_empty()) {
             return;
         }
         let tail: Vec<&str> = chain.iter().map(|m| m.json.as_str()).collect();
+        // An overlay left over from a deleted message may name a new one: it lies over the
+        // grown path, which a fresh read shows and the grown text would not.
+        let ids: Vec<&str> = chain.iter().map(|m| m.id.as_str()).collect();
+        let laid = overlay::names_any(self.env.sql, self.id, &ids).unwrap_or(true);
         for overlays in [Overlays::Applied, Overlays::Raw] {
+            if overlays == Overlays::Applied && laid {
+                continue;
+            }
             let (from, to) = (history_key(self.id, parent, overlays), history_key(self.id, &last.id, overlays));
-            self.env.cache.grow(&from, span.before, &to, span.after, &tail);
+            // A walk stops at MAX_PATH_ROWS: a longer path is read again.
+            let most = MAX_PATH_ROWS as usize;
+            self.env.cache.grow((&from, span.before), (&to, span.after), &tail, most);
         }
     }
 

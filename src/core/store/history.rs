@@ -21,24 +21,40 @@ pub enum Overlays {
 /// The messages from the root to `leaf` (default: the latest leaf), with `overlays`. An empty
 /// session has an empty history; an unknown `leaf` is `not_found`.
 pub fn history(sql: &dyn Sql, session: &str, leaf: Option<&str>, overlays: Overlays) -> Result<Vec<RawMessage>> {
+    Ok(history_walked(sql, session, leaf, overlays)?.0)
+}
+
+/// [`history`], and how many stored messages the walk of its path found (before overlays).
+pub fn history_walked(
+    sql: &dyn Sql,
+    session: &str,
+    leaf: Option<&str>,
+    overlays: Overlays,
+) -> Result<(Vec<RawMessage>, usize)> {
     let tree = Tree::new(sql, session);
-    let Some(leaf) = tree.resolve_leaf(leaf)? else { return Ok(Vec::new()) };
+    let Some(leaf) = tree.resolve_leaf(leaf)? else { return Ok((Vec::new(), 0)) };
     let path = tree.path(&leaf)?;
-    render(sql, &tree, session, &path, overlays)
+    Ok((render(sql, &tree, session, &path, overlays)?, path.len()))
 }
 
 /// The messages of the path to `leaf` (the latest leaf without one) as the text of a JSON
 /// array, assembled by SQLite, when nothing has to be laid over the stored texts: the session
 /// has no overlay (or `overlays` is raw) and no spilled field. `None` otherwise: use
-/// [`history`]. The same messages in the same order as [`history`], byte for byte.
-pub fn history_json(sql: &dyn Sql, session: &str, leaf: Option<&str>, overlays: Overlays) -> Result<Option<String>> {
+/// [`history`]. The same messages in the same order as [`history`], byte for byte; with their
+/// number.
+pub fn history_json(
+    sql: &dyn Sql,
+    session: &str,
+    leaf: Option<&str>,
+    overlays: Overlays,
+) -> Result<Option<(String, usize)>> {
     let tree = Tree::new(sql, session);
     let laid = overlays == Overlays::Applied && overlay::exists(sql, session)?;
     if laid || spill::any(sql, session)? {
         return Ok(None);
     }
-    let Some(leaf) = tree.resolve_leaf(leaf)? else { return Ok(Some("[]".to_owned())) };
-    let pieces = tree.path_json(&leaf)?;
+    let Some(leaf) = tree.resolve_leaf(leaf)? else { return Ok(Some(("[]".to_owned(), 0))) };
+    let (pieces, rows) = tree.path_json(&leaf)?;
     let mut out = String::with_capacity(pieces.iter().map(|p| p.len() + 1).sum::<usize>() + 2);
     out.push('[');
     for (i, p) in pieces.iter().enumerate() {
@@ -48,7 +64,7 @@ pub fn history_json(sql: &dyn Sql, session: &str, leaf: Option<&str>, overlays: 
         out.push_str(p);
     }
     out.push(']');
-    Ok(Some(out))
+    Ok(Some((out, rows)))
 }
 
 /// One page of a path: at most `limit` messages ending at (or just before) a message, overlays

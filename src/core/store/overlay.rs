@@ -69,6 +69,21 @@ pub fn exists(sql: &dyn Sql, session: &str) -> Result<bool> {
     Ok(sql.query_row("SELECT 1 FROM compactions WHERE session_id = ? LIMIT 1", &[session.into()])?.is_some())
 }
 
+/// Whether an overlay of `session` begins or ends at one of `ids`. An overlay whose end was
+/// deleted stays stored, and lies over a path again once a message with that id is appended
+/// to it.
+pub fn names_any(sql: &dyn Sql, session: &str, ids: &[&str]) -> Result<bool> {
+    let ids = serde_json::to_string(ids).map_err(|e| Error::internal(e.to_string()))?;
+    Ok(sql
+        .query_row(
+            "SELECT 1 FROM compactions WHERE session_id = ?1
+                AND (from_message_id IN (SELECT value FROM json_each(?2)) OR to_message_id IN (SELECT value FROM json_each(?2)))
+              LIMIT 1",
+            &[session.into(), ids.into()],
+        )?
+        .is_some())
+}
+
 /// Stores an overlay after checking that both ids are messages of the session and that `from`
 /// is `to` or one of its ancestors (an overlay that could never apply is refused, not stored).
 pub fn add(sql: &dyn Sql, session: &str, summary: &str, from: &str, to: &str, now: &str) -> Result<Compaction> {

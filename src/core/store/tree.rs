@@ -288,8 +288,8 @@ impl<'a> Tree<'a> {
     /// [`JSON_PIECE_BYTES`] (or one message): after the walk, SQLite concatenates the texts of
     /// each piece, so a few strings cross from the database instead of one per message.
     /// Reading the contents by primary key in the walk's order is what keeps it cheap: SQLite
-    /// sorting the contents themselves cost twice as much.
-    pub fn path_json(&self, leaf: &str) -> Result<Vec<String>> {
+    /// sorting the contents themselves cost twice as much. With the number of messages walked.
+    pub fn path_json(&self, leaf: &str) -> Result<(Vec<String>, usize)> {
         let rows = self.path(leaf)?;
         let mut pieces = Vec::new();
         let mut start = 0;
@@ -313,7 +313,7 @@ impl<'a> Tree<'a> {
             }
             start = end;
         }
-        Ok(pieces)
+        Ok((pieces, rows.len()))
     }
 
     /// The contents of `rows`, in their order, fetched in chunks of at most [`CHUNK_ROWS`] rows
