@@ -309,3 +309,104 @@ fn texts_that_search_the_same_share_one_kept_answer() {
     assert_eq!(api.cache.hits(), hits + 1);
     assert_eq!(api.get("/sessions/s/search?q=%20%20").body_json(), json!({"results": []}), "nothing to search for");
 }
+
+/// A small deterministic generator for the random walk below.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: usize) -> usize {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 % n as u64) as usize
+    }
+}
+
+/// One of `ids`, if any.
+fn pick(ids: &[String], rng: &mut Rng) -> Option<String> {
+    ids.get(rng.below(ids.len().max(1))).cloned()
+}
+
+#[test]
+fn kept_reads_equal_fresh_reads_through_random_writes() {
+    let api = Api::new();
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let mut ids_seen: Vec<String> = Vec::new();
+    let mut next = 0;
+    let text = |rng: &mut Rng, i: usize| match rng.below(60) {
+        0 => "z".repeat(2_100_000), // spilled to the object store (one append in 60)
+        _ => format!("message {i} {}", "w".repeat(rng.below(50))),
+    };
+    for step in 0..300 {
+        let stored: Vec<String> = ids(&api.get_fresh("/sessions/s/history?raw=1").body_json()["messages"]);
+        match rng.below(12) {
+            0..=3 => {
+                // At the end of the latest path, or under any message (a branch), or an id used before.
+                let id = if rng.below(8) == 0 && !ids_seen.is_empty() {
+                    pick(&ids_seen, &mut rng).unwrap()
+                } else {
+                    format!("m{next}")
+                };
+                next += 1;
+                let parent = if rng.below(3) == 0 { pick(&ids_seen, &mut rng) } else { None };
+                let mut body = json!({"message": msg(&id, "user", &text(&mut rng, next))});
+                if let Some(p) = &parent {
+                    body["parentId"] = json!(p);
+                }
+                let r = api.post("/sessions/s/messages", body);
+                assert!([200, 201, 404].contains(&r.status), "step {step}: {}", String::from_utf8_lossy(&r.body));
+                ids_seen.push(id);
+            }
+            4 => {
+                let msgs: Vec<Json> = (0..1 + rng.below(3))
+                    .map(|_| {
+                        next += 1;
+                        ids_seen.push(format!("m{next}"));
+                        msg(&format!("m{next}"), "assistant", &format!("batch {next}"))
+                    })
+                    .collect();
+                let r = api.post("/sessions/s/messages/batch", json!({"messages": msgs}));
+                assert_eq!(r.status, 201, "step {step}: {}", String::from_utf8_lossy(&r.body));
+            }
+            5 => {
+                if let Some(id) = stored.get(rng.below(stored.len().max(1))) {
+                    let r =
+                        api.put(&format!("/sessions/s/messages/{id}"), json!({"message": msg(id, "user", "edited")}));
+                    assert_eq!(r.status, 200, "step {step}");
+                }
+            }
+            6 => {
+                if let Some(id) = stored.get(rng.below(stored.len().max(1))) {
+                    assert_eq!(api.delete(&format!("/sessions/s/messages/{id}")).status, 204, "step {step}");
+                }
+            }
+            7 => {
+                // An overlay over part of the latest path.
+                if stored.len() >= 2 {
+                    let a = rng.below(stored.len());
+                    let b = a + rng.below(stored.len() - a);
+                    let body = json!({"summary": format!("summary {step}"), "fromMessageId": stored[a], "toMessageId": stored[b]});
+                    let r = api.post("/sessions/s/compactions", body);
+                    assert_eq!(r.status, 201, "step {step}: {}", String::from_utf8_lossy(&r.body));
+                }
+            }
+            8 => {
+                api.append("t", &format!("t{step}"), None, "another session");
+            }
+            _ => {}
+        }
+        // Read some views: latest, raw, a random leaf; each kept read equals a fresh one.
+        let leaf = pick(&ids_seen, &mut rng).map(|l| format!("?leaf={l}")).unwrap_or_default();
+        for q in ["", "?raw=1", leaf.as_str(), "/recent?maxBytes=3000"] {
+            let path = format!("/sessions/s/history{q}");
+            let (kept, fresh) = (api.get(&path), api.get_fresh(&path));
+            assert_eq!(kept.status, fresh.status, "step {step}: {path}");
+            assert_eq!(
+                String::from_utf8_lossy(&kept.body),
+                String::from_utf8_lossy(&fresh.body),
+                "step {step}: {path}"
+            );
+        }
+    }
+    assert!(api.cache.hits() > 100, "the walk exercised the cache: {} hits", api.cache.hits());
+}

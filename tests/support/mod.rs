@@ -232,6 +232,14 @@ impl Api {
         resp
     }
 
+    /// `GET path` answered with an empty read cache: what a read finds with nothing kept (the
+    /// API's own cache is left as it is).
+    pub fn get_fresh(&self, path: &str) -> Response {
+        let empty = ReadCache::new(DEFAULT_BUDGET);
+        let env = Env { cache: &empty, ..self.env() };
+        futures::executor::block_on(api::handle(&env, &Request::new("GET", path)))
+    }
+
     /// The names of the tools session `sid` offers, in order.
     pub fn tool_names(&self, sid: &str) -> Vec<String> {
         self.get(&format!("/sessions/{sid}/tools")).body_json()["tools"]
