@@ -394,11 +394,13 @@ fn kept_reads_equal_fresh_reads_through_random_writes() {
             }
             _ => {}
         }
-        // Read some views: latest, raw, a random leaf; each kept read equals a fresh one.
+        // Read some views (latest, raw, a random leaf, a window) and searches: each kept read
+        // equals a fresh one.
         let leaf = pick(&ids_seen, &mut rng).map(|l| format!("?leaf={l}")).unwrap_or_default();
-        for q in ["", "?raw=1", leaf.as_str(), "/recent?maxBytes=3000"] {
-            let path = format!("/sessions/s/history{q}");
-            let (kept, fresh) = (api.get(&path), api.get_fresh(&path));
+        let views = ["", "?raw=1", leaf.as_str(), "/recent?maxBytes=3000"].map(|q| format!("/sessions/s/history{q}"));
+        let searches = ["/sessions/s/search?q=message", "/sessions/s/search?q=edited", "/search?q=batch"];
+        for path in views.iter().map(String::as_str).chain(searches) {
+            let (kept, fresh) = (api.get(path), api.get_fresh(path));
             assert_eq!(kept.status, fresh.status, "step {step}: {path}");
             assert_eq!(
                 String::from_utf8_lossy(&kept.body),
