@@ -166,7 +166,7 @@ impl<'a> Session<'a> {
     /// when nothing is laid over the stored texts ([`history_json`]); otherwise the messages
     /// are read, made whole and written out. The same text either way. Kept until the session's
     /// next write (in the [`ReadCache`](crate::core::cache::ReadCache)), and grown by appends at
-    /// its end ([`Session::follow`]).
+    /// its end (`Session::follow`).
     pub async fn history_text(&self, leaf: Option<&str>, overlays: Overlays) -> Result<(String, Vec<String>)> {
         let (version, leaf) = match leaf {
             Some(id) => (self.version()?, Some(id.to_owned())),
