@@ -20,6 +20,7 @@
 //     found in about a fifth of the messages, and for a rarer word. A search asked again with
 //     nothing written comes from the read cache too; so the two words are also asked in a
 //     different letter case each time (the same search, found anew);
+//   - the sessions list of the agent of 100,000 messages, and one of its sessions;
 //   - `GET …/prompt` and `GET …/tools` of a session with context blocks and memory on;
 //   - the cold first read: history of the 10,000 path right after workerd restarts.
 // Options: BENCH_READS_PATHS (default 100,1000,1500,10000), BENCH_READS_SEARCH (default
@@ -120,6 +121,10 @@ try {
     ...SEARCH.map((n) => n <= 10_000
       ? [`search for a rare word, one session of ${int(n)}`, `/agents/search/sessions/s${n}-0/search?q=${rare}`, 20]
       : [`search for a rare word across sessions, ${int(n)} messages`, `/agents/search/search?q=${rare}`, 20]),
+    ...SEARCH.filter((n) => n > 10_000).map((n) =>
+      [`sessions list of an agent of ${int(n)} messages in ${Math.ceil(n / 10_000)} sessions (GET /sessions)`, "/agents/search/sessions", 10]),
+    ...SEARCH.filter((n) => n > 10_000).map(() =>
+      ["one session of 10,000 messages (GET /sessions/{sid})", `/agents/search/sessions/s${SEARCH.find((n) => n > 10_000)}-0`, 20]),
     ["prompt (GET …/prompt)", "/agents/reads/sessions/p100/prompt", 40],
     ["tools (GET …/tools)", "/agents/reads/sessions/p100/tools", 40],
   ];

@@ -300,6 +300,39 @@ fn searches_are_kept_until_a_write_they_can_see() {
 }
 
 #[test]
+fn session_counts_are_kept_until_their_session_is_written() {
+    let api = Api::new();
+    for i in 0..3 {
+        api.append("s", &format!("m{i}"), None, "x");
+    }
+    api.append("s", "b", Some(Some("m0")), "a branch");
+    api.append("t", "n0", None, "y");
+    let counts = |path: &str| {
+        let r = api.get(path).body_json();
+        let list = r.get("sessions").and_then(|l| l.as_array().cloned()).unwrap_or_else(|| vec![r.clone()]);
+        list.iter()
+            .map(|s| {
+                (
+                    s["id"].as_str().unwrap().to_owned(),
+                    s["messageCount"].as_i64().unwrap(),
+                    s["totalMessages"].as_i64().unwrap(),
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(counts("/sessions"), [("t".to_owned(), 1, 1), ("s".to_owned(), 2, 4)]);
+    let hits = api.cache.hits();
+    assert_eq!(counts("/sessions/s"), [("s".to_owned(), 2, 4)]);
+    assert_eq!(api.cache.hits(), hits + 1, "counted once");
+    api.append("t", "n1", None, "y");
+    let hits = api.cache.hits();
+    assert_eq!(counts("/sessions"), [("t".to_owned(), 2, 2), ("s".to_owned(), 2, 4)]);
+    assert_eq!(api.cache.hits(), hits + 1, "s from the cache, t counted again");
+    assert_eq!(api.delete("/sessions/s/messages/b").status, 204);
+    assert_eq!(counts("/sessions/s"), [("s".to_owned(), 3, 3)], "m2 is the latest leaf again");
+}
+
+#[test]
 fn texts_that_search_the_same_share_one_kept_answer() {
     let api = Api::new();
     api.append("s", "m0", None, "deploy the database");
@@ -394,12 +427,18 @@ fn kept_reads_equal_fresh_reads_through_random_writes() {
             }
             _ => {}
         }
-        // Read some views (latest, raw, a random leaf, a window) and searches: each kept read
-        // equals a fresh one.
+        // Read some views (latest, raw, a random leaf, a window), searches and the sessions with
+        // their counts: each kept read equals a fresh one.
         let leaf = pick(&ids_seen, &mut rng).map(|l| format!("?leaf={l}")).unwrap_or_default();
         let views = ["", "?raw=1", leaf.as_str(), "/recent?maxBytes=3000"].map(|q| format!("/sessions/s/history{q}"));
-        let searches = ["/sessions/s/search?q=message", "/sessions/s/search?q=edited", "/search?q=batch"];
-        for path in views.iter().map(String::as_str).chain(searches) {
+        let others = [
+            "/sessions/s/search?q=message",
+            "/sessions/s/search?q=edited",
+            "/search?q=batch",
+            "/sessions",
+            "/sessions/s",
+        ];
+        for path in views.iter().map(String::as_str).chain(others) {
             let (kept, fresh) = (api.get(path), api.get_fresh(path));
             assert_eq!(kept.status, fresh.status, "step {step}: {path}");
             assert_eq!(

@@ -3,7 +3,7 @@
 use super::http::{int_param, Request, Response};
 use crate::core::env::Env;
 use crate::core::error::{Error, Result};
-use crate::core::search;
+use crate::core::reads;
 use crate::core::session::Session;
 use crate::core::store::search::{DEFAULT_LIMIT, MAX_LIMIT};
 
@@ -17,11 +17,11 @@ fn params(req: &Request) -> Result<(String, i64)> {
 /// `GET /sessions/{sid}/search?q=&limit=`.
 pub async fn in_session(s: &Session<'_>, req: &Request) -> Result<Response> {
     let (q, limit) = params(req)?;
-    Ok(Response::json_text(200, search::in_session(s, &q, limit).await?))
+    Ok(Response::json_text(200, reads::search_in_session(s, &q, limit).await?))
 }
 
 /// `GET /search?q=&limit=`: every session of the agent; hits carry `sessionId`.
 pub async fn across(env: &Env<'_>, req: &Request) -> Result<Response> {
     let (q, limit) = params(req)?;
-    Ok(Response::json_text(200, search::across(env, &q, limit).await?))
+    Ok(Response::json_text(200, reads::search_across(env, &q, limit).await?))
 }

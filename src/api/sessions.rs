@@ -5,13 +5,14 @@ use serde_json::{json, Map, Value as Json};
 use super::http::{check_name, opt_str, req_str, Request, Response};
 use crate::core::env::Env;
 use crate::core::error::{Error, Result};
+use crate::core::reads;
 use crate::core::session::Session;
 use crate::core::sql::atomically;
 use crate::core::store::sessions::{self, NewSession};
 
 /// `GET /sessions`: newest `updatedAt` first.
 pub fn list(env: &Env) -> Result<Response> {
-    Ok(Response::json(200, &json!({ "sessions": sessions::list(env.sql)? })))
+    Ok(Response::json(200, &json!({ "sessions": reads::sessions(env)? })))
 }
 
 /// `POST /sessions` `{name, parentSessionId?, model?, source?}` → 201.
@@ -41,7 +42,7 @@ fn short_str(body: &Map<String, Json>, key: &str) -> Result<Option<String>> {
 
 /// `GET /sessions/{sid}`.
 pub fn get(s: &Session) -> Result<Response> {
-    Ok(Response::json(200, &sessions::require(s.env.sql, s.id)?))
+    Ok(Response::json(200, &reads::session(s.env, s.id)?))
 }
 
 /// `PATCH /sessions/{sid}` `{name}`.

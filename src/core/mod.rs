@@ -18,7 +18,7 @@
 //!   the memory tools);
 //! - [`session`]: one session's operations and the one write path of its messages, compaction
 //!   with the LLM;
-//! - [`search`](mod@search): search answers, kept between writes;
+//! - [`reads`]: search answers and session counts, kept between writes;
 //! - [`turn`]: the agent turn;
 //! - [`transfer`]: export, import and erase of a session or the whole agent.
 
@@ -37,7 +37,7 @@ pub mod js;
 pub mod llm;
 pub mod memory;
 pub mod parts;
-pub mod search;
+pub mod reads;
 pub mod session;
 pub mod sql;
 #[cfg(not(target_arch = "wasm32"))]

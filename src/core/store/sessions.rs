@@ -10,7 +10,7 @@ use crate::core::store::message::{indexed_text, NewMessage};
 use crate::core::store::overlay;
 use crate::core::store::search;
 use crate::core::store::spill;
-use crate::core::store::tree::{chunks, Tree};
+use crate::core::store::tree::{chunks, Tree, MAX_PATH_ROWS};
 
 /// Longest session name, in characters.
 pub const MAX_NAME_CHARS: usize = 256;
@@ -46,22 +46,51 @@ pub struct NewSession {
     pub source: Option<String>,
 }
 
-/// Every column of [`SessionInfo`]. The active path is walked up from the latest leaf (the
-/// session's newest row) through the parents, at most `MAX_PATH_ROWS` deep like every path.
+/// The columns of [`SessionInfo`] but its counts, and the session's version (the seq of its
+/// newest message, the count of its other writes to messages and overlays: see
+/// `migrations/0009_versions.sql`), which moves whenever the counts may have.
 const SELECT: &str = "SELECT s.id, s.name, s.parent_session_id, s.model, s.source, s.input_tokens,
         s.output_tokens, s.estimated_cost, s.end_reason, s.created_at, s.updated_at,
-        (SELECT COUNT(*) FROM messages m WHERE m.session_id = s.id),
-        (WITH RECURSIVE up (parent_id, depth) AS (
-           SELECT parent_id, 1 FROM (SELECT parent_id FROM messages WHERE session_id = s.id ORDER BY seq DESC LIMIT 1)
-           UNION ALL
-           SELECT m.parent_id, up.depth + 1 FROM up JOIN messages m ON m.session_id = s.id AND m.id = up.parent_id
-            WHERE up.depth < 10001)
-         SELECT COALESCE(MAX(depth), 0) FROM up)
+        COALESCE((SELECT MAX(m.seq) FROM messages m WHERE m.session_id = s.id), 0),
+        COALESCE((SELECT v.n FROM session_versions v WHERE v.session_id = s.id), 0)
    FROM sessions s";
 
-fn info(r: &Row) -> Result<SessionInfo> {
+/// How many messages a session holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Counts {
+    /// Stored, on every branch.
+    pub total: i64,
+    /// On the active path.
+    pub path: i64,
+}
+
+/// Where the counts of a session come from: given its id and its version, the counts.
+pub type CountsOf<'a> = &'a dyn Fn(&str, (u64, u64)) -> Result<Counts>;
+
+/// The counts of session `id`: its rows, and its active path walked up from the latest leaf
+/// (the session's newest row) through the parents by primary key (`parent_seq`, as every
+/// walk), at most `MAX_PATH_ROWS` deep like every path.
+pub fn counts(sql: &dyn Sql, id: &str) -> Result<Counts> {
+    let r = sql
+        .query_row(
+            "SELECT (SELECT COUNT(*) FROM messages WHERE session_id = ?1),
+                    (WITH RECURSIVE up (parent_seq, depth) AS (
+                       SELECT parent_seq, 1 FROM (SELECT parent_seq FROM messages WHERE session_id = ?1 ORDER BY seq DESC LIMIT 1)
+                       UNION ALL
+                       SELECT m.parent_seq, up.depth + 1 FROM up JOIN messages m ON m.seq = up.parent_seq
+                        WHERE up.depth < ?2)
+                     SELECT COALESCE(MAX(depth), 0) FROM up)",
+            &[id.into(), Value::Int(MAX_PATH_ROWS)],
+        )?
+        .ok_or_else(|| Error::internal("the counts query answered no row"))?;
+    Ok(Counts { total: r.int(0)?, path: r.int(1)? })
+}
+
+fn info(r: &Row, counts: CountsOf) -> Result<SessionInfo> {
+    let id = r.text(0)?;
+    let c = counts(&id, (r.int(11)? as u64, r.int(12)? as u64))?;
     Ok(SessionInfo {
-        id: r.text(0)?,
+        id,
         name: r.text(1)?,
         parent_session_id: r.opt_text(2)?,
         model: r.opt_text(3)?,
@@ -72,8 +101,8 @@ fn info(r: &Row) -> Result<SessionInfo> {
         end_reason: r.opt_text(8)?,
         created_at: r.text(9)?,
         updated_at: r.text(10)?,
-        total_messages: r.int(11)?,
-        message_count: r.int(12)?,
+        total_messages: c.total,
+        message_count: c.path,
     })
 }
 
@@ -88,7 +117,12 @@ pub fn check_name(name: &str) -> Result<()> {
 
 /// One session, or `None`.
 pub fn get(sql: &dyn Sql, id: &str) -> Result<Option<SessionInfo>> {
-    sql.query_row(&format!("{SELECT} WHERE s.id = ?"), &[id.into()])?.map(|r| info(&r)).transpose()
+    get_with(sql, id, &|id, _| counts(sql, id))
+}
+
+/// One session, or `None`, with its counts from `counts_of`.
+pub fn get_with(sql: &dyn Sql, id: &str, counts_of: CountsOf) -> Result<Option<SessionInfo>> {
+    sql.query_row(&format!("{SELECT} WHERE s.id = ?"), &[id.into()])?.map(|r| info(&r, counts_of)).transpose()
 }
 
 /// One session, or `not_found`.
@@ -96,9 +130,11 @@ pub fn require(sql: &dyn Sql, id: &str) -> Result<SessionInfo> {
     get(sql, id)?.ok_or_else(|| Error::not_found(format!("session {id} not found")))
 }
 
-/// Every session, most recently updated first (ties: the later update first).
-pub fn list(sql: &dyn Sql) -> Result<Vec<SessionInfo>> {
-    sql.query(&format!("{SELECT} ORDER BY s.updated_at DESC, s.touch_seq DESC"), &[])?.iter().map(info).collect()
+/// Every session, most recently updated first (ties: the later update first), with its counts
+/// from `counts_of`.
+pub fn list_with(sql: &dyn Sql, counts_of: CountsOf) -> Result<Vec<SessionInfo>> {
+    let rows = sql.query(&format!("{SELECT} ORDER BY s.updated_at DESC, s.touch_seq DESC"), &[])?;
+    rows.iter().map(|r| info(r, counts_of)).collect()
 }
 
 const NEXT_TOUCH: &str = "(SELECT COALESCE(MAX(touch_seq), 0) + 1 FROM sessions)";
