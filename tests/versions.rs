@@ -7,9 +7,8 @@ mod support;
 
 use serde_json::{json, Value as Json};
 use session_agent::core::sql::{Sql, Value};
-use session_agent::core::sqlite::SqliteDb;
 use session_agent::core::store::schema;
-use support::{completion, ids, msg, Api};
+use support::{completion, db_at, ids, msg, Api};
 
 fn history(api: &Api, q: &str) -> Json {
     let r = api.get(&format!("/sessions/s/history{q}"));
@@ -242,15 +241,7 @@ fn an_erase_clears_what_is_kept() {
 
 #[test]
 fn version_8_data_migrates_and_its_sessions_start_at_version_0() {
-    let db = SqliteDb::memory().unwrap();
-    db.execute_batch(
-        "CREATE TABLE schema_version (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)",
-    )
-    .unwrap();
-    for (v, name, body) in &schema::MIGRATIONS[..8] {
-        db.execute_batch(body).unwrap();
-        db.execute("INSERT INTO schema_version VALUES (?, ?, 't')", &[Value::Int(*v), (*name).into()]).unwrap();
-    }
+    let db = db_at(8);
     let old = msg("m0", "user", "stored before 0009").to_string();
     db.execute(
         "INSERT INTO messages (session_id, id, role, bytes, created_at, content) VALUES ('s', 'm0', 'user', ?, 't', ?)",

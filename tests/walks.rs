@@ -8,21 +8,7 @@ use serde_json::json;
 use session_agent::core::sql::{Sql, Value};
 use session_agent::core::sqlite::SqliteDb;
 use session_agent::core::store::{schema, search};
-use support::{ids, Api};
-
-/// A database at schema version 7, as an agent left it before this one.
-fn at_version_7() -> SqliteDb {
-    let db = SqliteDb::memory().unwrap();
-    db.execute_batch(
-        "CREATE TABLE schema_version (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)",
-    )
-    .unwrap();
-    for (v, name, body) in &schema::MIGRATIONS[..7] {
-        db.execute_batch(body).unwrap();
-        db.execute("INSERT INTO schema_version VALUES (?, ?, 't')", &[Value::Int(*v), (*name).into()]).unwrap();
-    }
-    db
-}
+use support::{db_at, ids, Api};
 
 /// Inserts a message row and its index row the way version 7 wrote them.
 fn v7_message(db: &SqliteDb, session: &str, id: &str, parent: Option<&str>, text: &str) {
@@ -42,7 +28,7 @@ fn v7_message(db: &SqliteDb, session: &str, id: &str, parent: Option<&str>, text
 
 #[test]
 fn version_7_data_migrates_to_walks_by_primary_key_and_a_session_column() {
-    let db = at_version_7();
+    let db = db_at(7);
     for (sid, now) in [("s", "2026-01-01T00:00:00.000Z"), ("a.b:c-2", "2026-01-01T00:00:01.000Z")] {
         db.execute(
             "INSERT INTO sessions (id, name, created_at, updated_at, touch_seq) VALUES (?, ?, ?, ?, 1)",

@@ -24,6 +24,23 @@ pub fn db() -> SqliteDb {
     db
 }
 
+/// An in-memory database at schema version `version`, as an agent left it before a later one.
+pub fn db_at(version: usize) -> SqliteDb {
+    use session_agent::core::sql::{Sql, Value};
+    use session_agent::core::store::schema;
+    let db = SqliteDb::memory().expect("open sqlite");
+    db.execute_batch(
+        "CREATE TABLE schema_version (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)",
+    )
+    .expect("schema_version");
+    for (v, name, body) in &schema::MIGRATIONS[..version] {
+        db.execute_batch(body).expect("a migration");
+        db.execute("INSERT INTO schema_version VALUES (?, ?, 't')", &[Value::Int(*v), (*name).into()])
+            .expect("its row");
+    }
+    db
+}
+
 /// Calls the DO API of agent `agent` on an in-memory database and object store, one
 /// millisecond apart (or frozen).
 pub struct Api {
