@@ -8,6 +8,7 @@
 -- other row written to messages (edits, parent links, deletes) and to compactions (overlays laid
 -- over a path), whoever writes it: no write path has to remember it. No pair comes back: between
 -- two deletes the newest seq only grows. Rows are deleted only by the erase of the agent.
+-- (A trigger has one event: five triggers with one body.)
 CREATE TABLE session_versions (
   session_id TEXT    PRIMARY KEY,
   n          INTEGER NOT NULL
