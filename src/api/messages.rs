@@ -242,7 +242,7 @@ pub fn path_length(s: &Session<'_>, req: &Request) -> Result<Response> {
     let leaf = id_param(&req.query_map()?, "leaf")?;
     let tree = s.tree();
     let length = match tree.resolve_leaf(leaf.as_deref())? {
-        Some(l) => tree.path(&l)?.len(),
+        Some(l) => tree.path_len(&l)?,
         None => 0,
     };
     Ok(Response::json(200, &json!({ "length": length })))

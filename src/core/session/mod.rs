@@ -219,27 +219,20 @@ impl<'a> Session<'a> {
         .await
     }
 
-    /// The session's version: the seq of its newest message and the count of its other writes
-    /// to messages and overlays (triggers of migration 0009). Any write to what its history
-    /// reads changes it, and no version comes back.
+    /// The session's version ([`sessions::version_columns`]).
     pub fn version(&self) -> Result<Version> {
         Ok(self.version_and_latest_leaf()?.0)
     }
 
     /// The session's version and its latest leaf, in one statement.
     fn version_and_latest_leaf(&self) -> Result<(Version, Option<String>)> {
-        let row = self.env.sql.query_row(
-            "SELECT COALESCE((SELECT n FROM session_versions WHERE session_id = ?1), 0), m.seq, m.id
-               FROM (SELECT 1)
-               LEFT JOIN (SELECT seq, id FROM messages WHERE session_id = ?1 ORDER BY seq DESC LIMIT 1) m",
-            &[self.id.into()],
-        )?;
-        let r = row.ok_or_else(|| Error::internal("the version query answered no row"))?;
-        let newest = match r.opt_text(2)? {
-            Some(_) => r.int(1)? as u64,
-            None => 0,
-        };
-        Ok(((newest, r.int(0)? as u64), r.opt_text(2)?))
+        let query = format!(
+            "SELECT {}, (SELECT id FROM messages WHERE session_id = ?1 ORDER BY seq DESC LIMIT 1)",
+            sessions::version_columns("?1")
+        );
+        let r = self.env.sql.query_row(&query, &[self.id.into()])?;
+        let r = r.ok_or_else(|| Error::internal("the version query answered no row"))?;
+        Ok(((r.int(0)? as u64, r.int(1)? as u64), r.opt_text(2)?))
     }
 
     /// The text `read` makes, kept under `key` until the session's next write

@@ -10,7 +10,7 @@ use crate::core::store::message::{indexed_text, NewMessage};
 use crate::core::store::overlay;
 use crate::core::store::search;
 use crate::core::store::spill;
-use crate::core::store::tree::{chunks, Tree, MAX_PATH_ROWS};
+use crate::core::store::tree::{chunks, Tree};
 
 /// Longest session name, in characters.
 pub const MAX_NAME_CHARS: usize = 256;
@@ -46,14 +46,27 @@ pub struct NewSession {
     pub source: Option<String>,
 }
 
-/// The columns of [`SessionInfo`] but its counts, and the session's version (the seq of its
-/// newest message, the count of its other writes to messages and overlays: see
-/// `migrations/0009_versions.sql`), which moves whenever the counts may have.
-const SELECT: &str = "SELECT s.id, s.name, s.parent_session_id, s.model, s.source, s.input_tokens,
-        s.output_tokens, s.estimated_cost, s.end_reason, s.created_at, s.updated_at,
-        COALESCE((SELECT MAX(m.seq) FROM messages m WHERE m.session_id = s.id), 0),
-        COALESCE((SELECT v.n FROM session_versions v WHERE v.session_id = s.id), 0)
-   FROM sessions s";
+/// The columns of [`SessionInfo`] but its counts, and the session's version, which moves
+/// whenever the counts may have.
+fn select() -> String {
+    format!(
+        "SELECT s.id, s.name, s.parent_session_id, s.model, s.source, s.input_tokens,
+                s.output_tokens, s.estimated_cost, s.end_reason, s.created_at, s.updated_at, {}
+           FROM sessions s",
+        version_columns("s.id")
+    )
+}
+
+/// The two columns of the version of the session that the SQL expression `session` names: the
+/// seq of its newest message (0 without one; an insert moves it) and the count of its other
+/// writes to messages and overlays (`migrations/0009_versions.sql`). Any write to what the
+/// session's history reads changes the pair, and no pair comes back.
+pub fn version_columns(session: &str) -> String {
+    format!(
+        "COALESCE((SELECT MAX(seq) FROM messages WHERE session_id = {session}), 0),
+         COALESCE((SELECT n FROM session_versions WHERE session_id = {session}), 0)"
+    )
+}
 
 /// How many messages a session holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -67,23 +80,19 @@ pub struct Counts {
 /// Where the counts of a session come from: given its id and its version, the counts.
 pub type CountsOf<'a> = &'a dyn Fn(&str, (u64, u64)) -> Result<Counts>;
 
-/// The counts of session `id`: its rows, and its active path walked up from the latest leaf
-/// (the session's newest row) through the parents by primary key (`parent_seq`, as every
-/// walk), at most `MAX_PATH_ROWS` deep like every path.
+/// The counts of session `id`: its rows, and its active path from the latest leaf (the
+/// session's newest row) as every path is walked ([`Tree::path_len`]).
 pub fn counts(sql: &dyn Sql, id: &str) -> Result<Counts> {
-    let r = sql
-        .query_row(
-            "SELECT (SELECT COUNT(*) FROM messages WHERE session_id = ?1),
-                    (WITH RECURSIVE up (parent_seq, depth) AS (
-                       SELECT parent_seq, 1 FROM (SELECT parent_seq FROM messages WHERE session_id = ?1 ORDER BY seq DESC LIMIT 1)
-                       UNION ALL
-                       SELECT m.parent_seq, up.depth + 1 FROM up JOIN messages m ON m.seq = up.parent_seq
-                        WHERE up.depth < ?2)
-                     SELECT COALESCE(MAX(depth), 0) FROM up)",
-            &[id.into(), Value::Int(MAX_PATH_ROWS)],
-        )?
-        .ok_or_else(|| Error::internal("the counts query answered no row"))?;
-    Ok(Counts { total: r.int(0)?, path: r.int(1)? })
+    let total = sql
+        .query_row("SELECT COUNT(*) FROM messages WHERE session_id = ?", &[id.into()])?
+        .ok_or_else(|| Error::internal("COUNT answered no row"))?
+        .int(0)?;
+    let tree = Tree::new(sql, id);
+    let path = match tree.latest_leaf_id()? {
+        Some(leaf) => tree.path_len(&leaf)?,
+        None => 0,
+    };
+    Ok(Counts { total, path })
 }
 
 fn info(r: &Row, counts: CountsOf) -> Result<SessionInfo> {
@@ -122,7 +131,7 @@ pub fn get(sql: &dyn Sql, id: &str) -> Result<Option<SessionInfo>> {
 
 /// One session, or `None`, with its counts from `counts_of`.
 pub fn get_with(sql: &dyn Sql, id: &str, counts_of: CountsOf) -> Result<Option<SessionInfo>> {
-    sql.query_row(&format!("{SELECT} WHERE s.id = ?"), &[id.into()])?.map(|r| info(&r, counts_of)).transpose()
+    sql.query_row(&format!("{} WHERE s.id = ?", select()), &[id.into()])?.map(|r| info(&r, counts_of)).transpose()
 }
 
 /// One session, or `not_found`.
@@ -133,7 +142,7 @@ pub fn require(sql: &dyn Sql, id: &str) -> Result<SessionInfo> {
 /// Every session, most recently updated first (ties: the later update first), with its counts
 /// from `counts_of`.
 pub fn list_with(sql: &dyn Sql, counts_of: CountsOf) -> Result<Vec<SessionInfo>> {
-    let rows = sql.query(&format!("{SELECT} ORDER BY s.updated_at DESC, s.touch_seq DESC"), &[])?;
+    let rows = sql.query(&format!("{} ORDER BY s.updated_at DESC, s.touch_seq DESC", select()), &[])?;
     rows.iter().map(|r| info(r, counts_of)).collect()
 }
 

@@ -146,16 +146,7 @@ impl<'a> Tree<'a> {
     pub fn append(&self, msg: &NewMessage, parent: &Parent, now: &str) -> Result<Appended> {
         self.check_parent(parent)?;
         if self.contains(&msg.id)? {
-            let parent_id = self
-                .sql
-                .query_row(
-                    "SELECT parent_id FROM messages WHERE session_id = ? AND id = ?",
-                    &[self.sid(), msg.id.as_str().into()],
-                )?
-                .map(|r| r.opt_text(0))
-                .transpose()?
-                .flatten();
-            return Ok(Appended { parent_id, inserted: false });
+            return Ok(Appended { parent_id: self.parent_of(&msg.id)?, inserted: false });
         }
         let parent_id = self.parent_id(parent)?;
         self.insert(msg, parent_id.as_deref(), now)?;
@@ -219,6 +210,12 @@ impl<'a> Tree<'a> {
     /// missing parent, so a deleted interior message cuts the path there.
     pub fn path(&self, leaf: &str) -> Result<Vec<PathRow>> {
         Ok(self.walk(leaf, MAX_PATH_ROWS, Keep::From(0))?.rows)
+    }
+
+    /// How many messages the path to `leaf` holds (as [`Tree::path`] walks it): the same walk,
+    /// keeping no row.
+    pub fn path_len(&self, leaf: &str) -> Result<i64> {
+        Ok(self.walk(leaf, MAX_PATH_ROWS, Keep::From(UNBOUNDED))?.count)
     }
 
     /// The recent window of the path to `leaf` (as [`Tree::path`] walks it): its longest suffix
