@@ -181,3 +181,112 @@ fn socket_frames_are_checked_like_their_requests() {
     assert_eq!((e[0]["type"].as_str(), e[0]["code"].as_str()), (Some("error"), Some("forbidden")));
     assert_eq!(api.count("SELECT count(*) FROM messages"), 1);
 }
+
+/// An agent with memory, the searchable-history block and a model, where `alice-chat` holds a
+/// secret (a message and a conversation memory) and `bob-chat` a message of its own.
+fn two_sessions() -> (Api, String) {
+    let api = Api::with_config(
+        json!({"memory": {}, "searchableHistory": "history", "context": [{"label": "kb", "kind": "search"}]}),
+    )
+    .with_model();
+    api.append("alice-chat", "a1", None, "my card PIN is 4321");
+    api.append("bob-chat", "b1", None, "what is my card PIN again?");
+    let r = api.post(
+        "/memories",
+        json!({"content": "Alice's card PIN is 4321", "category": "conversation", "sessionId": "alice-chat"}),
+    );
+    assert_eq!(r.status, 201);
+    let secret = r.body_json()["id"].as_str().unwrap().to_owned();
+    api.post("/memories", json!({"content": "The user banks with Acme (card PIN kept elsewhere)"}));
+    (api, secret)
+}
+
+/// A write token for `bob-chat` only.
+fn bob_token(api: &Api) -> Claims {
+    Claims::issue("alice", &body(json!({"scope": "write", "ttlSeconds": 600, "sessions": ["bob-chat"]})), api.now.get())
+        .unwrap()
+}
+
+#[test]
+fn a_session_limited_token_searches_only_its_sessions_through_tools_mcp_and_turns() {
+    let (api, _) = two_sessions();
+    let bob = bob_token(&api);
+    let tool = |token: Option<&Claims>, name: &str, input: Json| {
+        let req = Request::new("POST", &format!("/sessions/bob-chat/tools/{name}")).json(&json!({"input": input}));
+        let r = api.send(match token {
+            Some(c) => with(c, req),
+            None => req,
+        });
+        assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+        r.body_json()["output"].as_str().unwrap().to_owned()
+    };
+    let searches =
+        [("session_search", json!({"query": "PIN"})), ("search_context", json!({"label": "history", "query": "PIN"}))];
+    for (name, input) in &searches {
+        // The admin token sees every session: the secret is there to be found.
+        assert!(tool(None, name, input.clone()).contains("4321"), "{name}: the admin finds it");
+        let out = tool(Some(&bob), name, input.clone());
+        assert!(!out.contains("4321"), "{name} showed another session to a limited token: {out}");
+        assert!(out.contains("again?"), "{name} still finds the token's own session: {out}");
+    }
+    // MCP: the same tools.
+    let r = api.send(with(
+        &bob,
+        Request::new("POST", "/sessions/bob-chat/mcp").json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "session_search", "arguments": {"query": "PIN 4321"}}})),
+    ));
+    let text = r.body_json()["result"]["content"][0]["text"].as_str().unwrap().to_owned();
+    assert!(!text.contains("PIN is 4321"), "MCP showed another session: {text}");
+    // A turn whose model calls each search tool: neither the model nor the stored reply sees it.
+    for (name, input) in searches {
+        api.model.requests.borrow_mut().clear();
+        api.model.reply(Ok(support::tool_calls(&[("c1", name, input)])));
+        api.model.reply(Ok(support::completion("Sorry, I cannot see that.")));
+        let r = api.send(with(
+            &bob,
+            Request::new("POST", "/sessions/bob-chat/chat")
+                .json(&json!({"message": support::msg(&format!("q-{name}"), "user", "find my PIN")})),
+        ));
+        assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+        let seen = api.model.requests.borrow().last().unwrap().to_string();
+        assert!(!seen.contains("PIN is 4321"), "{name}: the model was shown another session: {seen}");
+        assert!(!String::from_utf8_lossy(&r.body).contains("PIN is 4321"), "{name}: the answer holds it");
+    }
+}
+
+#[test]
+fn a_session_limited_token_never_recalls_or_forgets_another_sessions_conversation_memory() {
+    let (api, secret) = two_sessions();
+    let bob = bob_token(&api);
+    let tool = |token: Option<&Claims>, name: &str, input: Json| {
+        let req = Request::new("POST", &format!("/sessions/bob-chat/tools/{name}")).json(&json!({"input": input}));
+        let r = api.send(match token {
+            Some(c) => with(c, req),
+            None => req,
+        });
+        assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+        r.body_json()["output"].as_str().unwrap().to_owned()
+    };
+    assert!(tool(None, "memory_recall", json!({"query": "card PIN"})).contains("4321"), "the admin recalls it");
+    let out = tool(Some(&bob), "memory_recall", json!({"query": "card PIN"}));
+    assert!(!out.contains("4321"), "recalled another session's conversation memory: {out}");
+    assert!(out.contains("Acme"), "core memories are the agent's, recalled everywhere: {out}");
+    let out = tool(Some(&bob), "memory_recall", json!({"query": "Alice PIN 4321", "category": "conversation"}));
+    assert!(!out.contains("4321"), "{out}");
+    // Forgetting it by id or by query: it is not there for this token.
+    let out = tool(Some(&bob), "memory_forget", json!({"id": secret}));
+    assert!(out.starts_with("Error:") && out.contains("not found"), "{out}");
+    let out = tool(Some(&bob), "memory_forget", json!({"query": "Alice's card PIN 4321"}));
+    assert!(!out.contains("4321"), "{out}");
+    assert_eq!(api.get(&format!("/memories/{secret}")).status, 200, "the memory is still there");
+    // Storing the same words as a conversation memory of bob-chat makes bob-chat's own memory:
+    // nothing of alice-chat's is changed or shown.
+    let out = tool(
+        Some(&bob),
+        "memory_store",
+        json!({"content": "alice's card PIN is 4321", "category": "conversation", "tags": ["x"]}),
+    );
+    assert!(out.starts_with("Stored memory") && !out.contains(&secret), "{out}");
+    assert_eq!(api.get(&format!("/memories/{secret}")).body_json()["tags"], json!([]), "alice-chat's is untouched");
+    assert_eq!(api.count("SELECT count(*) FROM memories WHERE category = 'conversation'"), 2);
+}

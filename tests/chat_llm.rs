@@ -310,13 +310,13 @@ fn whole_answers_parse() {
 
     let e = parse_chat_response(&anthropic(), &HttpResponse { status: 529, body: anthropic_error("Overloaded") })
         .unwrap_err();
-    assert_eq!((e.kind, e.message.as_str()), (ErrorKind::LlmUnavailable, "the model answered HTTP 529: Overloaded"));
+    assert_eq!((e.kind, e.message.as_str()), (ErrorKind::LlmUnavailable, "the model answered HTTP 529"));
+    assert_eq!(e.log.as_deref(), Some("the model answered HTTP 529: Overloaded"));
     let e = parse_chat_response(&openai(), &HttpResponse { status: 502, body: "<html>bad gateway</html>".into() })
         .unwrap_err();
-    assert_eq!(
-        (e.kind, e.message.as_str()),
-        (ErrorKind::LlmUnavailable, "the model answered HTTP 502: <html>bad gateway</html>")
-    );
+    // An upstream body is never echoed to the caller: only to the log.
+    assert_eq!((e.kind, e.message.as_str()), (ErrorKind::LlmUnavailable, "the model answered HTTP 502"));
+    assert_eq!(e.log.as_deref(), Some("the model answered HTTP 502: <html>bad gateway</html>"));
     let e = parse_chat_response(&openai(), &HttpResponse { status: 200, body: "nope".into() }).unwrap_err();
     assert_eq!(e.kind, ErrorKind::LlmUnavailable);
 }
@@ -668,7 +668,7 @@ fn a_provider_ignoring_stream_answers_plain_json() {
 }
 
 #[test]
-fn http_errors_carry_the_providers_message() {
+fn http_errors_log_the_providers_message() {
     for (c, body, want) in [
         (
             openai(),
@@ -681,7 +681,8 @@ fn http_errors_carry_the_providers_message() {
         for t in [&Chunked(Script::new(answer())) as &dyn Transport, &Whole(Script::new(answer()))] {
             let (out, deltas) = run(t, &c, &conversation());
             let e = out.unwrap_err();
-            assert_eq!((e.kind, e.message.as_str()), (ErrorKind::LlmUnavailable, want));
+            assert_eq!((e.kind, e.message.as_str()), (ErrorKind::LlmUnavailable, "the model answered HTTP 500"));
+            assert_eq!(e.log.as_deref(), Some(want));
             assert!(deltas.is_empty());
         }
     }
@@ -712,18 +713,20 @@ fn streamed_errors_are_llm_unavailable() {
     let (out, deltas) = run(&t, &anthropic(), &conversation());
     let e = out.unwrap_err();
     assert_eq!(e.kind, ErrorKind::LlmUnavailable);
-    assert!(e.message.contains("Overloaded"), "{}", e.message);
+    assert_eq!(e.message, "the model's stream failed");
+    assert!(e.log.as_deref().is_some_and(|l| l.contains("Overloaded")), "{:?}", e.log);
     assert_eq!(deltas, vec!["Hel"]);
     // Without a trailing blank line, through the default transport.
     let (out, _) = run(&Whole(Script::new(ok(body.trim_end().to_owned()))), &anthropic(), &conversation());
-    assert!(out.unwrap_err().message.contains("Overloaded"));
+    assert!(out.unwrap_err().log.is_some_and(|l| l.contains("Overloaded")));
 
     let mut body = sse(&[openai_chunk(json!({"content": "Hi"}), None)]);
     body.push_str(&format!("data: {}\n\n", openai_error("Rate limit reached")));
     let (out, deltas) = run(&Chunked(Script::new(ok(body))), &openai(), &conversation());
     let e = out.unwrap_err();
     assert_eq!(e.kind, ErrorKind::LlmUnavailable);
-    assert!(e.message.contains("Rate limit reached"), "{}", e.message);
+    assert_eq!(e.message, "the model's stream failed");
+    assert!(e.log.as_deref().is_some_and(|l| l.contains("Rate limit reached")), "{:?}", e.log);
     assert_eq!(deltas, vec!["Hi"]);
 
     // Cut off mid-answer: no finish reason, no [DONE].
@@ -803,4 +806,63 @@ fn workers_ai_gets_text_only() {
         ]})
     );
     assert!(t.0.sent.borrow().is_empty());
+}
+
+/// `units` (UTF-16) as `JSON.stringify` writes a string: lone surrogate halves as `\udxxx`
+/// escapes (JavaScript strings may hold them), everything else as the character itself.
+fn js_string(units: &[u16]) -> String {
+    let mut out = String::from("\"");
+    for r in char::decode_utf16(units.iter().copied()) {
+        match r {
+            Ok('"') => out.push_str("\\\""),
+            Ok('\\') => out.push_str("\\\\"),
+            Ok(c) => out.push(c),
+            Err(e) => out.push_str(&format!("\\u{:04x}", e.unpaired_surrogate())),
+        }
+    }
+    out.push('"');
+    out
+}
+
+#[test]
+fn a_text_cut_at_every_utf16_offset_streams_whole() {
+    // Emoji (surrogate pairs, a ZWJ sequence, a flag) and combining marks.
+    let text = "Ok 😀 e\u{301}! 👩‍👩‍👧 🇵🇹 n\u{303}";
+    let units: Vec<u16> = text.encode_utf16().collect();
+    for cut in 0..=units.len() {
+        for (c, event) in [(openai(), "openai"), (anthropic(), "anthropic")] {
+            let delta = |part: &[u16]| -> String {
+                let s = js_string(part);
+                if event == "openai" {
+                    format!(
+                        "data: {{\"choices\":[{{\"index\":0,\"delta\":{{\"content\":{s}}},\"finish_reason\":null}}]}}\n\n"
+                    )
+                } else {
+                    format!("event: content_block_delta\ndata: {{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{{\"type\":\"text_delta\",\"text\":{s}}}}}\n\n")
+                }
+            };
+            let body = if event == "openai" {
+                format!(
+                    "{}{}{}data: [DONE]\n\n",
+                    delta(&units[..cut]),
+                    delta(&units[cut..]),
+                    "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n"
+                )
+            } else {
+                format!(
+                    "event: message_start\ndata: {{\"type\":\"message_start\",\"message\":{{\"usage\":{{\"input_tokens\":1,\"output_tokens\":1}}}}}}\n\n\
+                     event: content_block_start\ndata: {{\"type\":\"content_block_start\",\"index\":0,\"content_block\":{{\"type\":\"text\",\"text\":\"\"}}}}\n\n\
+                     {}{}event: content_block_stop\ndata: {{\"type\":\"content_block_stop\",\"index\":0}}\n\n\
+                     event: message_delta\ndata: {{\"type\":\"message_delta\",\"delta\":{{\"stop_reason\":\"end_turn\"}},\"usage\":{{\"output_tokens\":2}}}}\n\n\
+                     event: message_stop\ndata: {{\"type\":\"message_stop\"}}\n\n",
+                    delta(&units[..cut]),
+                    delta(&units[cut..])
+                )
+            };
+            let (out, deltas) = run(&Chunked(Script::new(ok(body))), &c, &conversation());
+            let reply = out.unwrap_or_else(|e| panic!("{event}, cut at {cut}: {e}"));
+            assert_eq!(reply.text, text, "{event}, cut at {cut}");
+            assert_eq!(deltas.concat(), text, "{event}, cut at {cut}: what was streamed out");
+        }
+    }
 }

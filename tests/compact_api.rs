@@ -98,7 +98,8 @@ fn failures_store_nothing() {
     api.model.reply(Ok(HttpResponse { status: 500, body: json!({"error": {"message": "overloaded"}}).to_string() }));
     let r = api.post("/sessions/s/compact", json!({}));
     assert_eq!(r.status, 503);
-    assert!(r.body_json()["error"]["message"].as_str().unwrap().contains("overloaded"));
+    assert_eq!(r.body_json()["error"]["message"], "the model answered HTTP 500");
+    assert!(r.warnings.iter().any(|w| w.contains("overloaded")), "the log has the provider's words: {:?}", r.warnings);
     for bad in [
         "",
         "   ",

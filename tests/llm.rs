@@ -64,7 +64,8 @@ fn openai_request_and_answer() {
         &HttpResponse { status: 429, body: json!({"error": {"message": "slow down"}}).to_string() },
     )
     .unwrap_err();
-    assert_eq!((err.kind, err.message.as_str()), (ErrorKind::LlmUnavailable, "the model answered HTTP 429: slow down"));
+    assert_eq!((err.kind, err.message.as_str()), (ErrorKind::LlmUnavailable, "the model answered HTTP 429"));
+    assert_eq!(err.log.as_deref(), Some("the model answered HTTP 429: slow down"));
     let err = parse_chat_response(&c, &HttpResponse { status: 200, body: "<html>".into() }).unwrap_err();
     assert_eq!(err.kind, ErrorKind::LlmUnavailable);
 }

@@ -238,6 +238,60 @@ fn sessions_take_only_their_conversation_memories() {
 }
 
 #[test]
+fn a_conversation_memory_registers_its_session_whichever_way_it_is_stored() {
+    let api = Api::with_config(json!({"memory": {}}));
+    // By the API, one or a batch, or a change of category: the session is registered (`name =
+    // id`), so deleting it takes the memory with it, as for the memory_store tool.
+    store(&api, json!({"content": "conv one", "category": "conversation", "sessionId": "s-new"}));
+    assert_eq!(api.get("/sessions/s-new").body_json()["name"], "s-new");
+    let r = api.post(
+        "/memories/batch",
+        json!({"memories": [{"content": "conv two", "category": "conversation", "sessionId": "s-batch"}]}),
+    );
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(api.get("/sessions/s-batch").status, 200);
+    let core = store(&api, json!({"content": "core from a session since deleted", "sessionId": "s-gone"}));
+    assert_eq!(api.get("/sessions/s-gone").status, 404, "a core memory's source registers nothing");
+    let r = api.patch(&format!("/memories/{}", core["id"].as_str().unwrap()), json!({"category": "conversation"}));
+    assert_eq!(r.status, 200);
+    assert_eq!(api.get("/sessions/s-gone").status, 200, "now a conversation memory of s-gone");
+    let r = api.post(
+        "/sessions/s-tool/tools/memory_store",
+        json!({"input": {"content": "conv three", "category": "conversation"}}),
+    );
+    assert_eq!(r.status, 200);
+    for sid in ["s-new", "s-batch", "s-gone", "s-tool"] {
+        assert_eq!(api.delete(&format!("/sessions/{sid}")).status, 204);
+    }
+    assert!(list(&api, "").is_empty(), "every conversation memory went with its session");
+}
+
+#[test]
+fn conversation_memories_merge_within_their_session_only() {
+    let api = Api::new();
+    let a = store(&api, json!({"content": "Booked the 9:40 train", "category": "conversation", "sessionId": "s1"}));
+    let b = store(&api, json!({"content": "booked the  9:40 TRAIN", "category": "conversation", "sessionId": "s2"}));
+    assert_ne!(a["id"], b["id"], "two conversations, two memories");
+    let again = api.post(
+        "/memories",
+        json!({"content": "Booked the 9:40 train", "category": "conversation", "sessionId": "s1", "tags": ["t"]}),
+    );
+    assert_eq!((again.status, again.body_json()["id"].clone()), (200, a["id"].clone()), "the same session merges");
+    // A change that would make one session's memory say what another's says is no conflict.
+    let c = store(&api, json!({"content": "Window seat", "category": "conversation", "sessionId": "s2"}));
+    let r =
+        api.patch(&format!("/memories/{}", c["id"].as_str().unwrap()), json!({"content": "booked the 9:40 train."}));
+    assert_eq!(r.status, 200);
+    let r =
+        api.patch(&format!("/memories/{}", c["id"].as_str().unwrap()), json!({"content": "booked the  9:40 TRAIN"}));
+    assert_eq!(r.status, 409, "within s2 it is a duplicate of b");
+    // Core memories stay one per text, whatever session they came from.
+    let x = store(&api, json!({"content": "Likes tea", "sessionId": "s1"}));
+    let y = api.post("/memories", json!({"content": "likes tea", "sessionId": "s2"}));
+    assert_eq!((y.status, y.body_json()["id"].clone()), (200, x["id"].clone()));
+}
+
+#[test]
 fn recall_ranks_text_confidence_and_recency_and_says_why() {
     let api = Api::new();
     store(&api, json!({"content": "The user drinks coffee every morning.", "score": 0.5}));

@@ -217,7 +217,7 @@ fn a_bad_import_is_refused_whole() {
         (cut.as_str(), "cut off"),
         (newer.as_str(), "newer"),
         (bad_message.as_str(), "role"),
-        (orphan_first.as_str(), "before its parent"),
+        (orphan_first.as_str(), "not an earlier message"),
         ("", "empty"),
         ("{\"kind\":\"agent\"}", "format"),
         ("not json", "JSON"),
@@ -246,6 +246,135 @@ fn a_bad_import_is_refused_whole() {
         "{}",
         String::from_utf8_lossy(&r.body)
     );
+}
+
+/// `lines` of an agent export with the end record's counts made to match the records again, so
+/// an edited export is refused for what it holds, not for being cut off.
+fn recounted(lines: &[String]) -> String {
+    let mut counts =
+        json!({"sessions": 0, "messages": 0, "memories": 0, "memoryVersions": 0, "entries": 0, "skills": 0});
+    let mut out = Vec::new();
+    for l in lines {
+        let j: Json = serde_json::from_str(l).unwrap();
+        let key = match j["kind"].as_str().unwrap_or_default() {
+            "session" => "sessions",
+            "message" => "messages",
+            "memory" => "memories",
+            "memoryVersion" => "memoryVersions",
+            "entry" => "entries",
+            "skill" => "skills",
+            "end" => continue,
+            _ => "",
+        };
+        if !key.is_empty() {
+            counts[key] = json!(counts[key].as_i64().unwrap() + 1);
+        }
+        out.push(l.clone());
+    }
+    out.push(json!({"kind": "end", "counts": counts}).to_string());
+    out.join("\n")
+}
+
+#[test]
+fn an_import_the_api_could_never_have_written_is_refused_whole() {
+    let alice = rich("alice");
+    let good: Vec<String> = export_agent(&alice).lines().map(str::to_owned).collect();
+    let mut bob = Api::with_config(config());
+    bob.agent = "bob".into();
+    let before = tables(&bob);
+    let find = |kind: &str, has: &str| {
+        good.iter().position(|l| l.contains(&format!("\"kind\":\"{kind}\"")) && l.contains(has)).unwrap()
+    };
+    let edit = |at: usize, f: &dyn Fn(&mut Json)| {
+        let mut l = good.clone();
+        let mut j: Json = serde_json::from_str(&l[at]).unwrap();
+        f(&mut j);
+        l[at] = j.to_string();
+        l
+    };
+    let insert = |at: usize, line: Json| {
+        let mut l = good.clone();
+        l.insert(at, line.to_string());
+        l
+    };
+    let twice = |at: usize| insert(at, serde_json::from_str(&good[at]).unwrap());
+    let memory = find("memory", "vegan");
+    let conversation = find("memory", "conversation");
+    let version = find("memoryVersion", "vegan");
+    let entry = find("entry", "Trams");
+    let skill = find("skill", "Pack light");
+    let s1_block = find("contextBlock", "likes trains");
+    let agent_block = find("contextBlock", "vegetarian");
+    let block = |sid: &str, label: &str| json!({"kind": "contextBlock", "sessionId": sid, "label": label, "updatedAt": "2026-11-22T11:00:00.000Z", "content": "hacked"});
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        // s2's m3 lost its parent; naming s1's u1 instead is a parent in another session.
+        (edit(find("message", "\"id\":\"m3\""), &|j| j["parentId"] = json!("u1")), "not an earlier message"),
+        (edit(conversation, &|j| j["sessionId"] = Json::Null), "belongs to a session"),
+        (edit(conversation, &|j| j["sessionId"] = json!("s9")), "belongs to a session"),
+        (edit(memory, &|j| j["messageId"] = json!("u1")), "messageId needs a sessionId"),
+        (edit(version, &|j| j["memoryId"] = json!("mem_unknown")), "does not hold"),
+        (insert(s1_block + 1, block("s1", "soul")), "readonly"),
+        (insert(s1_block + 1, block("s1", "knowledge")), "search"),
+        (insert(s1_block + 1, block("s1", "profile")), "shared by the agent"),
+        (insert(s1_block + 1, block("s1", "ghost")), "does not have"),
+        (insert(agent_block + 1, block("", "soul")), "not a writable block shared"),
+        (insert(agent_block + 1, block("", "notes")), "not a writable block shared"),
+        (twice(s1_block), "same label"),
+        (twice(agent_block), "same label"),
+        (edit(entry, &|j| j["label"] = json!("nowhere")), "not a search block"),
+        (twice(entry), "same label and key"),
+        (twice(skill), "same prefix and key"),
+        (twice(version), "appears twice"),
+        (twice(memory), "same id"),
+        (
+            insert(memory + 1, {
+                let mut j: Json = serde_json::from_str(&good[memory]).unwrap();
+                j["id"] = json!("mem_other");
+                j["content"] = json!("THE user is  vegan");
+                j
+            }),
+            "say the same",
+        ),
+        (twice(find("loadedSkill", "skills")), "same label and key"),
+        (edit(find("loadedSkill", "skills"), &|j| j["label"] = json!("notes")), "not a skills block"),
+        (twice(find("compaction", "Trip planning")), "same id"),
+    ];
+    // The recounting itself leaves a good export good.
+    assert_eq!(recounted(&good), good.join("\n"));
+    let tried = cases.len();
+    for (lines, why) in cases {
+        let r = import_agent(&bob, &recounted(&lines));
+        let message = r.body_json()["error"]["message"].as_str().unwrap_or_default().to_owned();
+        assert_eq!(r.status, 400, "{why}: {}", String::from_utf8_lossy(&r.body));
+        assert!(message.contains(why), "{why}: {message}");
+        assert_eq!(tables(&bob), before, "{why}: nothing written");
+    }
+    println!("hostile imports: {tried} tried, {tried} refused whole");
+    // A session document is held to the same rules.
+    let mut doc = ok(&alice.get("/sessions/s1/export"), 200);
+    doc["contextBlocks"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"label": "soul", "updatedAt": "2026-11-22T11:00:00.000Z", "content": "hacked"}));
+    let r = bob.send(Request::new("POST", "/sessions/import").json(&doc));
+    assert_eq!(r.status, 400, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(tables(&bob), before);
+}
+
+#[test]
+fn entries_no_block_reads_any_more_stay_out_of_the_export() {
+    let alice = rich("alice");
+    ok(&alice.post("/sessions/s3/context", json!({"label": "scratch", "kind": "search"})), 201);
+    ok(&alice.post("/sessions/s3/context/scratch/entries", json!({"entries": [{"content": "left behind"}]})), 201);
+    assert!(export_agent(&alice).contains("left behind"), "read while its block exists");
+    assert_eq!(alice.delete("/sessions/s3").status, 204);
+    assert_eq!(alice.count("SELECT count(*) FROM search_entries WHERE label = 'scratch'"), 1, "the entry stays stored");
+    let export = export_agent(&alice);
+    assert!(!export.contains("left behind"), "no block reads it: not exported");
+    let mut bob = Api::with_config(config());
+    bob.agent = "bob".into();
+    ok(&import_agent(&bob, &export), 201);
+    assert_eq!(export_agent(&bob), export);
 }
 
 #[test]

@@ -16,6 +16,7 @@ use serde_json::{Map, Value as Json};
 
 use super::http::{check_name, Request};
 use super::{router, Route};
+use crate::core::access::Reach;
 use crate::core::error::{Error, Result};
 use crate::core::time::{iso_millis, parse_iso};
 
@@ -128,6 +129,11 @@ impl Claims {
         })
     }
 
+    /// The sessions a request with this token may see: the ones it lists, or all of them.
+    pub fn reach(self) -> Reach {
+        self.sessions.map_or(Reach::All, Reach::Sessions)
+    }
+
     /// Whether the token is limited to some sessions.
     pub fn limited(&self) -> bool {
         self.sessions.is_some()
@@ -214,15 +220,16 @@ pub fn permit(claims: &Claims, method: &str, path: &str) -> Result<()> {
 }
 
 /// Checks the claims a request carries, if any: not expired, not revoked, for this agent, and
-/// allowing this route (see [`permit`]).
+/// allowing this route (see [`permit`]). Answers them (`None`: the admin token or a binding).
 pub fn check(
     req: &Request,
     agent: &str,
     now: &str,
     revoked_before: impl FnOnce() -> Result<Option<i64>>,
-) -> Result<()> {
-    let Some(claims) = claims_of(req)? else { return Ok(()) };
+) -> Result<Option<Claims>> {
+    let Some(claims) = claims_of(req)? else { return Ok(None) };
     let now_ms = parse_iso(now).unwrap_or(i64::MAX);
     claims.admit(agent, now_ms, revoked_before()?)?;
-    permit(&claims, &req.method, &req.path)
+    permit(&claims, &req.method, &req.path)?;
+    Ok(Some(claims))
 }

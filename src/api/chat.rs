@@ -259,9 +259,10 @@ pub async fn stream(
     let started = std::cell::Cell::new(false);
     let mut encoder = Encoder::new(dialect);
     let result = async {
+        let env = super::admit(env, req)?;
         let sid = super::session_of(req)?;
         let request = turn_request(req)?;
-        turn(&Session::new(env, &sid), request, &mut |e| match encoder.event(&e) {
+        turn(&Session::new(&env, &sid), request, &mut |e| match encoder.event(&e) {
             Some(text) => {
                 started.set(true);
                 send(Streamed::Data(text))
@@ -272,6 +273,9 @@ pub async fn stream(
     }
     .await;
     let mut after = vec![After::Sweep];
+    if let Some(log) = result.as_ref().err().and_then(|e| e.log.as_deref()) {
+        env.events.warn(log);
+    }
     match result {
         Ok(done) => {
             let _ = send(Streamed::Data(encoder.done(&done.message)));

@@ -136,7 +136,8 @@ impl Response {
             status: e.kind.status(),
             headers,
             body: body.to_string().into_bytes(),
-            warnings: Vec::new(),
+            // What the failure said in the storage's or the provider's words: the log's only.
+            warnings: e.log.iter().cloned().collect(),
             after: Vec::new(),
         }
     }

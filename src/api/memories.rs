@@ -27,7 +27,12 @@ fn filter(q: &HashMap<String, String>) -> Result<Filter> {
     if let Some(s) = &session_id {
         check_name("sessionId", s)?;
     }
-    Ok(Filter { category: category(q.get("category").map(String::as_str))?, tag: q.get("tag").cloned(), session_id })
+    Ok(Filter {
+        category: category(q.get("category").map(String::as_str))?,
+        tag: q.get("tag").cloned(),
+        session_id,
+        ..Filter::default()
+    })
 }
 
 fn tags(body: &Map<String, Json>) -> Result<Option<Vec<String>>> {

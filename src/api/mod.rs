@@ -19,6 +19,7 @@ pub mod memories;
 pub mod messages;
 pub mod search;
 pub mod sessions;
+pub mod socket_tags;
 pub mod tokens;
 pub mod transfer;
 pub mod ui_stream;
@@ -28,7 +29,7 @@ use std::sync::OnceLock;
 
 pub use http::{Request, Response};
 
-use crate::core::access::revoked_before;
+use crate::core::access::{revoked_before, Reach};
 use crate::core::after::{self, After};
 use crate::core::config::check_label;
 use crate::core::env::Env;
@@ -175,9 +176,12 @@ pub fn is_agent_export(req: &Request) -> bool {
 }
 
 /// Refuses a request whose token (the claims the front door passed) is expired, revoked, for
-/// another agent, or outside its sessions or scope. Every way into the agent runs this first.
-pub fn admit(env: &Env<'_>, req: &Request) -> Result<()> {
-    access::check(req, env.agent, &env.now, || revoked_before(env.sql))
+/// another agent, or outside its sessions or scope, and answers the environment the request
+/// runs in: `env` reaching only the token's sessions when it is limited to some. Every way into
+/// the agent runs this first.
+pub fn admit<'a>(env: &Env<'a>, req: &Request) -> Result<Env<'a>> {
+    let claims = access::check(req, env.agent, &env.now, || revoked_before(env.sql))?;
+    Ok(env.reaching(claims.map_or(Reach::All, |c| c.reach())))
 }
 
 /// The dialect of `req` when it is an agent turn answered with server-sent events (`Accept:
@@ -199,10 +203,11 @@ pub fn socket_session(method: &str, path: &str) -> Option<Result<String>> {
 
 /// Answers one request. Never panics on input; every failure is a JSON error answer.
 pub async fn handle(env: &Env<'_>, req: &Request) -> Response {
-    if let Err(e) = admit(env, req) {
-        return Response::error(&e);
-    }
-    let mut resp = dispatch(env, req).await.unwrap_or_else(|e| Response::error(&e));
+    let env = match admit(env, req) {
+        Ok(env) => env,
+        Err(e) => return Response::error(&e),
+    };
+    let mut resp = dispatch(&env, req).await.unwrap_or_else(|e| Response::error(&e));
     if req.method != "GET" {
         // Objects a write left unreferenced go after the answer.
         resp.after.insert(0, After::Sweep);

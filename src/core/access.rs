@@ -1,8 +1,32 @@
 //! The agent's token revocation time: the one value scoped tokens need from storage (they are
-//! verified by their signature, never looked up). A token issued before it is refused.
+//! verified by their signature, never looked up). A token issued before it is refused. And
+//! [`Reach`]: which sessions a request may see through what searches across sessions (tools,
+//! turns), so a token limited to some sessions never reads another one's messages or memories.
 
 use crate::core::error::Result;
 use crate::core::sql::Sql;
+
+/// Which sessions a request may see beyond the one it names: every session of the agent (the
+/// admin token, a Worker binding, a scoped token not limited to sessions), or only the sessions
+/// its token lists. Searches across sessions (`session_search`, the searchable-history block) and
+/// the memory tools (a `conversation` memory belongs to its session) keep to it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Reach {
+    #[default]
+    All,
+    /// Only these sessions (a token's `sessions` claim: 1–100 ids).
+    Sessions(Vec<String>),
+}
+
+impl Reach {
+    /// Whether session `sid` is within reach.
+    pub fn sees(&self, sid: &str) -> bool {
+        match self {
+            Reach::All => true,
+            Reach::Sessions(list) => list.iter().any(|s| s == sid),
+        }
+    }
+}
 
 /// The revocation time (milliseconds since the epoch), if the agent ever revoked its tokens.
 pub fn revoked_before(sql: &dyn Sql) -> Result<Option<i64>> {

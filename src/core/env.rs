@@ -2,6 +2,7 @@
 //! configuration and name, the model and how to reach it, who hears about changes, and the time
 //! of the request (taken once: every write of a request carries the same timestamp).
 
+use crate::core::access::Reach;
 use crate::core::blobs::Blobs;
 use crate::core::cache::ReadCache;
 use crate::core::config::SessionConfig;
@@ -28,4 +29,25 @@ pub struct Env<'a> {
     pub events: &'a dyn Events,
     /// The request's timestamp (ISO-8601 UTC with milliseconds), used for every write it makes.
     pub now: String,
+    /// The sessions the request may see beyond its own (its token's sessions, if it is limited).
+    pub reach: Reach,
+}
+
+impl<'a> Env<'a> {
+    /// The same agent at the same moment, seen by a request that reaches only `reach`.
+    pub fn reaching(&self, reach: Reach) -> Env<'a> {
+        Env {
+            sql: self.sql,
+            cache: self.cache,
+            blobs: self.blobs,
+            config: self.config,
+            agent: self.agent,
+            llm: self.llm,
+            transport: self.transport,
+            embeddings: self.embeddings,
+            events: self.events,
+            now: self.now.clone(),
+            reach,
+        }
+    }
 }

@@ -66,11 +66,24 @@ pub struct Error {
     pub detail: Option<&'static str>,
     /// Seconds after which a `429` may be retried (its `Retry-After`).
     pub retry_after: Option<i64>,
+    /// What the operator's log gets beside the message, never the caller: the words of a
+    /// storage or provider failure (SQL, table and column names, an upstream body).
+    pub log: Option<String>,
 }
 
 impl Error {
     pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
-        Error { kind, message: message.into(), detail: None, retry_after: None }
+        Error { kind, message: message.into(), detail: None, retry_after: None, log: None }
+    }
+    /// The same error with `text` for the operator's log (never sent to the caller).
+    pub fn with_log(mut self, text: impl Into<String>) -> Self {
+        self.log = Some(text.into());
+        self
+    }
+    /// A failure of the agent's storage: the caller learns that much; the storage's own words
+    /// (`text`: SQL, table and column names) go to the log only.
+    pub fn storage(text: impl Into<String>) -> Self {
+        Error::internal("the agent's storage failed").with_log(text)
     }
     /// The same error with the seconds to wait before a retry (`Retry-After`).
     pub fn with_retry(mut self, seconds: i64) -> Self {

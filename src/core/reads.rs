@@ -9,6 +9,7 @@
 
 use serde::Serialize;
 
+use crate::core::access::Reach;
 use crate::core::cache::{Read, Version};
 use crate::core::env::Env;
 use crate::core::error::{Error, Result};
@@ -32,8 +33,15 @@ pub async fn search_in_session(session: &Session<'_>, query: &str, limit: i64) -
 /// any row written.
 pub async fn search_across(env: &Env<'_>, query: &str, limit: i64) -> Result<String> {
     let Some(compiled) = search::compile(query) else { return answer(&[]) };
-    let key = format!("across\n{limit}\n{compiled}");
-    let read = || async { Ok(Read::text(answer(&search::across_sessions(env.sql, query, limit)?)?, Vec::new())) };
+    // The reach is part of the key: what one token may not see is never answered to it from
+    // what another read.
+    let reach = match &env.reach {
+        Reach::All => String::new(),
+        Reach::Sessions(list) => list.join("\n"),
+    };
+    let key = format!("across\n{limit}\n{}\n{reach}\n{compiled}", matches!(env.reach, Reach::All));
+    let read =
+        || async { Ok(Read::text(answer(&search::across_sessions(env.sql, query, limit, &env.reach)?)?, Vec::new())) };
     let now = || Ok((env.sql.changes(), 0));
     Ok(env.cache.kept(&key, now()?, now, read).await?.0)
 }

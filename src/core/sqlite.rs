@@ -31,7 +31,7 @@ impl SqliteDb {
 }
 
 fn err(e: rusqlite::Error) -> Error {
-    Error::internal(format!("sqlite: {e}"))
+    Error::storage(format!("sqlite: {e}"))
 }
 
 impl ToSql for Value {

@@ -81,6 +81,7 @@ impl Inner {
             transport: &self.transport,
             events: &self.sockets,
             now: iso_millis(now_ms()),
+            reach: Default::default(),
         }
     }
 }
@@ -180,16 +181,16 @@ impl Agent {
             Ok(r) => r,
             Err(e) => return convert::error(&e),
         };
-        let chat = api::chat_stream(&req);
-        if chat.is_some() || api::is_agent_export(&req) {
-            // These answer as streams, outside `api::handle`: the token is checked here.
+        if let Some(dialect) = api::chat_stream(&req) {
+            // Answered as a stream, outside `api::handle` (`api::chat::stream` admits it).
+            return self.chat_stream(req, dialect).await;
+        }
+        if api::is_agent_export(&req) {
+            // Answered as a stream, outside `api::handle`: the token is checked here.
             if let Err(e) = api::admit(&self.inner.env(), &req) {
                 return convert::error(&e);
             }
-            return match chat {
-                Some(dialect) => self.chat_stream(req, dialect).await,
-                None => self.export_stream(),
-            };
+            return self.export_stream();
         }
         let mut resp = api::handle(&self.inner.env(), &req).await;
         log(&req.method, &req.path, &resp);
@@ -219,7 +220,9 @@ impl Agent {
             return convert::error(&Error::invalid("expected a WebSocket upgrade (Upgrade: websocket)"));
         }
         let pair = WebSocketPair::new()?;
-        self.inner.sockets.accept(&pair.server, &sid, claims.as_ref());
+        if let Err(e) = self.inner.sockets.accept(&pair.server, &sid, claims.as_ref()) {
+            return convert::error(&e);
+        }
         Response::from_websocket(pair.client)
     }
 
@@ -294,14 +297,12 @@ impl Agent {
     /// One frame from a socket: answered to that socket (`history`, `pong`, `error`); writes
     /// reach every socket of the session through the event hub.
     pub async fn socket_message(&self, ws: WebSocket, message: WebSocketIncomingMessage) -> Result<()> {
-        let Some((sid, claims)) = self.inner.sockets.session_of(&ws, &self.inner.name) else { return Ok(()) };
+        let Some(tags) = self.inner.sockets.tags_of(&ws, &self.inner.name) else { return Ok(()) };
+        let (sid, claims, socket) = (tags.session, tags.claims, tags.id);
         // This frame's flag, among the socket's running ones while it runs: a `cancel` frame of
         // the same socket sets them.
         let flag = api::ws::CancelFlag::default();
-        let socket = self.inner.sockets.id_of(&ws);
-        if let Some(id) = &socket {
-            self.inner.running.borrow_mut().entry(id.clone()).or_default().push(flag.clone());
-        }
+        self.inner.running.borrow_mut().entry(socket.clone()).or_default().push(flag.clone());
         let answer = match (self.over_limit().or_else(|| self.inner.broken.clone()), message) {
             (Some(e), _) => api::ws::Answer {
                 frames: vec![api::ws::error_frame(&sid, e.code(), &e.message)],
@@ -323,15 +324,15 @@ impl Agent {
                 cancel: false,
             },
         };
-        if let Some(id) = &socket {
+        {
             let mut running = self.inner.running.borrow_mut();
-            if let Some(flags) = running.get_mut(id) {
+            if let Some(flags) = running.get_mut(&socket) {
                 flags.retain(|f| !std::rc::Rc::ptr_eq(f, &flag));
                 if answer.cancel {
                     flags.iter().for_each(|f| f.set(true));
                 }
                 if flags.is_empty() {
-                    running.remove(id);
+                    running.remove(&socket);
                 }
             }
         }

@@ -67,7 +67,7 @@ fn to_js(v: &Value) -> JsValue {
 /// Reads the rows `do_sql.js` packed (its layout is described there), and the rows the
 /// statement wrote.
 fn unpack(packed: &[u8]) -> Result<(Vec<Row>, u64)> {
-    let bad = || Error::internal("sql: a packed result ends early");
+    let bad = || Error::storage("sql: a packed result ends early");
     let split = packed.len().checked_sub(8).ok_or_else(bad)?;
     let (bytes, written) = packed.split_at(split);
     let written = f64::from_le_bytes(written.try_into().map_err(|_| bad())?) as u64;
@@ -101,10 +101,10 @@ fn unpack(packed: &[u8]) -> Result<(Vec<Row>, u64)> {
                     if tag == 4 {
                         Value::Blob(body)
                     } else {
-                        Value::Text(String::from_utf8(body).map_err(|_| Error::internal("sql: text is not UTF-8"))?)
+                        Value::Text(String::from_utf8(body).map_err(|_| Error::storage("sql: text is not UTF-8"))?)
                     }
                 }
-                _ => return Err(Error::internal(format!("sql: unknown packed tag {tag}"))),
+                _ => return Err(Error::storage(format!("sql: unknown packed tag {tag}"))),
             });
         }
         rows.push(Row(row));
@@ -113,7 +113,7 @@ fn unpack(packed: &[u8]) -> Result<(Vec<Row>, u64)> {
 }
 
 fn sql_err(e: impl std::fmt::Display) -> Error {
-    Error::internal(format!("sql: {e}"))
+    Error::storage(format!("sql: {e}"))
 }
 
 /// A thrown SQLite error, as its message.

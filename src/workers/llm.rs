@@ -21,7 +21,7 @@ pub struct WorkersTransport {
     pub ai: Option<Ai>,
 }
 
-fn unavailable(message: String) -> Error {
+fn unavailable(message: impl Into<String>) -> Error {
     Error::new(ErrorKind::LlmUnavailable, message)
 }
 
@@ -37,6 +37,18 @@ struct AiInput {
     max_tokens: u64,
 }
 
+/// A call that failed on the way (connection, reading the body): the caller learns that much,
+/// the log the endpoint and the runtime's words.
+fn unreachable(url: &str, e: impl std::fmt::Display) -> Error {
+    unavailable("the model could not be reached").with_log(format!("calling {url}: {e}"))
+}
+
+/// A call that got no answer in time.
+fn too_slow(url: &str, timeout_ms: u64) -> Error {
+    unavailable(format!("the model did not answer within {timeout_ms} ms"))
+        .with_log(format!("no answer from {url} within {timeout_ms} ms"))
+}
+
 /// The `fetch` request for `req`.
 fn build(req: &HttpRequest) -> Result<worker::Request> {
     let headers = Headers::new();
@@ -45,8 +57,9 @@ fn build(req: &HttpRequest) -> Result<worker::Request> {
     }
     let mut init = RequestInit::new();
     init.with_method(Method::Post).with_headers(headers).with_body(Some(req.body.clone().into()));
-    worker::Request::new_with_init(&req.url, &init)
-        .map_err(|e| unavailable(format!("bad LLM_BASE_URL {:?}: {e}", req.url)))
+    worker::Request::new_with_init(&req.url, &init).map_err(|e| {
+        unavailable("LLM_BASE_URL is not a usable URL").with_log(format!("bad LLM_BASE_URL {:?}: {e}", req.url))
+    })
 }
 
 impl Transport for WorkersTransport {
@@ -65,10 +78,10 @@ impl Transport for WorkersTransport {
             let timer = Delay::from(Duration::from_millis(req.timeout_ms));
             match select(call, timer).await {
                 Either::Left((Ok(r), _)) => Ok(r),
-                Either::Left((Err(e), _)) => Err(unavailable(format!("calling {}: {e}", req.url))),
+                Either::Left((Err(e), _)) => Err(unreachable(&req.url, e)),
                 Either::Right(_) => {
                     controller.abort();
-                    Err(unavailable(format!("no answer from {} within {} ms", req.url, req.timeout_ms)))
+                    Err(too_slow(&req.url, req.timeout_ms))
                 }
             }
         })
@@ -90,18 +103,18 @@ impl Transport for WorkersTransport {
             let timer = Delay::from(Duration::from_millis(req.timeout_ms));
             let mut resp = match select(started, timer).await {
                 Either::Left((Ok(r), _)) => r,
-                Either::Left((Err(e), _)) => return Err(unavailable(format!("calling {url}: {e}"))),
+                Either::Left((Err(e), _)) => return Err(unreachable(&url, e)),
                 Either::Right(_) => {
                     controller.abort();
-                    return Err(unavailable(format!("no answer from {url} within {} ms", req.timeout_ms)));
+                    return Err(too_slow(&url, req.timeout_ms));
                 }
             };
             let status = resp.status_code();
-            let mut body = resp.stream().map_err(|e| unavailable(format!("reading {url}: {e}")))?;
+            let mut body = resp.stream().map_err(|e| unreachable(&url, e))?;
             // Bytes of a character split across chunks wait for the rest.
             let mut pending: Vec<u8> = Vec::new();
             while let Some(chunk) = body.next().await {
-                let chunk = chunk.map_err(|e| unavailable(format!("reading {url}: {e}")))?;
+                let chunk = chunk.map_err(|e| unreachable(&url, e))?;
                 pending.extend_from_slice(&chunk);
                 let valid = match std::str::from_utf8(&pending) {
                     Ok(_) => pending.len(),
@@ -138,7 +151,9 @@ impl Transport for WorkersTransport {
                 })
                 .unwrap_or_default();
             let typed = AiInput { messages, max_tokens: input["max_tokens"].as_u64().unwrap_or(4096) };
-            ai.run::<_, Json>(model, typed).await.map_err(|e| unavailable(format!("Workers AI {model}: {e}")))
+            ai.run::<_, Json>(model, typed)
+                .await
+                .map_err(|e| unavailable("the model failed").with_log(format!("Workers AI {model}: {e}")))
         })
     }
 }

@@ -12,12 +12,19 @@
 // or on another part of the request (for example `message.id` = `{mid}`), which no JSON Schema can
 // express, may honestly be 400: tests/fuzz/schemathesis.toml lists those operations and why.
 //
-// Budget: SA_FUZZ_EXAMPLES test cases per operation and phase (default 30: about 3,000 requests,
-// 1-2 minutes); SA_FUZZ_SEED (default 1) makes a run repeatable. `SA_FUZZ_EXAMPLES=500` fuzzes
-// for longer. Schemathesis is installed by scripts/setup.sh in $SA_TOOLS_DIR.
+// Three tokens, each its own run with its own seed: a session-limited write token (for chat-1
+// only; the first run, while what it must never see is still stored: SA_FUZZ_SECRETS in hooks.py),
+// an agent-wide read token, then the admin token. Every phase runs, the stateful one included
+// (the spec's links).
+//
+// Budget: SA_FUZZ_EXAMPLES test cases per operation and phase for the admin token (default 30:
+// about 3,000 requests, 1-2 minutes), a third of that for each scoped token. Seeds are new each
+// run and printed (with the command that repeats a failing one); SA_FUZZ_SEED fixes them (the
+// scoped runs take the next two numbers). `SA_FUZZ_EXAMPLES=500` fuzzes for longer. Schemathesis
+// is installed by scripts/setup.sh in $SA_TOOLS_DIR.
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ROOT, startWorker } from "./harness.mjs";
@@ -26,8 +33,10 @@ import { start as startModel } from "./llm-server.mjs";
 const TOKEN = "fuzz-token";
 const TOOLS = process.env.SA_TOOLS_DIR ?? join(process.env.HOME ?? "", ".cache", "sa-tools");
 const ST = join(process.env.SA_SCHEMATHESIS_DIR ?? join(TOOLS, "schemathesis-4.32.5"), "bin", "st");
-const EXAMPLES = process.env.SA_FUZZ_EXAMPLES ?? "30";
-const SEED = process.env.SA_FUZZ_SEED ?? "1";
+const EXAMPLES = Number(process.env.SA_FUZZ_EXAMPLES ?? "30");
+const SEED = process.env.SA_FUZZ_SEED ? Number(process.env.SA_FUZZ_SEED) : Math.floor(Math.random() * 2 ** 31);
+/** What a token limited to chat-1 must never be answered: stored in the session `vault`. */
+const SECRETS = ["ZEBRA-7731-vault-message", "ZEBRA-7731-vault-memory"];
 const CONFIG = {
   context: [
     { label: "soul", kind: "readonly", content: "You are careful." },
@@ -37,6 +46,7 @@ const CONFIG = {
     { label: "library", kind: "skills", prefix: "library/", scope: "shared" },
   ],
   searchableHistory: "history",
+  memory: {},
   compaction: { after: 2000, protectHead: 1, tailTokenBudget: 200, minTailMessages: 2 },
 };
 
@@ -64,7 +74,23 @@ export async function setUp() {
       text("m3", "user", "The second one"), text("m4", "assistant", "Booked."), text("batch", "user", "a message called batch")],
   });
   assert.equal(r.status, 201, JSON.stringify(r.body));
+  // What a token for chat-1 must never see: a message and a conversation memory of `vault`.
+  // Every letter and digit as a word of its own, so that the short words the fuzzer generates
+  // find them (a search in this version must match all of its words).
+  const words = "abcdefghijklmnopqrstuvwxyz0123456789".split("").join(" ");
+  const v = await w.json("POST", "/agents/alice/sessions/vault/messages", { message: text("v1", "user", `the code is ${SECRETS[0]} ${words}`) });
+  assert.equal(v.status, 201, JSON.stringify(v.body));
+  const m = await w.json("POST", "/agents/alice/memories", { content: `vault note ${SECRETS[1]} ${words}`, category: "conversation", sessionId: "vault" });
+  assert.equal(m.status, 201, JSON.stringify(m.body));
+  const token = async (body) => {
+    const t = await w.json("POST", "/agents/alice/tokens", { ttlSeconds: 3600, ...body });
+    assert.equal(t.status, 201, JSON.stringify(t.body));
+    return t.body.token;
+  };
+  tokens = { limited: await token({ scope: "write", sessions: ["chat-1"] }), read: await token({ scope: "read" }) };
 }
+
+let tokens;
 
 /** Stops what setUp started. */
 export async function tearDown() {
@@ -86,42 +112,88 @@ function schemathesis(args, env) {
 }
 
 /**
+ * The configuration of the session-limited run: tests/fuzz/schemathesis.toml, plus dictionaries
+ * that point half of the generated values at what such a token may reach and must not see
+ * past: its session (`chat-1`; generated ids are refused before anything is read), the tools
+ * that search, the history block, and words of the secrets' session (every letter and digit is
+ * a word there).
+ */
+function aimed() {
+  const file = join(dir, "schemathesis-limited.toml");
+  const words = [..."abcdefghijklmnopqrstuvwxyz0123456789", "code", "vault", "note", "the"];
+  writeFileSync(file, `${readFileSync(join(ROOT, "tests/fuzz/schemathesis.toml"), "utf8")}
+[dictionaries.reach-sid]
+values = ["chat-1"]
+
+[dictionaries.reach-tools]
+values = ["session_search", "search_context", "memory_recall", "memory_forget", "expand_compaction"]
+
+[dictionaries.reach-labels]
+values = ["history"]
+
+[dictionaries.reach-words]
+values = ${JSON.stringify(words)}
+
+[parameters]
+"path.sid" = { dictionary = "reach-sid", probability = 0.5 }
+"path.name" = { dictionary = "reach-tools", probability = 0.6 }
+"body.input.label" = { dictionary = "reach-labels", probability = 0.4 }
+"body.input.query" = { dictionary = "reach-words", probability = 0.6 }
+"query.q" = { dictionary = "reach-words", probability = 0.5 }
+`);
+  return file;
+}
+
+/**
  * Runs Schemathesis on the operations `paths` selects (Schemathesis path options, e.g.
  * `["--include-path-regex", "…"]`; one option of a kind: a second replaces the first, so the
- * socket route's `/ws$` goes into the exclusion) and fails `t` on any failure.
+ * socket route's `/ws$` goes into the exclusion) once per token (session-limited, read, admin)
+ * and fails `t` on any failure, naming the token and the seed that found it.
  */
 export async function fuzz(t, paths) {
   if (!existsSync(ST)) {
     assert.fail(`${ST} is missing: run bash scripts/setup.sh (it installs Schemathesis)`);
   }
-  const started = Date.now();
-  const { code, out } = await schemathesis([
-    "--config-file", join(ROOT, "tests/fuzz/schemathesis.toml"),
-    "run", join(ROOT, "docs/openapi.yaml"),
-    "--url", w.url.href.replace(/\/$/, ""),
-    "-H", `Authorization: Bearer ${TOKEN}`,
-    "--checks", "all",
-    "--max-examples", EXAMPLES,
-    "--seed", SEED,
-    ...paths,
-    // One worker: the state check compares before and after each call.
-    "--workers", "1",
-    "--no-color", "--output-sanitize", "false",
-  ], {
-    SCHEMATHESIS_HOOKS: "hooks",
-    PYTHONPATH: join(ROOT, "tests/fuzz"),
-    SA_FUZZ_STATE_DIR: dir,
-  });
-  const seconds = ((Date.now() - started) / 1000).toFixed(0);
-  const generated = /(\d+) generated/.exec(out)?.[1] ?? "?";
-  const failures = /❌ (.+)$/gm;
-  const kinds = [...out.matchAll(failures)].map((m) => m[1]).filter((k) => !/^(Examples|Coverage|Fuzzing|Stateful)$/.test(k));
-  t.diagnostic(`fuzz: ${generated} requests (seed ${SEED}, ${EXAMPLES} per operation), ${kinds.length} failure kinds, ${seconds} s`);
-  console.log(`fuzz: ${generated} requests fuzzed, ${kinds.length ? kinds.join("; ") : "0 failures"} (${seconds} s)`);
-  if (code !== 0) {
-    // The failures with their reproductions, then the summary.
-    const from = out.search(/^=+ (FAILURES|ERRORS) =+$/m);
-    console.log(from >= 0 ? out.slice(from) : out);
+  const runs = [
+    { kind: "session-limited", token: tokens.limited, examples: Math.max(1, Math.round(EXAMPLES / 3)), seed: SEED + 1, secrets: SECRETS, config: aimed() },
+    { kind: "read", token: tokens.read, examples: Math.max(1, Math.round(EXAMPLES / 3)), seed: SEED + 2, secrets: [] },
+    { kind: "admin", token: TOKEN, examples: EXAMPLES, seed: SEED, secrets: [] },
+  ];
+  const failed = [];
+  for (const run of runs) {
+    const started = Date.now();
+    const { code, out } = await schemathesis([
+      "--config-file", run.config ?? join(ROOT, "tests/fuzz/schemathesis.toml"),
+      "run", join(ROOT, "docs/openapi.yaml"),
+      "--url", w.url.href.replace(/\/$/, ""),
+      "-H", `Authorization: Bearer ${run.token}`,
+      "--checks", "all",
+      "--max-examples", String(run.examples),
+      "--seed", String(run.seed),
+      ...paths,
+      // One worker: the state check compares before and after each call.
+      "--workers", "1",
+      "--no-color", "--output-sanitize", "false",
+    ], {
+      SCHEMATHESIS_HOOKS: "hooks",
+      PYTHONPATH: join(ROOT, "tests/fuzz"),
+      SA_FUZZ_STATE_DIR: dir,
+      SA_FUZZ_SECRETS: run.secrets.join("|"),
+    });
+    const seconds = ((Date.now() - started) / 1000).toFixed(0);
+    const generated = /(\d+) generated/.exec(out)?.[1] ?? "?";
+    const kinds = [...out.matchAll(/❌ (.+)$/gm)].map((m) => m[1]).filter((k) => !/^(Examples|Coverage|Fuzzing|Stateful)$/.test(k));
+    const line = `fuzz (${run.kind} token, seed ${run.seed}, ${run.examples} per operation): ${generated} requests, ` +
+      `${kinds.length ? kinds.join("; ") : "0 failures"} (${seconds} s)`;
+    t.diagnostic(line);
+    console.log(line);
+    if (code !== 0) {
+      // The failures with their reproductions, then the summary, and how to run it again.
+      const from = out.search(/^=+ (FAILURES|ERRORS) =+$/m);
+      console.log(from >= 0 ? out.slice(from) : out);
+      console.log(`repeat with SA_FUZZ_SEED=${SEED} (this run's seed ${run.seed} is SA_FUZZ_SEED plus ${run.seed - SEED})`);
+      failed.push(`${run.kind} token, seed ${run.seed}: exit ${code}: ${kinds.join("; ")}`);
+    }
   }
-  assert.equal(code, 0, `Schemathesis found failures (exit ${code}): ${kinds.join("; ")}`);
+  assert.deepEqual(failed, [], `Schemathesis found failures: ${failed.join(" | ")}`);
 }

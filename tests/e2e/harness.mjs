@@ -9,7 +9,7 @@
 import { Miniflare, Log, LogLevel } from "miniflare";
 import WebSocket from "ws";
 import { spawn } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -98,6 +98,39 @@ export function workerOptions({ persistDir, apiToken, vars = {}, port } = {}) {
  * @property {() => Promise<void>} restart stops the runtime and starts it again on the same state.
  */
 
+/**
+ * The words of the storage that no error may carry (the same rule as the native tests'
+ * support::storage_words): every name with an underscore in the statements of migrations/*.sql
+ * (tables, columns, indexes, triggers; comments left out), and SQLite's own phrases.
+ */
+export const STORAGE_WORDS = (() => {
+  const words = new Set(["sqlite", "sql:", "constraint failed", "no such table", "no such column", "syntax error", "fts5", "rowid"]);
+  const dir = join(ROOT, "migrations");
+  for (const f of readdirSync(dir).filter((f) => f.endsWith(".sql"))) {
+    const code = readFileSync(join(dir, f), "utf8").split("\n").map((l) => l.replace(/--.*$/, "")).join("\n");
+    for (const w of code.split(/[^A-Za-z0-9_]+/)) {
+      if (w.includes("_") && /^[A-Za-z]/.test(w)) words.add(w.toLowerCase());
+    }
+  }
+  return [...words];
+})();
+
+/** The storage word `text` carries, if any (names compared whole, phrases anywhere, lower case). */
+export function storageWordIn(text) {
+  const lower = String(text).toLowerCase();
+  const names = new Set(lower.split(/[^a-z0-9_]+/));
+  return STORAGE_WORDS.find((w) => (w.includes("_") ? names.has(w) : lower.includes(w)));
+}
+
+/**
+ * Throws when an error answer (status 400 and up) or an `error` WebSocket frame names the storage:
+ * every error the end-to-end suite provokes goes through here (the harness's fetch and sockets).
+ */
+function assertSpeaksNoStorage(what, text) {
+  const w = storageWordIn(text);
+  if (w) throw new Error(`${what} names the storage (${JSON.stringify(w)}): ${String(text).slice(0, 500)}`);
+}
+
 function client(getUrl, apiToken, lifecycle) {
   const authHeader = (auth, headers) => {
     const h = new Headers(headers);
@@ -109,7 +142,14 @@ function client(getUrl, apiToken, lifecycle) {
     get url() { return getUrl(); },
     async fetch(path, init = {}) {
       const { auth = true, headers, ...rest } = init;
-      const go = () => fetch(new URL(path, getUrl()), { ...rest, headers: authHeader(auth, headers) });
+      const go = async () => {
+        const r = await fetch(new URL(path, getUrl()), { ...rest, headers: authHeader(auth, headers) });
+        const type = r.headers.get("content-type") ?? "";
+        if (r.status >= 400 && type.startsWith("application/json")) {
+          assertSpeaksNoStorage(`${rest.method ?? "GET"} ${path} answered ${r.status}`, await r.clone().text());
+        }
+        return r;
+      };
       try {
         return await go();
       } catch (e) {
@@ -143,6 +183,10 @@ function client(getUrl, apiToken, lifecycle) {
       if (token != null && query) u.searchParams.set("token", token);
       else if (token != null) headers.authorization = `Bearer ${token}`;
       const ws = new WebSocket(u, { headers });
+      ws.on("message", (data) => {
+        const text = data.toString();
+        if (text.includes('"error"')) assertSpeaksNoStorage(`an error frame on ${path}`, text);
+      });
       return new Promise((resolve, reject) => {
         ws.once("open", () => resolve(ws));
         ws.once("unexpected-response", (_req, res) => reject(new Error(`WebSocket upgrade refused: HTTP ${res.statusCode}`)));

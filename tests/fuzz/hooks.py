@@ -1,4 +1,5 @@
-"""Schemathesis hooks for tests/e2e/fuzz.test.mjs: the check "a rejected request changes nothing".
+"""Schemathesis hooks for tests/e2e/fuzz.test.mjs: the checks "a rejected request changes nothing",
+"an error names no storage" and (with SA_FUZZ_SECRETS) "nothing of another session is answered".
 
 Before every call the stored state of the running Worker is fingerprinted: every SQLite database of
 the Durable Objects (one per agent) and of local R2, table by table, read from the persist
@@ -12,11 +13,23 @@ plus a read of the database it touched. Left out, with reason: `spill_garbage`, 
 objects waiting for deletion, which the sweep after any non-GET request works off whatever that
 request's outcome (housekeeping, not the request's effect).
 
+An error's message never names the storage: no SQL, no table, column, index or trigger name (every
+name with an underscore in the statements of migrations/*.sql, and SQLite's own phrases), the same
+rule as the native and end-to-end suites.
+
+With SA_FUZZ_SECRETS (texts separated by `|`), set when the fuzzer's token is limited to some
+sessions: no answer of any status may contain one of them. They are stored in a session that
+token does not open, as a message and as a conversation memory, so a search, a tool, a turn or an
+export that reached past the token's sessions would show one (tests/e2e/fuzz-rig.mjs points the
+generator at the token's session, the tools that search and words the secrets hold).
+
 Loaded with SCHEMATHESIS_HOOKS=hooks and this directory on PYTHONPATH; run with one worker.
 """
 
+import glob
 import hashlib
 import os
+import re
 import sqlite3
 
 import schemathesis
@@ -26,6 +39,23 @@ IGNORED_TABLES = {"spill_garbage"}
 # Tables that hold rows in a freshly migrated, empty agent database: the schema versions, and
 # the structure records FTS5 writes when an index is created.
 SCHEMA_TABLES = ("schema_version", "_fts_data", "_fts_config")
+
+SECRETS = [t for t in os.environ.get("SA_FUZZ_SECRETS", "").split("|") if t]
+
+
+def _storage_words():
+    words = {"sqlite", "sql:", "constraint failed", "no such table", "no such column", "syntax error", "fts5", "rowid"}
+    here = os.path.dirname(os.path.abspath(__file__))
+    for path in glob.glob(os.path.join(here, "..", "..", "migrations", "*.sql")):
+        with open(path, encoding="utf-8") as f:
+            code = "\n".join(line.split("--")[0] for line in f.read().split("\n"))
+        for w in re.split(r"[^A-Za-z0-9_]+", code):
+            if "_" in w and w[:1].isalpha():
+                words.add(w.lower())
+    return sorted(words)
+
+
+STORAGE_WORDS = _storage_words()
 
 # path -> (stat signature, {table: digest})
 _known = {}
@@ -118,4 +148,24 @@ def rejected_request_changes_nothing(ctx, response, case):
         raise AssertionError(
             f"a request answered {response.status_code} changed stored state: {', '.join(sorted(changed)[:8])}"
         )
+    return None
+
+
+@schemathesis.check
+def errors_name_no_storage(ctx, response, case):
+    if response.status_code < 400:
+        return None
+    text = response.text.lower()
+    names = set(re.split(r"[^a-z0-9_]+", text))
+    for w in STORAGE_WORDS:
+        if (w in names) if "_" in w else (w in text):
+            raise AssertionError(f"an error answer names the storage ({w!r}): {response.text[:300]}")
+    return None
+
+
+@schemathesis.check
+def nothing_of_another_session(ctx, response, case):
+    for secret in SECRETS:
+        if secret in response.text:
+            raise AssertionError(f"the answer holds {secret!r}, stored in a session the token does not open")
     return None

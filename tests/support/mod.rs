@@ -237,6 +237,7 @@ impl Api {
             transport: &self.model,
             events: &self.events,
             now: session_agent::core::time::iso_millis(self.now.get()),
+            reach: Default::default(),
         }
     }
 
@@ -246,6 +247,7 @@ impl Api {
         let env = self.env();
         let resp = futures::executor::block_on(api::handle(&env, &req));
         futures::executor::block_on(api::after(&env, &resp.after));
+        assert_speaks_no_storage(&req, &resp);
         resp
     }
 
@@ -333,6 +335,54 @@ pub fn ids(list: &Json) -> Vec<String> {
     list.as_array()
         .map(|a| a.iter().map(|m| m["id"].as_str().unwrap_or_default().to_string()).collect())
         .unwrap_or_default()
+}
+
+/// The words of the storage that no answer may carry: every name with an underscore in the
+/// statements of `migrations/` (tables, columns, indexes, triggers; comments left out), and
+/// SQLite's own phrases.
+pub fn storage_words() -> &'static [String] {
+    static WORDS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    WORDS.get_or_init(|| {
+        let mut words: Vec<String> =
+            ["sqlite", "sql:", "constraint failed", "no such table", "no such column", "syntax error", "fts5", "rowid"]
+                .map(str::to_owned)
+                .to_vec();
+        for (_, _, body) in session_agent::core::store::schema::MIGRATIONS {
+            let code: String = body.lines().map(|l| format!("{}\n", l.split("--").next().unwrap_or(""))).collect();
+            for w in code.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
+                let w = w.to_ascii_lowercase();
+                if w.contains('_') && w.chars().next().is_some_and(|c| c.is_ascii_alphabetic()) && !words.contains(&w) {
+                    words.push(w);
+                }
+            }
+        }
+        words
+    })
+}
+
+/// The storage word `text` carries, if any (compared in lower case, as whole names).
+pub fn storage_word_in(text: &str) -> Option<&'static str> {
+    let lower = text.to_ascii_lowercase();
+    let names: Vec<&str> = lower.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).collect();
+    storage_words().iter().map(String::as_str).find(|w| {
+        if w.contains(['_']) {
+            names.contains(w)
+        } else {
+            lower.contains(w)
+        }
+    })
+}
+
+/// Panics when an error answer carries a storage word (`storage_words`): errors say what went
+/// wrong in the API's terms, never in SQL, table or column names.
+pub fn assert_speaks_no_storage(req: &Request, resp: &Response) {
+    if resp.status < 400 {
+        return;
+    }
+    let message = resp.body_json()["error"]["message"].as_str().unwrap_or_default().to_owned();
+    if let Some(w) = storage_word_in(&message) {
+        panic!("{} {} answered {} naming the storage ({w:?}): {message}", req.method, req.path, resp.status);
+    }
 }
 
 /// The error code of an error answer.

@@ -1422,7 +1422,6 @@ export interface paths {
                 /**
                  * @description Tool name, percent-decoded. A name the session does not offer (see `GET …/tools`) is
                  *     `404`.
-                 * @example set_context
                  */
                 name: components["parameters"]["name"];
             };
@@ -2033,13 +2032,17 @@ export interface paths {
          *       absent or `null`: unknown (recall then counts it as 0.5).
          *     - `sessionId`, `messageId`: where the fact came from (`source`); a `messageId` needs a
          *       `sessionId`. Syntax-checked only (the session id as in paths, the message id as
-         *       message ids are): neither has to exist, and the session is not registered.
+         *       message ids are): neither has to exist. A `conversation` memory registers its session
+         *       (`name = id`, as any write into a session does, and as the `memory_store` tool does),
+         *       so that deleting that session deletes the memory; for the other categories the source
+         *       registers nothing.
          *     - `expiresAt`: an ISO-8601 UTC timestamp (`Z` or `+00:00`) **in the future** (`400`
          *       otherwise), stored with milliseconds. Absent or `null`: never (`daily`: the default
          *       lifetime above). An expired memory is never returned again and is deleted by the
          *       next write to the agent's memories.
          *
-         *     **Duplicates merge.** When a live memory of the same category has the same text once
+         *     **Duplicates merge.** When a live memory of the same category (and, for a
+         *     `conversation` memory, of the same session) has the same text once
          *     both are trimmed, with runs of white space collapsed to one space and case ignored,
          *     nothing new is stored: the request's tags are added to that memory's (at most 16 kept),
          *     the higher `score` is kept (a known one over an unknown one), the request's `expiresAt`
@@ -2498,12 +2501,15 @@ export interface paths {
          *       most 256); each `message` as an appended message is checked (`Message`), and no
          *       message id starts with `compaction_` (summaries are never stored); an overlay's
          *       `id`, `summary` and message ids are not blank;
-         *     - within the document: message ids unique, a parent before its children (a `parentId`
-         *       naming no message of the document is kept as it is: its message was deleted, and
-         *       its children stay roots), each overlay's `fromMessageId` an ancestor-or-self of its
-         *       `toMessageId` among the document's messages, at most one frozen prompt, each runtime
-         *       block definition a valid block definition that stays inside this agent's R2 spaces
-         *       (as `POST …/context` checks it).
+         *     - within the document, what the API could have written: message ids unique, each
+         *       `parentId` `null` or an earlier message of the document (a deleted message's
+         *       children are exported as roots), each overlay's `fromMessageId` an ancestor-or-self
+         *       of its `toMessageId` among the document's messages and its id unique, at most one
+         *       frozen prompt, one record per block label (texts, definitions) and per loaded skill,
+         *       each runtime block definition a valid block definition that stays inside this
+         *       agent's R2 spaces (as `POST …/context` checks it), each block text of a writable
+         *       block of this session (not readonly, search, skills, nor shared by the agent's
+         *       sessions), each loaded skill of a skills block of this session.
          *
          *     Then a session with the target id must not exist (`409 conflict`, nothing written).
          *     Oversize message fields go to R2 under this agent's and this session's space (as for
@@ -2576,7 +2582,9 @@ export interface paths {
          *        memories not purged yet are in it), then every version,
          *        `{"kind": "memoryVersion", "memoryId", "content", "tags", "score", "category", "at",
          *        "by"}`, then the search-block entries, `{"kind": "entry", "label", "key",
-         *        "createdAt", "updatedAt", "content"}`;
+         *        "createdAt", "updatedAt", "content"}` (those of a search block that exists,
+         *        configured or added at run time by a session: entries left behind by a runtime block
+         *        that was removed, or whose session was deleted, are read by no block and left out);
          *     5. the agent's own skills in R2 (the objects under `<prefix><agent>/` for each
          *        `skills` block of scope `agent`, configured or added at run time, except those
          *        waiting for the deletion sweep):
@@ -2663,6 +2671,15 @@ export interface paths {
          *       a session the rules of the session import hold (unique message ids, parents
          *       first, overlays on one path, one prompt); `contextBlock` records with
          *       `"sessionId": ""` (agent-scoped texts) and the agent-wide records may come anywhere;
+         *     - what the API could have written across the records: overlay ids unique; agent-wide
+         *       texts (`"sessionId": ""`) one per label, each of a writable block the agent's
+         *       sessions share (`scope: "agent"`, configured or added at run time by an imported
+         *       session); memory ids unique, no two memories of one category with the same
+         *       normalized text (for `conversation` memories: of one session), a `conversation`
+         *       memory naming a session of the export, a `messageId` only with a `sessionId`;
+         *       each `memoryVersion` of a memory of the export, none repeated; each entry of a search
+         *       block (configured, or added at run time by an imported session), one per label and
+         *       key; one skill per prefix and key;
          *     - the `end` record comes last, and its `counts` equal what the export holds. No `end`
          *       record (an export cut off, such as one whose streaming failed), other counts, or a
          *       record after it is `400`, so a partial export is never taken for a whole one.
@@ -2676,10 +2693,9 @@ export interface paths {
          *     does not count. Oversize message fields go to R2 under this agent's space and the
          *     skills to `<prefix><agent>/<key>` with their description, under keys recorded as
          *     pending first; then every row is written in **one transaction**, with the search
-         *     indexes (other derived values, such as token estimates, when first needed). A row that
-         *     repeats another (a memory id twice, two memories of one category with the same
-         *     normalized text, an overlay id twice) fails that transaction: `400`, nothing written,
-         *     and the objects already put in R2 are deleted again. With embeddings configured, the
+         *     indexes (other derived values, such as token estimates, when first needed). If that
+         *     transaction fails anyway, nothing is written and the objects already put in R2 are
+         *     deleted again. With embeddings configured, the
          *     imported memories are embedded after the answer. Sockets hear nothing of an import.
          *
          *     Answers `201 {sessions, messages, memories, entries, skills}`: what was written.
@@ -3128,8 +3144,38 @@ export interface components {
             inputSchema: Record<string, unknown>;
         };
         ToolRunRequest: {
-            /** @description The tool's input, as the model would send it. Absent → `{}`. */
-            input?: Record<string, unknown>;
+            /**
+             * @description The tool's input, as the model would send it. Absent → `{}`. Each tool takes some of
+             *     the fields below (its own JSON Schema is in `GET …/tools`); a field another tool
+             *     takes is ignored, but every field named here must have its type whichever tool runs
+             *     (`400` otherwise; `null` counts as absent where the tool allows that).
+             */
+            input?: {
+                /** @description The block (set_context, load_context, unload_context, search_context). */
+                label?: string | null;
+                /** @description What to write or store (set_context */
+                content?: string | null;
+                /** @description `replace` (default) or `append` (set_context). */
+                action?: string | null;
+                /** @description `{title?, description?}` of a keyed entry (set_context). */
+                metadata?: Record<string, unknown> | null;
+                /** @description The skill (load_context */
+                key?: string | null;
+                /** @description What to look for (search_context */
+                query?: string | null;
+                /** @description The memory to forget (memory_forget). */
+                id?: string | null;
+                /** @description `core`, `daily` or `conversation` (memory_store, memory_recall). */
+                category?: string | null;
+                /** @description Topic words (memory_store). */
+                tags?: string[] | null;
+                /** @description How many (memory_recall */
+                limit?: number | null;
+                /** @description The summary to expand (expand_compaction). */
+                compactionId?: string | null;
+                /** @description The first original to read (expand_compaction). */
+                offset?: number | null;
+            };
         };
         /**
          * @description A tool the caller offers the model and runs itself (see *Client tools* in `chat`).
@@ -4203,7 +4249,6 @@ export interface components {
         /**
          * @description Tool name, percent-decoded. A name the session does not offer (see `GET …/tools`) is
          *     `404`.
-         * @example set_context
          */
         name: "set_context" | "load_context" | "unload_context" | "search_context" | "session_search" | "expand_compaction" | "memory_store" | "memory_recall" | "memory_forget";
         /**
@@ -6687,7 +6732,6 @@ export interface operations {
                 /**
                  * @description Tool name, percent-decoded. A name the session does not offer (see `GET …/tools`) is
                  *     `404`.
-                 * @example set_context
                  */
                 name: components["parameters"]["name"];
             };

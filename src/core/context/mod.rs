@@ -10,6 +10,7 @@ pub mod tools;
 
 use serde::Serialize;
 
+use crate::core::access::Reach;
 use crate::core::blobs::{Blob, Blobs};
 use crate::core::config::{check_scopes, BlockConfig, BlockKind, Scope, SessionConfig, HISTORY_DESCRIPTION};
 use crate::core::context::prompt::{render, BlockView};
@@ -77,6 +78,62 @@ impl Block {
     }
 }
 
+/// The blocks of a session of `agent` whose stored definitions (`context_defs` rows, oldest
+/// first: label, removed, the added block's JSON) are `defs`, in prompt order: configured ones
+/// (minus those removed from this session or replaced by an added block of the same label), the
+/// history block, then those added at run time, oldest first.
+pub fn compose(config: &SessionConfig, agent: &str, defs: &[(String, bool, Option<String>)]) -> Result<Vec<Block>> {
+    let mut removed = Vec::new();
+    let mut added = Vec::new();
+    for (label, gone, def) in defs {
+        if *gone {
+            removed.push(label.clone());
+        } else if let Some(def) = def {
+            let cfg: BlockConfig =
+                serde_json::from_str(def).map_err(|e| Error::internal(format!("stored block {label}: {e}")))?;
+            // A block stored before the config changed (or before confinement was checked)
+            // never reaches outside the agent's space: it is left out.
+            if config.check_runtime(&cfg, agent).is_ok() {
+                added.push(Block { cfg, origin: Origin::Runtime });
+            }
+        }
+    }
+    removed.extend(added.iter().map(|b| b.cfg.label.clone()));
+    let mut out: Vec<Block> = config
+        .context
+        .iter()
+        .filter(|c| !removed.contains(&c.label))
+        .map(|c| Block { cfg: c.clone(), origin: Origin::Config })
+        .collect();
+    if let Some(label) = config.searchable_history.as_ref().filter(|l| !removed.contains(l)) {
+        let mut cfg = BlockConfig::new(label.clone(), BlockKind::Search);
+        cfg.description = Some(HISTORY_DESCRIPTION.to_owned());
+        out.push(Block { cfg, origin: Origin::History });
+    }
+    out.extend(added);
+    Ok(out)
+}
+
+/// The labels of the search blocks that keep entries (configured ones, and blocks added at run
+/// time whose definitions are `defs`, as JSON): the history block keeps none.
+pub fn entry_labels<'d>(config: &SessionConfig, agent: &str, defs: impl IntoIterator<Item = &'d str>) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut add = |b: &BlockConfig| {
+        if b.kind == BlockKind::Search && !out.contains(&b.label) {
+            out.push(b.label.clone());
+        }
+    };
+    config.context.iter().for_each(&mut add);
+    for def in defs {
+        if let Ok(b) = serde_json::from_str::<BlockConfig>(def) {
+            if config.check_runtime(&b, agent).is_ok() {
+                add(&b);
+            }
+        }
+    }
+    out
+}
+
 /// The `session_id` under which agent-wide writable blocks keep their text.
 pub const AGENT_OWNER: &str = "";
 
@@ -116,6 +173,8 @@ pub struct Context<'a> {
     /// The agent's name (its Durable Object name): agent-scoped skills live under it.
     pub agent: &'a str,
     pub session: &'a str,
+    /// The sessions the request may search beyond this one (the history block, `session_search`).
+    pub reach: &'a Reach,
 }
 
 impl<'a> Context<'a> {
@@ -127,37 +186,8 @@ impl<'a> Context<'a> {
             "SELECT label, removed, def FROM context_defs WHERE session_id = ? ORDER BY seq",
             &[self.session.into()],
         )?;
-        let mut removed = Vec::new();
-        let mut added = Vec::new();
-        for r in &rows {
-            let label = r.text(0)?;
-            if r.int(1)? != 0 {
-                removed.push(label);
-            } else if let Some(def) = r.opt_text(2)? {
-                let cfg: BlockConfig =
-                    serde_json::from_str(&def).map_err(|e| Error::internal(format!("stored block {label}: {e}")))?;
-                // A block stored before the config changed (or before confinement was checked)
-                // never reaches outside the agent's space: it is left out.
-                if self.config.check_runtime(&cfg, self.agent).is_ok() {
-                    added.push(Block { cfg, origin: Origin::Runtime });
-                }
-            }
-        }
-        removed.extend(added.iter().map(|b| b.cfg.label.clone()));
-        let mut out: Vec<Block> = self
-            .config
-            .context
-            .iter()
-            .filter(|c| !removed.contains(&c.label))
-            .map(|c| Block { cfg: c.clone(), origin: Origin::Config })
-            .collect();
-        if let Some(label) = self.config.searchable_history.as_ref().filter(|l| !removed.contains(l)) {
-            let mut cfg = BlockConfig::new(label.clone(), BlockKind::Search);
-            cfg.description = Some(HISTORY_DESCRIPTION.to_owned());
-            out.push(Block { cfg, origin: Origin::History });
-        }
-        out.extend(added);
-        Ok(out)
+        let defs = rows.iter().map(|r| Ok((r.text(0)?, r.int(1)? != 0, r.opt_text(2)?))).collect::<Result<Vec<_>>>()?;
+        compose(self.config, self.agent, &defs)
     }
 
     /// The block labelled `label`, if the session has it.

@@ -281,6 +281,49 @@ fn label_key_schema(labels: &[&str], key_description: &str) -> Json {
     })
 }
 
+/// The fields the tools take, with their JSON types (`docs/openapi.yaml`, `ToolRunRequest`):
+/// whichever tool runs, a field named here has its type or is `null`.
+const FIELDS: &[(&str, &str)] = &[
+    ("label", "string"),
+    ("content", "string"),
+    ("action", "string"),
+    ("metadata", "object"),
+    ("key", "string"),
+    ("query", "string"),
+    ("id", "string"),
+    ("category", "string"),
+    ("tags", "array of strings"),
+    ("limit", "integer"),
+    ("compactionId", "string"),
+    ("offset", "integer"),
+];
+
+/// Checks that every field of `input` the tools know has its type (or is `null`), whichever
+/// tool `name` is: the one shape of a tool input, as the spec describes it.
+pub fn check_fields(name: &str, input: &Json) -> Result<()> {
+    let Some(obj) = input.as_object() else { return Err(Error::invalid(format!("{name}: input must be an object"))) };
+    for (field, ty) in FIELDS {
+        let ok = match (obj.get(*field), *ty) {
+            (None | Some(Json::Null), _) => true,
+            (Some(v), "string") => v.is_string(),
+            (Some(v), "object") => v.is_object(),
+            (Some(v), "integer") => v.is_i64() || v.is_u64(),
+            (Some(v), _) => v.as_array().is_some_and(|a| a.iter().all(Json::is_string)),
+        };
+        if !ok {
+            return Err(Error::invalid(format!("{name}: input.{field} must be {} (or null)", article(ty))));
+        }
+    }
+    Ok(())
+}
+
+fn article(ty: &str) -> String {
+    match ty {
+        "integer" | "object" | "array of strings" => format!("an {ty}"),
+        _ => format!("a {ty}"),
+    }
+}
+
 /// Checks `input` against the shape of tool `name`: an object whose required fields are
 /// present and whose fields have the schema's types. Enum membership is left to the tool,
 /// which answers with the reference's `Error: …` text (docs/REFERENCE.md#tools).
@@ -457,9 +500,10 @@ fn search_context_run(ctx: &Context<'_>, blocks: &[Block], input: &Map<String, J
     Ok(found.unwrap_or_else(|| "No results found.".to_owned()))
 }
 
-/// Cross-session search as the model sees it: `[role] content` joined by `\n---\n`.
+/// Cross-session search as the model sees it: `[role] content` joined by `\n---\n`; only the
+/// sessions within the request's reach.
 fn history_search(ctx: &Context<'_>, query: &str) -> Result<Option<String>> {
-    let hits = across_sessions(ctx.sql, query, SESSION_SEARCH_LIMIT)?;
+    let hits = across_sessions(ctx.sql, query, SESSION_SEARCH_LIMIT, ctx.reach)?;
     if hits.is_empty() {
         return Ok(None);
     }

@@ -276,7 +276,9 @@ pub(super) fn push(acc: &mut Accum, blocks: &mut Blocks, ev: &SseEvent) -> Resul
     match kind.as_str() {
         "error" => {
             let detail = error_message(j.get("error")).unwrap_or_else(|| excerpt(&ev.data, 300));
-            return Err(unavailable(format!("the model's stream failed: {detail}")));
+            return Err(
+                unavailable("the model's stream failed").with_log(format!("the model's stream failed: {detail}"))
+            );
         }
         "message_start" => acc.reply.usage = event.message.usage.usage(),
         "content_block_start" => return Ok(block_start(acc, blocks, index, event.content_block)),

@@ -7,7 +7,8 @@
 //! - [`openai`], [`anthropic`], [`workers_ai`]: each provider's wire format, as serde types;
 //! - [`sse`]: the server-sent-events decoder;
 //! - [`embeddings`]: the embeddings client (memory recall by meaning);
-//! - `stream`: a streamed answer put together event by event.
+//! - `stream`: a streamed answer put together event by event;
+//! - `surrogates`: UTF-16 surrogate pairs split across streamed events, made whole.
 //!
 //! Providers (`LLM_PROVIDER`): `openai` (any OpenAI-compatible `/chat/completions`: OpenAI,
 //! Groq, vLLM, Ollama, AI Gateway), `anthropic` (Messages API), `workers-ai` (the `AI`
@@ -18,6 +19,7 @@ pub mod embeddings;
 pub mod openai;
 pub mod sse;
 mod stream;
+mod surrogates;
 pub mod workers_ai;
 
 use serde::{Deserialize, Deserializer};
@@ -280,13 +282,16 @@ pub(crate) fn error_message(e: Option<&Json>) -> Option<String> {
     }
 }
 
-/// `llm_unavailable` for a non-2xx answer, with the provider's `error.message` or an excerpt.
+/// `llm_unavailable` for a non-2xx answer: the status for the caller; the provider's
+/// `error.message` (or an excerpt of its body) for the log only, as everything a provider says:
+/// an upstream body is never echoed to the caller.
 fn http_failure(status: u16, body: &str) -> Error {
     let detail = serde_json::from_str::<Json>(body)
         .ok()
         .and_then(|j| j.pointer("/error/message").and_then(Json::as_str).map(str::to_owned))
         .unwrap_or_else(|| excerpt(body, 300));
-    unavailable(format!("the model answered HTTP {status}: {detail}"))
+    unavailable(format!("the model answered HTTP {status}"))
+        .with_log(format!("the model answered HTTP {status}: {detail}"))
 }
 
 /// A field of a provider's JSON read leniently: a value of another shape counts as absent, so
@@ -364,10 +369,12 @@ pub fn parse_chat_response(cfg: &LlmConfig, resp: &HttpResponse) -> Result<ChatR
     if !(200..300).contains(&resp.status) {
         return Err(http_failure(resp.status, &resp.body));
     }
-    let j: Json = serde_json::from_str(&resp.body)
-        .map_err(|_| unavailable(format!("the model's answer is not JSON: {}", excerpt(&resp.body, 200))))?;
+    let j: Json = serde_json::from_str(&resp.body).map_err(|_| {
+        unavailable("the model's answer is not JSON")
+            .with_log(format!("the model's answer is not JSON: {}", excerpt(&resp.body, 200)))
+    })?;
     if let Some(detail) = error_message(j.get("error")) {
-        return Err(unavailable(format!("the model failed: {detail}")));
+        return Err(unavailable("the model failed").with_log(format!("the model failed: {detail}")));
     }
     match cfg.provider {
         Provider::OpenAi => openai::reply(j),

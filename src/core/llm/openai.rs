@@ -280,7 +280,7 @@ pub(super) fn push(acc: &mut Accum, ev: &SseEvent) -> Result<Vec<Piece>> {
         return Ok(Vec::new());
     }
     if let Some(detail) = error_message(j.get("error")) {
-        return Err(unavailable(format!("the model's stream failed: {detail}")));
+        return Err(unavailable("the model's stream failed").with_log(format!("the model's stream failed: {detail}")));
     }
     let chunk: Chunk = serde_json::from_value(j).unwrap_or_default();
     if let Some(u) = chunk.usage {

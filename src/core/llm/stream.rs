@@ -2,7 +2,11 @@
 //! one step on an HTTP provider: the body decoded as it arrives, text handed to the caller as it
 //! comes, a provider that ignored `stream: true` read as a whole answer.
 
+use std::borrow::Cow;
+
 use serde_json::Value as Json;
+
+use super::surrogates::Surrogates;
 
 use super::{
     anthropic, build_chat_request, excerpt, http_failure, openai, parse_arguments, parse_chat_response, unavailable,
@@ -48,8 +52,10 @@ pub(super) struct Accum {
 
 /// A streamed event's data as JSON; anything else is `llm_unavailable`.
 pub(super) fn parse_data(data: &str) -> Result<Json> {
-    serde_json::from_str(data)
-        .map_err(|_| unavailable(format!("the model streamed an event that is not JSON: {}", excerpt(data, 200))))
+    serde_json::from_str(data).map_err(|_| {
+        unavailable("the model streamed an event that is not JSON")
+            .with_log(format!("the model streamed an event that is not JSON: {}", excerpt(data, 200)))
+    })
 }
 
 #[derive(Clone, Debug)]
@@ -64,6 +70,8 @@ enum Format {
 pub struct StreamState {
     format: Format,
     acc: Accum,
+    /// A surrogate pair's first half held back from the last event (see [`Surrogates`]).
+    surrogates: Surrogates,
 }
 
 impl StreamState {
@@ -73,7 +81,7 @@ impl StreamState {
             Provider::Anthropic => Format::Anthropic(anthropic::Blocks::default()),
             _ => Format::OpenAi,
         };
-        StreamState { format, acc: Accum::default() }
+        StreamState { format, acc: Accum::default(), surrogates: Surrogates::default() }
     }
 
     /// Whether the provider said the answer is complete (OpenAI `[DONE]` or a finish reason,
@@ -93,6 +101,14 @@ impl StreamState {
         if self.acc.ended {
             return Ok(Vec::new());
         }
+        let mended;
+        let ev = match self.surrogates.mend(&ev.data) {
+            Cow::Borrowed(_) => ev,
+            Cow::Owned(data) => {
+                mended = SseEvent { event: ev.event.clone(), data };
+                &mended
+            }
+        };
         match &mut self.format {
             Format::OpenAi => openai::push(&mut self.acc, ev),
             Format::Anthropic(blocks) => anthropic::push(&mut self.acc, blocks, ev).map(|p| p.into_iter().collect()),
@@ -203,7 +219,7 @@ impl Run<'_> {
             )));
         }
         if serde_json::from_str::<Json>(&self.raw).is_err() {
-            return Err(unavailable(format!(
+            return Err(unavailable("the model's answer is neither server-sent events nor JSON").with_log(format!(
                 "the model's answer is neither server-sent events nor JSON: {}",
                 excerpt(&self.raw, 200)
             )));

@@ -49,7 +49,7 @@ pub fn input(req: &ChatRequest) -> Json {
 /// The binding's answer: `response` (a string; anything else as its JSON) and `usage`.
 pub fn reply(out: Json) -> Result<ChatReply> {
     if let Some(detail) = error_message(out.get("error")) {
-        return Err(unavailable(format!("the model failed: {detail}")));
+        return Err(unavailable("the model failed").with_log(format!("the model failed: {detail}")));
     }
     let out: Output = serde_json::from_value(out).unwrap_or_default();
     let text = match out.response {

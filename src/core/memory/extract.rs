@@ -8,8 +8,9 @@
 use serde_json::{json, Value as Json};
 
 use super::recall::Query;
-use super::store::{Memory, NewMemory, Patch, Stored};
+use super::store::{Filter, Memory, NewMemory, Patch, Stored};
 use super::{By, Category, ExtractConfig, Memories};
+use crate::core::access::Reach;
 use crate::core::error::{Error, ErrorKind, Result};
 use crate::core::llm::{complete, ChatRequest, Format, LlmConfig, Usage};
 use crate::core::parts::{part_type, parts, str_field};
@@ -214,7 +215,9 @@ pub async fn run(memories: &Memories<'_>, session: &str, leaf: Option<&str>) -> 
         // Similar by the fact, its tags and what the user said (a correction often names the old
         // value only there: "I moved from Paris to Berlin").
         let text = format!("{} {} {}", f.fact, f.tags.join(" "), x.user);
-        let q = Query { text, limit: SIMILAR, ..Query::default() };
+        // Only this session's `conversation` memories: another session's are not its to change.
+        let filter = Filter { reach: Reach::Sessions(vec![session.to_owned()]), ..Filter::default() };
+        let q = Query { text, limit: SIMILAR, filter };
         let similar = memories.similar(&q).await?;
         let decisions = if similar.is_empty() {
             vec![Decision::Add { text: f.fact.clone() }]

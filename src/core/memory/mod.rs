@@ -28,10 +28,12 @@ pub mod tools;
 
 use serde_json::json;
 
+use crate::core::access::Reach;
 pub use crate::core::config::{Category, ExtractConfig, InjectConfig, MemoryConfig, DEFAULT_MAX_MEMORIES};
 use crate::core::env::Env;
 use crate::core::error::{Error, Result};
 use crate::core::sql::atomically;
+use crate::core::store::sessions;
 pub use store::{Filter, Memory, NewMemory, Patch, Stored};
 
 /// Who made a version of a memory.
@@ -129,11 +131,25 @@ impl<'a> Memories<'a> {
         })
     }
 
+    /// Registers the session a `conversation` memory belongs to (`name = id`), as any write
+    /// into a session does: the memory then goes when that session is deleted. Inside the
+    /// memory's transaction.
+    fn register_session(&self, m: &Memory) -> Result<()> {
+        match (&m.category, &m.source) {
+            (Category::Conversation, Some(s)) => sessions::ensure(self.env.sql, &s.session_id, &self.env.now),
+            _ => Ok(()),
+        }
+    }
+
     /// Stores a memory, or merges it into the one of the same category and normalized text
     /// (tags merged, the higher score kept). Then embeds it, when embeddings are configured.
     pub async fn remember(&self, new: NewMemory, by: By) -> Result<(Memory, Stored)> {
         let e = self.env;
-        let (m, stored) = self.write(|cfg, embeds| store::remember(e.sql, cfg, &new, by, &e.now, embeds))?;
+        let (m, stored) = self.write(|cfg, embeds| {
+            let done = store::remember(e.sql, cfg, &new, by, &e.now, embeds)?;
+            self.register_session(&done.0)?;
+            Ok(done)
+        })?;
         self.publish(if stored == Stored::Created { Op::Created } else { Op::Updated }, &m);
         self.embed_pending().await;
         Ok((m, stored))
@@ -147,7 +163,9 @@ impl<'a> Memories<'a> {
             let mut done = Vec::with_capacity(all.len());
             for (i, new) in all.iter().enumerate() {
                 let one = store::remember(e.sql, cfg, new, by, &e.now, embeds);
-                done.push(one.map_err(|err| Error::new(err.kind, format!("memories[{i}]: {}", err.message)))?);
+                let one = one.map_err(|err| Error::new(err.kind, format!("memories[{i}]: {}", err.message)))?;
+                self.register_session(&one.0)?;
+                done.push(one);
             }
             Ok(done)
         })?;
@@ -161,17 +179,24 @@ impl<'a> Memories<'a> {
     /// Changes a memory; its earlier version stays in its history.
     pub async fn patch(&self, id: &str, patch: &Patch, by: By) -> Result<Memory> {
         let e = self.env;
-        let m = self.write(|cfg, embeds| store::patch(e.sql, cfg, id, patch, by, &e.now, embeds))?;
+        let m = self.write(|cfg, embeds| {
+            let m = store::patch(e.sql, cfg, id, patch, by, &e.now, embeds)?;
+            self.register_session(&m)?;
+            Ok(m)
+        })?;
         self.publish(Op::Updated, &m);
         self.embed_pending().await;
         Ok(m)
     }
 
-    /// Forgets one memory; `not_found` when there is none (or it expired).
+    /// Forgets one memory; `not_found` when there is none (or it expired, or it is another
+    /// session's `conversation` memory than the request reaches).
     pub fn forget(&self, id: &str) -> Result<Memory> {
         let e = self.env;
         let m = self.write(|_, _| {
-            let m = store::get(e.sql, id, &e.now)?.ok_or_else(|| Error::not_found(format!("memory {id} not found")))?;
+            let m = store::get(e.sql, id, &e.now)?
+                .filter(|m| store::within(&e.reach, m))
+                .ok_or_else(|| Error::not_found(format!("memory {id} not found")))?;
             store::delete(e.sql, &[m.seq])?;
             Ok(m)
         })?;
@@ -205,6 +230,15 @@ impl<'a> Memories<'a> {
     /// with the turn's commit, so a failed turn counts nothing).
     pub async fn rank(&self, query: &recall::Query) -> Result<Vec<recall::Hit>> {
         let e = self.env;
+        // The request's reach, unless the query keeps to a narrower one itself.
+        let narrowed;
+        let query = if query.filter.reach == Reach::All && e.reach != Reach::All {
+            narrowed =
+                recall::Query { filter: Filter { reach: e.reach.clone(), ..query.filter.clone() }, ..query.clone() };
+            &narrowed
+        } else {
+            query
+        };
         let vector = match e.embeddings.is_on() && !query.text.trim().is_empty() {
             true => crate::core::llm::embeddings::embed_one(e.transport, e.embeddings, &query.text).await.ok(),
             false => None,

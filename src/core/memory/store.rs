@@ -5,6 +5,7 @@ use serde::Serialize;
 use serde_json::{json, Value as Json};
 
 use super::{By, Category, MemoryConfig};
+use crate::core::access::Reach;
 use crate::core::error::{Error, ErrorKind, Result};
 use crate::core::ids::new_id;
 use crate::core::sql::{Row, Sql, Value};
@@ -76,6 +77,13 @@ pub struct Filter {
     pub category: Option<Category>,
     pub tag: Option<String>,
     pub session_id: Option<String>,
+    /// Whose `conversation` memories may be seen: those of these sessions only, or all.
+    pub reach: Reach,
+}
+
+/// Whether `m` is within `reach`: a `conversation` memory belongs to its session.
+pub fn within(reach: &Reach, m: &Memory) -> bool {
+    m.category != Category::Conversation || m.source.as_ref().is_some_and(|s| reach.sees(&s.session_id))
 }
 
 /// Whether a write made a new memory or merged into one already stored.
@@ -239,9 +247,37 @@ pub fn count(sql: &dyn Sql) -> Result<i64> {
     Ok(sql.query_row("SELECT n FROM memory_count WHERE id = 1", &[])?.map(|r| r.int(0)).transpose()?.unwrap_or(0))
 }
 
-fn live_duplicate(sql: &dyn Sql, category: Category, norm: &str, now: &str) -> Result<Option<Memory>> {
-    let q = format!("SELECT {COLUMNS} FROM memories m WHERE m.category = ? AND m.norm = ? AND {LIVE}");
-    sql.query_row(&q, &[category.as_str().into(), norm.into(), now.into()])?.map(|r| from_row(&r, 0)).transpose()
+/// Where duplicates of a memory are looked for: its category and normalized text, and for a
+/// `conversation` memory its session (the key of the unique index of migration 0010).
+struct Key<'a> {
+    category: Category,
+    norm: &'a str,
+    session: Option<&'a str>,
+}
+
+impl Key<'_> {
+    /// The condition on alias `m` (no alias for a bare `memories` statement) and its values.
+    fn cond(&self, alias: &str) -> (String, Vec<Value>) {
+        let cond = format!(
+            "{alias}category = ? AND {alias}norm = ? AND ({alias}category <> 'conversation' OR {alias}session_id IS ?)"
+        );
+        (cond, vec![self.category.as_str().into(), self.norm.into(), self.session.into()])
+    }
+}
+
+fn live_duplicate(sql: &dyn Sql, key: &Key<'_>, now: &str) -> Result<Option<Memory>> {
+    let (cond, mut params) = key.cond("m.");
+    params.push(now.into());
+    let q = format!("SELECT {COLUMNS} FROM memories m WHERE {cond} AND {LIVE}");
+    sql.query_row(&q, &params)?.map(|r| from_row(&r, 0)).transpose()
+}
+
+/// Deletes a row of `key` that expired but was not purged yet (but `seq`), so it does not block
+/// the unique index.
+fn drop_expired(sql: &dyn Sql, key: &Key<'_>, now: &str, but: i64) -> Result<()> {
+    let (cond, mut params) = key.cond("");
+    params.extend([now.into(), Value::Int(but)]);
+    sql.execute(&format!("DELETE FROM memories WHERE {cond} AND expires_at <= ? AND seq != ?"), &params)
 }
 
 fn tags_json(tags: &[String]) -> String {
@@ -262,7 +298,8 @@ pub fn remember(
     check_new(new, now)?;
     let tags = check_tags(&new.tags)?;
     let norm = normalize(&new.content);
-    if let Some(old) = live_duplicate(sql, new.category, &norm, now)? {
+    let key = Key { category: new.category, norm: &norm, session: new.session_id.as_deref() };
+    if let Some(old) = live_duplicate(sql, &key, now)? {
         let mut merged = old.tags.clone();
         merged.extend(tags.into_iter().filter(|t| !old.tags.contains(t)));
         if merged.len() > MAX_TAGS {
@@ -294,11 +331,7 @@ pub fn remember(
         }
         (None, _) => None,
     };
-    // A row that expired but was not purged yet must not block the unique index.
-    sql.execute(
-        "DELETE FROM memories WHERE category = ? AND norm = ? AND expires_at <= ?",
-        &[new.category.as_str().into(), norm.as_str().into(), now.into()],
-    )?;
+    drop_expired(sql, &key, now, 0)?;
     let id = format!("mem_{}", new_id()?);
     let row = sql
         .query_row(
@@ -394,13 +427,11 @@ fn patch_memory(sql: &dyn Sql, old: &Memory, p: &Patch, by: By, now: &str, embed
     let content = p.content.clone().unwrap_or_else(|| old.content.clone());
     let category = p.category.unwrap_or(old.category);
     let norm = normalize(&content);
-    if let Some(other) = live_duplicate(sql, category, &norm, now)?.filter(|o| o.id != old.id) {
+    let key = Key { category, norm: &norm, session: old.source.as_ref().map(|s| s.session_id.as_str()) };
+    if let Some(other) = live_duplicate(sql, &key, now)?.filter(|o| o.id != old.id) {
         return Err(Error::conflict(format!("memory {} already says this (category {})", other.id, category.as_str())));
     }
-    sql.execute(
-        "DELETE FROM memories WHERE category = ? AND norm = ? AND expires_at <= ? AND seq != ?",
-        &[category.as_str().into(), norm.as_str().into(), now.into(), Value::Int(old.seq)],
-    )?;
+    drop_expired(sql, &key, now, old.seq)?;
     let tags = p.tags.clone().unwrap_or_else(|| old.tags.clone());
     let score = p.score.unwrap_or(old.score);
     let expires_at = p.expires_at.clone().unwrap_or_else(|| old.expires_at.clone());
@@ -445,6 +476,11 @@ pub(crate) fn filter_sql(filter: &Filter, now: &str) -> (String, Vec<Value>) {
     if let Some(s) = &filter.session_id {
         cond.push("m.session_id = ?".into());
         params.push(s.as_str().into());
+    }
+    if let Reach::Sessions(list) = &filter.reach {
+        let marks = vec!["?"; list.len()].join(", ");
+        cond.push(format!("(m.category <> 'conversation' OR m.session_id IN ({marks}))"));
+        params.extend(list.iter().map(|s| Value::from(s.as_str())));
     }
     (cond.join(" AND "), params)
 }

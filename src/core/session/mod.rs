@@ -146,7 +146,7 @@ impl<'a> Session<'a> {
     /// The session's context blocks.
     pub fn context(&self) -> Context<'a> {
         let e = self.env;
-        Context { sql: e.sql, blobs: e.blobs, config: e.config, agent: e.agent, session: self.id }
+        Context { sql: e.sql, blobs: e.blobs, config: e.config, agent: e.agent, session: self.id, reach: &e.reach }
     }
 
     /// Registers the session (`name = id`) if needed and moves its `updatedAt` to now; writes do

@@ -14,6 +14,7 @@ pub const MIGRATIONS: &[(i64, &str, &str)] = &[
     (7, "access", include_str!("../../../migrations/0007_access.sql")),
     (8, "walks", include_str!("../../../migrations/0008_walks.sql")),
     (9, "versions", include_str!("../../../migrations/0009_versions.sql")),
+    (10, "holes", include_str!("../../../migrations/0010_holes.sql")),
 ];
 
 /// The newest schema version this build knows.

@@ -3,6 +3,7 @@
 
 use serde::Serialize;
 
+use crate::core::access::Reach;
 use crate::core::error::Result;
 use crate::core::sql::{Sql, Value};
 
@@ -87,17 +88,40 @@ pub fn in_session(sql: &dyn Sql, session: &str, query: &str, limit: i64) -> Resu
     )
 }
 
-/// Searches every session of the agent, best match first; hits carry their session id.
-pub fn across_sessions(sql: &dyn Sql, query: &str, limit: i64) -> Result<Vec<Hit>> {
+/// Searches every session of the agent within `reach`, best match first; hits carry their
+/// session id. A reach of some sessions asks for their tokens beside the words (as
+/// [`in_session`] does for one), and the join keeps to them too.
+pub fn across_sessions(sql: &dyn Sql, query: &str, limit: i64, reach: &Reach) -> Result<Vec<Hit>> {
     let Some(fts) = compile(query) else { return Ok(Vec::new()) };
-    hits(
-        sql,
-        "SELECT m.session_id, m.id, m.role, f.content, m.created_at
-           FROM messages_fts f JOIN messages m ON m.seq = f.rowid
-          WHERE messages_fts MATCH 'content : (' || ? || ')'
-          ORDER BY bm25(messages_fts, 1.0, 0.0), f.rowid LIMIT ?",
-        &[fts.into(), Value::Int(limit)],
-    )
+    let select = "SELECT m.session_id, m.id, m.role, f.content, m.created_at
+                    FROM messages_fts f JOIN messages m ON m.seq = f.rowid";
+    match reach {
+        Reach::All => hits(
+            sql,
+            &format!(
+                "{select} WHERE messages_fts MATCH 'content : (' || ? || ')'
+                  ORDER BY bm25(messages_fts, 1.0, 0.0), f.rowid LIMIT ?"
+            ),
+            &[fts.into(), Value::Int(limit)],
+        ),
+        Reach::Sessions(list) if list.is_empty() => Ok(Vec::new()),
+        Reach::Sessions(list) => {
+            let tokens: Vec<String> = list.iter().map(|s| format!("\"{}\"", session_token(s))).collect();
+            let marks = vec!["?"; list.len()].join(", ");
+            let mut params: Vec<Value> = vec![tokens.join(" OR ").into(), fts.into()];
+            params.extend(list.iter().map(|s| Value::from(s.as_str())));
+            params.push(Value::Int(limit));
+            hits(
+                sql,
+                &format!(
+                    "{select} WHERE messages_fts MATCH 'session : (' || ? || ') AND content : (' || ? || ')'
+                        AND m.session_id IN ({marks})
+                      ORDER BY bm25(messages_fts, 1.0, 0.0), f.rowid LIMIT ?"
+                ),
+                &params,
+            )
+        }
+    }
 }
 
 /// Indexes the text of the message `seq` of `session` (nothing for an empty text): its words in

@@ -14,6 +14,7 @@ use serde_json::{json, Map, Value as Json};
 use super::tables::{Table, BLOCKS, ENTRIES, MEMORIES, MEMORY_VERSIONS, SESSIONS, SESSION_TABLES};
 use super::FORMAT;
 use crate::core::config::{BlockConfig, BlockKind, Scope};
+use crate::core::context::entry_labels;
 use crate::core::env::Env;
 use crate::core::error::{Error, Result};
 use crate::core::sql::{Sql, Value};
@@ -172,6 +173,21 @@ impl AgentExport {
             }
             Phase::Rows(t, after) => {
                 let (page, last) = page(env.sql, t, after)?;
+                let read = page.len();
+                // Entries no search block reads (their runtime block was removed, or its session
+                // deleted) are left out: no import could take them.
+                let readable = match t.kind == ENTRIES.kind {
+                    true => Some(entry_labels(env.config, env.agent, stored_defs(env.sql)?.iter().map(String::as_str))),
+                    false => None,
+                };
+                let page: Vec<_> = page
+                    .into_iter()
+                    .filter(|row| {
+                        readable.as_ref().is_none_or(|labels| {
+                            row.get("label").and_then(Json::as_str).is_some_and(|l| labels.iter().any(|x| x == l))
+                        })
+                    })
+                    .collect();
                 let n = page.len();
                 for row in page {
                     out.push_str(&record(t.kind, None, row));
@@ -183,7 +199,7 @@ impl AgentExport {
                     _ => "entries",
                 };
                 self.count(what, n);
-                self.phase = match (n as i64 == ROWS_PER_CHUNK, t.kind) {
+                self.phase = match (read as i64 == ROWS_PER_CHUNK, t.kind) {
                     (true, _) => Phase::Rows(t, last),
                     (false, "memory") => Phase::Rows(&MEMORY_VERSIONS, 0),
                     (false, "memoryVersion") => Phase::Rows(&ENTRIES, 0),
@@ -237,9 +253,9 @@ pub fn skill_prefixes(env: &Env<'_>) -> Result<Vec<String>> {
         }
     };
     env.config.context.iter().for_each(&mut add);
-    for r in env.sql.query("SELECT def FROM context_defs WHERE def IS NOT NULL ORDER BY seq", &[])? {
+    for def in stored_defs(env.sql)? {
         // Runtime blocks count only where they are confined to this agent's space, as reads do.
-        if let Ok(b) = serde_json::from_str::<BlockConfig>(&r.text(0)?) {
+        if let Ok(b) = serde_json::from_str::<BlockConfig>(&def) {
             if env.config.check_runtime(&b, env.agent).is_ok() {
                 add(&b);
             }
@@ -247,4 +263,12 @@ pub fn skill_prefixes(env: &Env<'_>) -> Result<Vec<String>> {
     }
     out.sort();
     Ok(out)
+}
+
+/// The definitions of every block the agent's sessions added at run time (JSON), oldest first.
+fn stored_defs(sql: &dyn Sql) -> Result<Vec<String>> {
+    sql.query("SELECT def FROM context_defs WHERE def IS NOT NULL ORDER BY seq", &[])?
+        .iter()
+        .map(|r| r.text(0))
+        .collect()
 }

@@ -10,10 +10,12 @@ use serde_json::{Map, Value as Json};
 
 use super::check_format;
 use super::tables::{
-    text_of, Table, BLOCKS, COMPACTIONS, DEFS, ENTRIES, MEMORIES, MEMORY_VERSIONS, SESSIONS, SESSION_TABLES,
+    text_of, Col, Table, BLOCKS, COMPACTIONS, DEFS, ENTRIES, LOADED_SKILLS, MEMORIES, MEMORY_VERSIONS, PROMPTS,
+    SESSIONS, SESSION_TABLES,
 };
 use crate::core::blobs::Blob;
 use crate::core::config::{check_label, BlockConfig, Category};
+use crate::core::context::{compose, entry_labels, Block, Origin};
 use crate::core::env::Env;
 use crate::core::error::{Error, Result};
 use crate::core::ids::check_name;
@@ -104,7 +106,7 @@ pub async fn session(env: &Env<'_>, doc: &Map<String, Json>, as_id: Option<&str>
             plan.row(env, t, obj, &[], &format!("{key}[{i}]"))?;
         }
     }
-    plan.check()?;
+    plan.check(env)?;
     if as_id.is_some() {
         // Overlay ids are the agent's, not the session's: a copy gets its own.
         for (t, values) in &mut plan.rows {
@@ -165,7 +167,7 @@ pub async fn agent(env: &Env<'_>, body: &[u8]) -> Result<Counts> {
                     return Err(Error::invalid(format!("{at}: session {} appears twice", s.id)));
                 }
                 if let Some(prev) = plan.sessions.last() {
-                    prev.check()?;
+                    prev.check(env)?;
                 }
                 plan.sessions.push(s);
             }
@@ -208,9 +210,10 @@ pub async fn agent(env: &Env<'_>, body: &[u8]) -> Result<Counts> {
         }
     }
     if let Some(last) = plan.sessions.last() {
-        last.check()?;
+        last.check(env)?;
     }
     let end = end.ok_or_else(|| Error::invalid("the export ends without its end record: it was cut off"))?;
+    plan.check(env)?;
     check_skill_prefixes(env, &plan)?;
     let counts = Counts {
         sessions: plan.sessions.len(),
@@ -328,35 +331,33 @@ impl SessionPlan {
         Ok(())
     }
 
-    /// Checks what only the whole session shows: message ids unique, a parent written before
-    /// its children (a parent missing from the session stays missing: its children were roots
-    /// by deletion), each overlay's `from` an ancestor-or-self of its `to`, one prompt.
-    fn check(&self) -> Result<()> {
+    /// Checks what only the whole session shows: message ids unique, each parent an earlier
+    /// message of the session (a deleted parent leaves its children roots), each overlay's
+    /// `from` an ancestor-or-self of its `to` and its id unique, one prompt, one row per block
+    /// label and per loaded skill, and every block text and loaded skill of a block this session
+    /// has (a text of a writable block of its own, a loaded skill of a skills block).
+    fn check(&self, env: &Env<'_>) -> Result<()> {
+        let sid = &self.id;
         let all: HashSet<&str> = self.messages.iter().map(|m| m.msg.id.as_str()).collect();
         if all.len() != self.messages.len() {
-            return Err(Error::invalid(format!("session {}: a message id appears twice", self.id)));
+            return Err(Error::invalid(format!("session {sid}: a message id appears twice")));
         }
         let mut seen = HashSet::with_capacity(all.len());
         let mut parents = HashMap::with_capacity(all.len());
         for m in &self.messages {
-            if let Some(p) = &m.parent {
-                if all.contains(p.as_str()) && !seen.contains(p.as_str()) {
-                    return Err(Error::invalid(format!(
-                        "session {}: message {} comes before its parent {p}",
-                        self.id, m.msg.id
-                    )));
-                }
+            if let Some(p) = m.parent.as_deref().filter(|p| !seen.contains(p)) {
+                return Err(Error::invalid(format!(
+                    "session {sid}: message {} names parent {p}, which is not an earlier message of this session",
+                    m.msg.id
+                )));
             }
             seen.insert(m.msg.id.as_str());
             parents.insert(m.msg.id.as_str(), m.parent.as_deref());
         }
-        for (t, values) in &self.rows {
-            if t.kind != COMPACTIONS.kind {
-                continue;
-            }
+        for values in self.of(&COMPACTIONS) {
             let (from, to) = (
-                text_of(t, values, "fromMessageId").unwrap_or_default(),
-                text_of(t, values, "toMessageId").unwrap_or_default(),
+                text_of(&COMPACTIONS, values, "fromMessageId").unwrap_or_default(),
+                text_of(&COMPACTIONS, values, "toMessageId").unwrap_or_default(),
             );
             let mut at = Some(to);
             while let Some(id) = at {
@@ -367,15 +368,185 @@ impl SessionPlan {
             }
             if at.is_none() || !all.contains(to) {
                 return Err(Error::invalid(format!(
-                    "session {}: compaction from {from} to {to} is not on one path",
-                    self.id
+                    "session {sid}: compaction from {from} to {to} is not on one path"
                 )));
             }
         }
-        if self.rows.iter().filter(|(t, _)| t.kind == "prompt").count() > 1 {
-            return Err(Error::invalid(format!("session {}: more than one frozen prompt", self.id)));
+        if self.of(&PROMPTS).count() > 1 {
+            return Err(Error::invalid(format!("session {sid}: more than one frozen prompt")));
+        }
+        for (t, fields) in [
+            (&COMPACTIONS, &["id"][..]),
+            (&BLOCKS, &["label"]),
+            (&DEFS, &["label"]),
+            (&LOADED_SKILLS, &["label", "key"]),
+        ] {
+            let twice = format!("session {sid}: two {} records with the same {}", t.kind, fields.join(" and "));
+            unique(self.of(t).map(|v| key_of(t, v, fields)).collect(), &twice)?;
+        }
+        let blocks = compose(env.config, env.agent, &self.defs())?;
+        let block = |label: &str| blocks.iter().find(|b| b.label() == label);
+        for values in self.of(&BLOCKS) {
+            let label = text_of(&BLOCKS, values, "label").unwrap_or_default();
+            match block(label) {
+                Some(b) if b.writable() && !b.keyed() && !b.agent_wide() => {}
+                Some(b) => {
+                    return Err(Error::invalid(format!(
+                        "session {sid}: a text of block {label}, which is {} here: only a writable block of the session holds one",
+                        if b.writable() && !b.keyed() { "shared by the agent's sessions" } else { b.kind().as_str() }
+                    )))
+                }
+                None => return Err(Error::invalid(format!("session {sid}: a text of block {label}, which it does not have"))),
+            }
+        }
+        for values in self.of(&LOADED_SKILLS) {
+            let label = text_of(&LOADED_SKILLS, values, "label").unwrap_or_default();
+            if !block(label).is_some_and(|b| b.is_skill()) {
+                return Err(Error::invalid(format!(
+                    "session {sid}: a skill loaded from {label}, which is not a skills block here"
+                )));
+            }
         }
         Ok(())
+    }
+
+    /// The values of this session's rows of kind `t`.
+    fn of<'p>(&'p self, t: &'static Table) -> impl Iterator<Item = &'p Vec<Value>> {
+        self.rows.iter().filter(move |(k, _)| k.kind == t.kind).map(|(_, v)| v)
+    }
+
+    /// Its block definitions as `context_defs` holds them: label, removed, the added block.
+    fn defs(&self) -> Vec<(String, bool, Option<String>)> {
+        self.of(&DEFS)
+            .map(|v| {
+                let removed = matches!(v.get(1), Some(Value::Int(1)));
+                (
+                    text_of(&DEFS, v, "label").unwrap_or_default().to_owned(),
+                    removed,
+                    text_of(&DEFS, v, "def").map(str::to_owned),
+                )
+            })
+            .collect()
+    }
+}
+
+/// The fields `fields` of a row of `t` as one key: their texts (a number by its digits, a score
+/// by its bits), joined by a character no text of an export holds.
+fn key_of(t: &Table, values: &[Value], fields: &[&str]) -> String {
+    let mut key = String::new();
+    for (i, Col(field, _, _)) in t.cols.iter().enumerate() {
+        if fields.is_empty() || fields.contains(field) {
+            match &values[i] {
+                Value::Text(s) => key.push_str(s),
+                Value::Real(r) => key.push_str(&r.to_bits().to_string()),
+                Value::Int(n) => key.push_str(&n.to_string()),
+                Value::Null | Value::Blob(_) => {}
+            }
+            key.push('\u{0}');
+        }
+    }
+    key
+}
+
+/// Refuses a second occurrence of any key in `keys`: `400` saying `twice`.
+fn unique(mut keys: Vec<String>, twice: &str) -> Result<()> {
+    keys.sort();
+    match keys.windows(2).any(|w| w[0] == w[1]) {
+        true => Err(Error::invalid(twice)),
+        false => Ok(()),
+    }
+}
+
+impl Plan {
+    /// The values of the agent-wide rows of kind `t`.
+    fn of<'p>(&'p self, t: &'static Table) -> impl Iterator<Item = &'p Vec<Value>> {
+        self.rows.iter().filter(move |(k, _)| k.kind == t.kind).map(|(_, v)| v)
+    }
+
+    /// Checks what only the whole agent shows, so that it holds what the API could have written:
+    /// overlay ids unique across sessions; one agent-wide text per label, each of a writable
+    /// block the agent's sessions share; memories with unique ids and texts (per category, and
+    /// per session for `conversation` ones, which name a session of the export); versions of
+    /// memories of the export, none repeated; entries of search blocks, one per label and key;
+    /// one skill per prefix and key.
+    fn check(&self, env: &Env<'_>) -> Result<()> {
+        let compactions = self.sessions.iter().flat_map(|s| s.of(&COMPACTIONS));
+        let twice = "two compaction records with the same id (overlay ids are the agent's)";
+        unique(compactions.map(|v| key_of(&COMPACTIONS, v, &["id"])).collect(), twice)?;
+        // Agent-wide texts: of a writable block shared by the sessions (configured, or added at
+        // run time by a session of the export).
+        let mut shared: Vec<Block> =
+            env.config.context.iter().map(|c| Block { cfg: c.clone(), origin: Origin::Config }).collect();
+        for s in &self.sessions {
+            shared.extend(compose(env.config, env.agent, &s.defs())?);
+        }
+        shared.retain(|b| b.writable() && !b.keyed() && b.agent_wide());
+        unique(
+            self.of(&BLOCKS).map(|v| key_of(&BLOCKS, v, &["label"])).collect(),
+            "two agent-wide contextBlock records with the same label",
+        )?;
+        for v in self.of(&BLOCKS) {
+            let label = text_of(&BLOCKS, v, "label").unwrap_or_default();
+            if !shared.iter().any(|b| b.label() == label) {
+                return Err(Error::invalid(format!(
+                    "an agent-wide text of block {label}, which is not a writable block shared by the agent's sessions"
+                )));
+            }
+        }
+        // Memories: ids and texts unique; a conversation memory of a session of the export.
+        let text = |v: &'_ Vec<Value>, f: &str| text_of(&MEMORIES, v, f).unwrap_or_default().to_owned();
+        unique(self.of(&MEMORIES).map(|v| text(v, "id")).collect(), "two memory records with the same id")?;
+        let mut said = Vec::new();
+        for v in self.of(&MEMORIES) {
+            let (id, session) = (text(v, "id"), text_of(&MEMORIES, v, "sessionId"));
+            if text_of(&MEMORIES, v, "messageId").is_some() && session.is_none() {
+                return Err(Error::invalid(format!("memory {id}: messageId needs a sessionId")));
+            }
+            let conversation = text(v, "category") == Category::Conversation.as_str();
+            if conversation && !session.is_some_and(|s| self.sessions.iter().any(|p| p.id == s)) {
+                return Err(Error::invalid(format!(
+                    "memory {id}: a conversation memory belongs to a session of the export (sessionId)"
+                )));
+            }
+            let owner = if conversation { session.unwrap_or_default() } else { "" };
+            said.push(format!("{}\u{0}{}\u{0}{owner}", text(v, "category"), normalize(&text(v, "content"))));
+        }
+        let twice =
+            "two memory records say the same (same category and text, and for conversation memories the same session)";
+        unique(said, twice)?;
+        let mut memories: Vec<String> = self.of(&MEMORIES).map(|v| text(v, "id")).collect();
+        memories.sort();
+        for v in self.of(&MEMORY_VERSIONS) {
+            let of = text_of(&MEMORY_VERSIONS, v, "memoryId").unwrap_or_default();
+            if memories.binary_search_by(|m| m.as_str().cmp(of)).is_err() {
+                return Err(Error::invalid(format!(
+                    "a memoryVersion record of memory {of}, which the export does not hold"
+                )));
+            }
+        }
+        unique(
+            self.of(&MEMORY_VERSIONS).map(|v| key_of(&MEMORY_VERSIONS, v, &[])).collect(),
+            "a memoryVersion record appears twice",
+        )?;
+        // Entries: of a search block (configured, or added at run time by a session of the export).
+        let defs: Vec<String> = self.sessions.iter().flat_map(|s| s.defs()).filter_map(|d| d.2).collect();
+        let labels = entry_labels(env.config, env.agent, defs.iter().map(String::as_str));
+        for v in self.of(&ENTRIES) {
+            let label = text_of(&ENTRIES, v, "label").unwrap_or_default();
+            if !labels.iter().any(|l| l == label) {
+                return Err(Error::invalid(format!(
+                    "an entry of block {label}, which is not a search block of this agent"
+                )));
+            }
+        }
+        unique(
+            self.of(&ENTRIES).map(|v| key_of(&ENTRIES, v, &["label", "key"])).collect(),
+            "two entry records with the same label and key",
+        )?;
+        unique(
+            self.skills.iter().map(|s| format!("{}\u{0}{}", s.prefix, s.key)).collect(),
+            "two skill records with the same prefix and key",
+        )
     }
 }
 
@@ -510,8 +681,13 @@ fn rows(env: &Env<'_>, plan: &Plan, target: Target) -> Result<()> {
             ))
         }
         Target::Session => {
-            if let Some(s) = plan.sessions.first().filter(|s| sessions::get(sql, &s.id).ok().flatten().is_some()) {
-                return Err(Error::conflict(format!("session {} exists (import it under another id with ?as=)", s.id)));
+            if let Some(s) = plan.sessions.first() {
+                if sessions::get(sql, &s.id)?.is_some() {
+                    return Err(Error::conflict(format!(
+                        "session {} exists (import it under another id with ?as=)",
+                        s.id
+                    )));
+                }
             }
         }
         Target::Agent => {}

@@ -195,8 +195,10 @@ impl Table {
                 (Int, _) => Json::from(r.int(i)?),
                 (Bool, _) => Json::Bool(r.int(i)? != 0),
                 (Real | OptReal, _) => serde_json::Number::from_f64(r.real(i)?).map_or(Json::Null, Json::Number),
-                (Json | OptJson, _) => serde_json::from_str(&r.text(i)?)
-                    .map_err(|e| Error::internal(format!("{}.{field}: stored JSON: {e}", self.table)))?,
+                (Json | OptJson, _) => serde_json::from_str(&r.text(i)?).map_err(|e| {
+                    Error::internal(format!("a stored {} is not readable", self.kind))
+                        .with_log(format!("{}.{field}: stored JSON: {e}", self.table))
+                })?,
             };
             obj.insert((*field).to_owned(), v);
         }
@@ -259,10 +261,13 @@ impl Table {
         }
         let marks = vec!["?"; cols.len()].join(", ");
         let q = format!("INSERT INTO {} ({}) VALUES ({marks}) RETURNING rowid", self.table, cols.join(", "));
-        let row = sql.query_row(&q, &all).map_err(|e| match e.message.contains("UNIQUE") {
-            true => Error::invalid(format!("a {} record repeats one already imported: {}", self.kind, e.message)),
-            false => e,
-        })?;
+        // The checks before the write leave no row that clashes; if one still does, the answer
+        // names the record, never the storage's words.
+        let row =
+            sql.query_row(&q, &all).map_err(|e| match e.log.as_deref().is_some_and(|l| l.contains("UNIQUE")) {
+                true => Error::invalid(format!("a {} record repeats one already imported", self.kind)),
+                false => e,
+            })?;
         row.ok_or_else(|| Error::internal("INSERT returned no row"))?.int(0)
     }
 }
