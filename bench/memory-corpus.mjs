@@ -291,7 +291,7 @@ export function buildCorpus() {
 
 // ── Checks of the query kinds' lexical constraints ──────────────────────────────────────────────
 
-// The recall's stop words (src/core/memory/recall.rs) and a few more function words.
+// The recall's stop words (crates/core/src/memory/recall.rs) and a few more function words.
 const STOP = new Set(("a about all am an and any are as at be been but by can could did do does doing for from had has have he " +
   "her him his how i if in into is it its me my now of on or our she should so some than that the their them then there " +
   "these they this those to too up us was we were what when where which who whom why will with would you your user user's " +

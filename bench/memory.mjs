@@ -97,7 +97,7 @@ const CONFIG = { memory: { maxMemories: 1_000_000, inject: {}, extract: false } 
 const workers = {};
 /**
  * Waits until every memory waiting for its vector has one. A batch's vectors are made after its
- * answer, in the Durable Object's background (src/core/memory/mod.rs, After::EmbedMemories):
+ * answer, in the Durable Object's background (crates/core/src/memory/mod.rs, After::EmbedMemories):
  * wait until the embeddings endpoint has been quiet for 300 ms. Returns the embeddings requests
  * it saw.
  */

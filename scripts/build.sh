@@ -27,7 +27,7 @@ stamp=build/.sa-build-stamp
 
 # Everything the wasm depends on: `find -newer` lists any input changed since the last build.
 inputs=()
-for p in src migrations Cargo.toml Cargo.lock build.rs .cargo; do [ -e "$p" ] && inputs+=("$p"); done
+for p in src crates migrations Cargo.toml Cargo.lock build.rs .cargo; do [ -e "$p" ] && inputs+=("$p"); done
 # wrangler sets WRANGLER_COMMAND for its [build] step; deploy always builds unless told not to.
 skip="${SA_SKIP_BUILD_IF_FRESH:-}"
 if [ -z "$skip" ]; then

@@ -4,7 +4,7 @@
 #   2. cargo fmt --check, clippy -D warnings (native and wasm32), cargo doc -D warnings (doc
 #      links), the TypeScript client (clients/ts: types not stale against docs/openapi.yaml,
 #      tsc of it and of examples/caller), cargo test (native tests of the core on real SQLite
-#      via rusqlite, and tests/layout.rs: module graph, layers, citations)
+#      via rusqlite, and tests/it/layout.rs: module graph, layers, citations)
 #   3. scripts/build.sh            the wasm Worker (release unless SA_BUILD_PROFILE=dev)
 #   4. wrangler deploy --dry-run   the deployable bundle builds (no account needed); gzip size
 #   5. node --test tests/e2e/      every *.test.mjs against the built Worker in workerd, serially

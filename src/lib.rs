@@ -1,13 +1,43 @@
-//! SessionAgent: the memory layer for LLM agents as a Cloudflare Durable Object.
+//! SessionAgent's Workers layer: the memory layer for LLM agents as a Cloudflare Durable Object.
+//! This crate is the one `worker-build` builds (wasm32 only); it only adapts the runtime to the
+//! layers below it:
 //!
-//! - [`core`]: conversation trees, search, compaction overlays and sessions over a small SQL
-//!   trait, runtime independent and tested natively.
-//! - [`api`]: the HTTP contract of the Durable Object, as plain functions from a request to a
-//!   response over the core.
-//! - `workers` (wasm32 only): the thin Workers layer, the front door Worker and the
-//!   `SessionAgent` Durable Object.
+//! - `session_agent_core`: conversation trees, search, compaction overlays, sessions, memory and
+//!   the agent turn over a small SQL trait, runtime independent and tested natively;
+//! - `session_agent_api`: the HTTP contract of the Durable Object, as plain functions from a
+//!   request to a response over the core.
+//!
+//! Here (wasm32 only):
+//! - `front_door`: the Worker's `fetch` (health, token auth, name checks, routing to a DO);
+//! - `agent`: the `SessionAgent` Durable Object, which hands each request to the API layer;
+//! - `do_sql`: the core's SQL trait over the DO's `SqlStorage`;
+//! - `cors`: CORS headers and preflights (`CORS_ORIGINS`);
+//! - `crypto`: HMAC-SHA-256 of scoped tokens through WebCrypto;
+//! - `convert`: requests and responses between `worker` types and the API layer's;
+//! - `llm`: the LLM transport (fetch with a timeout, the AI binding);
+//! - `r2`: the core's object store over the `SKILLS_BUCKET` R2 binding;
+//! - `sockets`: hibernatable WebSockets, tagged by session, as the API's event hub.
 
-pub mod api;
-pub mod core;
 #[cfg(target_arch = "wasm32")]
-pub mod workers;
+pub mod agent;
+#[cfg(target_arch = "wasm32")]
+mod convert;
+#[cfg(target_arch = "wasm32")]
+mod cors;
+#[cfg(target_arch = "wasm32")]
+mod crypto;
+#[cfg(target_arch = "wasm32")]
+mod do_sql;
+#[cfg(target_arch = "wasm32")]
+mod front_door;
+#[cfg(target_arch = "wasm32")]
+mod llm;
+#[cfg(target_arch = "wasm32")]
+mod r2;
+#[cfg(target_arch = "wasm32")]
+mod sockets;
+
+/// The layers below, for a Durable Object of your own that embeds `agent::Agent` with a
+/// configuration built in code.
+pub use session_agent_api as api;
+pub use session_agent_core as agent_core;

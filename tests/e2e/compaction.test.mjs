@@ -4,7 +4,7 @@
 // overlays, auto-compaction after appends (single and batch), provider failures that store
 // nothing (HTTP errors, blank or skeleton summaries, timeouts, an unreachable model), no LLM
 // configured, and synthetic `compaction_…` messages sent back by clients.
-// Mirrors tests/compact_api.rs, which runs the same scenarios natively with a fake transport.
+// Mirrors tests/it/compact_api.rs, which runs the same scenarios natively with a fake transport.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { startWorker } from "./harness.mjs";

@@ -5,7 +5,7 @@
 // correction updates it (consolidation UPDATE, versions); forgetting removes it everywhere;
 // failing extraction and embeddings never fail a turn nor lose memories, and waiting memories
 // are embedded by a later write; memory changes reach every socket of the agent.
-// Mirrors tests/memory.rs, which runs the same scenarios natively with a fake transport.
+// Mirrors tests/it/memory.rs, which runs the same scenarios natively with a fake transport.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { startWorker, collect } from "./harness.mjs";

@@ -1,5 +1,5 @@
 // End-to-end: export, import, erase and split in workerd with real local R2 (mirrors
-// tests/transfer.rs, which runs the same scenarios natively). A rich agent (branches, an
+// tests/it/transfer.rs, which runs the same scenarios natively). A rich agent (branches, an
 // overlay, a spilled 2.5 MB tool output, block writes incl. an agent-scoped block, a runtime
 // block, a skill written and loaded by the tools, a frozen prompt, memories with versions,
 // search-block entries) exported as NDJSON through the streamed GET /export and imported into

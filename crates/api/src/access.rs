@@ -1,0 +1,235 @@
+//! Scoped tokens: what a token grants (its [`Claims`]), its text (a JWT, HS256), and what each
+//! route of the table allows it. The signature itself is made and checked by the Workers layer
+//! with WebCrypto (HMAC-SHA-256, the secret `TOKEN_SECRET`); everything here is plain data, so
+//! the rules are tested natively.
+//!
+//! The front door verifies a token (signature, expiry, agent) and hands its claims to the
+//! Durable Object in the [`CLAIMS_HEADER`] (a header it always removes from what clients send).
+//! [`handle`](super::handle) then refuses a revoked token and anything outside the token's
+//! sessions or scope, for HTTP requests and WebSocket frames alike. No header means the admin
+//! token or a Worker binding: everything is allowed.
+
+use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
+use base64::Engine;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value as Json};
+
+use super::http::{check_name, Request};
+use super::{router, Route};
+use session_agent_core::access::Reach;
+use session_agent_core::error::{Error, Result};
+use session_agent_core::time::{iso_millis, parse_iso};
+
+/// The header the front door passes a verified token's claims in (JSON).
+pub const CLAIMS_HEADER: &str = "x-session-agent-claims";
+
+/// The longest life of a token: 30 days.
+pub const MAX_TTL_SECONDS: i64 = 30 * 24 * 3600;
+
+/// The JWT header of every token, base64url: `{"alg":"HS256","typ":"JWT"}`. A token with any
+/// other header is refused before its signature is looked at (no algorithm confusion).
+const JWT_HEADER: &str = "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9";
+
+/// What a token may do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Scope {
+    /// `GET` routes, the WebSocket's `history` and `ping` (and MCP's `initialize`, `tools/list`).
+    Read,
+    /// Everything but the admin routes.
+    Write,
+}
+
+/// The claims of a scoped token (the JWT payload). Times are NumericDates: seconds since the
+/// epoch, with milliseconds as the fraction, so a revocation is exact to the millisecond.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Claims {
+    /// The agent the token opens.
+    #[serde(rename = "sub")]
+    pub agent: String,
+    pub scope: Scope,
+    /// The sessions it opens, when limited to some; absent: every session of the agent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sessions: Option<Vec<String>>,
+    /// Issued at.
+    pub iat: f64,
+    /// Expires at.
+    pub exp: f64,
+}
+
+impl Claims {
+    /// The claims `POST /agents/{agent}/tokens` asks for: `{sessions?, scope, ttlSeconds}`.
+    pub fn issue(agent: &str, body: &Map<String, Json>, now_ms: i64) -> Result<Claims> {
+        if let Some(k) = body.keys().find(|k| !matches!(k.as_str(), "sessions" | "scope" | "ttlSeconds")) {
+            return Err(Error::invalid(format!(
+                "unknown field {k:?}: a token request has sessions, scope, ttlSeconds"
+            )));
+        }
+        let scope = match body.get("scope").and_then(Json::as_str) {
+            Some("read") => Scope::Read,
+            Some("write") => Scope::Write,
+            _ => return Err(Error::invalid("scope must be \"read\" or \"write\"")),
+        };
+        let ttl =
+            body.get("ttlSeconds").and_then(Json::as_i64).filter(|t| (1..=MAX_TTL_SECONDS).contains(t)).ok_or_else(
+                || Error::invalid(format!("ttlSeconds must be an integer from 1 to {MAX_TTL_SECONDS} (30 days)")),
+            )?;
+        let sessions = match body.get("sessions") {
+            None | Some(Json::Null) => None,
+            Some(Json::Array(list)) if !list.is_empty() && list.len() <= MAX_SESSIONS => {
+                let mut ids = Vec::with_capacity(list.len());
+                for v in list {
+                    let sid = v.as_str().ok_or_else(|| Error::invalid("sessions must be an array of session ids"))?;
+                    check_name("session id", sid)?;
+                    if !ids.iter().any(|s| s == sid) {
+                        ids.push(sid.to_owned());
+                    }
+                }
+                Some(ids)
+            }
+            Some(_) => {
+                return Err(Error::invalid(format!(
+                    "sessions must be an array of 1 to {MAX_SESSIONS} session ids (leave it out for every session)"
+                )))
+            }
+        };
+        Ok(Claims {
+            agent: agent.to_owned(),
+            scope,
+            sessions,
+            iat: now_ms as f64 / 1000.0,
+            exp: (now_ms + ttl * 1000) as f64 / 1000.0,
+        })
+    }
+
+    /// Milliseconds since the epoch of `iat`.
+    pub fn issued_ms(&self) -> i64 {
+        (self.iat * 1000.0).round() as i64
+    }
+
+    /// Milliseconds since the epoch of `exp`.
+    pub fn expires_ms(&self) -> i64 {
+        (self.exp * 1000.0).round() as i64
+    }
+
+    /// The part of the token the signature covers: `header.payload`.
+    pub fn signing_input(&self) -> String {
+        let payload = serde_json::to_vec(self).unwrap_or_default();
+        format!("{JWT_HEADER}.{}", B64.encode(payload))
+    }
+
+    /// The answer of `POST /tokens`: `{token, expiresAt, agent, scope, sessions}`.
+    pub fn answer(&self, signature: &[u8]) -> Json {
+        serde_json::json!({
+            "token": format!("{}.{}", self.signing_input(), B64.encode(signature)),
+            "expiresAt": iso_millis(self.expires_ms()),
+            "agent": self.agent,
+            "scope": self.scope,
+            "sessions": self.sessions,
+        })
+    }
+
+    /// The sessions a request with this token may see: the ones it lists, or all of them.
+    pub fn reach(self) -> Reach {
+        self.sessions.map_or(Reach::All, Reach::Sessions)
+    }
+
+    /// Whether the token is limited to some sessions.
+    pub fn limited(&self) -> bool {
+        self.sessions.is_some()
+    }
+
+    /// Whether the token opens session `sid`.
+    pub fn opens(&self, sid: &str) -> bool {
+        self.sessions.as_ref().is_none_or(|list| list.iter().any(|s| s == sid))
+    }
+
+    /// Refuses a token that expired (`now_ms` past `exp`), was revoked (issued before
+    /// `revoked_before`), or belongs to another agent than `agent` (403).
+    pub fn admit(&self, agent: &str, now_ms: i64, revoked_before: Option<i64>) -> Result<()> {
+        if now_ms >= self.expires_ms() {
+            return Err(Error::unauthorized("the token expired"));
+        }
+        if revoked_before.is_some_and(|b| self.issued_ms() < b) {
+            return Err(Error::unauthorized("the token was revoked"));
+        }
+        if self.agent != agent {
+            return Err(Error::forbidden("the token is for another agent"));
+        }
+        Ok(())
+    }
+}
+
+/// The most sessions one token may name.
+pub const MAX_SESSIONS: usize = 100;
+
+/// A presented token taken apart: what its signature covers, the signature, the claims. Anything
+/// that is not one of our tokens is `unauthorized` (the signature is checked by the caller).
+pub fn read(token: &str) -> Result<(&str, Vec<u8>, Claims)> {
+    let bad = || Error::unauthorized("missing or wrong bearer token");
+    let (input, signature) = token.rsplit_once('.').ok_or_else(bad)?;
+    let (header, payload) = input.split_once('.').ok_or_else(bad)?;
+    if header != JWT_HEADER {
+        return Err(bad());
+    }
+    let signature = B64.decode(signature).map_err(|_| bad())?;
+    let claims: Claims =
+        B64.decode(payload).ok().and_then(|bytes| serde_json::from_slice(&bytes).ok()).ok_or_else(bad)?;
+    Ok((input, signature, claims))
+}
+
+/// The claims the front door passed with `req`, if any (`None`: the admin token or a binding).
+pub fn claims_of(req: &Request) -> Result<Option<Claims>> {
+    req.header_value(CLAIMS_HEADER)
+        .map(|h| serde_json::from_str(h).map_err(|_| Error::unauthorized("unreadable token claims")))
+        .transpose()
+}
+
+/// Whether `claims` allow `method` on DO path `path`: admin routes never, agent-wide routes only
+/// to a token not limited to sessions, a session's routes only for its sessions, writes only
+/// with scope `write`. An unknown path is allowed here (and answered 404 by the route table).
+pub fn permit(claims: &Claims, method: &str, path: &str) -> Result<()> {
+    let Ok(matched) = router().at(path) else { return Ok(()) };
+    let route = matched.value.0;
+    if route.admin_only() {
+        return Err(Error::forbidden("this route needs the admin token (API_TOKEN)"));
+    }
+    // `/sessions/import` is also the path of a session called "import".
+    let sid = match (route, matched.params.get("sid")) {
+        (Route::SessionImport, _) if method != "POST" => Some("import".to_owned()),
+        (_, Some(raw)) => Some(super::http::session_param(raw)?),
+        (_, None) => None,
+    };
+    match sid {
+        Some(sid) if !claims.opens(&sid) => {
+            return Err(Error::forbidden(format!("the token does not open session {sid:?}")));
+        }
+        None if claims.limited() => {
+            return Err(Error::forbidden(
+                "a token limited to some sessions may not use agent-wide routes (the session list, search, memories)",
+            ))
+        }
+        _ => {}
+    }
+    // MCP: a read token may initialize and list tools; `api::mcp` refuses its `tools/call`.
+    if claims.scope == Scope::Read && !matches!(method, "GET" | "HEAD") && !matches!(route, Route::Socket | Route::Mcp)
+    {
+        return Err(Error::forbidden("the token may only read (scope \"read\")"));
+    }
+    Ok(())
+}
+
+/// Checks the claims a request carries, if any: not expired, not revoked, for this agent, and
+/// allowing this route (see [`permit`]). Answers them (`None`: the admin token or a binding).
+pub fn check(
+    req: &Request,
+    agent: &str,
+    now: &str,
+    revoked_before: impl FnOnce() -> Result<Option<i64>>,
+) -> Result<Option<Claims>> {
+    let Some(claims) = claims_of(req)? else { return Ok(None) };
+    let now_ms = parse_iso(now).unwrap_or(i64::MAX);
+    claims.admit(agent, now_ms, revoked_before()?)?;
+    permit(&claims, &req.method, &req.path)?;
+    Ok(Some(claims))
+}

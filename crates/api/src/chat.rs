@@ -1,0 +1,292 @@
+//! The agent turn over HTTP: `POST /sessions/{sid}/chat` as JSON, as server-sent events with
+//! `Accept: text/event-stream`, or, for the AI SDK's `useChat` body (`{id?, messages, trigger,
+//! messageId?}`), as the AI SDK's UI message stream ([`super::ui_stream`]). The WebSocket `chat`
+//! frame maps onto the JSON form. The body is parsed here; the turn itself is
+//! [`session_agent_core::turn::run`].
+
+use serde_json::{json, Map, Value as Json};
+
+use super::http::{Request, Response};
+use super::messages;
+use super::ui_stream::{UiStream, HEADER};
+use session_agent_core::after::After;
+use session_agent_core::config::is_label;
+use session_agent_core::env::Env;
+use session_agent_core::error::{Error, Result};
+use session_agent_core::llm::ToolSpec;
+use session_agent_core::session::Session;
+use session_agent_core::store::message::NewMessage;
+use session_agent_core::turn::run::{turn, Ask, ChatEvent, MemoryUse, Trigger, TurnRequest};
+
+/// The caller's tools: offered to the model, answered by the caller.
+fn client_tools(body: &Map<String, Json>) -> Result<Vec<ToolSpec>> {
+    let Some(list) = body.get("tools") else { return Ok(Vec::new()) };
+    let list = list.as_array().ok_or_else(|| Error::invalid("tools must be an array"))?;
+    let mut out: Vec<ToolSpec> = Vec::with_capacity(list.len());
+    for (i, t) in list.iter().enumerate() {
+        let name = t.get("name").and_then(Json::as_str).unwrap_or_default();
+        if !is_label(name) {
+            return Err(Error::invalid(format!("tools[{i}].name must be 1-64 characters of [A-Za-z0-9_-]")));
+        }
+        let description = match t.get("description") {
+            None | Some(Json::Null) => String::new(),
+            Some(Json::String(d)) => d.clone(),
+            Some(_) => return Err(Error::invalid(format!("tools[{i}].description must be a string"))),
+        };
+        let input_schema = match t.get("inputSchema") {
+            None | Some(Json::Null) => json!({"type": "object", "properties": {}}),
+            Some(s @ Json::Object(_)) => s.clone(),
+            Some(_) => return Err(Error::invalid(format!("tools[{i}].inputSchema must be an object"))),
+        };
+        out.push(ToolSpec { name: name.to_owned(), description, input_schema });
+    }
+    Ok(out)
+}
+
+fn ask(body: &Map<String, Json>) -> Result<Ask> {
+    if let Some(trigger) = body.get("trigger") {
+        let trigger = match trigger.as_str() {
+            Some("submit-message") => Trigger::Submit,
+            Some("regenerate-message") => Trigger::Regenerate,
+            _ => return Err(Error::invalid("trigger must be \"submit-message\" or \"regenerate-message\"")),
+        };
+        for key in ["id", "messageId"] {
+            if body.get(key).is_some_and(|v| !v.is_string() && !v.is_null()) {
+                return Err(Error::invalid(format!("{key} must be a string")));
+            }
+        }
+        if body.contains_key("message") {
+            return Err(Error::invalid("a useChat body (with trigger) has messages, not message"));
+        }
+        let messages = body.get("messages").and_then(Json::as_array).filter(|l| !l.is_empty()).cloned();
+        let messages = messages.ok_or_else(|| Error::invalid("messages must be a non-empty array"))?;
+        if let Some(i) = messages.iter().position(|m| !m.is_object()) {
+            return Err(Error::invalid(format!("messages[{i}] must be an object")));
+        }
+        return Ok(Ask::Chat { messages, trigger });
+    }
+    match (body.get("message"), body.get("messages")) {
+        (Some(m), None) => {
+            let msg = NewMessage::from_json(m)?;
+            if msg.role != "user" {
+                return Err(Error::invalid("message.role must be \"user\""));
+            }
+            if session_agent_core::session::is_synthetic(&msg) {
+                return Err(Error::invalid("message.id may not start with compaction_"));
+            }
+            Ok(Ask::Message { msg, parent: messages::parent(body)? })
+        }
+        (None, Some(list)) => {
+            let messages = list.as_array().filter(|l| !l.is_empty()).cloned().ok_or_else(|| {
+                Error::invalid("messages must be a non-empty array (the branch, with client tool results)")
+            })?;
+            Ok(Ask::Continue { messages })
+        }
+        _ => Err(Error::invalid("give either message (a new user message) or messages (a continuation)")),
+    }
+}
+
+/// The turn a chat body asks for.
+fn turn_request(req: &Request) -> Result<TurnRequest> {
+    let body = req.json_object()?;
+    let tools = client_tools(&body)?;
+    let memory = match body.get("memory") {
+        None | Some(Json::Bool(true)) => MemoryUse::AsConfigured,
+        Some(Json::Bool(false)) => MemoryUse::Skip,
+        Some(_) => return Err(Error::invalid("memory must be true or false")),
+    };
+    Ok(TurnRequest { ask: ask(&body)?, tools, memory })
+}
+
+/// How a turn's answer is streamed: as our events, or as the AI SDK's UI message stream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dialect {
+    /// `delta` events, then `message`, then `[DONE]` (`Accept: text/event-stream`).
+    Events,
+    /// The AI SDK's UI message stream (a `useChat` body).
+    UiMessages,
+}
+
+impl Dialect {
+    /// The dialect a chat request is answered in: the UI message stream for a `useChat` body
+    /// (whatever `Accept` says: `useChat` sends none), ours with `Accept: text/event-stream`,
+    /// none (a JSON answer) otherwise. The body is scanned once, here.
+    pub fn of(req: &Request) -> Option<Dialect> {
+        if is_ui_body(&req.body) {
+            Some(Dialect::UiMessages)
+        } else if req.wants_event_stream() {
+            Some(Dialect::Events)
+        } else {
+            None
+        }
+    }
+
+    /// The headers of a streamed answer (the UI message stream's carry its own header).
+    pub fn headers(self) -> Vec<(String, String)> {
+        let mut h = vec![
+            ("content-type".to_owned(), "text/event-stream; charset=utf-8".to_owned()),
+            ("cache-control".to_owned(), "no-cache".to_owned()),
+        ];
+        if self == Dialect::UiMessages {
+            h.push((HEADER.0.to_owned(), HEADER.1.to_owned()));
+            h.push(("x-accel-buffering".to_owned(), "no".to_owned()));
+        }
+        h
+    }
+}
+
+/// Whether a chat body is the AI SDK's `useChat` body (it has a `trigger`). Reads only the
+/// top-level keys' names.
+fn is_ui_body(body: &[u8]) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Probe {
+        trigger: Option<serde::de::IgnoredAny>,
+    }
+    serde_json::from_slice::<Probe>(body).is_ok_and(|p| p.trigger.is_some())
+}
+
+/// One server-sent event: `data: <json>` and a blank line.
+pub fn sse(frame: &Json) -> String {
+    format!("data: {frame}\n\n")
+}
+
+/// `cancelled` when the request's turn was cancelled (a WebSocket `cancel` frame).
+fn check_cancel(req: &Request) -> Result<()> {
+    match &req.cancel {
+        Some(flag) if flag.get() => {
+            Err(Error::conflict("the turn was cancelled; nothing was stored").with_code("cancelled"))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The events of a streamed turn, in one of the two dialects.
+enum Encoder {
+    /// Ours: `delta` events, then `message`, then `[DONE]`; `error` on a failure.
+    Events,
+    /// The AI SDK's UI message stream.
+    Ui(UiStream),
+}
+
+impl Encoder {
+    fn new(dialect: Dialect) -> Self {
+        match dialect {
+            Dialect::Events => Encoder::Events,
+            Dialect::UiMessages => Encoder::Ui(UiStream::default()),
+        }
+    }
+
+    /// The text of one event, if it has any.
+    fn event(&mut self, e: &ChatEvent) -> Option<String> {
+        match (self, e) {
+            (Encoder::Events, ChatEvent::Delta { message_id, text }) => {
+                Some(sse(&json!({"type": "delta", "messageId": message_id, "text": text})))
+            }
+            (Encoder::Events, _) => None,
+            (Encoder::Ui(u), e) => Some(u.event(e)).filter(|t| !t.is_empty()),
+        }
+    }
+
+    /// The closing events of a stored turn.
+    fn done(&mut self, message: &Json) -> String {
+        match self {
+            Encoder::Events => format!("{}data: [DONE]\n\n", sse(&json!({"type": "message", "message": message}))),
+            Encoder::Ui(u) => u.finish(message),
+        }
+    }
+
+    /// The closing events of a turn that failed after its stream started.
+    fn failed(&mut self, e: &Error) -> String {
+        match self {
+            Encoder::Events => sse(&json!({"type": "error", "code": e.code(), "message": e.message})),
+            Encoder::Ui(u) => u.error(e),
+        }
+    }
+}
+
+/// `POST /sessions/{sid}/chat`: `201 {messages: [assistant]}`, or the events of the turn in one
+/// answer (with `Accept: text/event-stream`, or the UI message stream for a `useChat` body; the
+/// Durable Object streams them as they come instead, with [`stream`]). An error before the
+/// first event is an ordinary JSON error answer.
+pub async fn route(s: &Session<'_>, req: &Request) -> Result<Response> {
+    let request = turn_request(req)?;
+    let Some(dialect) = Dialect::of(req) else {
+        let done = turn(s, request, &mut |_| check_cancel(req)).await?;
+        let mut resp = Response::json(201, &json!({ "messages": [done.message] }));
+        resp.after.extend(done.after);
+        return Ok(resp);
+    };
+    let mut encoder = Encoder::new(dialect);
+    let mut body = String::new();
+    let result = turn(s, request, &mut |e| {
+        if let Some(text) = encoder.event(&e) {
+            body.push_str(&text);
+        }
+        Ok(())
+    })
+    .await;
+    let mut after = Vec::new();
+    match result {
+        Ok(done) => {
+            body.push_str(&encoder.done(&done.message));
+            after = done.after;
+        }
+        Err(e) if body.is_empty() => return Err(e),
+        Err(e) => body.push_str(&encoder.failed(&e)),
+    }
+    Ok(Response { status: 200, headers: dialect.headers(), body: body.into_bytes(), warnings: Vec::new(), after })
+}
+
+/// A piece of a streamed turn for the Workers layer: the text of server-sent events, or the
+/// error that ended the turn before anything was sent (then answered as a JSON error).
+pub enum Streamed {
+    Data(String),
+    Fail(Error),
+}
+
+/// Runs a streamed `POST /sessions/{sid}/chat` in `dialect` (see [`super::chat_stream`]), handing each
+/// event to `send` as soon as it exists. `send` failing (the client went away) aborts the
+/// turn, which then stores nothing. Returns the work left for after the answer: the sweep, as
+/// after every write ([`super::handle`]), then what the turn left (compaction, memory
+/// extraction). The caller closes the stream first and then runs it ([`super::after()`]), so
+/// none of it delays the answer.
+pub async fn stream(
+    env: &Env<'_>,
+    req: &Request,
+    dialect: Dialect,
+    send: &mut dyn FnMut(Streamed) -> Result<()>,
+) -> Vec<After> {
+    let started = std::cell::Cell::new(false);
+    let mut encoder = Encoder::new(dialect);
+    let result = async {
+        let env = super::admit(env, req)?;
+        let sid = super::session_of(req)?;
+        let request = turn_request(req)?;
+        turn(&Session::new(&env, &sid), request, &mut |e| match encoder.event(&e) {
+            Some(text) => {
+                started.set(true);
+                send(Streamed::Data(text))
+            }
+            None => Ok(()),
+        })
+        .await
+    }
+    .await;
+    let mut after = vec![After::Sweep];
+    if let Some(log) = result.as_ref().err().and_then(|e| e.log.as_deref()) {
+        env.events.warn(log);
+    }
+    match result {
+        Ok(done) => {
+            let _ = send(Streamed::Data(encoder.done(&done.message)));
+            after.extend(done.after);
+        }
+        Err(e) if !started.get() => {
+            let _ = send(Streamed::Fail(e));
+        }
+        Err(e) => {
+            let _ = send(Streamed::Data(encoder.failed(&e)));
+        }
+    }
+    after
+}

@@ -1,0 +1,245 @@
+//! Plain HTTP values for the Durable Object's API, and the helpers every route uses: JSON
+//! bodies and answers, query strings, path parameters and error bodies.
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+use serde_json::{Map, Value as Json};
+
+use session_agent_core::after::After;
+use session_agent_core::error::{Error, ErrorKind, Result};
+use session_agent_core::store::message::check_id;
+
+/// Largest request body accepted, in bytes.
+pub const MAX_BODY_BYTES: usize = 32 * 1024 * 1024;
+
+/// A request as the Durable Object sees it (the front door has stripped `/agents/{agent}`).
+#[derive(Clone, Debug, Default)]
+pub struct Request {
+    pub method: String,
+    /// The raw (still percent-encoded) path, e.g. `/sessions/s1/messages/a%2Fb`.
+    pub path: String,
+    /// The raw query string without `?`.
+    pub query: String,
+    /// Header names in lower case.
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+    /// Set (by a WebSocket `cancel` frame) to stop the agent turn this request runs.
+    pub cancel: Option<std::rc::Rc<std::cell::Cell<bool>>>,
+}
+
+impl Request {
+    /// A request with no body.
+    pub fn new(method: &str, path_and_query: &str) -> Self {
+        let (path, query) = path_and_query.split_once('?').unwrap_or((path_and_query, ""));
+        Request { method: method.to_owned(), path: path.to_owned(), query: query.to_owned(), ..Request::default() }
+    }
+
+    /// The same request with a header.
+    pub fn header(mut self, name: &str, value: &str) -> Self {
+        self.headers.push((name.to_ascii_lowercase(), value.to_owned()));
+        self
+    }
+
+    /// The value of header `name` (lower case), if sent.
+    pub fn header_value(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+    }
+
+    /// Whether the client asked for server-sent events (`Accept: text/event-stream`).
+    pub fn wants_event_stream(&self) -> bool {
+        self.header_value("accept").is_some_and(|a| a.contains("text/event-stream"))
+    }
+
+    /// The same request with a JSON body.
+    pub fn json(mut self, body: &Json) -> Self {
+        self.body = body.to_string().into_bytes();
+        self
+    }
+
+    /// The query string as a map (the last value of a repeated key wins); a name or value that
+    /// is not UTF-8 after decoding is `invalid_request`.
+    pub fn query_map(&self) -> Result<HashMap<String, String>> {
+        Ok(parse_query(&self.query)?.into_iter().collect())
+    }
+
+    /// The body as a JSON object; an empty body is an empty object.
+    pub fn json_object(&self) -> Result<Map<String, Json>> {
+        if self.body.len() > MAX_BODY_BYTES {
+            return Err(Error::too_large(format!("request body is over {MAX_BODY_BYTES} bytes")));
+        }
+        if self.body.iter().all(u8::is_ascii_whitespace) {
+            return Ok(Map::new());
+        }
+        match serde_json::from_slice(&self.body) {
+            Ok(Json::Object(map)) => Ok(map),
+            Ok(_) => Err(Error::invalid("request body must be a JSON object")),
+            Err(e) => Err(Error::invalid(format!("request body is not valid JSON: {e}"))),
+        }
+    }
+}
+
+/// An answer: status, headers and body bytes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Response {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+    /// Warnings for the operator's log (the Workers layer prints them); not sent to the client.
+    pub warnings: Vec<String>,
+    /// Work to run once the answer is sent (the sweep, compaction, memory work): see [`super::after()`].
+    pub after: Vec<After>,
+}
+
+impl Response {
+    /// A JSON answer whose text is already made (it must be JSON).
+    pub fn json_text(status: u16, body: String) -> Response {
+        Response {
+            status,
+            headers: vec![("content-type".into(), "application/json; charset=utf-8".into())],
+            body: body.into_bytes(),
+            warnings: Vec::new(),
+            after: Vec::new(),
+        }
+    }
+
+    /// A JSON answer.
+    pub fn json<T: Serialize + ?Sized>(status: u16, value: &T) -> Response {
+        match serde_json::to_vec(value) {
+            Ok(body) => Response {
+                status,
+                headers: vec![("content-type".into(), "application/json; charset=utf-8".into())],
+                body,
+                warnings: Vec::new(),
+                after: Vec::new(),
+            },
+            Err(e) => Response::error(&Error::internal(format!("serializing the answer: {e}"))),
+        }
+    }
+
+    /// `204 No Content`.
+    pub fn no_content() -> Response {
+        Response { status: 204, headers: Vec::new(), body: Vec::new(), warnings: Vec::new(), after: Vec::new() }
+    }
+
+    /// The JSON error body `{"error": {"code", "message"}}` with the kind's status.
+    pub fn error(e: &Error) -> Response {
+        let body = serde_json::json!({"error": {"code": e.code(), "message": e.message}});
+        let mut headers = vec![("content-type".into(), "application/json; charset=utf-8".into())];
+        if let Some(s) = e.retry_after {
+            headers.push(("retry-after".into(), s.to_string()));
+        }
+        if e.kind == ErrorKind::Unauthorized {
+            headers.push(("www-authenticate".into(), "Bearer".into()));
+        }
+        Response {
+            status: e.kind.status(),
+            headers,
+            body: body.to_string().into_bytes(),
+            // What the failure said in the storage's or the provider's words: the log's only.
+            warnings: e.log.iter().cloned().collect(),
+            after: Vec::new(),
+        }
+    }
+
+    /// The same answer with a warning for the log.
+    pub fn warn(mut self, warning: impl Into<String>) -> Response {
+        self.warnings.push(warning.into());
+        self
+    }
+
+    /// The body parsed as JSON (for tests and callers that want a value).
+    pub fn body_json(&self) -> Json {
+        serde_json::from_slice(&self.body).unwrap_or(Json::Null)
+    }
+
+    /// A header's value.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+    }
+}
+
+/// Decodes an `application/x-www-form-urlencoded` query (`+` is a space, `%XX` a byte) into its
+/// pairs, in order. Unlike a lossy decoder it refuses what is not UTF-8 after decoding, as path
+/// segments are refused.
+pub fn parse_query(query: &str) -> Result<Vec<(String, String)>> {
+    let decode = |s: &str| {
+        let spaced = s.replace('+', " ");
+        percent_encoding::percent_decode_str(&spaced)
+            .decode_utf8()
+            .map(|d| d.into_owned())
+            .map_err(|_| Error::invalid("the query string is not valid UTF-8 after percent-decoding"))
+    };
+    query
+        .split('&')
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            let (k, v) = p.split_once('=').unwrap_or((p, ""));
+            Ok((decode(k)?, decode(v)?))
+        })
+        .collect()
+}
+
+pub use session_agent_core::ids::check_name;
+
+/// Percent-decodes one path segment as UTF-8.
+pub fn decode_segment(what: &str, raw: &str) -> Result<String> {
+    percent_encoding::percent_decode_str(raw)
+        .decode_utf8()
+        .map(|s| s.into_owned())
+        .map_err(|_| Error::invalid(format!("{what} is not valid UTF-8 after percent-decoding")))
+}
+
+/// A session id from the path, decoded and checked.
+pub fn session_param(raw: &str) -> Result<String> {
+    let sid = decode_segment("session id", raw)?;
+    check_name("session id", &sid)?;
+    Ok(sid)
+}
+
+/// A message id from the path, decoded and checked.
+pub fn message_param(raw: &str) -> Result<String> {
+    let mid = decode_segment("message id", raw)?;
+    check_id("message id", &mid)?;
+    Ok(mid)
+}
+
+/// An optional string field of a JSON body (`null` counts as absent).
+pub fn opt_str(body: &Map<String, Json>, key: &str) -> Result<Option<String>> {
+    match body.get(key) {
+        None | Some(Json::Null) => Ok(None),
+        Some(Json::String(s)) => Ok(Some(s.clone())),
+        Some(_) => Err(Error::invalid(format!("{key} must be a string"))),
+    }
+}
+
+/// A required string field of a JSON body.
+pub fn req_str(body: &Map<String, Json>, key: &str) -> Result<String> {
+    opt_str(body, key)?.ok_or_else(|| Error::invalid(format!("{key} is required")))
+}
+
+/// An optional integer query parameter within `min..=max`.
+pub fn int_param(q: &HashMap<String, String>, key: &str, min: i64, max: i64) -> Result<Option<i64>> {
+    let Some(v) = q.get(key) else { return Ok(None) };
+    match v.trim().parse::<i64>() {
+        Ok(n) if (min..=max).contains(&n) => Ok(Some(n)),
+        _ => Err(Error::invalid(format!("{key} must be an integer from {min} to {max}"))),
+    }
+}
+
+/// A boolean query flag: `1`/`true` on, `0`/`false`/absent off.
+pub fn flag_param(q: &HashMap<String, String>, key: &str) -> Result<bool> {
+    match q.get(key).map(String::as_str) {
+        None | Some("0") | Some("false") => Ok(false),
+        Some("1") | Some("true") | Some("") => Ok(true),
+        Some(_) => Err(Error::invalid(format!("{key} must be 1 or 0"))),
+    }
+}
+
+/// `405` naming the allowed methods.
+pub fn method_not_allowed(allowed: &[&str]) -> Response {
+    let mut r =
+        Response::error(&Error::new(ErrorKind::MethodNotAllowed, format!("allowed methods: {}", allowed.join(", "))));
+    r.headers.push(("allow".into(), allowed.join(", ")));
+    r
+}

@@ -1,0 +1,96 @@
+//! Routes of the sessions registry: `/sessions`, `/sessions/{sid}`, `…/fork`, `…/usage`.
+
+use serde_json::{json, Map, Value as Json};
+
+use super::http::{check_name, opt_str, req_str, Request, Response};
+use session_agent_core::env::Env;
+use session_agent_core::error::{Error, Result};
+use session_agent_core::reads;
+use session_agent_core::session::Session;
+use session_agent_core::sql::atomically;
+use session_agent_core::store::sessions::{self, NewSession};
+
+/// `GET /sessions`: newest `updatedAt` first.
+pub fn list(env: &Env) -> Result<Response> {
+    Ok(Response::json(200, &json!({ "sessions": reads::sessions(env)? })))
+}
+
+/// `POST /sessions` `{name, parentSessionId?, model?, source?}` → 201.
+pub fn create(env: &Env, req: &Request) -> Result<Response> {
+    let body = req.json_object()?;
+    let parent = opt_str(&body, "parentSessionId")?;
+    if let Some(p) = &parent {
+        check_name("parentSessionId", p)?;
+    }
+    let new = NewSession {
+        name: req_str(&body, "name")?,
+        parent_session_id: parent,
+        model: short_str(&body, "model")?,
+        source: short_str(&body, "source")?,
+    };
+    let info = atomically(env.sql, || sessions::create(env.sql, &new, &env.now))?;
+    Ok(Response::json(201, &info))
+}
+
+fn short_str(body: &Map<String, Json>, key: &str) -> Result<Option<String>> {
+    let v = opt_str(body, key)?;
+    if v.as_ref().is_some_and(|s| s.chars().count() > 256) {
+        return Err(Error::invalid(format!("{key} must be at most 256 characters")));
+    }
+    Ok(v)
+}
+
+/// `GET /sessions/{sid}`.
+pub fn get(s: &Session) -> Result<Response> {
+    Ok(Response::json(200, &reads::session(s.env, s.id)?))
+}
+
+/// `PATCH /sessions/{sid}` `{name}`.
+pub fn rename(s: &Session, req: &Request) -> Result<Response> {
+    let name = req_str(&req.json_object()?, "name")?;
+    let info = atomically(s.env.sql, || sessions::rename(s.env.sql, s.id, &name, &s.env.now))?;
+    Ok(Response::json(200, &info))
+}
+
+/// `DELETE /sessions/{sid}`: the session and everything stored for it. Its sockets get
+/// `{type:"cleared"}` and an `idle` status, as for a clear.
+pub async fn delete(s: &Session<'_>) -> Result<Response> {
+    s.delete().await?;
+    Ok(Response::no_content())
+}
+
+/// `POST /sessions/{sid}/fork` `{atMessageId, name?}` → 201 with the new session.
+pub fn fork(s: &Session, req: &Request) -> Result<Response> {
+    let body = req.json_object()?;
+    let at = req_str(&body, "atMessageId")?;
+    let name = opt_str(&body, "name")?;
+    let info = atomically(s.env.sql, || sessions::fork(s.env.sql, s.id, &at, name.as_deref(), &s.env.now))?;
+    Ok(Response::json(201, &info))
+}
+
+/// `POST /sessions/{sid}/usage` `{inputTokens, outputTokens, cost}`: adds to the totals.
+pub fn usage(s: &Session, req: &Request) -> Result<Response> {
+    let body = req.json_object()?;
+    let input = count(&body, "inputTokens")?;
+    let output = count(&body, "outputTokens")?;
+    let cost = match body.get("cost") {
+        None | Some(Json::Null) => 0.0,
+        Some(v) => v
+            .as_f64()
+            .filter(|c| *c >= 0.0 && c.is_finite())
+            .ok_or_else(|| Error::invalid("cost must be a number, not negative"))?,
+    };
+    let info = atomically(s.env.sql, || sessions::add_usage(s.env.sql, s.id, input, output, cost, &s.env.now))?;
+    Ok(Response::json(200, &info))
+}
+
+fn count(body: &Map<String, Json>, key: &str) -> Result<i64> {
+    match body.get(key) {
+        None | Some(Json::Null) => Ok(0),
+        Some(v) => v
+            .as_i64()
+            .or_else(|| v.as_f64().filter(|f| f.fract() == 0.0 && f.abs() < 9.0e15).map(|f| f as i64))
+            .filter(|n| *n >= 0)
+            .ok_or_else(|| Error::invalid(format!("{key} must be a whole number, not negative"))),
+    }
+}

@@ -1,0 +1,57 @@
+//! Work an answer leaves for after it is sent: the spill sweep after a write, the compaction a
+//! turn calls for, the memory extraction after a turn, the embeddings after a memory batch. It
+//! never delays the answer (the Workers layer runs it once the answer, or a stream's last
+//! event, is out), and its failures are logged, never answered; compaction reports itself in
+//! `status` frames.
+
+use crate::env::Env;
+use crate::memory::Memories;
+use crate::session::Session;
+use crate::store::spill;
+
+/// One piece of work for after an answer.
+#[derive(Clone, Debug, PartialEq)]
+pub enum After {
+    /// Delete spilled objects that lost their last reference (at most [`SWEEP_BATCH`]; a
+    /// failure is retried by a later sweep).
+    Sweep,
+    /// Compact the branch that ends at `leaf` as after an append (when it is over
+    /// `SESSION_CONFIG.compaction.after`), or whatever its size when the turn's message cap
+    /// left messages out ([`Cap::Dropped`]), so the next turn sees them in a summary.
+    Compact { session: String, leaf: String, cap: Cap },
+    /// Distill the exchange that ends at `leaf` into long-term memories (after a turn).
+    ExtractMemories { session: String, leaf: String },
+    /// Embed every memory still waiting for its vector (after a batch).
+    EmbedMemories,
+}
+
+/// Whether a turn's message cap left messages of the branch out of what the model read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cap {
+    Kept,
+    Dropped,
+}
+
+/// Unreferenced spilled objects deleted by one [`After::Sweep`], at most.
+pub const SWEEP_BATCH: i64 = 100;
+
+/// Runs `work` in order.
+pub async fn run(env: &Env<'_>, work: &[After]) {
+    for after in work {
+        match after {
+            After::Sweep => match spill::sweep(env.sql, env.blobs, SWEEP_BATCH).await {
+                Ok((_, errors)) => errors.iter().for_each(|e| env.events.warn(e)),
+                Err(e) => env.events.warn(&format!("spill sweep: {}", e.message)),
+            },
+            After::Compact { session, leaf, cap } => {
+                let s = Session::new(env, session);
+                match cap {
+                    Cap::Kept => s.after_append(leaf).await,
+                    Cap::Dropped => s.after_cap(leaf).await,
+                };
+            }
+            After::ExtractMemories { session, leaf } => Memories::new(env).extract_after(session, leaf).await,
+            After::EmbedMemories => Memories::new(env).embed_waiting().await,
+        }
+    }
+}

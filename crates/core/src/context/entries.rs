@@ -1,0 +1,127 @@
+//! The entries of searchable context blocks (the reference's `AgentSearchProvider`, docs/REFERENCE.md#search-entries):
+//! keyed texts in SQLite with an FTS5 index, shared by all sessions of the agent and partitioned by label.
+
+use crate::error::{Error, Result};
+use crate::sql::{Sql, Value};
+use crate::store::search::compile;
+
+/// How many entries `search_context` returns.
+pub const SEARCH_LIMIT: i64 = 10;
+
+/// Creates or replaces the entry `key` of block `label`. The old text leaves the index in the
+/// same transaction, so a replaced entry no longer matches its old words.
+pub fn set(sql: &dyn Sql, label: &str, key: &str, content: &str, now: &str) -> Result<()> {
+    let old = sql
+        .query_row("SELECT seq FROM search_entries WHERE label = ? AND key = ?", &[label.into(), key.into()])?
+        .map(|r| r.int(0))
+        .transpose()?;
+    let seq = match old {
+        Some(seq) => {
+            sql.execute("DELETE FROM search_entries_fts WHERE rowid = ?", &[Value::Int(seq)])?;
+            sql.execute(
+                "UPDATE search_entries SET content = ?, updated_at = ? WHERE seq = ?",
+                &[content.into(), now.into(), Value::Int(seq)],
+            )?;
+            seq
+        }
+        None => sql
+            .query_row(
+                "INSERT INTO search_entries (label, key, created_at, updated_at, content)
+                 VALUES (?, ?, ?, ?, ?) RETURNING seq",
+                &[label.into(), key.into(), now.into(), now.into(), content.into()],
+            )?
+            .ok_or_else(|| Error::internal("INSERT returned no row"))?
+            .int(0)?,
+    };
+    sql.execute("INSERT INTO search_entries_fts (rowid, content) VALUES (?, ?)", &[Value::Int(seq), content.into()])
+}
+
+/// How many entries block `label` holds.
+pub fn count(sql: &dyn Sql, label: &str) -> Result<i64> {
+    Ok(sql
+        .query_row("SELECT count(*) FROM search_entries WHERE label = ?", &[label.into()])?
+        .map(|r| r.int(0))
+        .transpose()?
+        .unwrap_or(0))
+}
+
+/// The block's content in the prompt: `N entries indexed.`, or empty when there are none.
+pub fn summary(sql: &dyn Sql, label: &str) -> Result<String> {
+    let n = count(sql, label)?;
+    Ok(if n == 0 { String::new() } else { format!("{n} entries indexed.") })
+}
+
+/// The best [`SEARCH_LIMIT`] entries of `label` for `query` (same syntax as message search),
+/// as `[key]\ncontent` joined by a blank line; `None` when nothing matches.
+pub fn search(sql: &dyn Sql, label: &str, query: &str) -> Result<Option<String>> {
+    let Some(fts) = compile(query) else { return Ok(None) };
+    let rows = sql.query(
+        "SELECT e.key, e.content FROM search_entries_fts f JOIN search_entries e ON e.seq = f.rowid
+          WHERE search_entries_fts MATCH ? AND e.label = ?
+          ORDER BY f.rank, f.rowid LIMIT ?",
+        &[fts.into(), label.into(), Value::Int(SEARCH_LIMIT)],
+    )?;
+    if rows.is_empty() {
+        return Ok(None);
+    }
+    let found = rows.iter().map(|r| Ok(format!("[{}]\n{}", r.text(0)?, r.text(1)?))).collect::<Result<Vec<_>>>()?;
+    Ok(Some(found.join("\n\n")))
+}
+
+/// One entry of a searchable block, as the API shows it.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Entry {
+    pub key: String,
+    pub content: String,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+/// Largest page of entries.
+pub const MAX_PAGE: i64 = 100;
+
+fn entry(r: &crate::sql::Row) -> Result<Entry> {
+    Ok(Entry { key: r.text(0)?, content: r.text(1)?, created_at: r.text(2)?, updated_at: r.text(3)? })
+}
+
+/// A page of block `label`'s entries in insertion order, and the cursor of the next page.
+pub fn list(sql: &dyn Sql, label: &str, limit: i64, cursor: Option<&str>) -> Result<(Vec<Entry>, Option<String>)> {
+    let after = match cursor {
+        None => 0,
+        Some(c) => c.parse::<i64>().map_err(|_| Error::invalid("cursor is not one this API gave out"))?,
+    };
+    let rows = sql.query(
+        "SELECT key, content, created_at, updated_at, seq FROM search_entries WHERE label = ? AND seq > ?
+          ORDER BY seq LIMIT ?",
+        &[label.into(), Value::Int(after), Value::Int(limit + 1)],
+    )?;
+    let more = rows.len() as i64 > limit;
+    let rows = &rows[..rows.len().min(limit as usize)];
+    let next = if more { rows.last().map(|r| r.int(4)).transpose()?.map(|s| s.to_string()) } else { None };
+    Ok((rows.iter().map(entry).collect::<Result<_>>()?, next))
+}
+
+/// Entry `key` of block `label`, if there is one.
+pub fn get(sql: &dyn Sql, label: &str, key: &str) -> Result<Option<Entry>> {
+    sql.query_row(
+        "SELECT key, content, created_at, updated_at FROM search_entries WHERE label = ? AND key = ?",
+        &[label.into(), key.into()],
+    )?
+    .map(|r| entry(&r))
+    .transpose()
+}
+
+/// Deletes entry `key` of block `label` and its index row; `false` when there was none.
+pub fn delete(sql: &dyn Sql, label: &str, key: &str) -> Result<bool> {
+    let Some(seq) = sql
+        .query_row("SELECT seq FROM search_entries WHERE label = ? AND key = ?", &[label.into(), key.into()])?
+        .map(|r| r.int(0))
+        .transpose()?
+    else {
+        return Ok(false);
+    };
+    sql.execute("DELETE FROM search_entries_fts WHERE rowid = ?", &[Value::Int(seq)])?;
+    sql.execute("DELETE FROM search_entries WHERE seq = ?", &[Value::Int(seq)])?;
+    Ok(true)
+}

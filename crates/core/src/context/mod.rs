@@ -1,0 +1,498 @@
+//! The context blocks of one session: which blocks it has (configured, added at run time,
+//! removed), their content (SQLite, R2, search entries, the sessions registry), writes within
+//! budgets, and the frozen system prompt rendered from them.
+
+pub mod entries;
+pub mod entry_key;
+pub mod prompt;
+pub mod skills;
+pub mod tools;
+
+use serde::Serialize;
+
+use crate::access::Reach;
+use crate::blobs::{Blob, Blobs};
+use crate::config::{check_scopes, BlockConfig, BlockKind, Scope, SessionConfig, HISTORY_DESCRIPTION};
+use crate::context::prompt::{render, BlockView};
+use crate::error::{Error, ErrorKind, Result};
+use crate::sql::{Sql, Value};
+use crate::store::spill;
+use crate::tokens::estimate_str;
+
+/// Where a block comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Origin {
+    /// `SESSION_CONFIG` (or the builder).
+    Config,
+    /// The `searchableHistory` block.
+    History,
+    /// `POST /sessions/{sid}/context`, stored with the session.
+    Runtime,
+}
+
+/// One block of a session, as configured.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Block {
+    pub cfg: BlockConfig,
+    pub origin: Origin,
+}
+
+impl Block {
+    pub fn label(&self) -> &str {
+        &self.cfg.label
+    }
+    pub fn kind(&self) -> BlockKind {
+        self.cfg.kind
+    }
+    /// Skills: the scope in effect.
+    pub fn scope(&self) -> Scope {
+        self.cfg.scope.unwrap_or_default()
+    }
+    /// Whether the model may write it (`set_context`): writable and search blocks, and
+    /// agent-scoped skills. Readonly, shared skills and the history block are not.
+    pub fn writable(&self) -> bool {
+        match self.kind() {
+            BlockKind::Writable => true,
+            BlockKind::Search => self.origin != Origin::History,
+            BlockKind::Skills => self.scope() == Scope::Agent,
+            BlockKind::Readonly => false,
+        }
+    }
+    pub fn is_skill(&self) -> bool {
+        self.kind() == BlockKind::Skills
+    }
+    pub fn is_searchable(&self) -> bool {
+        self.kind() == BlockKind::Search
+    }
+    /// Keyed blocks take entries (`set_context` with a key), not whole-text writes.
+    pub fn keyed(&self) -> bool {
+        self.is_skill() || self.is_searchable()
+    }
+    /// Whether what the model writes is shared by all the agent's sessions: keyed blocks, and
+    /// writable blocks with `scope: "agent"` (a writable block is per session by default).
+    pub fn agent_wide(&self) -> bool {
+        match self.kind() {
+            BlockKind::Writable => self.cfg.scope == Some(Scope::Agent),
+            _ => true,
+        }
+    }
+}
+
+/// The blocks of a session of `agent` whose stored definitions (`context_defs` rows, oldest
+/// first: label, removed, the added block's JSON) are `defs`, in prompt order: configured ones
+/// (minus those removed from this session or replaced by an added block of the same label), the
+/// history block, then those added at run time, oldest first.
+pub fn compose(config: &SessionConfig, agent: &str, defs: &[(String, bool, Option<String>)]) -> Result<Vec<Block>> {
+    let mut removed = Vec::new();
+    let mut added = Vec::new();
+    for (label, gone, def) in defs {
+        if *gone {
+            removed.push(label.clone());
+        } else if let Some(def) = def {
+            let cfg: BlockConfig =
+                serde_json::from_str(def).map_err(|e| Error::internal(format!("stored block {label}: {e}")))?;
+            // A block stored before the config changed (or before confinement was checked)
+            // never reaches outside the agent's space: it is left out.
+            if config.check_runtime(&cfg, agent).is_ok() {
+                added.push(Block { cfg, origin: Origin::Runtime });
+            }
+        }
+    }
+    removed.extend(added.iter().map(|b| b.cfg.label.clone()));
+    let mut out: Vec<Block> = config
+        .context
+        .iter()
+        .filter(|c| !removed.contains(&c.label))
+        .map(|c| Block { cfg: c.clone(), origin: Origin::Config })
+        .collect();
+    if let Some(label) = config.searchable_history.as_ref().filter(|l| !removed.contains(l)) {
+        let mut cfg = BlockConfig::new(label.clone(), BlockKind::Search);
+        cfg.description = Some(HISTORY_DESCRIPTION.to_owned());
+        out.push(Block { cfg, origin: Origin::History });
+    }
+    out.extend(added);
+    Ok(out)
+}
+
+/// The labels of the search blocks that keep entries (configured ones, and blocks added at run
+/// time whose definitions are `defs`, as JSON): the history block keeps none.
+pub fn entry_labels<'d>(config: &SessionConfig, agent: &str, defs: impl IntoIterator<Item = &'d str>) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut add = |b: &BlockConfig| {
+        if b.kind == BlockKind::Search && !out.contains(&b.label) {
+            out.push(b.label.clone());
+        }
+    };
+    config.context.iter().for_each(&mut add);
+    for def in defs {
+        if let Ok(b) = serde_json::from_str::<BlockConfig>(def) {
+            if config.check_runtime(&b, agent).is_ok() {
+                add(&b);
+            }
+        }
+    }
+    out
+}
+
+/// The `session_id` under which agent-wide writable blocks keep their text.
+pub const AGENT_OWNER: &str = "";
+
+/// A block with its content, as `GET …/context` shows it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LoadedBlock {
+    pub label: String,
+    pub description: Option<String>,
+    pub content: String,
+    pub tokens: i64,
+    pub max_tokens: Option<i64>,
+    pub kind: &'static str,
+    pub writable: bool,
+}
+
+impl LoadedBlock {
+    fn view(&self, b: &Block) -> BlockView {
+        BlockView {
+            label: self.label.clone(),
+            description: self.description.clone(),
+            content: self.content.clone(),
+            tokens: self.tokens,
+            max_tokens: self.max_tokens,
+            writable: self.writable,
+            is_skill: b.is_skill(),
+            is_searchable: b.is_searchable(),
+        }
+    }
+}
+
+/// The context of one session of one agent.
+pub struct Context<'a> {
+    pub sql: &'a dyn Sql,
+    pub blobs: &'a dyn Blobs,
+    pub config: &'a SessionConfig,
+    /// The agent's name (its Durable Object name): agent-scoped skills live under it.
+    pub agent: &'a str,
+    pub session: &'a str,
+    /// The sessions the request may search beyond this one (the history block, `session_search`).
+    pub reach: &'a Reach,
+}
+
+impl<'a> Context<'a> {
+    /// The session's blocks in prompt order: configured ones (minus those removed from this
+    /// session or replaced by an added block of the same label), the history block, then those
+    /// added at run time, oldest first.
+    pub fn blocks(&self) -> Result<Vec<Block>> {
+        let rows = self.sql.query(
+            "SELECT label, removed, def FROM context_defs WHERE session_id = ? ORDER BY seq",
+            &[self.session.into()],
+        )?;
+        let defs = rows.iter().map(|r| Ok((r.text(0)?, r.int(1)? != 0, r.opt_text(2)?))).collect::<Result<Vec<_>>>()?;
+        compose(self.config, self.agent, &defs)
+    }
+
+    /// The block labelled `label`, if the session has it.
+    pub fn block(&self, label: &str) -> Result<Option<Block>> {
+        Ok(self.blocks()?.into_iter().find(|b| b.label() == label))
+    }
+
+    /// The block or `not_found` (`Block "<label>" not found`, the reference's wording, docs/REFERENCE.md#block-writes).
+    pub fn require(&self, label: &str) -> Result<Block> {
+        self.block(label)?.ok_or_else(|| Error::not_found(format!("Block \"{label}\" not found")))
+    }
+
+    /// The R2 key prefix of a skills block: `<prefix><agent>/` or `<prefix>`.
+    pub fn skills_root(&self, b: &Block) -> String {
+        match b.scope() {
+            Scope::Agent => format!("{}{}/", b.cfg.skills_prefix(), self.agent),
+            Scope::Shared => b.cfg.skills_prefix().to_owned(),
+        }
+    }
+
+    /// Whose text a writable block holds: this session's, or (`scope: "agent"`) the agent's,
+    /// stored under the empty session id, which no session can have.
+    fn owner(&self, b: &Block) -> &str {
+        if b.agent_wide() {
+            AGENT_OWNER
+        } else {
+            self.session
+        }
+    }
+
+    /// The stored text of a writable block (its configured initial text until first written).
+    fn writable_text(&self, b: &Block) -> Result<String> {
+        let row = self.sql.query_row(
+            "SELECT content FROM context_blocks WHERE session_id = ? AND label = ?",
+            &[self.owner(b).into(), b.label().into()],
+        )?;
+        match row {
+            Some(r) => r.text(0),
+            None => Ok(b.cfg.content.clone().unwrap_or_default()),
+        }
+    }
+
+    /// A block's current content, read from wherever it lives.
+    pub async fn content(&self, b: &Block) -> Result<String> {
+        match (b.kind(), b.origin) {
+            (BlockKind::Search, Origin::History) => {
+                let n = self
+                    .sql
+                    .query_row("SELECT count(*) FROM sessions", &[])?
+                    .map(|r| r.int(0))
+                    .transpose()?
+                    .unwrap_or(0);
+                Ok(match n {
+                    0 => String::new(),
+                    1 => "1 session available for search.".to_owned(),
+                    n => format!("{n} sessions available for search."),
+                })
+            }
+            (BlockKind::Readonly, _) => match &b.cfg.r2_key {
+                Some(key) => Ok(self.blobs.get(key).await?.map(|o| o.text).unwrap_or_default()),
+                None => Ok(b.cfg.content.clone().unwrap_or_default()),
+            },
+            (BlockKind::Writable, _) => self.writable_text(b),
+            (BlockKind::Search, _) => entries::summary(self.sql, b.label()),
+            (BlockKind::Skills, _) => {
+                let root = self.skills_root(b);
+                let objects = spill::live(self.sql, self.blobs.list(&root).await?)?;
+                Ok(skills::listing(&objects, &root))
+            }
+        }
+    }
+
+    /// A block with its content and token count.
+    pub async fn load(&self, b: &Block) -> Result<LoadedBlock> {
+        let content = self.content(b).await?;
+        Ok(LoadedBlock {
+            label: b.label().to_owned(),
+            description: b.cfg.description.clone(),
+            tokens: estimate_str(&content),
+            content,
+            max_tokens: b.cfg.max_tokens,
+            kind: b.kind().as_str(),
+            writable: b.writable(),
+        })
+    }
+
+    /// Every block, loaded, in prompt order.
+    pub async fn load_all(&self) -> Result<Vec<(Block, LoadedBlock)>> {
+        let mut out = Vec::new();
+        for b in self.blocks()? {
+            let l = self.load(&b).await?;
+            out.push((b, l));
+        }
+        Ok(out)
+    }
+
+    /// Replaces a writable block's text. Unknown label: `not_found`; readonly: `conflict`
+    /// (`Block "<label>" is readonly`); keyed: `conflict`; over budget: `over_budget`
+    /// (`Block "<label>" exceeds maxTokens: <tokens> > <max>`). Never touches the frozen prompt.
+    pub fn set(&self, label: &str, content: &str, now: &str) -> Result<Block> {
+        let b = self.require(label)?;
+        self.set_block(&b, content, now)?;
+        Ok(b)
+    }
+
+    fn set_block(&self, b: &Block, content: &str, now: &str) -> Result<()> {
+        let label = b.label();
+        if !b.writable() {
+            return Err(Error::conflict(format!("Block \"{label}\" is readonly")));
+        }
+        if b.keyed() {
+            return Err(Error::conflict(format!(
+                "Block \"{label}\" is a keyed block: write its entries with the set_context tool"
+            )));
+        }
+        let tokens = estimate_str(content);
+        if let Some(max) = b.cfg.max_tokens.filter(|&m| tokens > m) {
+            return Err(Error::new(
+                ErrorKind::OverBudget,
+                format!("Block \"{label}\" exceeds maxTokens: {tokens} > {max}"),
+            ));
+        }
+        self.sql.execute(
+            "INSERT INTO context_blocks (session_id, label, updated_at, content) VALUES (?, ?, ?, ?)
+             ON CONFLICT (session_id, label) DO UPDATE SET content = excluded.content, updated_at = excluded.updated_at",
+            &[self.owner(b).into(), label.into(), now.into(), content.into()],
+        )
+    }
+
+    /// Appends to a writable block: a newline goes between the old and new text unless the old
+    /// text is empty or the new one starts with one. The budget applies to the whole.
+    pub fn append(&self, label: &str, content: &str, now: &str) -> Result<Block> {
+        let b = self.require(label)?;
+        if !b.writable() || b.keyed() {
+            self.set_block(&b, content, now)?; // reports readonly / keyed
+        }
+        let old = self.writable_text(&b)?;
+        let sep = if !old.is_empty() && !content.starts_with('\n') { "\n" } else { "" };
+        self.set_block(&b, &format!("{old}{sep}{content}"), now)?;
+        Ok(b)
+    }
+
+    /// Adds a block to this session (runtime `addContext`). Its label must be new here; a
+    /// configured block removed earlier may be replaced. Writable initial content must fit.
+    pub fn add(&self, cfg: BlockConfig) -> Result<Block> {
+        self.check_add(&cfg)?;
+        let def = serde_json::to_string(&cfg).map_err(|e| Error::internal(e.to_string()))?;
+        // A tombstone of a removed configured block gives way (and the new block goes last).
+        self.sql.execute(
+            "DELETE FROM context_defs WHERE session_id = ? AND label = ?",
+            &[self.session.into(), cfg.label.as_str().into()],
+        )?;
+        self.drop_rows(&cfg.label)?;
+        self.sql.execute(
+            "INSERT INTO context_defs (session_id, label, removed, def) VALUES (?, ?, 0, ?)",
+            &[self.session.into(), cfg.label.as_str().into(), def.into()],
+        )?;
+        Ok(Block { cfg, origin: Origin::Runtime })
+    }
+
+    /// Everything [`Context::add`] checks before it writes: a valid block, a new label, safe
+    /// skills scopes, initial content within budget.
+    pub fn check_add(&self, cfg: &BlockConfig) -> Result<()> {
+        cfg.validate()?;
+        self.config.check_runtime(cfg, self.agent)?;
+        let blocks = self.blocks()?;
+        if blocks.iter().any(|b| b.label() == cfg.label) {
+            return Err(Error::conflict(format!("Block \"{}\" already exists", cfg.label)));
+        }
+        let mut all: Vec<&BlockConfig> = blocks.iter().map(|b| &b.cfg).collect();
+        all.push(cfg);
+        check_scopes(&all)?;
+        if let (Some(max), Some(text)) = (cfg.max_tokens, &cfg.content) {
+            let tokens = estimate_str(text);
+            if tokens > max {
+                return Err(Error::new(
+                    ErrorKind::OverBudget,
+                    format!("Block \"{}\" exceeds maxTokens: {tokens} > {max}", cfg.label),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Removes a block from this session (runtime `removeContext`): an added block is deleted,
+    /// a configured one hidden. Its writable text and loaded skills go; search entries and R2
+    /// objects, which the agent's other sessions share, stay. `false` when unknown.
+    pub fn remove(&self, label: &str) -> Result<bool> {
+        let Some(b) = self.block(label)? else { return Ok(false) };
+        self.sql.execute(
+            "DELETE FROM context_defs WHERE session_id = ? AND label = ?",
+            &[self.session.into(), label.into()],
+        )?;
+        if b.origin != Origin::Runtime {
+            self.sql.execute(
+                "INSERT INTO context_defs (session_id, label, removed, def) VALUES (?, ?, 1, NULL)",
+                &[self.session.into(), label.into()],
+            )?;
+        }
+        self.drop_rows(label)?;
+        Ok(true)
+    }
+
+    fn drop_rows(&self, label: &str) -> Result<()> {
+        self.sql.execute(
+            "DELETE FROM context_blocks WHERE session_id = ? AND label = ?",
+            &[self.session.into(), label.into()],
+        )?;
+        skills::forget(self.sql, self.session, Some(label))
+    }
+
+    /// Writes a skill object (agent scope only) with its description.
+    pub async fn put_skill(&self, b: &Block, key: &str, content: &str, description: Option<&str>) -> Result<()> {
+        if !b.writable() {
+            return Err(Error::conflict(format!("Block \"{}\" does not support writes", b.label())));
+        }
+        let blob = Blob { text: content.to_owned(), description: description.map(str::to_owned) };
+        let key = format!("{}{key}", self.skills_root(b));
+        spill::reclaim(self.sql, &key)?;
+        self.blobs.put(&key, blob).await
+    }
+
+    /// A skill's full text, or `None`.
+    pub async fn skill_text(&self, b: &Block, key: &str) -> Result<Option<String>> {
+        Ok(self.blobs.get(&format!("{}{key}", self.skills_root(b))).await?.map(|o| o.text))
+    }
+
+    /// The system prompt as the blocks stand now.
+    pub async fn render(&self) -> Result<String> {
+        let loaded = self.load_all().await?;
+        Ok(render(&loaded.iter().map(|(b, l)| l.view(b)).collect::<Vec<_>>()))
+    }
+
+    /// The stored frozen prompt, if any.
+    pub fn stored_prompt(&self) -> Result<Option<String>> {
+        self.sql
+            .query_row("SELECT prompt FROM prompts WHERE session_id = ?", &[self.session.into()])?
+            .map(|r| r.text(0))
+            .transpose()
+    }
+
+    /// The prompt a turn sends: the stored copy, else rendered now; with `to_freeze` set when
+    /// it should be stored (by [`Context::freeze`]) once the turn succeeds.
+    pub async fn prompt_for_turn(&self) -> Result<(String, bool)> {
+        if let (true, Some(p)) = (self.config.cached_prompt, self.stored_prompt()?) {
+            return Ok((p, false));
+        }
+        Ok((self.render().await?, self.config.cached_prompt))
+    }
+
+    /// Stores `prompt` as the frozen prompt unless one is stored already (the first copy wins).
+    pub fn freeze(&self, prompt: &str, now: &str) -> Result<()> {
+        self.sql.execute(
+            "INSERT OR IGNORE INTO prompts (session_id, created_at, prompt) VALUES (?, ?, ?)",
+            &[self.session.into(), now.into(), prompt.into()],
+        )
+    }
+
+    /// The frozen prompt and whether it is frozen: the stored copy if there is one (an empty
+    /// prompt counts), else rendered now and stored. With `cachedPrompt: false`, rendered
+    /// afresh each time and not stored.
+    pub async fn frozen_prompt(&self, now: &str) -> Result<(String, bool)> {
+        if !self.config.cached_prompt {
+            return Ok((self.render().await?, false));
+        }
+        if let Some(p) = self.stored_prompt()? {
+            return Ok((p, true));
+        }
+        let rendered = self.render().await?;
+        // Another request may have frozen it while R2 was being read: the first copy wins.
+        self.freeze(&rendered, now)?;
+        Ok((self.stored_prompt()?.unwrap_or_default(), true))
+    }
+
+    /// Forgets the frozen prompt: the next use renders it.
+    pub fn drop_prompt(&self) -> Result<()> {
+        self.sql.execute("DELETE FROM prompts WHERE session_id = ?", &[self.session.into()])
+    }
+
+    /// What clearing the session resets: the loaded skills and the frozen prompt.
+    pub fn forget_session_state(&self) -> Result<()> {
+        skills::forget(self.sql, self.session, None)?;
+        self.drop_prompt()
+    }
+
+    /// Renders the prompt again and stores it (when prompts are cached).
+    pub async fn refresh_prompt(&self, now: &str) -> Result<String> {
+        let rendered = self.render().await?;
+        if self.config.cached_prompt {
+            self.sql.execute(
+                "INSERT INTO prompts (session_id, created_at, prompt) VALUES (?, ?, ?)
+                 ON CONFLICT (session_id) DO UPDATE SET prompt = excluded.prompt, created_at = excluded.created_at",
+                &[self.session.into(), now.into(), rendered.as_str().into()],
+            )?;
+        }
+        Ok(rendered)
+    }
+}
+
+/// Deletes everything of `session`'s context: writable texts, runtime blocks, the frozen
+/// prompt, loaded skills. (Search entries and skills belong to the agent and stay.)
+pub fn delete_session(sql: &dyn Sql, session: &str) -> Result<()> {
+    let sid = [Value::from(session)];
+    sql.execute("DELETE FROM context_blocks WHERE session_id = ?", &sid)?;
+    sql.execute("DELETE FROM context_defs WHERE session_id = ?", &sid)?;
+    sql.execute("DELETE FROM prompts WHERE session_id = ?", &sid)?;
+    skills::forget(sql, session, None)
+}

@@ -1,0 +1,53 @@
+//! What an operation of the agent runs against: its database (and what is cached of it), its object store, its
+//! configuration and name, the model and how to reach it, who hears about changes, and the time
+//! of the request (taken once: every write of a request carries the same timestamp).
+
+use crate::access::Reach;
+use crate::blobs::Blobs;
+use crate::cache::ReadCache;
+use crate::config::SessionConfig;
+use crate::events::Events;
+use crate::llm::embeddings::EmbeddingsConfig;
+use crate::llm::{LlmConfig, Transport};
+use crate::sql::Sql;
+
+/// The agent, as one request sees it.
+pub struct Env<'a> {
+    pub sql: &'a dyn Sql,
+    /// Texts read from `sql` and kept while it is not written (the Durable Object's instance).
+    pub cache: &'a ReadCache,
+    pub blobs: &'a dyn Blobs,
+    pub config: &'a SessionConfig,
+    /// The agent's name (its `idFromName` name), under which its own skills are kept.
+    pub agent: &'a str,
+    /// The configured model (turns and summaries) and how to reach it.
+    pub llm: &'a LlmConfig,
+    pub transport: &'a dyn Transport,
+    /// The embeddings model of semantic memory recall (off unless `EMBEDDINGS_PROVIDER` is set).
+    pub embeddings: &'a EmbeddingsConfig,
+    /// The sessions' listeners (WebSocket clients).
+    pub events: &'a dyn Events,
+    /// The request's timestamp (ISO-8601 UTC with milliseconds), used for every write it makes.
+    pub now: String,
+    /// The sessions the request may see beyond its own (its token's sessions, if it is limited).
+    pub reach: Reach,
+}
+
+impl<'a> Env<'a> {
+    /// The same agent at the same moment, seen by a request that reaches only `reach`.
+    pub fn reaching(&self, reach: Reach) -> Env<'a> {
+        Env {
+            sql: self.sql,
+            cache: self.cache,
+            blobs: self.blobs,
+            config: self.config,
+            agent: self.agent,
+            llm: self.llm,
+            transport: self.transport,
+            embeddings: self.embeddings,
+            events: self.events,
+            now: self.now.clone(),
+            reach,
+        }
+    }
+}

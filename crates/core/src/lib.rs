@@ -1,0 +1,49 @@
+//! The runtime-independent core: everything the agent remembers, over the small [`sql::Sql`]
+//! trait. Nothing here knows about Workers; it is tested natively against real SQLite.
+//!
+//! Leaves first (each folder uses only the ones above it in this list; `tests/it/layout.rs` checks
+//! that the module graph has no cycle):
+//! - leaf modules: [`error`], [`sql`], `sqlite` (native only), [`blobs`], [`ids`], [`time`],
+//!   [`js`], [`parts`], [`tokens`], [`events`], [`access`] (the token revocation time), [`cache`]
+//!   (texts kept between writes);
+//! - [`store`]: the message store of one agent (schema, messages, trees, oversize fields in
+//!   R2, compaction overlays, history, estimates, sessions, search);
+//! - [`config`]: `SESSION_CONFIG` and the policies it carries;
+//! - [`llm`]: the one LLM client (providers, streaming) over a transport;
+//! - [`compaction`]: what to summarize and the summary prompt, the originals behind a summary,
+//!   read-time truncation (pure, or reads only);
+//! - [`context`]: context blocks, the frozen system prompt, the generated tools;
+//! - [`env`](mod@env): what an operation runs against;
+//! - [`memory`]: long-term memory of the agent's user (store, ranked recall, inject, extract,
+//!   the memory tools);
+//! - [`session`]: one session's operations and the one write path of its messages, compaction
+//!   with the LLM;
+//! - [`reads`]: search answers and session counts, kept between writes;
+//! - [`turn`]: the agent turn;
+//! - [`transfer`]: export, import and erase of a session or the whole agent.
+
+pub mod access;
+pub mod after;
+pub mod blobs;
+pub mod cache;
+pub mod compaction;
+pub mod config;
+pub mod context;
+pub mod env;
+pub mod error;
+pub mod events;
+pub mod ids;
+pub mod js;
+pub mod llm;
+pub mod memory;
+pub mod parts;
+pub mod reads;
+pub mod session;
+pub mod sql;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod sqlite;
+pub mod store;
+pub mod time;
+pub mod tokens;
+pub mod transfer;
+pub mod turn;

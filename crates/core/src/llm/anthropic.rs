@@ -1,0 +1,364 @@
+//! The Anthropic Messages API wire format: the request body (the frozen system prompt and the
+//! tool list marked for prompt caching, tool results as user turns, alternating roles), the
+//! whole answer, and the streamed events, as serde types read leniently.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value as Json;
+
+use super::stream::{Accum, PartialCall};
+use super::{
+    error_message, excerpt, lenient, object_or_empty, parse_arguments, unavailable, ChatMessage, ChatReply,
+    ChatRequest, Delivery, LlmConfig, Piece, SseEvent, ToolCall, Usage, DEFAULT_MAX_TOKENS,
+};
+use crate::error::Result;
+
+// ── Request ──────────────────────────────────────────────────────────────────────────────────────────
+
+#[derive(Serialize)]
+struct Body<'a> {
+    model: &'a str,
+    max_tokens: u32,
+    messages: Vec<Turn>,
+    stream: bool,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    system: Vec<SystemBlock<'a>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tools: Vec<Tool<'a>>,
+}
+
+/// `{"type": "ephemeral"}`: cache the request up to here.
+#[derive(Serialize)]
+struct CacheControl {
+    r#type: &'static str,
+}
+
+const EPHEMERAL: CacheControl = CacheControl { r#type: "ephemeral" };
+
+#[derive(Serialize)]
+struct SystemBlock<'a> {
+    r#type: &'static str,
+    text: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cache_control: Option<CacheControl>,
+}
+
+#[derive(Serialize)]
+struct Tool<'a> {
+    name: &'a str,
+    description: &'a str,
+    input_schema: &'a Json,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cache_control: Option<CacheControl>,
+}
+
+#[derive(Serialize)]
+struct Turn {
+    role: &'static str,
+    content: Vec<Block>,
+}
+
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Block {
+    Text { text: String },
+    ToolUse { id: String, name: String, input: Json },
+    ToolResult { tool_use_id: String, content: String },
+}
+
+/// Tool results go in a user turn right after the assistant turn, and roles must alternate, so
+/// adjacent messages of one role are merged (tool results first) and empty ones left out.
+fn turns(msgs: &[ChatMessage]) -> Vec<Turn> {
+    let mut turns: Vec<Turn> = Vec::new();
+    for m in msgs {
+        let (role, blocks) = match m {
+            ChatMessage::User { text } => {
+                ("user", if text.is_empty() { vec![] } else { vec![Block::Text { text: text.clone() }] })
+            }
+            ChatMessage::Assistant { text, tool_calls } => {
+                let mut b = Vec::new();
+                if !text.is_empty() {
+                    b.push(Block::Text { text: text.clone() });
+                }
+                b.extend(tool_calls.iter().map(|c| Block::ToolUse {
+                    id: c.id.clone(),
+                    name: c.name.clone(),
+                    input: object_or_empty(&c.input),
+                }));
+                ("assistant", b)
+            }
+            ChatMessage::Tool { call_id, output, .. } => {
+                ("user", vec![Block::ToolResult { tool_use_id: call_id.clone(), content: output.clone() }])
+            }
+        };
+        if blocks.is_empty() {
+            continue;
+        }
+        match turns.last_mut() {
+            Some(t) if t.role == role => t.content.extend(blocks),
+            _ => turns.push(Turn { role, content: blocks }),
+        }
+    }
+    for t in turns.iter_mut().filter(|t| t.role == "user") {
+        t.content.sort_by_key(|b| !matches!(b, Block::ToolResult { .. }));
+    }
+    turns
+}
+
+/// The request body of one step. The system prompt and the tools are stable across the steps
+/// of a session (the prompt is frozen), so both are marked for the prompt cache.
+pub fn body(cfg: &LlmConfig, req: &ChatRequest, delivery: Delivery) -> serde_json::Result<String> {
+    let stream = delivery == Delivery::Streamed;
+    let last = req.tools.len().saturating_sub(1);
+    serde_json::to_string(&Body {
+        model: &cfg.model,
+        max_tokens: req.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
+        messages: turns(&req.messages),
+        stream,
+        // The frozen prompt is cached; the per-turn tail after it is not.
+        system: req
+            .system
+            .iter()
+            .map(|s| SystemBlock { r#type: "text", text: s, cache_control: Some(EPHEMERAL) })
+            .chain(req.system_tail.iter().map(|s| SystemBlock { r#type: "text", text: s, cache_control: None }))
+            .collect(),
+        tools: req
+            .tools
+            .iter()
+            .enumerate()
+            .map(|(i, t)| Tool {
+                name: &t.name,
+                description: &t.description,
+                input_schema: &t.input_schema,
+                cache_control: (i == last).then_some(EPHEMERAL),
+            })
+            .collect(),
+    })
+}
+
+// ── Answers ──────────────────────────────────────────────────────────────────────────────────────────
+
+/// Usage; input tokens count the prompt cache's reads and writes too.
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct WireUsage {
+    #[serde(deserialize_with = "lenient")]
+    input_tokens: Option<i64>,
+    #[serde(deserialize_with = "lenient")]
+    cache_read_input_tokens: i64,
+    #[serde(deserialize_with = "lenient")]
+    cache_creation_input_tokens: i64,
+    #[serde(deserialize_with = "lenient")]
+    output_tokens: Option<i64>,
+}
+
+impl WireUsage {
+    fn input(&self) -> i64 {
+        self.input_tokens.unwrap_or(0) + self.cache_read_input_tokens + self.cache_creation_input_tokens
+    }
+    fn usage(&self) -> Usage {
+        Usage { input_tokens: self.input(), output_tokens: self.output_tokens.unwrap_or(0) }
+    }
+}
+
+/// A content block of an answer (`content_block` of a stream event).
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct WireBlock {
+    #[serde(rename = "type", deserialize_with = "lenient")]
+    kind: String,
+    #[serde(deserialize_with = "lenient")]
+    text: String,
+    #[serde(deserialize_with = "lenient")]
+    thinking: String,
+    #[serde(deserialize_with = "lenient")]
+    id: String,
+    #[serde(deserialize_with = "lenient")]
+    name: String,
+    input: Option<Json>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct Message {
+    #[serde(deserialize_with = "lenient")]
+    content: Vec<WireBlock>,
+    #[serde(deserialize_with = "lenient")]
+    usage: WireUsage,
+    #[serde(deserialize_with = "lenient")]
+    stop_reason: Option<String>,
+}
+
+/// A whole (non-streamed) answer, already checked for a status and an `error`.
+pub fn reply(answer: Json) -> ChatReply {
+    let m: Message = serde_json::from_value(answer).unwrap_or_default();
+    let mut reply = ChatReply { usage: m.usage.usage(), finish_reason: m.stop_reason, ..ChatReply::default() };
+    for b in m.content {
+        match b.kind.as_str() {
+            "text" => reply.text.push_str(&b.text),
+            "thinking" => reply.reasoning.push_str(&b.thinking),
+            "tool_use" => {
+                reply.tool_calls.push(ToolCall { id: b.id, name: b.name, input: parse_arguments(b.input.as_ref()) })
+            }
+            _ => {}
+        }
+    }
+    reply
+}
+
+// ── Streamed answers ─────────────────────────────────────────────────────────────────────────────────
+
+/// Any event of the stream: the fields of every kind, each absent where it does not belong.
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct Event {
+    #[serde(rename = "type", deserialize_with = "lenient")]
+    kind: Option<String>,
+    #[serde(deserialize_with = "lenient")]
+    index: u64,
+    #[serde(deserialize_with = "lenient")]
+    message: Message,
+    #[serde(deserialize_with = "lenient")]
+    content_block: WireBlock,
+    #[serde(deserialize_with = "lenient")]
+    delta: EventDelta,
+    #[serde(deserialize_with = "lenient")]
+    usage: Option<WireUsage>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct EventDelta {
+    #[serde(rename = "type", deserialize_with = "lenient")]
+    kind: String,
+    #[serde(deserialize_with = "lenient")]
+    text: String,
+    #[serde(deserialize_with = "lenient")]
+    thinking: String,
+    #[serde(deserialize_with = "lenient")]
+    partial_json: String,
+    #[serde(deserialize_with = "lenient")]
+    stop_reason: Option<String>,
+}
+
+/// What a content block of the stream is.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum BlockKind {
+    Text,
+    Thinking,
+    /// A `tool_use` block: the position of its call.
+    Tool(usize),
+    Other,
+}
+
+/// The state of an Anthropic stream beyond what every stream has: its content blocks by index.
+#[derive(Clone, Debug, Default)]
+pub(super) struct Blocks(Vec<(u64, BlockKind)>);
+
+impl Blocks {
+    fn get(&self, index: u64) -> BlockKind {
+        self.0.iter().find(|(i, _)| *i == index).map_or(BlockKind::Other, |(_, k)| *k)
+    }
+    fn set(&mut self, index: u64, kind: BlockKind) {
+        self.0.retain(|(i, _)| *i != index);
+        self.0.push((index, kind));
+    }
+}
+
+/// Takes in one event of a streamed answer; returns the text or reasoning it adds, if any.
+pub(super) fn push(acc: &mut Accum, blocks: &mut Blocks, ev: &SseEvent) -> Result<Option<Piece>> {
+    if ev.data.trim().is_empty() {
+        return Ok(None);
+    }
+    let j = super::stream::parse_data(&ev.data)?;
+    let event: Event = serde_json::from_value(j.clone()).unwrap_or_default();
+    let kind = event.kind.clone().or_else(|| ev.event.clone()).unwrap_or_default();
+    let index = event.index;
+    match kind.as_str() {
+        "error" => {
+            let detail = error_message(j.get("error")).unwrap_or_else(|| excerpt(&ev.data, 300));
+            return Err(
+                unavailable("the model's stream failed").with_log(format!("the model's stream failed: {detail}"))
+            );
+        }
+        "message_start" => acc.reply.usage = event.message.usage.usage(),
+        "content_block_start" => return Ok(block_start(acc, blocks, index, event.content_block)),
+        "content_block_delta" => return Ok(block_delta(acc, blocks, index, event.delta)),
+        "content_block_stop" => {
+            if let BlockKind::Tool(p) = blocks.get(index) {
+                let call = &mut acc.calls[p];
+                if call.input.is_none() {
+                    call.input = Some(parse_arguments(Some(&Json::String(std::mem::take(&mut call.arguments)))));
+                }
+            }
+        }
+        "message_delta" => {
+            if let Some(r) = event.delta.stop_reason {
+                acc.reply.finish_reason = Some(r);
+                acc.done = true;
+            }
+            if let Some(u) = event.usage {
+                if let Some(out) = u.output_tokens {
+                    acc.reply.usage.output_tokens = out;
+                }
+                if u.input_tokens.is_some_and(|n| n > 0) {
+                    acc.reply.usage.input_tokens = u.input();
+                }
+            }
+        }
+        "message_stop" => {
+            acc.done = true;
+            acc.ended = true;
+        }
+        _ => {}
+    }
+    Ok(None)
+}
+
+fn block_start(acc: &mut Accum, blocks: &mut Blocks, index: u64, b: WireBlock) -> Option<Piece> {
+    let kind = match b.kind.as_str() {
+        "text" => BlockKind::Text,
+        "thinking" => BlockKind::Thinking,
+        "tool_use" => {
+            let input = b.input.filter(|i| i.as_object().is_some_and(|o| !o.is_empty()));
+            acc.calls.push(PartialCall { index, id: b.id, name: b.name, arguments: String::new(), input });
+            BlockKind::Tool(acc.calls.len() - 1)
+        }
+        _ => BlockKind::Other,
+    };
+    blocks.set(index, kind);
+    match kind {
+        BlockKind::Text if !b.text.is_empty() => {
+            acc.reply.text.push_str(&b.text);
+            Some(Piece::Text(b.text))
+        }
+        BlockKind::Thinking if !b.thinking.is_empty() => {
+            acc.reply.reasoning.push_str(&b.thinking);
+            Some(Piece::Reasoning(b.thinking))
+        }
+        _ => None,
+    }
+}
+
+fn block_delta(acc: &mut Accum, blocks: &Blocks, index: u64, d: EventDelta) -> Option<Piece> {
+    match d.kind.as_str() {
+        "text_delta" if !d.text.is_empty() => {
+            acc.reply.text.push_str(&d.text);
+            Some(Piece::Text(d.text))
+        }
+        "thinking_delta" if !d.thinking.is_empty() => {
+            acc.reply.reasoning.push_str(&d.thinking);
+            Some(Piece::Reasoning(d.thinking))
+        }
+        "input_json_delta" => {
+            if let BlockKind::Tool(p) = blocks.get(index) {
+                let call = &mut acc.calls[p];
+                call.arguments.push_str(&d.partial_json);
+                if !call.arguments.is_empty() {
+                    call.input = None;
+                }
+            }
+            None
+        }
+        _ => None,
+    }
+}

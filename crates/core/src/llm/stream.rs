@@ -1,0 +1,260 @@
+//! A streamed answer, put together event by event ([`StreamState`]), and the streamed call of
+//! one step on an HTTP provider: the body decoded as it arrives, text handed to the caller as it
+//! comes, a provider that ignored `stream: true` read as a whole answer.
+
+use std::borrow::Cow;
+
+use serde_json::Value as Json;
+
+use super::surrogates::Surrogates;
+
+use super::{
+    anthropic, build_chat_request, excerpt, http_failure, openai, parse_arguments, parse_chat_response, unavailable,
+    ChatReply, ChatRequest, Delivery, HttpResponse, LlmConfig, Piece, Provider, SseDecoder, SseEvent, ToolCall,
+    Transport,
+};
+use crate::error::{Error, Result};
+
+/// How much of a streamed body is kept for an error message once events are flowing.
+const RAW_CAP: usize = 64 * 1024;
+/// How much of a body without any event is kept: it may be a whole plain JSON answer from a
+/// provider that ignored `stream: true`.
+const PLAIN_BODY_CAP: usize = 4 * 1024 * 1024;
+
+/// A tool call being streamed.
+#[derive(Clone, Debug, Default)]
+pub(super) struct PartialCall {
+    /// OpenAI: the call's `index`; Anthropic: its content block's index.
+    pub index: u64,
+    pub id: String,
+    pub name: String,
+    pub arguments: String,
+    /// Set once the arguments are complete (Anthropic `content_block_stop`), or sent whole.
+    pub input: Option<Json>,
+}
+
+impl PartialCall {
+    fn into_call(self) -> ToolCall {
+        let input = self.input.unwrap_or_else(|| parse_arguments(Some(&Json::String(self.arguments))));
+        ToolCall { id: self.id, name: self.name, input }
+    }
+}
+
+/// What every stream accumulates: the reply so far, the calls being streamed, and whether the
+/// provider said the answer is complete (`done`) or that nothing more follows (`ended`).
+#[derive(Clone, Debug, Default)]
+pub(super) struct Accum {
+    pub reply: ChatReply,
+    pub calls: Vec<PartialCall>,
+    pub done: bool,
+    pub ended: bool,
+}
+
+/// A streamed event's data as JSON; anything else is `llm_unavailable`.
+pub(super) fn parse_data(data: &str) -> Result<Json> {
+    serde_json::from_str(data).map_err(|_| {
+        unavailable("the model streamed an event that is not JSON")
+            .with_log(format!("the model streamed an event that is not JSON: {}", excerpt(data, 200)))
+    })
+}
+
+#[derive(Clone, Debug)]
+enum Format {
+    OpenAi,
+    Anthropic(anthropic::Blocks),
+}
+
+/// Accumulates a streamed answer from its events ([`SseEvent`]) into a [`ChatReply`], handing
+/// out the text deltas as they come.
+#[derive(Clone, Debug)]
+pub struct StreamState {
+    format: Format,
+    acc: Accum,
+    /// A surrogate pair's first half held back from the last event (see [`Surrogates`]).
+    surrogates: Surrogates,
+}
+
+impl StreamState {
+    /// The state of a stream from `provider` (an HTTP one).
+    pub fn new(provider: Provider) -> Self {
+        let format = match provider {
+            Provider::Anthropic => Format::Anthropic(anthropic::Blocks::default()),
+            _ => Format::OpenAi,
+        };
+        StreamState { format, acc: Accum::default(), surrogates: Surrogates::default() }
+    }
+
+    /// Whether the provider said the answer is complete (OpenAI `[DONE]` or a finish reason,
+    /// Anthropic `message_stop` or a stop reason).
+    pub fn is_done(&self) -> bool {
+        self.acc.done
+    }
+
+    /// The answer so far (tool calls not included until [`StreamState::finish`]).
+    pub fn reply(&self) -> &ChatReply {
+        &self.acc.reply
+    }
+
+    /// Takes in one event; returns the text and reasoning it adds, in order. An error the
+    /// provider streamed is `llm_unavailable` with its message.
+    pub fn push(&mut self, ev: &SseEvent) -> Result<Vec<Piece>> {
+        if self.acc.ended {
+            return Ok(Vec::new());
+        }
+        let mended;
+        let ev = match self.surrogates.mend(&ev.data) {
+            Cow::Borrowed(_) => ev,
+            Cow::Owned(data) => {
+                mended = SseEvent { event: ev.event.clone(), data };
+                &mended
+            }
+        };
+        match &mut self.format {
+            Format::OpenAi => openai::push(&mut self.acc, ev),
+            Format::Anthropic(blocks) => anthropic::push(&mut self.acc, blocks, ev).map(|p| p.into_iter().collect()),
+        }
+    }
+
+    /// The whole answer. A stream that ended before the provider said it was complete is
+    /// `llm_unavailable`.
+    pub fn finish(self) -> Result<ChatReply> {
+        if !self.acc.done {
+            return Err(unavailable("the model's stream ended before its answer was complete"));
+        }
+        let Accum { mut reply, mut calls, .. } = self.acc;
+        if matches!(self.format, Format::OpenAi) {
+            calls.sort_by_key(|c| c.index);
+        }
+        reply.tool_calls = calls.into_iter().map(PartialCall::into_call).collect();
+        Ok(reply)
+    }
+}
+
+/// Why a stream was cut short from our side.
+enum Stop {
+    /// `on_delta` failed (the client went away): returned unchanged.
+    Client(Error),
+    /// The provider streamed an error or something unreadable.
+    Provider(Error),
+}
+
+/// A streamed call in progress: the events decoded from the body, the text handed out, and
+/// the raw body kept for an error message or a plain JSON answer.
+struct Run<'a> {
+    decoder: SseDecoder,
+    state: StreamState,
+    raw: String,
+    raw_truncated: bool,
+    events: usize,
+    stop: Option<Stop>,
+    on_delta: &'a mut dyn FnMut(&Piece) -> Result<()>,
+}
+
+impl Run<'_> {
+    fn chunk(&mut self, chunk: &str) -> Result<()> {
+        if let Some(e) = self.stopped() {
+            return Err(e);
+        }
+        let cap = if self.events == 0 { PLAIN_BODY_CAP } else { RAW_CAP };
+        if self.raw.len() < cap {
+            let mut take = chunk.len().min(cap - self.raw.len());
+            while !chunk.is_char_boundary(take) {
+                take -= 1;
+            }
+            self.raw.push_str(&chunk[..take]);
+            self.raw_truncated |= take < chunk.len();
+        } else if !chunk.is_empty() {
+            self.raw_truncated = true;
+        }
+        let events = self.decoder.push(chunk);
+        self.take_events(events)
+    }
+
+    fn take_events(&mut self, events: Vec<SseEvent>) -> Result<()> {
+        for ev in events {
+            self.events += 1;
+            match self.state.push(&ev) {
+                Ok(pieces) => {
+                    for piece in &pieces {
+                        if let Err(e) = (self.on_delta)(piece) {
+                            self.stop = Some(Stop::Client(e.clone()));
+                            return Err(e);
+                        }
+                    }
+                }
+                Err(e) => {
+                    self.stop = Some(Stop::Provider(e.clone()));
+                    return Err(e);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn stopped(&self) -> Option<Error> {
+        match &self.stop {
+            Some(Stop::Client(e)) | Some(Stop::Provider(e)) => Some(e.clone()),
+            None => None,
+        }
+    }
+
+    fn end(mut self, cfg: &LlmConfig, sent: Result<u16>) -> Result<ChatReply> {
+        if let Some(e) = self.stopped() {
+            return Err(e);
+        }
+        let status = sent.map_err(|e| unavailable(e.message))?;
+        if !(200..300).contains(&status) {
+            return Err(http_failure(status, &self.raw));
+        }
+        let last = self.decoder.finish();
+        self.take_events(last)?;
+        if self.events > 0 {
+            return self.state.finish();
+        }
+        // No event at all: a provider that ignored `stream: true` and answered plain JSON.
+        if self.raw_truncated {
+            return Err(unavailable(format!(
+                "the model's answer is not a stream and is over {} MB",
+                PLAIN_BODY_CAP / (1024 * 1024)
+            )));
+        }
+        if serde_json::from_str::<Json>(&self.raw).is_err() {
+            return Err(unavailable("the model's answer is neither server-sent events nor JSON").with_log(format!(
+                "the model's answer is neither server-sent events nor JSON: {}",
+                excerpt(&self.raw, 200)
+            )));
+        }
+        let reply = parse_chat_response(cfg, &HttpResponse { status, body: std::mem::take(&mut self.raw) })?;
+        if !reply.reasoning.is_empty() {
+            (self.on_delta)(&Piece::Reasoning(reply.reasoning.clone()))?;
+        }
+        if !reply.text.is_empty() {
+            (self.on_delta)(&Piece::Text(reply.text.clone()))?;
+        }
+        Ok(reply)
+    }
+}
+
+/// One streamed step on an HTTP provider (OpenAI-compatible or Anthropic).
+pub(super) async fn run(
+    t: &dyn Transport,
+    cfg: &LlmConfig,
+    req: &ChatRequest,
+    on_delta: &mut dyn FnMut(&Piece) -> Result<()>,
+) -> Result<ChatReply> {
+    let http = build_chat_request(cfg, req, Delivery::Streamed)?;
+    let mut run = Run {
+        decoder: SseDecoder::new(),
+        state: StreamState::new(cfg.provider),
+        raw: String::new(),
+        raw_truncated: false,
+        events: 0,
+        stop: None,
+        on_delta,
+    };
+    let sent = {
+        let mut on_chunk = |chunk: &str| run.chunk(chunk);
+        t.send_stream(http, &mut on_chunk).await
+    };
+    run.end(cfg, sent)
+}

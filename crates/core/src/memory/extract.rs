@@ -1,0 +1,290 @@
+//! Auto-extract (docs/REFERENCE.md#memory-extract): after a turn, the model distills facts from
+//! the new user/assistant exchange (`{"facts":[{"fact","score","tags"}]}`); facts under
+//! `minScore` are dropped; each survivor is shown with the most similar stored memories (their
+//! real ids) and the model decides, mem0's way, to add it, update one of them, delete one, or do
+//! nothing (`{"memory":[{"id","text","event"}]}`). Every model call is made before anything is
+//! written, and an answer that cannot be read is a failure: nothing is written.
+
+use serde_json::{json, Value as Json};
+
+use super::recall::Query;
+use super::store::{Filter, Memory, NewMemory, Patch, Stored};
+use super::{By, Category, ExtractConfig, Memories};
+use crate::access::Reach;
+use crate::error::{Error, ErrorKind, Result};
+use crate::llm::{complete, ChatRequest, Format, LlmConfig, Usage};
+use crate::parts::{part_type, parts, str_field};
+use crate::store::message::parse_all;
+use crate::store::tree::Tree;
+
+/// Similar memories shown with each candidate fact.
+pub const SIMILAR: i64 = 5;
+/// Most facts taken from one exchange.
+pub const MAX_FACTS: usize = 10;
+/// Most characters of each side of the exchange sent to the model.
+const MAX_EXCHANGE_CHARS: usize = 8000;
+
+/// The instructions of the extraction request.
+pub const EXTRACT_PROMPT: &str = "You keep a long-term memory of facts about a user. From the exchange below, extract \
+the facts about the user that will still matter in later conversations: who they are, their preferences, plans, \
+relationships, work, and corrections of what they said before. Leave out facts about the assistant, small talk and \
+one-off requests. Write each fact as one short sentence about the user (\"The user lives in Berlin.\"). Give each a \
+score from 0 to 1: how sure you are that it is true and lasting. Add a few short topic tags. Answer with JSON only, in \
+this shape: {\"facts\":[{\"fact\":\"...\",\"score\":0.9,\"tags\":[\"...\"]}]}. When there is nothing worth \
+remembering, answer {\"facts\":[]}.";
+
+/// The instructions of the consolidation request (one per fact).
+pub const CONSOLIDATE_PROMPT: &str = "You manage a long-term memory of facts about a user. You are given the stored \
+memories most similar to a new fact, each with its id, and the new fact. Decide what to do: ADD the new fact when no \
+memory says it; UPDATE a memory (keep its id, give the new full text) when the new fact refines or corrects it, for \
+example the user moved and the place changes; DELETE a memory (by its id) that the new fact shows to be no longer \
+true; NONE when a memory already says it. Use only the ids given. Answer with JSON only, in this shape: \
+{\"memory\":[{\"id\":\"<id, or new>\",\"text\":\"...\",\"event\":\"ADD\"}]} where event is ADD, UPDATE, DELETE or \
+NONE.";
+
+/// A fact the model distilled.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Fact {
+    pub fact: String,
+    pub score: f64,
+    pub tags: Vec<String>,
+}
+
+/// What the model decided for one fact.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Decision {
+    Add { text: String },
+    Update { id: String, text: String },
+    Delete { id: String },
+    Nothing,
+}
+
+/// What an extraction changed.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+pub struct Extracted {
+    pub added: Vec<Memory>,
+    pub updated: Vec<Memory>,
+    /// Ids of the memories deleted.
+    pub deleted: Vec<String>,
+    /// Model calls made, and their tokens.
+    #[serde(skip)]
+    pub calls: usize,
+    #[serde(skip)]
+    pub usage: Usage,
+}
+
+/// The exchange facts are taken from: the last user message of a path and the assistant's
+/// answer after it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Exchange {
+    pub user_id: String,
+    pub user: String,
+    pub assistant: String,
+}
+
+/// The text of a message's `text` parts.
+fn text_of(m: &Json) -> String {
+    let texts: Vec<&str> =
+        parts(m).iter().filter(|p| part_type(p) == "text").filter_map(|p| str_field(p, "text")).collect();
+    texts.join("\n")
+}
+
+fn cut(s: &str) -> String {
+    s.chars().take(MAX_EXCHANGE_CHARS).collect()
+}
+
+/// The latest exchange on the path to `leaf` (default: the latest leaf), if it has a user message.
+pub fn exchange(memories: &Memories<'_>, session: &str, leaf: Option<&str>) -> Result<Option<Exchange>> {
+    let tree = Tree::new(memories.env.sql, session);
+    let Some(leaf) = tree.resolve_leaf(leaf)? else { return Ok(None) };
+    // The walk reads ids and roles only; just the exchange itself is read whole.
+    let rows = tree.path(&leaf)?;
+    let Some(at) = rows.iter().rposition(|r| r.role == "user") else { return Ok(None) };
+    let path = parse_all(&tree.hydrate(&rows[at..])?)?;
+    let Some(at) = path.iter().position(|m| str_field(m, "role") == Some("user")) else { return Ok(None) };
+    let assistant: Vec<String> = path[at + 1..]
+        .iter()
+        .filter(|m| str_field(m, "role") == Some("assistant"))
+        .map(text_of)
+        .filter(|t| !t.trim().is_empty())
+        .collect();
+    let user = text_of(&path[at]);
+    if user.trim().is_empty() {
+        return Ok(None);
+    }
+    let user_id = str_field(&path[at], "id").unwrap_or_default().to_owned();
+    Ok(Some(Exchange { user_id, user: cut(&user), assistant: cut(&assistant.join("\n")) }))
+}
+
+/// The first JSON object in a model's answer: the whole text, or inside a code fence or prose.
+pub fn json_object(text: &str) -> Option<Json> {
+    let t = text.trim();
+    if let Ok(v @ Json::Object(_)) = serde_json::from_str::<Json>(t) {
+        return Some(v);
+    }
+    let start = t.find('{')?;
+    let end = t.rfind('}')?;
+    (end > start).then(|| serde_json::from_str::<Json>(&t[start..=end]).ok()).flatten().filter(Json::is_object)
+}
+
+fn unreadable(what: &str, text: &str) -> Error {
+    let excerpt: String = text.chars().take(200).collect();
+    Error::new(ErrorKind::LlmUnavailable, format!("the model's {what} answer is not the JSON asked for: {excerpt}"))
+}
+
+/// The facts of an extraction answer (each with a non-empty fact and a score in [0, 1]; tags
+/// that are not strings are dropped). An answer without a `facts` list is `llm_unavailable`.
+pub fn parse_facts(text: &str) -> Result<Vec<Fact>> {
+    let v = json_object(text).ok_or_else(|| unreadable("extraction", text))?;
+    let list = v.get("facts").and_then(Json::as_array).ok_or_else(|| unreadable("extraction", text))?;
+    Ok(list
+        .iter()
+        .filter_map(|f| {
+            let fact = f.get("fact").and_then(Json::as_str)?.trim().to_owned();
+            let score = f.get("score").and_then(Json::as_f64).filter(|s| (0.0..=1.0).contains(s))?;
+            let tags = f
+                .get("tags")
+                .and_then(Json::as_array)
+                .map(|t| t.iter().filter_map(Json::as_str).map(str::to_owned).take(16).collect())
+                .unwrap_or_default();
+            (!fact.is_empty()).then_some(Fact { fact, score, tags })
+        })
+        .take(MAX_FACTS)
+        .collect())
+}
+
+/// The decisions of a consolidation answer. UPDATE and DELETE must name one of `known` (an
+/// invented id is ignored); an answer without a `memory` list is `llm_unavailable`.
+pub fn parse_decisions(text: &str, known: &[String], fact: &str) -> Result<Vec<Decision>> {
+    let v = json_object(text).ok_or_else(|| unreadable("consolidation", text))?;
+    let list = v.get("memory").and_then(Json::as_array).ok_or_else(|| unreadable("consolidation", text))?;
+    let mut out = Vec::new();
+    for d in list {
+        let id = d.get("id").and_then(Json::as_str).unwrap_or_default();
+        let text = d.get("text").and_then(Json::as_str).map(str::trim).filter(|t| !t.is_empty());
+        let event = d.get("event").and_then(Json::as_str).unwrap_or_default().to_ascii_uppercase();
+        let known_id = known.iter().any(|k| k == id);
+        out.push(match event.as_str() {
+            "ADD" => Decision::Add { text: text.unwrap_or(fact).to_owned() },
+            "UPDATE" if known_id => Decision::Update { id: id.to_owned(), text: text.unwrap_or(fact).to_owned() },
+            "DELETE" if known_id => Decision::Delete { id: id.to_owned() },
+            "NONE" | "UPDATE" | "DELETE" => Decision::Nothing,
+            _ => return Err(unreadable("consolidation", text.unwrap_or(&event))),
+        });
+    }
+    Ok(out)
+}
+
+/// The extraction request for an exchange.
+pub fn extraction_request(x: &Exchange) -> ChatRequest {
+    let user = format!("User: {}\n\nAssistant: {}", x.user, x.assistant);
+    ChatRequest { system: Some(EXTRACT_PROMPT.to_owned()), format: Format::JsonObject, ..ChatRequest::user(user) }
+}
+
+/// The consolidation request for `fact` beside `similar`.
+pub fn consolidation_request(fact: &Fact, similar: &[Memory]) -> ChatRequest {
+    let existing: Vec<Json> = similar.iter().map(|m| json!({"id": m.id, "text": m.content})).collect();
+    let user = format!("Stored memories:\n{}\n\nNew fact: {}", Json::from(existing), fact.fact);
+    ChatRequest { system: Some(CONSOLIDATE_PROMPT.to_owned()), format: Format::JsonObject, ..ChatRequest::user(user) }
+}
+
+/// The model extraction uses: the configured one, or `extract.model` on the same provider.
+fn model(llm: &LlmConfig, cfg: &ExtractConfig) -> LlmConfig {
+    let mut llm = llm.clone();
+    if let Some(m) = &cfg.model {
+        llm.model = m.clone();
+    }
+    llm
+}
+
+/// Extracts facts from the exchange ending at `leaf` (default: the latest leaf) of `session`
+/// and consolidates them into the agent's memories.
+pub async fn run(memories: &Memories<'_>, session: &str, leaf: Option<&str>) -> Result<Extracted> {
+    let cfg = memories.config().extract.unwrap_or_default();
+    let env = memories.env;
+    let mut out = Extracted::default();
+    let Some(x) = exchange(memories, session, leaf)? else { return Ok(out) };
+    let llm = model(env.llm, &cfg);
+    let reply = complete(env.transport, &llm, &extraction_request(&x)).await?;
+    out.calls += 1;
+    add_usage(&mut out.usage, reply.usage);
+    let facts: Vec<Fact> = parse_facts(&reply.text)?.into_iter().filter(|f| f.score >= cfg.min_score).collect();
+    // Every decision first, then the writes: a failing call writes nothing.
+    let mut plan = Vec::new();
+    for f in facts {
+        // Similar by the fact, its tags and what the user said (a correction often names the old
+        // value only there: "I moved from Paris to Berlin").
+        let text = format!("{} {} {}", f.fact, f.tags.join(" "), x.user);
+        // Only this session's `conversation` memories: another session's are not its to change.
+        let filter = Filter { reach: Reach::Sessions(vec![session.to_owned()]), ..Filter::default() };
+        let q = Query { text, limit: SIMILAR, filter };
+        let similar = memories.similar(&q).await?;
+        let decisions = if similar.is_empty() {
+            vec![Decision::Add { text: f.fact.clone() }]
+        } else {
+            let reply = complete(env.transport, &llm, &consolidation_request(&f, &similar)).await?;
+            out.calls += 1;
+            add_usage(&mut out.usage, reply.usage);
+            let known: Vec<String> = similar.iter().map(|m| m.id.clone()).collect();
+            parse_decisions(&reply.text, &known, &f.fact)?
+        };
+        plan.push((f, decisions));
+    }
+    for (f, decisions) in plan {
+        for d in decisions {
+            apply(memories, session, &x, &f, d, &mut out).await?;
+        }
+    }
+    Ok(out)
+}
+
+fn add_usage(total: &mut Usage, u: Usage) {
+    total.input_tokens += u.input_tokens;
+    total.output_tokens += u.output_tokens;
+}
+
+async fn apply(
+    memories: &Memories<'_>,
+    session: &str,
+    x: &Exchange,
+    f: &Fact,
+    d: Decision,
+    out: &mut Extracted,
+) -> Result<()> {
+    match d {
+        Decision::Add { text } => {
+            let new = NewMemory {
+                content: text,
+                category: Category::Core,
+                tags: f.tags.clone(),
+                score: Some(f.score),
+                session_id: Some(session.to_owned()),
+                message_id: Some(x.user_id.clone()).filter(|id| !id.is_empty()),
+                expires_at: None,
+            };
+            match memories.remember(new, By::Extract).await {
+                Ok((m, Stored::Created)) => out.added.push(m),
+                Ok((m, Stored::Merged)) => out.updated.push(m),
+                Err(e) if e.kind == ErrorKind::Internal => return Err(e),
+                Err(e) => {
+                    memories.env.events.warn(&format!("memory extract: fact {:?} not stored: {}", f.fact, e.message))
+                }
+            }
+        }
+        Decision::Update { id, text } => {
+            let patch = Patch { content: Some(text), score: Some(Some(f.score)), ..Patch::default() };
+            match memories.patch(&id, &patch, By::Extract).await {
+                Ok(m) => out.updated.push(m),
+                Err(e) if e.kind == ErrorKind::Internal => return Err(e),
+                Err(e) => memories.env.events.warn(&format!("memory extract: update of {id} skipped: {}", e.message)),
+            }
+        }
+        Decision::Delete { id } => match memories.forget(&id) {
+            Ok(m) => out.deleted.push(m.id),
+            Err(e) if e.kind == ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        },
+        Decision::Nothing => {}
+    }
+    Ok(())
+}

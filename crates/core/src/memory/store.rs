@@ -1,0 +1,580 @@
+//! The memories in SQLite: limits, duplicates by normalized text, expiry, versions, filters and
+//! newest-first pages. Plain SQL functions; [`super::Memories`] wraps them in transactions.
+
+use serde::Serialize;
+use serde_json::{json, Value as Json};
+
+use super::{By, Category, MemoryConfig};
+use crate::access::Reach;
+use crate::error::{Error, ErrorKind, Result};
+use crate::ids::new_id;
+use crate::sql::{Row, Sql, Value};
+use crate::time::{iso_millis, parse_iso};
+
+/// Longest memory text, in characters.
+pub const MAX_CONTENT_CHARS: usize = 4000;
+/// Most tags of one memory.
+pub const MAX_TAGS: usize = 16;
+/// Longest tag, in characters.
+pub const MAX_TAG_CHARS: usize = 64;
+/// Largest page of `GET /memories`.
+pub const MAX_PAGE: i64 = 100;
+
+/// Where a memory came from.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Source {
+    pub session_id: String,
+    pub message_id: Option<String>,
+}
+
+/// One memory, as the API shows it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Memory {
+    #[serde(skip)]
+    pub seq: i64,
+    pub id: String,
+    pub content: String,
+    pub category: Category,
+    pub tags: Vec<String>,
+    pub score: Option<f64>,
+    pub source: Option<Source>,
+    pub created_at: String,
+    pub updated_at: String,
+    pub expires_at: Option<String>,
+    pub recalled_at: Option<String>,
+    pub recall_count: i64,
+}
+
+/// A memory to store.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct NewMemory {
+    pub content: String,
+    pub category: Category,
+    pub tags: Vec<String>,
+    pub score: Option<f64>,
+    pub session_id: Option<String>,
+    pub message_id: Option<String>,
+    /// ISO-8601; `None` = never, or `dailyTtlDays` for a `daily` memory.
+    pub expires_at: Option<String>,
+}
+
+/// A change to a memory: each field set replaces the stored one (`expires_at: Some(None)`
+/// clears the expiry, `score: Some(None)` the score).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Patch {
+    pub content: Option<String>,
+    pub tags: Option<Vec<String>>,
+    pub score: Option<Option<f64>>,
+    pub category: Option<Category>,
+    pub expires_at: Option<Option<String>>,
+}
+
+/// Which memories a list, a recall or a `forgetAll` is about.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Filter {
+    pub category: Option<Category>,
+    pub tag: Option<String>,
+    pub session_id: Option<String>,
+    /// Whose `conversation` memories may be seen: those of these sessions only, or all.
+    pub reach: Reach,
+}
+
+/// Whether `m` is within `reach`: a `conversation` memory belongs to its session.
+pub fn within(reach: &Reach, m: &Memory) -> bool {
+    m.category != Category::Conversation || m.source.as_ref().is_some_and(|s| reach.sees(&s.session_id))
+}
+
+/// Whether a write made a new memory or merged into one already stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stored {
+    Created,
+    Merged,
+}
+
+/// One version of a memory.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Version {
+    pub content: String,
+    pub tags: Vec<String>,
+    pub score: Option<f64>,
+    pub category: Category,
+    pub at: String,
+    pub by: &'static str,
+}
+
+/// The text duplicates are found by: trimmed, white space collapsed to one space, lower case.
+pub fn normalize(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ").to_lowercase()
+}
+
+/// Checks memory text: 1–4,000 characters, not blank.
+pub fn check_content(content: &str) -> Result<()> {
+    let n = content.chars().count();
+    if content.trim().is_empty() || n > MAX_CONTENT_CHARS {
+        return Err(Error::invalid(format!(
+            "content must be 1-{MAX_CONTENT_CHARS} characters and not blank (got {n})"
+        )));
+    }
+    Ok(())
+}
+
+/// Checks and cleans tags: at most 16 of 1–64 characters (trimmed), no control characters,
+/// duplicates dropped.
+pub fn check_tags(tags: &[String]) -> Result<Vec<String>> {
+    if tags.len() > MAX_TAGS {
+        return Err(Error::invalid(format!("at most {MAX_TAGS} tags (got {})", tags.len())));
+    }
+    let mut out: Vec<String> = Vec::new();
+    for t in tags {
+        let t = t.trim();
+        let n = t.chars().count();
+        if n == 0 || n > MAX_TAG_CHARS || t.chars().any(char::is_control) {
+            return Err(Error::invalid(format!(
+                "a tag must be 1-{MAX_TAG_CHARS} characters without control characters"
+            )));
+        }
+        if !out.iter().any(|o| o == t) {
+            out.push(t.to_owned());
+        }
+    }
+    Ok(out)
+}
+
+/// Checks a score: a number in [0, 1].
+pub fn check_score(score: Option<f64>) -> Result<()> {
+    match score {
+        Some(s) if !(0.0..=1.0).contains(&s) => Err(Error::invalid("score must be a number from 0 to 1")),
+        _ => Ok(()),
+    }
+}
+
+/// An expiry as stored (normalized to milliseconds), not in the past.
+pub fn check_expiry(expires_at: &str, now: &str) -> Result<String> {
+    let ms = parse_iso(expires_at)
+        .ok_or_else(|| Error::invalid(format!("expiresAt {expires_at:?} is not an ISO-8601 UTC timestamp")))?;
+    let at = iso_millis(ms);
+    if at.as_str() <= now {
+        return Err(Error::invalid("expiresAt is in the past"));
+    }
+    Ok(at)
+}
+
+fn check_new(new: &NewMemory, now: &str) -> Result<()> {
+    check_content(&new.content)?;
+    check_score(new.score)?;
+    if new.category == Category::Conversation && new.session_id.is_none() {
+        return Err(Error::invalid("a conversation memory needs the session it belongs to (sessionId)"));
+    }
+    if new.message_id.is_some() && new.session_id.is_none() {
+        return Err(Error::invalid("messageId needs a sessionId"));
+    }
+    if let Some(e) = &new.expires_at {
+        check_expiry(e, now)?;
+    }
+    Ok(())
+}
+
+const COLUMNS: &str = "seq, id, content, category, tags, score, session_id, message_id, created_at, updated_at, \
+                       expires_at, recalled_at, recall_count";
+
+/// `m.`-qualified [`COLUMNS`], for joins.
+pub(crate) fn columns(alias: &str) -> String {
+    COLUMNS.split(", ").map(|c| format!("{alias}.{c}")).collect::<Vec<_>>().join(", ")
+}
+
+/// A memory from a row of [`COLUMNS`] (starting at column `at`).
+pub(crate) fn from_row(r: &Row, at: usize) -> Result<Memory> {
+    let tags: Vec<String> = serde_json::from_str(&r.text(at + 4)?).unwrap_or_default();
+    let category = Category::parse(&r.text(at + 3)?)?;
+    let source = r.opt_text(at + 6)?.map(|session_id| Source { session_id, message_id: None });
+    let source = match (source, r.opt_text(at + 7)?) {
+        (Some(s), message_id) => Some(Source { message_id, ..s }),
+        (None, _) => None,
+    };
+    Ok(Memory {
+        seq: r.int(at)?,
+        id: r.text(at + 1)?,
+        content: r.text(at + 2)?,
+        category,
+        tags,
+        score: match r.0.get(at + 5) {
+            Some(Value::Null) | None => None,
+            _ => Some(r.real(at + 5)?),
+        },
+        source,
+        created_at: r.text(at + 8)?,
+        updated_at: r.text(at + 9)?,
+        expires_at: r.opt_text(at + 10)?,
+        recalled_at: r.opt_text(at + 11)?,
+        recall_count: r.int(at + 12)?,
+    })
+}
+
+/// The condition "not expired at `now`" on alias `m`.
+pub(crate) const LIVE: &str = "(m.expires_at IS NULL OR m.expires_at > ?)";
+
+/// Deletes what has expired (with its index rows, vectors and versions). Returns how many.
+pub fn purge_expired(sql: &dyn Sql, now: &str) -> Result<usize> {
+    let rows = sql.query("SELECT seq FROM memories WHERE expires_at IS NOT NULL AND expires_at <= ?", &[now.into()])?;
+    let seqs: Vec<i64> = rows.iter().map(|r| r.int(0)).collect::<Result<_>>()?;
+    delete(sql, &seqs)?;
+    Ok(seqs.len())
+}
+
+/// Deletes memories by `seq`, with their index rows, vectors and versions.
+pub fn delete(sql: &dyn Sql, seqs: &[i64]) -> Result<()> {
+    for &seq in seqs {
+        let s = [Value::Int(seq)];
+        sql.execute("DELETE FROM memories_fts WHERE rowid = ?", &s)?;
+        sql.execute("DELETE FROM memory_vectors WHERE memory_seq = ?", &s)?;
+        sql.execute("DELETE FROM memory_versions WHERE memory_id = (SELECT id FROM memories WHERE seq = ?)", &s)?;
+        sql.execute("DELETE FROM memories WHERE seq = ?", &s)?;
+    }
+    Ok(())
+}
+
+/// The memory `id`, unless it does not exist or has expired.
+pub fn get(sql: &dyn Sql, id: &str, now: &str) -> Result<Option<Memory>> {
+    let q = format!("SELECT {COLUMNS} FROM memories m WHERE m.id = ? AND {LIVE}");
+    sql.query_row(&q, &[id.into(), now.into()])?.map(|r| from_row(&r, 0)).transpose()
+}
+
+/// How many memories the agent holds (expired ones not yet purged included), from the counter
+/// the triggers of migration 0006 keep.
+pub fn count(sql: &dyn Sql) -> Result<i64> {
+    Ok(sql.query_row("SELECT n FROM memory_count WHERE id = 1", &[])?.map(|r| r.int(0)).transpose()?.unwrap_or(0))
+}
+
+/// Where duplicates of a memory are looked for: its category and normalized text, and for a
+/// `conversation` memory its session (the key of the unique index of migration 0010).
+struct Key<'a> {
+    category: Category,
+    norm: &'a str,
+    session: Option<&'a str>,
+}
+
+impl Key<'_> {
+    /// The condition on alias `m` (no alias for a bare `memories` statement) and its values.
+    fn cond(&self, alias: &str) -> (String, Vec<Value>) {
+        let cond = format!(
+            "{alias}category = ? AND {alias}norm = ? AND ({alias}category <> 'conversation' OR {alias}session_id IS ?)"
+        );
+        (cond, vec![self.category.as_str().into(), self.norm.into(), self.session.into()])
+    }
+}
+
+fn live_duplicate(sql: &dyn Sql, key: &Key<'_>, now: &str) -> Result<Option<Memory>> {
+    let (cond, mut params) = key.cond("m.");
+    params.push(now.into());
+    let q = format!("SELECT {COLUMNS} FROM memories m WHERE {cond} AND {LIVE}");
+    sql.query_row(&q, &params)?.map(|r| from_row(&r, 0)).transpose()
+}
+
+/// Deletes a row of `key` that expired but was not purged yet (but `seq`), so it does not block
+/// the unique index.
+fn drop_expired(sql: &dyn Sql, key: &Key<'_>, now: &str, but: i64) -> Result<()> {
+    let (cond, mut params) = key.cond("");
+    params.extend([now.into(), Value::Int(but)]);
+    sql.execute(&format!("DELETE FROM memories WHERE {cond} AND expires_at <= ? AND seq != ?"), &params)
+}
+
+fn tags_json(tags: &[String]) -> String {
+    Json::from(tags.to_vec()).to_string()
+}
+
+/// Stores `new`, or merges it into the live memory of the same category and normalized text:
+/// tags merged, the higher score kept, the new expiry (if given) taken. `embeds`: mark it to be
+/// embedded.
+pub fn remember(
+    sql: &dyn Sql,
+    cfg: &MemoryConfig,
+    new: &NewMemory,
+    by: By,
+    now: &str,
+    embeds: bool,
+) -> Result<(Memory, Stored)> {
+    check_new(new, now)?;
+    let tags = check_tags(&new.tags)?;
+    let norm = normalize(&new.content);
+    let key = Key { category: new.category, norm: &norm, session: new.session_id.as_deref() };
+    if let Some(old) = live_duplicate(sql, &key, now)? {
+        let mut merged = old.tags.clone();
+        merged.extend(tags.into_iter().filter(|t| !old.tags.contains(t)));
+        if merged.len() > MAX_TAGS {
+            merged.truncate(MAX_TAGS);
+        }
+        let score = match (old.score, new.score) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        };
+        let expires_at = new.expires_at.as_deref().map(|e| check_expiry(e, now)).transpose()?;
+        let patch =
+            Patch { tags: Some(merged), score: Some(score), expires_at: expires_at.map(Some), ..Patch::default() };
+        return Ok((patch_memory(sql, &old, &patch, by, now, embeds)?, Stored::Merged));
+    }
+    if count(sql)? >= cfg.max_memories as i64 {
+        return Err(Error::new(
+            ErrorKind::OverBudget,
+            format!(
+                "this agent holds {} memories, its limit (memory.maxMemories): forget some before storing more",
+                cfg.max_memories
+            ),
+        ));
+    }
+    let expires_at = match (&new.expires_at, new.category) {
+        (Some(e), _) => Some(check_expiry(e, now)?),
+        (None, Category::Daily) => {
+            let ms = parse_iso(now).unwrap_or(0) + i64::from(cfg.daily_ttl_days) * 86_400_000;
+            Some(iso_millis(ms))
+        }
+        (None, _) => None,
+    };
+    drop_expired(sql, &key, now, 0)?;
+    let id = format!("mem_{}", new_id()?);
+    let row = sql
+        .query_row(
+            "INSERT INTO memories (id, content, norm, category, tags, score, session_id, message_id, created_at,
+               updated_at, expires_at, unembedded)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq",
+            &[
+                id.as_str().into(),
+                new.content.as_str().into(),
+                norm.into(),
+                new.category.as_str().into(),
+                tags_json(&tags).into(),
+                new.score.into(),
+                new.session_id.clone().into(),
+                new.message_id.clone().into(),
+                now.into(),
+                now.into(),
+                expires_at.into(),
+                Value::Int(i64::from(embeds)),
+            ],
+        )?
+        .ok_or_else(|| Error::internal("INSERT returned no row"))?;
+    let seq = row.int(0)?;
+    index(sql, seq, &new.content, &tags)?;
+    let m = by_seq(sql, seq)?;
+    version(sql, &m, by, now)?;
+    Ok((m, Stored::Created))
+}
+
+fn by_seq(sql: &dyn Sql, seq: i64) -> Result<Memory> {
+    let q = format!("SELECT {COLUMNS} FROM memories m WHERE m.seq = ?");
+    from_row(&sql.query_row(&q, &[Value::Int(seq)])?.ok_or_else(|| Error::internal("memory vanished"))?, 0)
+}
+
+fn index(sql: &dyn Sql, seq: i64, content: &str, tags: &[String]) -> Result<()> {
+    sql.execute("DELETE FROM memories_fts WHERE rowid = ?", &[Value::Int(seq)])?;
+    sql.execute(
+        "INSERT INTO memories_fts (rowid, content, tags) VALUES (?, ?, ?)",
+        &[Value::Int(seq), content.into(), tags.join(" ").into()],
+    )
+}
+
+fn version(sql: &dyn Sql, m: &Memory, by: By, now: &str) -> Result<()> {
+    sql.execute(
+        "INSERT INTO memory_versions (memory_id, content, tags, score, category, at, by) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        &[
+            m.id.as_str().into(),
+            m.content.as_str().into(),
+            tags_json(&m.tags).into(),
+            m.score.into(),
+            m.category.as_str().into(),
+            now.into(),
+            by.as_str().into(),
+        ],
+    )
+}
+
+/// Changes memory `id` (live ones only). A change that would make it the duplicate of another
+/// memory of its category is `conflict`.
+pub fn patch(
+    sql: &dyn Sql,
+    cfg: &MemoryConfig,
+    id: &str,
+    patch: &Patch,
+    by: By,
+    now: &str,
+    embeds: bool,
+) -> Result<Memory> {
+    let old = get(sql, id, now)?.ok_or_else(|| Error::not_found(format!("memory {id} not found")))?;
+    if let Some(c) = &patch.content {
+        check_content(c)?;
+    }
+    if let Some(s) = patch.score {
+        check_score(s)?;
+    }
+    if patch.category == Some(Category::Conversation) && old.source.is_none() {
+        return Err(Error::invalid("a conversation memory needs the session it belongs to (sessionId)"));
+    }
+    let mut patch = patch.clone();
+    if let Some(Some(e)) = &patch.expires_at {
+        patch.expires_at = Some(Some(check_expiry(e, now)?));
+    } else if patch.category == Some(Category::Daily) && old.category != Category::Daily && old.expires_at.is_none() {
+        let ms = parse_iso(now).unwrap_or(0) + i64::from(cfg.daily_ttl_days) * 86_400_000;
+        patch.expires_at.get_or_insert(Some(iso_millis(ms)));
+    }
+    if let Some(t) = &patch.tags {
+        patch.tags = Some(check_tags(t)?);
+    }
+    patch_memory(sql, &old, &patch, by, now, embeds)
+}
+
+fn patch_memory(sql: &dyn Sql, old: &Memory, p: &Patch, by: By, now: &str, embeds: bool) -> Result<Memory> {
+    let content = p.content.clone().unwrap_or_else(|| old.content.clone());
+    let category = p.category.unwrap_or(old.category);
+    let norm = normalize(&content);
+    let key = Key { category, norm: &norm, session: old.source.as_ref().map(|s| s.session_id.as_str()) };
+    if let Some(other) = live_duplicate(sql, &key, now)?.filter(|o| o.id != old.id) {
+        return Err(Error::conflict(format!("memory {} already says this (category {})", other.id, category.as_str())));
+    }
+    drop_expired(sql, &key, now, old.seq)?;
+    let tags = p.tags.clone().unwrap_or_else(|| old.tags.clone());
+    let score = p.score.unwrap_or(old.score);
+    let expires_at = p.expires_at.clone().unwrap_or_else(|| old.expires_at.clone());
+    let text_changed = content != old.content;
+    sql.execute(
+        "UPDATE memories SET content = ?, norm = ?, category = ?, tags = ?, score = ?, expires_at = ?, updated_at = ?,
+           unembedded = CASE WHEN ? THEN 1 ELSE unembedded END
+         WHERE seq = ?",
+        &[
+            content.as_str().into(),
+            norm.into(),
+            category.as_str().into(),
+            tags_json(&tags).into(),
+            score.into(),
+            expires_at.into(),
+            now.into(),
+            Value::Int(i64::from(text_changed && embeds)),
+            Value::Int(old.seq),
+        ],
+    )?;
+    if text_changed {
+        sql.execute("DELETE FROM memory_vectors WHERE memory_seq = ?", &[Value::Int(old.seq)])?;
+    }
+    index(sql, old.seq, &content, &tags)?;
+    let m = by_seq(sql, old.seq)?;
+    version(sql, &m, by, now)?;
+    Ok(m)
+}
+
+/// The SQL condition and parameters of `filter` on alias `m` (live memories only).
+pub(crate) fn filter_sql(filter: &Filter, now: &str) -> (String, Vec<Value>) {
+    let mut cond = vec![LIVE.to_owned()];
+    let mut params: Vec<Value> = vec![now.into()];
+    if let Some(c) = filter.category {
+        cond.push("m.category = ?".into());
+        params.push(c.as_str().into());
+    }
+    if let Some(t) = &filter.tag {
+        cond.push("EXISTS (SELECT 1 FROM json_each(m.tags) WHERE json_each.value = ?)".into());
+        params.push(t.as_str().into());
+    }
+    if let Some(s) = &filter.session_id {
+        cond.push("m.session_id = ?".into());
+        params.push(s.as_str().into());
+    }
+    if let Reach::Sessions(list) = &filter.reach {
+        let marks = vec!["?"; list.len()].join(", ");
+        cond.push(format!("(m.category <> 'conversation' OR m.session_id IN ({marks}))"));
+        params.extend(list.iter().map(|s| Value::from(s.as_str())));
+    }
+    (cond.join(" AND "), params)
+}
+
+/// Every live memory `filter` selects, oldest first.
+pub fn select_all(sql: &dyn Sql, filter: &Filter, now: &str) -> Result<Vec<Memory>> {
+    let (cond, params) = filter_sql(filter, now);
+    let q = format!("SELECT {COLUMNS} FROM memories m WHERE {cond} ORDER BY m.seq");
+    sql.query(&q, &params)?.iter().map(|r| from_row(r, 0)).collect()
+}
+
+/// A page of live memories, newest `createdAt` first (ties: the later insert first), and the
+/// cursor of the next page.
+pub fn list(
+    sql: &dyn Sql,
+    filter: &Filter,
+    limit: i64,
+    cursor: Option<&str>,
+    now: &str,
+) -> Result<(Vec<Memory>, Option<String>)> {
+    let (mut cond, mut params) = filter_sql(filter, now);
+    if let Some(c) = cursor {
+        let (at, seq) = decode_cursor(c)?;
+        cond.push_str(" AND (m.created_at < ? OR (m.created_at = ? AND m.seq < ?))");
+        params.extend([at.as_str().into(), at.into(), Value::Int(seq)]);
+    }
+    params.push(Value::Int(limit + 1));
+    let q = format!("SELECT {COLUMNS} FROM memories m WHERE {cond} ORDER BY m.created_at DESC, m.seq DESC LIMIT ?");
+    let mut page: Vec<Memory> = sql.query(&q, &params)?.iter().map(|r| from_row(r, 0)).collect::<Result<_>>()?;
+    let next = if page.len() as i64 > limit {
+        page.truncate(limit as usize);
+        page.last().map(|m| format!("{}~{}", m.created_at, m.seq))
+    } else {
+        None
+    };
+    Ok((page, next))
+}
+
+fn decode_cursor(c: &str) -> Result<(String, i64)> {
+    let bad = || Error::invalid("cursor is not one this API gave out");
+    let (at, seq) = c.rsplit_once('~').ok_or_else(bad)?;
+    let seq = seq.parse().map_err(|_| bad())?;
+    parse_iso(at).ok_or_else(bad)?;
+    Ok((at.to_owned(), seq))
+}
+
+/// Every version of memory `id`, oldest first; `None` when it does not exist (or expired).
+pub fn history(sql: &dyn Sql, id: &str, now: &str) -> Result<Option<Vec<Version>>> {
+    if get(sql, id, now)?.is_none() {
+        return Ok(None);
+    }
+    let rows = sql.query(
+        "SELECT content, tags, score, category, at, by FROM memory_versions WHERE memory_id = ? ORDER BY seq",
+        &[id.into()],
+    )?;
+    let versions = rows
+        .iter()
+        .map(|r| {
+            Ok(Version {
+                content: r.text(0)?,
+                tags: serde_json::from_str(&r.text(1)?).unwrap_or_default(),
+                score: match r.0.get(2) {
+                    Some(Value::Null) | None => None,
+                    _ => Some(r.real(2)?),
+                },
+                category: Category::parse(&r.text(3)?)?,
+                at: r.text(4)?,
+                by: match r.text(5)?.as_str() {
+                    "tool" => By::Tool.as_str(),
+                    "extract" => By::Extract.as_str(),
+                    _ => By::Api.as_str(),
+                },
+            })
+        })
+        .collect::<Result<_>>()?;
+    Ok(Some(versions))
+}
+
+/// Deletes the `conversation` memories of a session that is being deleted (`core` and `daily`
+/// ones stay). Returns them, as they were.
+pub fn delete_session(sql: &dyn Sql, session: &str) -> Result<Vec<Memory>> {
+    let q = format!("SELECT {COLUMNS} FROM memories m WHERE m.category = 'conversation' AND m.session_id = ?");
+    let gone: Vec<Memory> = sql.query(&q, &[session.into()])?.iter().map(|r| from_row(r, 0)).collect::<Result<_>>()?;
+    delete(sql, &gone.iter().map(|m| m.seq).collect::<Vec<_>>())?;
+    Ok(gone)
+}
+
+/// The memory as the model reads it in a tool output or the injected block.
+pub fn line(m: &Memory) -> String {
+    let tags = if m.tags.is_empty() { String::new() } else { format!(" [{}]", m.tags.join(", ")) };
+    format!("- ({}) {}{tags}", m.id, m.content)
+}
+
+/// The memory as JSON (the API's shape).
+pub fn to_json(m: &Memory) -> Json {
+    serde_json::to_value(m).unwrap_or_else(|_| json!({"id": m.id}))
+}

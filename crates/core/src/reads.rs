@@ -1,0 +1,81 @@
+//! Reads kept between writes, beside a session's history (which `Session` keeps):
+//!
+//! - search answers: a session's until its next write, one across sessions until any write,
+//!   kept under the compiled query, so texts that search the same (`deploy  database`,
+//!   `"deploy" database`) share one (the searching itself is
+//!   [`store::search`](crate::store::search));
+//! - the counts of each session in the sessions registry (its messages, its active path, a walk
+//!   of up to 10,001 rows), until the session's next write.
+
+use serde::Serialize;
+
+use crate::access::Reach;
+use crate::cache::{Read, Version};
+use crate::env::Env;
+use crate::error::{Error, Result};
+use crate::session::Session;
+use crate::store::search::{self, Hit};
+use crate::store::sessions::{self, Counts, SessionInfo};
+
+/// The answer `{"results": […]}` to a search of `session` for `query`, best match first
+/// ([`search::in_session`]).
+pub async fn search_in_session(session: &Session<'_>, query: &str, limit: i64) -> Result<String> {
+    let Some(compiled) = search::compile(query) else { return answer(&[]) };
+    let key = format!("search\n{}\n{limit}\n{compiled}", session.id);
+    let read = || async {
+        Ok(Read::text(answer(&search::in_session(session.env.sql, session.id, query, limit)?)?, Vec::new()))
+    };
+    Ok(session.kept(key, session.version()?, read).await?.0)
+}
+
+/// The answer `{"results": […]}` to a search of every session of the agent of `env`
+/// ([`search::across_sessions`]). Its version is [`Sql::changes`](crate::sql::Sql::changes):
+/// any row written.
+pub async fn search_across(env: &Env<'_>, query: &str, limit: i64) -> Result<String> {
+    let Some(compiled) = search::compile(query) else { return answer(&[]) };
+    // The reach is part of the key: what one token may not see is never answered to it from
+    // what another read.
+    let reach = match &env.reach {
+        Reach::All => String::new(),
+        Reach::Sessions(list) => list.join("\n"),
+    };
+    let key = format!("across\n{limit}\n{}\n{reach}\n{compiled}", matches!(env.reach, Reach::All));
+    let read =
+        || async { Ok(Read::text(answer(&search::across_sessions(env.sql, query, limit, &env.reach)?)?, Vec::new())) };
+    let now = || Ok((env.sql.changes(), 0));
+    Ok(env.cache.kept(&key, now()?, now, read).await?.0)
+}
+
+fn answer(results: &[Hit]) -> Result<String> {
+    #[derive(Serialize)]
+    struct Answer<'a> {
+        results: &'a [Hit],
+    }
+    serde_json::to_string(&Answer { results }).map_err(|e| Error::internal(e.to_string()))
+}
+
+/// Every session, most recently updated first, with its counts kept until its next write.
+pub fn sessions(env: &Env<'_>) -> Result<Vec<SessionInfo>> {
+    sessions::list_with(env.sql, &|id, version| counts(env, id, version))
+}
+
+/// One session with its counts kept until its next write, or `not_found`.
+pub fn session(env: &Env<'_>, id: &str) -> Result<SessionInfo> {
+    sessions::get_with(env.sql, id, &|id, version| counts(env, id, version))?
+        .ok_or_else(|| Error::not_found(format!("session {id} not found")))
+}
+
+/// The counts of session `id` at `version`: kept as the text `total path`.
+fn counts(env: &Env<'_>, id: &str, version: Version) -> Result<Counts> {
+    let key = format!("counts\n{id}");
+    let kept = env.cache.get(&key, version).and_then(|t| {
+        let (total, path) = t.split_once(' ')?;
+        Some(Counts { total: total.parse().ok()?, path: path.parse().ok()? })
+    });
+    if let Some(c) = kept {
+        return Ok(c);
+    }
+    let c = sessions::counts(env.sql, id)?;
+    env.cache.put(&key, version, env.cache.clears(), format!("{} {}", c.total, c.path));
+    Ok(c)
+}

@@ -1,0 +1,177 @@
+//! The session's context blocks, prompt and tools as operations: each write registers the
+//! session and tells its sockets (`context` frames); reads register nothing.
+
+use serde_json::Value as Json;
+
+use super::Session;
+use crate::config::BlockConfig;
+use crate::context::entries::{self, Entry};
+use crate::context::entry_key::entry_key;
+use crate::context::tools::{self, Ran, Tool};
+use crate::context::{Block, LoadedBlock, Origin};
+use crate::error::{Error, Result};
+use crate::llm::ToolSpec;
+use crate::memory::{self, Memories};
+use crate::sql::atomically;
+
+/// How a block write treats the text already there.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Write {
+    Replace,
+    Append,
+}
+
+impl Session<'_> {
+    /// Every block with its content, in prompt order.
+    pub async fn blocks(&self) -> Result<Vec<LoadedBlock>> {
+        Ok(self.context().load_all().await?.into_iter().map(|(_, l)| l).collect())
+    }
+
+    /// One block with its content; `not_found` when the session has none of that label.
+    pub async fn block(&self, label: &str) -> Result<LoadedBlock> {
+        let c = self.context();
+        c.load(&c.require(label)?).await
+    }
+
+    /// Writes `content` into a writable block, within its budget.
+    pub async fn write_block(&self, label: &str, content: &str, how: Write) -> Result<LoadedBlock> {
+        let (c, now) = (self.context(), &self.env.now);
+        let b = atomically(self.env.sql, || {
+            let b = match how {
+                Write::Replace => c.set(label, content, now)?,
+                Write::Append => c.append(label, content, now)?,
+            };
+            self.register()?;
+            Ok(b)
+        })?;
+        self.publish_context(label);
+        c.load(&b).await
+    }
+
+    /// Adds a block to this session (the reference's `addContext`, docs/REFERENCE.md#block-writes). Its content is read
+    /// (R2 for skills and `r2Key` blocks) before it is stored, so a store that cannot be read refuses the add instead
+    /// of failing after it.
+    pub async fn add_block(&self, cfg: BlockConfig) -> Result<LoadedBlock> {
+        let c = self.context();
+        c.check_add(&cfg)?;
+        let view = c.load(&Block { cfg: cfg.clone(), origin: Origin::Runtime }).await?;
+        atomically(self.env.sql, || {
+            c.add(cfg.clone())?;
+            self.register()
+        })?;
+        self.publish_context(&cfg.label);
+        Ok(view)
+    }
+
+    /// Removes a block from this session (the reference's `removeContext`, docs/REFERENCE.md#block-writes): an added
+    /// block is deleted, a configured one hidden here.
+    pub fn remove_block(&self, label: &str) -> Result<()> {
+        let c = self.context();
+        atomically(self.env.sql, || {
+            if !c.remove(label)? {
+                return Err(Error::not_found(format!("Block \"{label}\" not found")));
+            }
+            self.register()
+        })?;
+        self.publish_context(label);
+        Ok(())
+    }
+
+    /// The searchable block `label` whose entries the API manages (not the history block).
+    fn entry_block(&self, label: &str) -> Result<Block> {
+        let b = self.context().require(label)?;
+        if !b.is_searchable() || b.origin == Origin::History {
+            return Err(Error::invalid(format!("Block \"{label}\" has no entries: only search blocks do")));
+        }
+        Ok(b)
+    }
+
+    /// A page of a search block's entries (shared by the agent's sessions).
+    pub fn entries(&self, label: &str, limit: i64, cursor: Option<&str>) -> Result<(Vec<Entry>, Option<String>)> {
+        self.entry_block(label)?;
+        entries::list(self.env.sql, label, limit, cursor)
+    }
+
+    /// One entry of a search block; `not_found` when there is none.
+    pub fn entry(&self, label: &str, key: &str) -> Result<Entry> {
+        self.entry_block(label)?;
+        entries::get(self.env.sql, label, key)?
+            .ok_or_else(|| Error::not_found(format!("entry {key:?} not found in block \"{label}\"")))
+    }
+
+    /// Deletes one entry of a search block.
+    pub fn delete_entry(&self, label: &str, key: &str) -> Result<()> {
+        self.entry_block(label)?;
+        atomically(self.env.sql, || {
+            if !entries::delete(self.env.sql, label, key)? {
+                return Err(Error::not_found(format!("entry {key:?} not found in block \"{label}\"")));
+            }
+            self.register()
+        })?;
+        self.publish_context(label);
+        Ok(())
+    }
+
+    /// Writes many entries of a search block in one transaction (`key`, or the key `set_context`
+    /// would derive from `title` and `content`); returns their keys in order.
+    pub fn ingest(&self, label: &str, items: &[(Option<String>, Option<String>, String)]) -> Result<Vec<String>> {
+        self.entry_block(label)?;
+        let keys: Vec<String> = items
+            .iter()
+            .map(|(key, title, content)| key.clone().unwrap_or_else(|| entry_key(title.as_deref(), content)))
+            .collect();
+        atomically(self.env.sql, || {
+            for (key, (_, _, content)) in keys.iter().zip(items) {
+                entries::set(self.env.sql, label, key, content, &self.env.now)?;
+            }
+            self.register()
+        })?;
+        self.publish_context(label);
+        Ok(keys)
+    }
+
+    /// The frozen prompt and whether it is frozen (stored the first time; that does not
+    /// register the session).
+    pub async fn prompt(&self) -> Result<(String, bool)> {
+        self.context().frozen_prompt(&self.env.now).await
+    }
+
+    /// Renders the prompt again, stores it, and registers the session.
+    pub async fn refresh_prompt(&self) -> Result<String> {
+        let prompt = self.context().refresh_prompt(&self.env.now).await?;
+        atomically(self.env.sql, || self.register())?;
+        Ok(prompt)
+    }
+
+    /// The tools the session offers the model: its blocks' tools, then the memory tools when
+    /// `SESSION_CONFIG.memory` is set.
+    pub fn tools(&self) -> Result<Vec<ToolSpec>> {
+        let mut all = tools::for_session(&self.context())?;
+        if self.env.config.memory.is_some() {
+            all.extend(memory::tools::definitions());
+        }
+        Ok(all)
+    }
+
+    /// Runs tool `name` with `input` as the model would, and the sockets hear what it changed
+    /// (the agent turn's way: the turn registers the session when it commits).
+    pub async fn execute_tool(&self, name: &str, input: &Json) -> Result<Ran> {
+        tools::check_fields(name, input)?;
+        let ran = match Tool::from_name(name).filter(|t| t.is_memory() && self.env.config.memory.is_some()) {
+            Some(t) => memory::tools::execute(&Memories::new(self.env), self.id, t, input).await?,
+            None => tools::execute(&self.context(), name, input, &self.env.now).await?,
+        };
+        self.publish_tool_effects(input, &ran).await;
+        Ok(ran)
+    }
+
+    /// Runs tool `name` with `input` as the model would; a run that stored something registers
+    /// the session, and the sockets hear what it changed.
+    pub async fn run_tool(&self, name: &str, input: &Json) -> Result<Ran> {
+        let ran = self.execute_tool(name, input).await?;
+        if ran.wrote {
+            atomically(self.env.sql, || self.register())?;
+        }
+        Ok(ran)
+    }
+}

@@ -1,0 +1,76 @@
+//! `DELETE /` with `Confirm: erase`: the agent forgets everything. Every row of every kind goes
+//! in one transaction, which also hands every R2 object of the agent (spilled fields, pending
+//! ones, agent-scoped skills) to the spill sweep and sets the token revocation time to the
+//! moment of the erase. The sweep then deletes the objects; one a crash or an R2 failure left
+//! is deleted by a later sweep.
+
+use super::export::skill_prefixes;
+use crate::access::revoke;
+use crate::env::Env;
+use crate::error::Result;
+use crate::sql::atomically;
+use crate::store::spill;
+use crate::time::parse_iso;
+
+/// Every table that holds the agent's data or what is derived from it. (`schema_version`, the
+/// revocation time and `spill_garbage`, the objects still to delete, stay.) A test checks that
+/// after an erase no other table holds a row, so a new table cannot be forgotten here.
+pub const ERASED: &[&str] = &[
+    "messages",
+    "messages_fts",
+    "spills",
+    "spill_pending",
+    "token_estimates",
+    "compactions",
+    "context_blocks",
+    "context_defs",
+    "prompts",
+    "loaded_skills",
+    "search_entries",
+    "search_entries_fts",
+    "memories",
+    "memories_fts",
+    "memory_versions",
+    "memory_vectors",
+    "memory_count",
+    "sessions",
+    "session_versions",
+];
+
+/// Objects deleted per sweep round.
+const SWEEP_BATCH: i64 = 500;
+
+/// Erases the agent. Returns the warnings of objects the sweep could not delete now.
+pub async fn erase(env: &Env<'_>) -> Result<Vec<String>> {
+    let mut skills = Vec::new();
+    for prefix in skill_prefixes(env)? {
+        skills.extend(env.blobs.list(&format!("{prefix}{}/", env.agent)).await?.into_iter().map(|b| b.key));
+    }
+    let sql = env.sql;
+    atomically(sql, || {
+        let garbage = "INSERT OR IGNORE INTO spill_garbage (key) VALUES (?)";
+        for k in &skills {
+            sql.execute(garbage, &[k.as_str().into()])?;
+        }
+        sql.execute("INSERT OR IGNORE INTO spill_garbage (key) SELECT key FROM spill_pending", &[])?;
+        sql.execute("INSERT OR IGNORE INTO spill_garbage (key) SELECT key FROM spills", &[])?;
+        for t in ERASED {
+            sql.execute(&format!("DELETE FROM {t}"), &[])?;
+        }
+        revoke(sql, parse_iso(&env.now).unwrap_or_default())?;
+        Ok(())
+    })?;
+    // Versions start again from nothing: no text read before may be found at one of them.
+    env.cache.clear();
+    env.events.revoked(parse_iso(&env.now).unwrap_or_default());
+    let mut warnings = Vec::new();
+    loop {
+        let (done, errors) = spill::sweep(sql, env.blobs, SWEEP_BATCH).await?;
+        let failed = !errors.is_empty();
+        warnings.extend(errors);
+        if done == 0 || failed {
+            break;
+        }
+    }
+    Ok(warnings)
+}

@@ -1,0 +1,505 @@
+//! The agent turn: a user message (or a continuation after client tools) in, **one** stored
+//! assistant message out.
+//!
+//! ```text
+//! start: validate, read the branch ──▶ the memories for the user's text (a `<user-memory>`
+//! block after the prompt) ──▶ the frozen prompt, the conversation (truncated, sanitized,
+//! capped keeping summaries), the tools ──▶ steps: the model, server tools, the model again
+//! (bounded) ──▶ one transaction (Session::commit_turn) ──▶ frames ──▶ compaction ──▶ after the
+//! answer: memory extraction (`memory::After`)
+//! ```
+//!
+//! **All or nothing**: nothing is written until the model is done; a provider or tool-store
+//! failure, or a caller that goes away mid-stream (its `on_event` fails), writes nothing.
+//! Effects of server tools that already ran (a `set_context` write) are not undone.
+//! **Continuations are checked against storage** before any model call.
+
+use serde_json::{json, Map, Value as Json};
+
+use super::conversation::{build, client_views, validate_continuation, with_results, Rejection, NOT_A_PREFIX};
+use super::AssistantParts;
+use crate::after::{After, Cap};
+use crate::compaction::truncate::{truncate_older_messages, TruncateOptions};
+use crate::config::{Category, InjectConfig};
+use crate::context::tools::Tool;
+use crate::error::{Error, ErrorKind, Result};
+use crate::ids::new_id;
+use crate::llm::{chat, ChatMessage, ChatRequest, Format, Piece, ToolCall, ToolSpec, Usage};
+use crate::memory::inject::render;
+use crate::memory::recall::{Query, MAX_LIMIT};
+use crate::memory::Memories;
+use crate::parts::{parts, str_field};
+use crate::session::{Placement, Session, TurnWrite};
+use crate::store::history::Overlays;
+use crate::store::message::indexed_text;
+use crate::store::message::NewMessage;
+use crate::store::tree::Parent;
+
+/// What a client asked for.
+pub enum Ask {
+    /// A new user message, attached like an append (`parentId` absent / null / an id).
+    Message { msg: NewMessage, parent: Parent },
+    /// A continuation after client-side tools: the branch with their results. The reply is a
+    /// new message under the last one.
+    Continue { messages: Vec<Json> },
+    /// The AI SDK's `useChat` body: the branch as the client holds it, ending in a new user
+    /// message, a stored user message to answer (again), or a stored assistant message with
+    /// client tool results to continue, in that same message.
+    Chat { messages: Vec<Json>, trigger: Trigger },
+}
+
+/// Why a `useChat` client sent its messages (its `trigger`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Trigger {
+    /// `submit-message`: a new user message, or tool results to continue with.
+    Submit,
+    /// `regenerate-message`: another answer under the user message the branch ends with.
+    Regenerate,
+}
+
+/// A turn as asked: the message or continuation, and the caller's own tools (offered to the
+/// model after the session's, answered by the caller).
+pub struct TurnRequest {
+    pub ask: Ask,
+    pub tools: Vec<ToolSpec>,
+    /// Whether long-term memory takes part (`memory: false` in the body skips inject and
+    /// extract for this turn).
+    pub memory: MemoryUse,
+}
+
+/// Whether a turn uses long-term memory.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum MemoryUse {
+    /// As configured (`SESSION_CONFIG.memory`).
+    #[default]
+    AsConfigured,
+    /// Not for this turn.
+    Skip,
+}
+
+/// A finished turn: the stored assistant message, and the work it leaves for after its answer
+/// (compaction, memory extraction).
+pub struct Turn {
+    pub message: Json,
+    pub after: Vec<After>,
+}
+
+/// What a turn tells its caller as it goes, in this order: `Start`, then per model step `Step`,
+/// its `Delta`s and `Reasoning` as they stream, its tool calls (`ToolCall`, and `ToolResult` for
+/// those the server answers) and `StepEnd`; last `Storing`.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ChatEvent {
+    /// The turn passed its checks: the id its reply is stored under (the extended message's
+    /// own id for a continuation of the AI SDK's kind).
+    Start { message_id: String },
+    /// A model step begins.
+    Step,
+    /// The next piece of the reply's text.
+    Delta { message_id: String, text: String },
+    /// The next piece of the model's reasoning.
+    Reasoning { text: String },
+    /// The model called a tool; `runner` says who answers it.
+    ToolCall { call_id: String, name: String, input: Json, runner: Runner },
+    /// The answer to a tool call the server ran: its output, or the error the model reads.
+    ToolResult { call_id: String, outcome: Outcome },
+    /// The step is over (its tool calls answered, or waiting for the client).
+    StepEnd,
+    /// The reply is complete and about to be stored: an `Err` from the caller still stops the
+    /// turn here, with nothing stored (a cancel that came after the last piece).
+    Storing,
+}
+
+/// Who answers a tool call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Runner {
+    /// The session: its tools, and the error for a tool nobody has.
+    Server,
+    /// The caller (a tool of the request's `tools`): the turn ends with the call pending.
+    Client,
+}
+
+/// How a tool call the server answered went.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    Output(String),
+    Error(String),
+}
+
+/// What the model sees first, and what will be written with the reply.
+struct Start {
+    /// The branch as clients see it, the new user message last.
+    base: Vec<Json>,
+    user: Option<NewMessage>,
+    parent: Option<String>,
+    updates: Vec<NewMessage>,
+    /// The stored assistant message the reply extends (with the client's tool results in it),
+    /// instead of a new message.
+    extends: Option<Json>,
+}
+
+/// Runs one turn of `session`. `on_event` gets the reply's text as it streams (an `Err` from it
+/// aborts the turn, which then stores nothing). Returns the stored assistant message.
+pub async fn turn(
+    session: &Session<'_>,
+    req: TurnRequest,
+    on_event: &mut dyn FnMut(ChatEvent) -> Result<()>,
+) -> Result<Turn> {
+    let server = session.tools()?;
+    for (i, t) in req.tools.iter().enumerate() {
+        let clash = server.iter().chain(&req.tools[..i]).any(|s| s.name == t.name);
+        if clash {
+            return Err(Error::invalid(format!("tools[{i}]: a tool named {:?} already exists", t.name)));
+        }
+    }
+    let continuation = match &req.ask {
+        Ask::Message { .. } => false,
+        Ask::Continue { .. } => true,
+        // Memory takes part when the branch ends with a user message (new or stored).
+        Ask::Chat { messages, trigger } => {
+            *trigger == Trigger::Submit && messages.last().and_then(|m| str_field(m, "role")) == Some("assistant")
+        }
+    };
+    let memory = session.env.config.memory.as_ref().filter(|_| req.memory == MemoryUse::AsConfigured && !continuation);
+    let start = start(session, req.ask, &server).await?;
+    // The question: the new user message, or the stored one answered again.
+    let question = match &start.user {
+        Some(user) => Some(user.to_value()?),
+        None => start.base.last().filter(|m| str_field(m, "role") == Some("user")).cloned(),
+    };
+    let injected = match (memory.and_then(|m| m.inject.as_ref()), &question) {
+        (Some(cfg), Some(q)) => inject(session, cfg, q).await?,
+        _ => None,
+    };
+    // Frozen with the turn's writes: a turn that fails stores nothing, not even the prompt.
+    let (system, to_freeze) = session.context().prompt_for_turn().await?;
+    let shown = truncate_older_messages(start.base, &TruncateOptions::default());
+    let conversation = build(&shown, session.env.config.chat.max_messages);
+    let (assistant_id, parts, created_at, mut meta) = match &start.extends {
+        Some(m) => (
+            str_field(m, "id").unwrap_or_default().to_owned(),
+            AssistantParts::after(parts(m).to_vec()),
+            str_field(m, "createdAt").unwrap_or(&session.env.now).to_owned(),
+            m.get("metadata").and_then(Json::as_object).cloned().unwrap_or_default(),
+        ),
+        None => (new_id()?, AssistantParts::default(), session.env.now.clone(), Map::new()),
+    };
+    on_event(ChatEvent::Start { message_id: assistant_id.clone() })?;
+    let tail = injected.as_ref().map(|i| i.0.clone());
+    let steps =
+        Steps { session, server: &server, client: &req.tools, system, memory: tail, assistant_id: &assistant_id };
+    let (parts, usage) = steps.run(conversation.messages, parts, on_event).await?;
+
+    // An extended message's usage is that of all the turns that wrote it.
+    let earlier = |key: &str| meta.get("usage").and_then(|u| u.get(key)).and_then(Json::as_i64).unwrap_or(0);
+    let total = json!({"inputTokens": earlier("inputTokens") + usage.input_tokens,
+        "outputTokens": earlier("outputTokens") + usage.output_tokens});
+    meta.insert("model".into(), json!(session.env.llm.model));
+    meta.insert("usage".into(), total);
+    let recalled = injected.map(|i| i.1).unwrap_or_default();
+    if memory.is_some_and(|m| m.inject.is_some()) {
+        meta.insert("memories".into(), json!(recalled));
+    }
+    on_event(ChatEvent::Storing)?;
+    let message = parts.message(&assistant_id, &created_at, meta);
+    let assistant = NewMessage::from_json(&message)?;
+    let freeze = to_freeze.then_some(steps.system);
+    let placement = if start.extends.is_some() { Placement::Extends } else { Placement::New };
+    let write = TurnWrite {
+        user: start.user,
+        updates: start.updates,
+        assistant,
+        placement,
+        parent: start.parent,
+        usage,
+        freeze,
+        recalled,
+    };
+    session.commit_turn(write).await?;
+    // After the answer: compaction as after an append, or, when the cap left messages out
+    // (the model forgot them), in any case when configured, so the next turn sees them in a
+    // summary; then memory extraction.
+    let cap = if conversation.dropped > 0 { Cap::Dropped } else { Cap::Kept };
+    let (sid, leaf) = (session.id.to_owned(), assistant_id.clone());
+    let mut after = vec![After::Compact { session: sid.clone(), leaf: leaf.clone(), cap }];
+    if memory.is_some_and(|m| m.extract.is_some()) {
+        after.push(After::ExtractMemories { session: sid, leaf });
+    }
+    Ok(Turn { message, after })
+}
+
+/// The memories recalled for the user's message, as the `<user-memory>` block and their ids;
+/// `None` when nothing relevant is stored. Conversation memories of other sessions stay out.
+async fn inject(session: &Session<'_>, cfg: &InjectConfig, question: &Json) -> Result<Option<(String, Vec<String>)>> {
+    let text = indexed_text(parts(question));
+    if text.trim().is_empty() {
+        return Ok(None);
+    }
+    let query = Query { text, limit: MAX_LIMIT, ..Query::default() };
+    let mut hits = Memories::new(session.env).rank(&query).await?;
+    hits.retain(|h| {
+        cfg.categories.contains(&h.memory.category)
+            && (h.memory.category != Category::Conversation
+                || h.memory.source.as_ref().is_some_and(|s| s.session_id == session.id))
+    });
+    hits.truncate(cfg.limit);
+    Ok(render(&hits, cfg.token_budget))
+}
+
+/// Checks what was asked against what is stored and reads the branch the model will see.
+async fn start(session: &Session<'_>, ask: Ask, server: &[ToolSpec]) -> Result<Start> {
+    let (tree, sid) = (session.tree(), session.id);
+    match ask {
+        Ask::Message { msg, parent } => {
+            tree.check_parent(&parent)?;
+            if tree.contains(&msg.id)? {
+                return Err(Error::conflict(format!("message {} is already in session {sid}", msg.id)));
+            }
+            let parent_id = tree.parent_id(&parent)?;
+            let mut base = branch(session, parent_id.as_deref()).await?;
+            base.push(msg.to_value()?);
+            Ok(Start { base, user: Some(msg), parent: parent_id, updates: Vec::new(), extends: None })
+        }
+        Ask::Continue { messages } => {
+            let leaf = messages
+                .last()
+                .and_then(|m| m.get("id"))
+                .and_then(Json::as_str)
+                .ok_or_else(|| Error::invalid("messages: the last message needs an id"))?
+                .to_owned();
+            if !tree.contains(&leaf)? {
+                let reason = format!("message {leaf} is not in session {sid}");
+                return Err(Rejection { code: NOT_A_PREFIX, reason, index: messages.len() - 1 }.into());
+            }
+            let stored = branch(session, Some(&leaf)).await?;
+            let names: Vec<&str> = server.iter().map(|d| d.name.as_str()).collect();
+            let changed = validate_continuation(&stored, &messages, &names)?;
+            let updates = changed.into_iter().map(|i| NewMessage::from_json(&messages[i])).collect::<Result<_>>()?;
+            Ok(Start { base: messages, user: None, parent: Some(leaf), updates, extends: None })
+        }
+        Ask::Chat { messages, trigger } => chat_start(session, messages, trigger, server).await,
+    }
+}
+
+/// [`start`] for the AI SDK's `useChat` body. What the client holds is checked against the
+/// stored branch as the AI SDK changes messages ([`client_view`]: no `createdAt`, `step-start`
+/// parts, part states, provider fields): only a new user message at the end, client tool results
+/// and approval answers may differ. The model then reads the stored messages (with those
+/// results), never the client's copies.
+async fn chat_start(
+    session: &Session<'_>,
+    messages: Vec<Json>,
+    trigger: Trigger,
+    server: &[ToolSpec],
+) -> Result<Start> {
+    let (tree, sid) = (session.tree(), session.id);
+    let id_of = |i: usize| -> Result<String> {
+        str_field(&messages[i], "id")
+            .map(str::to_owned)
+            .ok_or_else(|| Error::invalid(format!("messages[{i}].id must be a string")))
+    };
+    let last = messages.len() - 1;
+    let last_id = id_of(last)?;
+    let names: Vec<&str> = server.iter().map(|d| d.name.as_str()).collect();
+    // The stored branch the client's messages up to `upto` must be, with their results merged.
+    let checked = |stored: Vec<Json>, upto: usize| -> Result<(Vec<Json>, Vec<NewMessage>, Vec<usize>)> {
+        let (ours, theirs) = client_views(&stored, &messages[..upto]);
+        let changed = validate_continuation(&ours, &theirs, &names)?;
+        let mut merged = stored;
+        for &i in &changed {
+            merged[i] = with_results(&merged[i], &messages[i]);
+        }
+        let updates = changed.iter().map(|&i| NewMessage::from_json(&merged[i])).collect::<Result<_>>()?;
+        Ok((merged, updates, changed))
+    };
+    if !tree.contains(&last_id)? {
+        if trigger == Trigger::Regenerate {
+            return Err(Error::invalid(format!(
+                "regenerate-message answers again under a stored user message; message {last_id} is not in session {sid}"
+            )));
+        }
+        let msg = NewMessage::from_json(&messages[last])?;
+        if msg.role != "user" || crate::session::is_synthetic(&msg) {
+            return Err(Error::invalid("the last of messages, when it is new, must be a user message"));
+        }
+        let parent = if last == 0 { None } else { Some(id_of(last - 1)?) };
+        if let Some(p) = parent.as_deref() {
+            if !tree.contains(p)? {
+                let reason = format!("message {p} is not in session {sid}");
+                return Err(Rejection { code: NOT_A_PREFIX, reason, index: last - 1 }.into());
+            }
+        }
+        let stored = branch(session, parent.as_deref()).await?;
+        let (mut base, updates, _) = checked(stored, last)?;
+        base.push(msg.to_value()?);
+        return Ok(Start { base, user: Some(msg), parent, updates, extends: None });
+    }
+    let stored = branch(session, Some(&last_id)).await?;
+    let (base, mut updates, changed) = checked(stored, messages.len())?;
+    match (str_field(&base[last], "role"), trigger) {
+        (Some("user"), _) => Ok(Start { base, user: None, parent: Some(last_id), updates, extends: None }),
+        (Some("assistant"), Trigger::Submit) => {
+            // The last message is the one the reply extends: it is written once, with the reply.
+            if changed.last() == Some(&last) {
+                updates.pop();
+            }
+            let extends = Some(base[last].clone());
+            Ok(Start { base, user: None, parent: None, updates, extends })
+        }
+        (Some("assistant"), Trigger::Regenerate) => Err(Error::invalid(
+            "regenerate-message: end messages with the user message to answer again (the AI SDK drops the \
+             assistant message it regenerates)",
+        )),
+        _ => Err(Error::invalid("the last of messages must be a user or an assistant message")),
+    }
+}
+
+/// The stored messages of the path to `leaf` as clients see them (overlays applied, whole).
+async fn branch(session: &Session<'_>, leaf: Option<&str>) -> Result<Vec<Json>> {
+    let Some(leaf) = leaf else { return Ok(Vec::new()) };
+    let (text, _) = session.history_text(Some(leaf), Overlays::Applied).await?;
+    serde_json::from_str(&text).map_err(|e| Error::internal(format!("stored history is not JSON: {e}")))
+}
+
+/// The model's steps of one turn.
+struct Steps<'s, 'a> {
+    session: &'s Session<'a>,
+    server: &'s [ToolSpec],
+    client: &'s [ToolSpec],
+    system: String,
+    /// The `<user-memory>` block of this turn, sent after the frozen prompt.
+    memory: Option<String>,
+    assistant_id: &'s str,
+}
+
+impl Steps<'_, '_> {
+    /// Calls the model, runs the server tools it called and calls it again, until it answers
+    /// without tools, calls a client tool (the turn ends with that call pending) or the
+    /// configured most steps are done. Returns the reply's parts and the usage of all steps.
+    async fn run(
+        &self,
+        mut messages: Vec<ChatMessage>,
+        mut parts: AssistantParts,
+        on_event: &mut dyn FnMut(ChatEvent) -> Result<()>,
+    ) -> Result<(AssistantParts, Usage)> {
+        let (env, sid) = (self.session.env, self.session.id);
+        let cfg = &env.config.chat;
+        let tools: Vec<ToolSpec> = self.server.iter().chain(self.client).cloned().collect();
+        let mut usage = Usage::default();
+        for _step in 0..cfg.max_steps {
+            let request = ChatRequest {
+                system: Some(self.system.clone()),
+                messages: messages.clone(),
+                tools: tools.clone(),
+                max_tokens: cfg.max_tokens,
+                cache_key: Some(sid.to_owned()),
+                system_tail: self.memory.clone(),
+                format: Format::Text,
+            };
+            on_event(ChatEvent::Step)?;
+            let mut forward = |piece: &Piece| -> Result<()> {
+                parts.piece(piece);
+                match piece {
+                    Piece::Text(text) => {
+                        if env.events.has_listeners(sid) {
+                            let frame = json!({"type": "delta", "sessionId": sid, "messageId": self.assistant_id,
+                                "text": text});
+                            env.events.publish(sid, &frame);
+                        }
+                        on_event(ChatEvent::Delta { message_id: self.assistant_id.to_owned(), text: text.clone() })
+                    }
+                    Piece::Reasoning(text) => on_event(ChatEvent::Reasoning { text: text.clone() }),
+                }
+            };
+            let reply = chat(env.transport, env.llm, &request, &mut forward).await?;
+            parts.end_step();
+            usage.input_tokens += reply.usage.input_tokens;
+            usage.output_tokens += reply.usage.output_tokens;
+            if reply.text.trim().is_empty() && reply.tool_calls.is_empty() {
+                return Err(Error::new(ErrorKind::LlmUnavailable, "the model answered neither text nor a tool call"));
+            }
+            if !reply.reasoning.is_empty() {
+                self.progress(json!({"type": "reasoning", "text": reply.reasoning}));
+            }
+            if reply.tool_calls.is_empty() {
+                on_event(ChatEvent::StepEnd)?;
+                break;
+            }
+            let (results, pending) = self.tools(&reply.tool_calls, &mut parts, on_event).await?;
+            on_event(ChatEvent::StepEnd)?;
+            if pending {
+                break;
+            }
+            messages.push(ChatMessage::Assistant { text: reply.text.clone(), tool_calls: reply.tool_calls.clone() });
+            messages.extend(results);
+        }
+        Ok((parts, usage))
+    }
+
+    /// A progress frame of the reply for the session's sockets (`reasoning` of a finished step,
+    /// `tool` calls as they are made and answered), with the session and reply ids added.
+    fn progress(&self, mut frame: Json) {
+        let sid = self.session.id;
+        if self.session.env.events.has_listeners(sid) {
+            frame["sessionId"] = json!(sid);
+            frame["messageId"] = json!(self.assistant_id);
+            self.session.env.events.publish(sid, &frame);
+        }
+    }
+
+    /// Answers one step's tool calls: server tools run (their results go back to the model),
+    /// client tools stay pending (`true`: the turn ends), unknown ones are errors the model
+    /// reads. Each call and answer is an event of the turn.
+    async fn tools(
+        &self,
+        calls: &[ToolCall],
+        parts: &mut AssistantParts,
+        on_event: &mut dyn FnMut(ChatEvent) -> Result<()>,
+    ) -> Result<(Vec<ChatMessage>, bool)> {
+        let mut results = Vec::new();
+        let mut pending = false;
+        for ToolCall { id, name, input } in calls {
+            let call =
+                json!({"type": "tool", "toolCallId": id, "toolName": name, "state": "input-available", "input": input});
+            self.progress(call.clone());
+            let server = Tool::from_name(name).filter(|_| self.server.iter().any(|t| &t.name == name));
+            let runner = if server.is_none() && self.client.iter().any(|c| &c.name == name) {
+                Runner::Client
+            } else {
+                Runner::Server
+            };
+            on_event(ChatEvent::ToolCall { call_id: id.clone(), name: name.clone(), input: input.clone(), runner })?;
+            let mut done = |state: &str, key: &str, value: &str| {
+                let mut f = call.clone();
+                f["state"] = json!(state);
+                f[key] = json!(value);
+                self.progress(f);
+                let outcome =
+                    if key == "output" { Outcome::Output(value.to_owned()) } else { Outcome::Error(value.to_owned()) };
+                on_event(ChatEvent::ToolResult { call_id: id.clone(), outcome })
+            };
+            if server.is_some() {
+                // A storage failure fails the whole turn; the model's mistakes (input of the
+                // wrong shape included) are outputs it can correct.
+                let output = match self.session.execute_tool(name, input).await {
+                    Ok(ran) => ran.output,
+                    Err(e) if matches!(e.kind, ErrorKind::InvalidRequest | ErrorKind::NotFound) => {
+                        format!("Error: {}", e.message)
+                    }
+                    Err(e) => return Err(e),
+                };
+                done("output-available", "output", &output)?;
+                parts.tool_done(name, id, input, &output);
+                results.push(ChatMessage::Tool { call_id: id.clone(), name: name.clone(), output });
+            } else if runner == Runner::Client {
+                parts.tool_pending(name, id, input);
+                pending = true;
+            } else {
+                let error = format!("Error: there is no tool named {name:?}");
+                done("output-error", "errorText", &error)?;
+                parts.tool_failed(name, id, input, &error);
+                results.push(ChatMessage::Tool { call_id: id.clone(), name: name.clone(), output: error });
+            }
+        }
+        Ok((results, pending))
+    }
+}

@@ -1,0 +1,449 @@
+//! The `SessionAgent` Durable Object: one agent's memory. [`Agent`] holds what a request needs
+//! (SQLite, R2, the config, the LLM, the agent's name, its WebSockets) and answers through
+//! [`session_agent_api::handle`]; it is public so a Durable Object of your own can embed it with a
+//! config built in code. It is a cheap handle (`Clone`): a streamed chat turn keeps a copy
+//! while the response body is being written.
+
+use std::rc::Rc;
+
+use futures::channel::mpsc;
+use futures::StreamExt;
+use worker::{
+    console_error, console_warn, durable_object, wasm_bindgen_futures::spawn_local, Date, DurableObject, Env, Request,
+    Response, Result, State, WebSocket, WebSocketIncomingMessage, WebSocketPair,
+};
+
+use super::{
+    convert,
+    do_sql::DoSql,
+    llm::{WorkersTransport, AI_BINDING},
+    r2::R2Blobs,
+    sockets::Sockets,
+};
+use session_agent_api as api;
+use session_agent_api::access::{self, CLAIMS_HEADER};
+use session_agent_api::chat::Streamed;
+use session_agent_core::access::RateLimit;
+use session_agent_core::after::After;
+use session_agent_core::cache::{self, ReadCache};
+use session_agent_core::config::SessionConfig;
+use session_agent_core::error::{Error, ErrorKind};
+use session_agent_core::llm::embeddings::EmbeddingsConfig;
+use session_agent_core::llm::LlmConfig;
+use session_agent_core::store;
+use session_agent_core::time::iso_millis;
+use session_agent_core::transfer::export::AgentExport;
+
+/// The binding of the skills bucket.
+pub const SKILLS_BUCKET: &str = "SKILLS_BUCKET";
+
+/// One agent's memory, ready to answer requests.
+#[derive(Clone)]
+pub struct Agent {
+    inner: Rc<Inner>,
+}
+
+struct Inner {
+    db: DoSql,
+    /// What requests read from `db` and the next ones may reuse until a write.
+    cache: ReadCache,
+    blobs: R2Blobs,
+    config: SessionConfig,
+    llm: LlmConfig,
+    embeddings: EmbeddingsConfig,
+    transport: WorkersTransport,
+    sockets: Sockets,
+    name: String,
+    /// Why the agent cannot serve (schema or config), if it cannot.
+    broken: Option<Error>,
+    /// Whether a task is embedding the memories that wait for a vector: one is enough (it runs
+    /// until none waits), and two would embed the same rows twice.
+    embedding: std::cell::Cell<bool>,
+    /// A batch asked for embedding while that task ran: it goes round once more.
+    embed_again: std::cell::Cell<bool>,
+    /// The agent's request limit (`RATE_LIMIT`), if set.
+    rate: Option<RateLimit>,
+    /// The cancel flags of the frames each socket is running (by socket id): a `cancel` frame of
+    /// that socket sets them all (only a turn reads its flag).
+    running: std::cell::RefCell<std::collections::HashMap<String, Vec<api::ws::CancelFlag>>>,
+}
+
+impl Inner {
+    /// What a request at this moment runs against.
+    fn env(&self) -> session_agent_core::env::Env<'_> {
+        session_agent_core::env::Env {
+            sql: &self.db,
+            cache: &self.cache,
+            blobs: &self.blobs,
+            config: &self.config,
+            agent: &self.name,
+            llm: &self.llm,
+            embeddings: &self.embeddings,
+            transport: &self.transport,
+            events: &self.sockets,
+            now: iso_millis(now_ms()),
+            reach: Default::default(),
+        }
+    }
+}
+
+fn now_ms() -> i64 {
+    Date::now().as_millis() as i64
+}
+
+impl Agent {
+    /// Opens the agent with `config`: migrates its SQLite schema (synchronous in a DO, so it is
+    /// done before any request) and binds `SKILLS_BUCKET` if the Worker has it.
+    pub fn new(state: &State, env: &Env, config: SessionConfig) -> Self {
+        let db = DoSql::new(&state.storage());
+        let broken = store::open(&db, now_ms()).err().map(|e| {
+            console_error!("SessionAgent: schema migration failed: {e}");
+            Error::internal(format!("storage is not ready: {e}"))
+        });
+        // The name given to idFromName; an object made otherwise keys its skills by its id.
+        let id = state.id();
+        let name = id.name().unwrap_or_else(|| id.to_string());
+        // LLM_API_KEY is a secret; a plain var is accepted too (local .dev.vars sets either).
+        let var = |k: &str| env.secret(k).map(|v| v.to_string()).or_else(|_| env.var(k).map(|v| v.to_string())).ok();
+        let (llm, llm_error) = match LlmConfig::from_vars(var) {
+            Ok(l) => (l, None),
+            Err(e) => (LlmConfig::none(), Some(Error::new(ErrorKind::NotConfigured, e.message))),
+        };
+        let (embeddings, embeddings_error) = match EmbeddingsConfig::from_vars(var) {
+            Ok(e) => (e, None),
+            Err(e) => (EmbeddingsConfig::none(), Some(Error::new(ErrorKind::NotConfigured, e.message))),
+        };
+        let (rate, rate_error) = match var("RATE_LIMIT").filter(|v| !v.trim().is_empty()).map(|v| RateLimit::parse(&v))
+        {
+            None => (None, None),
+            Some(Ok(r)) => (Some(r), None),
+            Some(Err(e)) => (None, Some(Error::new(ErrorKind::NotConfigured, e.message))),
+        };
+        let broken = broken.or(llm_error).or(embeddings_error).or(rate_error);
+        let transport = WorkersTransport { ai: env.ai(AI_BINDING).ok() };
+        let inner = Inner {
+            db,
+            cache: ReadCache::new(cache::DEFAULT_BUDGET),
+            blobs: R2Blobs::new(env.bucket(SKILLS_BUCKET).ok()),
+            config,
+            llm,
+            embeddings,
+            transport,
+            sockets: Sockets::new(state),
+            name,
+            broken,
+            embedding: std::cell::Cell::new(false),
+            embed_again: std::cell::Cell::new(false),
+            rate,
+            running: Default::default(),
+        };
+        Agent { inner: Rc::new(inner) }
+    }
+
+    /// Opens the agent with the config of the `SESSION_CONFIG` variable. A config that does not
+    /// parse makes every request a 503 `not_configured` naming the problem.
+    pub fn from_env(state: &State, env: &Env) -> Self {
+        match config_text(env).and_then(|text| SessionConfig::from_json(&text)) {
+            Ok(cfg) => Agent::new(state, env, cfg),
+            Err(e) => {
+                console_error!("SessionAgent: {}", e.message);
+                let mut agent = Agent::new(state, env, SessionConfig::default());
+                if let Some(inner) = Rc::get_mut(&mut agent.inner) {
+                    inner.broken.get_or_insert(Error::new(ErrorKind::NotConfigured, e.message));
+                }
+                agent
+            }
+        }
+    }
+
+    /// The agent's name (its `idFromName` name).
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// Answers one request of the DO API (`docs/openapi.yaml`): WebSocket upgrades, streamed
+    /// chat turns, and everything else through [`api::handle`].
+    pub async fn fetch(&self, mut req: Request) -> Result<Response> {
+        if let Some(e) = &self.inner.broken {
+            convert::drain(&mut req).await;
+            return convert::error(e);
+        }
+        if let Some(e) = self.over_limit() {
+            convert::drain(&mut req).await;
+            return convert::error(&e);
+        }
+        let method = req.inner().method();
+        let url = req.inner().url();
+        let path = convert::split_url(&url).0;
+        if let Some(sid) = api::socket_session(&method, path) {
+            return self.upgrade(&req, path, sid);
+        }
+        let req = match convert::read(req).await {
+            Ok(r) => r,
+            Err(e) => return convert::error(&e),
+        };
+        if let Some(dialect) = api::chat_stream(&req) {
+            // Answered as a stream, outside `api::handle` (`api::chat::stream` admits it).
+            return self.chat_stream(req, dialect).await;
+        }
+        if api::is_agent_export(&req) {
+            // Answered as a stream, outside `api::handle`: the token is checked here.
+            if let Err(e) = api::admit(&self.inner.env(), &req) {
+                return convert::error(&e);
+            }
+            return self.export_stream();
+        }
+        let mut resp = api::handle(&self.inner.env(), &req).await;
+        log(&req.method, &req.path, &resp);
+        self.later(std::mem::take(&mut resp.after));
+        convert::write(resp)
+    }
+
+    /// `GET /sessions/{sid}/ws`: accepts a hibernatable socket tagged with the session and what
+    /// its token allows (checked like any request first).
+    fn upgrade(&self, req: &Request, path: &str, sid: session_agent_core::error::Result<String>) -> Result<Response> {
+        let claims = req.headers().get(CLAIMS_HEADER).ok().flatten();
+        let probe = match &claims {
+            Some(c) => api::Request::new("GET", path).header(CLAIMS_HEADER, c),
+            None => api::Request::new("GET", path),
+        };
+        let env = self.inner.env();
+        let claims = sid.and_then(|sid| {
+            api::admit(&env, &probe)?;
+            Ok((sid, access::claims_of(&probe)?))
+        });
+        let (sid, claims) = match claims {
+            Ok(c) => c,
+            Err(e) => return convert::error(&e),
+        };
+        let upgrade = req.headers().get("upgrade").ok().flatten().unwrap_or_default();
+        if !upgrade.eq_ignore_ascii_case("websocket") {
+            return convert::error(&Error::invalid("expected a WebSocket upgrade (Upgrade: websocket)"));
+        }
+        let pair = WebSocketPair::new()?;
+        if let Err(e) = self.inner.sockets.accept(&pair.server, &sid, claims.as_ref()) {
+            return convert::error(&e);
+        }
+        Response::from_websocket(pair.client)
+    }
+
+    /// `GET /export`: the agent's NDJSON, read chunk by chunk as the client takes it. An error
+    /// midway ends the body early, without the `end` record (so no import takes it for whole).
+    fn export_stream(&self) -> Result<Response> {
+        let export = match AgentExport::new(&self.inner.db) {
+            Ok(e) => e,
+            Err(e) => return convert::error(&e),
+        };
+        let body = futures::stream::unfold(Some((self.clone(), export)), |state| async move {
+            let (agent, mut export) = state?;
+            let chunk = export.next(&agent.inner.env()).await;
+            for w in export.warnings.drain(..) {
+                console_warn!("GET /export: {w}");
+            }
+            match chunk {
+                Ok(Some(text)) => Some((Ok::<Vec<u8>, worker::Error>(text.into_bytes()), Some((agent, export)))),
+                Ok(None) => None,
+                Err(e) => {
+                    console_error!("GET /export stopped: {e}");
+                    None
+                }
+            }
+        });
+        let headers = worker::Headers::new();
+        headers.set("content-type", api::transfer::NDJSON)?;
+        headers.set("cache-control", "no-store")?;
+        Ok(Response::from_stream(body)?.with_headers(headers))
+    }
+
+    /// A chat turn as server-sent events, written as they come. The turn runs in its own task
+    /// holding a copy of the agent; if the client goes away the body stream is dropped, the
+    /// next event cannot be sent, and the turn stops without storing anything.
+    async fn chat_stream(&self, req: api::Request, dialect: api::chat::Dialect) -> Result<Response> {
+        let (tx, mut rx) = mpsc::unbounded::<Streamed>();
+        let agent = self.clone();
+        spawn_local(async move {
+            let env = agent.inner.env();
+            let mut send =
+                |s: Streamed| tx.unbounded_send(s).map_err(|_| Error::new(ErrorKind::Conflict, "the client went away"));
+            let after = api::chat::stream(&env, &req, dialect, &mut send).await;
+            // The stream ends here; the sweep and the work the turn left come after the answer.
+            drop(tx);
+            api::after(&env, &after).await;
+        });
+        match rx.next().await {
+            Some(Streamed::Fail(e)) => {
+                if e.kind.status() >= 500 {
+                    console_error!("POST chat (stream) -> {}: {}", e.kind.status(), e.message);
+                }
+                convert::error(&e)
+            }
+            Some(Streamed::Data(first)) => {
+                // A failure after the first event comes as the dialect's error event (Data).
+                let rest = rx.map(|s| match s {
+                    Streamed::Data(d) => Ok::<Vec<u8>, worker::Error>(d.into_bytes()),
+                    Streamed::Fail(_) => Ok(Vec::new()),
+                });
+                let body =
+                    futures::stream::once(async move { Ok::<Vec<u8>, worker::Error>(first.into_bytes()) }).chain(rest);
+                let headers = worker::Headers::new();
+                for (name, value) in dialect.headers() {
+                    headers.set(&name, &value)?;
+                }
+                Ok(Response::from_stream(body)?.with_headers(headers))
+            }
+            None => convert::error(&Error::internal("the chat turn ended without an answer")),
+        }
+    }
+
+    /// One frame from a socket: answered to that socket (`history`, `pong`, `error`); writes
+    /// reach every socket of the session through the event hub.
+    pub async fn socket_message(&self, ws: WebSocket, message: WebSocketIncomingMessage) -> Result<()> {
+        let Some(tags) = self.inner.sockets.tags_of(&ws, &self.inner.name) else { return Ok(()) };
+        let (sid, claims, socket) = (tags.session, tags.claims, tags.id);
+        // This frame's flag, among the socket's running ones while it runs: a `cancel` frame of
+        // the same socket sets them.
+        let flag = api::ws::CancelFlag::default();
+        self.inner.running.borrow_mut().entry(socket.clone()).or_default().push(flag.clone());
+        let answer = match (self.over_limit().or_else(|| self.inner.broken.clone()), message) {
+            (Some(e), _) => api::ws::Answer {
+                frames: vec![api::ws::error_frame(&sid, e.code(), &e.message)],
+                warnings: vec![],
+                after: vec![],
+                cancel: false,
+            },
+            (None, WebSocketIncomingMessage::String(text)) => {
+                // The sender sees its own message at once, pending until the reply is stored.
+                if let Some(echo) = api::ws::pending_echo(&sid, claims.as_ref(), &text) {
+                    let _ = ws.send_with_str(echo.to_string());
+                }
+                api::ws::frame(&self.inner.env(), &sid, claims.as_ref(), &text, &flag).await
+            }
+            (None, WebSocketIncomingMessage::Binary(_)) => api::ws::Answer {
+                frames: vec![api::ws::error_frame(&sid, "invalid_request", "frames must be text (JSON)")],
+                warnings: vec![],
+                after: vec![],
+                cancel: false,
+            },
+        };
+        {
+            let mut running = self.inner.running.borrow_mut();
+            if let Some(flags) = running.get_mut(&socket) {
+                flags.retain(|f| !std::rc::Rc::ptr_eq(f, &flag));
+                if answer.cancel {
+                    flags.iter().for_each(|f| f.set(true));
+                }
+                if flags.is_empty() {
+                    running.remove(&socket);
+                }
+            }
+        }
+        for w in &answer.warnings {
+            console_warn!("ws {sid}: {w}");
+        }
+        for f in answer.frames {
+            let _ = ws.send_with_str(f.to_string());
+        }
+        self.later(answer.after);
+        Ok(())
+    }
+
+    /// `rate_limited` when this request is over the agent's `RATE_LIMIT` (requests and socket
+    /// frames count alike); the error names the seconds to wait.
+    fn over_limit(&self) -> Option<Error> {
+        let retry = self.inner.rate.as_ref()?.take(now_ms())?;
+        Some(
+            Error::new(
+                ErrorKind::RateLimited,
+                format!("over this agent's request limit (RATE_LIMIT); retry in {retry} s"),
+            )
+            .with_retry(retry),
+        )
+    }
+
+    /// Runs the work an answer left for after it is sent (memory extraction after a turn) in
+    /// its own task, so the answer goes out first.
+    fn later(&self, mut work: Vec<After>) {
+        let embeds = work.contains(&After::EmbedMemories);
+        work.retain(|w| *w != After::EmbedMemories);
+        let inner = &self.inner;
+        if embeds && inner.embedding.replace(true) {
+            inner.embed_again.set(true);
+        } else if embeds {
+            work.push(After::EmbedMemories);
+        }
+        if work.is_empty() {
+            return;
+        }
+        let agent = self.clone();
+        spawn_local(async move {
+            api::after(&agent.inner.env(), &work).await;
+            if work.contains(&After::EmbedMemories) {
+                while agent.inner.embed_again.replace(false) {
+                    api::after(&agent.inner.env(), &[After::EmbedMemories]).await;
+                }
+                agent.inner.embedding.set(false);
+            }
+        });
+    }
+}
+
+/// `SESSION_CONFIG` as JSON text: a string var as it is, an object var (wrangler allows JSON
+/// object vars) serialized, absent as empty (the default config). Anything else is an error, so
+/// the agent answers 503 instead of silently running without its config.
+fn config_text(env: &Env) -> session_agent_core::error::Result<String> {
+    let value = worker::js_sys::Reflect::get(env.as_ref(), &"SESSION_CONFIG".into())
+        .map_err(|_| Error::invalid("SESSION_CONFIG could not be read"))?;
+    if value.is_undefined() || value.is_null() {
+        return Ok(String::new());
+    }
+    if let Some(text) = value.as_string() {
+        return Ok(text);
+    }
+    if value.is_object() {
+        return worker::js_sys::JSON::stringify(&value)
+            .ok()
+            .and_then(|s| s.as_string())
+            .ok_or_else(|| Error::invalid("SESSION_CONFIG: the object var could not be read as JSON"));
+    }
+    Err(Error::invalid("SESSION_CONFIG must be a JSON string or a JSON object var"))
+}
+
+fn log(method: &str, path: &str, resp: &api::Response) {
+    if resp.status >= 500 {
+        console_error!("{method} {path} -> {}: {}", resp.status, String::from_utf8_lossy(&resp.body));
+    }
+    for w in &resp.warnings {
+        console_warn!("{method} {path}: {w}");
+    }
+}
+
+/// The Durable Object class bound as `SESSION_AGENT`, configured by `SESSION_CONFIG`.
+#[durable_object]
+pub struct SessionAgent {
+    agent: Agent,
+}
+
+impl DurableObject for SessionAgent {
+    fn new(state: State, env: Env) -> Self {
+        SessionAgent { agent: Agent::from_env(&state, &env) }
+    }
+
+    async fn fetch(&self, req: Request) -> Result<Response> {
+        self.agent.fetch(req).await
+    }
+
+    async fn websocket_message(&self, ws: WebSocket, message: WebSocketIncomingMessage) -> Result<()> {
+        self.agent.socket_message(ws, message).await
+    }
+
+    async fn websocket_close(&self, ws: WebSocket, _code: usize, _reason: String, _was_clean: bool) -> Result<()> {
+        // Complete the closing handshake; the runtime then forgets the socket.
+        let _ = ws.close(Some(1000), Some("closing"));
+        Ok(())
+    }
+
+    async fn websocket_error(&self, _ws: WebSocket, error: worker::Error) -> Result<()> {
+        console_warn!("websocket error: {error}");
+        Ok(())
+    }
+}

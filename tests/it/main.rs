@@ -1,0 +1,29 @@
+//! The native tests: one binary over the core and the API layer, on real SQLite (rusqlite,
+//! bundled, FTS5), the in-memory object store and a scripted model. Each module is the
+//! specification of one part; `support` is what they share; `layout` checks the code base itself
+//! (the module graph, the docs' names and paths).
+
+mod access;
+mod api;
+mod chat;
+mod chat_llm;
+mod compact;
+mod compact_api;
+mod compaction;
+mod context;
+mod conversation;
+mod expand;
+mod layout;
+mod llm;
+mod mcp;
+mod memory;
+mod search;
+mod sessions;
+mod spill;
+mod support;
+mod transfer;
+mod tree;
+mod truncate;
+mod ui_chat;
+mod versions;
+mod walks;

@@ -1,0 +1,390 @@
+//! Shared helpers for the native tests: a migrated SQLite database and an API client over it.
+
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+
+use serde_json::{json, Value as Json};
+use session_agent_api::{self as api, Request, Response};
+use session_agent_core::blobs::BoxFuture;
+use session_agent_core::blobs::MemBlobs;
+use session_agent_core::cache::{ReadCache, DEFAULT_BUDGET};
+use session_agent_core::config::SessionConfig;
+use session_agent_core::env::Env;
+use session_agent_core::error::Result as CoreResult;
+use session_agent_core::llm::embeddings::{EmbeddingsConfig, EmbeddingsProvider};
+use session_agent_core::llm::{HttpRequest, HttpResponse, LlmConfig, Provider, Transport};
+use session_agent_core::sqlite::SqliteDb;
+use session_agent_core::store;
+
+/// A fresh in-memory database with the schema applied.
+pub fn db() -> SqliteDb {
+    let db = SqliteDb::memory().expect("open sqlite");
+    store::open(&db, 0).expect("migrate");
+    db
+}
+
+/// An in-memory database at schema version `version`, as an agent left it before a later one.
+pub fn db_at(version: usize) -> SqliteDb {
+    use session_agent_core::sql::{Sql, Value};
+    use session_agent_core::store::schema;
+    let db = SqliteDb::memory().expect("open sqlite");
+    db.execute_batch(
+        "CREATE TABLE schema_version (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)",
+    )
+    .expect("schema_version");
+    for (v, name, body) in &schema::MIGRATIONS[..version] {
+        db.execute_batch(body).expect("a migration");
+        db.execute("INSERT INTO schema_version VALUES (?, ?, 't')", &[Value::Int(*v), (*name).into()])
+            .expect("its row");
+    }
+    db
+}
+
+/// Calls the DO API of agent `agent` on an in-memory database and object store, one
+/// millisecond apart (or frozen).
+pub struct Api {
+    pub db: SqliteDb,
+    pub cache: ReadCache,
+    pub blobs: MemBlobs,
+    pub config: SessionConfig,
+    pub agent: String,
+    pub llm: LlmConfig,
+    pub model: Model,
+    pub now: Cell<i64>,
+    pub frozen: bool,
+    pub events: Frames,
+    pub embeddings: EmbeddingsConfig,
+}
+
+/// The listeners of native tests: every session listens, and every frame is recorded.
+#[derive(Default)]
+pub struct Frames {
+    pub frames: RefCell<Vec<(String, Json)>>,
+    pub warnings: RefCell<Vec<String>>,
+}
+
+impl Frames {
+    /// The frames published so far to `session`, and forgets them.
+    pub fn take(&self, session: &str) -> Vec<Json> {
+        let mut all = self.frames.borrow_mut();
+        let (mine, rest): (Vec<_>, Vec<_>) = all.drain(..).partition(|(s, _)| s == session);
+        *all = rest;
+        mine.into_iter().map(|(_, f)| f).collect()
+    }
+}
+
+impl session_agent_core::events::Events for Frames {
+    fn has_listeners(&self, _session: &str) -> bool {
+        true
+    }
+    fn publish(&self, session: &str, frame: &Json) {
+        self.frames.borrow_mut().push((session.to_owned(), frame.clone()));
+    }
+    /// Agent-wide frames are recorded under the session `*`.
+    fn publish_agent(&self, frame: &Json) {
+        self.frames.borrow_mut().push(("*".to_owned(), frame.clone()));
+    }
+    fn warn(&self, message: &str) {
+        self.warnings.borrow_mut().push(message.to_owned());
+    }
+}
+
+/// The LLM peer of native tests: an OpenAI-compatible endpoint answering from a queue of
+/// replies (default: a fixed summary) and recording every request body it was sent.
+#[derive(Default)]
+pub struct Model {
+    pub replies: RefCell<VecDeque<CoreResult<HttpResponse>>>,
+    pub requests: RefCell<Vec<Json>>,
+    /// `/embeddings` calls answered (with [`embedding`] vectors), and whether they fail.
+    pub embed_calls: Cell<usize>,
+    pub embed_fails: Cell<bool>,
+}
+
+/// A deterministic embedding for native tests: each word (lower case, letters and digits) adds
+/// 1 to one of 64 dimensions chosen by its hash, so texts that share words are similar.
+pub fn embedding(text: &str) -> Vec<f32> {
+    let mut v = vec![0.0_f32; 64];
+    for w in text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()) {
+        let h = w.to_lowercase().bytes().fold(2166136261_u32, |h, b| (h ^ u32::from(b)).wrapping_mul(16777619));
+        v[(h % 64) as usize] += 1.0;
+    }
+    v
+}
+
+/// The text of an OpenAI-compatible completion answer.
+/// An OpenAI-compatible answer calling tools `(id, name, arguments)`.
+pub fn tool_calls(list: &[(&str, &str, Json)]) -> HttpResponse {
+    let tool_calls: Vec<Json> = list
+        .iter()
+        .map(|(id, name, args)| json!({"id": id, "type": "function", "function": {"name": name, "arguments": args.to_string()}}))
+        .collect();
+    let body = json!({"choices": [{"message": {"role": "assistant", "content": null, "tool_calls": tool_calls}, "finish_reason": "tool_calls"}],
+        "usage": {"prompt_tokens": 50, "completion_tokens": 5}});
+    HttpResponse { status: 200, body: body.to_string() }
+}
+
+pub fn completion(text: &str) -> HttpResponse {
+    let body = json!({"choices": [{"message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 100, "completion_tokens": 20}});
+    HttpResponse { status: 200, body: body.to_string() }
+}
+
+impl Model {
+    /// Queues the next answer.
+    pub fn reply(&self, r: CoreResult<HttpResponse>) {
+        self.replies.borrow_mut().push_back(r);
+    }
+    /// The user prompts sent so far.
+    pub fn prompts(&self) -> Vec<String> {
+        self.requests
+            .borrow()
+            .iter()
+            .map(|b| b["messages"][0]["content"].as_str().unwrap_or_default().to_owned())
+            .collect()
+    }
+}
+
+impl Transport for Model {
+    fn send(&self, req: HttpRequest) -> BoxFuture<'_, CoreResult<HttpResponse>> {
+        if req.url.ends_with("/embeddings") {
+            self.embed_calls.set(self.embed_calls.get() + 1);
+            let fails = self.embed_fails.get();
+            let body: Json = serde_json::from_str(&req.body).unwrap_or(Json::Null);
+            let data: Vec<Json> = body["input"]
+                .as_array()
+                .map(|a| {
+                    a.iter()
+                        .enumerate()
+                        .map(|(i, t)| json!({"index": i, "embedding": embedding(t.as_str().unwrap_or(""))}))
+                        .collect()
+                })
+                .unwrap_or_default();
+            return Box::pin(async move {
+                if fails {
+                    return Ok(HttpResponse {
+                        status: 500,
+                        body: "{\"error\":{\"message\":\"embeddings down\"}}".into(),
+                    });
+                }
+                Ok(HttpResponse { status: 200, body: json!({"data": data}).to_string() })
+            });
+        }
+        self.requests.borrow_mut().push(serde_json::from_str(&req.body).unwrap_or(Json::Null));
+        let next = self.replies.borrow_mut().pop_front();
+        Box::pin(async move {
+            next.unwrap_or_else(|| Ok(completion("## Topic\nA test chat.\n\n## Key Points\n- summarized")))
+        })
+    }
+    fn workers_ai<'a>(&'a self, _model: &'a str, _input: Json) -> BoxFuture<'a, CoreResult<Json>> {
+        Box::pin(async { Ok(json!({"response": "unused"})) })
+    }
+}
+
+impl Api {
+    pub fn new() -> Api {
+        Api::with_db(db())
+    }
+
+    pub fn with_db(db: SqliteDb) -> Api {
+        Api {
+            db,
+            cache: ReadCache::new(DEFAULT_BUDGET),
+            blobs: MemBlobs::new(),
+            config: SessionConfig::default(),
+            agent: "alice".into(),
+            llm: LlmConfig::none(),
+            model: Model::default(),
+            now: Cell::new(1_795_345_200_000),
+            frozen: false,
+            events: Frames::default(),
+            embeddings: EmbeddingsConfig::none(),
+        }
+    }
+
+    /// An API whose agent has `config` (JSON as in `SESSION_CONFIG`).
+    pub fn with_config(config: Json) -> Api {
+        let mut api = Api::new();
+        api.config = SessionConfig::from_json(&config.to_string()).expect("valid config");
+        api
+    }
+
+    /// The same API with an OpenAI-compatible model configured (answered by [`Model`]).
+    pub fn with_model(mut self) -> Api {
+        self.llm = LlmConfig {
+            provider: Provider::OpenAi,
+            base_url: "http://model.test/v1".into(),
+            model: "test-model".into(),
+            api_key: None,
+            timeout_ms: 1000,
+        };
+        self
+    }
+
+    /// The environment of a request now (one millisecond after the last, unless frozen).
+    pub fn env(&self) -> Env<'_> {
+        if !self.frozen {
+            self.now.set(self.now.get() + 1);
+        }
+        Env {
+            sql: &self.db,
+            cache: &self.cache,
+            blobs: &self.blobs,
+            config: &self.config,
+            agent: &self.agent,
+            llm: &self.llm,
+            embeddings: &self.embeddings,
+            transport: &self.model,
+            events: &self.events,
+            now: session_agent_core::time::iso_millis(self.now.get()),
+            reach: Default::default(),
+        }
+    }
+
+    /// Answers `req`, then runs what the answer left for later (memory extraction), as the
+    /// Durable Object does once the answer is sent.
+    pub fn send(&self, req: Request) -> Response {
+        let env = self.env();
+        let resp = futures::executor::block_on(api::handle(&env, &req));
+        futures::executor::block_on(api::after(&env, &resp.after));
+        assert_speaks_no_storage(&req, &resp);
+        resp
+    }
+
+    /// `GET path` answered with an empty read cache: what a read finds with nothing kept (the
+    /// API's own cache is left as it is).
+    pub fn get_fresh(&self, path: &str) -> Response {
+        let empty = ReadCache::new(DEFAULT_BUDGET);
+        let env = Env { cache: &empty, ..self.env() };
+        futures::executor::block_on(api::handle(&env, &Request::new("GET", path)))
+    }
+
+    /// The names of the tools session `sid` offers, in order.
+    pub fn tool_names(&self, sid: &str) -> Vec<String> {
+        self.get(&format!("/sessions/{sid}/tools")).body_json()["tools"]
+            .as_array()
+            .expect("a tools list")
+            .iter()
+            .map(|t| t["name"].as_str().expect("a tool name").to_owned())
+            .collect()
+    }
+
+    /// The single integer a SQL query answers (for checks of what is stored).
+    pub fn count(&self, sql: &str) -> i64 {
+        use session_agent_core::sql::Sql;
+        self.db.query_row(sql, &[]).expect("query").expect("a row").int(0).expect("an integer")
+    }
+
+    /// The same API with embeddings (OpenAI-compatible, answered by [`Model`]).
+    pub fn with_embeddings(mut self) -> Api {
+        self.embeddings = EmbeddingsConfig {
+            provider: EmbeddingsProvider::OpenAi,
+            base_url: "http://model.test/v1".into(),
+            model: "test-embed".into(),
+            api_key: None,
+        };
+        self
+    }
+
+    pub fn get(&self, path: &str) -> Response {
+        self.send(Request::new("GET", path))
+    }
+
+    pub fn delete(&self, path: &str) -> Response {
+        self.send(Request::new("DELETE", path))
+    }
+
+    pub fn post(&self, path: &str, body: Json) -> Response {
+        self.send(Request::new("POST", path).json(&body))
+    }
+
+    pub fn put(&self, path: &str, body: Json) -> Response {
+        self.send(Request::new("PUT", path).json(&body))
+    }
+
+    pub fn patch(&self, path: &str, body: Json) -> Response {
+        self.send(Request::new("PATCH", path).json(&body))
+    }
+
+    /// Appends a text message and asserts it was stored; returns the answer body.
+    pub fn append(&self, sid: &str, id: &str, parent: Option<Option<&str>>, text: &str) -> Json {
+        let mut body = json!({ "message": msg(id, "user", text) });
+        if let Some(p) = parent {
+            body["parentId"] = json!(p);
+        }
+        let r = self.post(&format!("/sessions/{sid}/messages"), body);
+        assert_eq!(r.status, 201, "append {id}: {}", String::from_utf8_lossy(&r.body));
+        r.body_json()
+    }
+
+    /// The ids of a history answer.
+    pub fn history_ids(&self, path: &str) -> Vec<String> {
+        let r = self.get(path);
+        assert_eq!(r.status, 200, "{path}: {}", String::from_utf8_lossy(&r.body));
+        ids(&r.body_json()["messages"])
+    }
+}
+
+/// A text message.
+pub fn msg(id: &str, role: &str, text: &str) -> Json {
+    json!({ "id": id, "role": role, "parts": [{ "type": "text", "text": text }] })
+}
+
+/// The `id`s of a JSON array of messages.
+pub fn ids(list: &Json) -> Vec<String> {
+    list.as_array()
+        .map(|a| a.iter().map(|m| m["id"].as_str().unwrap_or_default().to_string()).collect())
+        .unwrap_or_default()
+}
+
+/// The words of the storage that no answer may carry: every name with an underscore in the
+/// statements of `migrations/` (tables, columns, indexes, triggers; comments left out), and
+/// SQLite's own phrases.
+pub fn storage_words() -> &'static [String] {
+    static WORDS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    WORDS.get_or_init(|| {
+        let mut words: Vec<String> =
+            ["sqlite", "sql:", "constraint failed", "no such table", "no such column", "syntax error", "fts5", "rowid"]
+                .map(str::to_owned)
+                .to_vec();
+        for (_, _, body) in session_agent_core::store::schema::MIGRATIONS {
+            let code: String = body.lines().map(|l| format!("{}\n", l.split("--").next().unwrap_or(""))).collect();
+            for w in code.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
+                let w = w.to_ascii_lowercase();
+                if w.contains('_') && w.chars().next().is_some_and(|c| c.is_ascii_alphabetic()) && !words.contains(&w) {
+                    words.push(w);
+                }
+            }
+        }
+        words
+    })
+}
+
+/// The storage word `text` carries, if any (compared in lower case, as whole names).
+pub fn storage_word_in(text: &str) -> Option<&'static str> {
+    let lower = text.to_ascii_lowercase();
+    let names: Vec<&str> = lower.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).collect();
+    storage_words().iter().map(String::as_str).find(|w| {
+        if w.contains(['_']) {
+            names.contains(w)
+        } else {
+            lower.contains(w)
+        }
+    })
+}
+
+/// Panics when an error answer carries a storage word (`storage_words`): errors say what went
+/// wrong in the API's terms, never in SQL, table or column names.
+pub fn assert_speaks_no_storage(req: &Request, resp: &Response) {
+    if resp.status < 400 {
+        return;
+    }
+    let message = resp.body_json()["error"]["message"].as_str().unwrap_or_default().to_owned();
+    if let Some(w) = storage_word_in(&message) {
+        panic!("{} {} answered {} naming the storage ({w:?}): {message}", req.method, req.path, resp.status);
+    }
+}
+
+/// The error code of an error answer.
+pub fn code(r: &Response) -> String {
+    r.body_json()["error"]["code"].as_str().unwrap_or_default().to_string()
+}
