@@ -183,7 +183,7 @@ impl Agent {
             Err(e) => return convert::error(&e),
         };
         if let Some(dialect) = api::chat_stream(&req) {
-            // Answered as a stream, outside `api::handle` (`api::chat::stream` admits it).
+            // Answered as a stream, outside `api::handle` (`api::stream_chat` admits it).
             return self.chat_stream(req, dialect).await;
         }
         if api::is_agent_export(&req) {
@@ -265,7 +265,7 @@ impl Agent {
             let env = agent.inner.env();
             let mut send =
                 |s: Streamed| tx.unbounded_send(s).map_err(|_| Error::new(ErrorKind::Conflict, "the client went away"));
-            let after = api::chat::stream(&env, &req, dialect, &mut send).await;
+            let after = api::stream_chat(&env, &req, dialect, &mut send).await;
             // The stream ends here; the sweep and the work the turn left come after the answer.
             drop(tx);
             api::after(&env, &after).await;

@@ -150,7 +150,7 @@ async fn admit<'a>(req: &Request, env: &Env, method: &str, path: &'a str, query:
         // The DO checks again (with the revocation time only it knows); refusing here spares it
         // the request.
         let now = Date::now().as_millis() as i64;
-        if let Err(e) = c.admit(&agent, now, None).and_then(|_| access::permit(c, method, tail)) {
+        if let Err(e) = c.admit(&agent, now, None).and_then(|_| session_agent_api::permits(c, method, tail)) {
             return Admit::Answer(convert::error(&e));
         }
     }

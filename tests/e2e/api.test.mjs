@@ -251,7 +251,7 @@ test("agents and sessions are isolated", async () => {
   assert.equal(two.body.messages[0].parts[0].text, "agent two");
   const s1 = await call("GET", "/search?q=agent", undefined, { agent: "iso1" });
   assert.deepEqual(s1.body.results.map((h) => h.content), ["agent one"]);
-  assert.deepEqual((await call("GET", "/sessions", undefined, { agent: "iso3" })).body, { sessions: [] });
+  assert.deepEqual((await call("GET", "/sessions", undefined, { agent: "iso3" })).body, { sessions: [], nextCursor: null });
 });
 
 test("everything survives a restart of the runtime", async () => {

@@ -86,6 +86,16 @@ test("sessions, append, history, branches, leaf and search through the client", 
   assert.match(created.id, /^[0-9a-f-]{36}$/);
   assert.equal(created.name, "Trip");
   assert.ok((await agent.sessions.list()).some((s) => s.id === created.id));
+  // Pages of one, through the client, until the cursor runs out: the same list.
+  await agent.sessions.create({ name: "Second" });
+  const paged = [];
+  let page = await agent.sessions.page({ limit: 1 });
+  for (;;) {
+    paged.push(...page.sessions.map((x) => x.id));
+    if (page.nextCursor === null) break;
+    page = await agent.sessions.page({ limit: 1, cursor: page.nextCursor });
+  }
+  assert.deepEqual(paged, (await agent.sessions.list()).map((x) => x.id));
 
   const s = agent.session(created.id);
   assert.equal(await s.leaf(), null, "an empty session has no leaf");

@@ -108,7 +108,7 @@ fn routes_allow_what_the_scope_and_sessions_say() {
         (&write_s1, "GET", "/sessions/s%31/history", true),
     ];
     for (c, method, path, ok) in cases {
-        let got = access::permit(c, method, path);
+        let got = session_agent_api::permits(c, method, path);
         assert_eq!(got.is_ok(), *ok, "{method} {path} with {c:?}: {got:?}");
         if let Err(e) = got {
             assert_eq!(e.code(), "forbidden");

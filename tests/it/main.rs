@@ -17,6 +17,7 @@ mod layout;
 mod llm;
 mod mcp;
 mod memory;
+mod routes;
 mod search;
 mod sessions;
 mod spill;

@@ -250,3 +250,45 @@ fn message_count_is_the_active_path_and_total_messages_every_branch() {
     assert_eq!(api.delete("/sessions/s/messages").status, 204);
     assert_eq!(counts(&api), (0, 0));
 }
+
+#[test]
+fn the_list_pages_with_limit_and_cursor() {
+    let api = Api::new();
+    for i in 0..7 {
+        api.append(&format!("s{i}"), "m", None, "hi");
+    }
+    // s3 written again: it moves to the front.
+    api.append("s3", "m2", None, "again");
+    let all = api.get("/sessions").body_json();
+    assert_eq!(all["nextCursor"], Json::Null, "without limit: every session, no cursor");
+    let order: Vec<String> =
+        all["sessions"].as_array().unwrap().iter().map(|s| s["id"].as_str().unwrap().to_owned()).collect();
+    assert_eq!(order, ["s3", "s6", "s5", "s4", "s2", "s1", "s0"]);
+    let mut paged = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let q = match &cursor {
+            Some(c) => format!("/sessions?limit=3&cursor={c}"),
+            None => "/sessions?limit=3".to_owned(),
+        };
+        let page = api.get(&q).body_json();
+        let ids = page["sessions"].as_array().unwrap();
+        assert!(ids.len() <= 3);
+        paged.extend(ids.iter().map(|s| s["id"].as_str().unwrap().to_owned()));
+        match page["nextCursor"].as_str() {
+            Some(c) => cursor = Some(c.to_owned()),
+            None => break,
+        }
+    }
+    assert_eq!(paged, order, "the pages, one after another, are the list");
+    for bad in ["/sessions?limit=0", "/sessions?limit=101", "/sessions?cursor=nope", "/sessions?limit=x"] {
+        let r = api.get(bad);
+        assert_eq!((r.status, code(&r).as_str()), (400, "invalid_request"), "{bad}");
+    }
+    let last = api.get("/sessions?limit=7").body_json();
+    assert_eq!(
+        (last["sessions"].as_array().unwrap().len(), &last["nextCursor"]),
+        (7, &Json::Null),
+        "an exact fit has no next page"
+    );
+}

@@ -257,6 +257,13 @@ export class Sessions {
     return (await this.agent.request("get", "/agents/{agent}/sessions")).sessions;
   }
 
+  /** One page of the sessions (`limit` ≤ 100) and the `nextCursor` of the page after it
+   * (`null` after the last one): pass it back as `cursor`. */
+  async page(options: { limit: number; cursor?: string }): Promise<{ sessions: SessionInfo[]; nextCursor: string | null }> {
+    const { sessions, nextCursor } = await this.agent.request("get", "/agents/{agent}/sessions", { query: options });
+    return { sessions, nextCursor: nextCursor ?? null };
+  }
+
   /** A new session under a server-chosen id. */
   async create(input: CreateSessionRequest): Promise<SessionInfo> {
     return this.agent.request("post", "/agents/{agent}/sessions", { body: input });

@@ -80,9 +80,13 @@ export interface paths {
         };
         /**
          * List the agent's sessions
-         * @description Every registered session of the agent, most recently updated first (`updatedAt`
-         *     descending; ties: the later update first). No pagination. An agent with no sessions
-         *     answers `{"sessions": []}`.
+         * @description The registered sessions of the agent, most recently updated first (`updatedAt`
+         *     descending; ties: the later update first). With `limit`, one page of at most that many
+         *     and the `nextCursor` of the page after it (`null` after the last page); pass it back as
+         *     `cursor`. Without `limit`, every session after `cursor` (every session without one), and
+         *     `nextCursor` is `null`. An agent with no sessions answers
+         *     `{"sessions": [], "nextCursor": null}`. A session updated between two pages moves to the
+         *     front of the list: a client that pages may miss it or see it twice.
          */
         get: operations["listSessions"];
         put?: never;
@@ -4357,7 +4361,16 @@ export interface operations {
     };
     listSessions: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description At most this many sessions (1–100; `400` otherwise). Absent: all of them. */
+                limit?: number;
+                /**
+                 * @description Where the page starts: the `nextCursor` of the previous page, as given (opaque;
+                 *     anything else is `400`). Absent: the most recently updated session.
+                 * @example 2026-11-22T11:00:00.000Z~42
+                 */
+                cursor?: string;
+            };
             header?: never;
             path: {
                 /**
@@ -4395,11 +4408,14 @@ export interface operations {
                      *           "createdAt": "2026-11-22T11:00:00.000Z",
                      *           "updatedAt": "2026-11-22T11:05:00.000Z"
                      *         }
-                     *       ]
+                     *       ],
+                     *       "nextCursor": null
                      *     }
                      */
                     "application/json": {
                         sessions: components["schemas"]["SessionInfo"][];
+                        /** @description The `cursor` of the next page; `null` when there is none (or without `limit`). */
+                        nextCursor: string | null;
                     };
                 };
             };

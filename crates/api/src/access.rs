@@ -5,9 +5,10 @@
 //!
 //! The front door verifies a token (signature, expiry, agent) and hands its claims to the
 //! Durable Object in the [`CLAIMS_HEADER`] (a header it always removes from what clients send).
-//! [`handle`](super::handle) then refuses a revoked token and anything outside the token's
-//! sessions or scope, for HTTP requests and WebSocket frames alike. No header means the admin
-//! token or a Worker binding: everything is allowed.
+//! The API's admission (`crate::admit`) then refuses a revoked token and anything outside the
+//! token's sessions or scope ([`permit`], with what the route table says of the route), for HTTP
+//! requests and WebSocket frames alike. No header means the admin token or a Worker binding:
+//! everything is allowed.
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
 use base64::Engine;
@@ -15,10 +16,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value as Json};
 
 use super::http::{check_name, Request};
-use super::{router, Route};
 use session_agent_core::access::Reach;
 use session_agent_core::error::{Error, Result};
-use session_agent_core::time::{iso_millis, parse_iso};
+use session_agent_core::time::iso_millis;
 
 /// The header the front door passes a verified token's claims in (JSON).
 pub const CLAIMS_HEADER: &str = "x-session-agent-claims";
@@ -185,51 +185,43 @@ pub fn claims_of(req: &Request) -> Result<Option<Claims>> {
         .transpose()
 }
 
-/// Whether `claims` allow `method` on DO path `path`: admin routes never, agent-wide routes only
-/// to a token not limited to sessions, a session's routes only for its sessions, writes only
-/// with scope `write`. An unknown path is allowed here (and answered 404 by the route table).
-pub fn permit(claims: &Claims, method: &str, path: &str) -> Result<()> {
-    let Ok(matched) = router().at(path) else { return Ok(()) };
-    let route = matched.value.0;
-    if route.admin_only() {
-        return Err(Error::forbidden("this route needs the admin token (API_TOKEN)"));
-    }
-    // `/sessions/import` is also the path of a session called "import".
-    let sid = match (route, matched.params.get("sid")) {
-        (Route::SessionImport, _) if method != "POST" => Some("import".to_owned()),
-        (_, Some(raw)) => Some(super::http::session_param(raw)?),
-        (_, None) => None,
-    };
-    match sid {
-        Some(sid) if !claims.opens(&sid) => {
-            return Err(Error::forbidden(format!("the token does not open session {sid:?}")));
-        }
-        None if claims.limited() => {
+/// Who may use a route: the route table's rows say it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Who {
+    /// The admin token (or a Worker binding) only.
+    Admin,
+    /// Any token of the agent not limited to some sessions: an agent-wide route.
+    Agent,
+    /// A token that opens the session the path names.
+    Session,
+}
+
+/// The scope a token needs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Needs {
+    Read,
+    Write,
+}
+
+/// Whether `claims` allow a route that `who` may use, for session `sid` (the route's, if it has
+/// one), needing scope `needs`: admin routes never, agent-wide routes only to a token not
+/// limited to sessions, a session's routes only for its sessions, writes only with scope
+/// `write`.
+pub fn permit(claims: &Claims, who: Who, sid: Option<&str>, needs: Needs) -> Result<()> {
+    match (who, sid) {
+        (Who::Admin, _) => return Err(Error::forbidden("this route needs the admin token (API_TOKEN)")),
+        (Who::Agent, _) if claims.limited() => {
             return Err(Error::forbidden(
                 "a token limited to some sessions may not use agent-wide routes (the session list, search, memories)",
             ))
         }
+        (Who::Session, Some(sid)) if !claims.opens(sid) => {
+            return Err(Error::forbidden(format!("the token does not open session {sid:?}")));
+        }
         _ => {}
     }
-    // MCP: a read token may initialize and list tools; `api::mcp` refuses its `tools/call`.
-    if claims.scope == Scope::Read && !matches!(method, "GET" | "HEAD") && !matches!(route, Route::Socket | Route::Mcp)
-    {
+    if claims.scope == Scope::Read && needs == Needs::Write {
         return Err(Error::forbidden("the token may only read (scope \"read\")"));
     }
     Ok(())
-}
-
-/// Checks the claims a request carries, if any: not expired, not revoked, for this agent, and
-/// allowing this route (see [`permit`]). Answers them (`None`: the admin token or a binding).
-pub fn check(
-    req: &Request,
-    agent: &str,
-    now: &str,
-    revoked_before: impl FnOnce() -> Result<Option<i64>>,
-) -> Result<Option<Claims>> {
-    let Some(claims) = claims_of(req)? else { return Ok(None) };
-    let now_ms = parse_iso(now).unwrap_or(i64::MAX);
-    claims.admit(agent, now_ms, revoked_before()?)?;
-    permit(&claims, &req.method, &req.path)?;
-    Ok(Some(claims))
 }

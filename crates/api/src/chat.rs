@@ -6,12 +6,12 @@
 
 use serde_json::{json, Map, Value as Json};
 
+use super::call::{Answer, Call};
 use super::http::{Request, Response};
 use super::messages;
 use super::ui_stream::{UiStream, HEADER};
 use session_agent_core::after::After;
 use session_agent_core::config::is_label;
-use session_agent_core::env::Env;
 use session_agent_core::error::{Error, Result};
 use session_agent_core::llm::ToolSpec;
 use session_agent_core::session::Session;
@@ -208,7 +208,11 @@ impl Encoder {
 /// answer (with `Accept: text/event-stream`, or the UI message stream for a `useChat` body; the
 /// Durable Object streams them as they come instead, with [`stream`]). An error before the
 /// first event is an ordinary JSON error answer.
-pub async fn route(s: &Session<'_>, req: &Request) -> Result<Response> {
+pub fn route<'c>(c: &'c Call<'c>) -> Answer<'c> {
+    Box::pin(async move { answer(&c.session(), c.req).await })
+}
+
+async fn answer(s: &Session<'_>, req: &Request) -> Result<Response> {
     let request = turn_request(req)?;
     let Some(dialect) = Dialect::of(req) else {
         let done = turn(s, request, &mut |_| check_cancel(req)).await?;
@@ -244,14 +248,14 @@ pub enum Streamed {
     Fail(Error),
 }
 
-/// Runs a streamed `POST /sessions/{sid}/chat` in `dialect` (see [`super::chat_stream`]), handing each
+/// Runs a streamed `POST /sessions/{sid}/chat` in `dialect` (admitted by `crate::stream_chat`), handing each
 /// event to `send` as soon as it exists. `send` failing (the client went away) aborts the
 /// turn, which then stores nothing. Returns the work left for after the answer: the sweep, as
 /// after every write ([`super::handle`]), then what the turn left (compaction, memory
 /// extraction). The caller closes the stream first and then runs it ([`super::after()`]), so
 /// none of it delays the answer.
 pub async fn stream(
-    env: &Env<'_>,
+    s: &Session<'_>,
     req: &Request,
     dialect: Dialect,
     send: &mut dyn FnMut(Streamed) -> Result<()>,
@@ -259,10 +263,8 @@ pub async fn stream(
     let started = std::cell::Cell::new(false);
     let mut encoder = Encoder::new(dialect);
     let result = async {
-        let env = super::admit(env, req)?;
-        let sid = super::session_of(req)?;
         let request = turn_request(req)?;
-        turn(&Session::new(&env, &sid), request, &mut |e| match encoder.event(&e) {
+        turn(s, request, &mut |e| match encoder.event(&e) {
             Some(text) => {
                 started.set(true);
                 send(Streamed::Data(text))
@@ -274,7 +276,7 @@ pub async fn stream(
     .await;
     let mut after = vec![After::Sweep];
     if let Some(log) = result.as_ref().err().and_then(|e| e.log.as_deref()) {
-        env.events.warn(log);
+        s.env.events.warn(log);
     }
     match result {
         Ok(done) => {

@@ -2,21 +2,24 @@
 //! originals behind one (`GET …/compactions/{cid}/messages`), and compaction with the LLM
 //! (`POST …/compact`).
 
+use super::call::{Answer, Call};
 use serde_json::json;
 
-use super::http::{int_param, opt_str, req_str, Request, Response};
+use super::http::{opt_str, req_str, Response};
 use session_agent_core::compaction::expand::{self, DEFAULT_LIMIT, MAX_LIMIT};
 use session_agent_core::error::Result;
-use session_agent_core::session::Session;
 use session_agent_core::store::overlay;
 
 /// `GET /sessions/{sid}/compactions`: oldest first.
-pub fn list(s: &Session) -> Result<Response> {
+pub fn list(c: &Call<'_>) -> Result<Response> {
+    let s = &c.session();
     Ok(Response::json(200, &json!({ "compactions": overlay::list(s.env.sql, s.id)? })))
 }
 
 /// `POST /sessions/{sid}/compactions` `{summary, fromMessageId, toMessageId}` → 201.
-pub fn add(s: &Session, req: &Request) -> Result<Response> {
+pub fn add(c: &Call<'_>) -> Result<Response> {
+    let s = &c.session();
+    let req = c.req;
     let body = req.json_object()?;
     let summary = req_str(&body, "summary")?;
     let from = req_str(&body, "fromMessageId")?;
@@ -27,31 +30,40 @@ pub fn add(s: &Session, req: &Request) -> Result<Response> {
 /// `GET /sessions/{sid}/compactions/{cid}/messages?offset=0&limit=20`: the stored messages the
 /// overlay stands for, oldest first, paged (`limit` at most 100) →
 /// `{compaction, total, offset, messages, nextOffset}` (`nextOffset` null on the last page).
-pub async fn messages(s: &Session<'_>, cid: &str, req: &Request) -> Result<Response> {
-    let q = req.query_map()?;
-    let offset = int_param(&q, "offset", 0, i64::MAX)?.unwrap_or(0) as usize;
-    let limit = int_param(&q, "limit", 1, MAX_LIMIT as i64)?.map_or(DEFAULT_LIMIT, |n| n as usize);
-    let c = expand::find(s.env.sql, s.id, cid)?;
-    let page = expand::page(s.env.sql, s.id, c, offset, limit)?;
-    let (messages, warnings) = s.whole(page.messages).await?;
-    let page = expand::Page { messages, ..page };
-    let resp = Response::json(
-        200,
-        &json!({
-            "compaction": page.compaction,
-            "total": page.total,
-            "offset": page.offset,
-            "messages": page.messages,
-            "nextOffset": page.next_offset(),
-        }),
-    );
-    Ok(warnings.into_iter().fold(resp, Response::warn))
+pub fn messages<'c>(c: &'c Call<'c>) -> Answer<'c> {
+    Box::pin(async move {
+        let s = &c.session();
+        let cid = c.params.cid.as_str();
+        let _req = c.req;
+        let q = &c.query;
+        let offset = q.int("offset", 0, i64::MAX)?.unwrap_or(0) as usize;
+        let limit = q.int("limit", 1, MAX_LIMIT as i64)?.map_or(DEFAULT_LIMIT, |n| n as usize);
+        let c = expand::find(s.env.sql, s.id, cid)?;
+        let page = expand::page(s.env.sql, s.id, c, offset, limit)?;
+        let (messages, warnings) = s.whole(page.messages).await?;
+        let page = expand::Page { messages, ..page };
+        let resp = Response::json(
+            200,
+            &json!({
+                "compaction": page.compaction,
+                "total": page.total,
+                "offset": page.offset,
+                "messages": page.messages,
+                "nextOffset": page.next_offset(),
+            }),
+        );
+        Ok(warnings.into_iter().fold(resp, Response::warn))
+    })
 }
 
 /// `POST /sessions/{sid}/compact` `{leafId?}` → `{compaction}` (the stored overlay) or
 /// `{compaction: null}` when there is nothing to compact. The model failing, or answering a
 /// blank or skeleton summary, is `503 llm_unavailable` and nothing is stored.
-pub async fn compact(s: &Session<'_>, req: &Request) -> Result<Response> {
-    let leaf = opt_str(&req.json_object()?, "leafId")?;
-    Ok(Response::json(200, &json!({ "compaction": s.compact(leaf.as_deref()).await? })))
+pub fn compact<'c>(c: &'c Call<'c>) -> Answer<'c> {
+    Box::pin(async move {
+        let s = &c.session();
+        let req = c.req;
+        let leaf = opt_str(&req.json_object()?, "leafId")?;
+        Ok(Response::json(200, &json!({ "compaction": s.compact(leaf.as_deref()).await? })))
+    })
 }

@@ -1,47 +1,70 @@
 //! Routes of context blocks, the system prompt and the tools: `/sessions/{sid}/context…`,
 //! `…/prompt`, `…/prompt/refresh`, `…/tools`, `…/tools/{name}`.
 
+use super::call::{Answer, Call};
 use serde_json::{json, Map, Value as Json};
 
-use super::http::{int_param, opt_str, req_str, Request, Response};
+use super::http::{opt_str, req_str, Response};
 use session_agent_core::config::BlockConfig;
 use session_agent_core::context::entries::MAX_PAGE;
 use session_agent_core::error::{Error, Result};
 use session_agent_core::session::blocks::Write;
-use session_agent_core::session::Session;
 use session_agent_core::store::message::{check_id, MAX_INDEXED_BYTES};
 
 /// `GET /sessions/{sid}/context`: every block with its content, in prompt order.
-pub async fn list(s: &Session<'_>) -> Result<Response> {
-    Ok(Response::json(200, &json!({ "blocks": s.blocks().await? })))
+pub fn list<'c>(c: &'c Call<'c>) -> Answer<'c> {
+    Box::pin(async move {
+        let s = &c.session();
+        Ok(Response::json(200, &json!({ "blocks": s.blocks().await? })))
+    })
 }
 
 /// `GET /sessions/{sid}/context/{label}`.
-pub async fn get(s: &Session<'_>, label: &str) -> Result<Response> {
-    Ok(Response::json(200, &s.block(label).await?))
+pub fn get<'c>(c: &'c Call<'c>) -> Answer<'c> {
+    Box::pin(async move {
+        let s = &c.session();
+        let label = c.params.label.as_str();
+        Ok(Response::json(200, &s.block(label).await?))
+    })
 }
 
 /// `PUT /sessions/{sid}/context/{label}` `{content}`.
-pub async fn replace(s: &Session<'_>, label: &str, req: &Request) -> Result<Response> {
-    let content = req_str(&req.json_object()?, "content")?;
-    Ok(Response::json(200, &s.write_block(label, &content, Write::Replace).await?))
+pub fn replace<'c>(c: &'c Call<'c>) -> Answer<'c> {
+    Box::pin(async move {
+        let s = &c.session();
+        let label = c.params.label.as_str();
+        let req = c.req;
+        let content = req_str(&req.json_object()?, "content")?;
+        Ok(Response::json(200, &s.write_block(label, &content, Write::Replace).await?))
+    })
 }
 
 /// `POST /sessions/{sid}/context/{label}/append` `{content}`.
-pub async fn append(s: &Session<'_>, label: &str, req: &Request) -> Result<Response> {
-    let content = req_str(&req.json_object()?, "content")?;
-    Ok(Response::json(200, &s.write_block(label, &content, Write::Append).await?))
+pub fn append<'c>(c: &'c Call<'c>) -> Answer<'c> {
+    Box::pin(async move {
+        let s = &c.session();
+        let label = c.params.label.as_str();
+        let req = c.req;
+        let content = req_str(&req.json_object()?, "content")?;
+        Ok(Response::json(200, &s.write_block(label, &content, Write::Append).await?))
+    })
 }
 
 /// `POST /sessions/{sid}/context` `{label, kind, …}`: adds a block to this session → 201.
-pub async fn add(s: &Session<'_>, req: &Request) -> Result<Response> {
-    let cfg: BlockConfig =
-        serde_json::from_value(Json::Object(req.json_object()?)).map_err(|e| Error::invalid(format!("block: {e}")))?;
-    Ok(Response::json(201, &s.add_block(cfg).await?))
+pub fn add<'c>(c: &'c Call<'c>) -> Answer<'c> {
+    Box::pin(async move {
+        let s = &c.session();
+        let req = c.req;
+        let cfg: BlockConfig = serde_json::from_value(Json::Object(req.json_object()?))
+            .map_err(|e| Error::invalid(format!("block: {e}")))?;
+        Ok(Response::json(201, &s.add_block(cfg).await?))
+    })
 }
 
 /// `DELETE /sessions/{sid}/context/{label}` → 204, 404 when the session has no such block.
-pub fn remove(s: &Session, label: &str) -> Result<Response> {
+pub fn remove(c: &Call<'_>) -> Result<Response> {
+    let s = &c.session();
+    let label = c.params.label.as_str();
     s.remove_block(label)?;
     Ok(Response::no_content())
 }
@@ -50,16 +73,22 @@ pub fn remove(s: &Session, label: &str) -> Result<Response> {
 pub const MAX_INGEST: usize = 1000;
 
 /// `GET /sessions/{sid}/context/{label}/entries?limit=&cursor=` → `{entries, nextCursor}`.
-pub fn entries(s: &Session, label: &str, req: &Request) -> Result<Response> {
-    let q = req.query_map()?;
-    let limit = int_param(&q, "limit", 1, MAX_PAGE)?.unwrap_or(MAX_PAGE);
-    let (entries, next) = s.entries(label, limit, q.get("cursor").map(String::as_str))?;
+pub fn entries(c: &Call<'_>) -> Result<Response> {
+    let s = &c.session();
+    let label = c.params.label.as_str();
+    let _req = c.req;
+    let q = &c.query;
+    let limit = q.int("limit", 1, MAX_PAGE)?.unwrap_or(MAX_PAGE);
+    let (entries, next) = s.entries(label, limit, q.get("cursor"))?;
     Ok(Response::json(200, &json!({"entries": entries, "nextCursor": next})))
 }
 
 /// `POST /sessions/{sid}/context/{label}/entries` `{entries: [{key?, title?, content}]}` → 201
 /// `{keys}`: all written, or none.
-pub fn ingest(s: &Session, label: &str, req: &Request) -> Result<Response> {
+pub fn ingest(c: &Call<'_>) -> Result<Response> {
+    let s = &c.session();
+    let label = c.params.label.as_str();
+    let req = c.req;
     let body = req.json_object()?;
     let list =
         body.get("entries").and_then(Json::as_array).ok_or_else(|| Error::invalid("entries must be an array"))?;
@@ -88,35 +117,53 @@ pub fn ingest(s: &Session, label: &str, req: &Request) -> Result<Response> {
 }
 
 /// `GET /sessions/{sid}/context/{label}/entries/{key}`.
-pub fn entry(s: &Session, label: &str, key: &str) -> Result<Response> {
+pub fn entry(c: &Call<'_>) -> Result<Response> {
+    let s = &c.session();
+    let label = c.params.label.as_str();
+    let key = c.params.key.as_str();
     Ok(Response::json(200, &s.entry(label, key)?))
 }
 
 /// `DELETE /sessions/{sid}/context/{label}/entries/{key}` → 204.
-pub fn delete_entry(s: &Session, label: &str, key: &str) -> Result<Response> {
+pub fn delete_entry(c: &Call<'_>) -> Result<Response> {
+    let s = &c.session();
+    let label = c.params.label.as_str();
+    let key = c.params.key.as_str();
     s.delete_entry(label, key)?;
     Ok(Response::no_content())
 }
 
 /// `GET /sessions/{sid}/prompt` → `{prompt, frozen}`: the stored copy, rendered and stored the
 /// first time.
-pub async fn prompt(s: &Session<'_>) -> Result<Response> {
-    let (prompt, frozen) = s.prompt().await?;
-    Ok(Response::json(200, &json!({ "prompt": prompt, "frozen": frozen })))
+pub fn prompt<'c>(c: &'c Call<'c>) -> Answer<'c> {
+    Box::pin(async move {
+        let s = &c.session();
+        let (prompt, frozen) = s.prompt().await?;
+        Ok(Response::json(200, &json!({ "prompt": prompt, "frozen": frozen })))
+    })
 }
 
 /// `POST /sessions/{sid}/prompt/refresh` → `{prompt}` rendered now and stored.
-pub async fn refresh(s: &Session<'_>) -> Result<Response> {
-    Ok(Response::json(200, &json!({ "prompt": s.refresh_prompt().await? })))
+pub fn refresh<'c>(c: &'c Call<'c>) -> Answer<'c> {
+    Box::pin(async move {
+        let s = &c.session();
+        Ok(Response::json(200, &json!({ "prompt": s.refresh_prompt().await? })))
+    })
 }
 
 /// `GET /sessions/{sid}/tools` → `{tools: [{name, description, inputSchema}]}`.
-pub fn tools(s: &Session) -> Result<Response> {
+pub fn tools(c: &Call<'_>) -> Result<Response> {
+    let s = &c.session();
     Ok(Response::json(200, &json!({ "tools": s.tools()? })))
 }
 
 /// `POST /sessions/{sid}/tools/{name}` `{input}` → `{output}`, the string the model sees.
-pub async fn run_tool(s: &Session<'_>, name: &str, req: &Request) -> Result<Response> {
-    let input = req.json_object()?.remove("input").unwrap_or_else(|| Json::Object(Map::new()));
-    Ok(Response::json(200, &json!({ "output": s.run_tool(name, &input).await?.output })))
+pub fn run_tool<'c>(c: &'c Call<'c>) -> Answer<'c> {
+    Box::pin(async move {
+        let s = &c.session();
+        let name = c.params.name.as_str();
+        let req = c.req;
+        let input = req.json_object()?.remove("input").unwrap_or_else(|| Json::Object(Map::new()));
+        Ok(Response::json(200, &json!({ "output": s.run_tool(name, &input).await?.output })))
+    })
 }

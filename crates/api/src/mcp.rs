@@ -9,10 +9,11 @@
 //! initialize and list; `tools/call` needs `write` (`403 forbidden`). A body that is not one
 //! JSON-RPC 2.0 object is `400 invalid_request`, as on every route.
 
+use super::call::{Answer, Call};
 use serde_json::{json, Map, Value as Json};
 
 use super::access::{claims_of, Scope};
-use super::http::{Request, Response};
+use super::http::Response;
 use session_agent_core::error::{Error, ErrorKind, Result};
 use session_agent_core::session::Session;
 
@@ -34,42 +35,49 @@ fn rpc_result(id: &Json, result: Json) -> Json {
 }
 
 /// Answers one JSON-RPC message.
-pub async fn handle(s: &Session<'_>, req: &Request) -> Result<Response> {
-    // A message that cannot be taken is an HTTP 400 with the API's error body (the transport
-    // allows any body there), like every other route's.
-    let msg = req.json_object().map_err(|e| match req.body.first() {
-        Some(b'[') => Error::invalid("JSON-RPC batches are not supported: send one message per request"),
-        _ => e,
-    })?;
-    if msg.get("jsonrpc").and_then(Json::as_str) != Some("2.0") {
-        return Err(Error::invalid("not a JSON-RPC 2.0 message (jsonrpc must be \"2.0\")"));
-    }
-    // We send no requests, so a client has no responses to send us: every message has a method.
-    let method = msg.get("method").and_then(Json::as_str).ok_or_else(|| Error::invalid("method must be a string"))?;
-    let params = match msg.get("params") {
-        None => Map::new(),
-        Some(Json::Object(p)) => p.clone(),
-        Some(_) => return Err(Error::invalid("params must be an object")),
-    };
-    let id = match msg.get("id") {
-        // A notification (or a client's response): nothing to answer.
-        None => return Ok(Response { status: 202, ..Response::no_content() }),
-        Some(id) if id.is_string() || id.is_i64() || id.is_u64() => id,
-        Some(_) => return Err(Error::invalid("id must be a string or an integer")),
-    };
-    let answer = match method {
-        "initialize" => rpc_result(id, initialize(&params)),
-        "ping" => rpc_result(id, json!({})),
-        "tools/list" => rpc_result(id, json!({"tools": s.tools()?})),
-        "tools/call" => {
-            if claims_of(req)?.is_some_and(|c| c.scope == Scope::Read) {
-                return Err(Error::forbidden("the token may only read (scope \"read\"): tools/call needs \"write\""));
-            }
-            call(s, id, &params).await?
+pub fn handle<'c>(c: &'c Call<'c>) -> Answer<'c> {
+    Box::pin(async move {
+        let s = &c.session();
+        let req = c.req;
+        // A message that cannot be taken is an HTTP 400 with the API's error body (the transport
+        // allows any body there), like every other route's.
+        let msg = req.json_object().map_err(|e| match req.body.first() {
+            Some(b'[') => Error::invalid("JSON-RPC batches are not supported: send one message per request"),
+            _ => e,
+        })?;
+        if msg.get("jsonrpc").and_then(Json::as_str) != Some("2.0") {
+            return Err(Error::invalid("not a JSON-RPC 2.0 message (jsonrpc must be \"2.0\")"));
         }
-        other => rpc_error(id, METHOD_NOT_FOUND, &format!("method not found: {other}")),
-    };
-    Ok(Response::json(200, &answer))
+        // We send no requests, so a client has no responses to send us: every message has a method.
+        let method =
+            msg.get("method").and_then(Json::as_str).ok_or_else(|| Error::invalid("method must be a string"))?;
+        let params = match msg.get("params") {
+            None => Map::new(),
+            Some(Json::Object(p)) => p.clone(),
+            Some(_) => return Err(Error::invalid("params must be an object")),
+        };
+        let id = match msg.get("id") {
+            // A notification (or a client's response): nothing to answer.
+            None => return Ok(Response { status: 202, ..Response::no_content() }),
+            Some(id) if id.is_string() || id.is_i64() || id.is_u64() => id,
+            Some(_) => return Err(Error::invalid("id must be a string or an integer")),
+        };
+        let answer = match method {
+            "initialize" => rpc_result(id, initialize(&params)),
+            "ping" => rpc_result(id, json!({})),
+            "tools/list" => rpc_result(id, json!({"tools": s.tools()?})),
+            "tools/call" => {
+                if claims_of(req)?.is_some_and(|c| c.scope == Scope::Read) {
+                    return Err(Error::forbidden(
+                        "the token may only read (scope \"read\"): tools/call needs \"write\"",
+                    ));
+                }
+                call(s, id, &params).await?
+            }
+            other => rpc_error(id, METHOD_NOT_FOUND, &format!("method not found: {other}")),
+        };
+        Ok(Response::json(200, &answer))
+    })
 }
 
 fn initialize(params: &Map<String, Json>) -> Json {

@@ -1,18 +1,16 @@
 //! Long-term memory routes: `/memories` (store, list, recall, get, change, history, forget,
 //! forget all) and `POST /sessions/{sid}/memories/extract`.
 
-use std::collections::HashMap;
+use super::call::{Answer, Call};
 
 use serde_json::{json, Map, Value as Json};
 
-use super::http::{check_name, int_param, opt_str, Request, Response};
+use super::http::{self, check_name, opt_str, Response};
 use session_agent_core::after::After;
-use session_agent_core::env::Env;
 use session_agent_core::error::{Error, Result};
 use session_agent_core::memory::recall::{Query, DEFAULT_LIMIT, MAX_LIMIT};
 use session_agent_core::memory::store::{self, MAX_PAGE};
 use session_agent_core::memory::{By, Category, Filter, Memories, NewMemory, Patch, Stored};
-use session_agent_core::session::Session;
 
 /// Default page of `GET /memories`.
 const DEFAULT_PAGE: i64 = 50;
@@ -21,18 +19,18 @@ fn category(v: Option<&str>) -> Result<Option<Category>> {
     v.map(Category::parse).transpose()
 }
 
-/// `category`, `tag`, `sessionId` from the query string.
-fn filter(q: &HashMap<String, String>) -> Result<Filter> {
-    let session_id = q.get("sessionId").cloned();
+/// `category`, `tag`, `sessionId`, as `value` gives them (from the query string, or a body).
+fn filter(value: &dyn Fn(&str) -> Option<String>) -> Result<Filter> {
+    let session_id = value("sessionId");
     if let Some(s) = &session_id {
         check_name("sessionId", s)?;
     }
-    Ok(Filter {
-        category: category(q.get("category").map(String::as_str))?,
-        tag: q.get("tag").cloned(),
-        session_id,
-        ..Filter::default()
-    })
+    Ok(Filter { category: category(value("category").as_deref())?, tag: value("tag"), session_id, ..Filter::default() })
+}
+
+/// The filter of a query string.
+fn query_filter(q: &http::Query) -> Result<Filter> {
+    filter(&|k| q.get(k).map(str::to_owned))
 }
 
 fn tags(body: &Map<String, Json>) -> Result<Option<Vec<String>>> {
@@ -70,35 +68,43 @@ fn known(body: &Map<String, Json>, keys: &[&str]) -> Result<()> {
 pub const MAX_BATCH: usize = 1000;
 
 /// `POST /memories`: 201 with the new memory, or 200 with the one it was merged into.
-pub async fn create(env: &Env<'_>, req: &Request) -> Result<Response> {
-    let new = new_memory(&req.json_object()?)?;
-    let (m, stored) = Memories::new(env).remember(new, By::Api).await?;
-    Ok(Response::json(if stored == Stored::Created { 201 } else { 200 }, &m))
+pub fn create<'c>(c: &'c Call<'c>) -> Answer<'c> {
+    Box::pin(async move {
+        let env = c.env;
+        let req = c.req;
+        let new = new_memory(&req.json_object()?)?;
+        let (m, stored) = Memories::new(env).remember(new, By::Api).await?;
+        Ok(Response::json(if stored == Stored::Created { 201 } else { 200 }, &m))
+    })
 }
 
 /// `POST /memories/batch` `{memories: [...]}` (each as for `POST /memories`, up to 1,000):
 /// 201 `{memories}` in order, all stored (or merged) or none.
-pub async fn create_all(env: &Env<'_>, req: &Request) -> Result<Response> {
-    let body = req.json_object()?;
-    known(&body, &["memories"])?;
-    let list =
-        body.get("memories").and_then(Json::as_array).ok_or_else(|| Error::invalid("memories must be an array"))?;
-    if list.is_empty() || list.len() > MAX_BATCH {
-        return Err(Error::invalid(format!("memories must hold 1 to {MAX_BATCH} memories")));
-    }
-    let all = list
-        .iter()
-        .enumerate()
-        .map(|(i, m)| {
-            let m = m.as_object().ok_or_else(|| Error::invalid(format!("memories[{i}] must be an object")))?;
-            new_memory(m).map_err(|e| Error::new(e.kind, format!("memories[{i}]: {}", e.message)))
-        })
-        .collect::<Result<Vec<_>>>()?;
-    let done = Memories::new(env).remember_all(&all, By::Api).await?;
-    let memories: Vec<_> = done.into_iter().map(|(m, _)| m).collect();
-    let mut resp = Response::json(201, &json!({ "memories": memories }));
-    resp.after.push(After::EmbedMemories);
-    Ok(resp)
+pub fn create_all<'c>(c: &'c Call<'c>) -> Answer<'c> {
+    Box::pin(async move {
+        let env = c.env;
+        let req = c.req;
+        let body = req.json_object()?;
+        known(&body, &["memories"])?;
+        let list =
+            body.get("memories").and_then(Json::as_array).ok_or_else(|| Error::invalid("memories must be an array"))?;
+        if list.is_empty() || list.len() > MAX_BATCH {
+            return Err(Error::invalid(format!("memories must hold 1 to {MAX_BATCH} memories")));
+        }
+        let all = list
+            .iter()
+            .enumerate()
+            .map(|(i, m)| {
+                let m = m.as_object().ok_or_else(|| Error::invalid(format!("memories[{i}] must be an object")))?;
+                new_memory(m).map_err(|e| Error::new(e.kind, format!("memories[{i}]: {}", e.message)))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let done = Memories::new(env).remember_all(&all, By::Api).await?;
+        let memories: Vec<_> = done.into_iter().map(|(m, _)| m).collect();
+        let mut resp = Response::json(201, &json!({ "memories": memories }));
+        resp.after.push(After::EmbedMemories);
+        Ok(resp)
+    })
 }
 
 fn new_memory(body: &Map<String, Json>) -> Result<NewMemory> {
@@ -124,20 +130,26 @@ fn new_memory(body: &Map<String, Json>) -> Result<NewMemory> {
 }
 
 /// `GET /memories?category=&tag=&sessionId=&limit=&cursor=`: newest first.
-pub fn list(env: &Env<'_>, req: &Request) -> Result<Response> {
-    let q = req.query_map()?;
-    let limit = int_param(&q, "limit", 1, MAX_PAGE)?.unwrap_or(DEFAULT_PAGE);
-    let (memories, next) = store::list(env.sql, &filter(&q)?, limit, q.get("cursor").map(String::as_str), &env.now)?;
+pub fn list(c: &Call<'_>) -> Result<Response> {
+    let env = c.env;
+    let _req = c.req;
+    let q = &c.query;
+    let limit = q.int("limit", 1, MAX_PAGE)?.unwrap_or(DEFAULT_PAGE);
+    let (memories, next) = store::list(env.sql, &query_filter(q)?, limit, q.get("cursor"), &env.now)?;
     Ok(Response::json(200, &json!({"memories": memories, "nextCursor": next})))
 }
 
 /// `GET /memories/search?q=&category=&tag=&sessionId=&limit=`: ranked, with why.
-pub async fn search(env: &Env<'_>, req: &Request) -> Result<Response> {
-    let q = req.query_map()?;
-    let text = q.get("q").cloned().ok_or_else(|| Error::invalid("q is required"))?;
-    let limit = int_param(&q, "limit", 1, MAX_LIMIT)?.unwrap_or(DEFAULT_LIMIT);
-    let hits = Memories::new(env).recall(&Query { text, filter: filter(&q)?, limit }).await?;
-    Ok(Response::json(200, &json!({ "results": hits })))
+pub fn search<'c>(c: &'c Call<'c>) -> Answer<'c> {
+    Box::pin(async move {
+        let env = c.env;
+        let _req = c.req;
+        let q = &c.query;
+        let text = q.require("q")?.to_owned();
+        let limit = q.int("limit", 1, MAX_LIMIT)?.unwrap_or(DEFAULT_LIMIT);
+        let hits = Memories::new(env).recall(&Query { text, filter: query_filter(q)?, limit }).await?;
+        Ok(Response::json(200, &json!({ "results": hits })))
+    })
 }
 
 fn missing(id: &str) -> Error {
@@ -145,69 +157,85 @@ fn missing(id: &str) -> Error {
 }
 
 /// `GET /memories/{mid}`.
-pub fn get(env: &Env<'_>, id: &str) -> Result<Response> {
+pub fn get(c: &Call<'_>) -> Result<Response> {
+    let env = c.env;
+    let id = c.params.memory.as_str();
     let m = store::get(env.sql, id, &env.now)?.ok_or_else(|| missing(id))?;
     Ok(Response::json(200, &m))
 }
 
 /// `PATCH /memories/{mid}`: `{content?, tags?, score?, category?, expiresAt?}`.
-pub async fn patch(env: &Env<'_>, id: &str, req: &Request) -> Result<Response> {
-    let body = req.json_object()?;
-    known(&body, &["content", "tags", "score", "category", "expiresAt"])?;
-    let expires_at = match body.get("expiresAt") {
-        None => None,
-        Some(Json::Null) => Some(None),
-        Some(Json::String(s)) => Some(Some(s.clone())),
-        Some(_) => return Err(Error::invalid("expiresAt must be a timestamp or null")),
-    };
-    let patch = Patch {
-        content: opt_str(&body, "content")?,
-        tags: tags(&body)?,
-        score: score(&body)?,
-        category: category(opt_str(&body, "category")?.as_deref())?,
-        expires_at,
-    };
-    Ok(Response::json(200, &Memories::new(env).patch(id, &patch, By::Api).await?))
+pub fn patch<'c>(c: &'c Call<'c>) -> Answer<'c> {
+    Box::pin(async move {
+        let env = c.env;
+        let id = c.params.memory.as_str();
+        let req = c.req;
+        let body = req.json_object()?;
+        known(&body, &["content", "tags", "score", "category", "expiresAt"])?;
+        let expires_at = match body.get("expiresAt") {
+            None => None,
+            Some(Json::Null) => Some(None),
+            Some(Json::String(s)) => Some(Some(s.clone())),
+            Some(_) => return Err(Error::invalid("expiresAt must be a timestamp or null")),
+        };
+        let patch = Patch {
+            content: opt_str(&body, "content")?,
+            tags: tags(&body)?,
+            score: score(&body)?,
+            category: category(opt_str(&body, "category")?.as_deref())?,
+            expires_at,
+        };
+        Ok(Response::json(200, &Memories::new(env).patch(id, &patch, By::Api).await?))
+    })
 }
 
 /// `GET /memories/{mid}/history`: every version, oldest first.
-pub fn history(env: &Env<'_>, id: &str) -> Result<Response> {
+pub fn history(c: &Call<'_>) -> Result<Response> {
+    let env = c.env;
+    let id = c.params.memory.as_str();
     let versions = store::history(env.sql, id, &env.now)?.ok_or_else(|| missing(id))?;
     Ok(Response::json(200, &json!({ "versions": versions })))
 }
 
 /// `DELETE /memories/{mid}`.
-pub fn delete(env: &Env<'_>, id: &str) -> Result<Response> {
+pub fn delete(c: &Call<'_>) -> Result<Response> {
+    let env = c.env;
+    let id = c.params.memory.as_str();
     Memories::new(env).forget(id)?;
     Ok(Response::no_content())
 }
 
 /// `DELETE /memories?category=&tag=&sessionId=` (the filters may also come as a JSON body):
 /// `forgetAll`, `{deleted: n}`.
-pub fn delete_all(env: &Env<'_>, req: &Request) -> Result<Response> {
-    let mut q = req.query_map()?;
-    filter(&q)?; // the query is checked even where the body overrides it
+pub fn delete_all(c: &Call<'_>) -> Result<Response> {
+    let env = c.env;
+    let req = c.req;
+    let q = &c.query;
+    query_filter(q)?; // the query is checked even where the body overrides it
     let body = req.json_object()?;
     known(&body, &["category", "tag", "sessionId"])?;
     for key in ["category", "tag", "sessionId"] {
-        if let Some(v) = opt_str(&body, key)? {
-            q.insert(key.to_owned(), v);
-        }
+        opt_str(&body, key)?;
     }
-    let n = Memories::new(env).forget_all(&filter(&q)?)?;
+    let value = |k: &str| opt_str(&body, k).ok().flatten().or_else(|| q.get(k).map(str::to_owned));
+    let n = Memories::new(env).forget_all(&filter(&value)?)?;
     Ok(Response::json(200, &json!({ "deleted": n })))
 }
 
 /// `POST /sessions/{sid}/memories/extract` `{leafId?}`: `{added, updated, deleted}`.
-pub async fn extract(s: &Session<'_>, req: &Request) -> Result<Response> {
-    let body = req.json_object()?;
-    known(&body, &["leafId"])?;
-    let leaf = opt_str(&body, "leafId")?;
-    if let Some(l) = &leaf {
-        if !s.tree().contains(l)? {
-            return Err(Error::not_found(format!("message {l} not found in session {}", s.id)));
+pub fn extract<'c>(c: &'c Call<'c>) -> Answer<'c> {
+    Box::pin(async move {
+        let s = &c.session();
+        let req = c.req;
+        let body = req.json_object()?;
+        known(&body, &["leafId"])?;
+        let leaf = opt_str(&body, "leafId")?;
+        if let Some(l) = &leaf {
+            if !s.tree().contains(l)? {
+                return Err(Error::not_found(format!("message {l} not found in session {}", s.id)));
+            }
         }
-    }
-    let done = Memories::new(s.env).extract(s.id, leaf.as_deref()).await?;
-    Ok(Response::json(200, &done))
+        let done = Memories::new(s.env).extract(s.id, leaf.as_deref()).await?;
+        Ok(Response::json(200, &done))
+    })
 }

@@ -1,15 +1,15 @@
 //! Message tree routes: append (one or a batch), read, update, delete, clear, branches,
 //! history (whole, or a recent window), latest leaf and path length.
 
-use std::collections::HashMap;
+use super::call::{Answer, Call};
 
 use serde::Serialize;
 use serde_json::{json, Map, Value as Json};
 
-use super::http::{flag_param, int_param, Request, Response};
+use super::http::{Query, Response};
 use session_agent_core::compaction::truncate::{truncate_older_messages, TruncateOptions};
 use session_agent_core::error::{Error, Result};
-use session_agent_core::session::{AutoReport, Session};
+use session_agent_core::session::AutoReport;
 use session_agent_core::store::history::{self, Overlays, PageAt};
 use session_agent_core::store::message::{check_id, parse_all, NewMessage, RawMessage};
 use session_agent_core::store::tree::Parent;
@@ -55,80 +55,111 @@ fn with_warnings(mut resp: Response, warnings: Vec<String>) -> Response {
 /// is a synthetic `compaction_…` one (never stored, `synthetic:true`: the stand-in for a
 /// summary that history reads put in place of the originals, which a client sending its
 /// history back would otherwise store; docs/REFERENCE.md#synthetic-messages).
-pub async fn append(s: &Session<'_>, req: &Request) -> Result<Response> {
-    let body = req.json_object()?;
-    let msg = message_of(&body)?;
-    let a = s.append(msg, parent(&body)?).await?;
-    let out = Appended {
-        message: &a.message,
-        parent_id: &a.parent_id,
-        inserted: a.inserted,
-        synthetic: a.synthetic,
-        compaction: a.compaction.as_ref(),
-    };
-    Ok(with_warnings(Response::json(if a.inserted { 201 } else { 200 }, &out), a.warnings))
+pub fn append<'c>(c: &'c Call<'c>) -> Answer<'c> {
+    Box::pin(async move {
+        let s = &c.session();
+        let req = c.req;
+        let body = req.json_object()?;
+        let msg = message_of(&body)?;
+        let a = s.append(msg, parent(&body)?).await?;
+        let out = Appended {
+            message: &a.message,
+            parent_id: &a.parent_id,
+            inserted: a.inserted,
+            synthetic: a.synthetic,
+            compaction: a.compaction.as_ref(),
+        };
+        Ok(with_warnings(Response::json(if a.inserted { 201 } else { 200 }, &out), a.warnings))
+    })
 }
 
 /// `POST /sessions/{sid}/messages/batch` `{messages, parentId?}`: appends in order, each the
 /// child of the one before; all or nothing. `201 {ids, lastId, inserted}`.
-pub async fn batch(s: &Session<'_>, req: &Request) -> Result<Response> {
-    let body = req.json_object()?;
-    let list =
-        body.get("messages").and_then(Json::as_array).ok_or_else(|| Error::invalid("messages must be an array"))?;
-    let msgs = list
-        .iter()
-        .enumerate()
-        .map(|(i, m)| NewMessage::from_json(m).map_err(|e| Error::new(e.kind, format!("messages[{i}]: {}", e.message))))
-        .collect::<Result<Vec<_>>>()?;
-    let b = s.append_batch(msgs, parent(&body)?).await?;
-    let mut out = json!({ "ids": b.ids, "lastId": b.last_id, "inserted": b.inserted });
-    if let Some(a) = &b.compaction {
-        out["compaction"] = serde_json::to_value(a).map_err(|e| Error::internal(e.to_string()))?;
-    }
-    Ok(with_warnings(Response::json(201, &out), b.warnings))
+pub fn batch<'c>(c: &'c Call<'c>) -> Answer<'c> {
+    Box::pin(async move {
+        let s = &c.session();
+        let req = c.req;
+        let body = req.json_object()?;
+        let list =
+            body.get("messages").and_then(Json::as_array).ok_or_else(|| Error::invalid("messages must be an array"))?;
+        let msgs = list
+            .iter()
+            .enumerate()
+            .map(|(i, m)| {
+                NewMessage::from_json(m).map_err(|e| Error::new(e.kind, format!("messages[{i}]: {}", e.message)))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let b = s.append_batch(msgs, parent(&body)?).await?;
+        let mut out = json!({ "ids": b.ids, "lastId": b.last_id, "inserted": b.inserted });
+        if let Some(a) = &b.compaction {
+            out["compaction"] = serde_json::to_value(a).map_err(|e| Error::internal(e.to_string()))?;
+        }
+        Ok(with_warnings(Response::json(201, &out), b.warnings))
+    })
 }
 
 /// `GET /sessions/{sid}/messages/{mid}`.
-pub async fn get(s: &Session<'_>, mid: &str) -> Result<Response> {
-    Ok(Response::json(200, &s.message(mid).await?))
+pub fn get<'c>(c: &'c Call<'c>) -> Answer<'c> {
+    Box::pin(async move {
+        let s = &c.session();
+        let mid = c.params.mid.as_str();
+        Ok(Response::json(200, &s.message(mid).await?))
+    })
 }
 
 /// `PUT /sessions/{sid}/messages/{mid}` `{message}`: replaces the message's content; its id
 /// must equal `mid` and its place in the tree stays.
-pub async fn update(s: &Session<'_>, mid: &str, req: &Request) -> Result<Response> {
-    let msg = message_of(&req.json_object()?)?;
-    if msg.id != mid {
-        return Err(Error::invalid(format!("message.id {} does not match the path's {mid}", msg.id)));
-    }
-    let (message, warnings) = s.update(msg).await?;
-    Ok(with_warnings(Response::json(200, &message), warnings))
+pub fn update<'c>(c: &'c Call<'c>) -> Answer<'c> {
+    Box::pin(async move {
+        let s = &c.session();
+        let mid = c.params.mid.as_str();
+        let req = c.req;
+        let msg = message_of(&req.json_object()?)?;
+        if msg.id != mid {
+            return Err(Error::invalid(format!("message.id {} does not match the path's {mid}", msg.id)));
+        }
+        let (message, warnings) = s.update(msg).await?;
+        Ok(with_warnings(Response::json(200, &message), warnings))
+    })
 }
 
 /// `DELETE /sessions/{sid}/messages/{mid}`: 204; its children stay (orphaned).
-pub async fn delete(s: &Session<'_>, mid: &str) -> Result<Response> {
-    s.delete_message(mid).await?;
-    Ok(Response::no_content())
+pub fn delete<'c>(c: &'c Call<'c>) -> Answer<'c> {
+    Box::pin(async move {
+        let s = &c.session();
+        let mid = c.params.mid.as_str();
+        s.delete_message(mid).await?;
+        Ok(Response::no_content())
+    })
 }
 
 /// `DELETE /sessions/{sid}/messages`: every message and compaction of the session.
-pub async fn clear(s: &Session<'_>) -> Result<Response> {
-    let warnings = s.clear().await?;
-    Ok(with_warnings(Response::no_content(), warnings))
+pub fn clear<'c>(c: &'c Call<'c>) -> Answer<'c> {
+    Box::pin(async move {
+        let s = &c.session();
+        let warnings = s.clear().await?;
+        Ok(with_warnings(Response::no_content(), warnings))
+    })
 }
 
 /// `GET /sessions/{sid}/messages/{mid}/branches?limit=&before=`: the children, oldest first;
 /// with `limit` or `before` (a child), a page of them and its `nextBefore` cursor, as history
 /// pages (100 children unless `limit` says otherwise).
-pub async fn branches(s: &Session<'_>, req: &Request, mid: &str) -> Result<Response> {
-    let q = req.query_map()?;
-    let limit = int_param(&q, "limit", 1, MAX_PAGE)?;
-    let before = id_param(&q, "before")?;
-    let paged = limit.is_some() || before.is_some();
-    let limit = if paged { Some(limit.unwrap_or(DEFAULT_PAGE)) } else { None };
-    let (messages, next_before) = s.tree().children(mid, before.as_deref(), limit)?;
-    let (messages, warnings) = s.whole(messages).await?;
-    let next_before = paged.then_some(next_before.as_deref());
-    Ok(with_warnings(Response::json(200, &PageOut { messages: &messages, next_before }), warnings))
+pub fn branches<'c>(c: &'c Call<'c>) -> Answer<'c> {
+    Box::pin(async move {
+        let s = &c.session();
+        let _req = c.req;
+        let mid = c.params.mid.as_str();
+        let q = &c.query;
+        let limit = q.int("limit", 1, MAX_PAGE)?;
+        let before = q.id("before")?;
+        let paged = limit.is_some() || before.is_some();
+        let limit = if paged { Some(limit.unwrap_or(DEFAULT_PAGE)) } else { None };
+        let (messages, next_before) = s.tree().children(mid, before.as_deref(), limit)?;
+        let (messages, warnings) = s.whole(messages).await?;
+        let next_before = paged.then_some(next_before.as_deref());
+        Ok(with_warnings(Response::json(200, &PageOut { messages: &messages, next_before }), warnings))
+    })
 }
 
 /// `GET /sessions/{sid}/history?leaf=&raw=1&truncate=1&limit=&before=`.
@@ -138,41 +169,45 @@ pub async fn branches(s: &Session<'_>, req: &Request, mid: &str) -> Result<Respo
 /// the defaults 4, 500 and 10000). What is stored does not change. With `limit`, one page of
 /// the path (see [`history::page`]) and its `nextBefore` cursor; `before` asks for the page
 /// above an earlier one (100 messages unless `limit` says otherwise; `leaf` plays no part).
-pub async fn history(s: &Session<'_>, req: &Request) -> Result<Response> {
-    let q = req.query_map()?;
-    let leaf = id_param(&q, "leaf")?;
-    let truncation = truncate_options(&q)?;
-    let overlays = if flag_param(&q, "raw")? { Overlays::Raw } else { Overlays::Applied };
-    let limit = int_param(&q, "limit", 1, MAX_PAGE)?;
-    let before = id_param(&q, "before")?;
-    let page = match (limit, before) {
-        // `before` names the page's path itself: `leaf` does not matter then.
-        (limit, Some(before)) => {
-            let limit = limit.unwrap_or(DEFAULT_PAGE);
-            Some(history::page(s.env.sql, s.id, PageAt::Before(before), limit, overlays)?)
+pub fn history<'c>(c: &'c Call<'c>) -> Answer<'c> {
+    Box::pin(async move {
+        let s = &c.session();
+        let _req = c.req;
+        let q = &c.query;
+        let leaf = q.id("leaf")?;
+        let truncation = truncate_options(q)?;
+        let overlays = if q.flag("raw")? { Overlays::Raw } else { Overlays::Applied };
+        let limit = q.int("limit", 1, MAX_PAGE)?;
+        let before = q.id("before")?;
+        let page = match (limit, before) {
+            // `before` names the page's path itself: `leaf` does not matter then.
+            (limit, Some(before)) => {
+                let limit = limit.unwrap_or(DEFAULT_PAGE);
+                Some(history::page(s.env.sql, s.id, PageAt::Before(before), limit, overlays)?)
+            }
+            (Some(limit), None) => Some(history::page(s.env.sql, s.id, PageAt::Leaf(leaf.clone()), limit, overlays)?),
+            (None, None) => None,
+        };
+        if page.is_none() && truncation.is_none() {
+            // The stored texts as they are (SQLite assembles them where it can).
+            let (list, warnings) = s.history_text(leaf.as_deref(), overlays).await?;
+            return Ok(with_warnings(Response::json_text(200, format!("{{\"messages\":{list}}}")), warnings));
         }
-        (Some(limit), None) => Some(history::page(s.env.sql, s.id, PageAt::Leaf(leaf.clone()), limit, overlays)?),
-        (None, None) => None,
-    };
-    if page.is_none() && truncation.is_none() {
-        // The stored texts as they are (SQLite assembles them where it can).
-        let (list, warnings) = s.history_text(leaf.as_deref(), overlays).await?;
-        return Ok(with_warnings(Response::json_text(200, format!("{{\"messages\":{list}}}")), warnings));
-    }
-    let (messages, next_before) = match page {
-        Some(p) => (p.messages, Some(p.next_before)),
-        None => (history::history(s.env.sql, s.id, leaf.as_deref(), overlays)?, None),
-    };
-    let (messages, warnings) = s.whole(messages).await?;
-    let next_before = next_before.as_ref().map(Option::as_deref);
-    let resp = match truncation {
-        None => Response::json(200, &PageOut { messages: &messages, next_before }),
-        Some(opts) => {
-            let shrunk = truncate_older_messages(parse_all(&messages)?, &opts);
-            Response::json(200, &PageOut { messages: &shrunk, next_before })
-        }
-    };
-    Ok(with_warnings(resp, warnings))
+        let (messages, next_before) = match page {
+            Some(p) => (p.messages, Some(p.next_before)),
+            None => (history::history(s.env.sql, s.id, leaf.as_deref(), overlays)?, None),
+        };
+        let (messages, warnings) = s.whole(messages).await?;
+        let next_before = next_before.as_ref().map(Option::as_deref);
+        let resp = match truncation {
+            None => Response::json(200, &PageOut { messages: &messages, next_before }),
+            Some(opts) => {
+                let shrunk = truncate_older_messages(parse_all(&messages)?, &opts);
+                Response::json(200, &PageOut { messages: &shrunk, next_before })
+            }
+        };
+        Ok(with_warnings(resp, warnings))
+    })
 }
 
 /// A history answer: the messages, and with `limit` the cursor of the page above (`null` at
@@ -191,12 +226,12 @@ const DEFAULT_PAGE: i64 = 100;
 
 /// The truncation a history read asked for, if any. The options are checked either way, and
 /// only take effect with `truncate=1`.
-fn truncate_options(q: &HashMap<String, String>) -> Result<Option<TruncateOptions>> {
+fn truncate_options(q: &Query) -> Result<Option<TruncateOptions>> {
     let d = TruncateOptions::default();
-    let keep = int_param(q, "keepRecent", 0, 1_000_000)?;
-    let tool = int_param(q, "maxToolOutputChars", 1, 100_000_000)?;
-    let text = int_param(q, "maxTextChars", 1, 100_000_000)?;
-    if !flag_param(q, "truncate")? {
+    let keep = q.int("keepRecent", 0, 1_000_000)?;
+    let tool = q.int("maxToolOutputChars", 1, 100_000_000)?;
+    let text = q.int("maxTextChars", 1, 100_000_000)?;
+    if !q.flag("truncate")? {
         return Ok(None);
     }
     Ok(Some(TruncateOptions {
@@ -206,40 +241,38 @@ fn truncate_options(q: &HashMap<String, String>) -> Result<Option<TruncateOption
     }))
 }
 
-/// A message id given in the query as `name` (`leaf`, or `before`: a page's cursor); empty is
-/// absent.
-fn id_param(q: &HashMap<String, String>, name: &str) -> Result<Option<String>> {
-    match q.get(name).filter(|v| !v.is_empty()) {
-        Some(id) => {
-            check_id(name, id)?;
-            Ok(Some(id.clone()))
-        }
-        None => Ok(None),
-    }
-}
-
 /// `GET /sessions/{sid}/history/recent?maxBytes=&minMessages=&before=`: the window of the
 /// active path, or with `before` of the path above that message; `nextBefore` pages on up.
 ///
 /// Sizes are of the stored rows: a message with spilled fields counts as its row (placeholders).
-pub async fn recent(s: &Session<'_>, req: &Request) -> Result<Response> {
-    let q = req.query_map()?;
-    let max = int_param(&q, "maxBytes", 0, i64::MAX)?.ok_or_else(|| Error::invalid("maxBytes is required"))?;
-    let min = int_param(&q, "minMessages", 1, 100_000)?.unwrap_or(1);
-    let before = id_param(&q, "before")?;
-    let (answer, warnings) = s.recent_text(before.as_deref(), max, min).await?;
-    Ok(with_warnings(Response::json_text(200, answer), warnings))
+pub fn recent<'c>(c: &'c Call<'c>) -> Answer<'c> {
+    Box::pin(async move {
+        let s = &c.session();
+        let _req = c.req;
+        let q = &c.query;
+        let max = q.int("maxBytes", 0, i64::MAX)?.ok_or_else(|| Error::invalid("maxBytes is required"))?;
+        let min = q.int("minMessages", 1, 100_000)?.unwrap_or(1);
+        let before = q.id("before")?;
+        let (answer, warnings) = s.recent_text(before.as_deref(), max, min).await?;
+        Ok(with_warnings(Response::json_text(200, answer), warnings))
+    })
 }
 
 /// `GET /sessions/{sid}/leaf`: the latest leaf, 404 when the session is empty.
-pub async fn leaf(s: &Session<'_>) -> Result<Response> {
-    let id = s.tree().latest_leaf_id()?.ok_or_else(|| Error::not_found(format!("session {} has no messages", s.id)))?;
-    Ok(Response::json(200, &s.message(&id).await?))
+pub fn leaf<'c>(c: &'c Call<'c>) -> Answer<'c> {
+    Box::pin(async move {
+        let s = &c.session();
+        let id =
+            s.tree().latest_leaf_id()?.ok_or_else(|| Error::not_found(format!("session {} has no messages", s.id)))?;
+        Ok(Response::json(200, &s.message(&id).await?))
+    })
 }
 
 /// `GET /sessions/{sid}/path-length?leaf=`: messages on the raw path (0 when empty).
-pub fn path_length(s: &Session<'_>, req: &Request) -> Result<Response> {
-    let leaf = id_param(&req.query_map()?, "leaf")?;
+pub fn path_length(c: &Call<'_>) -> Result<Response> {
+    let s = &c.session();
+    let _req = c.req;
+    let leaf = c.query.id("leaf")?;
     let tree = s.tree();
     let length = match tree.resolve_leaf(leaf.as_deref())? {
         Some(l) => tree.path_len(&l)?,

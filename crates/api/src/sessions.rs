@@ -1,22 +1,32 @@
 //! Routes of the sessions registry: `/sessions`, `/sessions/{sid}`, `…/fork`, `…/usage`.
 
+use super::call::{Answer, Call};
 use serde_json::{json, Map, Value as Json};
 
-use super::http::{check_name, opt_str, req_str, Request, Response};
-use session_agent_core::env::Env;
+use super::http::{check_name, opt_str, req_str, Response};
 use session_agent_core::error::{Error, Result};
+use session_agent_core::page::Cursor;
 use session_agent_core::reads;
-use session_agent_core::session::Session;
 use session_agent_core::sql::atomically;
 use session_agent_core::store::sessions::{self, NewSession};
 
-/// `GET /sessions`: newest `updatedAt` first.
-pub fn list(env: &Env) -> Result<Response> {
-    Ok(Response::json(200, &json!({ "sessions": reads::sessions(env)? })))
+/// `GET /sessions?limit=&cursor=`: newest `updatedAt` first; a page of `limit` (at most 100)
+/// with the `nextCursor` of the page after it (`null` at the end), or every session without
+/// `limit`.
+pub fn list(c: &Call<'_>) -> Result<Response> {
+    let q = &c.query;
+    let page = sessions::Page {
+        limit: q.int("limit", 1, sessions::MAX_PAGE)?,
+        after: q.get("cursor").map(Cursor::parse).transpose()?,
+    };
+    let (list, next) = reads::sessions(c.env, &page)?;
+    Ok(Response::json(200, &json!({ "sessions": list, "nextCursor": next.map(|c| c.text()) })))
 }
 
 /// `POST /sessions` `{name, parentSessionId?, model?, source?}` → 201.
-pub fn create(env: &Env, req: &Request) -> Result<Response> {
+pub fn create(c: &Call<'_>) -> Result<Response> {
+    let env = c.env;
+    let req = c.req;
     let body = req.json_object()?;
     let parent = opt_str(&body, "parentSessionId")?;
     if let Some(p) = &parent {
@@ -41,12 +51,15 @@ fn short_str(body: &Map<String, Json>, key: &str) -> Result<Option<String>> {
 }
 
 /// `GET /sessions/{sid}`.
-pub fn get(s: &Session) -> Result<Response> {
+pub fn get(c: &Call<'_>) -> Result<Response> {
+    let s = &c.session();
     Ok(Response::json(200, &reads::session(s.env, s.id)?))
 }
 
 /// `PATCH /sessions/{sid}` `{name}`.
-pub fn rename(s: &Session, req: &Request) -> Result<Response> {
+pub fn rename(c: &Call<'_>) -> Result<Response> {
+    let s = &c.session();
+    let req = c.req;
     let name = req_str(&req.json_object()?, "name")?;
     let info = atomically(s.env.sql, || sessions::rename(s.env.sql, s.id, &name, &s.env.now))?;
     Ok(Response::json(200, &info))
@@ -54,13 +67,18 @@ pub fn rename(s: &Session, req: &Request) -> Result<Response> {
 
 /// `DELETE /sessions/{sid}`: the session and everything stored for it. Its sockets get
 /// `{type:"cleared"}` and an `idle` status, as for a clear.
-pub async fn delete(s: &Session<'_>) -> Result<Response> {
-    s.delete().await?;
-    Ok(Response::no_content())
+pub fn delete<'c>(c: &'c Call<'c>) -> Answer<'c> {
+    Box::pin(async move {
+        let s = &c.session();
+        s.delete().await?;
+        Ok(Response::no_content())
+    })
 }
 
 /// `POST /sessions/{sid}/fork` `{atMessageId, name?}` → 201 with the new session.
-pub fn fork(s: &Session, req: &Request) -> Result<Response> {
+pub fn fork(c: &Call<'_>) -> Result<Response> {
+    let s = &c.session();
+    let req = c.req;
     let body = req.json_object()?;
     let at = req_str(&body, "atMessageId")?;
     let name = opt_str(&body, "name")?;
@@ -69,7 +87,9 @@ pub fn fork(s: &Session, req: &Request) -> Result<Response> {
 }
 
 /// `POST /sessions/{sid}/usage` `{inputTokens, outputTokens, cost}`: adds to the totals.
-pub fn usage(s: &Session, req: &Request) -> Result<Response> {
+pub fn usage(c: &Call<'_>) -> Result<Response> {
+    let s = &c.session();
+    let req = c.req;
     let body = req.json_object()?;
     let input = count(&body, "inputTokens")?;
     let output = count(&body, "outputTokens")?;

@@ -1,17 +1,19 @@
 //! `POST /tokens/revoke`: revokes every scoped token of the agent issued before a time. (Tokens
 //! are issued by the front door, which holds the signing secret: see [`super::access`].)
 
+use super::call::Call;
 use serde_json::json;
 
-use super::http::{opt_str, Request, Response};
+use super::http::{opt_str, Response};
 use session_agent_core::access::revoke as store_revocation;
-use session_agent_core::env::Env;
 use session_agent_core::error::{Error, Result};
 use session_agent_core::time::{iso_millis, parse_iso};
 
 /// `POST /tokens/revoke` `{before?}` (ISO-8601; default: now) → `{before}`, the revocation time
 /// in force (it only moves forward). Open sockets of revoked tokens are closed.
-pub fn revoke(env: &Env, req: &Request) -> Result<Response> {
+pub fn revoke(c: &Call<'_>) -> Result<Response> {
+    let env = c.env;
+    let req = c.req;
     let body = req.json_object()?;
     if let Some(k) = body.keys().find(|k| k.as_str() != "before") {
         return Err(Error::invalid(format!("unknown field {k:?}: the body is {{before?}}")));

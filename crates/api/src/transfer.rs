@@ -2,78 +2,99 @@
 //! `GET /export` (NDJSON; the Durable Object streams it chunk by chunk), `POST /import`,
 //! `DELETE /` (with `Confirm: erase`), `POST /sessions/{sid}/split`.
 
+use super::call::{Answer, Call};
 use serde_json::json;
 
-use super::http::{opt_str, Request, Response};
+use super::http::{opt_str, Response};
 use session_agent_core::after::After;
-use session_agent_core::env::Env;
-use session_agent_core::error::{Error, Result};
+use session_agent_core::error::Error;
 use session_agent_core::ids::check_name;
-use session_agent_core::session::Session;
 use session_agent_core::transfer::{erase as wipe, export, import};
 
 /// The content type of the agent's export.
 pub const NDJSON: &str = "application/x-ndjson; charset=utf-8";
 
 /// `GET /sessions/{sid}/export` → the session's document.
-pub async fn export_session(s: &Session<'_>) -> Result<Response> {
-    let (doc, warnings) = export::session(s.env, s.id).await?;
-    let resp = Response { body: doc.into_bytes(), ..Response::json(200, &()) };
-    Ok(warnings.into_iter().fold(resp, Response::warn))
+pub fn export_session<'c>(c: &'c Call<'c>) -> Answer<'c> {
+    Box::pin(async move {
+        let s = &c.session();
+        let (doc, warnings) = export::session(s.env, s.id).await?;
+        let resp = Response { body: doc.into_bytes(), ..Response::json(200, &()) };
+        Ok(warnings.into_iter().fold(resp, Response::warn))
+    })
 }
 
 /// `POST /sessions/import?as=<sid>` (a session document) → 201 SessionInfo.
-pub async fn import_session(env: &Env<'_>, req: &Request) -> Result<Response> {
-    let q = req.query_map()?;
-    let as_id = q.get("as").map(String::as_str);
-    if let Some(id) = as_id {
-        check_name("as", id)?;
-    }
-    let doc = req.json_object()?;
-    Ok(Response::json(201, &import::session(env, &doc, as_id).await?))
+pub fn import_session<'c>(c: &'c Call<'c>) -> Answer<'c> {
+    Box::pin(async move {
+        let env = c.env;
+        let req = c.req;
+        let q = &c.query;
+        let as_id = q.get("as");
+        if let Some(id) = as_id {
+            check_name("as", id)?;
+        }
+        let doc = req.json_object()?;
+        Ok(Response::json(201, &import::session(env, &doc, as_id).await?))
+    })
 }
 
 /// `GET /export` answered whole (the Durable Object streams it instead; see
 /// [`export::AgentExport`]).
-pub async fn export_agent(env: &Env<'_>) -> Result<Response> {
-    let mut exp = export::AgentExport::new(env.sql)?;
-    let mut body = String::new();
-    while let Some(chunk) = exp.next(env).await? {
-        body.push_str(&chunk);
-    }
-    let mut resp = Response { body: body.into_bytes(), ..Response::json(200, &()) };
-    resp.headers = vec![("content-type".into(), NDJSON.into())];
-    Ok(exp.warnings.into_iter().fold(resp, Response::warn))
+pub fn export_agent<'c>(c: &'c Call<'c>) -> Answer<'c> {
+    Box::pin(async move {
+        let env = c.env;
+        let mut exp = export::AgentExport::new(env.sql)?;
+        let mut body = String::new();
+        while let Some(chunk) = exp.next(env).await? {
+            body.push_str(&chunk);
+        }
+        let mut resp = Response { body: body.into_bytes(), ..Response::json(200, &()) };
+        resp.headers = vec![("content-type".into(), NDJSON.into())];
+        Ok(exp.warnings.into_iter().fold(resp, Response::warn))
+    })
 }
 
 /// `POST /import` (an agent export) → 201 `{sessions, messages, memories, entries, skills}`;
 /// imported memories are embedded after the answer when embeddings are configured.
-pub async fn import_agent(env: &Env<'_>, req: &Request) -> Result<Response> {
-    let counts = import::agent(env, &req.body).await?;
-    let mut resp = Response::json(201, &counts);
-    if env.embeddings.is_on() && counts.memories > 0 {
-        resp.after.push(After::EmbedMemories);
-    }
-    Ok(resp)
+pub fn import_agent<'c>(c: &'c Call<'c>) -> Answer<'c> {
+    Box::pin(async move {
+        let env = c.env;
+        let req = c.req;
+        let counts = import::agent(env, &req.body).await?;
+        let mut resp = Response::json(201, &counts);
+        if env.embeddings.is_on() && counts.memories > 0 {
+            resp.after.push(After::EmbedMemories);
+        }
+        Ok(resp)
+    })
 }
 
 /// `DELETE /` with `Confirm: erase` → 204 (see [`wipe::erase`]).
-pub async fn erase(env: &Env<'_>, req: &Request) -> Result<Response> {
-    if !req.header_value("confirm").is_some_and(|c| c.trim().eq_ignore_ascii_case("erase")) {
-        return Err(Error::invalid(
-            "erasing an agent deletes everything it holds: send the header Confirm: erase to mean it",
-        ));
-    }
-    let warnings = wipe::erase(env).await?;
-    Ok(warnings.into_iter().fold(Response::no_content(), Response::warn))
+pub fn erase<'c>(c: &'c Call<'c>) -> Answer<'c> {
+    Box::pin(async move {
+        let env = c.env;
+        let req = c.req;
+        if !req.header_value("confirm").is_some_and(|c| c.trim().eq_ignore_ascii_case("erase")) {
+            return Err(Error::invalid(
+                "erasing an agent deletes everything it holds: send the header Confirm: erase to mean it",
+            ));
+        }
+        let warnings = wipe::erase(env).await?;
+        Ok(warnings.into_iter().fold(Response::no_content(), Response::warn))
+    })
 }
 
 /// `POST /sessions/{sid}/split` `{name?, summary?}` → 201 SessionInfo of the new session.
-pub async fn split(s: &Session<'_>, req: &Request) -> Result<Response> {
-    let body = req.json_object()?;
-    if let Some(k) = body.keys().find(|k| !matches!(k.as_str(), "name" | "summary")) {
-        return Err(Error::invalid(format!("unknown field {k:?}: the body is {{name?, summary?}}")));
-    }
-    let info = s.split(opt_str(&body, "name")?.as_deref(), opt_str(&body, "summary")?).await?;
-    Ok(Response::json(201, &json!(info)))
+pub fn split<'c>(c: &'c Call<'c>) -> Answer<'c> {
+    Box::pin(async move {
+        let s = &c.session();
+        let req = c.req;
+        let body = req.json_object()?;
+        if let Some(k) = body.keys().find(|k| !matches!(k.as_str(), "name" | "summary")) {
+            return Err(Error::invalid(format!("unknown field {k:?}: the body is {{name?, summary?}}")));
+        }
+        let info = s.split(opt_str(&body, "name")?.as_deref(), opt_str(&body, "summary")?).await?;
+        Ok(Response::json(201, &json!(info)))
+    })
 }

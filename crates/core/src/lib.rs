@@ -5,7 +5,7 @@
 //! that the module graph has no cycle):
 //! - leaf modules: [`error`], [`sql`], `sqlite` (native only), [`blobs`], [`ids`], [`time`],
 //!   [`js`], [`parts`], [`tokens`], [`events`], [`access`] (the token revocation time), [`cache`]
-//!   (texts kept between writes);
+//!   (texts kept between writes), [`page`] (cursors of newest-first pages);
 //! - [`store`]: the message store of one agent (schema, messages, trees, oversize fields in
 //!   R2, compaction overlays, history, estimates, sessions, search);
 //! - [`config`]: `SESSION_CONFIG` and the policies it carries;
@@ -36,6 +36,7 @@ pub mod ids;
 pub mod js;
 pub mod llm;
 pub mod memory;
+pub mod page;
 pub mod parts;
 pub mod reads;
 pub mod session;

@@ -13,6 +13,7 @@ use crate::access::Reach;
 use crate::cache::{Read, Version};
 use crate::env::Env;
 use crate::error::{Error, Result};
+use crate::page::Cursor;
 use crate::session::Session;
 use crate::store::search::{self, Hit};
 use crate::store::sessions::{self, Counts, SessionInfo};
@@ -54,9 +55,10 @@ fn answer(results: &[Hit]) -> Result<String> {
     serde_json::to_string(&Answer { results }).map_err(|e| Error::internal(e.to_string()))
 }
 
-/// Every session, most recently updated first, with its counts kept until its next write.
-pub fn sessions(env: &Env<'_>) -> Result<Vec<SessionInfo>> {
-    sessions::list_with(env.sql, &|id, version| counts(env, id, version))
+/// A page of the sessions, most recently updated first, with their counts kept until their
+/// next write, and the cursor of the next page.
+pub fn sessions(env: &Env<'_>, page: &sessions::Page) -> Result<(Vec<SessionInfo>, Option<Cursor>)> {
+    sessions::list_with(env.sql, &|id, version| counts(env, id, version), page)
 }
 
 /// One session with its counts kept until its next write, or `not_found`.

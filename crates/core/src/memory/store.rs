@@ -8,6 +8,7 @@ use super::{By, Category, MemoryConfig};
 use crate::access::Reach;
 use crate::error::{Error, ErrorKind, Result};
 use crate::ids::new_id;
+use crate::page::Cursor;
 use crate::sql::{Row, Sql, Value};
 use crate::time::{iso_millis, parse_iso};
 
@@ -503,28 +504,20 @@ pub fn list(
 ) -> Result<(Vec<Memory>, Option<String>)> {
     let (mut cond, mut params) = filter_sql(filter, now);
     if let Some(c) = cursor {
-        let (at, seq) = decode_cursor(c)?;
-        cond.push_str(" AND (m.created_at < ? OR (m.created_at = ? AND m.seq < ?))");
-        params.extend([at.as_str().into(), at.into(), Value::Int(seq)]);
+        let (after, values) = Cursor::parse(c)?.after("m.created_at", "m.seq");
+        cond.push_str(&format!(" AND {after}"));
+        params.extend(values);
     }
     params.push(Value::Int(limit + 1));
     let q = format!("SELECT {COLUMNS} FROM memories m WHERE {cond} ORDER BY m.created_at DESC, m.seq DESC LIMIT ?");
     let mut page: Vec<Memory> = sql.query(&q, &params)?.iter().map(|r| from_row(r, 0)).collect::<Result<_>>()?;
     let next = if page.len() as i64 > limit {
         page.truncate(limit as usize);
-        page.last().map(|m| format!("{}~{}", m.created_at, m.seq))
+        page.last().map(|m| Cursor { at: m.created_at.clone(), seq: m.seq }.text())
     } else {
         None
     };
     Ok((page, next))
-}
-
-fn decode_cursor(c: &str) -> Result<(String, i64)> {
-    let bad = || Error::invalid("cursor is not one this API gave out");
-    let (at, seq) = c.rsplit_once('~').ok_or_else(bad)?;
-    let seq = seq.parse().map_err(|_| bad())?;
-    parse_iso(at).ok_or_else(bad)?;
-    Ok((at.to_owned(), seq))
 }
 
 /// Every version of memory `id`, oldest first; `None` when it does not exist (or expired).

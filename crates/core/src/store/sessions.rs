@@ -5,6 +5,7 @@ use serde_json::Value as Json;
 
 use crate::error::{Error, Result};
 use crate::ids::new_id;
+use crate::page::Cursor;
 use crate::sql::{Row, Sql, Value};
 use crate::store::message::{indexed_text, NewMessage};
 use crate::store::overlay;
@@ -55,6 +56,11 @@ fn select() -> String {
            FROM sessions s",
         version_columns("s.id")
     )
+}
+
+/// [`select`] with the update order as its last column (13), for the list's cursor.
+fn select_with_touch() -> String {
+    select().replacen(" FROM sessions s", ", s.touch_seq FROM sessions s", 1)
 }
 
 /// The two columns of the version of the session that the SQL expression `session` names: the
@@ -141,10 +147,42 @@ pub fn require(sql: &dyn Sql, id: &str) -> Result<SessionInfo> {
 
 /// Every session, most recently updated first (ties: the later update first), with its counts
 /// from `counts_of`.
-pub fn list_with(sql: &dyn Sql, counts_of: CountsOf) -> Result<Vec<SessionInfo>> {
-    let rows = sql.query(&format!("{} ORDER BY s.updated_at DESC, s.touch_seq DESC", select()), &[])?;
-    rows.iter().map(|r| info(r, counts_of)).collect()
+pub fn list_with(sql: &dyn Sql, counts_of: CountsOf, page: &Page) -> Result<(Vec<SessionInfo>, Option<Cursor>)> {
+    let (cond, mut params) = match &page.after {
+        Some(c) => {
+            let (cond, values) = c.after("s.updated_at", "s.touch_seq");
+            (format!(" WHERE {cond}"), values)
+        }
+        None => (String::new(), Vec::new()),
+    };
+    let limit = match page.limit {
+        Some(n) => {
+            params.push(Value::Int(n + 1));
+            " LIMIT ?"
+        }
+        None => "",
+    };
+    let q = format!("{}{cond} ORDER BY s.updated_at DESC, s.touch_seq DESC{limit}", select_with_touch());
+    let rows = sql.query(&q, &params)?;
+    let more = page.limit.is_some_and(|n| rows.len() as i64 > n);
+    let rows = &rows[..page.limit.map_or(rows.len(), |n| rows.len().min(n as usize))];
+    let next = match (more, rows.last()) {
+        (true, Some(last)) => Some(Cursor { at: last.text(10)?, seq: last.int(13)? }),
+        _ => None,
+    };
+    Ok((rows.iter().map(|r| info(r, counts_of)).collect::<Result<_>>()?, next))
 }
+
+/// A page of the sessions list: at most `limit` sessions (all of them without one), after the
+/// session `after` ended the page before.
+#[derive(Clone, Debug, Default)]
+pub struct Page {
+    pub limit: Option<i64>,
+    pub after: Option<Cursor>,
+}
+
+/// Largest page of `GET /sessions`.
+pub const MAX_PAGE: i64 = 100;
 
 const NEXT_TOUCH: &str = "(SELECT COALESCE(MAX(touch_seq), 0) + 1 FROM sessions)";
 

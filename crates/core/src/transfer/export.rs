@@ -13,6 +13,7 @@ use serde_json::{json, Map, Value as Json};
 
 use super::tables::{Table, BLOCKS, ENTRIES, MEMORIES, MEMORY_VERSIONS, SESSIONS, SESSION_TABLES};
 use super::FORMAT;
+use crate::blobs::BoxFuture;
 use crate::config::{BlockConfig, BlockKind, Scope};
 use crate::context::entry_labels;
 use crate::env::Env;
@@ -126,7 +127,12 @@ impl AgentExport {
     }
 
     /// The next chunk of lines (each ending in `\n`), or `None` once the `end` record is out.
-    pub async fn next(&mut self, env: &Env<'_>) -> Result<Option<String>> {
+    /// (A boxed future: its code is made once, here, whoever awaits it.)
+    pub fn next<'a>(&'a mut self, env: &'a Env<'a>) -> BoxFuture<'a, Result<Option<String>>> {
+        Box::pin(self.chunk(env))
+    }
+
+    async fn chunk(&mut self, env: &Env<'_>) -> Result<Option<String>> {
         let mut out = String::new();
         match self.phase {
             Phase::Header => {
@@ -138,9 +144,9 @@ impl AgentExport {
             }
             Phase::Session(i) => {
                 self.phase = if i + 1 < self.sessions.len() { Phase::Session(i + 1) } else { Phase::AgentBlocks };
-                let Some(sid) = self.sessions.get(i).cloned() else { return Box::pin(self.next(env)).await };
+                let Some(sid) = self.sessions.get(i).cloned() else { return Box::pin(self.chunk(env)).await };
                 // Deleted since the export started: left out.
-                let Some(info) = session_row(env.sql, &sid)? else { return Box::pin(self.next(env)).await };
+                let Some(info) = session_row(env.sql, &sid)? else { return Box::pin(self.chunk(env)).await };
                 out.push_str(&format!("{}\n", json!({"kind": "session", "session": info})));
                 self.count("sessions", 1);
                 let mut after = 0;

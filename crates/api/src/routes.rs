@@ -1,0 +1,301 @@
+//! The route table: every path of the Durable Object's API, once. A row names its path, who may
+//! use it (the whole agent, one session, the admin), and for each method its handler, the query
+//! parameters that handler reads and whether it reads a body. Everything else follows from the
+//! table: routing, `405` with `Allow`, what a scoped token may do, the route templates of the
+//! logs, and `tests/it/routes.rs`, which checks the table against `docs/openapi.yaml`.
+//!
+//! Two paths are also names: a message may be called `batch` and a session `import`, so
+//! `GET /sessions/{sid}/messages/batch` reads the message `batch` and `GET /sessions/import`
+//! the session `import`; their rows say so with handlers of their own.
+
+use std::sync::OnceLock;
+
+use super::access::{Needs, Who};
+use super::call::{Answer, Call, Handler};
+use super::http::Method::{self, Delete, Get, Patch, Post, Put};
+use super::http::Response;
+use super::{chat, compactions, context, mcp, memories, messages, search, sessions, tokens, transfer};
+use session_agent_core::error::{Error, Result};
+
+/// What a handler does with the request body.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Body {
+    /// It reads it (and refuses what it cannot take).
+    Read,
+    /// It reads none; a body that is not a JSON object is still refused, as every other write
+    /// refuses one, so that no write takes garbage silently.
+    Unread,
+    /// A read: the body is ignored.
+    Ignored,
+}
+
+/// One method of a route.
+pub struct Op {
+    pub method: Method,
+    pub handler: Handler,
+    /// The query parameters the handler reads (what the spec lists for this operation).
+    pub query: &'static [&'static str],
+    pub body: Body,
+    /// Who may use it, when it differs from its route's.
+    pub who: Option<Who>,
+}
+
+/// A path that is also the name of what its methods act on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Names {
+    Nothing,
+    /// The session of this id (`/sessions/import`).
+    Session(&'static str),
+    /// The message of this id (`/sessions/{sid}/messages/batch`).
+    Message(&'static str),
+}
+
+/// One path and its methods.
+pub struct Route {
+    /// The path template, as the Durable Object sees it (`/sessions/{sid}/messages`).
+    pub path: &'static str,
+    pub who: Who,
+    /// What the path names besides its parameters.
+    pub names: Names,
+    /// The scope a token needs for the methods other than `GET` (and `HEAD`), listed or not.
+    pub writes: Needs,
+    pub ops: &'static [Op],
+}
+
+impl Route {
+    /// The operation for `method`, if the route has one.
+    pub fn op(&self, method: &str) -> Option<&'static Op> {
+        let method = Method::of(method)?;
+        self.ops.iter().find(|o| o.method == method)
+    }
+
+    /// Who may use it with `method`.
+    pub fn who(&self, method: &str) -> Who {
+        self.op(method).and_then(|o| o.who).unwrap_or(self.who)
+    }
+
+    /// The scope a token needs for `method`.
+    pub fn needs(&self, method: &str) -> Needs {
+        match method {
+            "GET" | "HEAD" => Needs::Read,
+            _ => self.writes,
+        }
+    }
+
+    /// The methods it allows, for a `405`'s `Allow`.
+    pub fn methods(&self) -> Vec<Method> {
+        self.ops.iter().map(|o| o.method).collect()
+    }
+}
+
+const fn now(f: fn(&Call<'_>) -> Result<Response>) -> Handler {
+    Handler::Now(f)
+}
+
+const fn later(f: for<'c> fn(&'c Call<'c>) -> Answer<'c>) -> Handler {
+    Handler::Later(f)
+}
+
+/// A WebSocket upgrade is answered by the Durable Object itself: a request that reaches the
+/// route table is none.
+fn not_an_upgrade(_: &Call<'_>) -> Result<Response> {
+    Err(Error::invalid("expected a WebSocket upgrade (Upgrade: websocket)"))
+}
+
+const fn op(method: Method, handler: Handler, query: &'static [&'static str], body: Body) -> Op {
+    Op { method, handler, query, body, who: None }
+}
+
+/// A read (`GET`) of `handler` with `query`.
+const fn get(handler: Handler, query: &'static [&'static str]) -> Op {
+    op(Get, handler, query, Body::Ignored)
+}
+
+/// A write that reads its body.
+const fn write(method: Method, handler: Handler) -> Op {
+    op(method, handler, &[], Body::Read)
+}
+
+/// A write that reads no body.
+const fn bare(method: Method, handler: Handler) -> Op {
+    op(method, handler, &[], Body::Unread)
+}
+
+const fn route(path: &'static str, who: Who, ops: &'static [Op]) -> Route {
+    Route { path, who, names: Names::Nothing, writes: Needs::Write, ops }
+}
+
+const MEMORY_FILTER: &[&str] = &["category", "tag", "sessionId"];
+
+/// Every route of the Durable Object.
+pub const ROUTES: &[Route] = &[
+    route(
+        "/sessions",
+        Who::Agent,
+        &[get(now(sessions::list), &["limit", "cursor"]), write(Post, now(sessions::create))],
+    ),
+    route(
+        "/sessions/{sid}",
+        Who::Session,
+        &[get(now(sessions::get), &[]), write(Patch, now(sessions::rename)), bare(Delete, later(sessions::delete))],
+    ),
+    route("/sessions/{sid}/fork", Who::Session, &[write(Post, now(sessions::fork))]),
+    route("/sessions/{sid}/usage", Who::Session, &[write(Post, now(sessions::usage))]),
+    route("/search", Who::Agent, &[get(later(search::across), &["q", "limit"])]),
+    route(
+        "/sessions/{sid}/messages",
+        Who::Session,
+        &[write(Post, later(messages::append)), bare(Delete, later(messages::clear))],
+    ),
+    Route {
+        path: "/sessions/{sid}/messages/batch",
+        who: Who::Session,
+        // GET, PUT and DELETE act on the message called "batch".
+        names: Names::Message("batch"),
+        writes: Needs::Write,
+        ops: &[
+            get(later(messages::get), &[]),
+            write(Post, later(messages::batch)),
+            write(Put, later(messages::update)),
+            bare(Delete, later(messages::delete)),
+        ],
+    },
+    route(
+        "/sessions/{sid}/messages/{mid}",
+        Who::Session,
+        &[get(later(messages::get), &[]), write(Put, later(messages::update)), bare(Delete, later(messages::delete))],
+    ),
+    route(
+        "/sessions/{sid}/messages/{mid}/branches",
+        Who::Session,
+        &[get(later(messages::branches), &["limit", "before"])],
+    ),
+    route(
+        "/sessions/{sid}/history",
+        Who::Session,
+        &[get(
+            later(messages::history),
+            &["leaf", "raw", "truncate", "keepRecent", "maxToolOutputChars", "maxTextChars", "limit", "before"],
+        )],
+    ),
+    route(
+        "/sessions/{sid}/history/recent",
+        Who::Session,
+        &[get(later(messages::recent), &["maxBytes", "minMessages", "before"])],
+    ),
+    route("/sessions/{sid}/leaf", Who::Session, &[get(later(messages::leaf), &[])]),
+    route("/sessions/{sid}/path-length", Who::Session, &[get(now(messages::path_length), &["leaf"])]),
+    route("/sessions/{sid}/search", Who::Session, &[get(later(search::in_session), &["q", "limit"])]),
+    route(
+        "/sessions/{sid}/compactions",
+        Who::Session,
+        &[get(now(compactions::list), &[]), write(Post, now(compactions::add))],
+    ),
+    route(
+        "/sessions/{sid}/compactions/{cid}/messages",
+        Who::Session,
+        &[get(later(compactions::messages), &["offset", "limit"])],
+    ),
+    route("/sessions/{sid}/compact", Who::Session, &[write(Post, later(compactions::compact))]),
+    route("/sessions/{sid}/context", Who::Session, &[get(later(context::list), &[]), write(Post, later(context::add))]),
+    route(
+        "/sessions/{sid}/context/{label}",
+        Who::Session,
+        &[get(later(context::get), &[]), write(Put, later(context::replace)), bare(Delete, now(context::remove))],
+    ),
+    route("/sessions/{sid}/context/{label}/append", Who::Session, &[write(Post, later(context::append))]),
+    route(
+        "/sessions/{sid}/context/{label}/entries",
+        Who::Session,
+        &[get(now(context::entries), &["limit", "cursor"]), write(Post, now(context::ingest))],
+    ),
+    route(
+        "/sessions/{sid}/context/{label}/entries/{key}",
+        Who::Session,
+        &[get(now(context::entry), &[]), bare(Delete, now(context::delete_entry))],
+    ),
+    route("/sessions/{sid}/prompt", Who::Session, &[get(later(context::prompt), &[])]),
+    route("/sessions/{sid}/prompt/refresh", Who::Session, &[bare(Post, later(context::refresh))]),
+    route("/sessions/{sid}/tools", Who::Session, &[get(now(context::tools), &[])]),
+    route("/sessions/{sid}/tools/{name}", Who::Session, &[write(Post, later(context::run_tool))]),
+    route("/sessions/{sid}/chat", Who::Session, &[write(Post, later(chat::route))]),
+    // The Durable Object answers upgrades itself; a request that reaches the handler is none.
+    Route {
+        path: "/sessions/{sid}/ws",
+        who: Who::Session,
+        names: Names::Nothing,
+        writes: Needs::Read,
+        ops: &[get(now(not_an_upgrade), &[])],
+    },
+    route("/sessions/{sid}/memories/extract", Who::Session, &[write(Post, later(memories::extract))]),
+    route(
+        "/memories",
+        Who::Agent,
+        &[
+            get(now(memories::list), &["category", "tag", "sessionId", "limit", "cursor"]),
+            write(Post, later(memories::create)),
+            op(Delete, now(memories::delete_all), MEMORY_FILTER, Body::Unread),
+        ],
+    ),
+    route(
+        "/memories/search",
+        Who::Agent,
+        &[get(later(memories::search), &["q", "category", "tag", "sessionId", "limit"])],
+    ),
+    // A memory id is never "batch" (ids are mem_…), so only POST is routed here.
+    route("/memories/batch", Who::Agent, &[write(Post, later(memories::create_all))]),
+    route(
+        "/memories/{memory}",
+        Who::Agent,
+        &[get(now(memories::get), &[]), write(Patch, later(memories::patch)), bare(Delete, now(memories::delete))],
+    ),
+    route("/memories/{memory}/history", Who::Agent, &[get(now(memories::history), &[])]),
+    route("/tokens/revoke", Who::Admin, &[write(Post, now(tokens::revoke))]),
+    route("/", Who::Admin, &[bare(Delete, later(transfer::erase))]),
+    route("/export", Who::Admin, &[get(later(transfer::export_agent), &[])]),
+    route("/import", Who::Admin, &[write(Post, later(transfer::import_agent))]),
+    Route {
+        path: "/sessions/import",
+        // The session called "import", but for POST: a session document imported.
+        who: Who::Session,
+        names: Names::Session("import"),
+        writes: Needs::Write,
+        ops: &[
+            get(now(sessions::get), &[]),
+            Op {
+                method: Post,
+                handler: later(transfer::import_session),
+                query: &["as"],
+                body: Body::Read,
+                who: Some(Who::Agent),
+            },
+            write(Patch, now(sessions::rename)),
+            bare(Delete, later(sessions::delete)),
+        ],
+    },
+    route("/sessions/{sid}/export", Who::Session, &[get(later(transfer::export_session), &[])]),
+    route("/sessions/{sid}/split", Who::Session, &[write(Post, later(transfer::split))]),
+    // A `read` token may initialize and list tools; `mcp` refuses its `tools/call`.
+    Route {
+        path: "/sessions/{sid}/mcp",
+        who: Who::Session,
+        names: Names::Nothing,
+        writes: Needs::Read,
+        ops: &[write(Post, later(mcp::handle))],
+    },
+];
+
+/// The router over [`ROUTES`]: a path to its row.
+pub fn router() -> &'static matchit::Router<&'static Route> {
+    static ROUTER: OnceLock<matchit::Router<&'static Route>> = OnceLock::new();
+    ROUTER.get_or_init(|| {
+        let mut r = matchit::Router::new();
+        for route in ROUTES {
+            // The table is static and conflict-free; a clash is a bug the tests catch.
+            if let Err(e) = r.insert(route.path, route) {
+                panic!("route table: {}: {e}", route.path);
+            }
+        }
+        r
+    })
+}
