@@ -23,8 +23,9 @@ use super::{
 use session_agent_api as api;
 use session_agent_api::access::{self, CLAIMS_HEADER};
 use session_agent_api::chat::Streamed;
+use session_agent_api::running::{Running, Then};
 use session_agent_core::access::RateLimit;
-use session_agent_core::after::After;
+use session_agent_core::after::{After, Ask, Flight, Next as FlightNext};
 use session_agent_core::cache::{self, ReadCache};
 use session_agent_core::config::SessionConfig;
 use session_agent_core::error::{Error, ErrorKind};
@@ -56,16 +57,14 @@ struct Inner {
     name: String,
     /// Why the agent cannot serve (schema or config), if it cannot.
     broken: Option<Error>,
-    /// Whether a task is embedding the memories that wait for a vector: one is enough (it runs
-    /// until none waits), and two would embed the same rows twice.
-    embedding: std::cell::Cell<bool>,
-    /// A batch asked for embedding while that task ran: it goes round once more.
-    embed_again: std::cell::Cell<bool>,
+    /// The task embedding the memories that wait for a vector: one is enough (it runs until
+    /// none waits), and two would embed the same rows twice.
+    embedding: Flight,
     /// The agent's request limit (`RATE_LIMIT`), if set.
     rate: Option<RateLimit>,
-    /// The cancel flags of the frames each socket is running (by socket id): a `cancel` frame of
-    /// that socket sets them all (only a turn reads its flag).
-    running: std::cell::RefCell<std::collections::HashMap<String, Vec<api::ws::CancelFlag>>>,
+    /// The cancel flags of the frames each socket is running: a `cancel` frame of that socket
+    /// sets them all (only a turn reads its flag).
+    running: Running,
 }
 
 impl Inner {
@@ -132,8 +131,7 @@ impl Agent {
             sockets: Sockets::new(state),
             name,
             broken,
-            embedding: std::cell::Cell::new(false),
-            embed_again: std::cell::Cell::new(false),
+            embedding: Flight::default(),
             rate,
             running: Default::default(),
         };
@@ -178,7 +176,7 @@ impl Agent {
         if let Some(sid) = api::socket_session(&method, path) {
             return self.upgrade(&req, path, sid);
         }
-        let req = match convert::read(req).await {
+        let req = match convert::read(&mut req).await {
             Ok(r) => r,
             Err(e) => return convert::error(&e),
         };
@@ -302,8 +300,7 @@ impl Agent {
         let (sid, claims, socket) = (tags.session, tags.claims, tags.id);
         // This frame's flag, among the socket's running ones while it runs: a `cancel` frame of
         // the same socket sets them.
-        let flag = api::ws::CancelFlag::default();
-        self.inner.running.borrow_mut().entry(socket.clone()).or_default().push(flag.clone());
+        let flag = self.inner.running.start(&socket);
         let answer = match (self.over_limit().or_else(|| self.inner.broken.clone()), message) {
             (Some(e), _) => api::ws::Answer {
                 frames: vec![api::ws::error_frame(&sid, e.code(), &e.message)],
@@ -325,18 +322,8 @@ impl Agent {
                 cancel: false,
             },
         };
-        {
-            let mut running = self.inner.running.borrow_mut();
-            if let Some(flags) = running.get_mut(&socket) {
-                flags.retain(|f| !std::rc::Rc::ptr_eq(f, &flag));
-                if answer.cancel {
-                    flags.iter().for_each(|f| f.set(true));
-                }
-                if flags.is_empty() {
-                    running.remove(&socket);
-                }
-            }
-        }
+        let then = if answer.cancel { Then::Cancel } else { Then::Nothing };
+        self.inner.running.end(&socket, &flag, then);
         for w in &answer.warnings {
             console_warn!("ws {sid}: {w}");
         }
@@ -365,10 +352,7 @@ impl Agent {
     fn later(&self, mut work: Vec<After>) {
         let embeds = work.contains(&After::EmbedMemories);
         work.retain(|w| *w != After::EmbedMemories);
-        let inner = &self.inner;
-        if embeds && inner.embedding.replace(true) {
-            inner.embed_again.set(true);
-        } else if embeds {
+        if embeds && self.inner.embedding.ask() == Ask::Run {
             work.push(After::EmbedMemories);
         }
         if work.is_empty() {
@@ -378,10 +362,9 @@ impl Agent {
         spawn_local(async move {
             api::after(&agent.inner.env(), &work).await;
             if work.contains(&After::EmbedMemories) {
-                while agent.inner.embed_again.replace(false) {
+                while agent.inner.embedding.next() == FlightNext::Again {
                     api::after(&agent.inner.env(), &[After::EmbedMemories]).await;
                 }
-                agent.inner.embedding.set(false);
             }
         });
     }

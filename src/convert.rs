@@ -34,8 +34,8 @@ pub async fn drain(req: &mut Request) {
 }
 
 /// Reads a worker request into an API request. A body over the limit is `too_large`.
-pub async fn read(mut req: Request) -> Result<http::Request, Error> {
-    if declared_too_large(&req) {
+pub async fn read(req: &mut Request) -> Result<http::Request, Error> {
+    if declared_too_large(req) {
         return Err(Error::too_large(format!("request body is over {MAX_BODY_BYTES} bytes")));
     }
     // The method as sent: `worker::Method` reads every method it does not know as GET.

@@ -7,7 +7,7 @@ use wasm_bindgen::prelude::*;
 use worker::Storage;
 
 use session_agent_core::error::{Error, Result};
-use session_agent_core::sql::{Row, Sql, Value};
+use session_agent_core::sql::{packed, Row, Sql, Value};
 
 #[wasm_bindgen(module = "/src/do_sql.js")]
 extern "C" {
@@ -64,54 +64,6 @@ fn to_js(v: &Value) -> JsValue {
     }
 }
 
-/// Reads the rows `do_sql.js` packed (its layout is described there), and the rows the
-/// statement wrote.
-fn unpack(packed: &[u8]) -> Result<(Vec<Row>, u64)> {
-    let bad = || Error::storage("sql: a packed result ends early");
-    let split = packed.len().checked_sub(8).ok_or_else(bad)?;
-    let (bytes, written) = packed.split_at(split);
-    let written = f64::from_le_bytes(written.try_into().map_err(|_| bad())?) as u64;
-    let mut rows = Vec::new();
-    let mut at = 0;
-    let take = |at: &mut usize, n: usize| -> Result<&[u8]> {
-        let part = bytes.get(*at..*at + n).ok_or_else(bad)?;
-        *at += n;
-        Ok(part)
-    };
-    let u32_at = |b: &[u8]| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize;
-    while at < bytes.len() {
-        let n = u32_at(take(&mut at, 4)?);
-        let mut row = Vec::with_capacity(n);
-        for _ in 0..n {
-            let tag = take(&mut at, 1)?[0];
-            row.push(match tag {
-                0 => Value::Null,
-                1 | 2 => {
-                    let b = take(&mut at, 8)?;
-                    let f = f64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]);
-                    if tag == 1 {
-                        Value::Int(f as i64)
-                    } else {
-                        Value::Real(f)
-                    }
-                }
-                3 | 4 => {
-                    let len = u32_at(take(&mut at, 4)?);
-                    let body = take(&mut at, len)?.to_vec();
-                    if tag == 4 {
-                        Value::Blob(body)
-                    } else {
-                        Value::Text(String::from_utf8(body).map_err(|_| Error::storage("sql: text is not UTF-8"))?)
-                    }
-                }
-                _ => return Err(Error::storage(format!("sql: unknown packed tag {tag}"))),
-            });
-        }
-        rows.push(Row(row));
-    }
-    Ok((rows, written))
-}
-
 fn sql_err(e: impl std::fmt::Display) -> Error {
     Error::storage(format!("sql: {e}"))
 }
@@ -128,7 +80,7 @@ impl Sql for DoSql {
     fn query(&self, sql: &str, params: &[Value]) -> Result<Vec<Row>> {
         let bindings: js_sys::Array = params.iter().map(to_js).collect();
         let packed = packed_rows(&self.sql, sql, &bindings).map_err(js_err)?;
-        let (rows, written) = unpack(&packed.to_vec())?;
+        let (rows, written) = packed::unpack(&packed.to_vec())?;
         self.changes.set(self.changes.get() + written);
         Ok(rows)
     }

@@ -8,10 +8,11 @@
 //!   request to a response over the core.
 //!
 //! Here (wasm32 only):
-//! - `front_door`: the Worker's `fetch` (health, token auth, name checks, routing to a DO);
+//! - `front_door`: the Worker's `fetch`: what `session_agent_api::front` decides (CORS, health,
+//!   names, the token), with the secrets, WebCrypto, the rate-limiting binding, the console's
+//!   assets and the agent's stub;
 //! - `agent`: the `SessionAgent` Durable Object, which hands each request to the API layer;
 //! - `do_sql`: the core's SQL trait over the DO's `SqlStorage`;
-//! - `cors`: CORS headers and preflights (`CORS_ORIGINS`);
 //! - `crypto`: HMAC-SHA-256 of scoped tokens through WebCrypto;
 //! - `convert`: requests and responses between `worker` types and the API layer's;
 //! - `llm`: the LLM transport (fetch with a timeout, the AI binding);
@@ -22,8 +23,6 @@
 pub mod agent;
 #[cfg(target_arch = "wasm32")]
 mod convert;
-#[cfg(target_arch = "wasm32")]
-mod cors;
 #[cfg(target_arch = "wasm32")]
 mod crypto;
 #[cfg(target_arch = "wasm32")]

@@ -13,6 +13,7 @@ mod compaction;
 mod context;
 mod conversation;
 mod expand;
+mod front;
 mod layout;
 mod llm;
 mod mcp;

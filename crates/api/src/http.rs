@@ -109,6 +109,17 @@ impl Response {
         }
     }
 
+    /// A plain-text answer.
+    pub fn text(status: u16, body: &str) -> Response {
+        Response {
+            status,
+            headers: vec![("content-type".into(), "text/plain;charset=UTF-8".into())],
+            body: body.as_bytes().to_vec(),
+            warnings: Vec::new(),
+            after: Vec::new(),
+        }
+    }
+
     /// `204 No Content`.
     pub fn no_content() -> Response {
         Response { status: 204, headers: Vec::new(), body: Vec::new(), warnings: Vec::new(), after: Vec::new() }

@@ -8,18 +8,22 @@
 //! turn), [`memories`], [`mcp`] (the tools as an MCP server), [`tokens`] (revocation),
 //! [`transfer`] (export, import, erase, split). [`routes`] is the table of every route, with the
 //! handler ([`call`]) of each method; [`access`] says what a scoped token may do; [`ws`] maps
-//! WebSocket frames onto routes; [`socket_tags`] is what a socket is accepted with.
+//! WebSocket frames onto routes; [`socket_tags`] is what a socket is accepted with; [`front`]
+//! is what the front door Worker decides before a request reaches an agent; [`running`] keeps
+//! the flags a socket's `cancel` frame sets.
 
 pub mod access;
 pub mod call;
 pub mod chat;
 pub mod compactions;
 pub mod context;
+pub mod front;
 pub mod http;
 pub mod mcp;
 pub mod memories;
 pub mod messages;
 pub mod routes;
+pub mod running;
 pub mod search;
 pub mod sessions;
 pub mod socket_tags;

@@ -4,6 +4,8 @@
 //! event, is out), and its failures are logged, never answered; compaction reports itself in
 //! `status` frames.
 
+use std::cell::Cell;
+
 use crate::env::Env;
 use crate::memory::Memories;
 use crate::session::Session;
@@ -32,6 +34,55 @@ pub enum Cap {
     Dropped,
 }
 
+/// Background work of one kind run at most once at a time: asked for while it runs, it goes
+/// round once more when the run ends instead of starting a second run beside it (two would do
+/// the same work twice: embed the same memories).
+#[derive(Debug, Default)]
+pub struct Flight {
+    running: Cell<bool>,
+    again: Cell<bool>,
+}
+
+/// What asking a [`Flight`] for a run says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ask {
+    /// None was running: the caller runs it (and asks [`Flight::next`] after each run).
+    Run,
+    /// One is running: it will go round once more.
+    Queued,
+}
+
+/// What a [`Flight`] says after a run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Next {
+    /// Asked for during the run: run once more.
+    Again,
+    /// Done: the flight ends.
+    Done,
+}
+
+impl Flight {
+    /// Asks for a run.
+    pub fn ask(&self) -> Ask {
+        if self.running.replace(true) {
+            self.again.set(true);
+            Ask::Queued
+        } else {
+            Ask::Run
+        }
+    }
+
+    /// After a run: another one, or the flight ends.
+    pub fn next(&self) -> Next {
+        if self.again.replace(false) {
+            Next::Again
+        } else {
+            self.running.set(false);
+            Next::Done
+        }
+    }
+}
+
 /// Unreferenced spilled objects deleted by one [`After::Sweep`], at most.
 pub const SWEEP_BATCH: i64 = 100;
 
@@ -53,5 +104,21 @@ pub async fn run(env: &Env<'_>, work: &[After]) {
             After::ExtractMemories { session, leaf } => Memories::new(env).extract_after(session, leaf).await,
             After::EmbedMemories => Memories::new(env).embed_waiting().await,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Ask, Flight, Next};
+
+    #[test]
+    fn one_run_at_a_time_and_one_more_round_for_what_came_meanwhile() {
+        let f = Flight::default();
+        assert_eq!(f.ask(), Ask::Run);
+        assert_eq!((f.ask(), f.ask()), (Ask::Queued, Ask::Queued), "asked twice during the run: one more round");
+        assert_eq!(f.next(), Next::Again);
+        assert_eq!(f.next(), Next::Done);
+        assert_eq!(f.ask(), Ask::Run, "a new flight after the last ended");
+        assert_eq!(f.next(), Next::Done);
     }
 }

@@ -1,5 +1,8 @@
 //! The small SQL interface the core runs on: a Durable Object's `SqlStorage` in Workers,
 //! rusqlite natively. Everything above this trait is plain Rust and runtime independent.
+//! [`packed`] is how the Durable Object's rows cross into the wasm.
+
+pub mod packed;
 
 use crate::error::Error;
 
@@ -40,7 +43,7 @@ impl<T: Into<Value>> From<Option<T>> for Value {
 }
 
 /// A result row: values in the order of the SELECT list.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Row(pub Vec<Value>);
 
 impl Row {
