@@ -5,7 +5,8 @@
 //! that the module graph has no cycle):
 //! - leaf modules: [`error`], [`sql`], `sqlite` (native only), [`blobs`], [`ids`], [`time`],
 //!   [`js`], [`parts`], [`tokens`], [`events`], [`access`] (the token revocation time), [`cache`]
-//!   (texts kept between writes), [`page`] (cursors of newest-first pages);
+//!   (texts kept between writes), [`page`] (cursors of newest-first pages), [`table`] (a kind
+//!   of row as data);
 //! - [`store`]: the message store of one agent (schema, messages, trees, oversize fields in
 //!   R2, compaction overlays, history, estimates, sessions, search);
 //! - [`config`]: `SESSION_CONFIG` and the policies it carries;
@@ -44,6 +45,7 @@ pub mod sql;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod sqlite;
 pub mod store;
+pub mod table;
 pub mod time;
 pub mod tokens;
 pub mod transfer;

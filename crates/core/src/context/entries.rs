@@ -33,6 +33,11 @@ pub fn set(sql: &dyn Sql, label: &str, key: &str, content: &str, now: &str) -> R
             .ok_or_else(|| Error::internal("INSERT returned no row"))?
             .int(0)?,
     };
+    index(sql, seq, content)
+}
+
+/// Indexes the text of the entry `seq` (a new row, or one whose old text left the index).
+pub(crate) fn index(sql: &dyn Sql, seq: i64, content: &str) -> Result<()> {
     sql.execute("INSERT INTO search_entries_fts (rowid, content) VALUES (?, ?)", &[Value::Int(seq), content.into()])
 }
 

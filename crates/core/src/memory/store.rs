@@ -10,6 +10,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::ids::new_id;
 use crate::page::Cursor;
 use crate::sql::{Row, Sql, Value};
+use crate::table::{Col, Table, Ty};
 use crate::time::{iso_millis, parse_iso};
 
 /// Longest memory text, in characters.
@@ -177,39 +178,66 @@ fn check_new(new: &NewMemory, now: &str) -> Result<()> {
     Ok(())
 }
 
-const COLUMNS: &str = "seq, id, content, category, tags, score, session_id, message_id, created_at, updated_at, \
-                       expires_at, recalled_at, recall_count";
+/// The memory row: what a memory is, once. Its fields are the export's (`memory` records) and
+/// the API's `Memory` (with `sessionId` and `messageId` as `source`); its columns are those of
+/// `migrations/0006_memories.sql` that are not derived (`norm`, `unembedded`, the FTS row).
+pub const ROW: Table = Table {
+    kind: "memory",
+    table: "memories",
+    session: None,
+    cols: &[
+        Col("id", "id", Ty::Text),
+        Col("content", "content", Ty::Text),
+        Col("category", "category", Ty::Text),
+        Col("tags", "tags", Ty::Json),
+        Col("score", "score", Ty::OptReal),
+        Col("sessionId", "session_id", Ty::OptText),
+        Col("messageId", "message_id", Ty::OptText),
+        Col("createdAt", "created_at", Ty::Time),
+        Col("updatedAt", "updated_at", Ty::Time),
+        Col("expiresAt", "expires_at", Ty::OptTime),
+        Col("recalledAt", "recalled_at", Ty::OptTime),
+        Col("recallCount", "recall_count", Ty::Int),
+    ],
+};
 
-/// `m.`-qualified [`COLUMNS`], for joins.
+/// The columns every read of memories selects: `seq`, then [`ROW`]'s, on alias `alias`.
 pub(crate) fn columns(alias: &str) -> String {
-    COLUMNS.split(", ").map(|c| format!("{alias}.{c}")).collect::<Vec<_>>().join(", ")
+    let mut out = format!("{alias}.seq");
+    for Col(_, column, _) in ROW.cols {
+        out.push_str(&format!(", {alias}.{column}"));
+    }
+    out
 }
 
-/// A memory from a row of [`COLUMNS`] (starting at column `at`).
+/// A memory from a row of [`columns`] (starting at column `at`).
 pub(crate) fn from_row(r: &Row, at: usize) -> Result<Memory> {
-    let tags: Vec<String> = serde_json::from_str(&r.text(at + 4)?).unwrap_or_default();
-    let category = Category::parse(&r.text(at + 3)?)?;
-    let source = r.opt_text(at + 6)?.map(|session_id| Source { session_id, message_id: None });
-    let source = match (source, r.opt_text(at + 7)?) {
+    // Column `field` of the row, by its place in [`ROW`] (after `seq`); a name that is not there
+    // reads no column (an error, not a panic).
+    let col = |field: &str| ROW.cols.iter().position(|c| c.0 == field).map_or(usize::MAX, |i| at + 1 + i);
+    let tags: Vec<String> = serde_json::from_str(&r.text(col("tags"))?).unwrap_or_default();
+    let category = Category::parse(&r.text(col("category"))?)?;
+    let source = r.opt_text(col("sessionId"))?.map(|session_id| Source { session_id, message_id: None });
+    let source = match (source, r.opt_text(col("messageId"))?) {
         (Some(s), message_id) => Some(Source { message_id, ..s }),
         (None, _) => None,
     };
     Ok(Memory {
         seq: r.int(at)?,
-        id: r.text(at + 1)?,
-        content: r.text(at + 2)?,
+        id: r.text(col("id"))?,
+        content: r.text(col("content"))?,
         category,
         tags,
-        score: match r.0.get(at + 5) {
+        score: match r.0.get(col("score")) {
             Some(Value::Null) | None => None,
-            _ => Some(r.real(at + 5)?),
+            _ => Some(r.real(col("score"))?),
         },
         source,
-        created_at: r.text(at + 8)?,
-        updated_at: r.text(at + 9)?,
-        expires_at: r.opt_text(at + 10)?,
-        recalled_at: r.opt_text(at + 11)?,
-        recall_count: r.int(at + 12)?,
+        created_at: r.text(col("createdAt"))?,
+        updated_at: r.text(col("updatedAt"))?,
+        expires_at: r.opt_text(col("expiresAt"))?,
+        recalled_at: r.opt_text(col("recalledAt"))?,
+        recall_count: r.int(col("recallCount"))?,
     })
 }
 
@@ -238,7 +266,7 @@ pub fn delete(sql: &dyn Sql, seqs: &[i64]) -> Result<()> {
 
 /// The memory `id`, unless it does not exist or has expired.
 pub fn get(sql: &dyn Sql, id: &str, now: &str) -> Result<Option<Memory>> {
-    let q = format!("SELECT {COLUMNS} FROM memories m WHERE m.id = ? AND {LIVE}");
+    let q = format!("SELECT {} FROM memories m WHERE m.id = ? AND {LIVE}", columns("m"));
     sql.query_row(&q, &[id.into(), now.into()])?.map(|r| from_row(&r, 0)).transpose()
 }
 
@@ -269,7 +297,7 @@ impl Key<'_> {
 fn live_duplicate(sql: &dyn Sql, key: &Key<'_>, now: &str) -> Result<Option<Memory>> {
     let (cond, mut params) = key.cond("m.");
     params.push(now.into());
-    let q = format!("SELECT {COLUMNS} FROM memories m WHERE {cond} AND {LIVE}");
+    let q = format!("SELECT {} FROM memories m WHERE {cond} AND {LIVE}", columns("m"));
     sql.query_row(&q, &params)?.map(|r| from_row(&r, 0)).transpose()
 }
 
@@ -363,11 +391,11 @@ pub fn remember(
 }
 
 fn by_seq(sql: &dyn Sql, seq: i64) -> Result<Memory> {
-    let q = format!("SELECT {COLUMNS} FROM memories m WHERE m.seq = ?");
+    let q = format!("SELECT {} FROM memories m WHERE m.seq = ?", columns("m"));
     from_row(&sql.query_row(&q, &[Value::Int(seq)])?.ok_or_else(|| Error::internal("memory vanished"))?, 0)
 }
 
-fn index(sql: &dyn Sql, seq: i64, content: &str, tags: &[String]) -> Result<()> {
+pub(crate) fn index(sql: &dyn Sql, seq: i64, content: &str, tags: &[String]) -> Result<()> {
     sql.execute("DELETE FROM memories_fts WHERE rowid = ?", &[Value::Int(seq)])?;
     sql.execute(
         "INSERT INTO memories_fts (rowid, content, tags) VALUES (?, ?, ?)",
@@ -489,7 +517,7 @@ pub(crate) fn filter_sql(filter: &Filter, now: &str) -> (String, Vec<Value>) {
 /// Every live memory `filter` selects, oldest first.
 pub fn select_all(sql: &dyn Sql, filter: &Filter, now: &str) -> Result<Vec<Memory>> {
     let (cond, params) = filter_sql(filter, now);
-    let q = format!("SELECT {COLUMNS} FROM memories m WHERE {cond} ORDER BY m.seq");
+    let q = format!("SELECT {} FROM memories m WHERE {cond} ORDER BY m.seq", columns("m"));
     sql.query(&q, &params)?.iter().map(|r| from_row(r, 0)).collect()
 }
 
@@ -509,7 +537,7 @@ pub fn list(
         params.extend(values);
     }
     params.push(Value::Int(limit + 1));
-    let q = format!("SELECT {COLUMNS} FROM memories m WHERE {cond} ORDER BY m.created_at DESC, m.seq DESC LIMIT ?");
+    let q = format!("SELECT {} FROM memories m WHERE {cond} ORDER BY m.created_at DESC, m.seq DESC LIMIT ?", columns("m"));
     let mut page: Vec<Memory> = sql.query(&q, &params)?.iter().map(|r| from_row(r, 0)).collect::<Result<_>>()?;
     let next = if page.len() as i64 > limit {
         page.truncate(limit as usize);
@@ -555,7 +583,7 @@ pub fn history(sql: &dyn Sql, id: &str, now: &str) -> Result<Option<Vec<Version>
 /// Deletes the `conversation` memories of a session that is being deleted (`core` and `daily`
 /// ones stay). Returns them, as they were.
 pub fn delete_session(sql: &dyn Sql, session: &str) -> Result<Vec<Memory>> {
-    let q = format!("SELECT {COLUMNS} FROM memories m WHERE m.category = 'conversation' AND m.session_id = ?");
+    let q = format!("SELECT {} FROM memories m WHERE m.category = 'conversation' AND m.session_id = ?", columns("m"));
     let gone: Vec<Memory> = sql.query(&q, &[session.into()])?.iter().map(|r| from_row(r, 0)).collect::<Result<_>>()?;
     delete(sql, &gone.iter().map(|m| m.seq).collect::<Vec<_>>())?;
     Ok(gone)

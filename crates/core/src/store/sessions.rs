@@ -184,7 +184,14 @@ pub struct Page {
 /// Largest page of `GET /sessions`.
 pub const MAX_PAGE: i64 = 100;
 
+/// The update order a session takes when it is written: after every other (`updated_at` ties
+/// are broken by it).
 const NEXT_TOUCH: &str = "(SELECT COALESCE(MAX(touch_seq), 0) + 1 FROM sessions)";
+
+/// [`NEXT_TOUCH`], read (for a session row written whole: an import).
+pub(crate) fn next_touch(sql: &dyn Sql) -> Result<i64> {
+    sql.query_row(&format!("SELECT {NEXT_TOUCH}"), &[])?.ok_or_else(|| Error::internal("no touch order"))?.int(0)
+}
 
 fn insert(sql: &dyn Sql, id: &str, s: &NewSession, now: &str) -> Result<()> {
     sql.execute(
@@ -251,7 +258,7 @@ pub fn delete(sql: &dyn Sql, id: &str) -> Result<()> {
 
 /// The largest token total kept: JavaScript numbers (what most clients parse JSON into) are
 /// exact up to 2^53 - 1.
-pub const MAX_TOKENS: i64 = (1 << 53) - 1;
+pub const MAX_TOKENS: i64 = crate::table::MAX_INT;
 
 /// Adds token and cost figures to the session's totals, registering it if needed. Figures that
 /// are negative or not finite, or sums that would pass [`MAX_TOKENS`] or stop being a finite

@@ -12,7 +12,7 @@
 use serde_json::{json, Map, Value as Json};
 
 use super::tables::{Table, BLOCKS, ENTRIES, MEMORIES, MEMORY_VERSIONS, SESSIONS, SESSION_TABLES};
-use super::FORMAT;
+use super::{Counts, FORMAT};
 use crate::blobs::BoxFuture;
 use crate::config::{BlockConfig, BlockKind, Scope};
 use crate::context::entry_labels;
@@ -108,7 +108,7 @@ enum Phase {
 pub struct AgentExport {
     sessions: Vec<String>,
     phase: Phase,
-    counts: Map<String, Json>,
+    counts: Counts,
     /// Spilled fields whose objects were missing (their placeholders were exported).
     pub warnings: Vec<String>,
 }
@@ -118,13 +118,9 @@ impl AgentExport {
     pub fn new(sql: &dyn Sql) -> Result<AgentExport> {
         let sessions =
             sql.query("SELECT id FROM sessions ORDER BY seq", &[])?.iter().map(|r| r.text(0)).collect::<Result<_>>()?;
-        Ok(AgentExport { sessions, phase: Phase::Header, counts: Map::new(), warnings: Vec::new() })
+        Ok(AgentExport { sessions, phase: Phase::Header, counts: Counts::default(), warnings: Vec::new() })
     }
 
-    fn count(&mut self, what: &str, n: usize) {
-        let c = self.counts.entry(what).or_insert(json!(0));
-        *c = json!(c.as_u64().unwrap_or(0) + n as u64);
-    }
 
     /// The next chunk of lines (each ending in `\n`), or `None` once the `end` record is out.
     /// (A boxed future: its code is made once, here, whoever awaits it.)
@@ -137,9 +133,6 @@ impl AgentExport {
         match self.phase {
             Phase::Header => {
                 out = format!("{}\n", json!({"format": FORMAT, "kind": "agent"}));
-                for k in ["sessions", "messages", "memories", "memoryVersions", "entries", "skills"] {
-                    self.counts.insert(k.into(), json!(0));
-                }
                 self.phase = Phase::Session(0);
             }
             Phase::Session(i) => {
@@ -148,12 +141,12 @@ impl AgentExport {
                 // Deleted since the export started: left out.
                 let Some(info) = session_row(env.sql, &sid)? else { return Box::pin(self.chunk(env)).await };
                 out.push_str(&format!("{}\n", json!({"kind": "session", "session": info})));
-                self.count("sessions", 1);
+                self.counts.sessions += 1;
                 let mut after = 0;
                 loop {
                     let (entries, last, w) = messages(env, &sid, after).await?;
                     self.warnings.extend(w);
-                    self.count("messages", entries.len());
+                    self.counts.messages += entries.len();
                     for e in entries {
                         // `{"parentId"…}` → `{"kind":"message","sessionId":…,"parentId"…}`
                         out.push_str(&format!("{{\"kind\":\"message\",\"sessionId\":{},{}\n", json!(sid), &e[1..]));
@@ -199,12 +192,11 @@ impl AgentExport {
                     out.push_str(&record(t.kind, None, row));
                     out.push('\n');
                 }
-                let what = match t.kind {
-                    "memory" => "memories",
-                    "memoryVersion" => "memoryVersions",
-                    _ => "entries",
-                };
-                self.count(what, n);
+                *match t.kind {
+                    "memory" => &mut self.counts.memories,
+                    "memoryVersion" => &mut self.counts.memory_versions,
+                    _ => &mut self.counts.entries,
+                } += n;
                 self.phase = match (read as i64 == ROWS_PER_CHUNK, t.kind) {
                     (true, _) => Phase::Rows(t, last),
                     (false, "memory") => Phase::Rows(&MEMORY_VERSIONS, 0),
@@ -221,7 +213,7 @@ impl AgentExport {
                         let rec = json!({"kind": "skill", "prefix": prefix, "key": key,
                                          "description": blob.description, "content": blob.text});
                         out.push_str(&format!("{rec}\n"));
-                        self.count("skills", 1);
+                        self.counts.skills += 1;
                     }
                 }
                 self.phase = Phase::End;

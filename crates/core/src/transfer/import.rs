@@ -8,7 +8,7 @@ use std::collections::{HashMap, HashSet};
 
 use serde_json::{Map, Value as Json};
 
-use super::check_format;
+use super::{check_format, Counts};
 use super::tables::{
     text_of, Col, Table, BLOCKS, COMPACTIONS, DEFS, ENTRIES, LOADED_SKILLS, MEMORIES, MEMORY_VERSIONS, PROMPTS,
     SESSIONS, SESSION_TABLES,
@@ -19,24 +19,13 @@ use crate::context::{compose, entry_labels, Block, Origin};
 use crate::env::Env;
 use crate::error::{Error, Result};
 use crate::ids::check_name;
-use crate::memory::store::{check_content, check_score, check_tags, normalize};
+use crate::context::entries;
+use crate::memory::store::{self as memory_store, check_content, check_score, check_tags, normalize};
 use crate::sql::{atomically, Sql, Value};
 use crate::store::message::{check_id, NewMessage, MAX_INDEXED_BYTES};
 use crate::store::sessions::{self, SessionInfo};
 use crate::store::spill;
 use crate::store::tree::Tree;
-
-/// What an agent import wrote.
-#[derive(Debug, Default, PartialEq, serde::Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Counts {
-    pub sessions: usize,
-    pub messages: usize,
-    pub memories: usize,
-    pub memory_versions: usize,
-    pub entries: usize,
-    pub skills: usize,
-}
 
 /// One imported message: where it hangs, when it was written, the message.
 struct Message {
@@ -693,11 +682,7 @@ fn rows(env: &Env<'_>, plan: &Plan, target: Target) -> Result<()> {
         Target::Agent => {}
     }
     for s in &plan.sessions {
-        let touch = sql
-            .query_row("SELECT COALESCE(MAX(touch_seq), 0) + 1 FROM sessions", &[])?
-            .map(|r| r.int(0))
-            .transpose()?
-            .unwrap_or(1);
+        let touch = sessions::next_touch(sql)?;
         SESSIONS.insert(sql, None, s.values.clone(), &[("touch_seq", Value::Int(touch))])?;
         let tree = Tree::new(sql, &s.id);
         for m in &s.messages {
@@ -716,18 +701,11 @@ fn rows(env: &Env<'_>, plan: &Plan, target: Target) -> Result<()> {
                     serde_json::from_str(text_of(t, values, "tags").unwrap_or("[]")).unwrap_or_default();
                 let extra = [("norm", Value::Text(normalize(content))), ("unembedded", Value::Int(i64::from(embeds)))];
                 let seq = t.insert(sql, None, values.clone(), &extra)?;
-                sql.execute(
-                    "INSERT INTO memories_fts (rowid, content, tags) VALUES (?, ?, ?)",
-                    &[Value::Int(seq), content.into(), tags.join(" ").into()],
-                )?;
+                memory_store::index(sql, seq, content, &tags)?;
             }
             "entry" => {
                 let seq = t.insert(sql, None, values.clone(), &[])?;
-                let content = text_of(t, values, "content").unwrap_or_default();
-                sql.execute(
-                    "INSERT INTO search_entries_fts (rowid, content) VALUES (?, ?)",
-                    &[Value::Int(seq), content.into()],
-                )?;
+                entries::index(sql, seq, text_of(t, values, "content").unwrap_or_default())?;
             }
             "contextBlock" => {
                 t.insert(sql, Some(""), values.clone(), &[])?;

@@ -19,6 +19,19 @@ pub mod export;
 pub mod import;
 pub mod tables;
 
+/// How many records of each kind an agent export holds: its `end` record says it, and an import
+/// answers what it wrote.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Counts {
+    pub sessions: usize,
+    pub messages: usize,
+    pub memories: usize,
+    pub memory_versions: usize,
+    pub entries: usize,
+    pub skills: usize,
+}
+
 /// The format this build writes and reads. An export names it in its first record.
 pub const FORMAT: &str = "session-agent/1";
 
