@@ -138,7 +138,7 @@ async function newSession() {
   try {
     const s = await api("POST", base() + "/sessions", { name: "Session " + new Date().toISOString().slice(0, 16).replace("T", " "), source: "console" });
     await loadSessions();
-    await openSession(s.id);
+    await openSession(s.id, { created: s });
     return s.id;
   } catch (e) { status("Creating a session failed: " + e.message, true); return null; }
 }
@@ -161,8 +161,10 @@ function startRename(li, s) {
 function confirmDelete(li, s) {
   li.replaceChildren(h("div.confirm", null, h("span", null, "Delete “" + (s.name || s.id) + "” and everything stored for it?"),
     h("button.danger.yes", { type: "button", onclick: async () => {
-      try { await api("DELETE", base() + "/sessions/" + enc(s.id)); status("Deleted " + s.id); } catch (e) { status("Deleting failed: " + e.message, true); }
+      // Closed first: left open, its socket brings the delete back as a frame, whose refresh
+      // would read the export of a session that is gone (a 404 in the browser's log).
       if (s.id === S.sid) closeSession();
+      try { await api("DELETE", base() + "/sessions/" + enc(s.id)); status("Deleted " + s.id); } catch (e) { status("Deleting failed: " + e.message, true); }
       await loadSessions();
     } }, "Delete"),
     h("button.no", { type: "button", onclick: renderSessions }, "Cancel")));
@@ -191,6 +193,7 @@ async function search(q) {
 
 function closeSession() {
   closeSocket();
+  clearTimeout(S.refreshTimer);
   S.chat?.stop();
   S.sid = null; S.session = null; S.chat = null; S.leaf = null; S.want = null; S.ghost = null; S.tree = new Map(); S.kids = new Map();
   S.compactions = []; S.estimate = null; S.syncing = false; S.sentText = null; S.gen++;
@@ -199,7 +202,8 @@ function closeSession() {
   renderSessions(); renderHead(); render(); renderPanel();
 }
 
-async function openSession(sid, { focus } = {}) {
+/** Opens session `sid`; `created`: its SessionInfo when this page just made it (no message, no export to read yet). */
+async function openSession(sid, { focus, created } = {}) {
   if (sid !== S.sid) {
     closeSession();
     S.sid = sid;
@@ -215,7 +219,7 @@ async function openSession(sid, { focus } = {}) {
     connect();
   }
   const gen = S.gen;
-  await loadTree();
+  if (created && !S.tree.size) { S.session = created; renderHead(); } else await loadTree();
   if (gen !== S.gen) return;
   await showBranch(focus && S.tree.has(focus) ? newestLeafUnder(focus) : S.latest);
   if (focus) flash(focus);
