@@ -9,6 +9,7 @@
 import { h, $, ago, pretty } from "./dom.js";
 import { markdown } from "./markdown.js";
 import { SessionChat, turnError } from "./chat.js";
+import { SessionAgentClient, SessionAgentError } from "../../clients/ts/src/index.ts";
 
 const el = {
   token: $("token"), agent: $("agent"), tokenInfo: $("token-info"), sessions: $("sessions"), search: $("search"),
@@ -34,7 +35,7 @@ const S = {
   syncing: false,       // a turn ended and the tree is being read again
   own: new Set(),       // the reply ids of this page's turns: their socket frames are not another client's
   estimate: null,
-  ws: null, retries: 0, retryTimer: null, pingTimer: null, refreshTimer: null, dirty: false,
+  ws: null, pingTimer: null, refreshTimer: null, dirty: false, // ws: the session's SessionSocket
   gen: 0,               // bumped on every session switch: late answers of the old one are dropped
   nav: 0,               // bumped on every branch shown: only the latest asked for is drawn
   treeSeq: 0,           // bumped on every read of the tree: an older answer never replaces a newer one
@@ -45,9 +46,6 @@ const S = {
 
 function status(text, err) { el.status.textContent = text; el.status.className = err ? "err" : ""; }
 const agent = () => el.agent.value.trim();
-const base = () => "/agents/" + encodeURIComponent(agent());
-const sbase = (sid = S.sid) => base() + "/sessions/" + encodeURIComponent(sid);
-const enc = encodeURIComponent;
 
 /** The claims of a scoped token (a JWT the front door signed), or null for anything else. */
 function claimsOf(token) {
@@ -91,21 +89,20 @@ function showTokenInfo() {
   if (left <= 0 || c.sessions) el.tokenInfo.className = "warn";
 }
 
-class ApiError extends Error {
-  constructor(status, code, message) { super(code + ": " + message); this.status = status; this.code = code; }
-}
+let client = null;
 
-async function api(method, path, body) {
-  if (!S.token) throw new ApiError(0, "no_token", "paste a scoped token first");
-  const r = await fetch(path, {
-    method, headers: { authorization: "Bearer " + S.token, ...(body ? { "content-type": "application/json" } : {}) },
-    body: body ? JSON.stringify(body) : undefined,
-  });
-  if (r.status === 204) return null;
-  const data = await r.json().catch(() => null);
-  if (!r.ok) throw new ApiError(r.status, data?.error?.code || "http_" + r.status, data?.error?.message || r.statusText);
-  return data;
+/** The typed client (@session-agent/client) on the agent, with the token; made again when either changes. */
+function api() {
+  if (!S.token) throw new Error("no_token: paste a scoped token first");
+  if (client?.token !== S.token || client.agent !== agent()) {
+    client = { token: S.token, agent: agent(), api: new SessionAgentClient({ baseUrl: location.origin, token: S.token }).agent(agent()) };
+  }
+  return client.api;
 }
+const sapi = (sid = S.sid) => api().session(sid);
+
+/** What the status line says of a failed call: `code: message` of the API's errors. */
+const errorText = (e) => (e instanceof SessionAgentError ? e.code + ": " + e.message : String(e?.message ?? e));
 
 // ── sessions ──────────────────────────────────────────────────────────────────────────────────
 
@@ -114,11 +111,11 @@ async function loadSessions() {
   try {
     // A token limited to some sessions may not list them: its own list is in its claims.
     S.sessions = S.claims?.sessions
-      ? await Promise.all(S.claims.sessions.map((id) => api("GET", base() + "/sessions/" + enc(id)).catch(() => ({ id, name: id, messageCount: 0 }))))
-      : (await api("GET", base() + "/sessions")).sessions || [];
+      ? await Promise.all(S.claims.sessions.map((id) => sapi(id).info().catch(() => ({ id, name: id, messageCount: 0 }))))
+      : await api().sessions.list();
     renderSessions();
     if (!S.sessions.length && !S.sid) status("No sessions yet: create one, or just send a message.");
-  } catch (e) { status("Listing sessions failed: " + e.message, true); }
+  } catch (e) { status("Listing sessions failed: " + errorText(e), true); }
 }
 
 function renderSessions() {
@@ -136,11 +133,11 @@ function renderSessions() {
 
 async function newSession() {
   try {
-    const s = await api("POST", base() + "/sessions", { name: "Session " + new Date().toISOString().slice(0, 16).replace("T", " "), source: "console" });
+    const s = await api().sessions.create({ name: "Session " + new Date().toISOString().slice(0, 16).replace("T", " "), source: "console" });
     await loadSessions();
     await openSession(s.id, { created: s });
     return s.id;
-  } catch (e) { status("Creating a session failed: " + e.message, true); return null; }
+  } catch (e) { status("Creating a session failed: " + errorText(e), true); return null; }
 }
 
 function startRename(li, s) {
@@ -148,7 +145,7 @@ function startRename(li, s) {
   const save = async () => {
     const name = input.value.trim();
     if (!name || name === s.name) { renderSessions(); return; }
-    try { await api("PATCH", base() + "/sessions/" + enc(s.id), { name }); status("Renamed to " + name); } catch (e) { status("Renaming failed: " + e.message, true); }
+    try { await sapi(s.id).rename(name); status("Renamed to " + name); } catch (e) { status("Renaming failed: " + errorText(e), true); }
     await loadSessions();
     if (s.id === S.sid) renderHead();
   };
@@ -164,7 +161,7 @@ function confirmDelete(li, s) {
       // Closed first: left open, its socket brings the delete back as a frame, whose refresh
       // would read the export of a session that is gone (a 404 in the browser's log).
       if (s.id === S.sid) closeSession();
-      try { await api("DELETE", base() + "/sessions/" + enc(s.id)); status("Deleted " + s.id); } catch (e) { status("Deleting failed: " + e.message, true); }
+      try { await sapi(s.id).delete(); status("Deleted " + s.id); } catch (e) { status("Deleting failed: " + errorText(e), true); }
       await loadSessions();
     } }, "Delete"),
     h("button.no", { type: "button", onclick: renderSessions }, "Cancel")));
@@ -175,7 +172,7 @@ function confirmDelete(li, s) {
 async function search(q) {
   if (!q.trim()) { el.results.hidden = true; el.results.replaceChildren(); return; }
   try {
-    const { results = [] } = await api("GET", base() + "/search?q=" + enc(q) + "&limit=20");
+    const results = await api().search(q, { limit: 20 });
     el.results.hidden = false;
     el.results.replaceChildren(
       h("li.results-head", null, results.length ? results.length + " hit(s)" : "No message matches “" + q + "”",
@@ -186,7 +183,7 @@ async function search(q) {
           h("small", null, (s?.name || r.sessionId) + " · " + r.role + " · " + ago(r.createdAt)),
           h("span", null, r.content.length > 160 ? r.content.slice(0, 160) + "…" : r.content)));
       }));
-  } catch (e) { status("Search failed: " + e.message, true); }
+  } catch (e) { status("Search failed: " + errorText(e), true); }
 }
 
 // ── a session: its tree, the shown branch, the chat ───────────────────────────────────────────
@@ -209,7 +206,7 @@ async function openSession(sid, { focus, created } = {}) {
     S.sid = sid;
     el.messages.dataset.sid = sid;
     const chat = new SessionChat({
-      sid, api: sbase(sid) + "/chat", token: () => S.token,
+      api: sapi(sid),
       onChange: scheduleRender,
       onFinish: (o) => { if (S.chat === chat) onTurnEnd(o); }, // not a turn of a session left since
     });
@@ -239,7 +236,7 @@ async function loadTree() {
   const gen = S.gen;
   const seq = ++S.treeSeq;
   let doc = null;
-  try { doc = await api("GET", sbase(sid) + "/export"); } catch (e) { if (e.status !== 404) status("Reading the session failed: " + e.message, true); }
+  try { doc = await sapi(sid).export(); } catch (e) { if (e.status !== 404) status("Reading the session failed: " + errorText(e), true); }
   if (gen !== S.gen || seq !== S.treeSeq) return;
   S.tree = new Map(); S.kids = new Map(); S.latest = null;
   for (const [idx, row] of (doc?.messages || []).entries()) {
@@ -279,10 +276,10 @@ async function showBranch(leaf) {
   S.want = leaf;
   let msgs = [];
   try {
-    if (leaf) msgs = (await api("GET", sbase() + "/history" + "?leaf=" + enc(leaf))).messages || [];
+    if (leaf) msgs = await sapi().history({ leafId: leaf });
   } catch (e) {
     if (e.status === 404 && leaf !== S.latest) return showBranch(S.latest);
-    status("Reading the history failed: " + e.message, true);
+    status("Reading the history failed: " + errorText(e), true);
   }
   if (gen !== S.gen || nav !== S.nav || !S.chat) return; // another branch was asked for since
   if (busy()) { S.dirty = true; return; } // a turn started meanwhile: its end reads the branch again
@@ -408,31 +405,34 @@ async function afterTurn(leaf) {
 function wsState(v) { document.body.dataset.ws = v; }
 
 function closeSocket() {
-  clearTimeout(S.retryTimer); clearInterval(S.pingTimer);
+  clearInterval(S.pingTimer);
   wsState("closed");
-  if (S.ws) { const ws = S.ws; S.ws = null; ws.onclose = ws.onmessage = ws.onerror = ws.onopen = null; try { ws.close(); } catch { /* closed */ } }
+  if (S.ws) { const ws = S.ws; S.ws = null; ws.close(); }
 }
 
+/** The session's SessionSocket: it reopens itself (backoff 250 ms doubling to 5 s) until closed. */
 function connect() {
   const sid = S.sid;
   if (!sid || !S.token) return;
-  const url = (location.protocol === "https:" ? "wss://" : "ws://") + location.host + sbase(sid) + "/ws?token=" + enc(S.token);
-  const ws = new WebSocket(url);
-  const again = S.retries > 0;
-  S.ws = ws; wsState("connecting");
-  ws.onopen = () => {
-    S.retries = 0; wsState("open");
-    S.pingTimer = setInterval(() => { if (ws.readyState === WebSocket.OPEN) ws.send('{"type":"ping"}'); }, 30000);
-    if (again) { status("Reconnected to " + sid); refresh(); renderPanel(); }
-  };
-  ws.onmessage = (ev) => { let f; try { f = JSON.parse(ev.data); } catch { return; } onFrame(f); };
-  ws.onclose = () => {
-    if (S.ws !== ws) return;
-    clearInterval(S.pingTimer); S.ws = null; wsState("closed");
-    const wait = Math.min(5000, 250 * 2 ** S.retries++);
-    status("Disconnected; reconnecting in " + (wait / 1000).toFixed(1) + " s…", true);
-    S.retryTimer = setTimeout(() => { if (S.sid === sid && !S.ws) connect(); }, wait);
-  };
+  wsState("connecting");
+  const ws = sapi(sid).connect({
+    reconnect: { initialDelayMs: 250, maxDelayMs: 5000 },
+    onOpen: ({ attempts }) => {
+      if (S.ws !== ws) return;
+      wsState("open");
+      clearInterval(S.pingTimer);
+      S.pingTimer = setInterval(() => { if (ws.state === "open") ws.send({ type: "ping" }); }, 30000);
+      if (attempts > 0) { status("Reconnected to " + sid); refresh(); renderPanel(); } // writes may have come meanwhile
+    },
+    onFrame: (f) => { if (S.ws === ws) onFrame(f); },
+    onClose: ({ code, reconnecting, delayMs }) => {
+      if (S.ws !== ws) return;
+      clearInterval(S.pingTimer); wsState("closed");
+      if (reconnecting) status("Disconnected; reconnecting in " + (delayMs / 1000).toFixed(1) + " s…", true);
+      else status("Disconnected" + (code === 1008 ? ": the token expired or was revoked (paste a new one)" : "") + ".", true);
+    },
+  });
+  S.ws = ws;
 }
 
 function onFrame(f) {
@@ -618,7 +618,7 @@ function originals(cid, c) {
   let next = 0;
   const more = async () => {
     try {
-      const page = await api("GET", sbase() + "/compactions/" + enc(cid) + "/messages?offset=" + next + "&limit=50");
+      const page = await sapi().expandCompaction(cid, { offset: next, limit: 50 });
       list.querySelector(".more")?.remove();
       for (const m of page.messages) {
         list.append(h("div.msg.original", { dataset: { role: m.role, id: m.id } }, h("div.head", null, h("span.role", null, m.role), h("span.meta", { title: m.id }, short(m.id))), h("div.body", null, parts(m.parts))));
@@ -626,7 +626,7 @@ function originals(cid, c) {
       next = page.nextOffset;
       if (next != null) list.append(h("button.more", { type: "button", onclick: more }, "More (" + (page.total - next) + " left)"));
       det.dataset.total = page.total;
-    } catch (e) { list.append(h("p.err", null, "Reading the originals failed: " + e.message)); }
+    } catch (e) { list.append(h("p.err", null, "Reading the originals failed: " + errorText(e))); }
   };
   det.ontoggle = () => { if (det.open && next === 0 && !list.childElementCount) more(); };
   return det;
@@ -670,18 +670,18 @@ async function renderPanel() {
     if (which === "memories") return show(...(await memoriesPanel()));
     if (!S.sid) return show(h("p.empty", null, "Open a session to see its " + (which === "context" ? "prompt and blocks." : "compactions.")));
     if (which === "context") {
-      const [p, c] = await Promise.all([api("GET", sbase() + "/prompt"), api("GET", sbase() + "/context")]);
+      const [p, blocks] = await Promise.all([sapi().prompt(), sapi().context.list()]);
       return show(
         h("h3", null, "System prompt ", h("small", null, p.frozen ? "frozen" : "rendered per turn")),
         h("pre.prompt", null, p.prompt || "(empty)"),
-        h("h3", null, "Context blocks ", h("small", null, String(c.blocks.length))),
-        ...c.blocks.map((b) => h("details.block", { open: true, dataset: { label: b.label } },
+        h("h3", null, "Context blocks ", h("small", null, String(blocks.length))),
+        ...blocks.map((b) => h("details.block", { open: true, dataset: { label: b.label } },
           h("summary", null, h("b", null, b.label), " ", h("small", null, b.kind + " · " + b.tokens + (b.maxTokens ? "/" + b.maxTokens : "") + " tok" + (b.writable ? "" : " · read-only"))),
           b.description ? h("p.desc", null, b.description) : null,
           h("pre.block-content", null, b.content || "(empty)"))));
     }
     if (which === "compactions") {
-      const { compactions } = await api("GET", sbase() + "/compactions");
+      const compactions = await sapi().compactions();
       const shown = new Set((S.chat?.messages || []).filter((m) => m.id.startsWith("compaction_")).map((m) => m.id.slice(11)));
       if (!compactions.length) return show(h("p.empty", null, "No compactions in this session."));
       return show(...compactions.slice().reverse().map((c) => h("div.compaction", { dataset: { cid: c.id } },
@@ -690,7 +690,7 @@ async function renderPanel() {
         h("small.range", null, "covers " + c.fromMessageId + " … " + c.toMessageId),
         originals(c.id, c))));
     }
-  } catch (e) { show(h("p.err", null, "Reading failed: " + e.message)); }
+  } catch (e) { show(h("p.err", null, "Reading failed: " + errorText(e))); }
 }
 
 const mem = { q: "" };
@@ -701,14 +701,14 @@ async function memoriesPanel() {
   form.append(input, h("button", { type: "submit" }, "Search"));
   const list = h("ul.memories");
   if (mem.q) {
-    const { results } = await api("GET", base() + "/memories/search?q=" + enc(mem.q) + "&limit=20");
+    const results = await api().memories.recall(mem.q, { limit: 20 });
     list.append(...results.map((r) => memoryItem(r.memory, r)));
     return [form, h("p.note", null, results.length + " recalled for “" + mem.q + "” (a search counts as a recall) ",
       h("button.link", { type: "button", onclick: () => { mem.q = ""; renderPanel(); } }, "show all")), list];
   }
   let cursor = null;
   const page = async () => {
-    const r = await api("GET", base() + "/memories?limit=50" + (cursor ? "&cursor=" + enc(cursor) : ""));
+    const r = await api().memories.list({ limit: 50, cursor: cursor || undefined });
     list.append(...r.memories.map((m) => memoryItem(m)));
     cursor = r.nextCursor;
     if (cursor) list.append(h("li.more-row", null, h("button.more", { type: "button", onclick: async (e) => { e.target.parentNode.remove(); await page(); } }, "More")));
@@ -727,7 +727,7 @@ function memoryItem(m, hit) {
   const forget = h("button.forget", { type: "button", onclick: () => {
     forget.replaceWith(h("span.confirm", null, "Forget this memory? ",
       h("button.danger.yes", { type: "button", onclick: async () => {
-        try { await api("DELETE", base() + "/memories/" + enc(m.id)); li.remove(); status("Forgot " + m.id); } catch (e) { status("Forgetting failed: " + e.message, true); }
+        try { await api().memories.forget(m.id); li.remove(); status("Forgot " + m.id); } catch (e) { status("Forgetting failed: " + errorText(e), true); }
       } }, "Forget"),
       h("button.no", { type: "button", onclick: () => renderPanel() }, "Cancel")));
   } }, "Forget");
