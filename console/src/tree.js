@@ -96,12 +96,15 @@ export function createTree({ el, auth, status, sessions, view, socket, panels })
   async function refresh(s = current) {
     if (!s || s !== current) return;
     if (s.busy || s.syncing) { s.dirty = true; return; } // the turn's end reads the tree again anyway
-    const leaf = s.want; // the branch asked for last, even if its history is still on its way
-    const followed = !leaf || leaf === s.tree.latest;
-    const nav = s.nav;
+    const newest = s.tree.latest;
     await loadTree(s);
-    if (s !== current || nav !== s.nav) return; // the user went to another branch meanwhile: that one is drawn
-    await showBranch(s, followed || !s.tree.has(leaf) ? s.tree.latest : leaf);
+    if (s !== current) return;
+    // The branch asked for last, read after the tree: the user may have gone to another one
+    // meanwhile, and another read (a refresh, the opening) may have shown one; followed to the
+    // newest leaf if it was the newest. (Giving up when another branch had been shown since,
+    // as before, left the page on a stale branch when two refreshes crossed.)
+    const leaf = s.want;
+    await showBranch(s, !leaf || leaf === newest || !s.tree.has(leaf) ? s.tree.latest : leaf);
     sessions.load();
   }
 
