@@ -16,9 +16,10 @@ export function createSessions({ el, auth, status, current, open, close, drawHea
     if (!auth.token) { status("Paste a scoped token (POST /agents/{agent}/tokens), never the admin token (or open the page as /#token=…)", true); return; }
     try {
       const api = auth.api();
-      // A token limited to some sessions may not list them: its own list is in its claims.
+      // A token limited to some sessions may not list them: its own list is in its claims
+      // (one not registered yet answers 404: listed as such).
       list = auth.claims?.sessions
-        ? await Promise.all(auth.claims.sessions.map((id) => api.session(id).info().catch(() => ({ id, name: id, messageCount: 0 }))))
+        ? await Promise.all(auth.claims.sessions.map((id) => api.session(id).info().catch(() => ({ id, name: id, messageCount: 0, registered: false }))))
         : await api.sessions.list();
       render();
       if (!list.length && !current()) status("No sessions yet: create one, or just send a message.");

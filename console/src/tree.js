@@ -65,7 +65,12 @@ export function createTree({ el, auth, status, sessions, view, socket, panels })
   async function loadTree(s) {
     const seq = ++s.treeSeq;
     let doc = null;
-    try { doc = await s.api.export(); } catch (e) { if (e.status !== 404) status("Reading the session failed: " + errorText(e), true); }
+    try {
+      // A session the list lacks may not be registered yet (never written): its export would
+      // answer 404. GET …/path-length answers 0 for it (as for any session without a message).
+      const listed = sessions.info(s.sid);
+      if ((listed && listed.registered !== false) || (await s.api.pathLength()) > 0) doc = await s.api.export();
+    } catch (e) { if (e.status !== 404) status("Reading the session failed: " + errorText(e), true); }
     if (s !== current || seq !== s.treeSeq) return;
     s.tree = new Tree(doc?.messages);
     s.info = doc?.session ? { ...doc.session, id: s.sid } : sessions.info(s.sid);
