@@ -1,7 +1,8 @@
 // Builds the console served at `/` (console/ → build/console/, the Worker's static assets):
-// esbuild bundles console/src/main.js and what it imports (npm packages included: the AI SDK's
-// chat client) into one minified ES module, console.js; index.html and console.css are copied
-// as they are. It prints the size, and what a browser downloads (gzip).
+// esbuild bundles console/src/main.js and what it imports (the typed client's TypeScript
+// sources, clients/ts/src, by relative path; npm packages: the AI SDK's chat client) into one
+// minified ES module, console.js; index.html and console.css are copied as they are. It prints
+// the size, and what a browser downloads (gzip).
 // Called by scripts/build.sh after the wasm (and when the wasm is fresh), so `wrangler dev`,
 // `wrangler deploy` and the tests always serve the console of the checked-out sources.
 import { build } from "esbuild";

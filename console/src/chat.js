@@ -1,8 +1,11 @@
 // The AI SDK's chat client, framework-free: AbstractChat (what @ai-sdk/react's useChat,
 // @ai-sdk/vue and @ai-sdk/svelte wrap) with a small ChatState that tells the console when to
 // draw, and DefaultChatTransport posting the useChat body {id, messages, trigger, messageId?}
-// to POST /agents/{agent}/sessions/{sid}/chat, which answers the AI SDK UI message stream.
+// to POST /agents/{agent}/sessions/{sid}/chat, which answers the AI SDK UI message stream. The
+// transport's requests go through the typed client (its token, its SessionAgentError for an
+// error answer).
 import { AbstractChat, DefaultChatTransport } from "ai";
+import { SessionAgentError } from "../../clients/ts/src/index.ts";
 
 /** The ChatState AbstractChat keeps its messages, status and error in; `onChange` on every change. */
 class ChatState {
@@ -32,17 +35,21 @@ class ChatState {
 export const newId = () => crypto.randomUUID();
 
 /**
- * A chat on one session. `token()` is read at each request (the user may paste a new one);
- * `onChange()` is called on every change of messages, status or error; `onFinish` as
- * AbstractChat calls it.
+ * A chat on one session: `api` is the typed client's SessionClient of it. `onChange()` is
+ * called on every change of messages, status or error; `onFinish` as AbstractChat calls it.
  */
 export class SessionChat extends AbstractChat {
-  constructor({ sid, api, token, messages = [], onChange, onFinish, onError }) {
+  constructor({ api, messages = [], onChange, onFinish, onError }) {
     super({
-      id: sid,
+      id: api.id,
       generateId: newId,
       state: new ChatState(messages, onChange),
-      transport: new DefaultChatTransport({ api, headers: () => ({ authorization: "Bearer " + token() }) }),
+      transport: new DefaultChatTransport({
+        // The useChat body as the transport made it, sent by the client (which adds the token).
+        fetch: (_url, init) => api.agent.raw("post", "/agents/{agent}/sessions/{sid}/chat", {
+          path: { sid: api.id }, body: init.body, headers: init.headers, signal: init.signal,
+        }),
+      }),
       onFinish,
       onError,
     });
@@ -50,17 +57,12 @@ export class SessionChat extends AbstractChat {
 }
 
 /**
- * The `{code, message}` of a failed turn: an error answer before the stream
- * (`{"error":{code,message}}`, the AI SDK's APICallError carries it as its message and
- * `statusCode`) or the stream's `error` chunk (its `errorText`).
+ * The `{code, message}` of a failed turn: an error answer before the stream (the client's
+ * SessionAgentError) or the stream's `error` chunk (its `errorText`, "<code>: <message>").
  */
 export function turnError(e) {
-  const text = String(e?.responseBody ?? e?.message ?? e);
-  try {
-    const j = JSON.parse(text);
-    if (j && j.error) return { code: j.error.code || "error", message: j.error.message || text, status: e.statusCode };
-  } catch { /* not JSON */ }
-  const m = /^([a-z_]+): ([\s\S]*)$/.exec(text); // an error chunk's errorText: "<code>: <message>"
-  if (m) return { code: m[1], message: m[2], status: e?.statusCode };
-  return { code: e?.statusCode ? "http_" + e.statusCode : "error", message: text, status: e?.statusCode };
+  if (e instanceof SessionAgentError) return { code: e.code, message: e.message };
+  const text = String(e?.message ?? e);
+  const m = /^([a-z_]+): ([\s\S]*)$/.exec(text);
+  return m ? { code: m[1], message: m[2] } : { code: "error", message: text };
 }
