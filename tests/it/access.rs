@@ -74,11 +74,11 @@ fn a_token_is_a_jwt_whose_parts_are_read_back() {
 #[test]
 fn expired_revoked_and_foreign_tokens_are_refused() {
     let c = claims("write", None);
-    assert!(c.admit("alice", NOW + 1, None).is_ok());
-    assert_eq!(c.admit("alice", NOW + 3_600_000, None).unwrap_err().code(), "unauthorized");
-    assert_eq!(c.admit("alice", NOW + 1, Some(NOW + 1)).unwrap_err().code(), "unauthorized");
-    assert!(c.admit("alice", NOW + 1, Some(NOW)).is_ok(), "issued at the revocation time: still valid");
-    assert_eq!(c.admit("bob", NOW + 1, None).unwrap_err().code(), "forbidden");
+    assert!(c.valid_for("alice", NOW + 1, None).is_ok());
+    assert_eq!(c.valid_for("alice", NOW + 3_600_000, None).unwrap_err().code(), "unauthorized");
+    assert_eq!(c.valid_for("alice", NOW + 1, Some(NOW + 1)).unwrap_err().code(), "unauthorized");
+    assert!(c.valid_for("alice", NOW + 1, Some(NOW)).is_ok(), "issued at the revocation time: still valid");
+    assert_eq!(c.valid_for("bob", NOW + 1, None).unwrap_err().code(), "forbidden");
 }
 
 #[test]

@@ -504,14 +504,14 @@ fn compaction_config() {
     assert_eq!(CompactionConfig::from_json(None).unwrap(), CompactionConfig::default());
     assert_eq!(CompactionConfig::from_json(Some(&Json::Null)).unwrap(), CompactionConfig::default());
     let c = CompactionConfig::default();
-    assert_eq!((c.after, c.options), (None, CompactOptions::default()));
+    assert_eq!((c.after, c.options()), (None, CompactOptions::default()));
 
     let c = CompactionConfig::from_json(Some(&json!({"after": 1000, "tailTokenBudget": 150, "minTailMessages": 1})))
         .unwrap();
     assert_eq!(c.after, Some(1000));
-    assert_eq!(c.options, opts(3, 150, 1));
+    assert_eq!(c.options(), opts(3, 150, 1));
     let c = CompactionConfig::from_json(Some(&json!({"protectHead": 0, "after": null}))).unwrap();
-    assert_eq!((c.after, c.options), (None, opts(0, 20000, 2)));
+    assert_eq!((c.after, c.options()), (None, opts(0, 20000, 2)));
 
     let err = CompactionConfig::from_json(Some(&json!({"after": 5, "protect_head": 1}))).unwrap_err();
     assert_eq!(err.kind, ErrorKind::InvalidRequest);

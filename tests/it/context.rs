@@ -4,7 +4,7 @@
 use crate::support::{code, msg, Api};
 use serde_json::{json, Value as Json};
 use session_agent_core::blobs::{Blob, Blobs, MemBlobs};
-use session_agent_core::config::{Scope, SessionConfig};
+use session_agent_core::config::{BlockScope, SessionConfig};
 use session_agent_core::context::prompt::separator;
 use session_agent_core::sql::Sql;
 
@@ -538,7 +538,7 @@ fn configs_are_validated() {
         .readonly("soul", None, "You are helpful.")
         .writable("memory", Some("Learned facts"), Some(1100))
         .search("knowledge", Some("Searchable knowledge base"))
-        .skills("skills", "skills/", Scope::Agent)
+        .skills("skills", "skills/", BlockScope::Agent)
         .searchable_history("history")
         .build()
         .unwrap();

@@ -146,7 +146,7 @@ impl Claims {
 
     /// Refuses a token that expired (`now_ms` past `exp`), was revoked (issued before
     /// `revoked_before`), or belongs to another agent than `agent` (403).
-    pub fn admit(&self, agent: &str, now_ms: i64, revoked_before: Option<i64>) -> Result<()> {
+    pub fn valid_for(&self, agent: &str, now_ms: i64, revoked_before: Option<i64>) -> Result<()> {
         if now_ms >= self.expires_ms() {
             return Err(Error::unauthorized("the token expired"));
         }

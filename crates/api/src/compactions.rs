@@ -7,7 +7,7 @@ use serde_json::json;
 
 use super::http::{opt_str, req_str, Response};
 use session_agent_core::compaction::expand::{self, DEFAULT_LIMIT, MAX_LIMIT};
-use session_agent_core::error::Result;
+use session_agent_core::error::{Result, Warned};
 use session_agent_core::store::overlay;
 
 /// `GET /sessions/{sid}/compactions`: oldest first.
@@ -40,7 +40,7 @@ pub fn messages<'c>(c: &'c Call<'c>) -> Answer<'c> {
         let limit = q.int("limit", 1, MAX_LIMIT as i64)?.map_or(DEFAULT_LIMIT, |n| n as usize);
         let c = expand::find(s.env.sql, s.id, cid)?;
         let page = expand::page(s.env.sql, s.id, c, offset, limit)?;
-        let (messages, warnings) = s.whole(page.messages).await?;
+        let Warned { value: messages, warnings } = s.whole(page.messages).await?;
         let page = expand::Page { messages, ..page };
         let resp = Response::json(
             200,

@@ -219,7 +219,7 @@ pub enum Next {
 /// `/tokens` is the admin's; a declared body over the limit is `413` before it is read.
 pub fn next(call: &AgentCall<'_>, caller: &Caller, method: &str, now_ms: i64, length: Option<u64>) -> Next {
     if let Caller::Scoped(c) = caller {
-        if let Err(e) = c.admit(&call.agent, now_ms, None).and_then(|_| permits(c, method, call.tail)) {
+        if let Err(e) = c.valid_for(&call.agent, now_ms, None).and_then(|_| permits(c, method, call.tail)) {
             return Next::Answer(Response::error(&e));
         }
     }

@@ -127,7 +127,7 @@ impl Response {
 
     /// The JSON error body `{"error": {"code", "message"}}` with the kind's status.
     pub fn error(e: &Error) -> Response {
-        let body = serde_json::json!({"error": {"code": e.code(), "message": e.message}});
+        let body = serde_json::json!({"error": e.shown()});
         let mut headers = vec![("content-type".into(), "application/json; charset=utf-8".into())];
         if let Some(s) = e.retry_after {
             headers.push(("retry-after".into(), s.to_string()));

@@ -126,7 +126,7 @@ pub fn permits(claims: &Claims, method: &str, path: &str) -> Result<()> {
 pub fn admit<'a>(env: &Env<'a>, req: &Request) -> Result<Env<'a>> {
     let Some(claims) = claims_of(req)? else { return Ok(env.reaching(Reach::All)) };
     let now_ms = parse_iso(&env.now).unwrap_or(i64::MAX);
-    claims.admit(env.agent, now_ms, revoked_before(env.sql)?)?;
+    claims.valid_for(env.agent, now_ms, revoked_before(env.sql)?)?;
     permits(&claims, &req.method, &req.path)?;
     Ok(env.reaching(claims.reach()))
 }

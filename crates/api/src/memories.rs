@@ -8,6 +8,7 @@ use serde_json::{json, Map, Value as Json};
 use super::http::{self, check_name, opt_str, Response};
 use session_agent_core::after::After;
 use session_agent_core::error::{Error, Result};
+use session_agent_core::memory::extract;
 use session_agent_core::memory::recall::{Query, DEFAULT_LIMIT, MAX_LIMIT};
 use session_agent_core::memory::store::{self, MAX_PAGE};
 use session_agent_core::memory::{By, Category, Filter, Memories, NewMemory, Patch, Stored};
@@ -235,7 +236,7 @@ pub fn extract<'c>(c: &'c Call<'c>) -> Answer<'c> {
                 return Err(Error::not_found(format!("message {l} not found in session {}", s.id)));
             }
         }
-        let done = Memories::new(s.env).extract(s.id, leaf.as_deref()).await?;
+        let done = extract::run(&Memories::new(s.env), s.id, leaf.as_deref()).await?;
         Ok(Response::json(200, &done))
     })
 }

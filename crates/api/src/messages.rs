@@ -8,8 +8,8 @@ use serde_json::{json, Map, Value as Json};
 
 use super::http::{Query, Response};
 use session_agent_core::compaction::truncate::{truncate_older_messages, TruncateOptions};
-use session_agent_core::error::{Error, Result};
-use session_agent_core::session::AutoReport;
+use session_agent_core::error::{Error, Result, Warned};
+use session_agent_core::session::{AutoReport, Outcome};
 use session_agent_core::store::history::{self, Overlays, PageAt};
 use session_agent_core::store::message::{check_id, parse_all, NewMessage, RawMessage};
 use session_agent_core::store::tree::Parent;
@@ -62,14 +62,15 @@ pub fn append<'c>(c: &'c Call<'c>) -> Answer<'c> {
         let body = req.json_object()?;
         let msg = message_of(&body)?;
         let a = s.append(msg, parent(&body)?).await?;
+        let inserted = a.outcome == Outcome::Inserted;
         let out = Appended {
             message: &a.message,
             parent_id: &a.parent_id,
-            inserted: a.inserted,
-            synthetic: a.synthetic,
+            inserted,
+            synthetic: a.outcome == Outcome::Synthetic,
             compaction: a.compaction.as_ref(),
         };
-        Ok(with_warnings(Response::json(if a.inserted { 201 } else { 200 }, &out), a.warnings))
+        Ok(with_warnings(Response::json(if inserted { 201 } else { 200 }, &out), a.warnings))
     })
 }
 
@@ -118,7 +119,7 @@ pub fn update<'c>(c: &'c Call<'c>) -> Answer<'c> {
         if msg.id != mid {
             return Err(Error::invalid(format!("message.id {} does not match the path's {mid}", msg.id)));
         }
-        let (message, warnings) = s.update(msg).await?;
+        let Warned { value: message, warnings } = s.update(msg).await?;
         Ok(with_warnings(Response::json(200, &message), warnings))
     })
 }
@@ -156,7 +157,7 @@ pub fn branches<'c>(c: &'c Call<'c>) -> Answer<'c> {
         let paged = limit.is_some() || before.is_some();
         let limit = if paged { Some(limit.unwrap_or(DEFAULT_PAGE)) } else { None };
         let (messages, next_before) = s.tree().children(mid, before.as_deref(), limit)?;
-        let (messages, warnings) = s.whole(messages).await?;
+        let Warned { value: messages, warnings } = s.whole(messages).await?;
         let next_before = paged.then_some(next_before.as_deref());
         Ok(with_warnings(Response::json(200, &PageOut { messages: &messages, next_before }), warnings))
     })
@@ -190,14 +191,14 @@ pub fn history<'c>(c: &'c Call<'c>) -> Answer<'c> {
         };
         if page.is_none() && truncation.is_none() {
             // The stored texts as they are (SQLite assembles them where it can).
-            let (list, warnings) = s.history_text(leaf.as_deref(), overlays).await?;
+            let Warned { value: list, warnings } = s.history_text(leaf.as_deref(), overlays).await?;
             return Ok(with_warnings(Response::json_text(200, format!("{{\"messages\":{list}}}")), warnings));
         }
         let (messages, next_before) = match page {
             Some(p) => (p.messages, Some(p.next_before)),
             None => (history::history(s.env.sql, s.id, leaf.as_deref(), overlays)?, None),
         };
-        let (messages, warnings) = s.whole(messages).await?;
+        let Warned { value: messages, warnings } = s.whole(messages).await?;
         let next_before = next_before.as_ref().map(Option::as_deref);
         let resp = match truncation {
             None => Response::json(200, &PageOut { messages: &messages, next_before }),
@@ -253,7 +254,7 @@ pub fn recent<'c>(c: &'c Call<'c>) -> Answer<'c> {
         let max = q.int("maxBytes", 0, i64::MAX)?.ok_or_else(|| Error::invalid("maxBytes is required"))?;
         let min = q.int("minMessages", 1, 100_000)?.unwrap_or(1);
         let before = q.id("before")?;
-        let (answer, warnings) = s.recent_text(before.as_deref(), max, min).await?;
+        let Warned { value: answer, warnings } = s.recent_text(before.as_deref(), max, min).await?;
         Ok(with_warnings(Response::json_text(200, answer), warnings))
     })
 }

@@ -7,7 +7,7 @@ use serde_json::json;
 
 use super::http::{opt_str, Response};
 use session_agent_core::after::After;
-use session_agent_core::error::Error;
+use session_agent_core::error::{Error, Warned};
 use session_agent_core::ids::check_name;
 use session_agent_core::transfer::{erase as wipe, export, import};
 
@@ -18,7 +18,7 @@ pub const NDJSON: &str = "application/x-ndjson; charset=utf-8";
 pub fn export_session<'c>(c: &'c Call<'c>) -> Answer<'c> {
     Box::pin(async move {
         let s = &c.session();
-        let (doc, warnings) = export::session(s.env, s.id).await?;
+        let Warned { value: doc, warnings } = export::session(s.env, s.id).await?;
         let resp = Response { body: doc.into_bytes(), ..Response::json(200, &()) };
         Ok(warnings.into_iter().fold(resp, Response::warn))
     })

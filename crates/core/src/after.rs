@@ -101,7 +101,9 @@ pub async fn run(env: &Env<'_>, work: &[After]) {
                     Cap::Dropped => s.after_cap(leaf).await,
                 };
             }
-            After::ExtractMemories { session, leaf } => Memories::new(env).extract_after(session, leaf).await,
+            After::ExtractMemories { session, leaf } => {
+                crate::memory::extract::after(&Memories::new(env), session, leaf).await
+            }
             After::EmbedMemories => Memories::new(env).embed_waiting().await,
         }
     }

@@ -18,16 +18,49 @@
 use std::cell::{Cell, RefCell};
 use std::future::Future;
 
-use crate::error::Result;
+use crate::access::Reach;
+use crate::error::{Result, Warned};
+use crate::store::history::Overlays;
 
 /// Bytes a cache holds by default: the whole history of a 10,000-message session of about
 /// 500 bytes per message, and a few smaller ones. A Durable Object shares its isolate's memory
 /// (128 MB) with the other objects of the isolate.
 pub const DEFAULT_BUDGET: usize = 8 * 1024 * 1024;
 
-/// What a text was read at: two numbers that change with every write to what it was read from,
-/// and never come back.
-pub type Version = (u64, u64);
+/// What a text was read at: two counters that change with every write to what it was read
+/// from, and never come back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Version {
+    /// A session's newest message's seq (an insert moves it); across sessions,
+    /// [`Sql::changes`](crate::sql::Sql::changes).
+    pub newest: u64,
+    /// A session's row of `session_versions`, which triggers count up on every other write to
+    /// its messages and overlays; 0 across sessions.
+    pub writes: u64,
+}
+
+/// What a text kept is: the read that made it, with what it depends on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Key {
+    /// The path of `session` to `leaf` (`None`: an empty session), with `overlays`.
+    History { session: String, leaf: Option<String>, overlays: Overlays },
+    /// The recent window of `session`'s active path, or of the path above `before`.
+    Recent { session: String, before: Option<String>, max_bytes: i64, min_messages: i64 },
+    /// A search of `session` for the compiled `query`.
+    Search { session: String, limit: i64, query: String },
+    /// A search across the sessions `reach` opens for the compiled `query`: what one token may
+    /// not see is never answered to it from what another read.
+    Across { reach: Reach, limit: i64, query: String },
+    /// The counts of `session` (its messages, its active path).
+    Counts { session: String },
+}
+
+impl Key {
+    /// Whether this is a kept history of `session`.
+    fn is_history_of(&self, id: &str) -> bool {
+        matches!(self, Key::History { session, .. } if session == id)
+    }
+}
 
 /// Texts read from the database, each valid at one version of what it was read from.
 pub struct ReadCache {
@@ -45,7 +78,7 @@ struct State {
 }
 
 struct Entry {
-    key: String,
+    key: Key,
     version: Version,
     /// How many rows the text was made of, when it may grow ([`ReadCache::grow`]).
     rows: Option<usize>,
@@ -102,16 +135,16 @@ impl ReadCache {
         self.clears.set(self.clears.get() + 1);
     }
 
-    /// Whether some text is kept under a key that starts with `prefix` (at any version).
-    pub fn holds(&self, prefix: &str) -> bool {
-        self.state.borrow().entries.iter().any(|e| e.key.starts_with(prefix))
+    /// Whether some history of `session` is kept (at any version).
+    pub fn holds_history(&self, session: &str) -> bool {
+        self.state.borrow().entries.iter().any(|e| e.key.is_history_of(session))
     }
 
     /// The text kept under `key` if it was read at `version`. A text of another version is
     /// dropped: a version never comes back, so it can never be asked for again.
-    pub fn get(&self, key: &str, version: Version) -> Option<String> {
+    pub fn get(&self, key: &Key, version: Version) -> Option<String> {
         let mut s = self.state.borrow_mut();
-        let i = s.entries.iter().position(|e| e.key == key)?;
+        let i = s.entries.iter().position(|e| e.key == *key)?;
         let entry = s.remove(i);
         if entry.version != version {
             return None;
@@ -126,37 +159,31 @@ impl ReadCache {
     /// the one `read` makes with its warnings, kept unless it came with warnings (an object
     /// that could not be read back may be readable next time) or `version_now` no longer
     /// answers `version` once it is read (a read that waited, on R2 say, let other requests in).
-    pub async fn kept<V, R, Fut>(
-        &self,
-        key: &str,
-        version: Version,
-        version_now: V,
-        read: R,
-    ) -> Result<(String, Vec<String>)>
+    pub async fn kept<V, R, Fut>(&self, key: Key, version: Version, version_now: V, read: R) -> Result<Warned<String>>
     where
         V: Fn() -> Result<Version>,
         R: FnOnce() -> Fut,
         Fut: Future<Output = Result<Read>>,
     {
-        if let Some(text) = self.get(key, version) {
-            return Ok((text, Vec::new()));
+        if let Some(text) = self.get(&key, version) {
+            return Ok(Warned::clean(text));
         }
         let clears = self.clears();
         let Read { text, rows, warnings } = read().await?;
         if warnings.is_empty() && version_now()? == version {
             self.keep(key, version, clears, rows, text.clone());
         }
-        Ok((text, warnings))
+        Ok(Warned { value: text, warnings })
     }
 
     /// Keeps `text` under `key`, read at `version` when the cache had been cleared `clears`
     /// times, in place of any text kept there. Nothing is kept larger than the budget, nor when
     /// the cache was cleared since the read began.
-    pub fn put(&self, key: &str, version: Version, clears: u64, text: String) {
+    pub fn put(&self, key: Key, version: Version, clears: u64, text: String) {
         self.keep(key, version, clears, None, text);
     }
 
-    fn keep(&self, key: &str, version: Version, clears: u64, rows: Option<usize>, text: String) {
+    fn keep(&self, key: Key, version: Version, clears: u64, rows: Option<usize>, text: String) {
         if text.len() > self.budget || clears != self.clears() {
             return;
         }
@@ -167,7 +194,7 @@ impl ReadCache {
         while s.bytes + text.len() > self.budget && !s.entries.is_empty() {
             s.remove(0);
         }
-        s.push(Entry { key: key.to_owned(), version, rows, text });
+        s.push(Entry { key, version, rows, text });
     }
 
     /// Follows an append: when the JSON array kept under `from` was read at `from_version` from
@@ -176,15 +203,15 @@ impl ReadCache {
     /// its end, in place of the old one (which the write made stale). Returns whether it did.
     pub fn grow(
         &self,
-        (from, from_version): (&str, Version),
-        (to, to_version): (&str, Version),
+        (from, from_version): (&Key, Version),
+        (to, to_version): (Key, Version),
         tail: &[&str],
         most_rows: usize,
     ) -> bool {
         let (old, rows) = {
             let mut s = self.state.borrow_mut();
             let Some(i) = s.entries.iter().position(|e| {
-                e.key == from && e.version == from_version && e.rows.is_some_and(|n| n + tail.len() <= most_rows)
+                e.key == *from && e.version == from_version && e.rows.is_some_and(|n| n + tail.len() <= most_rows)
             }) else {
                 return false;
             };
@@ -223,70 +250,80 @@ impl State {
 
 #[cfg(test)]
 mod tests {
-    use super::{Read, ReadCache};
+    use super::{Key, Read, ReadCache, Version};
+    use crate::store::history::Overlays;
+
+    fn v(newest: u64) -> Version {
+        Version { newest, writes: 0 }
+    }
+
+    fn k(session: &str) -> Key {
+        Key::Counts { session: session.into() }
+    }
 
     #[test]
     fn a_text_is_found_at_its_version_only() {
         let cache = ReadCache::new(100);
-        cache.put("a", (1, 0), 0, "alpha".into());
-        assert_eq!(cache.get("a", (1, 0)).as_deref(), Some("alpha"));
-        assert_eq!(cache.get("b", (1, 0)), None);
+        cache.put(k("a"), v(1), 0, "alpha".into());
+        assert_eq!(cache.get(&k("a"), v(1)).as_deref(), Some("alpha"));
+        assert_eq!(cache.get(&k("b"), v(1)), None);
         assert_eq!(cache.hits(), 1);
-        assert_eq!(cache.get("a", (2, 0)), None, "written since");
+        assert_eq!(cache.get(&k("a"), v(2)), None, "written since");
         assert_eq!(cache.held(), 0, "a text of an older version is dropped");
-        assert_eq!(cache.get("a", (1, 0)), None);
+        assert_eq!(cache.get(&k("a"), v(1)), None);
     }
 
     #[test]
     fn the_budget_drops_the_least_recently_used() {
         let cache = ReadCache::new(10);
-        cache.put("a", (0, 0), 0, "aaaa".into());
-        cache.put("b", (0, 0), 0, "bbbb".into());
-        assert!(cache.get("a", (0, 0)).is_some(), "a is now the most recent");
-        cache.put("c", (0, 0), 0, "cccc".into());
-        assert_eq!(cache.get("b", (0, 0)), None);
-        assert!(cache.get("a", (0, 0)).is_some() && cache.get("c", (0, 0)).is_some());
+        cache.put(k("a"), v(0), 0, "aaaa".into());
+        cache.put(k("b"), v(0), 0, "bbbb".into());
+        assert!(cache.get(&k("a"), v(0)).is_some(), "a is now the most recent");
+        cache.put(k("c"), v(0), 0, "cccc".into());
+        assert_eq!(cache.get(&k("b"), v(0)), None);
+        assert!(cache.get(&k("a"), v(0)).is_some() && cache.get(&k("c"), v(0)).is_some());
         assert_eq!(cache.held(), 8);
-        cache.put("a", (0, 0), 0, "aaaaaa".into());
+        cache.put(k("a"), v(0), 0, "aaaaaa".into());
         assert_eq!(cache.held(), 10, "replaced, not added");
-        cache.put("big", (0, 0), 0, "x".repeat(11));
-        assert_eq!(cache.get("big", (0, 0)), None, "larger than the budget: not kept");
+        cache.put(k("big"), v(0), 0, "x".repeat(11));
+        assert_eq!(cache.get(&k("big"), v(0)), None, "larger than the budget: not kept");
         assert_eq!(cache.held(), 10);
     }
 
     #[test]
     fn an_array_grows_by_its_tail_up_to_most_rows() {
         let cache = ReadCache::new(100);
+        let h = |leaf: &str| Key::History { session: "s".into(), leaf: Some(leaf.into()), overlays: Overlays::Raw };
         let path = |text: &str, rows| Read { text: text.into(), rows: Some(rows), warnings: Vec::new() };
         let read = |key, version, r: Read| {
             let now = move || Ok(version);
             futures::executor::block_on(cache.kept(key, version, now, || async { Ok(r) })).unwrap()
         };
-        read("p", (3, 0), path(r#"[{"id":"a"}]"#, 1));
-        assert!(!cache.grow(("p", (2, 0)), ("q", (4, 0)), &[r#"{"id":"b"}"#], 10), "not from a stale text");
-        assert!(!cache.grow(("p", (3, 0)), ("q", (4, 0)), &["1", "2"], 2), "past the most rows");
-        assert!(cache.grow(("p", (3, 0)), ("q", (4, 0)), &[r#"{"id":"b"}"#, r#"{"id":"c"}"#], 3));
-        assert_eq!(cache.get("q", (4, 0)).as_deref(), Some(r#"[{"id":"a"},{"id":"b"},{"id":"c"}]"#));
-        assert_eq!(cache.get("p", (3, 0)), None, "the old text is gone");
-        assert!(!cache.grow(("q", (4, 0)), ("r", (5, 0)), &["4"], 3), "three rows now");
-        read("empty", (1, 0), path("[]", 0));
-        assert!(cache.grow(("empty", (1, 0)), ("one", (2, 0)), &["1"], 10));
-        assert_eq!(cache.get("one", (2, 0)).as_deref(), Some("[1]"));
-        assert!(cache.holds("on") && !cache.holds("x"));
-        cache.put("plain", (1, 0), 0, "[]".into());
-        assert!(!cache.grow(("plain", (1, 0)), ("more", (2, 0)), &["1"], 10), "a text without rows does not grow");
+        read(h("p"), v(3), path(r#"[{"id":"a"}]"#, 1));
+        assert!(!cache.grow((&h("p"), v(2)), (h("q"), v(4)), &[r#"{"id":"b"}"#], 10), "not from a stale text");
+        assert!(!cache.grow((&h("p"), v(3)), (h("q"), v(4)), &["1", "2"], 2), "past the most rows");
+        assert!(cache.grow((&h("p"), v(3)), (h("q"), v(4)), &[r#"{"id":"b"}"#, r#"{"id":"c"}"#], 3));
+        assert_eq!(cache.get(&h("q"), v(4)).as_deref(), Some(r#"[{"id":"a"},{"id":"b"},{"id":"c"}]"#));
+        assert_eq!(cache.get(&h("p"), v(3)), None, "the old text is gone");
+        assert!(!cache.grow((&h("q"), v(4)), (h("r"), v(5)), &["4"], 3), "three rows now");
+        read(h("empty"), v(1), path("[]", 0));
+        assert!(cache.grow((&h("empty"), v(1)), (h("one"), v(2)), &["1"], 10));
+        assert_eq!(cache.get(&h("one"), v(2)).as_deref(), Some("[1]"));
+        assert!(cache.holds_history("s") && !cache.holds_history("t"));
+        cache.put(h("plain"), v(1), 0, "[]".into());
+        assert!(!cache.grow((&h("plain"), v(1)), (h("more"), v(2)), &["1"], 10), "a text without rows does not grow");
     }
 
     #[test]
     fn a_clear_drops_every_text_and_a_read_begun_before_it() {
         let cache = ReadCache::new(100);
-        cache.put("a", (1, 0), 0, "alpha".into());
+        cache.put(k("a"), v(1), 0, "alpha".into());
         let clears = cache.clears();
         cache.clear();
-        assert_eq!((cache.get("a", (1, 0)), cache.held()), (None, 0));
-        cache.put("b", (1, 0), clears, "read before the clear".into());
-        assert_eq!(cache.get("b", (1, 0)), None);
-        cache.put("b", (1, 0), cache.clears(), "read after it".into());
-        assert!(cache.get("b", (1, 0)).is_some());
+        assert_eq!((cache.get(&k("a"), v(1)), cache.held()), (None, 0));
+        cache.put(k("b"), v(1), clears, "read before the clear".into());
+        assert_eq!(cache.get(&k("b"), v(1)), None);
+        cache.put(k("b"), v(1), cache.clears(), "read after it".into());
+        assert!(cache.get(&k("b"), v(1)).is_some());
     }
 }

@@ -99,6 +99,10 @@ impl Error {
     pub fn code(&self) -> &'static str {
         self.detail.unwrap_or(self.kind.code())
     }
+    /// What a client is shown of it: `{code, message}` (never the operator's `log`).
+    pub fn shown(&self) -> serde_json::Value {
+        serde_json::json!({"code": self.code(), "message": self.message})
+    }
     pub fn invalid(message: impl Into<String>) -> Self {
         Error::new(ErrorKind::InvalidRequest, message)
     }
@@ -132,3 +136,18 @@ impl std::error::Error for Error {}
 
 /// Result with the core's error.
 pub type Result<T> = std::result::Result<T, Error>;
+
+/// A value with the warnings of what could not be read back for it (an R2 object that is
+/// missing, say): the answer is still given, the warnings go with it.
+#[derive(Debug, PartialEq)]
+pub struct Warned<T> {
+    pub value: T,
+    pub warnings: Vec<String>,
+}
+
+impl<T> Warned<T> {
+    /// A value without warnings.
+    pub fn clean(value: T) -> Self {
+        Warned { value, warnings: Vec::new() }
+    }
+}

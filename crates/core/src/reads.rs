@@ -9,8 +9,7 @@
 
 use serde::Serialize;
 
-use crate::access::Reach;
-use crate::cache::{Read, Version};
+use crate::cache::{Key, Read, Version};
 use crate::env::Env;
 use crate::error::{Error, Result};
 use crate::page::Cursor;
@@ -22,11 +21,11 @@ use crate::store::sessions::{self, Counts, SessionInfo};
 /// ([`search::in_session`]).
 pub async fn search_in_session(session: &Session<'_>, query: &str, limit: i64) -> Result<String> {
     let Some(compiled) = search::compile(query) else { return answer(&[]) };
-    let key = format!("search\n{}\n{limit}\n{compiled}", session.id);
+    let key = Key::Search { session: session.id.to_owned(), limit, query: compiled };
     let read = || async {
         Ok(Read::text(answer(&search::in_session(session.env.sql, session.id, query, limit)?)?, Vec::new()))
     };
-    Ok(session.kept(key, session.version()?, read).await?.0)
+    Ok(session.kept(key, session.version()?, read).await?.value)
 }
 
 /// The answer `{"results": […]}` to a search of every session of the agent of `env`
@@ -34,17 +33,11 @@ pub async fn search_in_session(session: &Session<'_>, query: &str, limit: i64) -
 /// any row written.
 pub async fn search_across(env: &Env<'_>, query: &str, limit: i64) -> Result<String> {
     let Some(compiled) = search::compile(query) else { return answer(&[]) };
-    // The reach is part of the key: what one token may not see is never answered to it from
-    // what another read.
-    let reach = match &env.reach {
-        Reach::All => String::new(),
-        Reach::Sessions(list) => list.join("\n"),
-    };
-    let key = format!("across\n{limit}\n{}\n{reach}\n{compiled}", matches!(env.reach, Reach::All));
+    let key = Key::Across { reach: env.reach.clone(), limit, query: compiled };
     let read =
         || async { Ok(Read::text(answer(&search::across_sessions(env.sql, query, limit, &env.reach)?)?, Vec::new())) };
-    let now = || Ok((env.sql.changes(), 0));
-    Ok(env.cache.kept(&key, now()?, now, read).await?.0)
+    let now = || Ok(Version { newest: env.sql.changes(), writes: 0 });
+    Ok(env.cache.kept(key, now()?, now, read).await?.value)
 }
 
 fn answer(results: &[Hit]) -> Result<String> {
@@ -69,7 +62,7 @@ pub fn session(env: &Env<'_>, id: &str) -> Result<SessionInfo> {
 
 /// The counts of session `id` at `version`: kept as the text `total path`.
 fn counts(env: &Env<'_>, id: &str, version: Version) -> Result<Counts> {
-    let key = format!("counts\n{id}");
+    let key = Key::Counts { session: id.to_owned() };
     let kept = env.cache.get(&key, version).and_then(|t| {
         let (total, path) = t.split_once(' ')?;
         Some(Counts { total: total.parse().ok()?, path: path.parse().ok()? })
@@ -78,6 +71,6 @@ fn counts(env: &Env<'_>, id: &str, version: Version) -> Result<Counts> {
         return Ok(c);
     }
     let c = sessions::counts(env.sql, id)?;
-    env.cache.put(&key, version, env.cache.clears(), format!("{} {}", c.total, c.path));
+    env.cache.put(key, version, env.cache.clears(), format!("{} {}", c.total, c.path));
     Ok(c)
 }

@@ -46,7 +46,6 @@ pub struct Table {
     pub cols: &'static [Col],
 }
 
-
 impl Table {
     /// Its columns, in field order, for a `SELECT`.
     pub fn columns(&self) -> String {

@@ -12,7 +12,7 @@ use serde::Serialize;
 
 use crate::access::Reach;
 use crate::blobs::{Blob, Blobs};
-use crate::config::{check_scopes, BlockConfig, BlockKind, Scope, SessionConfig, HISTORY_DESCRIPTION};
+use crate::config::{check_scopes, BlockConfig, BlockKind, BlockScope, SessionConfig, HISTORY_DESCRIPTION};
 use crate::context::prompt::{render, BlockView};
 use crate::error::{Error, ErrorKind, Result};
 use crate::sql::{Sql, Value};
@@ -45,7 +45,7 @@ impl Block {
         self.cfg.kind
     }
     /// Skills: the scope in effect.
-    pub fn scope(&self) -> Scope {
+    pub fn scope(&self) -> BlockScope {
         self.cfg.scope.unwrap_or_default()
     }
     /// Whether the model may write it (`set_context`): writable and search blocks, and
@@ -54,7 +54,7 @@ impl Block {
         match self.kind() {
             BlockKind::Writable => true,
             BlockKind::Search => self.origin != Origin::History,
-            BlockKind::Skills => self.scope() == Scope::Agent,
+            BlockKind::Skills => self.scope() == BlockScope::Agent,
             BlockKind::Readonly => false,
         }
     }
@@ -72,7 +72,7 @@ impl Block {
     /// writable blocks with `scope: "agent"` (a writable block is per session by default).
     pub fn agent_wide(&self) -> bool {
         match self.kind() {
-            BlockKind::Writable => self.cfg.scope == Some(Scope::Agent),
+            BlockKind::Writable => self.cfg.scope == Some(BlockScope::Agent),
             _ => true,
         }
     }
@@ -203,8 +203,8 @@ impl<'a> Context<'a> {
     /// The R2 key prefix of a skills block: `<prefix><agent>/` or `<prefix>`.
     pub fn skills_root(&self, b: &Block) -> String {
         match b.scope() {
-            Scope::Agent => format!("{}{}/", b.cfg.skills_prefix(), self.agent),
-            Scope::Shared => b.cfg.skills_prefix().to_owned(),
+            BlockScope::Agent => format!("{}{}/", b.cfg.skills_prefix(), self.agent),
+            BlockScope::Shared => b.cfg.skills_prefix().to_owned(),
         }
     }
 

@@ -7,10 +7,13 @@
 
 use serde_json::{json, Value as Json};
 
+use super::by::By;
+use super::category::Category;
+use super::memories::Memories;
 use super::recall::Query;
 use super::store::{Filter, Memory, NewMemory, Patch, Stored};
-use super::{By, Category, ExtractConfig, Memories};
 use crate::access::Reach;
+use crate::config::ExtractConfig;
 use crate::error::{Error, ErrorKind, Result};
 use crate::llm::{complete, ChatRequest, Format, LlmConfig, Usage};
 use crate::parts::{part_type, parts, str_field};
@@ -287,4 +290,12 @@ async fn apply(
         Decision::Nothing => {}
     }
     Ok(())
+}
+
+/// Distills the exchange that ends at `leaf` into memories, after a turn's answer: a failure
+/// is reported to `env.events.warn`.
+pub async fn after(memories: &Memories<'_>, session: &str, leaf: &str) {
+    if let Err(e) = run(memories, session, Some(leaf)).await {
+        memories.env.events.warn(&format!("memory extract after the turn of {session}: {}", e.message));
+    }
 }

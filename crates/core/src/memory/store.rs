@@ -1,11 +1,13 @@
 //! The memories in SQLite: limits, duplicates by normalized text, expiry, versions, filters and
-//! newest-first pages. Plain SQL functions; [`super::Memories`] wraps them in transactions.
+//! newest-first pages. Plain SQL functions; [`super::memories::Memories`] wraps them in transactions.
 
 use serde::Serialize;
 use serde_json::{json, Value as Json};
 
-use super::{By, Category, MemoryConfig};
+use super::by::By;
+use super::category::Category;
 use crate::access::Reach;
+use crate::config::MemoryConfig;
 use crate::error::{Error, ErrorKind, Result};
 use crate::ids::new_id;
 use crate::page::Cursor;
@@ -313,16 +315,25 @@ fn tags_json(tags: &[String]) -> String {
     Json::from(tags.to_vec()).to_string()
 }
 
+/// Whether a write's new text is marked to be embedded (`unembedded`): only with an embeddings
+/// provider configured.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Embed {
+    /// Marked; embedded once the answer is out (`After::EmbedMemories`).
+    Later,
+    /// No provider: left as it is.
+    Never,
+}
+
 /// Stores `new`, or merges it into the live memory of the same category and normalized text:
-/// tags merged, the higher score kept, the new expiry (if given) taken. `embeds`: mark it to be
-/// embedded.
+/// tags merged, the higher score kept, the new expiry (if given) taken.
 pub fn remember(
     sql: &dyn Sql,
     cfg: &MemoryConfig,
     new: &NewMemory,
     by: By,
     now: &str,
-    embeds: bool,
+    embed: Embed,
 ) -> Result<(Memory, Stored)> {
     check_new(new, now)?;
     let tags = check_tags(&new.tags)?;
@@ -341,7 +352,7 @@ pub fn remember(
         let expires_at = new.expires_at.as_deref().map(|e| check_expiry(e, now)).transpose()?;
         let patch =
             Patch { tags: Some(merged), score: Some(score), expires_at: expires_at.map(Some), ..Patch::default() };
-        return Ok((patch_memory(sql, &old, &patch, by, now, embeds)?, Stored::Merged));
+        return Ok((patch_memory(sql, &old, &patch, by, now, embed)?, Stored::Merged));
     }
     if count(sql)? >= cfg.max_memories as i64 {
         return Err(Error::new(
@@ -379,7 +390,7 @@ pub fn remember(
                 now.into(),
                 now.into(),
                 expires_at.into(),
-                Value::Int(i64::from(embeds)),
+                Value::Int(i64::from(embed == Embed::Later)),
             ],
         )?
         .ok_or_else(|| Error::internal("INSERT returned no row"))?;
@@ -427,7 +438,7 @@ pub fn patch(
     patch: &Patch,
     by: By,
     now: &str,
-    embeds: bool,
+    embed: Embed,
 ) -> Result<Memory> {
     let old = get(sql, id, now)?.ok_or_else(|| Error::not_found(format!("memory {id} not found")))?;
     if let Some(c) = &patch.content {
@@ -449,10 +460,10 @@ pub fn patch(
     if let Some(t) = &patch.tags {
         patch.tags = Some(check_tags(t)?);
     }
-    patch_memory(sql, &old, &patch, by, now, embeds)
+    patch_memory(sql, &old, &patch, by, now, embed)
 }
 
-fn patch_memory(sql: &dyn Sql, old: &Memory, p: &Patch, by: By, now: &str, embeds: bool) -> Result<Memory> {
+fn patch_memory(sql: &dyn Sql, old: &Memory, p: &Patch, by: By, now: &str, embed: Embed) -> Result<Memory> {
     let content = p.content.clone().unwrap_or_else(|| old.content.clone());
     let category = p.category.unwrap_or(old.category);
     let norm = normalize(&content);
@@ -477,7 +488,7 @@ fn patch_memory(sql: &dyn Sql, old: &Memory, p: &Patch, by: By, now: &str, embed
             score.into(),
             expires_at.into(),
             now.into(),
-            Value::Int(i64::from(text_changed && embeds)),
+            Value::Int(i64::from(text_changed && embed == Embed::Later)),
             Value::Int(old.seq),
         ],
     )?;
@@ -537,7 +548,8 @@ pub fn list(
         params.extend(values);
     }
     params.push(Value::Int(limit + 1));
-    let q = format!("SELECT {} FROM memories m WHERE {cond} ORDER BY m.created_at DESC, m.seq DESC LIMIT ?", columns("m"));
+    let q =
+        format!("SELECT {} FROM memories m WHERE {cond} ORDER BY m.created_at DESC, m.seq DESC LIMIT ?", columns("m"));
     let mut page: Vec<Memory> = sql.query(&q, &params)?.iter().map(|r| from_row(r, 0)).collect::<Result<_>>()?;
     let next = if page.len() as i64 > limit {
         page.truncate(limit as usize);

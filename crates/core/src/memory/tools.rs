@@ -4,9 +4,11 @@
 
 use serde_json::{json, Map, Value as Json};
 
+use super::by::By;
+use super::category::Category;
+use super::memories::Memories;
 use super::recall::{Query, DEFAULT_LIMIT, MAX_LIMIT};
 use super::store::{line, Filter, NewMemory, Stored};
-use super::{By, Category, Memories};
 use crate::context::tools::{Ran, Tool};
 use crate::error::{Error, ErrorKind, Result};
 use crate::llm::ToolSpec;

@@ -7,9 +7,9 @@
 //! summarizer's usage go in one transaction, after the path is checked again. Compaction never
 //! fails the write that triggered it: its outcome is an [`AutoReport`].
 
-use serde::Serialize;
-use serde_json::{json, Value as Json};
+use serde_json::json;
 
+use super::report::AutoReport;
 use super::Session;
 use crate::compaction::plan;
 use crate::config::CompactionConfig;
@@ -22,31 +22,6 @@ use crate::store::message::parse_all;
 use crate::store::overlay::{self, Compaction};
 use crate::store::sessions;
 use crate::tokens::estimate_str;
-
-/// What an automatic compaction did (`compaction` in an append's answer).
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct AutoReport {
-    /// `compacted`, `nothing-to-do` or `failed`.
-    pub status: &'static str,
-    pub token_estimate: i64,
-    pub token_threshold: i64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub compaction: Option<Compaction>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<Json>,
-}
-
-impl AutoReport {
-    /// The operator's log line for a failed compaction of `session`.
-    pub fn warning(&self, session: &str) -> Option<String> {
-        self.error.as_ref().map(|e| format!("auto-compaction of session {session} failed: {e}"))
-    }
-}
-
-fn error_json(e: &Error) -> Json {
-    json!({"code": e.code(), "message": e.message})
-}
 
 impl Session<'_> {
     /// Compacts the branch of `leaf` (default: the latest leaf) now: `None` when there is
@@ -103,16 +78,7 @@ impl Session<'_> {
         };
         let estimate = match self.estimate_with_prompt(leaf).await {
             Ok(t) => t,
-            Err(e) => {
-                let (status, error) = ("failed", Some(error_json(&e)));
-                return Some(AutoReport {
-                    status,
-                    token_estimate: 0,
-                    token_threshold: threshold,
-                    compaction: None,
-                    error,
-                });
-            }
+            Err(e) => return Some(AutoReport::of(Err(e), 0, threshold)),
         };
         if estimate <= threshold {
             self.publish_status("idle", estimate, Some(threshold), None);
@@ -132,18 +98,7 @@ impl Session<'_> {
 
     /// [`Session::run_framed`], reported instead of failing.
     async fn compact_now(&self, leaf: &str, cfg: &CompactionConfig, estimate: i64, threshold: i64) -> AutoReport {
-        let report = |status, compaction, error| AutoReport {
-            status,
-            token_estimate: estimate,
-            token_threshold: threshold,
-            compaction,
-            error,
-        };
-        match self.run_framed(leaf, cfg, estimate).await {
-            Ok(Some(c)) => report("compacted", Some(c), None),
-            Ok(None) => report("nothing-to-do", None, None),
-            Err(e) => report("failed", None, Some(error_json(&e))),
-        }
+        AutoReport::of(self.run_framed(leaf, cfg, estimate).await, estimate, threshold)
     }
 
     /// [`Session::run`] between a `compacting` and an `idle` status frame (`estimate` is the
@@ -159,7 +114,7 @@ impl Session<'_> {
                     Some(("compacted", json!({"tokensBefore": estimate}))),
                 ),
                 Ok(None) => (estimate, None),
-                Err(e) => (estimate, Some(("error", error_json(e)))),
+                Err(e) => (estimate, Some(("error", e.shown()))),
             };
             self.publish_status("idle", after, cfg.after, extra);
         }
@@ -173,7 +128,7 @@ impl Session<'_> {
     async fn run(&self, leaf: &str, cfg: &CompactionConfig) -> Result<Option<Compaction>> {
         let e = self.env;
         let messages = parse_all(&history(e.sql, self.id, Some(leaf), Overlays::Applied)?)?;
-        let Some(plan) = plan::plan(&messages, &cfg.options) else { return Ok(None) };
+        let Some(plan) = plan::plan(&messages, &cfg.options()) else { return Ok(None) };
         let mut prompt = ChatRequest::user(plan.prompt.clone());
         // Room for the summary the prompt asks for (~budget tokens), with slack.
         prompt.max_tokens = Some((plan.budget.saturating_mul(2)).clamp(512, 16_384) as u32);

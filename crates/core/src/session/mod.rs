@@ -21,15 +21,16 @@
 pub mod blocks;
 pub mod compact;
 pub mod frames;
+pub mod report;
 pub mod split;
 
 use serde::Serialize;
 use serde_json::json;
 
-use crate::cache::{Read, Version};
+use crate::cache::{Key, Read, Version};
 use crate::context::Context;
 use crate::env::Env;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, Warned};
 use crate::llm::Usage;
 use crate::memory::{self, recall, Memories};
 use crate::sql::atomically;
@@ -39,7 +40,7 @@ use crate::store::overlay;
 use crate::store::sessions;
 use crate::store::spill;
 use crate::store::tree::{Parent, Tree, MAX_PATH_ROWS};
-pub use compact::AutoReport;
+pub use report::AutoReport;
 
 /// One session of the agent of `env`.
 pub struct Session<'a> {
@@ -62,12 +63,21 @@ pub struct Appended {
     /// The message as stored (the one already stored, for a duplicate id), whole.
     pub message: RawMessage,
     pub parent_id: Option<String>,
-    pub inserted: bool,
-    /// A synthetic `compaction_…` message, never stored.
-    pub synthetic: bool,
+    pub outcome: Outcome,
     /// Auto-compaction's report, when it ran (or failed).
     pub compaction: Option<AutoReport>,
     pub warnings: Vec<String>,
+}
+
+/// What became of an appended message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Stored.
+    Inserted,
+    /// Its id was already stored: nothing was written (the stored message is answered).
+    Duplicate,
+    /// A synthetic `compaction_…` message: never stored.
+    Synthetic,
 }
 
 /// What a batch append did.
@@ -124,13 +134,8 @@ struct Span {
 }
 
 /// Where the cache keeps the history of `session` to `leaf` with `overlays`.
-fn history_key(session: &str, leaf: &str, overlays: Overlays) -> String {
-    format!("{}{leaf}\n{overlays:?}", history_prefix(session))
-}
-
-/// What the keys of every kept history of `session` start with.
-fn history_prefix(session: &str) -> String {
-    format!("history\n{session}\n")
+fn history_key(session: &str, leaf: Option<&str>, overlays: Overlays) -> Key {
+    Key::History { session: session.to_owned(), leaf: leaf.map(str::to_owned), overlays }
 }
 
 impl<'a> Session<'a> {
@@ -157,7 +162,7 @@ impl<'a> Session<'a> {
     }
 
     /// Stored messages with their spilled fields put back (a missing object is a warning).
-    pub async fn whole(&self, messages: Vec<RawMessage>) -> Result<(Vec<RawMessage>, Vec<String>)> {
+    pub async fn whole(&self, messages: Vec<RawMessage>) -> Result<Warned<Vec<RawMessage>>> {
         spill::rehydrate(self.env.sql, self.env.blobs, self.id, messages).await
     }
 
@@ -167,19 +172,19 @@ impl<'a> Session<'a> {
     /// are read, made whole and written out. The same text either way. Kept until the session's
     /// next write (in the [`ReadCache`](crate::cache::ReadCache)), and grown by appends at
     /// its end (`Session::follow`).
-    pub async fn history_text(&self, leaf: Option<&str>, overlays: Overlays) -> Result<(String, Vec<String>)> {
+    pub async fn history_text(&self, leaf: Option<&str>, overlays: Overlays) -> Result<Warned<String>> {
         let (version, leaf) = match leaf {
             Some(id) => (self.version()?, Some(id.to_owned())),
             None => self.version_and_latest_leaf()?,
         };
-        let key = history_key(self.id, leaf.as_deref().unwrap_or(""), overlays);
+        let key = history_key(self.id, leaf.as_deref(), overlays);
         self.kept(key, version, || async {
             let sql = self.env.sql;
             if let Some((text, rows)) = history_json(sql, self.id, leaf.as_deref(), overlays)? {
                 return Ok(Read { text, rows: Some(rows), warnings: Vec::new() });
             }
             let (messages, rows) = history_walked(sql, self.id, leaf.as_deref(), overlays)?;
-            let (messages, warnings) = self.whole(messages).await?;
+            let Warned { value: messages, warnings } = self.whole(messages).await?;
             let text = serde_json::to_string(&messages).map_err(|e| Error::internal(e.to_string()))?;
             Ok(Read { text, rows: Some(rows), warnings })
         })
@@ -190,12 +195,7 @@ impl<'a> Session<'a> {
     /// whole, as the text of the JSON answer `{messages, truncated, totalContentBytes,
     /// nextBefore}`, and the warnings of objects that could not be read back. Kept until the
     /// session's next write (in the [`ReadCache`](crate::cache::ReadCache)).
-    pub async fn recent_text(
-        &self,
-        before: Option<&str>,
-        max_bytes: i64,
-        min_messages: i64,
-    ) -> Result<(String, Vec<String>)> {
+    pub async fn recent_text(&self, before: Option<&str>, max_bytes: i64, min_messages: i64) -> Result<Warned<String>> {
         #[derive(Serialize)]
         #[serde(rename_all = "camelCase")]
         struct Answer<'a> {
@@ -204,10 +204,11 @@ impl<'a> Session<'a> {
             total_content_bytes: i64,
             next_before: Option<String>,
         }
-        let key = format!("recent\n{}\n{}\n{max_bytes}\n{min_messages}", self.id, before.unwrap_or(""));
+        let key =
+            Key::Recent { session: self.id.to_owned(), before: before.map(str::to_owned), max_bytes, min_messages };
         self.kept(key, self.version()?, || async {
             let r = recent(self.env.sql, self.id, before, max_bytes, min_messages)?;
-            let (messages, warnings) = self.whole(r.messages).await?;
+            let Warned { value: messages, warnings } = self.whole(r.messages).await?;
             let answer = Answer {
                 messages: &messages,
                 truncated: r.truncated,
@@ -232,18 +233,18 @@ impl<'a> Session<'a> {
         );
         let r = self.env.sql.query_row(&query, &[self.id.into()])?;
         let r = r.ok_or_else(|| Error::internal("the version query answered no row"))?;
-        Ok(((r.int(0)? as u64, r.int(1)? as u64), r.opt_text(2)?))
+        Ok((Version { newest: r.int(0)? as u64, writes: r.int(1)? as u64 }, r.opt_text(2)?))
     }
 
     /// The text `read` makes, kept under `key` until the session's next write
     /// ([`ReadCache::kept`](crate::cache::ReadCache::kept)); `version` is the session's
     /// version now.
-    pub async fn kept<F, Fut>(&self, key: String, version: Version, read: F) -> Result<(String, Vec<String>)>
+    pub async fn kept<F, Fut>(&self, key: Key, version: Version, read: F) -> Result<Warned<String>>
     where
         F: FnOnce() -> Fut,
         Fut: std::future::Future<Output = Result<Read>>,
     {
-        self.env.cache.kept(&key, version, || self.version(), read).await
+        self.env.cache.kept(key, version, || self.version(), read).await
     }
 
     /// Follows a write that appended `chain` at the end of the path to `parent`, each message the
@@ -265,18 +266,18 @@ impl<'a> Session<'a> {
             if overlays == Overlays::Applied && laid {
                 continue;
             }
-            let (from, to) = (history_key(self.id, parent, overlays), history_key(self.id, &last.id, overlays));
+            let (from, to) =
+                (history_key(self.id, Some(parent), overlays), history_key(self.id, Some(&last.id), overlays));
             // A walk stops at MAX_PATH_ROWS: a longer path is read again.
             let most = MAX_PATH_ROWS as usize;
-            self.env.cache.grow((&from, span.before), (&to, span.after), &tail, most);
+            self.env.cache.grow((&from, span.before), (to, span.after), &tail, most);
         }
     }
 
     /// One stored message, whole; `not_found` when it is not in the session.
     pub async fn message(&self, id: &str) -> Result<RawMessage> {
         let m = self.tree().get(id)?.ok_or_else(|| Error::not_found(format!("message {id} not found")))?;
-        let (mut v, _) = self.whole(vec![m]).await?;
-        v.pop().ok_or_else(|| Error::internal("rehydrate lost a message"))
+        self.whole(vec![m]).await?.value.pop().ok_or_else(|| Error::internal("rehydrate lost a message"))
     }
 
     /// The one write sequence: oversize fields of `msgs` to R2 (see [`Spill`]), then `write` in
@@ -305,7 +306,7 @@ impl<'a> Session<'a> {
         }
         // The versions around the transaction, for [`Session::follow`], when a path of the
         // session is kept at all. Nothing else runs between these statements.
-        let before = if e.cache.holds(&history_prefix(self.id)) { Some(self.version()?) } else { None };
+        let before = if e.cache.holds_history(self.id) { Some(self.version()?) } else { None };
         let done = atomically(e.sql, || write(msgs));
         let warnings = self.release(msgs);
         let done = done?;
@@ -335,8 +336,8 @@ impl<'a> Session<'a> {
     pub async fn append(&self, msg: NewMessage, parent: Parent) -> Result<Appended> {
         if is_synthetic(&msg) {
             let message = raw(msg.json)?;
-            let (inserted, synthetic, warnings) = (false, true, Vec::new());
-            return Ok(Appended { message, parent_id: None, inserted, synthetic, compaction: None, warnings });
+            let outcome = Outcome::Synthetic;
+            return Ok(Appended { message, parent_id: None, outcome, compaction: None, warnings: Vec::new() });
         }
         let tree = self.tree();
         let mut msgs = [msg];
@@ -352,15 +353,15 @@ impl<'a> Session<'a> {
         let [msg] = msgs;
         if !done.inserted {
             let message = self.message(&msg.id).await?;
-            let (parent_id, inserted) = (done.parent_id, false);
-            return Ok(Appended { message, parent_id, inserted, synthetic: false, compaction: None, warnings });
+            let (parent_id, outcome) = (done.parent_id, Outcome::Duplicate);
+            return Ok(Appended { message, parent_id, outcome, compaction: None, warnings });
         }
         self.follow(span, done.parent_id.as_deref(), &[&msg]);
         self.publish_message(msg.client_json());
         let compaction = self.after_append(&msg.id).await;
         warnings.extend(compaction.as_ref().and_then(|a| a.warning(self.id)));
         let message = raw(msg.full.unwrap_or(msg.json))?;
-        Ok(Appended { message, parent_id: done.parent_id, inserted: true, synthetic: false, compaction, warnings })
+        Ok(Appended { message, parent_id: done.parent_id, outcome: Outcome::Inserted, compaction, warnings })
     }
 
     /// Appends `msgs` in order, each the child of the one before (the first where `first`
@@ -405,7 +406,7 @@ impl<'a> Session<'a> {
     }
 
     /// Replaces the stored content of message `msg.id` (its place in the tree stays).
-    pub async fn update(&self, msg: NewMessage) -> Result<(RawMessage, Vec<String>)> {
+    pub async fn update(&self, msg: NewMessage) -> Result<Warned<RawMessage>> {
         let tree = self.tree();
         let missing = || Error::not_found(format!("message {} not found in session {}", msg.id, self.id));
         if !tree.contains(&msg.id)? {
@@ -423,7 +424,7 @@ impl<'a> Session<'a> {
         let [msg] = msgs;
         self.publish_message(msg.client_json());
         self.publish_idle().await;
-        Ok((raw(msg.full.unwrap_or(msg.json))?, warnings))
+        Ok(Warned { value: raw(msg.full.unwrap_or(msg.json))?, warnings })
     }
 
     /// Deletes message `id`; its children stay, as roots of their own branches.

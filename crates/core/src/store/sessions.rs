@@ -3,6 +3,7 @@
 use serde::Serialize;
 use serde_json::Value as Json;
 
+use crate::cache::Version;
 use crate::error::{Error, Result};
 use crate::ids::new_id;
 use crate::page::Cursor;
@@ -84,7 +85,7 @@ pub struct Counts {
 }
 
 /// Where the counts of a session come from: given its id and its version, the counts.
-pub type CountsOf<'a> = &'a dyn Fn(&str, (u64, u64)) -> Result<Counts>;
+pub type CountsOf<'a> = &'a dyn Fn(&str, Version) -> Result<Counts>;
 
 /// The counts of session `id`: its rows, and its active path from the latest leaf (the
 /// session's newest row) as every path is walked ([`Tree::path_len`]).
@@ -103,7 +104,7 @@ pub fn counts(sql: &dyn Sql, id: &str) -> Result<Counts> {
 
 fn info(r: &Row, counts: CountsOf) -> Result<SessionInfo> {
     let id = r.text(0)?;
-    let c = counts(&id, (r.int(11)? as u64, r.int(12)? as u64))?;
+    let c = counts(&id, Version { newest: r.int(11)? as u64, writes: r.int(12)? as u64 })?;
     Ok(SessionInfo {
         id,
         name: r.text(1)?,

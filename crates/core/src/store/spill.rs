@@ -28,7 +28,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value as Json};
 
 use crate::blobs::{Blob, BlobInfo, Blobs};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, Warned};
 use crate::ids::new_id;
 use crate::sql::{atomically, Sql, Value};
 use crate::store::message::{raw, NewMessage, RawMessage, SpillRef, MAX_MESSAGE_BYTES};
@@ -244,9 +244,9 @@ pub async fn rehydrate(
     blobs: &dyn Blobs,
     session: &str,
     messages: Vec<RawMessage>,
-) -> Result<(Vec<RawMessage>, Vec<String>)> {
+) -> Result<Warned<Vec<RawMessage>>> {
     if messages.is_empty() || !any(sql, session)? {
-        return Ok((messages, Vec::new()));
+        return Ok(Warned::clean(messages));
     }
     let mut by_id: HashMap<String, Vec<(i64, String, String)>> = HashMap::new();
     for r in sql.query(
@@ -281,7 +281,7 @@ pub async fn rehydrate(
         }
         out.push(raw(serde_json::to_string(&value).map_err(|e| Error::internal(e.to_string()))?)?);
     }
-    Ok((out, warnings))
+    Ok(Warned { value: out, warnings })
 }
 
 /// Copies the spill records of row `from_seq` to row `to_seq` of `session` (a fork shares the

@@ -14,10 +14,10 @@ use serde_json::{json, Map, Value as Json};
 use super::tables::{Table, BLOCKS, ENTRIES, MEMORIES, MEMORY_VERSIONS, SESSIONS, SESSION_TABLES};
 use super::{Counts, FORMAT};
 use crate::blobs::BoxFuture;
-use crate::config::{BlockConfig, BlockKind, Scope};
+use crate::config::{BlockConfig, BlockKind, BlockScope};
 use crate::context::entry_labels;
 use crate::env::Env;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, Warned};
 use crate::sql::{Sql, Value};
 use crate::store::message::raw;
 use crate::store::spill;
@@ -29,7 +29,7 @@ const ROWS_PER_CHUNK: i64 = 2_000;
 
 /// The export of session `sid` as one JSON document (`not_found` when it does not exist), and
 /// warnings (a spilled field whose object is missing keeps its placeholder).
-pub async fn session(env: &Env<'_>, sid: &str) -> Result<(String, Vec<String>)> {
+pub async fn session(env: &Env<'_>, sid: &str) -> Result<Warned<String>> {
     let info = session_row(env.sql, sid)?.ok_or_else(|| Error::not_found(format!("session {sid} not found")))?;
     let mut out = format!("{{\"format\":{},\"session\":{},\"messages\":[", json!(FORMAT), Json::Object(info));
     let mut warnings = Vec::new();
@@ -56,7 +56,7 @@ pub async fn session(env: &Env<'_>, sid: &str) -> Result<(String, Vec<String>)> 
         out.push_str(&format!(",\"{}s\":{}", t.kind, Json::Array(rows)));
     }
     out.push('}');
-    Ok((out, warnings))
+    Ok(Warned { value: out, warnings })
 }
 
 /// The `session` fields of `sid`, if it exists.
@@ -73,7 +73,7 @@ async fn messages(env: &Env<'_>, sid: &str, after: i64) -> Result<(Vec<String>, 
     )?;
     let Some(last) = rows.last().map(|r| r.int(0)).transpose()? else { return Ok((Vec::new(), None, Vec::new())) };
     let contents = rows.iter().map(|r| raw(r.text(3)?)).collect::<Result<Vec<_>>>()?;
-    let (whole, warnings) = spill::rehydrate(env.sql, env.blobs, sid, contents).await?;
+    let Warned { value: whole, warnings } = spill::rehydrate(env.sql, env.blobs, sid, contents).await?;
     let mut out = Vec::with_capacity(rows.len());
     for (r, m) in rows.iter().zip(whole) {
         let parent = r.opt_text(1)?.map_or(Json::Null, Json::String);
@@ -120,7 +120,6 @@ impl AgentExport {
             sql.query("SELECT id FROM sessions ORDER BY seq", &[])?.iter().map(|r| r.text(0)).collect::<Result<_>>()?;
         Ok(AgentExport { sessions, phase: Phase::Header, counts: Counts::default(), warnings: Vec::new() })
     }
-
 
     /// The next chunk of lines (each ending in `\n`), or `None` once the `end` record is out.
     /// (A boxed future: its code is made once, here, whoever awaits it.)
@@ -238,7 +237,7 @@ fn page(sql: &dyn Sql, t: &Table, after: i64) -> Result<(Vec<Map<String, Json>>,
 
 /// The prefix of `b` when it is a skills block of scope `agent` (whose objects are the agent's).
 pub fn agent_skills_prefix(b: &BlockConfig) -> Option<&str> {
-    (b.kind == BlockKind::Skills && b.scope.unwrap_or_default() == Scope::Agent).then(|| b.skills_prefix())
+    (b.kind == BlockKind::Skills && b.scope.unwrap_or_default() == BlockScope::Agent).then(|| b.skills_prefix())
 }
 
 /// The `prefix`es of the agent's skills blocks of scope `agent`: configured ones and those

@@ -8,18 +8,19 @@ use std::collections::{HashMap, HashSet};
 
 use serde_json::{Map, Value as Json};
 
-use super::{check_format, Counts};
 use super::tables::{
     text_of, Col, Table, BLOCKS, COMPACTIONS, DEFS, ENTRIES, LOADED_SKILLS, MEMORIES, MEMORY_VERSIONS, PROMPTS,
     SESSIONS, SESSION_TABLES,
 };
+use super::{check_format, Counts};
 use crate::blobs::Blob;
-use crate::config::{check_label, BlockConfig, Category};
+use crate::config::{check_label, BlockConfig};
+use crate::context::entries;
 use crate::context::{compose, entry_labels, Block, Origin};
 use crate::env::Env;
 use crate::error::{Error, Result};
 use crate::ids::check_name;
-use crate::context::entries;
+use crate::memory::category::Category;
 use crate::memory::store::{self as memory_store, check_content, check_score, check_tags, normalize};
 use crate::sql::{atomically, Sql, Value};
 use crate::store::message::{check_id, NewMessage, MAX_INDEXED_BYTES};
@@ -212,7 +213,7 @@ pub async fn agent(env: &Env<'_>, body: &[u8]) -> Result<Counts> {
         entries: plan.rows.iter().filter(|r| r.0.kind == "entry").count(),
         skills: plan.skills.len(),
     };
-    let cap = env.config.memory.as_ref().map_or(crate::config::DEFAULT_MAX_MEMORIES, |m| m.max_memories);
+    let cap = env.config.memory.as_ref().map_or(crate::config::DEFAULT_MAX_MEMORIES, |m| m.cap());
     if counts.memories > cap {
         return Err(Error::new(
             crate::error::ErrorKind::OverBudget,

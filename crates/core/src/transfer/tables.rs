@@ -97,4 +97,3 @@ pub const ENTRIES: Table = Table {
         Col("content", "content", Text),
     ],
 };
-

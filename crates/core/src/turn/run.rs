@@ -20,11 +20,12 @@ use super::conversation::{build, client_views, validate_continuation, with_resul
 use super::AssistantParts;
 use crate::after::{After, Cap};
 use crate::compaction::truncate::{truncate_older_messages, TruncateOptions};
-use crate::config::{Category, InjectConfig};
+use crate::config::InjectConfig;
 use crate::context::tools::Tool;
 use crate::error::{Error, ErrorKind, Result};
 use crate::ids::new_id;
 use crate::llm::{chat, ChatMessage, ChatRequest, Format, Piece, ToolCall, ToolSpec, Usage};
+use crate::memory::category::Category;
 use crate::memory::inject::render;
 use crate::memory::recall::{Query, MAX_LIMIT};
 use crate::memory::Memories;
@@ -241,7 +242,7 @@ async fn inject(session: &Session<'_>, cfg: &InjectConfig, question: &Json) -> R
             && (h.memory.category != Category::Conversation
                 || h.memory.source.as_ref().is_some_and(|s| s.session_id == session.id))
     });
-    hits.truncate(cfg.limit);
+    hits.truncate(cfg.limit as usize);
     Ok(render(&hits, cfg.token_budget))
 }
 
@@ -356,7 +357,7 @@ async fn chat_start(
 /// The stored messages of the path to `leaf` as clients see them (overlays applied, whole).
 async fn branch(session: &Session<'_>, leaf: Option<&str>) -> Result<Vec<Json>> {
     let Some(leaf) = leaf else { return Ok(Vec::new()) };
-    let (text, _) = session.history_text(Some(leaf), Overlays::Applied).await?;
+    let text = session.history_text(Some(leaf), Overlays::Applied).await?.value;
     serde_json::from_str(&text).map_err(|e| Error::internal(format!("stored history is not JSON: {e}")))
 }
 

@@ -1,0 +1,106 @@
+//! `SESSION_CONFIG.memory`: long-term memory's policy (inject, extract, how long a `daily`
+//! memory lives, how many memories an agent keeps). `true` turns it on with the defaults; each of
+//! `inject` and `extract` is on unless `false`.
+
+use serde::Deserialize;
+
+use super::parts::switch;
+use crate::error::{Error, Result};
+use crate::memory::category::Category;
+
+/// Memories an agent may hold by default (`SESSION_CONFIG.memory.maxMemories`).
+pub const DEFAULT_MAX_MEMORIES: usize = 10_000;
+
+/// `SESSION_CONFIG.memory`: `{inject?, extract?, dailyTtlDays?, maxMemories?}`. Present means the
+/// memory tools are offered; `inject` and `extract` run unless set to `false`.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct MemoryConfig {
+    /// On unless `false` or `null` (absent: the defaults).
+    #[serde(deserialize_with = "switch")]
+    pub inject: Option<InjectConfig>,
+    /// On unless `false` or `null` (absent: the defaults).
+    #[serde(deserialize_with = "switch")]
+    pub extract: Option<ExtractConfig>,
+    /// Lifetime of a `daily` memory without its own `expiresAt`.
+    pub daily_ttl_days: i64,
+    /// Most memories the agent keeps; a write beyond is 422 `over_budget`.
+    pub max_memories: i64,
+}
+
+/// `memory.inject`: how many facts a turn is given, within how many tokens, of which categories.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct InjectConfig {
+    pub limit: i64,
+    pub token_budget: i64,
+    pub categories: Vec<Category>,
+}
+
+/// `memory.extract`: the lowest confidence kept, and the model that distills (default: the
+/// configured one).
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct ExtractConfig {
+    pub min_score: f64,
+    pub model: Option<String>,
+}
+
+impl Default for InjectConfig {
+    fn default() -> Self {
+        InjectConfig { limit: 5, token_budget: 400, categories: Category::ALL.to_vec() }
+    }
+}
+
+impl Default for ExtractConfig {
+    fn default() -> Self {
+        ExtractConfig { min_score: 0.7, model: None }
+    }
+}
+
+impl Default for MemoryConfig {
+    fn default() -> Self {
+        MemoryConfig {
+            inject: Some(InjectConfig::default()),
+            extract: Some(ExtractConfig::default()),
+            daily_ttl_days: 7,
+            max_memories: DEFAULT_MAX_MEMORIES as i64,
+        }
+    }
+}
+
+impl MemoryConfig {
+    /// The values within their ranges (`memory.…` otherwise).
+    pub fn check(&self) -> Result<()> {
+        in_range(self.daily_ttl_days, "memory.dailyTtlDays", 1, 3650)?;
+        in_range(self.max_memories, "memory.maxMemories", 1, 1_000_000)?;
+        if let Some(i) = &self.inject {
+            in_range(i.limit, "memory.inject.limit", 1, 50)?;
+            in_range(i.token_budget, "memory.inject.tokenBudget", 1, 100_000)?;
+            if i.categories.is_empty() {
+                return Err(Error::invalid("memory.inject.categories must be a non-empty array"));
+            }
+        }
+        if let Some(x) = &self.extract {
+            if !(0.0..=1.0).contains(&x.min_score) {
+                return Err(Error::invalid("memory.extract.minScore must be a number from 0 to 1"));
+            }
+            if x.model.as_ref().is_some_and(|m| m.trim().is_empty()) {
+                return Err(Error::invalid("memory.extract.model must be a non-empty string"));
+            }
+        }
+        Ok(())
+    }
+
+    /// The memory cap, as a count.
+    pub fn cap(&self) -> usize {
+        self.max_memories as usize
+    }
+}
+
+fn in_range(n: i64, what: &str, min: i64, max: i64) -> Result<()> {
+    match (min..=max).contains(&n) {
+        true => Ok(()),
+        false => Err(Error::invalid(format!("{what} must be an integer from {min} to {max}"))),
+    }
+}

@@ -1,0 +1,230 @@
+//! [`Memories`]: the one way into long-term memory. Every write goes through it, so each one
+//! purges what has expired, records its version, embeds when it can, and tells the agent's
+//! sockets (`memory` frames).
+
+use serde_json::json;
+
+use super::by::By;
+use super::category::Category;
+use super::embed;
+use super::recall;
+use super::store::{self, Embed, Filter, Memory, NewMemory, Patch, Stored};
+use crate::access::Reach;
+use crate::config::MemoryConfig;
+use crate::env::Env;
+use crate::error::{Error, Result};
+use crate::sql::atomically;
+use crate::store::sessions;
+
+/// The agent's long-term memory, as one request sees it.
+pub struct Memories<'a> {
+    pub env: &'a Env<'a>,
+}
+
+/// Most rounds of [`Memories::embed_waiting`] (each embeds up to `embed::BATCH` memories).
+const EMBED_ROUNDS: usize = 1000;
+
+impl Memories<'_> {
+    /// Embeds every memory still waiting for its vector (nothing without an embeddings
+    /// provider); a failing call is a warning, and the rest waits for a later write.
+    pub async fn embed_waiting(&self) {
+        let env = self.env;
+        if !env.embeddings.is_on() {
+            return;
+        }
+        for _ in 0..EMBED_ROUNDS {
+            match embed::embed_pending(env.sql, env.transport, env.embeddings).await {
+                Ok(0) => break,
+                Ok(_) => {}
+                Err(e) => {
+                    warn_embeddings(env, &e);
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/// Logs a failed embeddings call: the memories stay stored and wait for a later write.
+fn warn_embeddings(env: &Env<'_>, e: &Error) {
+    env.events.warn(&format!("memory embeddings: {} (the memories are kept and embedded later)", e.message));
+}
+
+/// What a memory change was, for the `memory` frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Op {
+    Created,
+    Updated,
+    Deleted,
+}
+
+impl<'a> Memories<'a> {
+    pub fn new(env: &'a Env<'a>) -> Self {
+        Memories { env }
+    }
+
+    /// The configuration in effect (the defaults when `SESSION_CONFIG.memory` is absent: the
+    /// routes work either way; only the tools, inject and extract need it set).
+    pub fn config(&self) -> MemoryConfig {
+        self.env.config.memory.clone().unwrap_or_default()
+    }
+
+    /// The one way memories are written: `write` runs in one transaction after what has expired
+    /// is purged, with the config in effect and whether new text waits for an embedding.
+    fn write<T>(&self, write: impl FnOnce(&MemoryConfig, Embed) -> Result<T>) -> Result<T> {
+        let e = self.env;
+        let cfg = self.config();
+        let embed = if e.embeddings.is_on() { Embed::Later } else { Embed::Never };
+        atomically(e.sql, || {
+            store::purge_expired(e.sql, &e.now)?;
+            write(&cfg, embed)
+        })
+    }
+
+    /// Registers the session a `conversation` memory belongs to (`name = id`), as any write
+    /// into a session does: the memory then goes when that session is deleted. Inside the
+    /// memory's transaction.
+    fn register_session(&self, m: &Memory) -> Result<()> {
+        match (&m.category, &m.source) {
+            (Category::Conversation, Some(s)) => sessions::ensure(self.env.sql, &s.session_id, &self.env.now),
+            _ => Ok(()),
+        }
+    }
+
+    /// Stores a memory, or merges it into the one of the same category and normalized text
+    /// (tags merged, the higher score kept). Then embeds it, when embeddings are configured.
+    pub async fn remember(&self, new: NewMemory, by: By) -> Result<(Memory, Stored)> {
+        let e = self.env;
+        let (m, stored) = self.write(|cfg, embed| {
+            let done = store::remember(e.sql, cfg, &new, by, &e.now, embed)?;
+            self.register_session(&done.0)?;
+            Ok(done)
+        })?;
+        self.publish(if stored == Stored::Created { Op::Created } else { Op::Updated }, &m);
+        self.embed_pending().await;
+        Ok((m, stored))
+    }
+
+    /// Stores many memories in one transaction (all or none; duplicates merge as in
+    /// [`Memories::remember`]); their vectors are left to [`crate::after::After::EmbedMemories`].
+    pub async fn remember_all(&self, all: &[NewMemory], by: By) -> Result<Vec<(Memory, Stored)>> {
+        let e = self.env;
+        let done = self.write(|cfg, embed| {
+            let mut done = Vec::with_capacity(all.len());
+            for (i, new) in all.iter().enumerate() {
+                let one = store::remember(e.sql, cfg, new, by, &e.now, embed);
+                let one = one.map_err(|err| Error::new(err.kind, format!("memories[{i}]: {}", err.message)))?;
+                self.register_session(&one.0)?;
+                done.push(one);
+            }
+            Ok(done)
+        })?;
+        for (m, stored) in &done {
+            self.publish(if *stored == Stored::Created { Op::Created } else { Op::Updated }, m);
+        }
+        // The vectors of a big batch are made after the answer (`After::EmbedMemories`).
+        Ok(done)
+    }
+
+    /// Changes a memory; its earlier version stays in its history.
+    pub async fn patch(&self, id: &str, patch: &Patch, by: By) -> Result<Memory> {
+        let e = self.env;
+        let m = self.write(|cfg, embed| {
+            let m = store::patch(e.sql, cfg, id, patch, by, &e.now, embed)?;
+            self.register_session(&m)?;
+            Ok(m)
+        })?;
+        self.publish(Op::Updated, &m);
+        self.embed_pending().await;
+        Ok(m)
+    }
+
+    /// Forgets one memory; `not_found` when there is none (or it expired, or it is another
+    /// session's `conversation` memory than the request reaches).
+    pub fn forget(&self, id: &str) -> Result<Memory> {
+        let e = self.env;
+        let m = self.write(|_, _| {
+            let m = store::get(e.sql, id, &e.now)?
+                .filter(|m| store::within(&e.reach, m))
+                .ok_or_else(|| Error::not_found(format!("memory {id} not found")))?;
+            store::delete(e.sql, &[m.seq])?;
+            Ok(m)
+        })?;
+        self.publish(Op::Deleted, &m);
+        Ok(m)
+    }
+
+    /// Forgets every memory the filter selects (all of them without one): `forgetAll`.
+    pub fn forget_all(&self, filter: &Filter) -> Result<usize> {
+        let e = self.env;
+        let gone = self.write(|_, _| {
+            let gone = store::select_all(e.sql, filter, &e.now)?;
+            store::delete(e.sql, &gone.iter().map(|m| m.seq).collect::<Vec<_>>())?;
+            Ok(gone)
+        })?;
+        for m in &gone {
+            self.publish(Op::Deleted, m);
+        }
+        Ok(gone.len())
+    }
+
+    /// Ranked recall for `query`; the recall counters of the hits move.
+    pub async fn recall(&self, query: &recall::Query) -> Result<Vec<recall::Hit>> {
+        let mut hits = self.rank(query).await?;
+        let e = self.env;
+        atomically(e.sql, || recall::count(e.sql, &mut hits, &e.now))?;
+        Ok(hits)
+    }
+
+    /// The ranking of a recall without moving its counters (a turn's inject: the counters move
+    /// with the turn's commit, so a failed turn counts nothing).
+    pub async fn rank(&self, query: &recall::Query) -> Result<Vec<recall::Hit>> {
+        let e = self.env;
+        // The request's reach, unless the query keeps to a narrower one itself.
+        let narrowed;
+        let query = if query.filter.reach == Reach::All && e.reach != Reach::All {
+            narrowed =
+                recall::Query { filter: Filter { reach: e.reach.clone(), ..query.filter.clone() }, ..query.clone() };
+            &narrowed
+        } else {
+            query
+        };
+        let vector = match e.embeddings.is_on() && !query.text.trim().is_empty() {
+            true => crate::llm::embeddings::embed_one(e.transport, e.embeddings, &query.text).await.ok(),
+            false => None,
+        };
+        recall::rank(e.sql, query, vector.as_deref(), &e.now)
+    }
+
+    /// The memories most like `query`, ranked as a recall would rank them but without counting
+    /// as one (extraction's look at what is already known).
+    pub async fn similar(&self, query: &recall::Query) -> Result<Vec<Memory>> {
+        Ok(self.rank(query).await?.into_iter().map(|h| h.memory).collect())
+    }
+
+    /// The best match for `query`, if any (`memory_forget {query}`).
+    pub async fn best(&self, query: &recall::Query) -> Result<Option<Memory>> {
+        Ok(self.similar(query).await?.into_iter().next())
+    }
+
+    /// Embeds the memories that wait for it (a few per call); failures leave them waiting.
+    pub async fn embed_pending(&self) {
+        let e = self.env;
+        if !e.embeddings.is_on() {
+            return;
+        }
+        if let Err(err) = embed::embed_pending(e.sql, e.transport, e.embeddings).await {
+            warn_embeddings(e, &err);
+        }
+    }
+
+    /// Tells every socket of the agent about a change (`{type:"memory", op, memory}`).
+    pub fn publish(&self, op: Op, m: &Memory) {
+        let op = match op {
+            Op::Created => "created",
+            Op::Updated => "updated",
+            Op::Deleted => "deleted",
+        };
+        self.env.events.publish_agent(&json!({"type": "memory", "op": op, "memory": m}));
+    }
+}
