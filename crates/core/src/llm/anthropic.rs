@@ -5,11 +5,11 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
 
+use super::model::{ChatMessage, ChatReply, ChatRequest, Delivery, Piece, ToolCall, Usage, DEFAULT_MAX_TOKENS};
+use super::sse::SseEvent;
 use super::stream::{Accum, PartialCall};
-use super::{
-    error_message, excerpt, lenient, object_or_empty, parse_arguments, unavailable, ChatMessage, ChatReply,
-    ChatRequest, Delivery, LlmConfig, Piece, SseEvent, ToolCall, Usage, DEFAULT_MAX_TOKENS,
-};
+use super::wire::{error_message, event_json, excerpt, lenient, object_or_empty, parse_arguments, unavailable};
+use super::LlmConfig;
 use crate::error::Result;
 
 // ── Request ──────────────────────────────────────────────────────────────────────────────────────────
@@ -269,7 +269,7 @@ pub(super) fn push(acc: &mut Accum, blocks: &mut Blocks, ev: &SseEvent) -> Resul
     if ev.data.trim().is_empty() {
         return Ok(None);
     }
-    let j = super::stream::parse_data(&ev.data)?;
+    let j = event_json(&ev.data)?;
     let event: Event = serde_json::from_value(j.clone()).unwrap_or_default();
     let kind = event.kind.clone().or_else(|| ev.event.clone()).unwrap_or_default();
     let index = event.index;

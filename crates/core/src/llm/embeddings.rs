@@ -4,7 +4,7 @@
 use serde::Deserialize;
 use serde_json::{json, Value as Json};
 
-use super::{HttpRequest, Transport, DEFAULT_TIMEOUT_MS};
+use super::transport::{HttpRequest, Transport, DEFAULT_TIMEOUT_MS};
 use crate::error::{Error, ErrorKind, Result};
 
 /// Which embeddings API is configured.

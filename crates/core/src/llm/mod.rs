@@ -4,6 +4,8 @@
 //! the [`Transport`] trait (Workers `fetch` in the DO, anything natively), so everything here is
 //! plain data and tested natively.
 //!
+//! - `model`, `transport`, `wire`: the request/answer model, how requests reach a model, and the
+//!   helpers every wire format reads with;
 //! - [`openai`], [`anthropic`], [`workers_ai`]: each provider's wire format, as serde types;
 //! - [`sse`]: the server-sent-events decoder;
 //! - [`embeddings`]: the embeddings client (memory recall by meaning);
@@ -16,24 +18,25 @@
 
 pub mod anthropic;
 pub mod embeddings;
+mod model;
 pub mod openai;
 pub mod sse;
 mod stream;
 mod surrogates;
+mod transport;
+mod wire;
 pub mod workers_ai;
 
-use serde::{Deserialize, Deserializer};
 use serde_json::Value as Json;
+use wire::{error_message, excerpt, http_failure, unavailable};
 
-use crate::blobs::BoxFuture;
 use crate::error::{Error, ErrorKind, Result};
+pub use model::{
+    ChatMessage, ChatReply, ChatRequest, Delivery, Format, Piece, ToolCall, ToolSpec, Usage, DEFAULT_MAX_TOKENS,
+};
 pub use sse::{SseDecoder, SseEvent};
 pub use stream::StreamState;
-
-/// Default time allowed for one LLM call.
-pub const DEFAULT_TIMEOUT_MS: u64 = 60_000;
-/// Default `max_tokens` of a call (Anthropic requires one).
-pub const DEFAULT_MAX_TOKENS: u32 = 4096;
+pub use transport::{HttpRequest, HttpResponse, Transport, DEFAULT_TIMEOUT_MS};
 
 // ── Configuration ────────────────────────────────────────────────────────────────────────────────────
 
@@ -104,157 +107,6 @@ impl LlmConfig {
     }
 }
 
-// ── The conversation ─────────────────────────────────────────────────────────────────────────────────
-
-/// One message of the conversation sent to the model.
-#[derive(Clone, Debug, PartialEq)]
-pub enum ChatMessage {
-    User {
-        text: String,
-    },
-    /// The model's earlier turn: its text and the tools it called.
-    Assistant {
-        text: String,
-        tool_calls: Vec<ToolCall>,
-    },
-    /// The result of one tool call, as the model reads it.
-    Tool {
-        call_id: String,
-        name: String,
-        output: String,
-    },
-}
-
-/// A tool call the model made.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ToolCall {
-    pub id: String,
-    pub name: String,
-    /// The arguments, parsed (`{}` when the model sent none or invalid JSON).
-    pub input: Json,
-}
-
-/// A tool offered to the model (and listed by `GET …/tools`).
-#[derive(Clone, Debug, PartialEq, serde::Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ToolSpec {
-    pub name: String,
-    pub description: String,
-    /// JSON Schema of the input.
-    pub input_schema: Json,
-}
-
-/// One step of a conversation (a turn's step, or a summary: one user message, no tools).
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct ChatRequest {
-    pub system: Option<String>,
-    pub messages: Vec<ChatMessage>,
-    pub tools: Vec<ToolSpec>,
-    pub max_tokens: Option<u32>,
-    /// Provider-side prompt caching key (OpenAI `prompt_cache_key`): the session id.
-    pub cache_key: Option<String>,
-    /// Per-turn system text sent after `system`, outside what the prompt cache keeps (the
-    /// memories recalled for this turn), so `system` stays byte-identical between turns.
-    pub system_tail: Option<String>,
-    /// What the answer's text must be.
-    pub format: Format,
-}
-
-/// The shape asked of the answer's text.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Format {
-    /// Free text.
-    #[default]
-    Text,
-    /// One JSON object (OpenAI-compatible `response_format: json_object`; other providers are
-    /// asked in the prompt and parsed leniently).
-    JsonObject,
-}
-
-impl ChatRequest {
-    /// A single user message, nothing else.
-    pub fn user(text: impl Into<String>) -> Self {
-        ChatRequest { messages: vec![ChatMessage::User { text: text.into() }], ..ChatRequest::default() }
-    }
-}
-
-/// Tokens a call consumed, for the session's usage totals. Input tokens include the prompt
-/// cache's reads and writes wherever the provider reports them apart (Anthropic).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Usage {
-    pub input_tokens: i64,
-    pub output_tokens: i64,
-}
-
-/// A piece of a streamed answer, handed out as it arrives.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Piece {
-    /// More of the reply's text.
-    Text(String),
-    /// More of the model's reasoning (providers that send it apart: Anthropic thinking,
-    /// `reasoning_content` / `reasoning` of OpenAI-compatible ones).
-    Reasoning(String),
-}
-
-/// What the model answered in one step.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct ChatReply {
-    pub text: String,
-    /// Reasoning text, when the provider sends it separately.
-    pub reasoning: String,
-    pub tool_calls: Vec<ToolCall>,
-    pub usage: Usage,
-    pub finish_reason: Option<String>,
-}
-
-// ── Transport ────────────────────────────────────────────────────────────────────────────────────────
-
-/// An outgoing HTTP request.
-#[derive(Clone, Debug, PartialEq)]
-pub struct HttpRequest {
-    pub url: String,
-    pub headers: Vec<(String, String)>,
-    pub body: String,
-    pub timeout_ms: u64,
-}
-
-/// What came back: status and body text.
-#[derive(Clone, Debug, PartialEq)]
-pub struct HttpResponse {
-    pub status: u16,
-    pub body: String,
-}
-
-/// How requests reach a model. `Err` from either method is a transport failure (network,
-/// timeout, missing binding), reported as `llm_unavailable`.
-pub trait Transport {
-    fn send(&self, req: HttpRequest) -> BoxFuture<'_, Result<HttpResponse>>;
-    /// Sends `req` and hands the response body to `on_chunk` piece by piece as it arrives
-    /// (server-sent events); returns the HTTP status. An `Err` from `on_chunk` (the client went
-    /// away) stops reading and is returned. The default reads the whole body with
-    /// [`Transport::send`] and hands it over as one piece.
-    fn send_stream<'a>(
-        &'a self,
-        req: HttpRequest,
-        on_chunk: &'a mut dyn FnMut(&str) -> Result<()>,
-    ) -> BoxFuture<'a, Result<u16>> {
-        Box::pin(async move {
-            let resp = self.send(req).await?;
-            on_chunk(&resp.body)?;
-            Ok(resp.status)
-        })
-    }
-    /// Runs a Workers AI model through the `AI` binding with `input`.
-    fn workers_ai<'a>(&'a self, model: &'a str, input: Json) -> BoxFuture<'a, Result<Json>>;
-}
-
-// ── Errors ───────────────────────────────────────────────────────────────────────────────────────────
-
-/// A provider failure: `503 llm_unavailable`.
-pub(crate) fn unavailable(message: impl Into<String>) -> Error {
-    Error::new(ErrorKind::LlmUnavailable, message)
-}
-
 /// No LLM configured: `503 not_configured`.
 fn not_configured() -> Error {
     Error::new(
@@ -263,75 +115,7 @@ fn not_configured() -> Error {
     )
 }
 
-/// At most `n` characters of a provider's text, for our error message.
-pub(crate) fn excerpt(s: &str, n: usize) -> String {
-    let mut out: String = s.chars().take(n).collect();
-    if s.chars().count() > n {
-        out.push('…');
-    }
-    out
-}
-
-/// The message of an `error` a provider put in its answer, an event, or a Workers AI result:
-/// its `message`, a plain string, or anything else as JSON; `None` when absent or `null`.
-pub(crate) fn error_message(e: Option<&Json>) -> Option<String> {
-    match e? {
-        Json::Null => None,
-        Json::String(s) => Some(s.clone()),
-        e => Some(e.get("message").and_then(Json::as_str).map_or_else(|| excerpt(&e.to_string(), 300), str::to_owned)),
-    }
-}
-
-/// `llm_unavailable` for a non-2xx answer: the status for the caller; the provider's
-/// `error.message` (or an excerpt of its body) for the log only, as everything a provider says:
-/// an upstream body is never echoed to the caller.
-fn http_failure(status: u16, body: &str) -> Error {
-    let detail = serde_json::from_str::<Json>(body)
-        .ok()
-        .and_then(|j| j.pointer("/error/message").and_then(Json::as_str).map(str::to_owned))
-        .unwrap_or_else(|| excerpt(body, 300));
-    unavailable(format!("the model answered HTTP {status}"))
-        .with_log(format!("the model answered HTTP {status}: {detail}"))
-}
-
-/// A field of a provider's JSON read leniently: a value of another shape counts as absent, so
-/// a loose server never turns into a parse failure of the whole answer.
-pub(crate) fn lenient<'de, D: Deserializer<'de>, T: serde::de::DeserializeOwned + Default>(
-    d: D,
-) -> std::result::Result<T, D::Error> {
-    Ok(serde_json::from_value(Json::deserialize(d)?).unwrap_or_default())
-}
-
-/// Tool arguments as the model sent them (a JSON string, or an object from lenient servers),
-/// parsed; `{}` when empty, invalid or not an object.
-pub(crate) fn parse_arguments(v: Option<&Json>) -> Json {
-    let parsed = match v {
-        Some(Json::String(s)) => serde_json::from_str::<Json>(s).ok(),
-        Some(o @ Json::Object(_)) => Some(o.clone()),
-        _ => None,
-    };
-    parsed.filter(Json::is_object).unwrap_or_else(|| Json::Object(Default::default()))
-}
-
-/// `v` if it is a JSON object, else `{}` (a tool input as providers require it).
-pub(crate) fn object_or_empty(v: &Json) -> Json {
-    if v.is_object() {
-        v.clone()
-    } else {
-        Json::Object(Default::default())
-    }
-}
-
 // ── One step ─────────────────────────────────────────────────────────────────────────────────────────
-
-/// How a step's answer comes back.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Delivery {
-    /// One JSON answer (summaries, and chat steps that need no live text).
-    Whole,
-    /// Server-sent events, with the usage at the end.
-    Streamed,
-}
 
 /// The HTTP request of one step on an HTTP provider (OpenAI-compatible or Anthropic): its
 /// endpoint under `LLM_BASE_URL`, the headers it expects (the key as `Authorization: Bearer` or

@@ -7,11 +7,11 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
 
+use super::model::{ChatMessage, ChatReply, ChatRequest, Delivery, Format, Piece, ToolCall, Usage, DEFAULT_MAX_TOKENS};
+use super::sse::SseEvent;
 use super::stream::{Accum, PartialCall};
-use super::{
-    error_message, lenient, parse_arguments, unavailable, ChatMessage, ChatReply, ChatRequest, Delivery, Format,
-    LlmConfig, Piece, SseEvent, ToolCall, Usage, DEFAULT_MAX_TOKENS,
-};
+use super::wire::{error_message, event_json, lenient, object_or_empty, parse_arguments, unavailable};
+use super::LlmConfig;
 use crate::error::Result;
 
 // ── Request ──────────────────────────────────────────────────────────────────────────────────────────
@@ -103,7 +103,7 @@ fn message(m: &ChatMessage) -> Message<'_> {
                 .map(|c| Call {
                     id: &c.id,
                     r#type: "function",
-                    function: CallFunction { name: &c.name, arguments: super::object_or_empty(&c.input).to_string() },
+                    function: CallFunction { name: &c.name, arguments: object_or_empty(&c.input).to_string() },
                 })
                 .collect(),
         },
@@ -275,7 +275,7 @@ pub(super) fn push(acc: &mut Accum, ev: &SseEvent) -> Result<Vec<Piece>> {
     if data.is_empty() {
         return Ok(Vec::new());
     }
-    let j = super::stream::parse_data(data)?;
+    let j = event_json(data)?;
     if !j.is_object() {
         return Ok(Vec::new());
     }

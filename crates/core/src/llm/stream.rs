@@ -6,13 +6,12 @@ use std::borrow::Cow;
 
 use serde_json::Value as Json;
 
+use super::model::{ChatReply, ChatRequest, Delivery, Piece, ToolCall};
+use super::sse::{SseDecoder, SseEvent};
 use super::surrogates::Surrogates;
-
-use super::{
-    anthropic, build_chat_request, excerpt, http_failure, openai, parse_arguments, parse_chat_response, unavailable,
-    ChatReply, ChatRequest, Delivery, HttpResponse, LlmConfig, Piece, Provider, SseDecoder, SseEvent, ToolCall,
-    Transport,
-};
+use super::transport::{HttpResponse, Transport};
+use super::wire::{excerpt, http_failure, parse_arguments, unavailable};
+use super::{anthropic, build_chat_request, openai, parse_chat_response, LlmConfig, Provider};
 use crate::error::{Error, Result};
 
 /// How much of a streamed body is kept for an error message once events are flowing.
@@ -48,14 +47,6 @@ pub(super) struct Accum {
     pub calls: Vec<PartialCall>,
     pub done: bool,
     pub ended: bool,
-}
-
-/// A streamed event's data as JSON; anything else is `llm_unavailable`.
-pub(super) fn parse_data(data: &str) -> Result<Json> {
-    serde_json::from_str(data).map_err(|_| {
-        unavailable("the model streamed an event that is not JSON")
-            .with_log(format!("the model streamed an event that is not JSON: {}", excerpt(data, 200)))
-    })
 }
 
 #[derive(Clone, Debug)]

@@ -4,11 +4,11 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
 
+use super::model::{ChatMessage, ChatReply, ChatRequest, Piece, DEFAULT_MAX_TOKENS};
 use super::openai::WireUsage;
-use super::{
-    error_message, lenient, unavailable, ChatMessage, ChatReply, ChatRequest, LlmConfig, Piece, Transport,
-    DEFAULT_MAX_TOKENS,
-};
+use super::transport::Transport;
+use super::wire::{error_message, lenient, unavailable};
+use super::LlmConfig;
 use crate::error::Result;
 
 #[derive(Serialize)]
