@@ -1,25 +1,29 @@
 //! The one LLM client: a conversation with tools ([`ChatRequest`]) in, one step's answer
 //! ([`ChatReply`]) out, streamed where the provider can, usage counted the same way for every
-//! caller (the agent turn's steps and compaction's summaries alike). The HTTP call goes through
-//! the [`Transport`] trait (Workers `fetch` in the DO, anything natively), so everything here is
-//! plain data and tested natively.
+//! caller (the agent turn's steps and compaction's summaries alike). The call goes through the
+//! [`Transport`] trait (Workers `fetch` or the `AI` binding in the DO, anything natively), so
+//! everything here is plain data and tested natively.
 //!
-//! - `model`, `transport`, `wire`: the request/answer model, how requests reach a model, and the
+//! - `model`, `transport`, `wire`: the request/answer model, how calls reach a model, and the
 //!   helpers every wire format reads with;
-//! - [`openai`], [`anthropic`], [`workers_ai`]: each provider's wire format, as serde types;
+//! - `api`: what a provider is, the one trait ([`Api`]) each provider's type implements;
+//! - [`openai`], [`anthropic`], [`workers_ai`]: the providers, one file each;
+//! - `registry`: every provider by name and [`Provider`] variant, the one place they are listed;
 //! - [`sse`]: the server-sent-events decoder;
-//! - [`embeddings`]: the embeddings client (memory recall by meaning);
-//! - `stream`: a streamed answer put together event by event;
-//! - `surrogates`: UTF-16 surrogate pairs split across streamed events, made whole.
+//! - `stream`: a streamed answer put together event by event, and the streamed call;
+//! - `surrogates`: UTF-16 surrogate pairs split across streamed events, made whole;
+//! - [`embeddings`]: the embeddings client (memory recall by meaning).
 //!
 //! Providers (`LLM_PROVIDER`): `openai` (any OpenAI-compatible `/chat/completions`: OpenAI,
 //! Groq, vLLM, Ollama, AI Gateway), `anthropic` (Messages API), `workers-ai` (the `AI`
 //! binding), `none`.
 
 pub mod anthropic;
+mod api;
 pub mod embeddings;
 mod model;
 pub mod openai;
+mod registry;
 pub mod sse;
 mod stream;
 mod surrogates;
@@ -27,27 +31,19 @@ mod transport;
 mod wire;
 pub mod workers_ai;
 
-use serde_json::Value as Json;
-use wire::{error_message, excerpt, http_failure, unavailable};
+use wire::{http_answer, unavailable, without_error};
 
 use crate::error::{Error, ErrorKind, Result};
+pub use api::{Accum, Api};
 pub use model::{
     ChatMessage, ChatReply, ChatRequest, Delivery, Format, Piece, ToolCall, ToolSpec, Usage, DEFAULT_MAX_TOKENS,
 };
+pub use registry::Provider;
 pub use sse::{SseDecoder, SseEvent};
 pub use stream::StreamState;
-pub use transport::{HttpRequest, HttpResponse, Transport, DEFAULT_TIMEOUT_MS};
+pub use transport::{Call, Endpoint, HttpRequest, HttpResponse, Transport, DEFAULT_TIMEOUT_MS};
 
 // ── Configuration ────────────────────────────────────────────────────────────────────────────────────
-
-/// Which API the configured model speaks.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Provider {
-    OpenAi,
-    Anthropic,
-    WorkersAi,
-    None,
-}
 
 /// The LLM settings of the deployment (`LLM_*` variables).
 #[derive(Clone, Debug, PartialEq)]
@@ -77,22 +73,12 @@ impl LlmConfig {
     /// `invalid_request` naming the variable.
     pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Self> {
         let get = |k: &str| var(k).map(|v| v.trim().to_owned()).filter(|v| !v.is_empty());
-        let provider = match get("LLM_PROVIDER").as_deref() {
-            None | Some("none") => return Ok(LlmConfig::none()),
-            Some("openai") => Provider::OpenAi,
-            Some("anthropic") => Provider::Anthropic,
-            Some("workers-ai") => Provider::WorkersAi,
-            Some(other) => {
-                return Err(Error::invalid(format!(
-                    "LLM_PROVIDER {other:?} is not one of openai, anthropic, workers-ai, none"
-                )))
-            }
-        };
-        let base_url = match (provider, get("LLM_BASE_URL")) {
-            (_, Some(u)) => u.trim_end_matches('/').to_owned(),
-            (Provider::OpenAi, None) => "https://api.openai.com/v1".to_owned(),
-            (Provider::Anthropic, None) => "https://api.anthropic.com/v1".to_owned(),
-            _ => String::new(),
+        let Some(name) = get("LLM_PROVIDER") else { return Ok(LlmConfig::none()) };
+        let provider = Provider::named("LLM_PROVIDER", &name)?;
+        let Some(api) = provider.api() else { return Ok(LlmConfig::none()) };
+        let base_url = match get("LLM_BASE_URL") {
+            Some(u) => u.trim_end_matches('/').to_owned(),
+            None => api.default_base_url().to_owned(),
         };
         let model = get("LLM_MODEL").ok_or_else(|| Error::invalid("LLM_MODEL is not set"))?;
         let timeout_ms = match get("LLM_TIMEOUT_MS") {
@@ -104,6 +90,16 @@ impl LlmConfig {
                 .ok_or_else(|| Error::invalid("LLM_TIMEOUT_MS must be a positive integer"))?,
         };
         Ok(LlmConfig { provider, base_url, model, api_key: get("LLM_API_KEY"), timeout_ms })
+    }
+
+    /// Where chat calls go and who they go as.
+    pub fn endpoint(&self) -> Endpoint<'_> {
+        Endpoint {
+            base_url: &self.base_url,
+            model: &self.model,
+            api_key: self.api_key.as_deref(),
+            timeout_ms: self.timeout_ms,
+        }
     }
 }
 
@@ -121,49 +117,20 @@ fn not_configured() -> Error {
 /// endpoint under `LLM_BASE_URL`, the headers it expects (the key as `Authorization: Bearer` or
 /// `x-api-key`, Anthropic's version, `accept: text/event-stream` when [`Delivery::Streamed`]), and the body.
 pub fn build_chat_request(cfg: &LlmConfig, req: &ChatRequest, delivery: Delivery) -> Result<HttpRequest> {
-    let mut headers = vec![("content-type".to_owned(), "application/json".to_owned())];
-    if delivery == Delivery::Streamed {
-        headers.push(("accept".into(), "text/event-stream".into()));
+    let only_http = || Error::internal("build_chat_request is only for HTTP providers");
+    match cfg.provider.api().ok_or_else(only_http)?.chat_call(&cfg.endpoint(), req, delivery)? {
+        Call::Http(http) => Ok(http),
+        Call::Binding { .. } => Err(only_http()),
     }
-    let (url, body) = match cfg.provider {
-        Provider::OpenAi => {
-            if let Some(key) = &cfg.api_key {
-                headers.push(("authorization".into(), format!("Bearer {key}")));
-            }
-            (format!("{}/chat/completions", cfg.base_url), openai::body(cfg, req, delivery))
-        }
-        Provider::Anthropic => {
-            if let Some(key) = &cfg.api_key {
-                headers.push(("x-api-key".into(), key.clone()));
-            }
-            headers.push(("anthropic-version".into(), "2023-06-01".into()));
-            (format!("{}/messages", cfg.base_url), anthropic::body(cfg, req, delivery))
-        }
-        Provider::WorkersAi | Provider::None => {
-            return Err(Error::internal("build_chat_request is only for HTTP providers"));
-        }
-    };
-    let body = body.map_err(|e| Error::internal(format!("serializing the model request: {e}")))?;
-    Ok(HttpRequest { url, headers, body, timeout_ms: cfg.timeout_ms })
 }
 
 /// Parses a provider's whole (non-streamed) answer. A non-2xx status is `llm_unavailable` with
 /// the provider's own message; an answer with neither text nor tool calls is returned as is.
 pub fn parse_chat_response(cfg: &LlmConfig, resp: &HttpResponse) -> Result<ChatReply> {
-    if !(200..300).contains(&resp.status) {
-        return Err(http_failure(resp.status, &resp.body));
-    }
-    let j: Json = serde_json::from_str(&resp.body).map_err(|_| {
-        unavailable("the model's answer is not JSON")
-            .with_log(format!("the model's answer is not JSON: {}", excerpt(&resp.body, 200)))
-    })?;
-    if let Some(detail) = error_message(j.get("error")) {
-        return Err(unavailable("the model failed").with_log(format!("the model failed: {detail}")));
-    }
-    match cfg.provider {
-        Provider::OpenAi => openai::reply(j),
-        Provider::Anthropic => Ok(anthropic::reply(j)),
-        Provider::WorkersAi | Provider::None => Err(Error::internal("parse_chat_response is only for HTTP providers")),
+    let answer = http_answer(resp)?;
+    match cfg.provider.api() {
+        Some(api) => api.reply(answer),
+        None => Err(Error::internal("parse_chat_response is only for HTTP providers")),
     }
 }
 
@@ -180,23 +147,33 @@ pub async fn chat(
     req: &ChatRequest,
     on_delta: &mut dyn FnMut(&Piece) -> Result<()>,
 ) -> Result<ChatReply> {
-    match cfg.provider {
-        Provider::None => Err(not_configured()),
-        Provider::WorkersAi => workers_ai::chat(t, cfg, req, on_delta).await,
-        Provider::OpenAi | Provider::Anthropic => stream::run(t, cfg, req, on_delta).await,
-    }
+    step(t, cfg, req, Delivery::Streamed, on_delta).await
 }
 
 /// The same step without streaming, for a caller that wants only the whole answer (a summary):
 /// one request and one answer, parsed and counted exactly as [`chat`] parses and counts.
 pub async fn complete(t: &dyn Transport, cfg: &LlmConfig, req: &ChatRequest) -> Result<ChatReply> {
-    match cfg.provider {
-        Provider::None => Err(not_configured()),
-        Provider::WorkersAi => workers_ai::chat(t, cfg, req, &mut |_| Ok(())).await,
-        Provider::OpenAi | Provider::Anthropic => {
-            let resp =
-                t.send(build_chat_request(cfg, req, Delivery::Whole)?).await.map_err(|e| unavailable(e.message))?;
-            parse_chat_response(cfg, &resp)
+    step(t, cfg, req, Delivery::Whole, &mut |_| Ok(())).await
+}
+
+/// One step on the configured provider, whatever its [`Call`]: an HTTP request streamed or
+/// answered whole, or a run through the `AI` binding. A whole answer is handed to `on_delta` as
+/// one piece of reasoning and one of text.
+async fn step(
+    t: &dyn Transport,
+    cfg: &LlmConfig,
+    req: &ChatRequest,
+    delivery: Delivery,
+    on_delta: &mut dyn FnMut(&Piece) -> Result<()>,
+) -> Result<ChatReply> {
+    let api = cfg.provider.api().ok_or_else(not_configured)?;
+    let reply = match api.chat_call(&cfg.endpoint(), req, delivery)? {
+        Call::Http(http) if delivery == Delivery::Streamed => return stream::run(t, api, http, on_delta).await,
+        Call::Http(http) => api.reply(http_answer(&t.send(http).await.map_err(|e| unavailable(e.message))?)?)?,
+        Call::Binding { model, input } => {
+            api.reply(without_error(t.workers_ai(&model, input).await.map_err(|e| unavailable(e.message))?)?)?
         }
-    }
+    };
+    reply.hand_out(on_delta)?;
+    Ok(reply)
 }

@@ -5,6 +5,8 @@
 
 use serde_json::Value as Json;
 
+use crate::error::Result;
+
 /// Default `max_tokens` of a call (Anthropic requires one).
 pub const DEFAULT_MAX_TOKENS: u32 = 4096;
 
@@ -116,4 +118,18 @@ pub struct ChatReply {
     pub tool_calls: Vec<ToolCall>,
     pub usage: Usage,
     pub finish_reason: Option<String>,
+}
+
+impl ChatReply {
+    /// Hands a reply that came back whole to a caller that wanted it streamed: its reasoning,
+    /// then its text, each as one piece (none for an empty one).
+    pub(crate) fn hand_out(&self, on_delta: &mut dyn FnMut(&Piece) -> Result<()>) -> Result<()> {
+        if !self.reasoning.is_empty() {
+            on_delta(&Piece::Reasoning(self.reasoning.clone()))?;
+        }
+        if !self.text.is_empty() {
+            on_delta(&Piece::Text(self.text.clone()))?;
+        }
+        Ok(())
+    }
 }

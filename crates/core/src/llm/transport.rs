@@ -1,8 +1,10 @@
 //! How requests reach a model: the [`Transport`] trait (Workers `fetch` and the `AI` binding in
-//! the DO, a script in tests) and the HTTP request and answer it carries.
+//! the DO, a script in tests), the [`Call`] a provider builds for it (an HTTP request or the
+//! binding's input), and the [`Endpoint`] settings a call is built from.
 
 use serde_json::Value as Json;
 
+use super::model::Delivery;
 use crate::blobs::BoxFuture;
 use crate::error::Result;
 
@@ -16,6 +18,19 @@ pub struct HttpRequest {
     pub headers: Vec<(String, String)>,
     pub body: String,
     pub timeout_ms: u64,
+}
+
+impl HttpRequest {
+    /// A request with a JSON `body` to `url`: `content-type: application/json` and, when the
+    /// answer is [`Delivery::Streamed`], `accept: text/event-stream`. A provider adds its own
+    /// headers (its key, its version) after these.
+    pub(crate) fn json(url: String, body: String, delivery: Delivery, timeout_ms: u64) -> HttpRequest {
+        let mut headers = vec![("content-type".to_owned(), "application/json".to_owned())];
+        if delivery == Delivery::Streamed {
+            headers.push(("accept".into(), "text/event-stream".into()));
+        }
+        HttpRequest { url, headers, body, timeout_ms }
+    }
 }
 
 /// What came back: status and body text.
@@ -46,4 +61,26 @@ pub trait Transport {
     }
     /// Runs a Workers AI model through the `AI` binding with `input`.
     fn workers_ai<'a>(&'a self, model: &'a str, input: Json) -> BoxFuture<'a, Result<Json>>;
+}
+
+/// One request to a model as a provider builds it: the [`Transport`] method that carries it
+/// follows from the variant, so the client sends any provider's calls without knowing which
+/// provider built them.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Call {
+    /// An HTTP request ([`Transport::send`], or [`Transport::send_stream`] for a streamed
+    /// answer).
+    Http(HttpRequest),
+    /// A model run through the `AI` binding ([`Transport::workers_ai`]) with this input.
+    Binding { model: String, input: Json },
+}
+
+/// Where a provider's calls go and who they go as: the settings every provider reads (`LLM_*`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Endpoint<'a> {
+    /// The endpoint root, e.g. `https://api.openai.com/v1` (empty for the `AI` binding).
+    pub base_url: &'a str,
+    pub model: &'a str,
+    pub api_key: Option<&'a str>,
+    pub timeout_ms: u64,
 }

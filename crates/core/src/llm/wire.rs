@@ -1,10 +1,12 @@
 //! What every provider's wire format needs read the same way: a provider's failure as
-//! `llm_unavailable` (its own words for the log only), JSON fields read leniently, and tool
-//! arguments parsed.
+//! `llm_unavailable` (its own words for the log only), a whole answer checked before the
+//! provider reads it, JSON fields read leniently, tool arguments parsed, and the request body
+//! serialized.
 
-use serde::{Deserialize, Deserializer};
+use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value as Json;
 
+use super::transport::HttpResponse;
 use crate::error::{Error, ErrorKind, Result};
 
 /// A provider failure: `503 llm_unavailable`.
@@ -43,12 +45,40 @@ pub(crate) fn http_failure(status: u16, body: &str) -> Error {
         .with_log(format!("the model answered HTTP {status}: {detail}"))
 }
 
+/// A whole answer over HTTP as JSON, for the provider to read: a non-2xx status is
+/// `llm_unavailable` with the provider's own message (for the log), and so are a body that is
+/// not JSON and an `error` in it.
+pub(crate) fn http_answer(resp: &HttpResponse) -> Result<Json> {
+    if !(200..300).contains(&resp.status) {
+        return Err(http_failure(resp.status, &resp.body));
+    }
+    let j: Json = serde_json::from_str(&resp.body).map_err(|_| {
+        unavailable("the model's answer is not JSON")
+            .with_log(format!("the model's answer is not JSON: {}", excerpt(&resp.body, 200)))
+    })?;
+    without_error(j)
+}
+
+/// A whole answer (an HTTP body's JSON, or what the `AI` binding returned), unless it holds an
+/// `error`: that is `llm_unavailable` with its message for the log.
+pub(crate) fn without_error(answer: Json) -> Result<Json> {
+    if let Some(detail) = error_message(answer.get("error")) {
+        return Err(unavailable("the model failed").with_log(format!("the model failed: {detail}")));
+    }
+    Ok(answer)
+}
+
 /// A streamed event's data as JSON; anything else is `llm_unavailable`.
 pub(crate) fn event_json(data: &str) -> Result<Json> {
     serde_json::from_str(data).map_err(|_| {
         unavailable("the model streamed an event that is not JSON")
             .with_log(format!("the model streamed an event that is not JSON: {}", excerpt(data, 200)))
     })
+}
+
+/// A request body as JSON text; a value serde cannot write is an internal error.
+pub(crate) fn request_body(body: &impl Serialize) -> Result<String> {
+    serde_json::to_string(body).map_err(|e| Error::internal(format!("serializing the model request: {e}")))
 }
 
 /// A field of a provider's JSON read leniently: a value of another shape counts as absent, so
