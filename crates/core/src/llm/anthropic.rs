@@ -1,7 +1,7 @@
 //! The Anthropic provider ([`Anthropic`]), the Messages API: the request body (the frozen
 //! system prompt and the tool list marked for prompt caching, tool results as user turns,
 //! alternating roles), the whole answer, the streamed events and the usage (prompt cache reads
-//! and writes counted as input), as serde types read leniently.
+//! and writes counted as input), as serde types read leniently. No embeddings.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;

@@ -1,26 +1,27 @@
 //! What a provider is: the one trait, [`Api`], that each provider's type implements in its own
 //! file, and the [`Accum`]ulator every provider decodes its stream events into. The client
-//! (`chat`, `complete`, the streamed call) does everything else the same way for every
-//! provider, through this trait alone.
+//! (`chat`, `complete`, the streamed call, embeddings) does everything else the same way for
+//! every provider, through this trait alone.
 
 use serde_json::Value as Json;
 
 use super::model::{ChatReply, ChatRequest, Delivery, Piece, ToolCall};
 use super::sse::SseEvent;
-use super::transport::{Call, Endpoint};
+use super::transport::{Answer, Call, Endpoint};
 use super::wire::{parse_arguments, unavailable};
-use crate::error::Result;
+use crate::error::{Error, Result};
 
-/// One provider's API: how a chat step is put to it, and how its answers read. Everything a
-/// provider does not share with the others is here, in its own file: its endpoint, headers and
-/// request body ([`Api::chat_call`]), its answer ([`Api::reply`]) and stream events
-/// ([`Api::decode`]) with the usage each reports. A provider is a unit type (`openai::OpenAi`), registered once in `registry.rs`.
+/// One provider's API: how a chat step and an embeddings request are put to it, and how its
+/// answers read. Everything a provider does not share with the others is here, in its own
+/// file: its endpoint, headers and request body ([`Api::chat_call`]), its answer
+/// ([`Api::reply`]) and stream events ([`Api::decode`]) with the usage each reports, and its
+/// embeddings. A provider is a unit type (`openai::OpenAi`), registered once in `registry.rs`.
 ///
 /// A call goes over HTTP or through the `AI` binding, whichever [`Call`] the provider builds:
 /// the client sends either, so a provider reached through the binding implements the same
 /// trait as one reached over HTTP.
 pub trait Api: Sync + std::fmt::Debug {
-    /// The endpoint root used when `LLM_BASE_URL` is not set: the
+    /// The endpoint root used when `LLM_BASE_URL` (`EMBEDDINGS_BASE_URL`) is not set: the
     /// provider's public API, or `""` for one with no default (a binding has no URL).
     fn default_base_url(&self) -> &'static str;
 
@@ -39,6 +40,22 @@ pub trait Api: Sync + std::fmt::Debug {
     /// tool calls, usage, whether the answer is complete), and the pieces to hand out live are
     /// returned in order. An error the provider streamed is `llm_unavailable`.
     fn decode(&self, acc: &mut Accum, ev: &SseEvent) -> Result<Vec<Piece>>;
+
+    /// Whether the provider embeds text ([`Api::embeddings_call`], [`Api::vectors`]), so
+    /// `EMBEDDINGS_PROVIDER` may name it. The default: it does not.
+    fn has_embeddings(&self) -> bool {
+        false
+    }
+
+    /// The call that embeds `texts`, one vector each.
+    fn embeddings_call(&self, _to: &Endpoint<'_>, _texts: &[String]) -> Result<Call> {
+        Err(Error::internal("this provider has no embeddings"))
+    }
+
+    /// The `n` vectors of an embeddings answer, in the order of the texts.
+    fn vectors(&self, _answer: Answer<'_>, _n: usize) -> Result<Vec<Vec<f32>>> {
+        Err(Error::internal("this provider has no embeddings"))
+    }
 }
 
 /// A tool call being streamed.

@@ -12,7 +12,7 @@
 //! - [`sse`]: the server-sent-events decoder;
 //! - `stream`: a streamed answer put together event by event, and the streamed call;
 //! - `surrogates`: UTF-16 surrogate pairs split across streamed events, made whole;
-//! - [`embeddings`]: the embeddings client (memory recall by meaning).
+//! - [`embeddings`]: the embeddings client (memory recall by meaning), through the same providers.
 //!
 //! Providers (`LLM_PROVIDER`): `openai` (any OpenAI-compatible `/chat/completions`: OpenAI,
 //! Groq, vLLM, Ollama, AI Gateway), `anthropic` (Messages API), `workers-ai` (the `AI`
@@ -31,6 +31,7 @@ mod transport;
 mod wire;
 pub mod workers_ai;
 
+use registry::Purpose;
 use wire::{http_answer, unavailable, without_error};
 
 use crate::error::{Error, ErrorKind, Result};
@@ -41,7 +42,7 @@ pub use model::{
 pub use registry::Provider;
 pub use sse::{SseDecoder, SseEvent};
 pub use stream::StreamState;
-pub use transport::{Call, Endpoint, HttpRequest, HttpResponse, Transport, DEFAULT_TIMEOUT_MS};
+pub use transport::{Answer, Call, Endpoint, HttpRequest, HttpResponse, Transport, DEFAULT_TIMEOUT_MS};
 
 // ── Configuration ────────────────────────────────────────────────────────────────────────────────────
 
@@ -74,7 +75,7 @@ impl LlmConfig {
     pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Self> {
         let get = |k: &str| var(k).map(|v| v.trim().to_owned()).filter(|v| !v.is_empty());
         let Some(name) = get("LLM_PROVIDER") else { return Ok(LlmConfig::none()) };
-        let provider = Provider::named("LLM_PROVIDER", &name)?;
+        let provider = Provider::named("LLM_PROVIDER", &name, Purpose::Chat)?;
         let Some(api) = provider.api() else { return Ok(LlmConfig::none()) };
         let base_url = match get("LLM_BASE_URL") {
             Some(u) => u.trim_end_matches('/').to_owned(),

@@ -1,18 +1,18 @@
 //! The OpenAI-compatible provider ([`OpenAi`]): any endpoint that speaks `/chat/completions`
-//! (OpenAI, Groq, vLLM, Ollama, AI Gateway, …), its request body, whole
+//! and `/embeddings` (OpenAI, Groq, vLLM, Ollama, AI Gateway, …), its request body, whole
 //! answer, streamed chunks and usage as serde types. Answers are read leniently: a field of an
 //! unexpected shape counts as absent, because "compatible" servers differ in the details
 //! (content as an array of parts, arguments as an object, tool calls without an index).
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value as Json;
+use serde_json::{json, Value as Json};
 
 use super::api::{Accum, Api, PartialCall};
 use super::model::{ChatMessage, ChatReply, ChatRequest, Delivery, Format, Piece, ToolCall, Usage, DEFAULT_MAX_TOKENS};
 use super::sse::SseEvent;
-use super::transport::{Call, Endpoint, HttpRequest};
+use super::transport::{Answer, Call, Endpoint, HttpRequest};
 use super::wire::{error_message, event_json, lenient, object_or_empty, parse_arguments, request_body, unavailable};
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 /// Any OpenAI-compatible endpoint (`LLM_PROVIDER=openai`): the key as `Authorization: Bearer`.
 #[derive(Clone, Copy, Debug, Default)]
@@ -34,6 +34,20 @@ impl Api for OpenAi {
 
     fn decode(&self, acc: &mut Accum, ev: &SseEvent) -> Result<Vec<Piece>> {
         push(acc, ev)
+    }
+
+    fn has_embeddings(&self) -> bool {
+        true
+    }
+
+    fn embeddings_call(&self, to: &Endpoint<'_>, texts: &[String]) -> Result<Call> {
+        let body = json!({"model": to.model, "input": texts}).to_string();
+        let url = format!("{}/embeddings", to.base_url);
+        Ok(Call::Http(authorized(HttpRequest::json(url, body, Delivery::Whole, to.timeout_ms), to)))
+    }
+
+    fn vectors(&self, answer: Answer<'_>, n: usize) -> Result<Vec<Vec<f32>>> {
+        vectors(answer, n)
     }
 }
 
@@ -373,4 +387,35 @@ fn fragment(acc: &mut Accum, pos: usize, tc: &WireCall) {
         Some(o @ Json::Object(_)) => call.input = Some(o.clone()),
         _ => {}
     }
+}
+
+// ── Embeddings ───────────────────────────────────────────────────────────────────────────────────────
+
+#[derive(Deserialize)]
+struct Embeddings {
+    data: Vec<Embedding>,
+}
+
+#[derive(Deserialize)]
+struct Embedding {
+    embedding: Vec<f32>,
+    #[serde(default)]
+    index: Option<usize>,
+}
+
+/// The vectors of an `/embeddings` answer, put in the order of the inputs by their `index`.
+fn vectors(answer: Answer<'_>, n: usize) -> Result<Vec<Vec<f32>>> {
+    let Answer::Body(body) = answer else {
+        return Err(Error::internal("an OpenAI-compatible endpoint answers over HTTP"));
+    };
+    let a: Embeddings =
+        serde_json::from_str(body).map_err(|e| unavailable(format!("the embeddings answer is not understood: {e}")))?;
+    let mut out = vec![Vec::new(); n];
+    for (i, v) in a.data.into_iter().enumerate() {
+        let at = v.index.unwrap_or(i);
+        if at < n {
+            out[at] = v.embedding;
+        }
+    }
+    Ok(out)
 }

@@ -1,5 +1,5 @@
-//! Every provider the client knows, in one table: its name in `LLM_PROVIDER`, its [`Provider`]
-//! variant, and the type that speaks its API. Adding a
+//! Every provider the client knows, in one table: its name in `LLM_PROVIDER` and
+//! `EMBEDDINGS_PROVIDER`, its [`Provider`] variant, and the type that speaks its API. Adding a
 //! provider is its own file, its variant, and its line in that table; nothing else names it.
 
 use super::anthropic::Anthropic;
@@ -26,19 +26,33 @@ static PROVIDERS: [(&str, Provider, Option<&dyn Api>); 4] = [
     ("none", Provider::None, None),
 ];
 
+/// What a provider is configured for: chat (`LLM_PROVIDER`, every provider) or embeddings
+/// (`EMBEDDINGS_PROVIDER`, only those with an embeddings API).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Purpose {
+    Chat,
+    Embeddings,
+}
+
 impl Provider {
     /// The type that speaks this provider's API; `None` for [`Provider::None`].
     pub(crate) fn api(self) -> Option<&'static dyn Api> {
         PROVIDERS.iter().find(|(_, p, _)| *p == self).and_then(|(_, _, api)| *api)
     }
 
-    /// The provider that the variable `var` names with `name`. A name not in the table is
-    /// `invalid_request` listing the names that would do.
-    pub(crate) fn named(var: &str, name: &str) -> Result<Provider> {
-        match PROVIDERS.iter().find(|(n, _, _)| *n == name) {
+    /// The provider that the variable `var` names with `name`, for `purpose`. A name not in the
+    /// table, or of a provider that does not serve `purpose`, is `invalid_request` listing the
+    /// names that would do.
+    pub(crate) fn named(var: &str, name: &str, purpose: Purpose) -> Result<Provider> {
+        let serves = |api: &Option<&dyn Api>| match (purpose, api) {
+            (Purpose::Chat, _) | (Purpose::Embeddings, None) => true,
+            (Purpose::Embeddings, Some(api)) => api.has_embeddings(),
+        };
+        let fitting = || PROVIDERS.iter().filter(|(_, _, api)| serves(api));
+        match fitting().find(|(n, _, _)| *n == name) {
             Some((_, p, _)) => Ok(*p),
             None => {
-                let names: Vec<&str> = PROVIDERS.iter().map(|(n, _, _)| *n).collect();
+                let names: Vec<&str> = fitting().map(|(n, _, _)| *n).collect();
                 Err(Error::invalid(format!("{var} {name:?} is not one of {}", names.join(", "))))
             }
         }

@@ -1,6 +1,7 @@
 //! How requests reach a model: the [`Transport`] trait (Workers `fetch` and the `AI` binding in
 //! the DO, a script in tests), the [`Call`] a provider builds for it (an HTTP request or the
-//! binding's input), and the [`Endpoint`] settings a call is built from.
+//! binding's input), the [`Answer`] that comes back, and the [`Endpoint`] settings a call is
+//! built from.
 
 use serde_json::Value as Json;
 
@@ -75,7 +76,17 @@ pub enum Call {
     Binding { model: String, input: Json },
 }
 
-/// Where a provider's calls go and who they go as: the settings every provider reads (`LLM_*`).
+/// The answer to a [`Call`], as it came back.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Answer<'a> {
+    /// The body of an HTTP answer (its status already checked).
+    Body(&'a str),
+    /// What the `AI` binding returned.
+    Binding(&'a Json),
+}
+
+/// Where a provider's calls go and who they go as: the settings every provider reads, from
+/// `LLM_*` for chat and from `EMBEDDINGS_*` for embeddings.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Endpoint<'a> {
     /// The endpoint root, e.g. `https://api.openai.com/v1` (empty for the `AI` binding).

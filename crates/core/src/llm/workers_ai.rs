@@ -1,15 +1,15 @@
 //! The Workers AI provider ([`WorkersAi`]), reached through the `AI` binding: chat on text only
 //! (no tools; tool results are given to the model as user text), one answer at once (the client
-//! hands it out as a single piece).
+//! hands it out as a single piece), and the embedding models (`@cf/baai/bge-*`).
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value as Json;
+use serde_json::{json, Value as Json};
 
 use super::api::{Accum, Api};
 use super::model::{ChatMessage, ChatReply, ChatRequest, Delivery, Piece, Usage, DEFAULT_MAX_TOKENS};
 use super::sse::SseEvent;
-use super::transport::{Call, Endpoint};
-use super::wire::lenient;
+use super::transport::{Answer, Call, Endpoint};
+use super::wire::{lenient, unavailable};
 use crate::error::{Error, Result};
 
 /// Workers AI through the `AI` binding (`LLM_PROVIDER=workers-ai`): no URL, no key; the model
@@ -40,6 +40,35 @@ impl Api for WorkersAi {
     /// Never called while [`WorkersAi::chat_call`] asks for whole answers only.
     fn decode(&self, _acc: &mut Accum, _ev: &SseEvent) -> Result<Vec<Piece>> {
         Err(Error::internal("Workers AI answers are not streamed"))
+    }
+
+    fn has_embeddings(&self) -> bool {
+        true
+    }
+
+    /// The input of an embeddings model: `{text: [...]}`.
+    fn embeddings_call(&self, to: &Endpoint<'_>, texts: &[String]) -> Result<Call> {
+        Ok(Call::Binding { model: to.model.to_owned(), input: json!({ "text": texts }) })
+    }
+
+    /// The vectors of an embeddings answer: `{shape, data: [[...], ...]}`, one row per text.
+    fn vectors(&self, answer: Answer<'_>, n: usize) -> Result<Vec<Vec<f32>>> {
+        let Answer::Binding(answer) = answer else {
+            return Err(Error::internal("Workers AI answers through the binding"));
+        };
+        let data = answer
+            .get("data")
+            .and_then(Json::as_array)
+            .ok_or_else(|| unavailable("the embeddings answer has no data"))?;
+        let out: Vec<Vec<f32>> = data
+            .iter()
+            .map(|row| row.as_array().map(|r| r.iter().filter_map(Json::as_f64).map(|f| f as f32).collect()))
+            .collect::<Option<_>>()
+            .ok_or_else(|| unavailable("the embeddings answer's data is not a list of vectors"))?;
+        if out.len() != n {
+            return Err(unavailable(format!("asked for {n} embeddings, got {}", out.len())));
+        }
+        Ok(out)
     }
 }
 
