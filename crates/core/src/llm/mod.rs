@@ -125,8 +125,9 @@ pub fn build_chat_request(cfg: &LlmConfig, req: &ChatRequest, delivery: Delivery
     }
 }
 
-/// Parses a provider's whole (non-streamed) answer. A non-2xx status is `llm_unavailable` with
-/// the provider's own message; an answer with neither text nor tool calls is returned as is.
+/// Parses a provider's whole (non-streamed) answer over HTTP, read by the configured provider.
+/// A non-2xx status is `llm_unavailable` with the provider's own message; an answer with neither
+/// text nor tool calls is returned as is.
 pub fn parse_chat_response(cfg: &LlmConfig, resp: &HttpResponse) -> Result<ChatReply> {
     let answer = http_answer(resp)?;
     match cfg.provider.api() {
@@ -170,9 +171,13 @@ async fn step(
     let api = cfg.provider.api().ok_or_else(not_configured)?;
     let reply = match api.chat_call(&cfg.endpoint(), req, delivery)? {
         Call::Http(http) if delivery == Delivery::Streamed => return stream::run(t, api, http, on_delta).await,
-        Call::Http(http) => api.reply(http_answer(&t.send(http).await.map_err(|e| unavailable(e.message))?)?)?,
+        Call::Http(http) => {
+            let resp = t.send(http).await.map_err(|e| unavailable(e.message))?;
+            api.reply(http_answer(&resp)?)?
+        }
         Call::Binding { model, input } => {
-            api.reply(without_error(t.workers_ai(&model, input).await.map_err(|e| unavailable(e.message))?)?)?
+            let answer = t.workers_ai(&model, input).await.map_err(|e| unavailable(e.message))?;
+            api.reply(without_error(answer)?)?
         }
     };
     reply.hand_out(on_delta)?;
