@@ -620,7 +620,7 @@ fn anthropic_streams_text_thinking_and_tool_use() {
 
 #[test]
 fn stream_state_directly() {
-    let mut s = StreamState::new(Provider::Anthropic);
+    let mut s = StreamState::new(&anthropic::Anthropic);
     for e in decode_in_pieces(&anthropic_stream(), 1000) {
         s.push(&e).unwrap();
     }
@@ -629,7 +629,7 @@ fn stream_state_directly() {
     assert_eq!(s.finish().unwrap(), anthropic_streamed_reply());
 
     // Cut off before the provider said it was done.
-    let mut s = StreamState::new(Provider::OpenAi);
+    let mut s = StreamState::new(&openai::OpenAi);
     assert_eq!(
         s.push(&ev(None, &openai_chunk(json!({"content": "par"}), None).1.to_string())).unwrap(),
         vec![Piece::Text("par".into())]

@@ -130,7 +130,8 @@ fn complete_maps_transport_failures_and_no_provider() {
 
 #[test]
 fn the_memory_block_follows_the_cached_prompt_on_every_provider() {
-    use session_agent_core::llm::{anthropic, openai, workers_ai, ChatRequest, Delivery, Format};
+    use session_agent_core::llm::{workers_ai, Api, Call, ChatRequest, Delivery, Format};
+    let body_of = |c: &LlmConfig, req: &ChatRequest| build_chat_request(c, req, Delivery::Whole).map(|r| r.body);
     let req = ChatRequest {
         system: Some("frozen".into()),
         system_tail: Some("<user-memory>\n- x\n</user-memory>".into()),
@@ -138,12 +139,12 @@ fn the_memory_block_follows_the_cached_prompt_on_every_provider() {
         ..ChatRequest::user("hi")
     };
     let o = cfg(&[("LLM_PROVIDER", "openai"), ("LLM_MODEL", "m")]).unwrap();
-    let body: Json = serde_json::from_str(&openai::body(&o, &req, Delivery::Whole).unwrap()).unwrap();
+    let body: Json = serde_json::from_str(&body_of(&o, &req).unwrap()).unwrap();
     assert_eq!(body["messages"][0], json!({"role": "system", "content": "frozen"}));
     assert_eq!(body["messages"][1], json!({"role": "system", "content": "<user-memory>\n- x\n</user-memory>"}));
     assert_eq!(body["response_format"], json!({"type": "json_object"}));
     let a = cfg(&[("LLM_PROVIDER", "anthropic"), ("LLM_MODEL", "m")]).unwrap();
-    let body: Json = serde_json::from_str(&anthropic::body(&a, &req, Delivery::Whole).unwrap()).unwrap();
+    let body: Json = serde_json::from_str(&body_of(&a, &req).unwrap()).unwrap();
     // The frozen prompt keeps its cache marker; the memories after it have none.
     assert_eq!(
         body["system"],
@@ -152,13 +153,17 @@ fn the_memory_block_follows_the_cached_prompt_on_every_provider() {
             {"type": "text", "text": "<user-memory>\n- x\n</user-memory>"}
         ])
     );
-    let w = workers_ai::input(&req);
+    let wai = cfg(&[("LLM_PROVIDER", "workers-ai"), ("LLM_MODEL", "m")]).unwrap();
+    let Ok(Call::Binding { input: w, .. }) = workers_ai::WorkersAi.chat_call(&wai.endpoint(), &req, Delivery::Whole)
+    else {
+        panic!("Workers AI answers through the binding")
+    };
     assert_eq!(w["messages"][0]["content"], "frozen");
     assert_eq!(w["messages"][1]["role"], "system");
     assert_eq!(w["messages"][2], json!({"role": "user", "content": "hi"}));
     // Without a tail nothing changes: one system text, no response_format.
     let plain = ChatRequest { system: Some("frozen".into()), ..ChatRequest::user("hi") };
-    let body: Json = serde_json::from_str(&openai::body(&o, &plain, Delivery::Whole).unwrap()).unwrap();
+    let body: Json = serde_json::from_str(&body_of(&o, &plain).unwrap()).unwrap();
     assert_eq!(body["messages"].as_array().unwrap().len(), 2);
     assert!(body.get("response_format").is_none());
 }
@@ -166,6 +171,19 @@ fn the_memory_block_follows_the_cached_prompt_on_every_provider() {
 #[test]
 fn embeddings_requests_and_answers() {
     use session_agent_core::llm::embeddings::*;
+    use session_agent_core::llm::{openai::OpenAi, workers_ai::WorkersAi, Answer, Api, Call};
+    let openai_request = |cfg: &EmbeddingsConfig, texts: &[String]| match OpenAi.embeddings_call(&cfg.endpoint(), texts)
+    {
+        Ok(Call::Http(req)) => req,
+        other => panic!("an HTTP request: {other:?}"),
+    };
+    let parse_openai = |body: &str, n| vectors(&OpenAi, Answer::Body(body), n);
+    let workers_ai_input =
+        |texts: &[String]| match WorkersAi.embeddings_call(&EmbeddingsConfig::none().endpoint(), texts) {
+            Ok(Call::Binding { input, .. }) => input,
+            other => panic!("a binding call: {other:?}"),
+        };
+    let parse_workers_ai = |answer: &Json, n| vectors(&WorkersAi, Answer::Binding(answer), n);
     let vars = |v: &[(&str, &str)]| {
         let v: Vec<(String, String)> = v.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect();
         EmbeddingsConfig::from_vars(move |k| v.iter().find(|(n, _)| n == k).map(|(_, x)| x.clone()))

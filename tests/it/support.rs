@@ -11,7 +11,7 @@ use session_agent_core::cache::{ReadCache, DEFAULT_BUDGET};
 use session_agent_core::config::SessionConfig;
 use session_agent_core::env::Env;
 use session_agent_core::error::Result as CoreResult;
-use session_agent_core::llm::embeddings::{EmbeddingsConfig, EmbeddingsProvider};
+use session_agent_core::llm::embeddings::EmbeddingsConfig;
 use session_agent_core::llm::{HttpRequest, HttpResponse, LlmConfig, Provider, Transport};
 use session_agent_core::sqlite::SqliteDb;
 use session_agent_core::store;
@@ -277,7 +277,7 @@ impl Api {
     /// The same API with embeddings (OpenAI-compatible, answered by [`Model`]).
     pub fn with_embeddings(mut self) -> Api {
         self.embeddings = EmbeddingsConfig {
-            provider: EmbeddingsProvider::OpenAi,
+            provider: Provider::OpenAi,
             base_url: "http://model.test/v1".into(),
             model: "test-embed".into(),
             api_key: None,

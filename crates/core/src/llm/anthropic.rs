@@ -1,16 +1,48 @@
-//! The Anthropic Messages API wire format: the request body (the frozen system prompt and the
-//! tool list marked for prompt caching, tool results as user turns, alternating roles), the
-//! whole answer, and the streamed events, as serde types read leniently.
+//! The Anthropic provider ([`Anthropic`]), the Messages API: the request body (the frozen
+//! system prompt and the tool list marked for prompt caching, tool results as user turns,
+//! alternating roles), the whole answer, the streamed events and the usage (prompt cache reads
+//! and writes counted as input), as serde types read leniently. No embeddings.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
 
-use super::stream::{Accum, PartialCall};
-use super::{
-    error_message, excerpt, lenient, object_or_empty, parse_arguments, unavailable, ChatMessage, ChatReply,
-    ChatRequest, Delivery, LlmConfig, Piece, SseEvent, ToolCall, Usage, DEFAULT_MAX_TOKENS,
+use super::api::{Accum, Api, PartialCall};
+use super::model::{ChatMessage, ChatReply, ChatRequest, Delivery, Piece, ToolCall, Usage, DEFAULT_MAX_TOKENS};
+use super::sse::SseEvent;
+use super::transport::{Call, Endpoint, HttpRequest};
+use super::wire::{
+    error_message, event_json, excerpt, lenient, object_or_empty, parse_arguments, request_body, unavailable,
 };
 use crate::error::Result;
+
+/// The Anthropic Messages API (`LLM_PROVIDER=anthropic`): the key as `x-api-key`, and the API
+/// version every request names.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Anthropic;
+
+impl Api for Anthropic {
+    fn default_base_url(&self) -> &'static str {
+        "https://api.anthropic.com/v1"
+    }
+
+    fn chat_call(&self, to: &Endpoint<'_>, req: &ChatRequest, delivery: Delivery) -> Result<Call> {
+        let url = format!("{}/messages", to.base_url);
+        let mut http = HttpRequest::json(url, body(to.model, req, delivery)?, delivery, to.timeout_ms);
+        if let Some(key) = to.api_key {
+            http.headers.push(("x-api-key".into(), key.to_owned()));
+        }
+        http.headers.push(("anthropic-version".into(), "2023-06-01".into()));
+        Ok(Call::Http(http))
+    }
+
+    fn reply(&self, answer: Json) -> Result<ChatReply> {
+        Ok(reply(answer))
+    }
+
+    fn decode(&self, acc: &mut Accum, ev: &SseEvent) -> Result<Vec<Piece>> {
+        Ok(push(acc, ev)?.into_iter().collect())
+    }
+}
 
 // ── Request ──────────────────────────────────────────────────────────────────────────────────────────
 
@@ -106,11 +138,11 @@ fn turns(msgs: &[ChatMessage]) -> Vec<Turn> {
 
 /// The request body of one step. The system prompt and the tools are stable across the steps
 /// of a session (the prompt is frozen), so both are marked for the prompt cache.
-pub fn body(cfg: &LlmConfig, req: &ChatRequest, delivery: Delivery) -> serde_json::Result<String> {
+fn body(model: &str, req: &ChatRequest, delivery: Delivery) -> Result<String> {
     let stream = delivery == Delivery::Streamed;
     let last = req.tools.len().saturating_sub(1);
-    serde_json::to_string(&Body {
-        model: &cfg.model,
+    request_body(&Body {
+        model,
         max_tokens: req.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
         messages: turns(&req.messages),
         stream,
@@ -189,7 +221,7 @@ struct Message {
 }
 
 /// A whole (non-streamed) answer, already checked for a status and an `error`.
-pub fn reply(answer: Json) -> ChatReply {
+fn reply(answer: Json) -> ChatReply {
     let m: Message = serde_json::from_value(answer).unwrap_or_default();
     let mut reply = ChatReply { usage: m.usage.usage(), finish_reason: m.stop_reason, ..ChatReply::default() };
     for b in m.content {
@@ -250,26 +282,14 @@ enum BlockKind {
     Other,
 }
 
-/// The state of an Anthropic stream beyond what every stream has: its content blocks by index.
-#[derive(Clone, Debug, Default)]
-pub(super) struct Blocks(Vec<(u64, BlockKind)>);
-
-impl Blocks {
-    fn get(&self, index: u64) -> BlockKind {
-        self.0.iter().find(|(i, _)| *i == index).map_or(BlockKind::Other, |(_, k)| *k)
-    }
-    fn set(&mut self, index: u64, kind: BlockKind) {
-        self.0.retain(|(i, _)| *i != index);
-        self.0.push((index, kind));
-    }
-}
-
-/// Takes in one event of a streamed answer; returns the text or reasoning it adds, if any.
-pub(super) fn push(acc: &mut Accum, blocks: &mut Blocks, ev: &SseEvent) -> Result<Option<Piece>> {
+/// Takes in one event of a streamed answer; returns the text or reasoning it adds, if any. The
+/// blocks the stream announces are kept in [`Accum`]'s `blocks`, with the call a `tool_use`
+/// block streams.
+fn push(acc: &mut Accum, ev: &SseEvent) -> Result<Option<Piece>> {
     if ev.data.trim().is_empty() {
         return Ok(None);
     }
-    let j = super::stream::parse_data(&ev.data)?;
+    let j = event_json(&ev.data)?;
     let event: Event = serde_json::from_value(j.clone()).unwrap_or_default();
     let kind = event.kind.clone().or_else(|| ev.event.clone()).unwrap_or_default();
     let index = event.index;
@@ -281,10 +301,10 @@ pub(super) fn push(acc: &mut Accum, blocks: &mut Blocks, ev: &SseEvent) -> Resul
             );
         }
         "message_start" => acc.reply.usage = event.message.usage.usage(),
-        "content_block_start" => return Ok(block_start(acc, blocks, index, event.content_block)),
-        "content_block_delta" => return Ok(block_delta(acc, blocks, index, event.delta)),
+        "content_block_start" => return Ok(block_start(acc, index, event.content_block)),
+        "content_block_delta" => return Ok(block_delta(acc, index, event.delta)),
         "content_block_stop" => {
-            if let BlockKind::Tool(p) = blocks.get(index) {
+            if let Some(p) = acc.block_call(index) {
                 let call = &mut acc.calls[p];
                 if call.input.is_none() {
                     call.input = Some(parse_arguments(Some(&Json::String(std::mem::take(&mut call.arguments)))));
@@ -314,18 +334,26 @@ pub(super) fn push(acc: &mut Accum, blocks: &mut Blocks, ev: &SseEvent) -> Resul
     Ok(None)
 }
 
-fn block_start(acc: &mut Accum, blocks: &mut Blocks, index: u64, b: WireBlock) -> Option<Piece> {
+fn block_start(acc: &mut Accum, index: u64, b: WireBlock) -> Option<Piece> {
     let kind = match b.kind.as_str() {
         "text" => BlockKind::Text,
         "thinking" => BlockKind::Thinking,
         "tool_use" => {
             let input = b.input.filter(|i| i.as_object().is_some_and(|o| !o.is_empty()));
-            acc.calls.push(PartialCall { index, id: b.id, name: b.name, arguments: String::new(), input });
+            // Calls come out in the order their blocks started.
+            let order = acc.calls.len() as u64;
+            acc.calls.push(PartialCall { index: order, id: b.id, name: b.name, arguments: String::new(), input });
             BlockKind::Tool(acc.calls.len() - 1)
         }
         _ => BlockKind::Other,
     };
-    blocks.set(index, kind);
+    acc.start_block(
+        index,
+        match kind {
+            BlockKind::Tool(p) => Some(p),
+            _ => None,
+        },
+    );
     match kind {
         BlockKind::Text if !b.text.is_empty() => {
             acc.reply.text.push_str(&b.text);
@@ -339,7 +367,7 @@ fn block_start(acc: &mut Accum, blocks: &mut Blocks, index: u64, b: WireBlock) -
     }
 }
 
-fn block_delta(acc: &mut Accum, blocks: &Blocks, index: u64, d: EventDelta) -> Option<Piece> {
+fn block_delta(acc: &mut Accum, index: u64, d: EventDelta) -> Option<Piece> {
     match d.kind.as_str() {
         "text_delta" if !d.text.is_empty() => {
             acc.reply.text.push_str(&d.text);
@@ -350,7 +378,7 @@ fn block_delta(acc: &mut Accum, blocks: &Blocks, index: u64, d: EventDelta) -> O
             Some(Piece::Reasoning(d.thinking))
         }
         "input_json_delta" => {
-            if let BlockKind::Tool(p) = blocks.get(index) {
+            if let Some(p) = acc.block_call(index) {
                 let call = &mut acc.calls[p];
                 call.arguments.push_str(&d.partial_json);
                 if !call.arguments.is_empty() {

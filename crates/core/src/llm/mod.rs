@@ -1,50 +1,50 @@
 //! The one LLM client: a conversation with tools ([`ChatRequest`]) in, one step's answer
 //! ([`ChatReply`]) out, streamed where the provider can, usage counted the same way for every
-//! caller (the agent turn's steps and compaction's summaries alike). The HTTP call goes through
-//! the [`Transport`] trait (Workers `fetch` in the DO, anything natively), so everything here is
-//! plain data and tested natively.
+//! caller (the agent turn's steps and compaction's summaries alike). The call goes through the
+//! [`Transport`] trait (Workers `fetch` or the `AI` binding in the DO, anything natively), so
+//! everything here is plain data and tested natively.
 //!
-//! - [`openai`], [`anthropic`], [`workers_ai`]: each provider's wire format, as serde types;
+//! - `model`, `transport`, `wire`: the request/answer model, how calls reach a model, and the
+//!   helpers every wire format reads with;
+//! - `api`: what a provider is, the one trait ([`Api`]) each provider's type implements;
+//! - [`openai`], [`anthropic`], [`workers_ai`]: the providers, one file each;
+//! - `registry`: every provider by name and [`Provider`] variant, the one place they are listed;
 //! - [`sse`]: the server-sent-events decoder;
-//! - [`embeddings`]: the embeddings client (memory recall by meaning);
-//! - `stream`: a streamed answer put together event by event;
-//! - `surrogates`: UTF-16 surrogate pairs split across streamed events, made whole.
+//! - `stream`: a streamed answer put together event by event, and the streamed call;
+//! - `surrogates`: UTF-16 surrogate pairs split across streamed events, made whole;
+//! - [`embeddings`]: the embeddings client (memory recall by meaning), through the same providers.
 //!
 //! Providers (`LLM_PROVIDER`): `openai` (any OpenAI-compatible `/chat/completions`: OpenAI,
 //! Groq, vLLM, Ollama, AI Gateway), `anthropic` (Messages API), `workers-ai` (the `AI`
 //! binding), `none`.
 
 pub mod anthropic;
+mod api;
 pub mod embeddings;
+mod model;
 pub mod openai;
+mod registry;
 pub mod sse;
 mod stream;
 mod surrogates;
+mod transport;
+mod wire;
 pub mod workers_ai;
 
-use serde::{Deserialize, Deserializer};
-use serde_json::Value as Json;
+use registry::Purpose;
+use wire::{http_answer, unavailable, without_error};
 
-use crate::blobs::BoxFuture;
 use crate::error::{Error, ErrorKind, Result};
+pub use api::{Accum, Api};
+pub use model::{
+    ChatMessage, ChatReply, ChatRequest, Delivery, Format, Piece, ToolCall, ToolSpec, Usage, DEFAULT_MAX_TOKENS,
+};
+pub use registry::Provider;
 pub use sse::{SseDecoder, SseEvent};
 pub use stream::StreamState;
-
-/// Default time allowed for one LLM call.
-pub const DEFAULT_TIMEOUT_MS: u64 = 60_000;
-/// Default `max_tokens` of a call (Anthropic requires one).
-pub const DEFAULT_MAX_TOKENS: u32 = 4096;
+pub use transport::{Answer, Call, Endpoint, HttpRequest, HttpResponse, Transport, DEFAULT_TIMEOUT_MS};
 
 // ── Configuration ────────────────────────────────────────────────────────────────────────────────────
-
-/// Which API the configured model speaks.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Provider {
-    OpenAi,
-    Anthropic,
-    WorkersAi,
-    None,
-}
 
 /// The LLM settings of the deployment (`LLM_*` variables).
 #[derive(Clone, Debug, PartialEq)]
@@ -74,22 +74,12 @@ impl LlmConfig {
     /// `invalid_request` naming the variable.
     pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Self> {
         let get = |k: &str| var(k).map(|v| v.trim().to_owned()).filter(|v| !v.is_empty());
-        let provider = match get("LLM_PROVIDER").as_deref() {
-            None | Some("none") => return Ok(LlmConfig::none()),
-            Some("openai") => Provider::OpenAi,
-            Some("anthropic") => Provider::Anthropic,
-            Some("workers-ai") => Provider::WorkersAi,
-            Some(other) => {
-                return Err(Error::invalid(format!(
-                    "LLM_PROVIDER {other:?} is not one of openai, anthropic, workers-ai, none"
-                )))
-            }
-        };
-        let base_url = match (provider, get("LLM_BASE_URL")) {
-            (_, Some(u)) => u.trim_end_matches('/').to_owned(),
-            (Provider::OpenAi, None) => "https://api.openai.com/v1".to_owned(),
-            (Provider::Anthropic, None) => "https://api.anthropic.com/v1".to_owned(),
-            _ => String::new(),
+        let Some(name) = get("LLM_PROVIDER") else { return Ok(LlmConfig::none()) };
+        let provider = Provider::named("LLM_PROVIDER", &name, Purpose::Chat)?;
+        let Some(api) = provider.api() else { return Ok(LlmConfig::none()) };
+        let base_url = match get("LLM_BASE_URL") {
+            Some(u) => u.trim_end_matches('/').to_owned(),
+            None => api.default_base_url().to_owned(),
         };
         let model = get("LLM_MODEL").ok_or_else(|| Error::invalid("LLM_MODEL is not set"))?;
         let timeout_ms = match get("LLM_TIMEOUT_MS") {
@@ -102,157 +92,16 @@ impl LlmConfig {
         };
         Ok(LlmConfig { provider, base_url, model, api_key: get("LLM_API_KEY"), timeout_ms })
     }
-}
 
-// ── The conversation ─────────────────────────────────────────────────────────────────────────────────
-
-/// One message of the conversation sent to the model.
-#[derive(Clone, Debug, PartialEq)]
-pub enum ChatMessage {
-    User {
-        text: String,
-    },
-    /// The model's earlier turn: its text and the tools it called.
-    Assistant {
-        text: String,
-        tool_calls: Vec<ToolCall>,
-    },
-    /// The result of one tool call, as the model reads it.
-    Tool {
-        call_id: String,
-        name: String,
-        output: String,
-    },
-}
-
-/// A tool call the model made.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ToolCall {
-    pub id: String,
-    pub name: String,
-    /// The arguments, parsed (`{}` when the model sent none or invalid JSON).
-    pub input: Json,
-}
-
-/// A tool offered to the model (and listed by `GET …/tools`).
-#[derive(Clone, Debug, PartialEq, serde::Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ToolSpec {
-    pub name: String,
-    pub description: String,
-    /// JSON Schema of the input.
-    pub input_schema: Json,
-}
-
-/// One step of a conversation (a turn's step, or a summary: one user message, no tools).
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct ChatRequest {
-    pub system: Option<String>,
-    pub messages: Vec<ChatMessage>,
-    pub tools: Vec<ToolSpec>,
-    pub max_tokens: Option<u32>,
-    /// Provider-side prompt caching key (OpenAI `prompt_cache_key`): the session id.
-    pub cache_key: Option<String>,
-    /// Per-turn system text sent after `system`, outside what the prompt cache keeps (the
-    /// memories recalled for this turn), so `system` stays byte-identical between turns.
-    pub system_tail: Option<String>,
-    /// What the answer's text must be.
-    pub format: Format,
-}
-
-/// The shape asked of the answer's text.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Format {
-    /// Free text.
-    #[default]
-    Text,
-    /// One JSON object (OpenAI-compatible `response_format: json_object`; other providers are
-    /// asked in the prompt and parsed leniently).
-    JsonObject,
-}
-
-impl ChatRequest {
-    /// A single user message, nothing else.
-    pub fn user(text: impl Into<String>) -> Self {
-        ChatRequest { messages: vec![ChatMessage::User { text: text.into() }], ..ChatRequest::default() }
+    /// Where chat calls go and who they go as.
+    pub fn endpoint(&self) -> Endpoint<'_> {
+        Endpoint {
+            base_url: &self.base_url,
+            model: &self.model,
+            api_key: self.api_key.as_deref(),
+            timeout_ms: self.timeout_ms,
+        }
     }
-}
-
-/// Tokens a call consumed, for the session's usage totals. Input tokens include the prompt
-/// cache's reads and writes wherever the provider reports them apart (Anthropic).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Usage {
-    pub input_tokens: i64,
-    pub output_tokens: i64,
-}
-
-/// A piece of a streamed answer, handed out as it arrives.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Piece {
-    /// More of the reply's text.
-    Text(String),
-    /// More of the model's reasoning (providers that send it apart: Anthropic thinking,
-    /// `reasoning_content` / `reasoning` of OpenAI-compatible ones).
-    Reasoning(String),
-}
-
-/// What the model answered in one step.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct ChatReply {
-    pub text: String,
-    /// Reasoning text, when the provider sends it separately.
-    pub reasoning: String,
-    pub tool_calls: Vec<ToolCall>,
-    pub usage: Usage,
-    pub finish_reason: Option<String>,
-}
-
-// ── Transport ────────────────────────────────────────────────────────────────────────────────────────
-
-/// An outgoing HTTP request.
-#[derive(Clone, Debug, PartialEq)]
-pub struct HttpRequest {
-    pub url: String,
-    pub headers: Vec<(String, String)>,
-    pub body: String,
-    pub timeout_ms: u64,
-}
-
-/// What came back: status and body text.
-#[derive(Clone, Debug, PartialEq)]
-pub struct HttpResponse {
-    pub status: u16,
-    pub body: String,
-}
-
-/// How requests reach a model. `Err` from either method is a transport failure (network,
-/// timeout, missing binding), reported as `llm_unavailable`.
-pub trait Transport {
-    fn send(&self, req: HttpRequest) -> BoxFuture<'_, Result<HttpResponse>>;
-    /// Sends `req` and hands the response body to `on_chunk` piece by piece as it arrives
-    /// (server-sent events); returns the HTTP status. An `Err` from `on_chunk` (the client went
-    /// away) stops reading and is returned. The default reads the whole body with
-    /// [`Transport::send`] and hands it over as one piece.
-    fn send_stream<'a>(
-        &'a self,
-        req: HttpRequest,
-        on_chunk: &'a mut dyn FnMut(&str) -> Result<()>,
-    ) -> BoxFuture<'a, Result<u16>> {
-        Box::pin(async move {
-            let resp = self.send(req).await?;
-            on_chunk(&resp.body)?;
-            Ok(resp.status)
-        })
-    }
-    /// Runs a Workers AI model through the `AI` binding with `input`.
-    fn workers_ai<'a>(&'a self, model: &'a str, input: Json) -> BoxFuture<'a, Result<Json>>;
-}
-
-// ── Errors ───────────────────────────────────────────────────────────────────────────────────────────
-
-/// A provider failure: `503 llm_unavailable`.
-pub(crate) fn unavailable(message: impl Into<String>) -> Error {
-    Error::new(ErrorKind::LlmUnavailable, message)
 }
 
 /// No LLM configured: `503 not_configured`.
@@ -263,123 +112,27 @@ fn not_configured() -> Error {
     )
 }
 
-/// At most `n` characters of a provider's text, for our error message.
-pub(crate) fn excerpt(s: &str, n: usize) -> String {
-    let mut out: String = s.chars().take(n).collect();
-    if s.chars().count() > n {
-        out.push('…');
-    }
-    out
-}
-
-/// The message of an `error` a provider put in its answer, an event, or a Workers AI result:
-/// its `message`, a plain string, or anything else as JSON; `None` when absent or `null`.
-pub(crate) fn error_message(e: Option<&Json>) -> Option<String> {
-    match e? {
-        Json::Null => None,
-        Json::String(s) => Some(s.clone()),
-        e => Some(e.get("message").and_then(Json::as_str).map_or_else(|| excerpt(&e.to_string(), 300), str::to_owned)),
-    }
-}
-
-/// `llm_unavailable` for a non-2xx answer: the status for the caller; the provider's
-/// `error.message` (or an excerpt of its body) for the log only, as everything a provider says:
-/// an upstream body is never echoed to the caller.
-fn http_failure(status: u16, body: &str) -> Error {
-    let detail = serde_json::from_str::<Json>(body)
-        .ok()
-        .and_then(|j| j.pointer("/error/message").and_then(Json::as_str).map(str::to_owned))
-        .unwrap_or_else(|| excerpt(body, 300));
-    unavailable(format!("the model answered HTTP {status}"))
-        .with_log(format!("the model answered HTTP {status}: {detail}"))
-}
-
-/// A field of a provider's JSON read leniently: a value of another shape counts as absent, so
-/// a loose server never turns into a parse failure of the whole answer.
-pub(crate) fn lenient<'de, D: Deserializer<'de>, T: serde::de::DeserializeOwned + Default>(
-    d: D,
-) -> std::result::Result<T, D::Error> {
-    Ok(serde_json::from_value(Json::deserialize(d)?).unwrap_or_default())
-}
-
-/// Tool arguments as the model sent them (a JSON string, or an object from lenient servers),
-/// parsed; `{}` when empty, invalid or not an object.
-pub(crate) fn parse_arguments(v: Option<&Json>) -> Json {
-    let parsed = match v {
-        Some(Json::String(s)) => serde_json::from_str::<Json>(s).ok(),
-        Some(o @ Json::Object(_)) => Some(o.clone()),
-        _ => None,
-    };
-    parsed.filter(Json::is_object).unwrap_or_else(|| Json::Object(Default::default()))
-}
-
-/// `v` if it is a JSON object, else `{}` (a tool input as providers require it).
-pub(crate) fn object_or_empty(v: &Json) -> Json {
-    if v.is_object() {
-        v.clone()
-    } else {
-        Json::Object(Default::default())
-    }
-}
-
 // ── One step ─────────────────────────────────────────────────────────────────────────────────────────
-
-/// How a step's answer comes back.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Delivery {
-    /// One JSON answer (summaries, and chat steps that need no live text).
-    Whole,
-    /// Server-sent events, with the usage at the end.
-    Streamed,
-}
 
 /// The HTTP request of one step on an HTTP provider (OpenAI-compatible or Anthropic): its
 /// endpoint under `LLM_BASE_URL`, the headers it expects (the key as `Authorization: Bearer` or
 /// `x-api-key`, Anthropic's version, `accept: text/event-stream` when [`Delivery::Streamed`]), and the body.
 pub fn build_chat_request(cfg: &LlmConfig, req: &ChatRequest, delivery: Delivery) -> Result<HttpRequest> {
-    let mut headers = vec![("content-type".to_owned(), "application/json".to_owned())];
-    if delivery == Delivery::Streamed {
-        headers.push(("accept".into(), "text/event-stream".into()));
+    let only_http = || Error::internal("build_chat_request is only for HTTP providers");
+    match cfg.provider.api().ok_or_else(only_http)?.chat_call(&cfg.endpoint(), req, delivery)? {
+        Call::Http(http) => Ok(http),
+        Call::Binding { .. } => Err(only_http()),
     }
-    let (url, body) = match cfg.provider {
-        Provider::OpenAi => {
-            if let Some(key) = &cfg.api_key {
-                headers.push(("authorization".into(), format!("Bearer {key}")));
-            }
-            (format!("{}/chat/completions", cfg.base_url), openai::body(cfg, req, delivery))
-        }
-        Provider::Anthropic => {
-            if let Some(key) = &cfg.api_key {
-                headers.push(("x-api-key".into(), key.clone()));
-            }
-            headers.push(("anthropic-version".into(), "2023-06-01".into()));
-            (format!("{}/messages", cfg.base_url), anthropic::body(cfg, req, delivery))
-        }
-        Provider::WorkersAi | Provider::None => {
-            return Err(Error::internal("build_chat_request is only for HTTP providers"));
-        }
-    };
-    let body = body.map_err(|e| Error::internal(format!("serializing the model request: {e}")))?;
-    Ok(HttpRequest { url, headers, body, timeout_ms: cfg.timeout_ms })
 }
 
-/// Parses a provider's whole (non-streamed) answer. A non-2xx status is `llm_unavailable` with
-/// the provider's own message; an answer with neither text nor tool calls is returned as is.
+/// Parses a provider's whole (non-streamed) answer over HTTP, read by the configured provider.
+/// A non-2xx status is `llm_unavailable` with the provider's own message; an answer with neither
+/// text nor tool calls is returned as is.
 pub fn parse_chat_response(cfg: &LlmConfig, resp: &HttpResponse) -> Result<ChatReply> {
-    if !(200..300).contains(&resp.status) {
-        return Err(http_failure(resp.status, &resp.body));
-    }
-    let j: Json = serde_json::from_str(&resp.body).map_err(|_| {
-        unavailable("the model's answer is not JSON")
-            .with_log(format!("the model's answer is not JSON: {}", excerpt(&resp.body, 200)))
-    })?;
-    if let Some(detail) = error_message(j.get("error")) {
-        return Err(unavailable("the model failed").with_log(format!("the model failed: {detail}")));
-    }
-    match cfg.provider {
-        Provider::OpenAi => openai::reply(j),
-        Provider::Anthropic => Ok(anthropic::reply(j)),
-        Provider::WorkersAi | Provider::None => Err(Error::internal("parse_chat_response is only for HTTP providers")),
+    let answer = http_answer(resp)?;
+    match cfg.provider.api() {
+        Some(api) => api.reply(answer),
+        None => Err(Error::internal("parse_chat_response is only for HTTP providers")),
     }
 }
 
@@ -396,23 +149,37 @@ pub async fn chat(
     req: &ChatRequest,
     on_delta: &mut dyn FnMut(&Piece) -> Result<()>,
 ) -> Result<ChatReply> {
-    match cfg.provider {
-        Provider::None => Err(not_configured()),
-        Provider::WorkersAi => workers_ai::chat(t, cfg, req, on_delta).await,
-        Provider::OpenAi | Provider::Anthropic => stream::run(t, cfg, req, on_delta).await,
-    }
+    step(t, cfg, req, Delivery::Streamed, on_delta).await
 }
 
 /// The same step without streaming, for a caller that wants only the whole answer (a summary):
 /// one request and one answer, parsed and counted exactly as [`chat`] parses and counts.
 pub async fn complete(t: &dyn Transport, cfg: &LlmConfig, req: &ChatRequest) -> Result<ChatReply> {
-    match cfg.provider {
-        Provider::None => Err(not_configured()),
-        Provider::WorkersAi => workers_ai::chat(t, cfg, req, &mut |_| Ok(())).await,
-        Provider::OpenAi | Provider::Anthropic => {
-            let resp =
-                t.send(build_chat_request(cfg, req, Delivery::Whole)?).await.map_err(|e| unavailable(e.message))?;
-            parse_chat_response(cfg, &resp)
+    step(t, cfg, req, Delivery::Whole, &mut |_| Ok(())).await
+}
+
+/// One step on the configured provider, whatever its [`Call`]: an HTTP request streamed or
+/// answered whole, or a run through the `AI` binding. A whole answer is handed to `on_delta` as
+/// one piece of reasoning and one of text.
+async fn step(
+    t: &dyn Transport,
+    cfg: &LlmConfig,
+    req: &ChatRequest,
+    delivery: Delivery,
+    on_delta: &mut dyn FnMut(&Piece) -> Result<()>,
+) -> Result<ChatReply> {
+    let api = cfg.provider.api().ok_or_else(not_configured)?;
+    let reply = match api.chat_call(&cfg.endpoint(), req, delivery)? {
+        Call::Http(http) if delivery == Delivery::Streamed => return stream::run(t, api, http, on_delta).await,
+        Call::Http(http) => {
+            let resp = t.send(http).await.map_err(|e| unavailable(e.message))?;
+            api.reply(http_answer(&resp)?)?
         }
-    }
+        Call::Binding { model, input } => {
+            let answer = t.workers_ai(&model, input).await.map_err(|e| unavailable(e.message))?;
+            api.reply(without_error(answer)?)?
+        }
+    };
+    reply.hand_out(on_delta)?;
+    Ok(reply)
 }

@@ -1,18 +1,63 @@
-//! The OpenAI-compatible `/chat/completions` wire format (OpenAI, Groq, vLLM, Ollama, AI
-//! Gateway, …): the request body, the whole answer, and the streamed chunks, as serde types.
-//! Answers are read leniently: a field of an unexpected shape counts as absent, because
-//! "compatible" servers differ in the details (content as an array of parts, arguments as an
-//! object, tool calls without an index).
+//! The OpenAI-compatible provider ([`OpenAi`]): any endpoint that speaks `/chat/completions`
+//! and `/embeddings` (OpenAI, Groq, vLLM, Ollama, AI Gateway, …), its request body, whole
+//! answer, streamed chunks and usage as serde types. Answers are read leniently: a field of an
+//! unexpected shape counts as absent, because "compatible" servers differ in the details
+//! (content as an array of parts, arguments as an object, tool calls without an index).
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value as Json;
+use serde_json::{json, Value as Json};
 
-use super::stream::{Accum, PartialCall};
-use super::{
-    error_message, lenient, parse_arguments, unavailable, ChatMessage, ChatReply, ChatRequest, Delivery, Format,
-    LlmConfig, Piece, SseEvent, ToolCall, Usage, DEFAULT_MAX_TOKENS,
-};
-use crate::error::Result;
+use super::api::{Accum, Api, PartialCall};
+use super::model::{ChatMessage, ChatReply, ChatRequest, Delivery, Format, Piece, ToolCall, Usage, DEFAULT_MAX_TOKENS};
+use super::sse::SseEvent;
+use super::transport::{Answer, Call, Endpoint, HttpRequest};
+use super::wire::{error_message, event_json, lenient, object_or_empty, parse_arguments, request_body, unavailable};
+use crate::error::{Error, Result};
+
+/// Any OpenAI-compatible endpoint (`LLM_PROVIDER=openai`): the key as `Authorization: Bearer`.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct OpenAi;
+
+impl Api for OpenAi {
+    fn default_base_url(&self) -> &'static str {
+        "https://api.openai.com/v1"
+    }
+
+    fn chat_call(&self, to: &Endpoint<'_>, req: &ChatRequest, delivery: Delivery) -> Result<Call> {
+        let url = format!("{}/chat/completions", to.base_url);
+        Ok(Call::Http(authorized(HttpRequest::json(url, body(to.model, req, delivery)?, delivery, to.timeout_ms), to)))
+    }
+
+    fn reply(&self, answer: Json) -> Result<ChatReply> {
+        reply(answer)
+    }
+
+    fn decode(&self, acc: &mut Accum, ev: &SseEvent) -> Result<Vec<Piece>> {
+        push(acc, ev)
+    }
+
+    fn has_embeddings(&self) -> bool {
+        true
+    }
+
+    fn embeddings_call(&self, to: &Endpoint<'_>, texts: &[String]) -> Result<Call> {
+        let body = json!({"model": to.model, "input": texts}).to_string();
+        let url = format!("{}/embeddings", to.base_url);
+        Ok(Call::Http(authorized(HttpRequest::json(url, body, Delivery::Whole, to.timeout_ms), to)))
+    }
+
+    fn vectors(&self, answer: Answer<'_>, n: usize) -> Result<Vec<Vec<f32>>> {
+        vectors(answer, n)
+    }
+}
+
+/// `req` with the endpoint's key, if it has one, as `Authorization: Bearer`.
+fn authorized(mut req: HttpRequest, to: &Endpoint<'_>) -> HttpRequest {
+    if let Some(key) = to.api_key {
+        req.headers.push(("authorization".into(), format!("Bearer {key}")));
+    }
+    req
+}
 
 // ── Request ──────────────────────────────────────────────────────────────────────────────────────────
 
@@ -55,7 +100,7 @@ enum Message<'a> {
     Assistant {
         content: Option<&'a str>,
         #[serde(skip_serializing_if = "Vec::is_empty")]
-        tool_calls: Vec<Call<'a>>,
+        tool_calls: Vec<SentCall<'a>>,
     },
     Tool {
         tool_call_id: &'a str,
@@ -63,8 +108,9 @@ enum Message<'a> {
     },
 }
 
+/// A tool call of an earlier assistant turn, as sent back in the conversation.
 #[derive(Serialize)]
-struct Call<'a> {
+struct SentCall<'a> {
     id: &'a str,
     r#type: &'static str,
     function: CallFunction<'a>,
@@ -100,10 +146,10 @@ fn message(m: &ChatMessage) -> Message<'_> {
             content: Some(text.as_str()).filter(|t| !t.is_empty()),
             tool_calls: tool_calls
                 .iter()
-                .map(|c| Call {
+                .map(|c| SentCall {
                     id: &c.id,
                     r#type: "function",
-                    function: CallFunction { name: &c.name, arguments: super::object_or_empty(&c.input).to_string() },
+                    function: CallFunction { name: &c.name, arguments: object_or_empty(&c.input).to_string() },
                 })
                 .collect(),
         },
@@ -112,13 +158,13 @@ fn message(m: &ChatMessage) -> Message<'_> {
 }
 
 /// The request body of one step; `stream` asks for server-sent events with the usage at the end.
-pub fn body(cfg: &LlmConfig, req: &ChatRequest, delivery: Delivery) -> serde_json::Result<String> {
+fn body(model: &str, req: &ChatRequest, delivery: Delivery) -> Result<String> {
     let stream = delivery == Delivery::Streamed;
     let mut messages: Vec<Message> = req.system.iter().map(|s| Message::System { content: s }).collect();
     messages.extend(req.system_tail.iter().map(|s| Message::System { content: s }));
     messages.extend(req.messages.iter().map(message));
-    serde_json::to_string(&Body {
-        model: &cfg.model,
+    request_body(&Body {
+        model,
         messages,
         max_tokens: req.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
         stream,
@@ -152,10 +198,10 @@ impl<'de> Deserialize<'de> for Text {
     }
 }
 
-/// Usage as OpenAI-compatible servers (and Workers AI) report it.
+/// Usage as OpenAI-compatible servers report it.
 #[derive(Deserialize, Default)]
 #[serde(default)]
-pub(super) struct WireUsage {
+struct WireUsage {
     #[serde(deserialize_with = "lenient")]
     prompt_tokens: i64,
     #[serde(deserialize_with = "lenient")]
@@ -229,7 +275,7 @@ struct WireFunction {
 }
 
 /// A whole (non-streamed) answer, already checked for a status and an `error`.
-pub fn reply(answer: Json) -> Result<ChatReply> {
+fn reply(answer: Json) -> Result<ChatReply> {
     let c: Completion = serde_json::from_value(answer).unwrap_or_default();
     let choice = c.choices.into_iter().next().ok_or_else(|| unavailable("the model's answer has no choices"))?;
     let m = choice.message;
@@ -265,7 +311,7 @@ struct Chunk {
 }
 
 /// Takes in one event of a streamed answer; returns the text it adds, if any.
-pub(super) fn push(acc: &mut Accum, ev: &SseEvent) -> Result<Vec<Piece>> {
+fn push(acc: &mut Accum, ev: &SseEvent) -> Result<Vec<Piece>> {
     let data = ev.data.trim();
     if data == "[DONE]" {
         acc.done = true;
@@ -275,7 +321,7 @@ pub(super) fn push(acc: &mut Accum, ev: &SseEvent) -> Result<Vec<Piece>> {
     if data.is_empty() {
         return Ok(Vec::new());
     }
-    let j = super::stream::parse_data(data)?;
+    let j = event_json(data)?;
     if !j.is_object() {
         return Ok(Vec::new());
     }
@@ -341,4 +387,35 @@ fn fragment(acc: &mut Accum, pos: usize, tc: &WireCall) {
         Some(o @ Json::Object(_)) => call.input = Some(o.clone()),
         _ => {}
     }
+}
+
+// ── Embeddings ───────────────────────────────────────────────────────────────────────────────────────
+
+#[derive(Deserialize)]
+struct Embeddings {
+    data: Vec<Embedding>,
+}
+
+#[derive(Deserialize)]
+struct Embedding {
+    embedding: Vec<f32>,
+    #[serde(default)]
+    index: Option<usize>,
+}
+
+/// The vectors of an `/embeddings` answer, put in the order of the inputs by their `index`.
+fn vectors(answer: Answer<'_>, n: usize) -> Result<Vec<Vec<f32>>> {
+    let Answer::Body(body) = answer else {
+        return Err(Error::internal("an OpenAI-compatible endpoint answers over HTTP"));
+    };
+    let a: Embeddings =
+        serde_json::from_str(body).map_err(|e| unavailable(format!("the embeddings answer is not understood: {e}")))?;
+    let mut out = vec![Vec::new(); n];
+    for (i, v) in a.data.into_iter().enumerate() {
+        let at = v.index.unwrap_or(i);
+        if at < n {
+            out[at] = v.embedding;
+        }
+    }
+    Ok(out)
 }

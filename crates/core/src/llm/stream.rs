@@ -1,18 +1,18 @@
 //! A streamed answer, put together event by event ([`StreamState`]), and the streamed call of
-//! one step on an HTTP provider: the body decoded as it arrives, text handed to the caller as it
-//! comes, a provider that ignored `stream: true` read as a whole answer.
+//! one step over HTTP: the body decoded as it arrives, text handed to the caller as it comes, a
+//! provider that ignored `stream: true` read as a whole answer. Any provider's stream: each
+//! decodes its own events ([`Api::decode`]) into the common accumulator ([`Accum`]).
 
 use std::borrow::Cow;
 
 use serde_json::Value as Json;
 
+use super::api::{Accum, Api};
+use super::model::{ChatReply, Piece};
+use super::sse::{SseDecoder, SseEvent};
 use super::surrogates::Surrogates;
-
-use super::{
-    anthropic, build_chat_request, excerpt, http_failure, openai, parse_arguments, parse_chat_response, unavailable,
-    ChatReply, ChatRequest, Delivery, HttpResponse, LlmConfig, Piece, Provider, SseDecoder, SseEvent, ToolCall,
-    Transport,
-};
+use super::transport::{HttpRequest, HttpResponse, Transport};
+use super::wire::{excerpt, http_answer, http_failure, unavailable};
 use crate::error::{Error, Result};
 
 /// How much of a streamed body is kept for an error message once events are flowing.
@@ -21,67 +21,21 @@ const RAW_CAP: usize = 64 * 1024;
 /// provider that ignored `stream: true`.
 const PLAIN_BODY_CAP: usize = 4 * 1024 * 1024;
 
-/// A tool call being streamed.
-#[derive(Clone, Debug, Default)]
-pub(super) struct PartialCall {
-    /// OpenAI: the call's `index`; Anthropic: its content block's index.
-    pub index: u64,
-    pub id: String,
-    pub name: String,
-    pub arguments: String,
-    /// Set once the arguments are complete (Anthropic `content_block_stop`), or sent whole.
-    pub input: Option<Json>,
-}
-
-impl PartialCall {
-    fn into_call(self) -> ToolCall {
-        let input = self.input.unwrap_or_else(|| parse_arguments(Some(&Json::String(self.arguments))));
-        ToolCall { id: self.id, name: self.name, input }
-    }
-}
-
-/// What every stream accumulates: the reply so far, the calls being streamed, and whether the
-/// provider said the answer is complete (`done`) or that nothing more follows (`ended`).
-#[derive(Clone, Debug, Default)]
-pub(super) struct Accum {
-    pub reply: ChatReply,
-    pub calls: Vec<PartialCall>,
-    pub done: bool,
-    pub ended: bool,
-}
-
-/// A streamed event's data as JSON; anything else is `llm_unavailable`.
-pub(super) fn parse_data(data: &str) -> Result<Json> {
-    serde_json::from_str(data).map_err(|_| {
-        unavailable("the model streamed an event that is not JSON")
-            .with_log(format!("the model streamed an event that is not JSON: {}", excerpt(data, 200)))
-    })
-}
-
-#[derive(Clone, Debug)]
-enum Format {
-    OpenAi,
-    Anthropic(anthropic::Blocks),
-}
-
 /// Accumulates a streamed answer from its events ([`SseEvent`]) into a [`ChatReply`], handing
 /// out the text deltas as they come.
 #[derive(Clone, Debug)]
 pub struct StreamState {
-    format: Format,
+    /// The provider whose events these are.
+    api: &'static dyn Api,
     acc: Accum,
     /// A surrogate pair's first half held back from the last event (see [`Surrogates`]).
     surrogates: Surrogates,
 }
 
 impl StreamState {
-    /// The state of a stream from `provider` (an HTTP one).
-    pub fn new(provider: Provider) -> Self {
-        let format = match provider {
-            Provider::Anthropic => Format::Anthropic(anthropic::Blocks::default()),
-            _ => Format::OpenAi,
-        };
-        StreamState { format, acc: Accum::default(), surrogates: Surrogates::default() }
+    /// The state of a stream from the provider `api` (e.g. `&anthropic::Anthropic`).
+    pub fn new(api: &'static dyn Api) -> Self {
+        StreamState { api, acc: Accum::default(), surrogates: Surrogates::default() }
     }
 
     /// Whether the provider said the answer is complete (OpenAI `[DONE]` or a finish reason,
@@ -109,24 +63,13 @@ impl StreamState {
                 &mended
             }
         };
-        match &mut self.format {
-            Format::OpenAi => openai::push(&mut self.acc, ev),
-            Format::Anthropic(blocks) => anthropic::push(&mut self.acc, blocks, ev).map(|p| p.into_iter().collect()),
-        }
+        self.api.decode(&mut self.acc, ev)
     }
 
     /// The whole answer. A stream that ended before the provider said it was complete is
     /// `llm_unavailable`.
     pub fn finish(self) -> Result<ChatReply> {
-        if !self.acc.done {
-            return Err(unavailable("the model's stream ended before its answer was complete"));
-        }
-        let Accum { mut reply, mut calls, .. } = self.acc;
-        if matches!(self.format, Format::OpenAi) {
-            calls.sort_by_key(|c| c.index);
-        }
-        reply.tool_calls = calls.into_iter().map(PartialCall::into_call).collect();
-        Ok(reply)
+        self.acc.finish()
     }
 }
 
@@ -198,7 +141,7 @@ impl Run<'_> {
         }
     }
 
-    fn end(mut self, cfg: &LlmConfig, sent: Result<u16>) -> Result<ChatReply> {
+    fn end(mut self, sent: Result<u16>) -> Result<ChatReply> {
         if let Some(e) = self.stopped() {
             return Err(e);
         }
@@ -224,28 +167,24 @@ impl Run<'_> {
                 excerpt(&self.raw, 200)
             )));
         }
-        let reply = parse_chat_response(cfg, &HttpResponse { status, body: std::mem::take(&mut self.raw) })?;
-        if !reply.reasoning.is_empty() {
-            (self.on_delta)(&Piece::Reasoning(reply.reasoning.clone()))?;
-        }
-        if !reply.text.is_empty() {
-            (self.on_delta)(&Piece::Text(reply.text.clone()))?;
-        }
+        let answer = http_answer(&HttpResponse { status, body: std::mem::take(&mut self.raw) })?;
+        let reply = self.state.api.reply(answer)?;
+        reply.hand_out(self.on_delta)?;
         Ok(reply)
     }
 }
 
-/// One streamed step on an HTTP provider (OpenAI-compatible or Anthropic).
-pub(super) async fn run(
+/// One streamed step over HTTP: `http` (built by `api` for a streamed answer) sent, its events
+/// decoded by `api` as they arrive.
+pub(crate) async fn run(
     t: &dyn Transport,
-    cfg: &LlmConfig,
-    req: &ChatRequest,
+    api: &'static dyn Api,
+    http: HttpRequest,
     on_delta: &mut dyn FnMut(&Piece) -> Result<()>,
 ) -> Result<ChatReply> {
-    let http = build_chat_request(cfg, req, Delivery::Streamed)?;
     let mut run = Run {
         decoder: SseDecoder::new(),
-        state: StreamState::new(cfg.provider),
+        state: StreamState::new(api),
         raw: String::new(),
         raw_truncated: false,
         events: 0,
@@ -256,5 +195,5 @@ pub(super) async fn run(
         let mut on_chunk = |chunk: &str| run.chunk(chunk);
         t.send_stream(http, &mut on_chunk).await
     };
-    run.end(cfg, sent)
+    run.end(sent)
 }

@@ -1,15 +1,78 @@
-//! Workers AI through the `AI` binding: text only (no tools; tool results are given to the
-//! model as user text), one answer at once, handed to the caller as a single delta.
+//! The Workers AI provider ([`WorkersAi`]), reached through the `AI` binding: chat on text only
+//! (no tools; tool results are given to the model as user text), one answer at once (the client
+//! hands it out as a single piece), and the embedding models (`@cf/baai/bge-*`).
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value as Json;
+use serde_json::{json, Value as Json};
 
-use super::openai::WireUsage;
-use super::{
-    error_message, lenient, unavailable, ChatMessage, ChatReply, ChatRequest, LlmConfig, Piece, Transport,
-    DEFAULT_MAX_TOKENS,
-};
-use crate::error::Result;
+use super::api::{Accum, Api};
+use super::model::{ChatMessage, ChatReply, ChatRequest, Delivery, Piece, Usage, DEFAULT_MAX_TOKENS};
+use super::sse::SseEvent;
+use super::transport::{Answer, Call, Endpoint};
+use super::wire::{lenient, unavailable};
+use crate::error::{Error, Result};
+
+/// Workers AI through the `AI` binding (`LLM_PROVIDER=workers-ai`): no URL, no key; the model
+/// is run by name.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct WorkersAi;
+
+impl Api for WorkersAi {
+    fn default_base_url(&self) -> &'static str {
+        ""
+    }
+
+    /// Always a whole answer: the binding is not asked to stream (yet).
+    fn chat_call(&self, to: &Endpoint<'_>, req: &ChatRequest, _delivery: Delivery) -> Result<Call> {
+        Ok(Call::Binding { model: to.model.to_owned(), input: input(req) })
+    }
+
+    fn reply(&self, answer: Json) -> Result<ChatReply> {
+        let out: Output = serde_json::from_value(answer).unwrap_or_default();
+        let text = match out.response {
+            Some(Json::String(s)) => s,
+            Some(Json::Null) | None => String::new(),
+            Some(other) => other.to_string(),
+        };
+        Ok(ChatReply { text, usage: out.usage.into(), ..ChatReply::default() })
+    }
+
+    /// Never called while [`WorkersAi::chat_call`] asks for whole answers only.
+    fn decode(&self, _acc: &mut Accum, _ev: &SseEvent) -> Result<Vec<Piece>> {
+        Err(Error::internal("Workers AI answers are not streamed"))
+    }
+
+    fn has_embeddings(&self) -> bool {
+        true
+    }
+
+    /// The input of an embeddings model: `{text: [...]}`.
+    fn embeddings_call(&self, to: &Endpoint<'_>, texts: &[String]) -> Result<Call> {
+        Ok(Call::Binding { model: to.model.to_owned(), input: json!({ "text": texts }) })
+    }
+
+    /// The vectors of an embeddings answer: `{shape, data: [[...], ...]}`, one row per text.
+    fn vectors(&self, answer: Answer<'_>, n: usize) -> Result<Vec<Vec<f32>>> {
+        let Answer::Binding(answer) = answer else {
+            return Err(Error::internal("Workers AI answers through the binding"));
+        };
+        let data = answer
+            .get("data")
+            .and_then(Json::as_array)
+            .ok_or_else(|| unavailable("the embeddings answer has no data"))?;
+        let out: Vec<Vec<f32>> = data
+            .iter()
+            .map(|row| row.as_array().map(|r| r.iter().filter_map(Json::as_f64).map(|f| f as f32).collect()))
+            .collect::<Option<_>>()
+            .ok_or_else(|| unavailable("the embeddings answer's data is not a list of vectors"))?;
+        if out.len() != n {
+            return Err(unavailable(format!("asked for {n} embeddings, got {}", out.len())));
+        }
+        Ok(out)
+    }
+}
+
+// ── Chat ─────────────────────────────────────────────────────────────────────────────────────────────
 
 #[derive(Serialize)]
 struct Input<'a> {
@@ -23,6 +86,23 @@ struct Message<'a> {
     content: std::borrow::Cow<'a, str>,
 }
 
+/// Usage as Workers AI reports it (the OpenAI-compatible field names).
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct WireUsage {
+    #[serde(deserialize_with = "lenient")]
+    prompt_tokens: i64,
+    #[serde(deserialize_with = "lenient")]
+    completion_tokens: i64,
+}
+
+impl From<WireUsage> for Usage {
+    fn from(u: WireUsage) -> Usage {
+        Usage { input_tokens: u.prompt_tokens, output_tokens: u.completion_tokens }
+    }
+}
+
+/// The binding's answer: `response` (a string; anything else as its JSON) and `usage`.
 #[derive(Deserialize, Default)]
 #[serde(default)]
 struct Output {
@@ -31,8 +111,8 @@ struct Output {
     usage: WireUsage,
 }
 
-/// The binding's input for `req`.
-pub fn input(req: &ChatRequest) -> Json {
+/// The binding's input for `req`: the system texts, then the conversation as text turns.
+fn input(req: &ChatRequest) -> Json {
     let mut messages: Vec<Message> =
         req.system.iter().chain(&req.system_tail).map(|s| Message { role: "system", content: s.into() }).collect();
     messages.extend(req.messages.iter().map(|m| match m {
@@ -44,33 +124,4 @@ pub fn input(req: &ChatRequest) -> Json {
     }));
     let input = Input { messages, max_tokens: req.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS) };
     serde_json::to_value(input).unwrap_or(Json::Null)
-}
-
-/// The binding's answer: `response` (a string; anything else as its JSON) and `usage`.
-pub fn reply(out: Json) -> Result<ChatReply> {
-    if let Some(detail) = error_message(out.get("error")) {
-        return Err(unavailable("the model failed").with_log(format!("the model failed: {detail}")));
-    }
-    let out: Output = serde_json::from_value(out).unwrap_or_default();
-    let text = match out.response {
-        Some(Json::String(s)) => s,
-        Some(Json::Null) | None => String::new(),
-        Some(other) => other.to_string(),
-    };
-    Ok(ChatReply { text, usage: out.usage.into(), ..ChatReply::default() })
-}
-
-/// One step on Workers AI.
-pub(super) async fn chat(
-    t: &dyn Transport,
-    cfg: &LlmConfig,
-    req: &ChatRequest,
-    on_delta: &mut dyn FnMut(&Piece) -> Result<()>,
-) -> Result<ChatReply> {
-    let out = t.workers_ai(&cfg.model, input(req)).await.map_err(|e| unavailable(e.message))?;
-    let reply = reply(out)?;
-    if !reply.text.is_empty() {
-        on_delta(&Piece::Text(reply.text.clone()))?;
-    }
-    Ok(reply)
 }

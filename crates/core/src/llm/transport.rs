@@ -1,0 +1,97 @@
+//! How requests reach a model: the [`Transport`] trait (Workers `fetch` and the `AI` binding in
+//! the DO, a script in tests), the [`Call`] a provider builds for it (an HTTP request or the
+//! binding's input), the [`Answer`] that comes back, and the [`Endpoint`] settings a call is
+//! built from.
+
+use serde_json::Value as Json;
+
+use super::model::Delivery;
+use crate::blobs::BoxFuture;
+use crate::error::Result;
+
+/// Default time allowed for one LLM call.
+pub const DEFAULT_TIMEOUT_MS: u64 = 60_000;
+
+/// An outgoing HTTP request.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HttpRequest {
+    pub url: String,
+    pub headers: Vec<(String, String)>,
+    pub body: String,
+    pub timeout_ms: u64,
+}
+
+impl HttpRequest {
+    /// A request with a JSON `body` to `url`: `content-type: application/json` and, when the
+    /// answer is [`Delivery::Streamed`], `accept: text/event-stream`. A provider adds its own
+    /// headers (its key, its version) after these.
+    pub(crate) fn json(url: String, body: String, delivery: Delivery, timeout_ms: u64) -> HttpRequest {
+        let mut headers = vec![("content-type".to_owned(), "application/json".to_owned())];
+        if delivery == Delivery::Streamed {
+            headers.push(("accept".into(), "text/event-stream".into()));
+        }
+        HttpRequest { url, headers, body, timeout_ms }
+    }
+}
+
+/// What came back: status and body text.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HttpResponse {
+    pub status: u16,
+    pub body: String,
+}
+
+/// How requests reach a model. `Err` from either method is a transport failure (network,
+/// timeout, missing binding), reported as `llm_unavailable`.
+pub trait Transport {
+    fn send(&self, req: HttpRequest) -> BoxFuture<'_, Result<HttpResponse>>;
+    /// Sends `req` and hands the response body to `on_chunk` piece by piece as it arrives
+    /// (server-sent events); returns the HTTP status. An `Err` from `on_chunk` (the client went
+    /// away) stops reading and is returned. The default reads the whole body with
+    /// [`Transport::send`] and hands it over as one piece.
+    fn send_stream<'a>(
+        &'a self,
+        req: HttpRequest,
+        on_chunk: &'a mut dyn FnMut(&str) -> Result<()>,
+    ) -> BoxFuture<'a, Result<u16>> {
+        Box::pin(async move {
+            let resp = self.send(req).await?;
+            on_chunk(&resp.body)?;
+            Ok(resp.status)
+        })
+    }
+    /// Runs a Workers AI model through the `AI` binding with `input`.
+    fn workers_ai<'a>(&'a self, model: &'a str, input: Json) -> BoxFuture<'a, Result<Json>>;
+}
+
+/// One request to a model as a provider builds it: the [`Transport`] method that carries it
+/// follows from the variant, so the client sends any provider's calls without knowing which
+/// provider built them.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Call {
+    /// An HTTP request ([`Transport::send`], or [`Transport::send_stream`] for a streamed
+    /// answer).
+    Http(HttpRequest),
+    /// A model run through the `AI` binding ([`Transport::workers_ai`]) with this input.
+    Binding { model: String, input: Json },
+}
+
+/// The answer to a [`Call`], as it came back.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Answer<'a> {
+    /// The body of an HTTP answer (its status already checked).
+    Body(&'a str),
+    /// What the `AI` binding returned.
+    Binding(&'a Json),
+}
+
+/// Where a provider's calls go and who they go as: the settings every provider reads, from
+/// `LLM_*` for chat and from `EMBEDDINGS_*` for embeddings.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Endpoint<'a> {
+    /// The endpoint root, e.g. `https://api.openai.com/v1` (empty for the `AI` binding).
+    pub base_url: &'a str,
+    pub model: &'a str,
+    pub api_key: Option<&'a str>,
+    pub timeout_ms: u64,
+}
