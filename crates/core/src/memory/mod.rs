@@ -26,14 +26,16 @@ pub mod recall;
 pub mod store;
 pub mod tools;
 
-use serde_json::json;
-
 use crate::access::Reach;
 pub use crate::config::{Category, ExtractConfig, InjectConfig, MemoryConfig, DEFAULT_MAX_MEMORIES};
 use crate::env::Env;
 use crate::error::{Error, Result};
 use crate::sql::atomically;
 use crate::store::sessions;
+use crate::wire::Frame;
+/// What a memory change was, for the `memory` frame (the frame's own enum, under the name the
+/// memory code knows it by).
+pub use crate::wire::MemoryOp as Op;
 pub use store::{Filter, Memory, NewMemory, Patch, Stored};
 
 /// Who made a version of a memory.
@@ -99,14 +101,6 @@ impl Memories<'_> {
 /// Logs a failed embeddings call: the memories stay stored and wait for a later write.
 fn warn_embeddings(env: &Env<'_>, e: &Error) {
     env.events.warn(&format!("memory embeddings: {} (the memories are kept and embedded later)", e.message));
-}
-
-/// What a memory change was, for the `memory` frame.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Op {
-    Created,
-    Updated,
-    Deleted,
 }
 
 impl<'a> Memories<'a> {
@@ -275,11 +269,7 @@ impl<'a> Memories<'a> {
 
     /// Tells every socket of the agent about a change (`{type:"memory", op, memory}`).
     pub fn publish(&self, op: Op, m: &Memory) {
-        let op = match op {
-            Op::Created => "created",
-            Op::Updated => "updated",
-            Op::Deleted => "deleted",
-        };
-        self.env.events.publish_agent(&json!({"type": "memory", "op": op, "memory": m}));
+        let memory = serde_json::to_value(m).unwrap_or_default();
+        self.env.events.publish_agent(&Frame::Memory { op, memory: &memory }.to_json());
     }
 }

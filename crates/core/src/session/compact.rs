@@ -22,6 +22,7 @@ use crate::store::message::parse_all;
 use crate::store::overlay::{self, Compaction};
 use crate::store::sessions;
 use crate::tokens::estimate_str;
+use crate::wire::{CompactionOutcome, Failure, Phase};
 
 /// What an automatic compaction did (`compaction` in an append's answer).
 #[derive(Debug, Serialize)]
@@ -96,7 +97,7 @@ impl Session<'_> {
         let Some((cfg, threshold)) = self.env.config.compaction.and_then(|c| c.after.map(|t| (c, t))) else {
             if self.env.events.has_listeners(self.id) {
                 if let Ok(estimate) = self.estimate_with_prompt(leaf).await {
-                    self.publish_status("idle", estimate, None, None);
+                    self.publish_status(Phase::Idle, estimate, None, None);
                 }
             }
             return None;
@@ -115,7 +116,7 @@ impl Session<'_> {
             }
         };
         if estimate <= threshold {
-            self.publish_status("idle", estimate, Some(threshold), None);
+            self.publish_status(Phase::Idle, estimate, Some(threshold), None);
             return None;
         }
         Some(self.compact_now(leaf, &cfg, estimate, threshold).await)
@@ -149,19 +150,19 @@ impl Session<'_> {
     /// [`Session::run`] between a `compacting` and an `idle` status frame (`estimate` is the
     /// branch's before; the idle frame carries the new one and `compacted` or `error`).
     async fn run_framed(&self, leaf: &str, cfg: &CompactionConfig, estimate: i64) -> Result<Option<Compaction>> {
-        self.publish_status("compacting", estimate, cfg.after, None);
+        self.publish_status(Phase::Compacting, estimate, cfg.after, None);
         let result = self.run(leaf, cfg).await;
         if self.env.events.has_listeners(self.id) {
             // Only listeners need the new estimate (after an overlay it walks the path again).
-            let (after, extra) = match &result {
+            let (after, outcome) = match &result {
                 Ok(Some(_)) => (
                     self.estimate_with_prompt(leaf).await.unwrap_or(estimate),
-                    Some(("compacted", json!({"tokensBefore": estimate}))),
+                    Some(CompactionOutcome::Compacted { tokens_before: estimate }),
                 ),
                 Ok(None) => (estimate, None),
-                Err(e) => (estimate, Some(("error", error_json(e)))),
+                Err(e) => (estimate, Some(CompactionOutcome::Error(Failure { code: e.code(), message: &e.message }))),
             };
-            self.publish_status("idle", after, cfg.after, extra);
+            self.publish_status(Phase::Idle, after, cfg.after, outcome);
         }
         result
     }
