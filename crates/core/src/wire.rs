@@ -134,14 +134,23 @@ pub enum Phase {
 }
 
 /// What an automatic compaction did, on the `idle` frame after it: one field of the `status`
-/// frame, after `tokenThreshold`.
+/// frame, after `tokenThreshold`. (Newtype variants: flattened, a struct variant would be
+/// buffered through serde's `Content`, which costs the wasm some 5 KB.)
 #[derive(Clone, Copy, Debug, Serialize)]
-#[serde(rename_all = "lowercase", rename_all_fields = "camelCase")]
+#[serde(rename_all = "lowercase")]
 pub enum CompactionOutcome<'a> {
-    /// `compacted: {tokensBefore}`: it stored an overlay; the estimate before it.
-    Compacted { tokens_before: i64 },
+    /// `compacted: {tokensBefore}`: it stored an overlay.
+    Compacted(Compacted),
     /// `error: {code, message}`: it failed.
     Error(Failure<'a>),
+}
+
+/// The `compacted` field of a `status` frame.
+#[derive(Clone, Copy, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Compacted {
+    /// The branch's estimate before the compaction (the frame's `tokenEstimate` is after it).
+    pub tokens_before: i64,
 }
 
 /// What happened to a memory, for the `memory` frame.
@@ -224,7 +233,7 @@ mod tests {
             r#"{"type":"status","sessionId":"s","phase":"idle","tokenEstimate":40,"tokenThreshold":null}"#
         );
         assert_eq!(
-            text(status(Phase::Idle, Some(50), Some(CompactionOutcome::Compacted { tokens_before: 99 }))),
+            text(status(Phase::Idle, Some(50), Some(CompactionOutcome::Compacted(Compacted { tokens_before: 99 })))),
             r#"{"type":"status","sessionId":"s","phase":"idle","tokenEstimate":40,"tokenThreshold":50,"compacted":{"tokensBefore":99}}"#
         );
         let failure = Failure { code: "llm_unavailable", message: "down" };

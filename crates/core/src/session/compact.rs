@@ -22,7 +22,7 @@ use crate::store::message::parse_all;
 use crate::store::overlay::{self, Compaction};
 use crate::store::sessions;
 use crate::tokens::estimate_str;
-use crate::wire::{CompactionOutcome, Failure, Phase};
+use crate::wire::{Compacted, CompactionOutcome, Failure, Phase};
 
 /// What an automatic compaction did (`compaction` in an append's answer).
 #[derive(Debug, Serialize)]
@@ -157,7 +157,7 @@ impl Session<'_> {
             let (after, outcome) = match &result {
                 Ok(Some(_)) => (
                     self.estimate_with_prompt(leaf).await.unwrap_or(estimate),
-                    Some(CompactionOutcome::Compacted { tokens_before: estimate }),
+                    Some(CompactionOutcome::Compacted(Compacted { tokens_before: estimate })),
                 ),
                 Ok(None) => (estimate, None),
                 Err(e) => (estimate, Some(CompactionOutcome::Error(Failure { code: e.code(), message: &e.message }))),
