@@ -4,6 +4,7 @@
 //! frame maps onto the JSON form. The body is parsed here; the turn itself is
 //! [`session_agent_core::turn::run`].
 
+use serde::Serialize;
 use serde_json::{json, Map, Value as Json};
 
 use super::call::{Answer, Call};
@@ -17,6 +18,7 @@ use session_agent_core::llm::ToolSpec;
 use session_agent_core::session::Session;
 use session_agent_core::store::message::NewMessage;
 use session_agent_core::turn::run::{turn, Ask, ChatEvent, MemoryUse, Trigger, TurnRequest};
+use session_agent_core::wire::{Delta, Failure, Whole};
 
 /// The caller's tools: offered to the model, answered by the caller.
 fn client_tools(body: &Map<String, Json>) -> Result<Vec<ToolSpec>> {
@@ -145,9 +147,23 @@ fn is_ui_body(body: &[u8]) -> bool {
     serde_json::from_slice::<Probe>(body).is_ok_and(|p| p.trigger.is_some())
 }
 
+/// The JSON of one server-sent event of a streamed turn in our dialect (docs/openapi.yaml
+/// `ChatEvent`): the WebSocket frame of the same name without its `sessionId` (the stream answers
+/// one request of one session), so the shapes are the frames' own.
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "lowercase")]
+enum SseEvent<'a> {
+    /// The next piece of the reply's text.
+    Delta(Delta<'a>),
+    /// The stored reply; `[DONE]` follows.
+    Message(Whole<'a>),
+    /// What failed after the stream started (nothing was stored); the stream ends.
+    Error(Failure<'a>),
+}
+
 /// One server-sent event: `data: <json>` and a blank line.
-pub fn sse(frame: &Json) -> String {
-    format!("data: {frame}\n\n")
+fn sse(event: &SseEvent<'_>) -> String {
+    format!("data: {}\n\n", serde_json::to_string(event).unwrap_or_default())
 }
 
 /// `cancelled` when the request's turn was cancelled (a WebSocket `cancel` frame).
@@ -180,7 +196,7 @@ impl Encoder {
     fn event(&mut self, e: &ChatEvent) -> Option<String> {
         match (self, e) {
             (Encoder::Events, ChatEvent::Delta { message_id, text }) => {
-                Some(sse(&json!({"type": "delta", "messageId": message_id, "text": text})))
+                Some(sse(&SseEvent::Delta(Delta { message_id, text })))
             }
             (Encoder::Events, _) => None,
             (Encoder::Ui(u), e) => Some(u.event(e)).filter(|t| !t.is_empty()),
@@ -190,7 +206,7 @@ impl Encoder {
     /// The closing events of a stored turn.
     fn done(&mut self, message: &Json) -> String {
         match self {
-            Encoder::Events => format!("{}data: [DONE]\n\n", sse(&json!({"type": "message", "message": message}))),
+            Encoder::Events => format!("{}data: [DONE]\n\n", sse(&SseEvent::Message(Whole { message }))),
             Encoder::Ui(u) => u.finish(message),
         }
     }
@@ -198,7 +214,7 @@ impl Encoder {
     /// The closing events of a turn that failed after its stream started.
     fn failed(&mut self, e: &Error) -> String {
         match self {
-            Encoder::Events => sse(&json!({"type": "error", "code": e.code(), "message": e.message})),
+            Encoder::Events => sse(&SseEvent::Error(Failure { code: e.code(), message: &e.message })),
             Encoder::Ui(u) => u.error(e),
         }
     }
@@ -291,4 +307,29 @@ pub async fn stream(
         }
     }
     after
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Our dialect's bytes: each event is the WebSocket frame of its name without `sessionId`.
+    #[test]
+    fn events_are_the_frames_without_the_session() {
+        let mut enc = Encoder::new(Dialect::Events);
+        let delta = ChatEvent::Delta { message_id: "a".into(), text: "Hi".into() };
+        assert_eq!(
+            enc.event(&delta).as_deref(),
+            Some("data: {\"type\":\"delta\",\"messageId\":\"a\",\"text\":\"Hi\"}\n\n")
+        );
+        assert_eq!(enc.event(&ChatEvent::Step), None);
+        assert_eq!(
+            enc.done(&json!({"id": "a"})),
+            "data: {\"type\":\"message\",\"message\":{\"id\":\"a\"}}\n\ndata: [DONE]\n\n"
+        );
+        assert_eq!(
+            enc.failed(&Error::conflict("no")),
+            "data: {\"type\":\"error\",\"code\":\"conflict\",\"message\":\"no\"}\n\n"
+        );
+    }
 }

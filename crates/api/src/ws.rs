@@ -11,17 +11,21 @@
 //! at once as `pending` ([`pending_echo`]); the turn's `delta`, `tool` and `reasoning` progress
 //! frames reach every socket of the session.
 
-use serde_json::{json, Map, Value as Json};
+use serde_json::{Map, Value as Json};
 
 use super::access::{Claims, CLAIMS_HEADER};
 use super::{handle, Request};
 use session_agent_core::after::After;
 use session_agent_core::env::Env;
 use session_agent_core::error::{Error, ErrorKind};
+use session_agent_core::wire::{Failure, Frame, True, Whole};
 
-/// The `error` frame for `e`.
+/// The `messages` of a `history` frame whose answer had none.
+static NO_MESSAGES: Json = Json::Array(Vec::new());
+
+/// The `error` frame: `code` is the `error.code` the frame's route would answer.
 pub fn error_frame(sid: &str, code: &str, message: &str) -> Json {
-    json!({"type": "error", "sessionId": sid, "code": code, "message": message})
+    Frame::Error { session_id: sid, failure: Failure { code, message } }.to_json()
 }
 
 fn failed(sid: &str, e: &Error) -> Vec<Json> {
@@ -61,7 +65,7 @@ pub fn pending_echo(sid: &str, claims: Option<&Claims>, text: &str) -> Option<Js
         return None;
     }
     let message = obj.get("message").filter(|m| m.is_object())?;
-    Some(json!({"type": "message", "sessionId": sid, "message": message, "pending": true}))
+    Some(Frame::Message { session_id: sid, whole: Whole { message }, pending: Some(True) }.to_json())
 }
 
 /// Largest client frame answered, in bytes: half of the runtime's own limit (workerd closes the
@@ -94,7 +98,7 @@ async fn answer(env: &Env<'_>, sid: &str, claims: Option<&Claims>, text: &str, c
     body.remove("type");
     let base = session_path(sid);
     let req = match kind.as_str() {
-        "ping" => return only(vec![json!({"type": "pong"})]),
+        "ping" => return only(vec![Frame::Pong.to_json()]),
         "cancel" => return Answer { cancel: true, ..only(Vec::new()) },
         "append" => Request::new("POST", &format!("{base}/messages")).json(&Json::Object(body)),
         "chat" if body.contains_key("trigger") => {
@@ -133,8 +137,9 @@ async fn answer(env: &Env<'_>, sid: &str, claims: Option<&Claims>, text: &str, c
     }
     let frames = match kind.as_str() {
         "history" => {
-            let messages = resp.body_json().get("messages").cloned().unwrap_or_else(|| json!([]));
-            vec![json!({"type": "history", "sessionId": sid, "messages": messages})]
+            let body = resp.body_json();
+            let messages = body.get("messages").unwrap_or(&NO_MESSAGES);
+            vec![Frame::History { session_id: sid, messages }.to_json()]
         }
         // The stored messages, deltas and status reached every socket as they happened.
         _ => Vec::new(),

@@ -4,9 +4,9 @@
 //! Leaves first (each folder uses only the ones above it in this list; `tests/it/layout.rs` checks
 //! that the module graph has no cycle):
 //! - leaf modules: [`error`], [`sql`], `sqlite` (native only), [`blobs`], [`ids`], [`time`],
-//!   [`js`], [`parts`], [`tokens`], [`events`], [`access`] (the token revocation time), [`cache`]
-//!   (texts kept between writes), [`page`] (cursors of newest-first pages), [`table`] (a kind
-//!   of row as data);
+//!   [`js`], [`parts`], [`wire`] (the WebSocket frames, typed), [`tokens`], [`events`], [`access`]
+//!   (the token revocation time), [`cache`] (texts kept between writes), [`page`] (cursors of
+//!   newest-first pages), [`table`] (a kind of row as data);
 //! - [`store`]: the message store of one agent (schema, messages, trees, oversize fields in
 //!   R2, compaction overlays, history, estimates, sessions, search);
 //! - [`config`]: `SESSION_CONFIG` and the policies it carries;
@@ -50,3 +50,4 @@ pub mod time;
 pub mod tokens;
 pub mod transfer;
 pub mod turn;
+pub mod wire;

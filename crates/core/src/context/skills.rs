@@ -6,6 +6,7 @@ use serde_json::Value as Json;
 
 use crate::blobs::BlobInfo;
 use crate::error::Result;
+use crate::parts::{str_field, Part, ToolState};
 use crate::sql::{Sql, Value};
 use crate::store::message::NewMessage;
 use crate::store::tree::Tree;
@@ -72,14 +73,14 @@ pub fn unloaded_marker(key: &str) -> String {
 /// the skill. Both tool part shapes count: `toolName` (dynamic-tool) and `type:
 /// "tool-load_context"` (the reference only saw the first, docs/REFERENCE.md#d-reclaim-tool-type).
 fn is_live_load(part: &Json, label: &str, key: &str) -> bool {
-    let named = part.get("toolName").and_then(Json::as_str) == Some("load_context")
-        || part.get("type").and_then(Json::as_str) == Some("tool-load_context");
-    let input = part.get("input");
+    let part = Part::new(part);
+    let named = part.str("toolName") == Some("load_context") || part.kind() == "tool-load_context";
+    let input = part.input();
     named
-        && part.get("state").and_then(Json::as_str) == Some("output-available")
-        && input.and_then(|i| i.get("label")).and_then(Json::as_str) == Some(label)
-        && input.and_then(|i| i.get("key")).and_then(Json::as_str) == Some(key)
-        && !part.get("output").and_then(Json::as_str).is_some_and(|o| o.starts_with("[skill unloaded:"))
+        && part.state() == Some(ToolState::OutputAvailable)
+        && input.and_then(|i| str_field(i, "label")) == Some(label)
+        && input.and_then(|i| str_field(i, "key")) == Some(key)
+        && !part.output().and_then(Json::as_str).is_some_and(|o| o.starts_with("[skill unloaded:"))
 }
 
 /// Rewrites the newest assistant message on the active branch that holds a live

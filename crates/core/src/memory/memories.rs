@@ -2,8 +2,6 @@
 //! purges what has expired, records its version, embeds when it can, and tells the agent's
 //! sockets (`memory` frames).
 
-use serde_json::json;
-
 use super::by::By;
 use super::category::Category;
 use super::embed;
@@ -15,6 +13,10 @@ use crate::env::Env;
 use crate::error::{Error, Result};
 use crate::sql::atomically;
 use crate::store::sessions;
+use crate::wire::Frame;
+/// What a memory change was, for the `memory` frame (the frame's own enum, under the name the
+/// memory code knows it by).
+pub use crate::wire::MemoryOp as Op;
 
 /// The agent's long-term memory, as one request sees it.
 pub struct Memories<'a> {
@@ -48,14 +50,6 @@ impl Memories<'_> {
 /// Logs a failed embeddings call: the memories stay stored and wait for a later write.
 fn warn_embeddings(env: &Env<'_>, e: &Error) {
     env.events.warn(&format!("memory embeddings: {} (the memories are kept and embedded later)", e.message));
-}
-
-/// What a memory change was, for the `memory` frame.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Op {
-    Created,
-    Updated,
-    Deleted,
 }
 
 impl<'a> Memories<'a> {
@@ -220,11 +214,7 @@ impl<'a> Memories<'a> {
 
     /// Tells every socket of the agent about a change (`{type:"memory", op, memory}`).
     pub fn publish(&self, op: Op, m: &Memory) {
-        let op = match op {
-            Op::Created => "created",
-            Op::Updated => "updated",
-            Op::Deleted => "deleted",
-        };
-        self.env.events.publish_agent(&json!({"type": "memory", "op": op, "memory": m}));
+        let memory = serde_json::to_value(m).unwrap_or_default();
+        self.env.events.publish_agent(&Frame::Memory { op, memory: &memory }.to_json());
     }
 }

@@ -354,7 +354,7 @@ pub fn remember(
             Patch { tags: Some(merged), score: Some(score), expires_at: expires_at.map(Some), ..Patch::default() };
         return Ok((patch_memory(sql, &old, &patch, by, now, embed)?, Stored::Merged));
     }
-    if count(sql)? >= cfg.max_memories as i64 {
+    if count(sql)? >= cfg.max_memories {
         return Err(Error::new(
             ErrorKind::OverBudget,
             format!(
@@ -366,7 +366,7 @@ pub fn remember(
     let expires_at = match (&new.expires_at, new.category) {
         (Some(e), _) => Some(check_expiry(e, now)?),
         (None, Category::Daily) => {
-            let ms = parse_iso(now).unwrap_or(0) + i64::from(cfg.daily_ttl_days) * 86_400_000;
+            let ms = parse_iso(now).unwrap_or(0) + cfg.daily_ttl_days * 86_400_000;
             Some(iso_millis(ms))
         }
         (None, _) => None,
@@ -454,7 +454,7 @@ pub fn patch(
     if let Some(Some(e)) = &patch.expires_at {
         patch.expires_at = Some(Some(check_expiry(e, now)?));
     } else if patch.category == Some(Category::Daily) && old.category != Category::Daily && old.expires_at.is_none() {
-        let ms = parse_iso(now).unwrap_or(0) + i64::from(cfg.daily_ttl_days) * 86_400_000;
+        let ms = parse_iso(now).unwrap_or(0) + cfg.daily_ttl_days * 86_400_000;
         patch.expires_at.get_or_insert(Some(iso_millis(ms)));
     }
     if let Some(t) = &patch.tags {

@@ -7,8 +7,6 @@
 //! summarizer's usage go in one transaction, after the path is checked again. Compaction never
 //! fails the write that triggered it: its outcome is an [`AutoReport`].
 
-use serde_json::json;
-
 use super::report::AutoReport;
 use super::Session;
 use crate::compaction::plan;
@@ -22,6 +20,7 @@ use crate::store::message::parse_all;
 use crate::store::overlay::{self, Compaction};
 use crate::store::sessions;
 use crate::tokens::estimate_str;
+use crate::wire::{Compacted, CompactionOutcome, Failure, Phase};
 
 impl Session<'_> {
     /// Compacts the branch of `leaf` (default: the latest leaf) now: `None` when there is
@@ -71,7 +70,7 @@ impl Session<'_> {
         let Some((cfg, threshold)) = self.env.config.compaction.and_then(|c| c.after.map(|t| (c, t))) else {
             if self.env.events.has_listeners(self.id) {
                 if let Ok(estimate) = self.estimate_with_prompt(leaf).await {
-                    self.publish_status("idle", estimate, None, None);
+                    self.publish_status(Phase::Idle, estimate, None, None);
                 }
             }
             return None;
@@ -81,7 +80,7 @@ impl Session<'_> {
             Err(e) => return Some(AutoReport::of(Err(e), 0, threshold)),
         };
         if estimate <= threshold {
-            self.publish_status("idle", estimate, Some(threshold), None);
+            self.publish_status(Phase::Idle, estimate, Some(threshold), None);
             return None;
         }
         Some(self.compact_now(leaf, &cfg, estimate, threshold).await)
@@ -104,19 +103,19 @@ impl Session<'_> {
     /// [`Session::run`] between a `compacting` and an `idle` status frame (`estimate` is the
     /// branch's before; the idle frame carries the new one and `compacted` or `error`).
     async fn run_framed(&self, leaf: &str, cfg: &CompactionConfig, estimate: i64) -> Result<Option<Compaction>> {
-        self.publish_status("compacting", estimate, cfg.after, None);
+        self.publish_status(Phase::Compacting, estimate, cfg.after, None);
         let result = self.run(leaf, cfg).await;
         if self.env.events.has_listeners(self.id) {
             // Only listeners need the new estimate (after an overlay it walks the path again).
-            let (after, extra) = match &result {
+            let (after, outcome) = match &result {
                 Ok(Some(_)) => (
                     self.estimate_with_prompt(leaf).await.unwrap_or(estimate),
-                    Some(("compacted", json!({"tokensBefore": estimate}))),
+                    Some(CompactionOutcome::Compacted(Compacted { tokens_before: estimate })),
                 ),
                 Ok(None) => (estimate, None),
-                Err(e) => (estimate, Some(("error", e.shown()))),
+                Err(e) => (estimate, Some(CompactionOutcome::Error(Failure { code: e.code(), message: &e.message }))),
             };
-            self.publish_status("idle", after, cfg.after, extra);
+            self.publish_status(Phase::Idle, after, cfg.after, outcome);
         }
         result
     }

@@ -1,16 +1,25 @@
 //! What a session's sockets hear about its changes, whatever the entry point (HTTP, a stub, a
 //! WebSocket, a turn): `message` for every stored message, `deleted` / `cleared`, `context` for
 //! block changes, and `status` frames (docs/REFERENCE.md#status-frames) with the branch's token estimate.
-//! Frames are built only when someone listens.
+//! The frames are [`Frame`]s, serialized only when someone listens.
 
-use serde_json::{json, Value as Json};
+use serde_json::Value as Json;
 
 use super::Session;
 use crate::context::tools::Ran;
+use crate::wire::{CompactionOutcome, Frame, Phase, Whole};
 
 impl Session<'_> {
     fn listening(&self) -> bool {
         self.env.events.has_listeners(self.id)
+    }
+
+    /// Sends `frame` to the session's sockets, if any listen (the one place frames of a session
+    /// are serialized).
+    pub(crate) fn publish(&self, frame: &Frame<'_>) {
+        if self.listening() {
+            self.env.events.publish(self.id, &frame.to_json());
+        }
     }
 
     /// `{type:"message", sessionId, message}` for a stored message (its JSON as the client sent it).
@@ -19,7 +28,7 @@ impl Session<'_> {
             return;
         }
         if let Ok(message) = serde_json::from_str::<Json>(json) {
-            self.env.events.publish(self.id, &json!({"type": "message", "sessionId": self.id, "message": message}));
+            self.publish(&Frame::Message { session_id: self.id, whole: Whole { message: &message }, pending: None });
         }
     }
 
@@ -34,22 +43,19 @@ impl Session<'_> {
         }
     }
 
-    /// A change that is not a stored message: `deleted`, `cleared` or `context` (the frame's
-    /// other fields in `fields`).
-    pub fn publish_change(&self, kind: &str, fields: Json) {
-        if !self.listening() {
-            return;
-        }
-        let mut frame = json!({"type": kind, "sessionId": self.id});
-        if let (Some(f), Json::Object(extra)) = (frame.as_object_mut(), fields) {
-            f.extend(extra);
-        }
-        self.env.events.publish(self.id, &frame);
+    /// `{type:"deleted", sessionId, ids}` after messages were deleted.
+    pub fn publish_deleted(&self, ids: &[&str]) {
+        self.publish(&Frame::Deleted { session_id: self.id, ids });
+    }
+
+    /// `{type:"cleared", sessionId}` after the session's messages were cleared (or it was deleted).
+    pub fn publish_cleared(&self) {
+        self.publish(&Frame::Cleared { session_id: self.id });
     }
 
     /// `{type:"context", sessionId, label}` after a block changed.
     pub fn publish_context(&self, label: &str) {
-        self.publish_change("context", json!({ "label": label }));
+        self.publish(&Frame::Context { session_id: self.id, label });
     }
 
     /// What a tool run changed: a `context` frame when it stored something for its block, and
@@ -64,23 +70,22 @@ impl Session<'_> {
         }
     }
 
-    /// `{type:"status", sessionId, phase, tokenEstimate, tokenThreshold, …extra}`.
+    /// `{type:"status", sessionId, phase, tokenEstimate, tokenThreshold}`, and on the `idle`
+    /// frame after an automatic compaction what it did (`compacted` or `error`).
     pub(super) fn publish_status(
         &self,
-        phase: &str,
+        phase: Phase,
         estimate: i64,
         threshold: Option<i64>,
-        extra: Option<(&str, Json)>,
+        compaction: Option<CompactionOutcome<'_>>,
     ) {
-        if !self.listening() {
-            return;
-        }
-        let mut frame = json!({"type": "status", "sessionId": self.id, "phase": phase,
-            "tokenEstimate": estimate, "tokenThreshold": threshold});
-        if let Some((k, v)) = extra {
-            frame[k] = v;
-        }
-        self.env.events.publish(self.id, &frame);
+        self.publish(&Frame::Status {
+            session_id: self.id,
+            phase,
+            token_estimate: estimate,
+            token_threshold: threshold,
+            compaction,
+        });
     }
 
     /// After a change of the session's messages: `phase: "idle"` with the estimate of the latest
@@ -96,7 +101,7 @@ impl Session<'_> {
             Err(e) => Err(e),
         };
         if let Ok(estimate) = estimate {
-            self.publish_status("idle", estimate, threshold, None);
+            self.publish_status(Phase::Idle, estimate, threshold, None);
         }
     }
 }

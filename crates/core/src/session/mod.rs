@@ -25,7 +25,6 @@ pub mod report;
 pub mod split;
 
 use serde::Serialize;
-use serde_json::json;
 
 use crate::cache::{Key, Read, Version};
 use crate::context::Context;
@@ -436,7 +435,7 @@ impl<'a> Session<'a> {
             }
             sessions::touch(self.env.sql, self.id, &self.env.now)
         })?;
-        self.publish_change("deleted", json!({ "ids": [id] }));
+        self.publish_deleted(&[id]);
         self.publish_idle().await;
         Ok(())
     }
@@ -452,7 +451,7 @@ impl<'a> Session<'a> {
             context.forget_session_state()?;
             sessions::touch(self.env.sql, self.id, &self.env.now)
         })?;
-        self.publish_change("cleared", json!({}));
+        self.publish_cleared();
         // Clearing never registers a session: an unregistered one gets no stored prompt either
         // (nothing could delete it).
         let mut warnings = Vec::new();
@@ -477,7 +476,7 @@ impl<'a> Session<'a> {
         for m in &gone {
             memories.publish(memory::Op::Deleted, m);
         }
-        self.publish_change("cleared", json!({}));
+        self.publish_cleared();
         self.publish_idle().await;
         Ok(())
     }

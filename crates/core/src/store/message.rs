@@ -4,7 +4,7 @@
 use serde_json::Value as Json;
 
 use crate::error::{Error, Result};
-use crate::parts::{is_tool_type, TOOL_STATES};
+use crate::parts::{Part, ToolState};
 use serde_json::value::RawValue;
 
 /// Largest stored message JSON, in UTF-8 bytes (the DO row limit is 2 MB; this leaves room).
@@ -131,13 +131,13 @@ impl NewMessage {
 /// Checks the kinds of part the service reads, so that whatever is stored reads back as a valid
 /// AI SDK part: every part is an object with a non-empty string `type`; `text` and `reasoning`
 /// parts have a string `text`; tool parts have a string `toolCallId`, a `state` of
-/// [`TOOL_STATES`], a string `toolName` on `dynamic-tool` (and a string one wherever given),
+/// [`ToolState::ALL`], a string `toolName` on `dynamic-tool` (and a string one wherever given),
 /// and a string `errorText` when `state` is `output-error` (and wherever given). Other part
 /// types and extra fields pass through as they are.
 fn check_part(part: &Json) -> std::result::Result<(), String> {
     let obj = part.as_object().ok_or("a part must be a JSON object")?;
-    let ty =
-        obj.get("type").and_then(Json::as_str).filter(|t| !t.is_empty()).ok_or("type must be a non-empty string")?;
+    let view = Part::new(part);
+    let ty = Some(view.kind()).filter(|t| !t.is_empty()).ok_or("type must be a non-empty string")?;
     let string = |key: &str, required: bool| match obj.get(key) {
         Some(Json::String(_)) => Ok(()),
         None if !required => Ok(()),
@@ -146,26 +146,22 @@ fn check_part(part: &Json) -> std::result::Result<(), String> {
     if ty == "text" || ty == "reasoning" {
         return string("text", true);
     }
-    if !is_tool_type(ty) {
+    if !view.is_tool() {
         return Ok(());
     }
     string("toolCallId", true)?;
     string("toolName", ty == "dynamic-tool")?;
-    let state = obj.get("state").and_then(Json::as_str).unwrap_or_default();
-    if !TOOL_STATES.contains(&state) {
-        return Err(format!("state of a {ty:?} part must be one of {}", TOOL_STATES.join(", ")));
-    }
-    string("errorText", state == "output-error")
+    let Some(state) = view.state() else {
+        let all: Vec<&str> = ToolState::ALL.iter().map(|s| s.as_str()).collect();
+        return Err(format!("state of a {ty:?} part must be one of {}", all.join(", ")));
+    };
+    string("errorText", state == ToolState::OutputError)
 }
 
 /// The searchable text of a message's parts: `text` parts only (reasoning and tool parts are
 /// not indexed), joined by a single space, cut to [`MAX_INDEXED_BYTES`] on a character boundary.
 pub fn indexed_text(parts: &[Json]) -> String {
-    let texts: Vec<&str> = parts
-        .iter()
-        .filter(|p| p.get("type").and_then(Json::as_str) == Some("text"))
-        .filter_map(|p| p.get("text").and_then(Json::as_str))
-        .collect();
+    let texts: Vec<&str> = parts.iter().map(Part::new).filter(|p| p.is_text()).filter_map(Part::text).collect();
     let mut text = texts.join(" ");
     if text.len() > MAX_INDEXED_BYTES {
         let mut end = MAX_INDEXED_BYTES;
@@ -241,6 +237,10 @@ mod tests {
             assert_eq!(e.kind, crate::error::ErrorKind::InvalidRequest, "{bad}");
             assert!(e.message.starts_with("message.parts[0]: "), "{}", e.message);
         }
+        let states = "input-streaming, input-available, approval-requested, approval-responded, output-available, \
+                      output-error, output-denied";
+        let e = with(json!({"type": "tool-x", "toolCallId": "c", "state": "done"})).unwrap_err();
+        assert_eq!(e.message, format!("message.parts[0]: state of a \"tool-x\" part must be one of {states}"));
         for ok in [
             json!({"type": "text", "text": "", "state": "done", "providerMetadata": {"x": 1}}),
             json!({"type": "step-start"}),

@@ -29,7 +29,7 @@ use serde_json::{Map, Value as Json};
 use crate::error::Error;
 use crate::js;
 use crate::llm::{ChatMessage, ToolCall};
-use crate::parts::{is_tool_part, parts, str_field, tool_name};
+use crate::parts::{parts, str_field, Part, ToolState};
 use crate::store::overlay;
 
 // ── Part helpers ─────────────────────────────────────────────────────────────────────────────────────
@@ -42,11 +42,11 @@ use crate::store::overlay;
 ///   with `Error:` (the server writes its own failures that way) is not prefixed twice;
 /// - `output-denied` (an approval the user refused): `Error: tool execution denied` plus the reason, if any, so the
 ///   model learns why the call did not run instead of losing the call altogether.
-fn tool_result(p: &Json) -> Option<String> {
-    match str_field(p, "state")? {
-        "output-available" => Some(p.get("output").map(js::string).unwrap_or_default()),
-        "output-error" => {
-            let text = p.get("errorText").filter(|v| !v.is_null()).map(js::string).unwrap_or_default();
+fn tool_result(p: Part<'_>) -> Option<String> {
+    match p.state()? {
+        ToolState::OutputAvailable => Some(p.output().map(js::string).unwrap_or_default()),
+        ToolState::OutputError => {
+            let text = p.error_text().filter(|v| !v.is_null()).map(js::string).unwrap_or_default();
             Some(if text.is_empty() {
                 "Error: tool failed".to_owned()
             } else if text.starts_with("Error:") {
@@ -55,8 +55,8 @@ fn tool_result(p: &Json) -> Option<String> {
                 format!("Error: {text}")
             })
         }
-        "output-denied" => {
-            let reason = p.get("approval").and_then(|a| str_field(a, "reason")).filter(|r| !r.is_empty());
+        ToolState::OutputDenied => {
+            let reason = p.approval().and_then(|a| str_field(a, "reason")).filter(|r| !r.is_empty());
             Some(match reason {
                 Some(r) => format!("Error: tool execution denied: {r}"),
                 None => "Error: tool execution denied".to_owned(),
@@ -68,11 +68,7 @@ fn tool_result(p: &Json) -> Option<String> {
 
 /// The non-empty `text` of a message's `text` parts, in order. (`reasoning` parts are not `text` parts.)
 fn texts(parts: &[Json]) -> impl Iterator<Item = &str> {
-    parts
-        .iter()
-        .filter(|p| str_field(p, "type") == Some("text"))
-        .filter_map(|p| str_field(p, "text"))
-        .filter(|t| !t.is_empty())
+    parts.iter().map(Part::new).filter(|p| p.is_text()).filter_map(Part::text).filter(|t| !t.is_empty())
 }
 
 // ── UIMessage → model conversation ───────────────────────────────────────────────────────────────────
@@ -134,17 +130,17 @@ impl Step {
 
 fn assistant(parts: &[Json], out: &mut Vec<ChatMessage>) {
     let mut step = Step::default();
-    for p in parts {
-        if is_tool_part(p) {
-            let Some(id) = str_field(p, "toolCallId") else { continue };
-            let name = tool_name(p).to_owned();
-            let input = p.get("input").filter(|v| !v.is_null()).cloned().unwrap_or_else(|| Json::Object(Map::new()));
+    for p in parts.iter().map(Part::new) {
+        if p.is_tool() {
+            let Some(id) = p.call_id() else { continue };
+            let name = p.tool_name().to_owned();
+            let input = p.input().filter(|v| !v.is_null()).cloned().unwrap_or_else(|| Json::Object(Map::new()));
             if let Some(output) = tool_result(p) {
                 step.results.push(ChatMessage::Tool { call_id: id.to_owned(), name: name.clone(), output });
             }
             step.calls.push(ToolCall { id: id.to_owned(), name, input });
-        } else if str_field(p, "type") == Some("text") {
-            let Some(text) = str_field(p, "text").filter(|t| !t.is_empty()) else { continue };
+        } else if p.is_text() {
+            let Some(text) = p.text().filter(|t| !t.is_empty()) else { continue };
             if !step.calls.is_empty() {
                 step.flush(out);
             }
@@ -360,11 +356,12 @@ pub fn client_view(m: &Json) -> Json {
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
     if let Some(Json::Array(ps)) = o.get("parts") {
-        let kept = ps.iter().filter(|p| str_field(p, "type") != Some("step-start")).map(|p| {
+        let kept = ps.iter().filter(|p| Part::new(p).kind() != "step-start").map(|p| {
             let Some(po) = p.as_object() else { return p.clone() };
-            let dropped: &[&str] = match str_field(p, "type") {
-                Some("text" | "reasoning") => &["state", "providerMetadata", "id"],
-                _ if is_tool_part(p) => {
+            let part = Part::new(p);
+            let dropped: &[&str] = match part.kind() {
+                "text" | "reasoning" => &["state", "providerMetadata", "id"],
+                _ if part.is_tool() => {
                     &["providerExecuted", "callProviderMetadata", "resultProviderMetadata", "title", "preliminary"]
                 }
                 _ => &[],
@@ -410,13 +407,14 @@ pub fn with_results(stored: &Json, theirs: &Json) -> Json {
     let mut out = stored.clone();
     let answers = parts(theirs);
     if let Some(Json::Array(ps)) = out.get_mut("parts") {
-        for p in ps.iter_mut().filter(|p| is_tool_part(p)) {
-            let waiting = matches!(str_field(p, "state"), Some("input-available" | "approval-requested"));
-            let id = str_field(p, "toolCallId").map(str::to_owned);
-            let answer = answers.iter().find(|a| is_tool_part(a) && str_field(a, "toolCallId") == id.as_deref());
+        for p in ps.iter_mut().filter(|p| Part::new(p).is_tool()) {
+            let ours = Part::new(p);
+            let waiting = ours.state().is_some_and(ToolState::is_waiting);
+            let id = ours.call_id().map(str::to_owned);
+            let answer = answers.iter().map(Part::new).find(|a| a.is_tool() && a.call_id() == id.as_deref());
             let (true, Some(a), Some(po)) = (waiting, answer, p.as_object_mut()) else { continue };
             for key in ["state", "output", "errorText", "approval"] {
-                if let Some(v) = a.get(key) {
+                if let Some(v) = a.json().get(key) {
                     po.insert(key.to_owned(), v.clone());
                 }
             }
@@ -463,13 +461,14 @@ fn check_message(s: &Json, m: &Json, server_tools: &[&str]) -> Verdict<bool> {
         match (sp.get(j), mp.get(j)) {
             (Some(a), Some(b)) => changed |= check_part(a, b, j, sp, server_tools)?,
             (None, Some(b)) => {
-                let id = str_field(b, "toolCallId").unwrap_or_default();
-                return match (is_tool_part(b), str_field(b, "state")) {
-                    (true, Some("output-available" | "output-error")) => Err((
+                let b = Part::new(b);
+                let id = b.call_id().unwrap_or_default();
+                return match (b.is_tool(), b.state()) {
+                    (true, Some(ToolState::OutputAvailable | ToolState::OutputError)) => Err((
                         FORGED_TOOL_RESULT,
                         format!("part {j} is a result for tool call `{id}`, which the stored message does not have"),
                     )),
-                    (true, Some("approval-responded")) => Err((
+                    (true, Some(ToolState::ApprovalResponded)) => Err((
                         FORGED_APPROVAL,
                         format!("part {j} answers an approval of tool call `{id}` that was never requested"),
                     )),
@@ -489,80 +488,104 @@ fn check_part(a: &Json, b: &Json, j: usize, stored: &[Json], server_tools: &[&st
     if same(a, b) {
         return Ok(false);
     }
-    let state = str_field(b, "state").unwrap_or_default();
-    if is_tool_part(b) && matches!(state, "output-available" | "output-error") {
-        let id = str_field(b, "toolCallId").unwrap_or_default();
-        if !is_tool_part(a) || str_field(a, "toolCallId") != Some(id) {
-            if stored.iter().any(|p| is_tool_part(p) && str_field(p, "toolCallId") == Some(id)) {
-                return not_a_prefix(format!("part {j}: the parts of the stored message moved"));
-            }
+    let (a, b) = (Part::new(a), Part::new(b));
+    match b.state().filter(|_| b.is_tool()) {
+        Some(state @ (ToolState::OutputAvailable | ToolState::OutputError)) => {
+            check_result(a, b, state, j, stored, server_tools)
+        }
+        Some(ToolState::ApprovalResponded) => check_approval(a, b, j),
+        _ => not_a_prefix(format!("part {j} differs from the stored message")),
+    }
+}
+
+/// [`check_part`] for a part `b` that came back answered (`state`: `output-available` or
+/// `output-error`): `a` must be the same call, of a client tool, waiting for that answer, and
+/// only `state` and the answer's field may differ.
+fn check_result(
+    a: Part<'_>,
+    b: Part<'_>,
+    state: ToolState,
+    j: usize,
+    stored: &[Json],
+    server_tools: &[&str],
+) -> Verdict<bool> {
+    let id = b.call_id().unwrap_or_default();
+    if !a.is_tool() || a.call_id() != Some(id) {
+        if stored.iter().map(Part::new).any(|p| p.is_tool() && p.call_id() == Some(id)) {
+            return not_a_prefix(format!("part {j}: the parts of the stored message moved"));
+        }
+        return Err((
+            FORGED_TOOL_RESULT,
+            format!("part {j} is a result for tool call `{id}`, which the stored message does not have"),
+        ));
+    }
+    let name = a.tool_name();
+    if server_tools.contains(&name) {
+        return Err((
+            FORGED_TOOL_RESULT,
+            format!("part {j}: `{name}` is a server tool; only the server answers call `{id}`"),
+        ));
+    }
+    match a.state() {
+        Some(ToolState::InputAvailable) => {}
+        Some(ToolState::OutputAvailable | ToolState::OutputError | ToolState::OutputDenied) => {
+            return Err((FORGED_TOOL_RESULT, format!("part {j}: tool call `{id}` already has a result")))
+        }
+        _ => {
+            // The stored state as written (any string: a part stored before states were checked).
+            let other = a.str("state").unwrap_or_default();
             return Err((
                 FORGED_TOOL_RESULT,
-                format!("part {j} is a result for tool call `{id}`, which the stored message does not have"),
+                format!("part {j}: tool call `{id}` is not waiting for a result (state `{other}`)"),
             ));
         }
-        let name = tool_name(a);
-        if server_tools.contains(&name) {
-            return Err((
-                FORGED_TOOL_RESULT,
-                format!("part {j}: `{name}` is a server tool; only the server answers call `{id}`"),
-            ));
-        }
-        match str_field(a, "state").unwrap_or_default() {
-            "input-available" => {}
-            "output-available" | "output-error" | "output-denied" => {
-                return Err((FORGED_TOOL_RESULT, format!("part {j}: tool call `{id}` already has a result")))
-            }
-            other => {
-                return Err((
-                    FORGED_TOOL_RESULT,
-                    format!("part {j}: tool call `{id}` is not waiting for a result (state `{other}`)"),
-                ))
-            }
-        }
-        let field = if state == "output-available" { "output" } else { "errorText" };
-        match b.get(field) {
-            None => return not_a_prefix(format!("part {j}: state `{state}` without `{field}`")),
-            Some(v) if field == "errorText" && !v.is_string() => {
-                return not_a_prefix(format!("part {j}: `errorText` is not a string"))
-            }
-            Some(_) => {}
-        }
-        if let Some(key) =
-            differing_key(a.as_object().unwrap_or(&Map::new()), b.as_object().unwrap_or(&Map::new()), &["state", field])
-        {
-            return not_a_prefix(format!("part {j}: tool call `{id}` changed `{key}`, not only its result"));
-        }
-        return Ok(true);
     }
-    if is_tool_part(b) && state == "approval-responded" {
-        let approval_id = |p: &Json| p.get("approval").and_then(|a| str_field(a, "id")).map(str::to_owned);
-        let requested = is_tool_part(a)
-            && str_field(a, "toolCallId") == str_field(b, "toolCallId")
-            && str_field(a, "state") == Some("approval-requested")
-            && approval_id(a).is_some()
-            && approval_id(a) == approval_id(b);
-        if !requested {
-            let id = approval_id(b).unwrap_or_default();
-            return Err((FORGED_APPROVAL, format!("part {j} answers approval `{id}`, which was not requested there")));
+    let (field, answer) = match state {
+        ToolState::OutputAvailable => ("output", b.output()),
+        _ => ("errorText", b.error_text()),
+    };
+    match answer {
+        None => return not_a_prefix(format!("part {j}: state `{state}` without `{field}`")),
+        Some(v) if field == "errorText" && !v.is_string() => {
+            return not_a_prefix(format!("part {j}: `errorText` is not a string"))
         }
-        let empty = Map::new();
-        let sa = a.get("approval").and_then(Json::as_object).unwrap_or(&empty);
-        let Some(ma) = b.get("approval").and_then(Json::as_object) else { unreachable!("approval.id was read") };
-        if !ma.get("approved").is_some_and(Json::is_boolean) {
-            return not_a_prefix(format!("part {j}: the approval response has no boolean `approved`"));
-        }
-        if let Some(key) = differing_key(sa, ma, &["approved", "reason"]) {
-            return not_a_prefix(format!("part {j}: the approval changed `{key}`"));
-        }
-        if let Some(key) =
-            differing_key(a.as_object().unwrap_or(&empty), b.as_object().unwrap_or(&empty), &["state", "approval"])
-        {
-            return not_a_prefix(format!("part {j}: changed `{key}`, not only the approval"));
-        }
-        return Ok(true);
+        Some(_) => {}
     }
-    not_a_prefix(format!("part {j} differs from the stored message"))
+    let empty = Map::new();
+    let (ao, bo) = (a.json().as_object().unwrap_or(&empty), b.json().as_object().unwrap_or(&empty));
+    if let Some(key) = differing_key(ao, bo, &["state", field]) {
+        return not_a_prefix(format!("part {j}: tool call `{id}` changed `{key}`, not only its result"));
+    }
+    Ok(true)
+}
+
+/// [`check_part`] for a part `b` that came back `approval-responded`: `a` must be the same call,
+/// `approval-requested` under the same `approval.id`, and only `state` and the approval's
+/// `approved` (a boolean) and `reason` may differ.
+fn check_approval(a: Part<'_>, b: Part<'_>, j: usize) -> Verdict<bool> {
+    let requested = a.is_tool()
+        && a.call_id() == b.call_id()
+        && a.state() == Some(ToolState::ApprovalRequested)
+        && a.approval_id().is_some()
+        && a.approval_id() == b.approval_id();
+    if !requested {
+        let id = b.approval_id().unwrap_or_default();
+        return Err((FORGED_APPROVAL, format!("part {j} answers approval `{id}`, which was not requested there")));
+    }
+    let empty = Map::new();
+    let sa = a.approval().and_then(Json::as_object).unwrap_or(&empty);
+    let Some(ma) = b.approval().and_then(Json::as_object) else { unreachable!("approval.id was read") };
+    if !ma.get("approved").is_some_and(Json::is_boolean) {
+        return not_a_prefix(format!("part {j}: the approval response has no boolean `approved`"));
+    }
+    if let Some(key) = differing_key(sa, ma, &["approved", "reason"]) {
+        return not_a_prefix(format!("part {j}: the approval changed `{key}`"));
+    }
+    let (ao, bo) = (a.json().as_object().unwrap_or(&empty), b.json().as_object().unwrap_or(&empty));
+    if let Some(key) = differing_key(ao, bo, &["state", "approval"]) {
+        return not_a_prefix(format!("part {j}: changed `{key}`, not only the approval"));
+    }
+    Ok(true)
 }
 
 /// The first key (of `a`, then of `b`) outside `ignore` whose values differ or that only one side has.

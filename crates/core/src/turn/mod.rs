@@ -8,6 +8,7 @@ pub mod run;
 use serde_json::{json, Map, Value as Json};
 
 use crate::llm::Piece;
+use crate::parts::ToolState;
 
 /// The parts of the assistant message a turn is writing.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -63,21 +64,21 @@ impl AssistantParts {
     pub fn tool_done(&mut self, name: &str, call_id: &str, input: &Json, output: &str) {
         self.open = None;
         self.parts.push(json!({"type": "dynamic-tool", "toolName": name, "toolCallId": call_id,
-            "state": "output-available", "input": input, "output": output}));
+            "state": ToolState::OutputAvailable, "input": input, "output": output}));
     }
 
     /// A tool call that failed (unknown tool): `output-error`.
     pub fn tool_failed(&mut self, name: &str, call_id: &str, input: &Json, error: &str) {
         self.open = None;
         self.parts.push(json!({"type": "dynamic-tool", "toolName": name, "toolCallId": call_id,
-            "state": "output-error", "input": input, "errorText": error}));
+            "state": ToolState::OutputError, "input": input, "errorText": error}));
     }
 
     /// A call of a client-side tool: `input-available`, for the caller to answer.
     pub fn tool_pending(&mut self, name: &str, call_id: &str, input: &Json) {
         self.open = None;
         self.parts.push(json!({"type": "dynamic-tool", "toolName": name, "toolCallId": call_id,
-            "state": "input-available", "input": input}));
+            "state": ToolState::InputAvailable, "input": input}));
     }
 
     /// The stored message: `{id, role: "assistant", parts, createdAt, metadata}`.

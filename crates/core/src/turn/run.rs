@@ -29,12 +29,13 @@ use crate::memory::category::Category;
 use crate::memory::inject::render;
 use crate::memory::recall::{Query, MAX_LIMIT};
 use crate::memory::Memories;
-use crate::parts::{parts, str_field};
+use crate::parts::{parts, str_field, ToolState};
 use crate::session::{Placement, Session, TurnWrite};
 use crate::store::history::Overlays;
 use crate::store::message::indexed_text;
 use crate::store::message::NewMessage;
 use crate::store::tree::Parent;
+use crate::wire::{Delta, Frame, ToolAnswer};
 
 /// What a client asked for.
 pub enum Ask {
@@ -401,11 +402,8 @@ impl Steps<'_, '_> {
                 parts.piece(piece);
                 match piece {
                     Piece::Text(text) => {
-                        if env.events.has_listeners(sid) {
-                            let frame = json!({"type": "delta", "sessionId": sid, "messageId": self.assistant_id,
-                                "text": text});
-                            env.events.publish(sid, &frame);
-                        }
+                        let delta = Delta { message_id: self.assistant_id, text };
+                        self.session.publish(&Frame::Delta { session_id: sid, delta });
                         on_event(ChatEvent::Delta { message_id: self.assistant_id.to_owned(), text: text.clone() })
                     }
                     Piece::Reasoning(text) => on_event(ChatEvent::Reasoning { text: text.clone() }),
@@ -419,7 +417,8 @@ impl Steps<'_, '_> {
                 return Err(Error::new(ErrorKind::LlmUnavailable, "the model answered neither text nor a tool call"));
             }
             if !reply.reasoning.is_empty() {
-                self.progress(json!({"type": "reasoning", "text": reply.reasoning}));
+                let (text, message_id) = (reply.reasoning.as_str(), self.assistant_id);
+                self.session.publish(&Frame::Reasoning { text, session_id: sid, message_id });
             }
             if reply.tool_calls.is_empty() {
                 on_event(ChatEvent::StepEnd)?;
@@ -436,15 +435,23 @@ impl Steps<'_, '_> {
         Ok((parts, usage))
     }
 
-    /// A progress frame of the reply for the session's sockets (`reasoning` of a finished step,
-    /// `tool` calls as they are made and answered), with the session and reply ids added.
-    fn progress(&self, mut frame: Json) {
-        let sid = self.session.id;
-        if self.session.env.events.has_listeners(sid) {
-            frame["sessionId"] = json!(sid);
-            frame["messageId"] = json!(self.assistant_id);
-            self.session.env.events.publish(sid, &frame);
-        }
+    /// Tells the session's sockets about one of the reply's tool calls (a `tool` frame): made,
+    /// while it has no `outcome`, or answered by the server.
+    fn publish_call(&self, call: &ToolCall, outcome: Option<&Outcome>) {
+        let (state, answer) = match outcome {
+            None => (ToolState::InputAvailable, None),
+            Some(Outcome::Output(o)) => (ToolState::OutputAvailable, Some(ToolAnswer::Output(o))),
+            Some(Outcome::Error(e)) => (ToolState::OutputError, Some(ToolAnswer::Error(e))),
+        };
+        self.session.publish(&Frame::Tool {
+            tool_call_id: &call.id,
+            tool_name: &call.name,
+            state,
+            input: &call.input,
+            answer,
+            session_id: self.session.id,
+            message_id: self.assistant_id,
+        });
     }
 
     /// Answers one step's tool calls: server tools run (their results go back to the model),
@@ -458,10 +465,9 @@ impl Steps<'_, '_> {
     ) -> Result<(Vec<ChatMessage>, bool)> {
         let mut results = Vec::new();
         let mut pending = false;
-        for ToolCall { id, name, input } in calls {
-            let call =
-                json!({"type": "tool", "toolCallId": id, "toolName": name, "state": "input-available", "input": input});
-            self.progress(call.clone());
+        for call in calls {
+            let ToolCall { id, name, input } = call;
+            self.publish_call(call, None);
             let server = Tool::from_name(name).filter(|_| self.server.iter().any(|t| &t.name == name));
             let runner = if server.is_none() && self.client.iter().any(|c| &c.name == name) {
                 Runner::Client
@@ -469,13 +475,8 @@ impl Steps<'_, '_> {
                 Runner::Server
             };
             on_event(ChatEvent::ToolCall { call_id: id.clone(), name: name.clone(), input: input.clone(), runner })?;
-            let mut done = |state: &str, key: &str, value: &str| {
-                let mut f = call.clone();
-                f["state"] = json!(state);
-                f[key] = json!(value);
-                self.progress(f);
-                let outcome =
-                    if key == "output" { Outcome::Output(value.to_owned()) } else { Outcome::Error(value.to_owned()) };
+            let mut done = |outcome: Outcome| {
+                self.publish_call(call, Some(&outcome));
                 on_event(ChatEvent::ToolResult { call_id: id.clone(), outcome })
             };
             if server.is_some() {
@@ -488,7 +489,7 @@ impl Steps<'_, '_> {
                     }
                     Err(e) => return Err(e),
                 };
-                done("output-available", "output", &output)?;
+                done(Outcome::Output(output.clone()))?;
                 parts.tool_done(name, id, input, &output);
                 results.push(ChatMessage::Tool { call_id: id.clone(), name: name.clone(), output });
             } else if runner == Runner::Client {
@@ -496,7 +497,7 @@ impl Steps<'_, '_> {
                 pending = true;
             } else {
                 let error = format!("Error: there is no tool named {name:?}");
-                done("output-error", "errorText", &error)?;
+                done(Outcome::Error(error.clone()))?;
                 parts.tool_failed(name, id, input, &error);
                 results.push(ChatMessage::Tool { call_id: id.clone(), name: name.clone(), output: error });
             }
