@@ -4,7 +4,10 @@
 use crate::support::{code, msg, Api};
 use serde_json::{json, Value as Json};
 use session_agent_core::blobs::{Blob, Blobs, MemBlobs};
-use session_agent_core::config::{BlockScope, SessionConfig};
+use session_agent_core::config::{
+    BlockConfig, BlockKind, BlockScope, ChatConfig, CompactOptions, CompactionConfig, MemoryConfig, PromptPolicy,
+    SessionConfig,
+};
 use session_agent_core::context::prompt::separator;
 use session_agent_core::sql::Sql;
 
@@ -554,6 +557,31 @@ fn configs_are_validated() {
     .unwrap();
     assert_eq!(built, parsed);
     assert!(SessionConfig::builder().writable("a", None, None).writable("a", None, None).build().is_err());
+    // Every policy the JSON has, the builder has too.
+    let options = CompactOptions { protect_head: 2, tail_token_budget: 500, min_tail_messages: 3 };
+    let memory = MemoryConfig { max_memories: 50, ..MemoryConfig::default() };
+    let built = SessionConfig::builder()
+        .readonly_r2("policy", Some("House rules"), "docs/policy.md")
+        .block(BlockConfig::new("notes", BlockKind::Writable))
+        .prompt(PromptPolicy::Fresh)
+        .compaction(CompactionConfig::new(Some(4000), options))
+        .chat(ChatConfig { max_steps: 3, ..ChatConfig::default() })
+        .memory(memory)
+        .build()
+        .unwrap();
+    let parsed = SessionConfig::from_json(
+        &json!({"context": [
+        {"label": "policy", "kind": "readonly", "description": "House rules", "r2Key": "docs/policy.md"},
+        {"label": "notes", "kind": "writable"}],
+        "cachedPrompt": false,
+        "compaction": {"after": 4000, "protectHead": 2, "tailTokenBudget": 500, "minTailMessages": 3},
+        "chat": {"maxSteps": 3},
+        "memory": {"maxMemories": 50}})
+        .to_string(),
+    )
+    .unwrap();
+    assert_eq!(built, parsed);
+    assert_eq!(built.compaction.map(|c| c.options()), Some(options));
 }
 
 #[test]

@@ -6,7 +6,7 @@
 //! The front door verifies a token (signature, expiry, agent) and hands its claims to the
 //! Durable Object in the [`CLAIMS_HEADER`] (a header it always removes from what clients send).
 //! The API's admission (`crate::admit`) then refuses a revoked token and anything outside the
-//! token's sessions or scope ([`permit`], with what the route table says of the route), for HTTP
+//! token's sessions or scope (`permit`, with what the route table says of the route), for HTTP
 //! requests and WebSocket frames alike. No header means the admin token or a Worker binding:
 //! everything is allowed.
 
@@ -24,7 +24,7 @@ use session_agent_core::time::iso_millis;
 pub const CLAIMS_HEADER: &str = "x-session-agent-claims";
 
 /// The longest life of a token: 30 days.
-pub const MAX_TTL_SECONDS: i64 = 30 * 24 * 3600;
+pub(crate) const MAX_TTL_SECONDS: i64 = 30 * 24 * 3600;
 
 /// The JWT header of every token, base64url: `{"alg":"HS256","typ":"JWT"}`. A token with any
 /// other header is refused before its signature is looked at (no algorithm confusion).
@@ -46,15 +46,15 @@ pub enum Scope {
 pub struct Claims {
     /// The agent the token opens.
     #[serde(rename = "sub")]
-    pub agent: String,
+    pub(crate) agent: String,
     pub scope: Scope,
     /// The sessions it opens, when limited to some; absent: every session of the agent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sessions: Option<Vec<String>>,
     /// Issued at.
-    pub iat: f64,
+    pub(crate) iat: f64,
     /// Expires at.
-    pub exp: f64,
+    pub(crate) exp: f64,
 }
 
 impl Claims {
@@ -130,17 +130,17 @@ impl Claims {
     }
 
     /// The sessions a request with this token may see: the ones it lists, or all of them.
-    pub fn reach(self) -> Reach {
+    pub(crate) fn reach(self) -> Reach {
         self.sessions.map_or(Reach::All, Reach::Sessions)
     }
 
     /// Whether the token is limited to some sessions.
-    pub fn limited(&self) -> bool {
+    pub(crate) fn limited(&self) -> bool {
         self.sessions.is_some()
     }
 
     /// Whether the token opens session `sid`.
-    pub fn opens(&self, sid: &str) -> bool {
+    pub(crate) fn opens(&self, sid: &str) -> bool {
         self.sessions.as_ref().is_none_or(|list| list.iter().any(|s| s == sid))
     }
 
@@ -207,7 +207,7 @@ pub enum Needs {
 /// one), needing scope `needs`: admin routes never, agent-wide routes only to a token not
 /// limited to sessions, a session's routes only for its sessions, writes only with scope
 /// `write`.
-pub fn permit(claims: &Claims, who: Who, sid: Option<&str>, needs: Needs) -> Result<()> {
+pub(crate) fn permit(claims: &Claims, who: Who, sid: Option<&str>, needs: Needs) -> Result<()> {
     match (who, sid) {
         (Who::Admin, _) => return Err(Error::forbidden("this route needs the admin token (API_TOKEN)")),
         (Who::Agent, _) if claims.limited() => {

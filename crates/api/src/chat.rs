@@ -113,7 +113,7 @@ impl Dialect {
     /// The dialect a chat request is answered in: the UI message stream for a `useChat` body
     /// (whatever `Accept` says: `useChat` sends none), ours with `Accept: text/event-stream`,
     /// none (a JSON answer) otherwise. The body is scanned once, here.
-    pub fn of(req: &Request) -> Option<Dialect> {
+    pub(crate) fn of(req: &Request) -> Option<Dialect> {
         if is_ui_body(&req.body) {
             Some(Dialect::UiMessages)
         } else if req.wants_event_stream() {
@@ -224,7 +224,7 @@ impl Encoder {
 /// answer (with `Accept: text/event-stream`, or the UI message stream for a `useChat` body; the
 /// Durable Object streams them as they come instead, with [`stream`]). An error before the
 /// first event is an ordinary JSON error answer.
-pub fn route<'c>(c: &'c Call<'c>) -> Answer<'c> {
+pub(crate) fn route<'c>(c: &'c Call<'c>) -> Answer<'c> {
     Box::pin(async move { answer(&c.session(), c.req).await })
 }
 
@@ -270,7 +270,7 @@ pub enum Streamed {
 /// after every write ([`super::handle`]), then what the turn left (compaction, memory
 /// extraction). The caller closes the stream first and then runs it ([`super::after()`]), so
 /// none of it delays the answer.
-pub async fn stream(
+pub(crate) async fn stream(
     s: &Session<'_>,
     req: &Request,
     dialect: Dialect,

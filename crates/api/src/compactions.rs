@@ -11,13 +11,13 @@ use session_agent_core::error::{Result, Warned};
 use session_agent_core::store::overlay;
 
 /// `GET /sessions/{sid}/compactions`: oldest first.
-pub fn list(c: &Call<'_>) -> Result<Response> {
+pub(crate) fn list(c: &Call<'_>) -> Result<Response> {
     let s = &c.session();
     Ok(Response::json(200, &json!({ "compactions": overlay::list(s.env.sql, s.id)? })))
 }
 
 /// `POST /sessions/{sid}/compactions` `{summary, fromMessageId, toMessageId}` → 201.
-pub fn add(c: &Call<'_>) -> Result<Response> {
+pub(crate) fn add(c: &Call<'_>) -> Result<Response> {
     let s = &c.session();
     let req = c.req;
     let body = req.json_object()?;
@@ -30,7 +30,7 @@ pub fn add(c: &Call<'_>) -> Result<Response> {
 /// `GET /sessions/{sid}/compactions/{cid}/messages?offset=0&limit=20`: the stored messages the
 /// overlay stands for, oldest first, paged (`limit` at most 100) →
 /// `{compaction, total, offset, messages, nextOffset}` (`nextOffset` null on the last page).
-pub fn messages<'c>(c: &'c Call<'c>) -> Answer<'c> {
+pub(crate) fn messages<'c>(c: &'c Call<'c>) -> Answer<'c> {
     Box::pin(async move {
         let s = &c.session();
         let cid = c.params.cid.as_str();
@@ -59,7 +59,7 @@ pub fn messages<'c>(c: &'c Call<'c>) -> Answer<'c> {
 /// `POST /sessions/{sid}/compact` `{leafId?}` → `{compaction}` (the stored overlay) or
 /// `{compaction: null}` when there is nothing to compact. The model failing, or answering a
 /// blank or skeleton summary, is `503 llm_unavailable` and nothing is stored.
-pub fn compact<'c>(c: &'c Call<'c>) -> Answer<'c> {
+pub(crate) fn compact<'c>(c: &'c Call<'c>) -> Answer<'c> {
     Box::pin(async move {
         let s = &c.session();
         let req = c.req;

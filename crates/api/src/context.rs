@@ -12,7 +12,7 @@ use session_agent_core::session::blocks::Write;
 use session_agent_core::store::message::{check_id, MAX_INDEXED_BYTES};
 
 /// `GET /sessions/{sid}/context`: every block with its content, in prompt order.
-pub fn list<'c>(c: &'c Call<'c>) -> Answer<'c> {
+pub(crate) fn list<'c>(c: &'c Call<'c>) -> Answer<'c> {
     Box::pin(async move {
         let s = &c.session();
         Ok(Response::json(200, &json!({ "blocks": s.blocks().await? })))
@@ -20,7 +20,7 @@ pub fn list<'c>(c: &'c Call<'c>) -> Answer<'c> {
 }
 
 /// `GET /sessions/{sid}/context/{label}`.
-pub fn get<'c>(c: &'c Call<'c>) -> Answer<'c> {
+pub(crate) fn get<'c>(c: &'c Call<'c>) -> Answer<'c> {
     Box::pin(async move {
         let s = &c.session();
         let label = c.params.label.as_str();
@@ -29,7 +29,7 @@ pub fn get<'c>(c: &'c Call<'c>) -> Answer<'c> {
 }
 
 /// `PUT /sessions/{sid}/context/{label}` `{content}`.
-pub fn replace<'c>(c: &'c Call<'c>) -> Answer<'c> {
+pub(crate) fn replace<'c>(c: &'c Call<'c>) -> Answer<'c> {
     Box::pin(async move {
         let s = &c.session();
         let label = c.params.label.as_str();
@@ -40,7 +40,7 @@ pub fn replace<'c>(c: &'c Call<'c>) -> Answer<'c> {
 }
 
 /// `POST /sessions/{sid}/context/{label}/append` `{content}`.
-pub fn append<'c>(c: &'c Call<'c>) -> Answer<'c> {
+pub(crate) fn append<'c>(c: &'c Call<'c>) -> Answer<'c> {
     Box::pin(async move {
         let s = &c.session();
         let label = c.params.label.as_str();
@@ -51,7 +51,7 @@ pub fn append<'c>(c: &'c Call<'c>) -> Answer<'c> {
 }
 
 /// `POST /sessions/{sid}/context` `{label, kind, …}`: adds a block to this session → 201.
-pub fn add<'c>(c: &'c Call<'c>) -> Answer<'c> {
+pub(crate) fn add<'c>(c: &'c Call<'c>) -> Answer<'c> {
     Box::pin(async move {
         let s = &c.session();
         let req = c.req;
@@ -62,7 +62,7 @@ pub fn add<'c>(c: &'c Call<'c>) -> Answer<'c> {
 }
 
 /// `DELETE /sessions/{sid}/context/{label}` → 204, 404 when the session has no such block.
-pub fn remove(c: &Call<'_>) -> Result<Response> {
+pub(crate) fn remove(c: &Call<'_>) -> Result<Response> {
     let s = &c.session();
     let label = c.params.label.as_str();
     s.remove_block(label)?;
@@ -70,10 +70,10 @@ pub fn remove(c: &Call<'_>) -> Result<Response> {
 }
 
 /// Most entries of one `POST …/entries`.
-pub const MAX_INGEST: usize = 1000;
+pub(crate) const MAX_INGEST: usize = 1000;
 
 /// `GET /sessions/{sid}/context/{label}/entries?limit=&cursor=` → `{entries, nextCursor}`.
-pub fn entries(c: &Call<'_>) -> Result<Response> {
+pub(crate) fn entries(c: &Call<'_>) -> Result<Response> {
     let s = &c.session();
     let label = c.params.label.as_str();
     let _req = c.req;
@@ -85,7 +85,7 @@ pub fn entries(c: &Call<'_>) -> Result<Response> {
 
 /// `POST /sessions/{sid}/context/{label}/entries` `{entries: [{key?, title?, content}]}` → 201
 /// `{keys}`: all written, or none.
-pub fn ingest(c: &Call<'_>) -> Result<Response> {
+pub(crate) fn ingest(c: &Call<'_>) -> Result<Response> {
     let s = &c.session();
     let label = c.params.label.as_str();
     let req = c.req;
@@ -117,7 +117,7 @@ pub fn ingest(c: &Call<'_>) -> Result<Response> {
 }
 
 /// `GET /sessions/{sid}/context/{label}/entries/{key}`.
-pub fn entry(c: &Call<'_>) -> Result<Response> {
+pub(crate) fn entry(c: &Call<'_>) -> Result<Response> {
     let s = &c.session();
     let label = c.params.label.as_str();
     let key = c.params.key.as_str();
@@ -125,7 +125,7 @@ pub fn entry(c: &Call<'_>) -> Result<Response> {
 }
 
 /// `DELETE /sessions/{sid}/context/{label}/entries/{key}` → 204.
-pub fn delete_entry(c: &Call<'_>) -> Result<Response> {
+pub(crate) fn delete_entry(c: &Call<'_>) -> Result<Response> {
     let s = &c.session();
     let label = c.params.label.as_str();
     let key = c.params.key.as_str();
@@ -135,7 +135,7 @@ pub fn delete_entry(c: &Call<'_>) -> Result<Response> {
 
 /// `GET /sessions/{sid}/prompt` → `{prompt, frozen}`: the stored copy, rendered and stored the
 /// first time.
-pub fn prompt<'c>(c: &'c Call<'c>) -> Answer<'c> {
+pub(crate) fn prompt<'c>(c: &'c Call<'c>) -> Answer<'c> {
     Box::pin(async move {
         let s = &c.session();
         let (prompt, frozen) = s.prompt().await?;
@@ -144,7 +144,7 @@ pub fn prompt<'c>(c: &'c Call<'c>) -> Answer<'c> {
 }
 
 /// `POST /sessions/{sid}/prompt/refresh` → `{prompt}` rendered now and stored.
-pub fn refresh<'c>(c: &'c Call<'c>) -> Answer<'c> {
+pub(crate) fn refresh<'c>(c: &'c Call<'c>) -> Answer<'c> {
     Box::pin(async move {
         let s = &c.session();
         Ok(Response::json(200, &json!({ "prompt": s.refresh_prompt().await? })))
@@ -152,13 +152,13 @@ pub fn refresh<'c>(c: &'c Call<'c>) -> Answer<'c> {
 }
 
 /// `GET /sessions/{sid}/tools` → `{tools: [{name, description, inputSchema}]}`.
-pub fn tools(c: &Call<'_>) -> Result<Response> {
+pub(crate) fn tools(c: &Call<'_>) -> Result<Response> {
     let s = &c.session();
     Ok(Response::json(200, &json!({ "tools": s.tools()? })))
 }
 
 /// `POST /sessions/{sid}/tools/{name}` `{input}` → `{output}`, the string the model sees.
-pub fn run_tool<'c>(c: &'c Call<'c>) -> Answer<'c> {
+pub(crate) fn run_tool<'c>(c: &'c Call<'c>) -> Answer<'c> {
     Box::pin(async move {
         let s = &c.session();
         let name = c.params.name.as_str();

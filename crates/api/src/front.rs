@@ -41,7 +41,7 @@ pub struct Settings<'a> {
     pub chat_page: &'a str,
 }
 
-/// Whether a request opens a session's WebSocket (see [`handshake`]).
+/// Whether a request opens a session's WebSocket (see `handshake`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Upgrade {
     /// An ordinary request (any `Upgrade` header is dropped before it is forwarded).
@@ -125,7 +125,7 @@ pub fn door<'a>(inc: &Incoming<'a, '_>, settings: &Settings<'_>) -> Door<'a> {
 /// socket. So the method cannot be trusted on such a request: only a real handshake (no body,
 /// `Sec-WebSocket-Key` and `Sec-WebSocket-Version`) of `…/sessions/{sid}/ws` is one. The same
 /// header anywhere else is `400`, on the socket route `405`, and never acted on as a `GET`.
-pub fn handshake(inc: &Incoming<'_, '_>) -> Result<Upgrade> {
+pub(crate) fn handshake(inc: &Incoming<'_, '_>) -> Result<Upgrade> {
     let h = |name: &str| (inc.header)(name);
     if !h("upgrade").is_some_and(|u| u.eq_ignore_ascii_case("websocket")) {
         return Ok(Upgrade::None);

@@ -40,12 +40,12 @@ impl Request {
     }
 
     /// The value of header `name` (lower case), if sent.
-    pub fn header_value(&self, name: &str) -> Option<&str> {
+    pub(crate) fn header_value(&self, name: &str) -> Option<&str> {
         self.headers.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
     }
 
     /// Whether the client asked for server-sent events (`Accept: text/event-stream`).
-    pub fn wants_event_stream(&self) -> bool {
+    pub(crate) fn wants_event_stream(&self) -> bool {
         self.header_value("accept").is_some_and(|a| a.contains("text/event-stream"))
     }
 
@@ -85,7 +85,7 @@ pub struct Response {
 
 impl Response {
     /// A JSON answer whose text is already made (it must be JSON).
-    pub fn json_text(status: u16, body: String) -> Response {
+    pub(crate) fn json_text(status: u16, body: String) -> Response {
         Response {
             status,
             headers: vec![("content-type".into(), "application/json; charset=utf-8".into())],
@@ -96,7 +96,7 @@ impl Response {
     }
 
     /// A JSON answer.
-    pub fn json<T: Serialize + ?Sized>(status: u16, value: &T) -> Response {
+    pub(crate) fn json<T: Serialize + ?Sized>(status: u16, value: &T) -> Response {
         match serde_json::to_vec(value) {
             Ok(body) => Response {
                 status,
@@ -110,7 +110,7 @@ impl Response {
     }
 
     /// A plain-text answer.
-    pub fn text(status: u16, body: &str) -> Response {
+    pub(crate) fn text(status: u16, body: &str) -> Response {
         Response {
             status,
             headers: vec![("content-type".into(), "text/plain;charset=UTF-8".into())],
@@ -121,7 +121,7 @@ impl Response {
     }
 
     /// `204 No Content`.
-    pub fn no_content() -> Response {
+    pub(crate) fn no_content() -> Response {
         Response { status: 204, headers: Vec::new(), body: Vec::new(), warnings: Vec::new(), after: Vec::new() }
     }
 
@@ -146,7 +146,7 @@ impl Response {
     }
 
     /// The same answer with a warning for the log.
-    pub fn warn(mut self, warning: impl Into<String>) -> Response {
+    pub(crate) fn warn(mut self, warning: impl Into<String>) -> Response {
         self.warnings.push(warning.into());
         self
     }
@@ -165,7 +165,7 @@ impl Response {
 /// Decodes an `application/x-www-form-urlencoded` query (`+` is a space, `%XX` a byte) into its
 /// pairs, in order. Unlike a lossy decoder it refuses what is not UTF-8 after decoding, as path
 /// segments are refused.
-pub fn parse_query(query: &str) -> Result<Vec<(String, String)>> {
+pub(crate) fn parse_query(query: &str) -> Result<Vec<(String, String)>> {
     let decode = |s: &str| {
         let spaced = s.replace('+', " ");
         percent_encoding::percent_decode_str(&spaced)
@@ -183,10 +183,10 @@ pub fn parse_query(query: &str) -> Result<Vec<(String, String)>> {
         .collect()
 }
 
-pub use session_agent_core::ids::check_name;
+pub(crate) use session_agent_core::ids::check_name;
 
 /// Percent-decodes one path segment as UTF-8.
-pub fn decode_segment(what: &str, raw: &str) -> Result<String> {
+pub(crate) fn decode_segment(what: &str, raw: &str) -> Result<String> {
     percent_encoding::percent_decode_str(raw)
         .decode_utf8()
         .map(|s| s.into_owned())
@@ -194,21 +194,21 @@ pub fn decode_segment(what: &str, raw: &str) -> Result<String> {
 }
 
 /// A session id from the path, decoded and checked.
-pub fn session_param(raw: &str) -> Result<String> {
+pub(crate) fn session_param(raw: &str) -> Result<String> {
     let sid = decode_segment("session id", raw)?;
     check_name("session id", &sid)?;
     Ok(sid)
 }
 
 /// A message id from the path, decoded and checked.
-pub fn message_param(raw: &str) -> Result<String> {
+pub(crate) fn message_param(raw: &str) -> Result<String> {
     let mid = decode_segment("message id", raw)?;
     check_id("message id", &mid)?;
     Ok(mid)
 }
 
 /// An optional string field of a JSON body (`null` counts as absent).
-pub fn opt_str(body: &Map<String, Json>, key: &str) -> Result<Option<String>> {
+pub(crate) fn opt_str(body: &Map<String, Json>, key: &str) -> Result<Option<String>> {
     match body.get(key) {
         None | Some(Json::Null) => Ok(None),
         Some(Json::String(s)) => Ok(Some(s.clone())),
@@ -217,7 +217,7 @@ pub fn opt_str(body: &Map<String, Json>, key: &str) -> Result<Option<String>> {
 }
 
 /// A required string field of a JSON body.
-pub fn req_str(body: &Map<String, Json>, key: &str) -> Result<String> {
+pub(crate) fn req_str(body: &Map<String, Json>, key: &str) -> Result<String> {
     opt_str(body, key)?.ok_or_else(|| Error::invalid(format!("{key} is required")))
 }
 
@@ -226,14 +226,14 @@ pub fn req_str(body: &Map<String, Json>, key: &str) -> Result<String> {
 /// `docs/openapi.yaml` says it takes (a test compares the two). Reading a name the row does not
 /// list is a bug, caught by the native tests (a debug assertion).
 #[derive(Clone, Debug, Default)]
-pub struct Query {
+pub(crate) struct Query {
     pairs: Vec<(String, String)>,
     declared: &'static [&'static str],
 }
 
 impl Query {
     /// The decoded pairs of `raw` (see [`parse_query`]) for a route that reads `declared`.
-    pub fn parse(raw: &str, declared: &'static [&'static str]) -> Result<Query> {
+    pub(crate) fn parse(raw: &str, declared: &'static [&'static str]) -> Result<Query> {
         Ok(Query { pairs: parse_query(raw)?, declared })
     }
 
@@ -245,18 +245,18 @@ impl Query {
     }
 
     /// The value of `name` (the last one when repeated).
-    pub fn get(&self, name: &str) -> Option<&str> {
+    pub(crate) fn get(&self, name: &str) -> Option<&str> {
         self.declared(name);
         self.pairs.iter().rev().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
     }
 
     /// A required value.
-    pub fn require(&self, name: &str) -> Result<&str> {
+    pub(crate) fn require(&self, name: &str) -> Result<&str> {
         self.get(name).ok_or_else(|| Error::invalid(format!("{name} is required")))
     }
 
     /// An optional integer within `min..=max`.
-    pub fn int(&self, name: &str, min: i64, max: i64) -> Result<Option<i64>> {
+    pub(crate) fn int(&self, name: &str, min: i64, max: i64) -> Result<Option<i64>> {
         let Some(v) = self.get(name) else { return Ok(None) };
         match v.trim().parse::<i64>() {
             Ok(n) if (min..=max).contains(&n) => Ok(Some(n)),
@@ -265,7 +265,7 @@ impl Query {
     }
 
     /// A boolean flag: `1`/`true` (or the bare name) on, `0`/`false`/absent off.
-    pub fn flag(&self, name: &str) -> Result<bool> {
+    pub(crate) fn flag(&self, name: &str) -> Result<bool> {
         match self.get(name) {
             None | Some("0") | Some("false") => Ok(false),
             Some("1") | Some("true") | Some("") => Ok(true),
@@ -274,7 +274,7 @@ impl Query {
     }
 
     /// A message id (`leaf`, or `before`: a page's cursor), checked as ids are; empty is absent.
-    pub fn id(&self, name: &str) -> Result<Option<String>> {
+    pub(crate) fn id(&self, name: &str) -> Result<Option<String>> {
         match self.get(name).filter(|v| !v.is_empty()) {
             Some(id) => {
                 check_id(name, id)?;
@@ -298,7 +298,7 @@ pub enum Method {
 
 impl Method {
     /// The method called `name` (as sent, upper case), if the API knows it.
-    pub fn of(name: &str) -> Option<Method> {
+    pub(crate) fn of(name: &str) -> Option<Method> {
         Some(match name {
             "GET" => Method::Get,
             "POST" => Method::Post,
@@ -322,7 +322,7 @@ impl Method {
 }
 
 /// `405` naming the allowed methods.
-pub fn method_not_allowed(allowed: &[Method]) -> Response {
+pub(crate) fn method_not_allowed(allowed: &[Method]) -> Response {
     let names: Vec<&str> = allowed.iter().map(|m| m.as_str()).collect();
     let mut r =
         Response::error(&Error::new(ErrorKind::MethodNotAllowed, format!("allowed methods: {}", names.join(", "))));

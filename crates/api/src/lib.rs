@@ -90,7 +90,7 @@ fn checked(what: &str, raw: &str) -> Result<String> {
 }
 
 /// The session id of a `/sessions/{sid}/…` request, decoded and checked.
-pub fn session_of(req: &Request) -> Result<String> {
+pub(crate) fn session_of(req: &Request) -> Result<String> {
     let m = matched(&req.path)?;
     match m.params.sid.is_empty() {
         true => Err(Error::not_found(format!("no session in {}", req.path))),
@@ -109,7 +109,7 @@ pub fn is_agent_export(req: &Request) -> bool {
     req.method == "GET" && route_template(&req.path) == Some("/export")
 }
 
-/// Whether `claims` allow `method` on DO path `path` (see [`access::permit`]), as the front
+/// Whether `claims` allow `method` on DO path `path` (see `access::permit`), as the front
 /// door asks before forwarding. An unknown path is allowed here (and answered `404` by the
 /// Durable Object).
 pub fn permits(claims: &Claims, method: &str, path: &str) -> Result<()> {
@@ -140,7 +140,7 @@ pub fn chat_stream(req: &Request) -> Option<chat::Dialect> {
 }
 
 /// Runs a streamed turn (see [`chat_stream`]) after admitting it, handing each event to `send`
-/// (see [`chat::stream`]); answers the work left for after the stream ends.
+/// (see `chat::stream`); answers the work left for after the stream ends.
 ///
 /// The futures this crate hands the Workers layer are boxed here, so the code of every future
 /// below them is made once, in this crate (a future awaited in another crate would be compiled

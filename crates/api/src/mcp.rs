@@ -19,7 +19,7 @@ use session_agent_core::session::Session;
 
 /// The protocol versions this server speaks, newest first: a client asking for one of them gets
 /// it, any other client the newest.
-pub const PROTOCOL_VERSIONS: &[&str] = &["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
+pub(crate) const PROTOCOL_VERSIONS: &[&str] = &["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
 
 // JSON-RPC error codes.
 const METHOD_NOT_FOUND: i64 = -32601;
@@ -35,7 +35,7 @@ fn rpc_result(id: &Json, result: Json) -> Json {
 }
 
 /// Answers one JSON-RPC message.
-pub fn handle<'c>(c: &'c Call<'c>) -> Answer<'c> {
+pub(crate) fn handle<'c>(c: &'c Call<'c>) -> Answer<'c> {
     Box::pin(async move {
         let s = &c.session();
         let req = c.req;

@@ -66,10 +66,10 @@ fn known(body: &Map<String, Json>, keys: &[&str]) -> Result<()> {
 }
 
 /// Most memories of one `POST /memories/batch`.
-pub const MAX_BATCH: usize = 1000;
+pub(crate) const MAX_BATCH: usize = 1000;
 
 /// `POST /memories`: 201 with the new memory, or 200 with the one it was merged into.
-pub fn create<'c>(c: &'c Call<'c>) -> Answer<'c> {
+pub(crate) fn create<'c>(c: &'c Call<'c>) -> Answer<'c> {
     Box::pin(async move {
         let env = c.env;
         let req = c.req;
@@ -81,7 +81,7 @@ pub fn create<'c>(c: &'c Call<'c>) -> Answer<'c> {
 
 /// `POST /memories/batch` `{memories: [...]}` (each as for `POST /memories`, up to 1,000):
 /// 201 `{memories}` in order, all stored (or merged) or none.
-pub fn create_all<'c>(c: &'c Call<'c>) -> Answer<'c> {
+pub(crate) fn create_all<'c>(c: &'c Call<'c>) -> Answer<'c> {
     Box::pin(async move {
         let env = c.env;
         let req = c.req;
@@ -131,7 +131,7 @@ fn new_memory(body: &Map<String, Json>) -> Result<NewMemory> {
 }
 
 /// `GET /memories?category=&tag=&sessionId=&limit=&cursor=`: newest first.
-pub fn list(c: &Call<'_>) -> Result<Response> {
+pub(crate) fn list(c: &Call<'_>) -> Result<Response> {
     let env = c.env;
     let _req = c.req;
     let q = &c.query;
@@ -141,7 +141,7 @@ pub fn list(c: &Call<'_>) -> Result<Response> {
 }
 
 /// `GET /memories/search?q=&category=&tag=&sessionId=&limit=`: ranked, with why.
-pub fn search<'c>(c: &'c Call<'c>) -> Answer<'c> {
+pub(crate) fn search<'c>(c: &'c Call<'c>) -> Answer<'c> {
     Box::pin(async move {
         let env = c.env;
         let _req = c.req;
@@ -158,7 +158,7 @@ fn missing(id: &str) -> Error {
 }
 
 /// `GET /memories/{mid}`.
-pub fn get(c: &Call<'_>) -> Result<Response> {
+pub(crate) fn get(c: &Call<'_>) -> Result<Response> {
     let env = c.env;
     let id = c.params.memory.as_str();
     let m = store::get(env.sql, id, &env.now)?.ok_or_else(|| missing(id))?;
@@ -166,7 +166,7 @@ pub fn get(c: &Call<'_>) -> Result<Response> {
 }
 
 /// `PATCH /memories/{mid}`: `{content?, tags?, score?, category?, expiresAt?}`.
-pub fn patch<'c>(c: &'c Call<'c>) -> Answer<'c> {
+pub(crate) fn patch<'c>(c: &'c Call<'c>) -> Answer<'c> {
     Box::pin(async move {
         let env = c.env;
         let id = c.params.memory.as_str();
@@ -191,7 +191,7 @@ pub fn patch<'c>(c: &'c Call<'c>) -> Answer<'c> {
 }
 
 /// `GET /memories/{mid}/history`: every version, oldest first.
-pub fn history(c: &Call<'_>) -> Result<Response> {
+pub(crate) fn history(c: &Call<'_>) -> Result<Response> {
     let env = c.env;
     let id = c.params.memory.as_str();
     let versions = store::history(env.sql, id, &env.now)?.ok_or_else(|| missing(id))?;
@@ -199,7 +199,7 @@ pub fn history(c: &Call<'_>) -> Result<Response> {
 }
 
 /// `DELETE /memories/{mid}`.
-pub fn delete(c: &Call<'_>) -> Result<Response> {
+pub(crate) fn delete(c: &Call<'_>) -> Result<Response> {
     let env = c.env;
     let id = c.params.memory.as_str();
     Memories::new(env).forget(id)?;
@@ -208,7 +208,7 @@ pub fn delete(c: &Call<'_>) -> Result<Response> {
 
 /// `DELETE /memories?category=&tag=&sessionId=` (the filters may also come as a JSON body):
 /// `forgetAll`, `{deleted: n}`.
-pub fn delete_all(c: &Call<'_>) -> Result<Response> {
+pub(crate) fn delete_all(c: &Call<'_>) -> Result<Response> {
     let env = c.env;
     let req = c.req;
     let q = &c.query;
@@ -224,7 +224,7 @@ pub fn delete_all(c: &Call<'_>) -> Result<Response> {
 }
 
 /// `POST /sessions/{sid}/memories/extract` `{leafId?}`: `{added, updated, deleted}`.
-pub fn extract<'c>(c: &'c Call<'c>) -> Answer<'c> {
+pub(crate) fn extract<'c>(c: &'c Call<'c>) -> Answer<'c> {
     Box::pin(async move {
         let s = &c.session();
         let req = c.req;

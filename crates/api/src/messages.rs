@@ -55,7 +55,7 @@ fn with_warnings(mut resp: Response, warnings: Vec<String>) -> Response {
 /// is a synthetic `compaction_…` one (never stored, `synthetic:true`: the stand-in for a
 /// summary that history reads put in place of the originals, which a client sending its
 /// history back would otherwise store; docs/REFERENCE.md#synthetic-messages).
-pub fn append<'c>(c: &'c Call<'c>) -> Answer<'c> {
+pub(crate) fn append<'c>(c: &'c Call<'c>) -> Answer<'c> {
     Box::pin(async move {
         let s = &c.session();
         let req = c.req;
@@ -76,7 +76,7 @@ pub fn append<'c>(c: &'c Call<'c>) -> Answer<'c> {
 
 /// `POST /sessions/{sid}/messages/batch` `{messages, parentId?}`: appends in order, each the
 /// child of the one before; all or nothing. `201 {ids, lastId, inserted}`.
-pub fn batch<'c>(c: &'c Call<'c>) -> Answer<'c> {
+pub(crate) fn batch<'c>(c: &'c Call<'c>) -> Answer<'c> {
     Box::pin(async move {
         let s = &c.session();
         let req = c.req;
@@ -100,7 +100,7 @@ pub fn batch<'c>(c: &'c Call<'c>) -> Answer<'c> {
 }
 
 /// `GET /sessions/{sid}/messages/{mid}`.
-pub fn get<'c>(c: &'c Call<'c>) -> Answer<'c> {
+pub(crate) fn get<'c>(c: &'c Call<'c>) -> Answer<'c> {
     Box::pin(async move {
         let s = &c.session();
         let mid = c.params.mid.as_str();
@@ -110,7 +110,7 @@ pub fn get<'c>(c: &'c Call<'c>) -> Answer<'c> {
 
 /// `PUT /sessions/{sid}/messages/{mid}` `{message}`: replaces the message's content; its id
 /// must equal `mid` and its place in the tree stays.
-pub fn update<'c>(c: &'c Call<'c>) -> Answer<'c> {
+pub(crate) fn update<'c>(c: &'c Call<'c>) -> Answer<'c> {
     Box::pin(async move {
         let s = &c.session();
         let mid = c.params.mid.as_str();
@@ -125,7 +125,7 @@ pub fn update<'c>(c: &'c Call<'c>) -> Answer<'c> {
 }
 
 /// `DELETE /sessions/{sid}/messages/{mid}`: 204; its children stay (orphaned).
-pub fn delete<'c>(c: &'c Call<'c>) -> Answer<'c> {
+pub(crate) fn delete<'c>(c: &'c Call<'c>) -> Answer<'c> {
     Box::pin(async move {
         let s = &c.session();
         let mid = c.params.mid.as_str();
@@ -135,7 +135,7 @@ pub fn delete<'c>(c: &'c Call<'c>) -> Answer<'c> {
 }
 
 /// `DELETE /sessions/{sid}/messages`: every message and compaction of the session.
-pub fn clear<'c>(c: &'c Call<'c>) -> Answer<'c> {
+pub(crate) fn clear<'c>(c: &'c Call<'c>) -> Answer<'c> {
     Box::pin(async move {
         let s = &c.session();
         let warnings = s.clear().await?;
@@ -146,7 +146,7 @@ pub fn clear<'c>(c: &'c Call<'c>) -> Answer<'c> {
 /// `GET /sessions/{sid}/messages/{mid}/branches?limit=&before=`: the children, oldest first;
 /// with `limit` or `before` (a child), a page of them and its `nextBefore` cursor, as history
 /// pages (100 children unless `limit` says otherwise).
-pub fn branches<'c>(c: &'c Call<'c>) -> Answer<'c> {
+pub(crate) fn branches<'c>(c: &'c Call<'c>) -> Answer<'c> {
     Box::pin(async move {
         let s = &c.session();
         let _req = c.req;
@@ -170,7 +170,7 @@ pub fn branches<'c>(c: &'c Call<'c>) -> Answer<'c> {
 /// the defaults 4, 500 and 10000). What is stored does not change. With `limit`, one page of
 /// the path (see [`history::page`]) and its `nextBefore` cursor; `before` asks for the page
 /// above an earlier one (100 messages unless `limit` says otherwise; `leaf` plays no part).
-pub fn history<'c>(c: &'c Call<'c>) -> Answer<'c> {
+pub(crate) fn history<'c>(c: &'c Call<'c>) -> Answer<'c> {
     Box::pin(async move {
         let s = &c.session();
         let _req = c.req;
@@ -246,7 +246,7 @@ fn truncate_options(q: &Query) -> Result<Option<TruncateOptions>> {
 /// active path, or with `before` of the path above that message; `nextBefore` pages on up.
 ///
 /// Sizes are of the stored rows: a message with spilled fields counts as its row (placeholders).
-pub fn recent<'c>(c: &'c Call<'c>) -> Answer<'c> {
+pub(crate) fn recent<'c>(c: &'c Call<'c>) -> Answer<'c> {
     Box::pin(async move {
         let s = &c.session();
         let _req = c.req;
@@ -260,7 +260,7 @@ pub fn recent<'c>(c: &'c Call<'c>) -> Answer<'c> {
 }
 
 /// `GET /sessions/{sid}/leaf`: the latest leaf, 404 when the session is empty.
-pub fn leaf<'c>(c: &'c Call<'c>) -> Answer<'c> {
+pub(crate) fn leaf<'c>(c: &'c Call<'c>) -> Answer<'c> {
     Box::pin(async move {
         let s = &c.session();
         let id =
@@ -270,7 +270,7 @@ pub fn leaf<'c>(c: &'c Call<'c>) -> Answer<'c> {
 }
 
 /// `GET /sessions/{sid}/path-length?leaf=`: messages on the raw path (0 when empty).
-pub fn path_length(c: &Call<'_>) -> Result<Response> {
+pub(crate) fn path_length(c: &Call<'_>) -> Result<Response> {
     let s = &c.session();
     let _req = c.req;
     let leaf = c.query.id("leaf")?;

@@ -19,7 +19,7 @@ use session_agent_core::error::{Error, Result};
 
 /// What a handler does with the request body.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Body {
+pub(crate) enum Body {
     /// It reads it (and refuses what it cannot take).
     Read,
     /// It reads none; a body that is not a JSON object is still refused, as every other write
@@ -32,12 +32,12 @@ pub enum Body {
 /// One method of a route.
 pub struct Op {
     pub method: Method,
-    pub handler: Handler,
+    pub(crate) handler: Handler,
     /// The query parameters the handler reads (what the spec lists for this operation).
     pub query: &'static [&'static str],
-    pub body: Body,
+    pub(crate) body: Body,
     /// Who may use it, when it differs from its route's.
-    pub who: Option<Who>,
+    pub(crate) who: Option<Who>,
 }
 
 /// A path that is also the name of what its methods act on.
@@ -64,18 +64,18 @@ pub struct Route {
 
 impl Route {
     /// The operation for `method`, if the route has one.
-    pub fn op(&self, method: &str) -> Option<&'static Op> {
+    pub(crate) fn op(&self, method: &str) -> Option<&'static Op> {
         let method = Method::of(method)?;
         self.ops.iter().find(|o| o.method == method)
     }
 
     /// Who may use it with `method`.
-    pub fn who(&self, method: &str) -> Who {
+    pub(crate) fn who(&self, method: &str) -> Who {
         self.op(method).and_then(|o| o.who).unwrap_or(self.who)
     }
 
     /// The scope a token needs for `method`.
-    pub fn needs(&self, method: &str) -> Needs {
+    pub(crate) fn needs(&self, method: &str) -> Needs {
         match method {
             "GET" | "HEAD" => Needs::Read,
             _ => self.writes,
@@ -83,7 +83,7 @@ impl Route {
     }
 
     /// The methods it allows, for a `405`'s `Allow`.
-    pub fn methods(&self) -> Vec<Method> {
+    pub(crate) fn methods(&self) -> Vec<Method> {
         self.ops.iter().map(|o| o.method).collect()
     }
 }
@@ -286,7 +286,7 @@ pub const ROUTES: &[Route] = &[
 ];
 
 /// The router over [`ROUTES`]: a path to its row.
-pub fn router() -> &'static matchit::Router<&'static Route> {
+pub(crate) fn router() -> &'static matchit::Router<&'static Route> {
     static ROUTER: OnceLock<matchit::Router<&'static Route>> = OnceLock::new();
     ROUTER.get_or_init(|| {
         let mut r = matchit::Router::new();

@@ -46,7 +46,8 @@ impl Running {
     }
 
     /// How many sockets have a running frame (what the object keeps).
-    pub fn sockets(&self) -> usize {
+    #[cfg(test)]
+    fn sockets(&self) -> usize {
         self.flags.borrow().len()
     }
 }

@@ -13,7 +13,7 @@ fn params(q: &Query) -> Result<(String, i64)> {
 }
 
 /// `GET /sessions/{sid}/search?q=&limit=`.
-pub fn in_session<'c>(c: &'c Call<'c>) -> Answer<'c> {
+pub(crate) fn in_session<'c>(c: &'c Call<'c>) -> Answer<'c> {
     Box::pin(async move {
         let s = &c.session();
         let _req = c.req;
@@ -23,7 +23,7 @@ pub fn in_session<'c>(c: &'c Call<'c>) -> Answer<'c> {
 }
 
 /// `GET /search?q=&limit=`: every session of the agent; hits carry `sessionId`.
-pub fn across<'c>(c: &'c Call<'c>) -> Answer<'c> {
+pub(crate) fn across<'c>(c: &'c Call<'c>) -> Answer<'c> {
     Box::pin(async move {
         let env = c.env;
         let _req = c.req;

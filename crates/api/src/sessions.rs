@@ -13,7 +13,7 @@ use session_agent_core::store::sessions::{self, NewSession};
 /// `GET /sessions?limit=&cursor=`: newest `updatedAt` first; a page of `limit` (at most 100)
 /// with the `nextCursor` of the page after it (`null` at the end), or every session without
 /// `limit`.
-pub fn list(c: &Call<'_>) -> Result<Response> {
+pub(crate) fn list(c: &Call<'_>) -> Result<Response> {
     let q = &c.query;
     let page = sessions::Page {
         limit: q.int("limit", 1, sessions::MAX_PAGE)?,
@@ -24,7 +24,7 @@ pub fn list(c: &Call<'_>) -> Result<Response> {
 }
 
 /// `POST /sessions` `{name, parentSessionId?, model?, source?}` → 201.
-pub fn create(c: &Call<'_>) -> Result<Response> {
+pub(crate) fn create(c: &Call<'_>) -> Result<Response> {
     let env = c.env;
     let req = c.req;
     let body = req.json_object()?;
@@ -51,13 +51,13 @@ fn short_str(body: &Map<String, Json>, key: &str) -> Result<Option<String>> {
 }
 
 /// `GET /sessions/{sid}`.
-pub fn get(c: &Call<'_>) -> Result<Response> {
+pub(crate) fn get(c: &Call<'_>) -> Result<Response> {
     let s = &c.session();
     Ok(Response::json(200, &reads::session(s.env, s.id)?))
 }
 
 /// `PATCH /sessions/{sid}` `{name}`.
-pub fn rename(c: &Call<'_>) -> Result<Response> {
+pub(crate) fn rename(c: &Call<'_>) -> Result<Response> {
     let s = &c.session();
     let req = c.req;
     let name = req_str(&req.json_object()?, "name")?;
@@ -67,7 +67,7 @@ pub fn rename(c: &Call<'_>) -> Result<Response> {
 
 /// `DELETE /sessions/{sid}`: the session and everything stored for it. Its sockets get
 /// `{type:"cleared"}` and an `idle` status, as for a clear.
-pub fn delete<'c>(c: &'c Call<'c>) -> Answer<'c> {
+pub(crate) fn delete<'c>(c: &'c Call<'c>) -> Answer<'c> {
     Box::pin(async move {
         let s = &c.session();
         s.delete().await?;
@@ -76,7 +76,7 @@ pub fn delete<'c>(c: &'c Call<'c>) -> Answer<'c> {
 }
 
 /// `POST /sessions/{sid}/fork` `{atMessageId, name?}` → 201 with the new session.
-pub fn fork(c: &Call<'_>) -> Result<Response> {
+pub(crate) fn fork(c: &Call<'_>) -> Result<Response> {
     let s = &c.session();
     let req = c.req;
     let body = req.json_object()?;
@@ -87,7 +87,7 @@ pub fn fork(c: &Call<'_>) -> Result<Response> {
 }
 
 /// `POST /sessions/{sid}/usage` `{inputTokens, outputTokens, cost}`: adds to the totals.
-pub fn usage(c: &Call<'_>) -> Result<Response> {
+pub(crate) fn usage(c: &Call<'_>) -> Result<Response> {
     let s = &c.session();
     let req = c.req;
     let body = req.json_object()?;

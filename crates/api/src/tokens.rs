@@ -11,7 +11,7 @@ use session_agent_core::time::{iso_millis, parse_iso};
 
 /// `POST /tokens/revoke` `{before?}` (ISO-8601; default: now) → `{before}`, the revocation time
 /// in force (it only moves forward). Open sockets of revoked tokens are closed.
-pub fn revoke(c: &Call<'_>) -> Result<Response> {
+pub(crate) fn revoke(c: &Call<'_>) -> Result<Response> {
     let env = c.env;
     let req = c.req;
     let body = req.json_object()?;

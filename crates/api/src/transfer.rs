@@ -15,7 +15,7 @@ use session_agent_core::transfer::{erase as wipe, export, import};
 pub const NDJSON: &str = "application/x-ndjson; charset=utf-8";
 
 /// `GET /sessions/{sid}/export` → the session's document.
-pub fn export_session<'c>(c: &'c Call<'c>) -> Answer<'c> {
+pub(crate) fn export_session<'c>(c: &'c Call<'c>) -> Answer<'c> {
     Box::pin(async move {
         let s = &c.session();
         let Warned { value: doc, warnings } = export::session(s.env, s.id).await?;
@@ -25,7 +25,7 @@ pub fn export_session<'c>(c: &'c Call<'c>) -> Answer<'c> {
 }
 
 /// `POST /sessions/import?as=<sid>` (a session document) → 201 SessionInfo.
-pub fn import_session<'c>(c: &'c Call<'c>) -> Answer<'c> {
+pub(crate) fn import_session<'c>(c: &'c Call<'c>) -> Answer<'c> {
     Box::pin(async move {
         let env = c.env;
         let req = c.req;
@@ -41,7 +41,7 @@ pub fn import_session<'c>(c: &'c Call<'c>) -> Answer<'c> {
 
 /// `GET /export` answered whole (the Durable Object streams it instead; see
 /// [`export::AgentExport`]).
-pub fn export_agent<'c>(c: &'c Call<'c>) -> Answer<'c> {
+pub(crate) fn export_agent<'c>(c: &'c Call<'c>) -> Answer<'c> {
     Box::pin(async move {
         let env = c.env;
         let mut exp = export::AgentExport::new(env.sql)?;
@@ -57,7 +57,7 @@ pub fn export_agent<'c>(c: &'c Call<'c>) -> Answer<'c> {
 
 /// `POST /import` (an agent export) → 201 `{sessions, messages, memories, entries, skills}`;
 /// imported memories are embedded after the answer when embeddings are configured.
-pub fn import_agent<'c>(c: &'c Call<'c>) -> Answer<'c> {
+pub(crate) fn import_agent<'c>(c: &'c Call<'c>) -> Answer<'c> {
     Box::pin(async move {
         let env = c.env;
         let req = c.req;
@@ -71,7 +71,7 @@ pub fn import_agent<'c>(c: &'c Call<'c>) -> Answer<'c> {
 }
 
 /// `DELETE /` with `Confirm: erase` → 204 (see [`wipe::erase`]).
-pub fn erase<'c>(c: &'c Call<'c>) -> Answer<'c> {
+pub(crate) fn erase<'c>(c: &'c Call<'c>) -> Answer<'c> {
     Box::pin(async move {
         let env = c.env;
         let req = c.req;
@@ -86,7 +86,7 @@ pub fn erase<'c>(c: &'c Call<'c>) -> Answer<'c> {
 }
 
 /// `POST /sessions/{sid}/split` `{name?, summary?}` → 201 SessionInfo of the new session.
-pub fn split<'c>(c: &'c Call<'c>) -> Answer<'c> {
+pub(crate) fn split<'c>(c: &'c Call<'c>) -> Answer<'c> {
     Box::pin(async move {
         let s = &c.session();
         let req = c.req;

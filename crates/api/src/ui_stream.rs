@@ -22,7 +22,7 @@ use session_agent_core::turn::run::{ChatEvent, Outcome, Runner};
 use session_agent_core::wire::True;
 
 /// The header that tells the AI SDK the answer is a UI message stream.
-pub const HEADER: (&str, &str) = ("x-vercel-ai-ui-message-stream", "v1");
+pub(crate) const HEADER: (&str, &str) = ("x-vercel-ai-ui-message-stream", "v1");
 
 /// One chunk of the stream: `{"type": <the variant in kebab-case>, …fields in camelCase}`, as
 /// the AI SDK's `uiMessageChunkSchema` reads them (the subset a turn sends).
@@ -106,7 +106,7 @@ static NO_METADATA: Json = Json::Null;
 
 /// The state of one answer's stream: the text or reasoning part being streamed.
 #[derive(Default)]
-pub struct UiStream {
+pub(crate) struct UiStream {
     open: Option<(Open, String)>,
     parts: usize,
 }
@@ -119,7 +119,7 @@ enum Open {
 
 impl UiStream {
     /// The chunks of one event (empty when it has none).
-    pub fn event(&mut self, e: &ChatEvent) -> String {
+    pub(crate) fn event(&mut self, e: &ChatEvent) -> String {
         let mut out = String::new();
         match e {
             ChatEvent::Start { message_id } => chunk(&mut out, &Chunk::Start { message_id }),
@@ -162,7 +162,7 @@ impl UiStream {
     /// The end of a stored answer: `finish` with the message's metadata (model, usage, the
     /// memories it was given) and why it ended (`tool-calls` while a client tool call waits),
     /// then `[DONE]`.
-    pub fn finish(&mut self, message: &Json) -> String {
+    pub(crate) fn finish(&mut self, message: &Json) -> String {
         let mut out = String::new();
         self.close(&mut out);
         let last = parts(message).last().map(Part::new);
@@ -176,7 +176,7 @@ impl UiStream {
 
     /// The end of a failed answer: an `error` chunk (`"<code>: <message>"`), then `[DONE]`.
     /// Nothing of the turn was stored.
-    pub fn error(&mut self, e: &Error) -> String {
+    pub(crate) fn error(&mut self, e: &Error) -> String {
         let mut out = String::new();
         self.close(&mut out);
         chunk(&mut out, &Chunk::Error { error_text: &format!("{}: {}", e.code(), e.message) });

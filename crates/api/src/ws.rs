@@ -71,7 +71,7 @@ pub fn pending_echo(sid: &str, claims: Option<&Claims>, text: &str) -> Option<Js
 /// Largest client frame answered, in bytes: half of the runtime's own limit (workerd closes the
 /// socket with 1009 on a frame over 32 MiB before the object sees it), so a big frame gets an
 /// `error` frame and the socket stays usable. Bigger messages go over HTTP (32 MiB bodies).
-pub const MAX_FRAME_BYTES: usize = 16 * 1024 * 1024;
+pub(crate) const MAX_FRAME_BYTES: usize = 16 * 1024 * 1024;
 
 /// Answers one text frame from a socket of session `sid` (already checked), opened with the
 /// scoped token `claims` (none: the admin token or a binding); each frame is checked against

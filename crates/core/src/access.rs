@@ -20,7 +20,7 @@ pub enum Reach {
 
 impl Reach {
     /// Whether session `sid` is within reach.
-    pub fn sees(&self, sid: &str) -> bool {
+    pub(crate) fn sees(&self, sid: &str) -> bool {
         match self {
             Reach::All => true,
             Reach::Sessions(list) => list.iter().any(|s| s == sid),

@@ -3,17 +3,17 @@
 //!
 //! A whole history costs a path walk and the assembly of every message's JSON; read again with
 //! nothing written to its session in between, it is the same text. The cache holds such texts
-//! under a key, each stamped with the [`Version`] it was read at: for a session's texts, the seq
+//! under a key, each stamped with the `Version` it was read at: for a session's texts, the seq
 //! of its newest message and its row of `session_versions`, which triggers move on every other
 //! write to its messages and overlays (migration 0009), so no write path has to invalidate
 //! anything. A lookup names the version it expects now and finds nothing when the stamp differs.
 //!
 //! One kind of write is followed rather than forgotten: a message appended at the end of a kept
-//! path ([`ReadCache::grow`]). The path's new text is the old one and the message, so the next
+//! path (`ReadCache::grow`). The path's new text is the old one and the message, so the next
 //! turn's branch read, the most frequent read there is, finds its text.
 //!
 //! The Durable Object keeps one per instance (the native tests one per database). It holds at
-//! most [`ReadCache::budget`] bytes; the least recently used text goes first.
+//! most `ReadCache::budget` bytes; the least recently used text goes first.
 
 use std::cell::{Cell, RefCell};
 use std::future::Future;
@@ -30,18 +30,18 @@ pub const DEFAULT_BUDGET: usize = 8 * 1024 * 1024;
 /// What a text was read at: two counters that change with every write to what it was read
 /// from, and never come back.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Version {
+pub(crate) struct Version {
     /// A session's newest message's seq (an insert moves it); across sessions,
     /// [`Sql::changes`](crate::sql::Sql::changes).
-    pub newest: u64,
+    pub(crate) newest: u64,
     /// A session's row of `session_versions`, which triggers count up on every other write to
     /// its messages and overlays; 0 across sessions.
-    pub writes: u64,
+    pub(crate) writes: u64,
 }
 
 /// What a text kept is: the read that made it, with what it depends on.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Key {
+pub(crate) enum Key {
     /// The path of `session` to `leaf` (`None`: an empty session), with `overlays`.
     History { session: String, leaf: Option<String>, overlays: Overlays },
     /// The recent window of `session`'s active path, or of the path above `before`.
@@ -86,17 +86,17 @@ struct Entry {
 }
 
 /// A text as a read made it, for [`ReadCache::kept`].
-pub struct Read {
-    pub text: String,
+pub(crate) struct Read {
+    pub(crate) text: String,
     /// How many rows it was made of, when it may grow: a JSON array of a path's messages.
-    pub rows: Option<usize>,
+    pub(crate) rows: Option<usize>,
     /// Objects that could not be read back: a read with warnings is not kept.
-    pub warnings: Vec<String>,
+    pub(crate) warnings: Vec<String>,
 }
 
 impl Read {
     /// A text that does not grow.
-    pub fn text(text: String, warnings: Vec<String>) -> Read {
+    pub(crate) fn text(text: String, warnings: Vec<String>) -> Read {
         Read { text, rows: None, warnings }
     }
 }
@@ -105,11 +105,6 @@ impl ReadCache {
     /// An empty cache that holds at most `budget` bytes of text.
     pub fn new(budget: usize) -> Self {
         ReadCache { budget, state: RefCell::new(State::default()), hits: Cell::new(0), clears: Cell::new(0) }
-    }
-
-    /// The most bytes it holds.
-    pub fn budget(&self) -> usize {
-        self.budget
     }
 
     /// Bytes of text held now.
@@ -124,7 +119,7 @@ impl ReadCache {
 
     /// How many times it was cleared: a read that started before a clear must not keep its
     /// text after it ([`ReadCache::put`]).
-    pub fn clears(&self) -> u64 {
+    pub(crate) fn clears(&self) -> u64 {
         self.clears.get()
     }
 
@@ -136,13 +131,13 @@ impl ReadCache {
     }
 
     /// Whether some history of `session` is kept (at any version).
-    pub fn holds_history(&self, session: &str) -> bool {
+    pub(crate) fn holds_history(&self, session: &str) -> bool {
         self.state.borrow().entries.iter().any(|e| e.key.is_history_of(session))
     }
 
     /// The text kept under `key` if it was read at `version`. A text of another version is
     /// dropped: a version never comes back, so it can never be asked for again.
-    pub fn get(&self, key: &Key, version: Version) -> Option<String> {
+    pub(crate) fn get(&self, key: &Key, version: Version) -> Option<String> {
         let mut s = self.state.borrow_mut();
         let i = s.entries.iter().position(|e| e.key == *key)?;
         let entry = s.remove(i);
@@ -159,7 +154,13 @@ impl ReadCache {
     /// the one `read` makes with its warnings, kept unless it came with warnings (an object
     /// that could not be read back may be readable next time) or `version_now` no longer
     /// answers `version` once it is read (a read that waited, on R2 say, let other requests in).
-    pub async fn kept<V, R, Fut>(&self, key: Key, version: Version, version_now: V, read: R) -> Result<Warned<String>>
+    pub(crate) async fn kept<V, R, Fut>(
+        &self,
+        key: Key,
+        version: Version,
+        version_now: V,
+        read: R,
+    ) -> Result<Warned<String>>
     where
         V: Fn() -> Result<Version>,
         R: FnOnce() -> Fut,
@@ -179,7 +180,7 @@ impl ReadCache {
     /// Keeps `text` under `key`, read at `version` when the cache had been cleared `clears`
     /// times, in place of any text kept there. Nothing is kept larger than the budget, nor when
     /// the cache was cleared since the read began.
-    pub fn put(&self, key: Key, version: Version, clears: u64, text: String) {
+    pub(crate) fn put(&self, key: Key, version: Version, clears: u64, text: String) {
         self.keep(key, version, clears, None, text);
     }
 
@@ -201,7 +202,7 @@ impl ReadCache {
     /// `n` rows, and `n` and the rows of `tail` are at most `most_rows`, keeps under `to`, at
     /// `to_version`, that array with the elements of `tail` (JSON texts, one per row) added at
     /// its end, in place of the old one (which the write made stale). Returns whether it did.
-    pub fn grow(
+    pub(crate) fn grow(
         &self,
         (from, from_version): (&Key, Version),
         (to, to_version): (Key, Version),

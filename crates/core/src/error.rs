@@ -63,7 +63,7 @@ pub struct Error {
     pub kind: ErrorKind,
     pub message: String,
     /// A more specific `error.code` than the kind's (e.g. `not_a_prefix` for a 409).
-    pub detail: Option<&'static str>,
+    pub(crate) detail: Option<&'static str>,
     /// Seconds after which a `429` may be retried (its `Retry-After`).
     pub retry_after: Option<i64>,
     /// What the operator's log gets beside the message, never the caller: the words of a
@@ -147,7 +147,7 @@ pub struct Warned<T> {
 
 impl<T> Warned<T> {
     /// A value without warnings.
-    pub fn clean(value: T) -> Self {
+    pub(crate) fn clean(value: T) -> Self {
         Warned { value, warnings: Vec::new() }
     }
 }

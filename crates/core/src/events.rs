@@ -19,15 +19,3 @@ pub trait Events {
     /// closed (the Workers layer knows which sockets did).
     fn revoked(&self, _before_ms: i64) {}
 }
-
-/// Nobody listens (a DO without sockets, or a caller that does not care).
-pub struct NoEvents;
-
-impl Events for NoEvents {
-    fn has_listeners(&self, _session: &str) -> bool {
-        false
-    }
-    fn publish(&self, _session: &str, _frame: &Json) {}
-    fn publish_agent(&self, _frame: &Json) {}
-    fn warn(&self, _message: &str) {}
-}

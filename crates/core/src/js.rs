@@ -4,12 +4,12 @@
 use serde_json::Value as Json;
 
 /// A string's JavaScript `length`: UTF-16 code units.
-pub fn utf16_len(s: &str) -> usize {
+pub(crate) fn utf16_len(s: &str) -> usize {
     s.chars().map(char::len_utf16).sum()
 }
 
 /// `String(v)`, except that objects and arrays give their JSON.
-pub fn string(v: &Json) -> String {
+pub(crate) fn string(v: &Json) -> String {
     match v {
         Json::String(s) => s.clone(),
         Json::Number(_) | Json::Bool(_) | Json::Null | Json::Array(_) | Json::Object(_) => stringify(v),
@@ -18,7 +18,7 @@ pub fn string(v: &Json) -> String {
 
 /// `JSON.stringify(v)`: like serde_json, but numbers as JavaScript prints them and object keys in JavaScript's
 /// order (array-index keys ascending, then the others in insertion order).
-pub fn stringify(v: &Json) -> String {
+pub(crate) fn stringify(v: &Json) -> String {
     let mut out = String::new();
     write_js(v, &mut out);
     out
@@ -66,7 +66,7 @@ fn array_index(k: &str) -> Option<u32> {
 }
 
 /// JavaScript's `Number.prototype.toString()` (ECMA-262 Number::toString) for a finite double.
-pub fn number(x: f64) -> String {
+pub(crate) fn number(x: f64) -> String {
     if x.is_nan() {
         return "NaN".into();
     }
@@ -103,7 +103,7 @@ pub fn number(x: f64) -> String {
 }
 
 /// The longest prefix of at most `max` UTF-16 code units that does not split a character.
-pub fn utf16_prefix(s: &str, max: usize) -> &str {
+pub(crate) fn utf16_prefix(s: &str, max: usize) -> &str {
     let mut units = 0;
     for (i, c) in s.char_indices() {
         units += c.len_utf16();

@@ -9,8 +9,8 @@ use crate::time::parse_iso;
 /// Where a newest-first page ended: the sort key of its last row.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Cursor {
-    pub at: String,
-    pub seq: i64,
+    pub(crate) at: String,
+    pub(crate) seq: i64,
 }
 
 impl Cursor {
@@ -30,7 +30,7 @@ impl Cursor {
 
     /// The SQL condition "after this cursor" for rows sorted by `at` then `seq`, both descending
     /// (column expressions), and its values.
-    pub fn after(&self, at: &str, seq: &str) -> (String, Vec<Value>) {
+    pub(crate) fn after(&self, at: &str, seq: &str) -> (String, Vec<Value>) {
         (
             format!("({at} < ? OR ({at} = ? AND {seq} < ?))"),
             vec![self.at.as_str().into(), self.at.as_str().into(), Value::Int(self.seq)],

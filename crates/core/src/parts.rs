@@ -11,7 +11,7 @@ use serde_json::Value as Json;
 
 /// The state of an AI SDK tool part (`tool-<name>` or `dynamic-tool`), in the order a call goes
 /// through them: its input streams in, is complete, may wait for the user's approval, and ends
-/// with an output, an error or a denial. Serialized as its AI SDK name ([`ToolState::as_str`]).
+/// with an output, an error or a denial. Serialized as its AI SDK name (`ToolState::as_str`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ToolState {
     /// `input-streaming`: the model is still writing the call's input.
@@ -33,7 +33,7 @@ pub enum ToolState {
 
 impl ToolState {
     /// Every state, in the order of the AI SDK's docs (error messages list them so).
-    pub const ALL: [ToolState; 7] = [
+    pub(crate) const ALL: [ToolState; 7] = [
         ToolState::InputStreaming,
         ToolState::InputAvailable,
         ToolState::ApprovalRequested,
@@ -44,7 +44,7 @@ impl ToolState {
     ];
 
     /// The state's name in a part's JSON (`output-available`, …).
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             ToolState::InputStreaming => "input-streaming",
             ToolState::InputAvailable => "input-available",
@@ -57,18 +57,18 @@ impl ToolState {
     }
 
     /// The state a part's `state` string names; `None` for any other string.
-    pub fn parse(name: &str) -> Option<ToolState> {
+    pub(crate) fn parse(name: &str) -> Option<ToolState> {
         ToolState::ALL.into_iter().find(|s| s.as_str() == name)
     }
 
     /// Whether the call is waiting for someone to answer it: its result (`input-available`) or
     /// the user's approval (`approval-requested`).
-    pub fn is_waiting(self) -> bool {
+    pub(crate) fn is_waiting(self) -> bool {
         matches!(self, ToolState::InputAvailable | ToolState::ApprovalRequested)
     }
 }
 
-/// The name, as a JSON string: one spelling of each state in the code ([`ToolState::as_str`]).
+/// The name, as a JSON string: one spelling of each state in the code (`ToolState::as_str`).
 impl Serialize for ToolState {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         serializer.serialize_str(self.as_str())
@@ -82,7 +82,7 @@ impl std::fmt::Display for ToolState {
 }
 
 /// A stored part, read in place: the fields the service reads, typed, over the part's JSON (which
-/// stays as it is: [`Part::json`]). Every accessor answers `None` (or the empty string) for a
+/// stays as it is: `Part::json`). Every accessor answers `None` (or the empty string) for a
 /// field that is missing or of another JSON type, so a malformed part reads as less, never fails.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Part<'a>(&'a Json);
@@ -94,23 +94,23 @@ impl<'a> Part<'a> {
     }
 
     /// The part's JSON, as stored.
-    pub fn json(self) -> &'a Json {
+    pub(crate) fn json(self) -> &'a Json {
         self.0
     }
 
     /// A string field of the part, if it is one.
-    pub fn str(self, key: &str) -> Option<&'a str> {
+    pub(crate) fn str(self, key: &str) -> Option<&'a str> {
         str_field(self.0, key)
     }
 
     /// The part's `type` (empty when missing): `text`, `reasoning`, `tool-<name>`,
     /// `dynamic-tool`, `step-start`, `file`, …
-    pub fn kind(self) -> &'a str {
+    pub(crate) fn kind(self) -> &'a str {
         self.str("type").unwrap_or_default()
     }
 
     /// Whether it is a `text` part (`reasoning` parts are not).
-    pub fn is_text(self) -> bool {
+    pub(crate) fn is_text(self) -> bool {
         self.kind() == "text"
     }
 
@@ -120,14 +120,14 @@ impl<'a> Part<'a> {
     }
 
     /// The `text` of a `text` or `reasoning` part.
-    pub fn text(self) -> Option<&'a str> {
+    pub(crate) fn text(self) -> Option<&'a str> {
         self.str("text")
     }
 
     /// A tool part's tool: `toolName`, else `<name>` of a `tool-<name>` type, else `unknown` (the
     /// reference says `unknown` for every static tool part, losing its name:
     /// docs/REFERENCE.md#d-summary-tool-name).
-    pub fn tool_name(self) -> &'a str {
+    pub(crate) fn tool_name(self) -> &'a str {
         if let Some(name) = self.str("toolName") {
             return name;
         }
@@ -138,7 +138,7 @@ impl<'a> Part<'a> {
     }
 
     /// A tool part's `toolCallId`.
-    pub fn call_id(self) -> Option<&'a str> {
+    pub(crate) fn call_id(self) -> Option<&'a str> {
         self.str("toolCallId")
     }
 
@@ -148,38 +148,38 @@ impl<'a> Part<'a> {
     }
 
     /// A tool part's `input` (any JSON).
-    pub fn input(self) -> Option<&'a Json> {
+    pub(crate) fn input(self) -> Option<&'a Json> {
         self.0.get("input")
     }
 
     /// A tool part's `output` (any JSON; a string for the server's own tools).
-    pub fn output(self) -> Option<&'a Json> {
+    pub(crate) fn output(self) -> Option<&'a Json> {
         self.0.get("output")
     }
 
     /// A tool part's `errorText` (a string in a valid part; read as given).
-    pub fn error_text(self) -> Option<&'a Json> {
+    pub(crate) fn error_text(self) -> Option<&'a Json> {
         self.0.get("errorText")
     }
 
     /// A tool part's `approval` (`{id, approved?, reason?}`).
-    pub fn approval(self) -> Option<&'a Json> {
+    pub(crate) fn approval(self) -> Option<&'a Json> {
         self.0.get("approval")
     }
 
     /// The `approval.id` of a tool part.
-    pub fn approval_id(self) -> Option<&'a str> {
+    pub(crate) fn approval_id(self) -> Option<&'a str> {
         self.approval().and_then(|a| str_field(a, "id"))
     }
 }
 
 /// A string field of a message or part, if it is one.
-pub fn str_field<'a>(v: &'a Json, key: &str) -> Option<&'a str> {
+pub(crate) fn str_field<'a>(v: &'a Json, key: &str) -> Option<&'a str> {
     v.get(key).and_then(Json::as_str)
 }
 
 /// A message's `id` (empty when missing).
-pub fn message_id(m: &Json) -> &str {
+pub(crate) fn message_id(m: &Json) -> &str {
     str_field(m, "id").unwrap_or_default()
 }
 
@@ -189,22 +189,22 @@ pub fn parts(m: &Json) -> &[Json] {
 }
 
 /// A part's `type` (empty when missing): [`Part::kind`].
-pub fn part_type(p: &Json) -> &str {
+pub(crate) fn part_type(p: &Json) -> &str {
     Part::new(p).kind()
 }
 
 /// Whether a part's `type` makes it a tool part (`tool-<name>` or `dynamic-tool`).
-pub fn is_tool_type(t: &str) -> bool {
+pub(crate) fn is_tool_type(t: &str) -> bool {
     t.starts_with("tool-") || t == "dynamic-tool"
 }
 
 /// Whether `p` is a tool part: [`Part::is_tool`].
-pub fn is_tool_part(p: &Json) -> bool {
+pub(crate) fn is_tool_part(p: &Json) -> bool {
     Part::new(p).is_tool()
 }
 
 /// A tool part's tool: [`Part::tool_name`].
-pub fn tool_name(p: &Json) -> &str {
+pub(crate) fn tool_name(p: &Json) -> &str {
     Part::new(p).tool_name()
 }
 

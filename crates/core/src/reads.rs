@@ -18,7 +18,7 @@ use crate::store::search::{self, Hit};
 use crate::store::sessions::{self, Counts, SessionInfo};
 
 /// The answer `{"results": […]}` to a search of `session` for `query`, best match first
-/// ([`search::in_session`]).
+/// (`search::in_session`).
 pub async fn search_in_session(session: &Session<'_>, query: &str, limit: i64) -> Result<String> {
     let Some(compiled) = search::compile(query) else { return answer(&[]) };
     let key = Key::Search { session: session.id.to_owned(), limit, query: compiled };
@@ -29,7 +29,7 @@ pub async fn search_in_session(session: &Session<'_>, query: &str, limit: i64) -
 }
 
 /// The answer `{"results": […]}` to a search of every session of the agent of `env`
-/// ([`search::across_sessions`]). Its version is [`Sql::changes`](crate::sql::Sql::changes):
+/// (`search::across_sessions`). Its version is [`Sql::changes`](crate::sql::Sql::changes):
 /// any row written.
 pub async fn search_across(env: &Env<'_>, query: &str, limit: i64) -> Result<String> {
     let Some(compiled) = search::compile(query) else { return answer(&[]) };

@@ -1,7 +1,7 @@
 //! A kind of row as data: its table, the column that ties it to a session (if any), and its
 //! fields (JSON name, column, type). What a row is, said once: the memories' store selects and
-//! reads its rows by it, and the export reads ([`Table::to_json`]), the import checks
-//! ([`Table::values`]) and writes ([`Table::insert`]) every kind of row by it. Derived columns
+//! reads its rows by it, and the export reads (`Table::to_json`), the import checks
+//! (`Table::values`) and writes (`Table::insert`) every kind of row by it. Derived columns
 //! (indexes, counters, caches) are not in it.
 
 use serde_json::{Map, Value as Json};
@@ -11,11 +11,11 @@ use crate::sql::{Row, Sql, Value};
 use crate::time::{iso_millis, parse_iso};
 
 /// The largest integer a JSON number holds exactly (2^53 - 1): token counts and counters.
-pub const MAX_INT: i64 = (1 << 53) - 1;
+pub(crate) const MAX_INT: i64 = (1 << 53) - 1;
 
 /// How a field is stored and written.
 #[derive(Clone, Copy, PartialEq, Eq)]
-pub enum Ty {
+pub(crate) enum Ty {
     Text,
     OptText,
     /// A timestamp (ISO-8601), stored as text.
@@ -32,29 +32,29 @@ pub enum Ty {
 }
 
 /// One field: its JSON name, its column, its type.
-pub struct Col(pub &'static str, pub &'static str, pub Ty);
+pub(crate) struct Col(pub &'static str, pub &'static str, pub Ty);
 
 use Ty::*;
 
 /// One kind of row.
-pub struct Table {
+pub(crate) struct Table {
     /// The `kind` of its NDJSON records (and, plural, its key in a session document).
-    pub kind: &'static str,
-    pub table: &'static str,
+    pub(crate) kind: &'static str,
+    pub(crate) table: &'static str,
     /// The column holding the session id, for rows that belong to a session.
-    pub session: Option<&'static str>,
-    pub cols: &'static [Col],
+    pub(crate) session: Option<&'static str>,
+    pub(crate) cols: &'static [Col],
 }
 
 impl Table {
     /// Its columns, in field order, for a `SELECT`.
-    pub fn columns(&self) -> String {
+    pub(crate) fn columns(&self) -> String {
         self.cols.iter().map(|c| c.1).collect::<Vec<_>>().join(", ")
     }
 
     /// The rows of this kind (of session `sid` when the kind belongs to sessions; `where_`
     /// narrows further), in the order they were written, as JSON objects.
-    pub fn rows(
+    pub(crate) fn rows(
         &self,
         sql: &dyn Sql,
         sid: Option<&str>,
@@ -77,7 +77,7 @@ impl Table {
     }
 
     /// A row (of this table's columns, in order) as a JSON object.
-    pub fn to_json(&self, r: &Row) -> Result<Map<String, Json>> {
+    pub(crate) fn to_json(&self, r: &Row) -> Result<Map<String, Json>> {
         let mut obj = Map::with_capacity(self.cols.len());
         for (i, Col(field, _, ty)) in self.cols.iter().enumerate() {
             let v = match (ty, &r.0[i]) {
@@ -99,7 +99,7 @@ impl Table {
     /// The column values of an imported object: every field present with its type (nullable
     /// ones may be `null` or left out), no other field but `extra`. `at` names the record in
     /// errors.
-    pub fn values(&self, obj: &Map<String, Json>, extra: &[&str], at: &str) -> Result<Vec<Value>> {
+    pub(crate) fn values(&self, obj: &Map<String, Json>, extra: &[&str], at: &str) -> Result<Vec<Value>> {
         if let Some(k) =
             obj.keys().find(|k| !self.cols.iter().any(|c| c.0 == k.as_str()) && !extra.contains(&k.as_str()))
         {
@@ -137,7 +137,13 @@ impl Table {
 
     /// Writes one row: `values` (from [`Table::values`]) under session `sid` (for kinds that
     /// belong to sessions), plus derived `extra` columns. Returns its rowid.
-    pub fn insert(&self, sql: &dyn Sql, sid: Option<&str>, values: Vec<Value>, extra: &[(&str, Value)]) -> Result<i64> {
+    pub(crate) fn insert(
+        &self,
+        sql: &dyn Sql,
+        sid: Option<&str>,
+        values: Vec<Value>,
+        extra: &[(&str, Value)],
+    ) -> Result<i64> {
         let mut cols: Vec<&str> = Vec::new();
         let mut all: Vec<Value> = Vec::new();
         if let (Some(col), Some(sid)) = (self.session, sid) {
@@ -164,7 +170,7 @@ impl Table {
 }
 
 /// The text of field `field` of a row's values (for checks that read one).
-pub fn text_of<'v>(table: &Table, values: &'v [Value], field: &str) -> Option<&'v str> {
+pub(crate) fn text_of<'v>(table: &Table, values: &'v [Value], field: &str) -> Option<&'v str> {
     let i = table.cols.iter().position(|c| c.0 == field)?;
     match &values[i] {
         Value::Text(s) => Some(s),

@@ -4,14 +4,14 @@
 use serde_json::Value as Json;
 
 /// Characters (UTF-16 code units) per token.
-pub const CHARS_PER_TOKEN: f64 = 4.0;
+pub(crate) const CHARS_PER_TOKEN: f64 = 4.0;
 /// Tokens per word.
-pub const WORDS_TOKEN_MULTIPLIER: f64 = 1.3;
+pub(crate) const WORDS_TOKEN_MULTIPLIER: f64 = 1.3;
 /// Fixed cost of each message.
-pub const TOKENS_PER_MESSAGE: i64 = 4;
+pub(crate) const TOKENS_PER_MESSAGE: i64 = 4;
 
 /// JavaScript's `\s`: the Unicode `White_Space` characters except U+0085, plus U+FEFF.
-pub fn is_js_whitespace(c: char) -> bool {
+pub(crate) fn is_js_whitespace(c: char) -> bool {
     matches!(
         c,
         '\u{9}'..='\u{d}'
@@ -29,7 +29,7 @@ pub fn is_js_whitespace(c: char) -> bool {
 }
 
 /// The estimate for one string: 0 for the empty string.
-pub fn estimate_str(text: &str) -> i64 {
+pub(crate) fn estimate_str(text: &str) -> i64 {
     if text.is_empty() {
         return 0;
     }
@@ -39,7 +39,7 @@ pub fn estimate_str(text: &str) -> i64 {
 }
 
 /// The estimate for any JSON value: null 0, a string itself, anything else its JSON text.
-pub fn estimate_value(v: Option<&Json>) -> i64 {
+pub(crate) fn estimate_value(v: Option<&Json>) -> i64 {
     match v {
         None | Some(Json::Null) => 0,
         Some(Json::String(s)) => estimate_str(s),

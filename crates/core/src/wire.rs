@@ -150,7 +150,7 @@ pub enum CompactionOutcome<'a> {
 #[serde(rename_all = "camelCase")]
 pub struct Compacted {
     /// The branch's estimate before the compaction (the frame's `tokenEstimate` is after it).
-    pub tokens_before: i64,
+    pub(crate) tokens_before: i64,
 }
 
 /// What happened to a memory, for the `memory` frame.

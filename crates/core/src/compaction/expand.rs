@@ -45,7 +45,7 @@ pub fn find(sql: &dyn Sql, session: &str, id: &str) -> Result<Compaction> {
 
 /// The overlay that history shows last on the latest leaf's path (the newest summary the model
 /// sees), if any.
-pub fn latest_visible(sql: &dyn Sql, session: &str) -> Result<Option<Compaction>> {
+pub(crate) fn latest_visible(sql: &dyn Sql, session: &str) -> Result<Option<Compaction>> {
     let tree = Tree::new(sql, session);
     let Some(leaf) = tree.latest_leaf_id()? else { return Ok(None) };
     let path = tree.path(&leaf)?;
@@ -82,7 +82,7 @@ pub fn page(sql: &dyn Sql, session: &str, c: Compaction, offset: usize, limit: u
 
 /// The page as the model reads it: a header, each message as `[role]` + its text and tool calls
 /// (long texts and tool outputs cut as read-time truncation cuts them), and how to go on.
-pub fn render_for_model(p: &Page) -> Result<String> {
+pub(crate) fn render_for_model(p: &Page) -> Result<String> {
     if p.messages.is_empty() {
         return Ok(format!(
             "No messages at offset {} of compaction {} ({} messages in all).",

@@ -37,7 +37,7 @@ fn is_assistant(m: &Json) -> bool {
 }
 
 /// A synthetic overlay message (id prefix `compaction_`).
-pub fn is_compaction_message(m: &Json) -> bool {
+pub(crate) fn is_compaction_message(m: &Json) -> bool {
     overlay::is_synthetic_id(message_id(m))
 }
 
@@ -210,7 +210,7 @@ fn tool_line(p: &Json) -> String {
 
 /// A message as the summary prompt shows it: `[role]`, its text, then one `[Tool: name]` block
 /// per tool part with input and output cut to 500 units.
-pub fn render_message(m: &Json) -> String {
+pub(crate) fn render_message(m: &Json) -> String {
     let role = match m.get("role") {
         None => "undefined".to_string(),
         Some(r) => js::string(r),

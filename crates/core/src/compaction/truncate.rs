@@ -11,7 +11,7 @@ use crate::js::{self, utf16_len, utf16_prefix};
 use crate::parts::is_tool_part;
 
 /// Objects and arrays nested this deep are replaced by a marker.
-pub const MAX_DEPTH: usize = 8;
+pub(crate) const MAX_DEPTH: usize = 8;
 
 /// The note of the object marker.
 const OMITTED_NOTE: &str = "Tool output omitted because it was too large to preserve structurally.";

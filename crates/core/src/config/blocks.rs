@@ -1,6 +1,6 @@
 //! The context blocks an agent is configured with (`SESSION_CONFIG.context`, a builder, or a block
 //! added at run time with `POST …/context`): their kinds and scopes, each block checked on its
-//! own ([`BlockConfig::validate`]) and the bucket's key spaces kept apart ([`check_scopes`]).
+//! own (`BlockConfig::validate`) and the bucket's key spaces kept apart ([`check_scopes`]).
 
 use serde::{Deserialize, Serialize};
 
@@ -27,7 +27,7 @@ pub enum BlockKind {
 }
 
 impl BlockKind {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             BlockKind::Readonly => "readonly",
             BlockKind::Writable => "writable",
@@ -91,12 +91,12 @@ impl BlockConfig {
     }
 
     /// The skills prefix in effect.
-    pub fn skills_prefix(&self) -> &str {
+    pub(crate) fn skills_prefix(&self) -> &str {
         self.prefix.as_deref().unwrap_or(DEFAULT_SKILLS_PREFIX)
     }
 
     /// Checks one block on its own (labels against each other: [`SessionConfig::validate`]).
-    pub fn validate(&self) -> Result<()> {
+    pub(crate) fn validate(&self) -> Result<()> {
         check_label(&self.label)?;
         let l = &self.label;
         let only = |what: &str, set: bool, kinds: &str| {

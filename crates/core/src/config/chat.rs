@@ -30,7 +30,7 @@ impl Default for ChatConfig {
 
 impl ChatConfig {
     /// The values within their ranges (`chat.…` otherwise).
-    pub fn check(&self) -> Result<()> {
+    pub(crate) fn check(&self) -> Result<()> {
         if !(1..=50).contains(&self.max_steps) {
             return Err(Error::invalid("chat.maxSteps must be from 1 to 50"));
         }

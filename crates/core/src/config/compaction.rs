@@ -80,7 +80,7 @@ impl CompactionConfig {
     }
 
     /// The values within their ranges (`compaction: …` otherwise).
-    pub fn check(&self) -> Result<()> {
+    pub(crate) fn check(&self) -> Result<()> {
         if self.after.is_some_and(|a| a < 0) {
             return Err(Error::invalid("compaction: after must be a non-negative integer (a token count)"));
         }

@@ -71,7 +71,7 @@ impl Default for MemoryConfig {
 
 impl MemoryConfig {
     /// The values within their ranges (`memory.…` otherwise).
-    pub fn check(&self) -> Result<()> {
+    pub(crate) fn check(&self) -> Result<()> {
         in_range(self.daily_ttl_days, "memory.dailyTtlDays", 1, 3650)?;
         in_range(self.max_memories, "memory.maxMemories", 1, 1_000_000)?;
         if let Some(i) = &self.inject {
@@ -93,7 +93,7 @@ impl MemoryConfig {
     }
 
     /// The memory cap, as a count.
-    pub fn cap(&self) -> usize {
+    pub(crate) fn cap(&self) -> usize {
         self.max_memories as usize
     }
 }

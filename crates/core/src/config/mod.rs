@@ -93,7 +93,7 @@ impl SessionConfig {
     /// prefix (or the default `skills/` when none is configured), a configured shared library
     /// (or a part of one), and for `r2Key` an object in one of those or a key the config itself
     /// names. Only the operator's config opens a new space.
-    pub fn check_runtime(&self, b: &BlockConfig, agent: &str) -> Result<()> {
+    pub(crate) fn check_runtime(&self, b: &BlockConfig, agent: &str) -> Result<()> {
         let l = &b.label;
         let skills = |scope: BlockScope| {
             self.context.iter().filter(move |c| c.kind == BlockKind::Skills && c.scope.unwrap_or_default() == scope)
@@ -140,7 +140,7 @@ impl SessionConfig {
 
     /// Every block valid, labels unique (the history block included), skills prefixes safe, each
     /// policy's values in range.
-    pub fn validate(&self) -> Result<()> {
+    pub(crate) fn validate(&self) -> Result<()> {
         self.compaction.as_ref().map_or(Ok(()), CompactionConfig::check)?;
         self.chat.check()?;
         self.memory.as_ref().map_or(Ok(()), MemoryConfig::check)?;

@@ -6,11 +6,11 @@ use crate::sql::{Sql, Value};
 use crate::store::search::compile;
 
 /// How many entries `search_context` returns.
-pub const SEARCH_LIMIT: i64 = 10;
+pub(crate) const SEARCH_LIMIT: i64 = 10;
 
 /// Creates or replaces the entry `key` of block `label`. The old text leaves the index in the
 /// same transaction, so a replaced entry no longer matches its old words.
-pub fn set(sql: &dyn Sql, label: &str, key: &str, content: &str, now: &str) -> Result<()> {
+pub(crate) fn set(sql: &dyn Sql, label: &str, key: &str, content: &str, now: &str) -> Result<()> {
     let old = sql
         .query_row("SELECT seq FROM search_entries WHERE label = ? AND key = ?", &[label.into(), key.into()])?
         .map(|r| r.int(0))
@@ -42,7 +42,7 @@ pub(crate) fn index(sql: &dyn Sql, seq: i64, content: &str) -> Result<()> {
 }
 
 /// How many entries block `label` holds.
-pub fn count(sql: &dyn Sql, label: &str) -> Result<i64> {
+pub(crate) fn count(sql: &dyn Sql, label: &str) -> Result<i64> {
     Ok(sql
         .query_row("SELECT count(*) FROM search_entries WHERE label = ?", &[label.into()])?
         .map(|r| r.int(0))
@@ -51,14 +51,14 @@ pub fn count(sql: &dyn Sql, label: &str) -> Result<i64> {
 }
 
 /// The block's content in the prompt: `N entries indexed.`, or empty when there are none.
-pub fn summary(sql: &dyn Sql, label: &str) -> Result<String> {
+pub(crate) fn summary(sql: &dyn Sql, label: &str) -> Result<String> {
     let n = count(sql, label)?;
     Ok(if n == 0 { String::new() } else { format!("{n} entries indexed.") })
 }
 
 /// The best [`SEARCH_LIMIT`] entries of `label` for `query` (same syntax as message search),
 /// as `[key]\ncontent` joined by a blank line; `None` when nothing matches.
-pub fn search(sql: &dyn Sql, label: &str, query: &str) -> Result<Option<String>> {
+pub(crate) fn search(sql: &dyn Sql, label: &str, query: &str) -> Result<Option<String>> {
     let Some(fts) = compile(query) else { return Ok(None) };
     let rows = sql.query(
         "SELECT e.key, e.content FROM search_entries_fts f JOIN search_entries e ON e.seq = f.rowid
@@ -77,9 +77,9 @@ pub fn search(sql: &dyn Sql, label: &str, query: &str) -> Result<Option<String>>
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Entry {
-    pub key: String,
-    pub content: String,
-    pub created_at: String,
+    pub(crate) key: String,
+    pub(crate) content: String,
+    pub(crate) created_at: String,
     pub updated_at: String,
 }
 
@@ -91,7 +91,12 @@ fn entry(r: &crate::sql::Row) -> Result<Entry> {
 }
 
 /// A page of block `label`'s entries in insertion order, and the cursor of the next page.
-pub fn list(sql: &dyn Sql, label: &str, limit: i64, cursor: Option<&str>) -> Result<(Vec<Entry>, Option<String>)> {
+pub(crate) fn list(
+    sql: &dyn Sql,
+    label: &str,
+    limit: i64,
+    cursor: Option<&str>,
+) -> Result<(Vec<Entry>, Option<String>)> {
     let after = match cursor {
         None => 0,
         Some(c) => c.parse::<i64>().map_err(|_| Error::invalid("cursor is not one this API gave out"))?,
@@ -108,7 +113,7 @@ pub fn list(sql: &dyn Sql, label: &str, limit: i64, cursor: Option<&str>) -> Res
 }
 
 /// Entry `key` of block `label`, if there is one.
-pub fn get(sql: &dyn Sql, label: &str, key: &str) -> Result<Option<Entry>> {
+pub(crate) fn get(sql: &dyn Sql, label: &str, key: &str) -> Result<Option<Entry>> {
     sql.query_row(
         "SELECT key, content, created_at, updated_at FROM search_entries WHERE label = ? AND key = ?",
         &[label.into(), key.into()],
@@ -118,7 +123,7 @@ pub fn get(sql: &dyn Sql, label: &str, key: &str) -> Result<Option<Entry>> {
 }
 
 /// Deletes entry `key` of block `label` and its index row; `false` when there was none.
-pub fn delete(sql: &dyn Sql, label: &str, key: &str) -> Result<bool> {
+pub(crate) fn delete(sql: &dyn Sql, label: &str, key: &str) -> Result<bool> {
     let Some(seq) = sql
         .query_row("SELECT seq FROM search_entries WHERE label = ? AND key = ?", &[label.into(), key.into()])?
         .map(|r| r.int(0))

@@ -5,7 +5,7 @@ use crate::tokens::is_js_whitespace;
 
 /// `s.slice(0, 60)` in UTF-16 units, lower-cased, every run of characters outside `[a-z0-9]`
 /// turned into one `-`, then one leading and one trailing `-` removed.
-pub fn slugify(s: &str) -> String {
+pub(crate) fn slugify(s: &str) -> String {
     let head: Vec<u16> = s.encode_utf16().take(60).collect();
     // A surrogate pair cut in half is not a letter or digit either way.
     let head: String = char::decode_utf16(head).map(|c| c.unwrap_or('\u{fffd}')).collect();
@@ -51,7 +51,7 @@ fn base36(mut n: u32) -> String {
 /// The key of a keyed write: the title's slug when a title is given (no hash, so the same
 /// title updates in place; `entry-<hash>` when the slug is empty), else the content's slug (or
 /// `entry`) plus `-` and the hash of the whole content.
-pub fn entry_key(title: Option<&str>, content: &str) -> String {
+pub(crate) fn entry_key(title: Option<&str>, content: &str) -> String {
     match title.filter(|t| !t.trim_matches(is_js_whitespace).is_empty()) {
         Some(t) => {
             let slug = slugify(t);

@@ -21,7 +21,7 @@ use crate::tokens::estimate_str;
 
 /// Where a block comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Origin {
+pub(crate) enum Origin {
     /// `SESSION_CONFIG` (or the builder).
     Config,
     /// The `searchableHistory` block.
@@ -32,25 +32,25 @@ pub enum Origin {
 
 /// One block of a session, as configured.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Block {
-    pub cfg: BlockConfig,
-    pub origin: Origin,
+pub(crate) struct Block {
+    pub(crate) cfg: BlockConfig,
+    pub(crate) origin: Origin,
 }
 
 impl Block {
-    pub fn label(&self) -> &str {
+    pub(crate) fn label(&self) -> &str {
         &self.cfg.label
     }
-    pub fn kind(&self) -> BlockKind {
+    pub(crate) fn kind(&self) -> BlockKind {
         self.cfg.kind
     }
     /// Skills: the scope in effect.
-    pub fn scope(&self) -> BlockScope {
+    pub(crate) fn scope(&self) -> BlockScope {
         self.cfg.scope.unwrap_or_default()
     }
     /// Whether the model may write it (`set_context`): writable and search blocks, and
     /// agent-scoped skills. Readonly, shared skills and the history block are not.
-    pub fn writable(&self) -> bool {
+    pub(crate) fn writable(&self) -> bool {
         match self.kind() {
             BlockKind::Writable => true,
             BlockKind::Search => self.origin != Origin::History,
@@ -58,19 +58,19 @@ impl Block {
             BlockKind::Readonly => false,
         }
     }
-    pub fn is_skill(&self) -> bool {
+    pub(crate) fn is_skill(&self) -> bool {
         self.kind() == BlockKind::Skills
     }
-    pub fn is_searchable(&self) -> bool {
+    pub(crate) fn is_searchable(&self) -> bool {
         self.kind() == BlockKind::Search
     }
     /// Keyed blocks take entries (`set_context` with a key), not whole-text writes.
-    pub fn keyed(&self) -> bool {
+    pub(crate) fn keyed(&self) -> bool {
         self.is_skill() || self.is_searchable()
     }
     /// Whether what the model writes is shared by all the agent's sessions: keyed blocks, and
     /// writable blocks with `scope: "agent"` (a writable block is per session by default).
-    pub fn agent_wide(&self) -> bool {
+    pub(crate) fn agent_wide(&self) -> bool {
         match self.kind() {
             BlockKind::Writable => self.cfg.scope == Some(BlockScope::Agent),
             _ => true,
@@ -82,7 +82,11 @@ impl Block {
 /// first: label, removed, the added block's JSON) are `defs`, in prompt order: configured ones
 /// (minus those removed from this session or replaced by an added block of the same label), the
 /// history block, then those added at run time, oldest first.
-pub fn compose(config: &SessionConfig, agent: &str, defs: &[(String, bool, Option<String>)]) -> Result<Vec<Block>> {
+pub(crate) fn compose(
+    config: &SessionConfig,
+    agent: &str,
+    defs: &[(String, bool, Option<String>)],
+) -> Result<Vec<Block>> {
     let mut removed = Vec::new();
     let mut added = Vec::new();
     for (label, gone, def) in defs {
@@ -116,7 +120,11 @@ pub fn compose(config: &SessionConfig, agent: &str, defs: &[(String, bool, Optio
 
 /// The labels of the search blocks that keep entries (configured ones, and blocks added at run
 /// time whose definitions are `defs`, as JSON): the history block keeps none.
-pub fn entry_labels<'d>(config: &SessionConfig, agent: &str, defs: impl IntoIterator<Item = &'d str>) -> Vec<String> {
+pub(crate) fn entry_labels<'d>(
+    config: &SessionConfig,
+    agent: &str,
+    defs: impl IntoIterator<Item = &'d str>,
+) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     let mut add = |b: &BlockConfig| {
         if b.kind == BlockKind::Search && !out.contains(&b.label) {
@@ -135,19 +143,19 @@ pub fn entry_labels<'d>(config: &SessionConfig, agent: &str, defs: impl IntoIter
 }
 
 /// The `session_id` under which agent-wide writable blocks keep their text.
-pub const AGENT_OWNER: &str = "";
+pub(crate) const AGENT_OWNER: &str = "";
 
 /// A block with its content, as `GET …/context` shows it.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct LoadedBlock {
-    pub label: String,
-    pub description: Option<String>,
-    pub content: String,
-    pub tokens: i64,
-    pub max_tokens: Option<i64>,
-    pub kind: &'static str,
-    pub writable: bool,
+    pub(crate) label: String,
+    pub(crate) description: Option<String>,
+    pub(crate) content: String,
+    pub(crate) tokens: i64,
+    pub(crate) max_tokens: Option<i64>,
+    pub(crate) kind: &'static str,
+    pub(crate) writable: bool,
 }
 
 impl LoadedBlock {
@@ -166,22 +174,22 @@ impl LoadedBlock {
 }
 
 /// The context of one session of one agent.
-pub struct Context<'a> {
-    pub sql: &'a dyn Sql,
-    pub blobs: &'a dyn Blobs,
-    pub config: &'a SessionConfig,
+pub(crate) struct Context<'a> {
+    pub(crate) sql: &'a dyn Sql,
+    pub(crate) blobs: &'a dyn Blobs,
+    pub(crate) config: &'a SessionConfig,
     /// The agent's name (its Durable Object name): agent-scoped skills live under it.
-    pub agent: &'a str,
-    pub session: &'a str,
+    pub(crate) agent: &'a str,
+    pub(crate) session: &'a str,
     /// The sessions the request may search beyond this one (the history block, `session_search`).
-    pub reach: &'a Reach,
+    pub(crate) reach: &'a Reach,
 }
 
 impl<'a> Context<'a> {
     /// The session's blocks in prompt order: configured ones (minus those removed from this
     /// session or replaced by an added block of the same label), the history block, then those
     /// added at run time, oldest first.
-    pub fn blocks(&self) -> Result<Vec<Block>> {
+    pub(crate) fn blocks(&self) -> Result<Vec<Block>> {
         let rows = self.sql.query(
             "SELECT label, removed, def FROM context_defs WHERE session_id = ? ORDER BY seq",
             &[self.session.into()],
@@ -191,17 +199,17 @@ impl<'a> Context<'a> {
     }
 
     /// The block labelled `label`, if the session has it.
-    pub fn block(&self, label: &str) -> Result<Option<Block>> {
+    pub(crate) fn block(&self, label: &str) -> Result<Option<Block>> {
         Ok(self.blocks()?.into_iter().find(|b| b.label() == label))
     }
 
     /// The block or `not_found` (`Block "<label>" not found`, the reference's wording, docs/REFERENCE.md#block-writes).
-    pub fn require(&self, label: &str) -> Result<Block> {
+    pub(crate) fn require(&self, label: &str) -> Result<Block> {
         self.block(label)?.ok_or_else(|| Error::not_found(format!("Block \"{label}\" not found")))
     }
 
     /// The R2 key prefix of a skills block: `<prefix><agent>/` or `<prefix>`.
-    pub fn skills_root(&self, b: &Block) -> String {
+    pub(crate) fn skills_root(&self, b: &Block) -> String {
         match b.scope() {
             BlockScope::Agent => format!("{}{}/", b.cfg.skills_prefix(), self.agent),
             BlockScope::Shared => b.cfg.skills_prefix().to_owned(),
@@ -231,7 +239,7 @@ impl<'a> Context<'a> {
     }
 
     /// A block's current content, read from wherever it lives.
-    pub async fn content(&self, b: &Block) -> Result<String> {
+    pub(crate) async fn content(&self, b: &Block) -> Result<String> {
         match (b.kind(), b.origin) {
             (BlockKind::Search, Origin::History) => {
                 let n = self
@@ -261,7 +269,7 @@ impl<'a> Context<'a> {
     }
 
     /// A block with its content and token count.
-    pub async fn load(&self, b: &Block) -> Result<LoadedBlock> {
+    pub(crate) async fn load(&self, b: &Block) -> Result<LoadedBlock> {
         let content = self.content(b).await?;
         Ok(LoadedBlock {
             label: b.label().to_owned(),
@@ -275,7 +283,7 @@ impl<'a> Context<'a> {
     }
 
     /// Every block, loaded, in prompt order.
-    pub async fn load_all(&self) -> Result<Vec<(Block, LoadedBlock)>> {
+    pub(crate) async fn load_all(&self) -> Result<Vec<(Block, LoadedBlock)>> {
         let mut out = Vec::new();
         for b in self.blocks()? {
             let l = self.load(&b).await?;
@@ -287,7 +295,7 @@ impl<'a> Context<'a> {
     /// Replaces a writable block's text. Unknown label: `not_found`; readonly: `conflict`
     /// (`Block "<label>" is readonly`); keyed: `conflict`; over budget: `over_budget`
     /// (`Block "<label>" exceeds maxTokens: <tokens> > <max>`). Never touches the frozen prompt.
-    pub fn set(&self, label: &str, content: &str, now: &str) -> Result<Block> {
+    pub(crate) fn set(&self, label: &str, content: &str, now: &str) -> Result<Block> {
         let b = self.require(label)?;
         self.set_block(&b, content, now)?;
         Ok(b)
@@ -319,7 +327,7 @@ impl<'a> Context<'a> {
 
     /// Appends to a writable block: a newline goes between the old and new text unless the old
     /// text is empty or the new one starts with one. The budget applies to the whole.
-    pub fn append(&self, label: &str, content: &str, now: &str) -> Result<Block> {
+    pub(crate) fn append(&self, label: &str, content: &str, now: &str) -> Result<Block> {
         let b = self.require(label)?;
         if !b.writable() || b.keyed() {
             self.set_block(&b, content, now)?; // reports readonly / keyed
@@ -332,7 +340,7 @@ impl<'a> Context<'a> {
 
     /// Adds a block to this session (runtime `addContext`). Its label must be new here; a
     /// configured block removed earlier may be replaced. Writable initial content must fit.
-    pub fn add(&self, cfg: BlockConfig) -> Result<Block> {
+    pub(crate) fn add(&self, cfg: BlockConfig) -> Result<Block> {
         self.check_add(&cfg)?;
         let def = serde_json::to_string(&cfg).map_err(|e| Error::internal(e.to_string()))?;
         // A tombstone of a removed configured block gives way (and the new block goes last).
@@ -350,7 +358,7 @@ impl<'a> Context<'a> {
 
     /// Everything [`Context::add`] checks before it writes: a valid block, a new label, safe
     /// skills scopes, initial content within budget.
-    pub fn check_add(&self, cfg: &BlockConfig) -> Result<()> {
+    pub(crate) fn check_add(&self, cfg: &BlockConfig) -> Result<()> {
         cfg.validate()?;
         self.config.check_runtime(cfg, self.agent)?;
         let blocks = self.blocks()?;
@@ -375,7 +383,7 @@ impl<'a> Context<'a> {
     /// Removes a block from this session (runtime `removeContext`): an added block is deleted,
     /// a configured one hidden. Its writable text and loaded skills go; search entries and R2
     /// objects, which the agent's other sessions share, stay. `false` when unknown.
-    pub fn remove(&self, label: &str) -> Result<bool> {
+    pub(crate) fn remove(&self, label: &str) -> Result<bool> {
         let Some(b) = self.block(label)? else { return Ok(false) };
         self.sql.execute(
             "DELETE FROM context_defs WHERE session_id = ? AND label = ?",
@@ -400,7 +408,7 @@ impl<'a> Context<'a> {
     }
 
     /// Writes a skill object (agent scope only) with its description.
-    pub async fn put_skill(&self, b: &Block, key: &str, content: &str, description: Option<&str>) -> Result<()> {
+    pub(crate) async fn put_skill(&self, b: &Block, key: &str, content: &str, description: Option<&str>) -> Result<()> {
         if !b.writable() {
             return Err(Error::conflict(format!("Block \"{}\" does not support writes", b.label())));
         }
@@ -411,18 +419,18 @@ impl<'a> Context<'a> {
     }
 
     /// A skill's full text, or `None`.
-    pub async fn skill_text(&self, b: &Block, key: &str) -> Result<Option<String>> {
+    pub(crate) async fn skill_text(&self, b: &Block, key: &str) -> Result<Option<String>> {
         Ok(self.blobs.get(&format!("{}{key}", self.skills_root(b))).await?.map(|o| o.text))
     }
 
     /// The system prompt as the blocks stand now.
-    pub async fn render(&self) -> Result<String> {
+    pub(crate) async fn render(&self) -> Result<String> {
         let loaded = self.load_all().await?;
         Ok(render(&loaded.iter().map(|(b, l)| l.view(b)).collect::<Vec<_>>()))
     }
 
     /// The stored frozen prompt, if any.
-    pub fn stored_prompt(&self) -> Result<Option<String>> {
+    pub(crate) fn stored_prompt(&self) -> Result<Option<String>> {
         self.sql
             .query_row("SELECT prompt FROM prompts WHERE session_id = ?", &[self.session.into()])?
             .map(|r| r.text(0))
@@ -431,7 +439,7 @@ impl<'a> Context<'a> {
 
     /// The prompt a turn sends: the stored copy, else rendered now; with `to_freeze` set when
     /// it should be stored (by [`Context::freeze`]) once the turn succeeds.
-    pub async fn prompt_for_turn(&self) -> Result<(String, bool)> {
+    pub(crate) async fn prompt_for_turn(&self) -> Result<(String, bool)> {
         if let (true, Some(p)) = (self.config.cached_prompt, self.stored_prompt()?) {
             return Ok((p, false));
         }
@@ -439,7 +447,7 @@ impl<'a> Context<'a> {
     }
 
     /// Stores `prompt` as the frozen prompt unless one is stored already (the first copy wins).
-    pub fn freeze(&self, prompt: &str, now: &str) -> Result<()> {
+    pub(crate) fn freeze(&self, prompt: &str, now: &str) -> Result<()> {
         self.sql.execute(
             "INSERT OR IGNORE INTO prompts (session_id, created_at, prompt) VALUES (?, ?, ?)",
             &[self.session.into(), now.into(), prompt.into()],
@@ -449,7 +457,7 @@ impl<'a> Context<'a> {
     /// The frozen prompt and whether it is frozen: the stored copy if there is one (an empty
     /// prompt counts), else rendered now and stored. With `cachedPrompt: false`, rendered
     /// afresh each time and not stored.
-    pub async fn frozen_prompt(&self, now: &str) -> Result<(String, bool)> {
+    pub(crate) async fn frozen_prompt(&self, now: &str) -> Result<(String, bool)> {
         if !self.config.cached_prompt {
             return Ok((self.render().await?, false));
         }
@@ -463,18 +471,18 @@ impl<'a> Context<'a> {
     }
 
     /// Forgets the frozen prompt: the next use renders it.
-    pub fn drop_prompt(&self) -> Result<()> {
+    pub(crate) fn drop_prompt(&self) -> Result<()> {
         self.sql.execute("DELETE FROM prompts WHERE session_id = ?", &[self.session.into()])
     }
 
     /// What clearing the session resets: the loaded skills and the frozen prompt.
-    pub fn forget_session_state(&self) -> Result<()> {
+    pub(crate) fn forget_session_state(&self) -> Result<()> {
         skills::forget(self.sql, self.session, None)?;
         self.drop_prompt()
     }
 
     /// Renders the prompt again and stores it (when prompts are cached).
-    pub async fn refresh_prompt(&self, now: &str) -> Result<String> {
+    pub(crate) async fn refresh_prompt(&self, now: &str) -> Result<String> {
         let rendered = self.render().await?;
         if self.config.cached_prompt {
             self.sql.execute(
@@ -489,7 +497,7 @@ impl<'a> Context<'a> {
 
 /// Deletes everything of `session`'s context: writable texts, runtime blocks, the frozen
 /// prompt, loaded skills. (Search entries and skills belong to the agent and stay.)
-pub fn delete_session(sql: &dyn Sql, session: &str) -> Result<()> {
+pub(crate) fn delete_session(sql: &dyn Sql, session: &str) -> Result<()> {
     let sid = [Value::from(session)];
     sql.execute("DELETE FROM context_blocks WHERE session_id = ?", &sid)?;
     sql.execute("DELETE FROM context_defs WHERE session_id = ?", &sid)?;

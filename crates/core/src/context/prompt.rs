@@ -3,15 +3,15 @@
 
 /// What the renderer needs to know of a block.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct BlockView {
-    pub label: String,
-    pub description: Option<String>,
-    pub content: String,
-    pub tokens: i64,
-    pub max_tokens: Option<i64>,
-    pub writable: bool,
-    pub is_skill: bool,
-    pub is_searchable: bool,
+pub(crate) struct BlockView {
+    pub(crate) label: String,
+    pub(crate) description: Option<String>,
+    pub(crate) content: String,
+    pub(crate) tokens: i64,
+    pub(crate) max_tokens: Option<i64>,
+    pub(crate) writable: bool,
+    pub(crate) is_skill: bool,
+    pub(crate) is_searchable: bool,
 }
 
 /// 46 × U+2550.
@@ -20,7 +20,7 @@ pub fn separator() -> String {
 }
 
 /// JavaScript's `Math.round` for finite non-negative and negative values alike.
-pub fn js_round(x: f64) -> f64 {
+pub(crate) fn js_round(x: f64) -> f64 {
     let r = x.floor();
     if x - r >= 0.5 {
         r + 1.0
@@ -30,12 +30,12 @@ pub fn js_round(x: f64) -> f64 {
 }
 
 /// The usage percent shown for a budgeted block: `round(tokens / max * 100)`, in that order.
-pub fn usage_percent(tokens: i64, max: i64) -> i64 {
+pub(crate) fn usage_percent(tokens: i64, max: i64) -> i64 {
     js_round((tokens as f64 / max as f64) * 100.0) as i64
 }
 
 /// The tag after a block's header: searchable > loadable > readonly > writable.
-pub fn tag(b: &BlockView) -> &'static str {
+pub(crate) fn tag(b: &BlockView) -> &'static str {
     if b.is_searchable {
         "[searchable]"
     } else if b.is_skill {
@@ -49,7 +49,7 @@ pub fn tag(b: &BlockView) -> &'static str {
 
 /// The system prompt: one part per block (empty readonly blocks are skipped), joined by a
 /// blank line, no trailing newline.
-pub fn render(blocks: &[BlockView]) -> String {
+pub(crate) fn render(blocks: &[BlockView]) -> String {
     let sep = separator();
     let parts: Vec<String> = blocks
         .iter()

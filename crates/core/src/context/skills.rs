@@ -13,7 +13,7 @@ use crate::store::tree::Tree;
 
 /// The prompt listing: `- key: description` (or `- key`) per object, in key order, with the
 /// block's key prefix removed; empty when there are none.
-pub fn listing(objects: &[BlobInfo], prefix: &str) -> String {
+pub(crate) fn listing(objects: &[BlobInfo], prefix: &str) -> String {
     objects
         .iter()
         .filter_map(|o| {
@@ -28,7 +28,7 @@ pub fn listing(objects: &[BlobInfo], prefix: &str) -> String {
 }
 
 /// Records that `session` loaded `label:key` (a second load keeps the first position).
-pub fn mark_loaded(sql: &dyn Sql, session: &str, label: &str, key: &str) -> Result<()> {
+pub(crate) fn mark_loaded(sql: &dyn Sql, session: &str, label: &str, key: &str) -> Result<()> {
     sql.execute(
         "INSERT OR IGNORE INTO loaded_skills (session_id, label, key) VALUES (?, ?, ?)",
         &[session.into(), label.into(), key.into()],
@@ -36,7 +36,7 @@ pub fn mark_loaded(sql: &dyn Sql, session: &str, label: &str, key: &str) -> Resu
 }
 
 /// Forgets `label:key` for `session`; `false` when it was not loaded.
-pub fn mark_unloaded(sql: &dyn Sql, session: &str, label: &str, key: &str) -> Result<bool> {
+pub(crate) fn mark_unloaded(sql: &dyn Sql, session: &str, label: &str, key: &str) -> Result<bool> {
     let found = sql
         .query_row(
             "DELETE FROM loaded_skills WHERE session_id = ? AND label = ? AND key = ? RETURNING seq",
@@ -47,7 +47,7 @@ pub fn mark_unloaded(sql: &dyn Sql, session: &str, label: &str, key: &str) -> Re
 }
 
 /// `label:key` of every loaded skill of `session`, in load order.
-pub fn loaded(sql: &dyn Sql, session: &str) -> Result<Vec<String>> {
+pub(crate) fn loaded(sql: &dyn Sql, session: &str) -> Result<Vec<String>> {
     sql.query("SELECT label, key FROM loaded_skills WHERE session_id = ? ORDER BY seq", &[session.into()])?
         .iter()
         .map(|r| Ok(format!("{}:{}", r.text(0)?, r.text(1)?)))
@@ -55,7 +55,7 @@ pub fn loaded(sql: &dyn Sql, session: &str) -> Result<Vec<String>> {
 }
 
 /// Forgets every loaded skill of `session` (clear, delete), or only those of one block.
-pub fn forget(sql: &dyn Sql, session: &str, label: Option<&str>) -> Result<()> {
+pub(crate) fn forget(sql: &dyn Sql, session: &str, label: Option<&str>) -> Result<()> {
     match label {
         Some(l) => {
             sql.execute("DELETE FROM loaded_skills WHERE session_id = ? AND label = ?", &[session.into(), l.into()])
@@ -65,7 +65,7 @@ pub fn forget(sql: &dyn Sql, session: &str, label: Option<&str>) -> Result<()> {
 }
 
 /// The text that replaces an unloaded skill's content in history.
-pub fn unloaded_marker(key: &str) -> String {
+pub(crate) fn unloaded_marker(key: &str) -> String {
     format!("[skill unloaded: {key}]")
 }
 
@@ -87,7 +87,7 @@ fn is_live_load(part: &Json, label: &str, key: &str) -> bool {
 /// `load_context` result for `label:key`: every such part's output becomes
 /// [`unloaded_marker`]. Reads the raw path (overlays do not hide it). Returns the rewritten
 /// message id, if any. Run inside the unload's transaction.
-pub fn reclaim(sql: &dyn Sql, session: &str, label: &str, key: &str) -> Result<Option<String>> {
+pub(crate) fn reclaim(sql: &dyn Sql, session: &str, label: &str, key: &str) -> Result<Option<String>> {
     let tree = Tree::new(sql, session);
     let Some(leaf) = tree.latest_leaf_id()? else { return Ok(None) };
     let path = tree.path(&leaf)?;

@@ -18,11 +18,11 @@ use crate::store::search::across_sessions;
 use crate::tokens::estimate_str;
 
 /// How many hits `session_search` and the history block return.
-pub const SESSION_SEARCH_LIMIT: i64 = 10;
+pub(crate) const SESSION_SEARCH_LIMIT: i64 = 10;
 
 /// The tools a session can offer; every dispatch on a tool goes through this.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Tool {
+pub(crate) enum Tool {
     SetContext,
     LoadContext,
     UnloadContext,
@@ -36,7 +36,7 @@ pub enum Tool {
 }
 
 impl Tool {
-    pub const ALL: [Tool; 9] = [
+    pub(crate) const ALL: [Tool; 9] = [
         Tool::SetContext,
         Tool::LoadContext,
         Tool::UnloadContext,
@@ -49,7 +49,7 @@ impl Tool {
     ];
 
     /// The name the model calls it by.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Tool::SetContext => "set_context",
             Tool::LoadContext => "load_context",
@@ -64,12 +64,12 @@ impl Tool {
     }
 
     /// Whether `core::memory` runs it.
-    pub fn is_memory(self) -> bool {
+    pub(crate) fn is_memory(self) -> bool {
         matches!(self, Tool::MemoryStore | Tool::MemoryRecall | Tool::MemoryForget)
     }
 
     /// The tool called `name`, if there is one.
-    pub fn from_name(name: &str) -> Option<Tool> {
+    pub(crate) fn from_name(name: &str) -> Option<Tool> {
         Tool::ALL.into_iter().find(|t| t.name() == name)
     }
 
@@ -97,7 +97,7 @@ fn quoted(labels: &[&str]) -> String {
 
 /// The tools of a session as the model is offered them (see [`definitions`]): `expand_compaction`
 /// is offered when compaction is configured or the session already has a summary.
-pub fn for_session(ctx: &Context<'_>) -> Result<Vec<ToolSpec>> {
+pub(crate) fn for_session(ctx: &Context<'_>) -> Result<Vec<ToolSpec>> {
     offered(ctx, &ctx.blocks()?)
 }
 
@@ -114,7 +114,7 @@ fn offered(ctx: &Context<'_>, blocks: &[Block]) -> Result<Vec<ToolSpec>> {
 
 /// Whether `expand_compaction` is among a session's tools.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Expand {
+pub(crate) enum Expand {
     /// Compaction is configured or the session already has a summary.
     Offered,
     Hidden,
@@ -124,7 +124,7 @@ pub enum Expand {
 /// `unload_context` if one is a skills block, `search_context` if one is searchable, then
 /// `session_search` always, and `expand_compaction` when offered. `loaded` lists `label:key` of
 /// the loaded skills.
-pub fn definitions(blocks: &[Block], loaded: &[String], expand: Expand) -> Vec<ToolSpec> {
+pub(crate) fn definitions(blocks: &[Block], loaded: &[String], expand: Expand) -> Vec<ToolSpec> {
     let mut tools = Vec::new();
     let writable: Vec<&Block> = blocks.iter().filter(|b| b.writable()).collect();
     if !writable.is_empty() {
@@ -300,7 +300,7 @@ const FIELDS: &[(&str, &str)] = &[
 
 /// Checks that every field of `input` the tools know has its type (or is `null`), whichever
 /// tool `name` is: the one shape of a tool input, as the spec describes it.
-pub fn check_fields(name: &str, input: &Json) -> Result<()> {
+pub(crate) fn check_fields(name: &str, input: &Json) -> Result<()> {
     let Some(obj) = input.as_object() else { return Err(Error::invalid(format!("{name}: input must be an object"))) };
     for (field, ty) in FIELDS {
         let ok = match (obj.get(*field), *ty) {
@@ -378,10 +378,10 @@ pub struct Ran {
     pub output: String,
     /// Whether the run stored something for the session (a block write, a skill loaded or
     /// unloaded): such a run registers the session.
-    pub wrote: bool,
+    pub(crate) wrote: bool,
     /// The id of a stored message the run rewrote (`unload_context` replaces the output of the
     /// skill's `load_context` call), for the session's listeners.
-    pub rewrote: Option<String>,
+    pub(crate) rewrote: Option<String>,
 }
 
 impl Ran {
@@ -399,7 +399,7 @@ impl Ran {
 /// Runs tool `name` of the session. `Err` only for a tool the session does not offer
 /// (`not_found`), input of the wrong shape (`invalid_request`) or a storage failure; everything
 /// the model did wrong is an `Ok("Error: …")` output.
-pub async fn execute(ctx: &Context<'_>, name: &str, input: &Json, now: &str) -> Result<Ran> {
+pub(crate) async fn execute(ctx: &Context<'_>, name: &str, input: &Json, now: &str) -> Result<Ran> {
     let blocks = ctx.blocks()?;
     let offered = offered(ctx, &blocks)?;
     let tool = Tool::from_name(name)

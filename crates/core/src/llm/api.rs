@@ -64,13 +64,13 @@ pub trait Api: Sync + std::fmt::Debug {
 pub(crate) struct PartialCall {
     /// The call's place in the reply: calls come out sorted by it. OpenAI numbers its calls
     /// (`index`); a provider that does not gives each the order it started in.
-    pub index: u64,
-    pub id: String,
-    pub name: String,
+    pub(crate) index: u64,
+    pub(crate) id: String,
+    pub(crate) name: String,
     /// The arguments' JSON text as streamed so far.
-    pub arguments: String,
+    pub(crate) arguments: String,
     /// Set once the arguments are complete (Anthropic `content_block_stop`), or sent whole.
-    pub input: Option<Json>,
+    pub(crate) input: Option<Json>,
 }
 
 impl PartialCall {

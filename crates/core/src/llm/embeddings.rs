@@ -68,7 +68,7 @@ pub fn vectors(api: &dyn Api, answer: Answer<'_>, n: usize) -> Result<Vec<Vec<f3
 }
 
 /// Embeds `texts` with the configured model.
-pub async fn embed(t: &dyn Transport, cfg: &EmbeddingsConfig, texts: &[String]) -> Result<Vec<Vec<f32>>> {
+pub(crate) async fn embed(t: &dyn Transport, cfg: &EmbeddingsConfig, texts: &[String]) -> Result<Vec<Vec<f32>>> {
     let Some(api) = cfg.provider.api() else {
         return Err(Error::new(ErrorKind::NotConfigured, "no embeddings are configured"));
     };
@@ -89,6 +89,6 @@ pub async fn embed(t: &dyn Transport, cfg: &EmbeddingsConfig, texts: &[String]) 
 }
 
 /// Embeds one text.
-pub async fn embed_one(t: &dyn Transport, cfg: &EmbeddingsConfig, text: &str) -> Result<Vec<f32>> {
+pub(crate) async fn embed_one(t: &dyn Transport, cfg: &EmbeddingsConfig, text: &str) -> Result<Vec<f32>> {
     embed(t, cfg, &[text.to_owned()]).await?.pop().ok_or_else(|| unavailable("no embedding came back"))
 }

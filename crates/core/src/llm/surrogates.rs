@@ -11,7 +11,7 @@ use std::borrow::Cow;
 
 /// What one stream holds back between its events: a lone first half that ended a string.
 #[derive(Clone, Debug, Default)]
-pub struct Surrogates {
+pub(crate) struct Surrogates {
     held: Option<u16>,
 }
 
@@ -35,7 +35,7 @@ fn is_low(u: u16) -> bool {
 impl Surrogates {
     /// `data` (one event's JSON text) with its lone surrogate halves mended as the module says.
     /// Text without any is returned as it is, without a copy.
-    pub fn mend<'d>(&mut self, data: &'d str) -> Cow<'d, str> {
+    pub(crate) fn mend<'d>(&mut self, data: &'d str) -> Cow<'d, str> {
         let held = self.held.take();
         // Nearly every event has no surrogate escape at all: look before copying.
         if held.is_none() && !has_surrogate_escape(data) {

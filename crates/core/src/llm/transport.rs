@@ -90,8 +90,8 @@ pub enum Answer<'a> {
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Endpoint<'a> {
     /// The endpoint root, e.g. `https://api.openai.com/v1` (empty for the `AI` binding).
-    pub base_url: &'a str,
+    pub(crate) base_url: &'a str,
     pub model: &'a str,
-    pub api_key: Option<&'a str>,
-    pub timeout_ms: u64,
+    pub(crate) api_key: Option<&'a str>,
+    pub(crate) timeout_ms: u64,
 }

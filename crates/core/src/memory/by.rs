@@ -12,7 +12,7 @@ pub enum By {
 }
 
 impl By {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             By::Api => "api",
             By::Tool => "tool",

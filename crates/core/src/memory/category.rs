@@ -18,9 +18,9 @@ pub enum Category {
 }
 
 impl Category {
-    pub const ALL: [Category; 3] = [Category::Core, Category::Daily, Category::Conversation];
+    pub(crate) const ALL: [Category; 3] = [Category::Core, Category::Daily, Category::Conversation];
 
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Category::Core => "core",
             Category::Daily => "daily",

@@ -7,11 +7,11 @@ use crate::llm::Transport;
 use crate::sql::{atomically, Sql, Value};
 
 /// Memories embedded per call of [`embed_pending`].
-pub const BATCH: i64 = 32;
+pub(crate) const BATCH: i64 = 32;
 
 /// Embeds up to [`BATCH`] memories waiting for it and stores their vectors. A memory changed
 /// meanwhile keeps waiting (its new text is embedded next time).
-pub async fn embed_pending(sql: &dyn Sql, t: &dyn Transport, cfg: &EmbeddingsConfig) -> Result<usize> {
+pub(crate) async fn embed_pending(sql: &dyn Sql, t: &dyn Transport, cfg: &EmbeddingsConfig) -> Result<usize> {
     let rows =
         sql.query("SELECT seq, content FROM memories WHERE unembedded = 1 ORDER BY seq LIMIT ?", &[Value::Int(BATCH)])?;
     if rows.is_empty() {
@@ -42,17 +42,17 @@ pub async fn embed_pending(sql: &dyn Sql, t: &dyn Transport, cfg: &EmbeddingsCon
 }
 
 /// A vector as stored: little-endian `f32`s.
-pub fn encode(v: &[f32]) -> Vec<u8> {
+pub(crate) fn encode(v: &[f32]) -> Vec<u8> {
     v.iter().flat_map(|f| f.to_le_bytes()).collect()
 }
 
 /// A stored vector.
-pub fn decode(b: &[u8]) -> Vec<f32> {
+pub(crate) fn decode(b: &[u8]) -> Vec<f32> {
     b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
 }
 
 /// Cosine similarity; 0 for vectors of different lengths or of zero norm.
-pub fn cosine(a: &[f32], b: &[f32]) -> f64 {
+pub(crate) fn cosine(a: &[f32], b: &[f32]) -> f64 {
     if a.len() != b.len() || a.is_empty() {
         return 0.0;
     }

@@ -21,14 +21,15 @@ use crate::store::message::parse_all;
 use crate::store::tree::Tree;
 
 /// Similar memories shown with each candidate fact.
-pub const SIMILAR: i64 = 5;
+pub(crate) const SIMILAR: i64 = 5;
 /// Most facts taken from one exchange.
-pub const MAX_FACTS: usize = 10;
+pub(crate) const MAX_FACTS: usize = 10;
 /// Most characters of each side of the exchange sent to the model.
 const MAX_EXCHANGE_CHARS: usize = 8000;
 
 /// The instructions of the extraction request.
-pub const EXTRACT_PROMPT: &str = "You keep a long-term memory of facts about a user. From the exchange below, extract \
+pub(crate) const EXTRACT_PROMPT: &str =
+    "You keep a long-term memory of facts about a user. From the exchange below, extract \
 the facts about the user that will still matter in later conversations: who they are, their preferences, plans, \
 relationships, work, and corrections of what they said before. Leave out facts about the assistant, small talk and \
 one-off requests. Write each fact as one short sentence about the user (\"The user lives in Berlin.\"). Give each a \
@@ -37,7 +38,8 @@ this shape: {\"facts\":[{\"fact\":\"...\",\"score\":0.9,\"tags\":[\"...\"]}]}. W
 remembering, answer {\"facts\":[]}.";
 
 /// The instructions of the consolidation request (one per fact).
-pub const CONSOLIDATE_PROMPT: &str = "You manage a long-term memory of facts about a user. You are given the stored \
+pub(crate) const CONSOLIDATE_PROMPT: &str =
+    "You manage a long-term memory of facts about a user. You are given the stored \
 memories most similar to a new fact, each with its id, and the new fact. Decide what to do: ADD the new fact when no \
 memory says it; UPDATE a memory (keep its id, give the new full text) when the new fact refines or corrects it, for \
 example the user moved and the place changes; DELETE a memory (by its id) that the new fact shows to be no longer \
@@ -65,24 +67,24 @@ pub enum Decision {
 /// What an extraction changed.
 #[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
 pub struct Extracted {
-    pub added: Vec<Memory>,
-    pub updated: Vec<Memory>,
+    pub(crate) added: Vec<Memory>,
+    pub(crate) updated: Vec<Memory>,
     /// Ids of the memories deleted.
-    pub deleted: Vec<String>,
+    pub(crate) deleted: Vec<String>,
     /// Model calls made, and their tokens.
     #[serde(skip)]
-    pub calls: usize,
+    pub(crate) calls: usize,
     #[serde(skip)]
-    pub usage: Usage,
+    pub(crate) usage: Usage,
 }
 
 /// The exchange facts are taken from: the last user message of a path and the assistant's
 /// answer after it.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Exchange {
-    pub user_id: String,
-    pub user: String,
-    pub assistant: String,
+pub(crate) struct Exchange {
+    pub(crate) user_id: String,
+    pub(crate) user: String,
+    pub(crate) assistant: String,
 }
 
 /// The text of a message's `text` parts.
@@ -97,7 +99,7 @@ fn cut(s: &str) -> String {
 }
 
 /// The latest exchange on the path to `leaf` (default: the latest leaf), if it has a user message.
-pub fn exchange(memories: &Memories<'_>, session: &str, leaf: Option<&str>) -> Result<Option<Exchange>> {
+pub(crate) fn exchange(memories: &Memories<'_>, session: &str, leaf: Option<&str>) -> Result<Option<Exchange>> {
     let tree = Tree::new(memories.env.sql, session);
     let Some(leaf) = tree.resolve_leaf(leaf)? else { return Ok(None) };
     // The walk reads ids and roles only; just the exchange itself is read whole.
@@ -120,7 +122,7 @@ pub fn exchange(memories: &Memories<'_>, session: &str, leaf: Option<&str>) -> R
 }
 
 /// The first JSON object in a model's answer: the whole text, or inside a code fence or prose.
-pub fn json_object(text: &str) -> Option<Json> {
+pub(crate) fn json_object(text: &str) -> Option<Json> {
     let t = text.trim();
     if let Ok(v @ Json::Object(_)) = serde_json::from_str::<Json>(t) {
         return Some(v);
@@ -179,13 +181,13 @@ pub fn parse_decisions(text: &str, known: &[String], fact: &str) -> Result<Vec<D
 }
 
 /// The extraction request for an exchange.
-pub fn extraction_request(x: &Exchange) -> ChatRequest {
+pub(crate) fn extraction_request(x: &Exchange) -> ChatRequest {
     let user = format!("User: {}\n\nAssistant: {}", x.user, x.assistant);
     ChatRequest { system: Some(EXTRACT_PROMPT.to_owned()), format: Format::JsonObject, ..ChatRequest::user(user) }
 }
 
 /// The consolidation request for `fact` beside `similar`.
-pub fn consolidation_request(fact: &Fact, similar: &[Memory]) -> ChatRequest {
+pub(crate) fn consolidation_request(fact: &Fact, similar: &[Memory]) -> ChatRequest {
     let existing: Vec<Json> = similar.iter().map(|m| json!({"id": m.id, "text": m.content})).collect();
     let user = format!("Stored memories:\n{}\n\nNew fact: {}", Json::from(existing), fact.fact);
     ChatRequest { system: Some(CONSOLIDATE_PROMPT.to_owned()), format: Format::JsonObject, ..ChatRequest::user(user) }
@@ -294,7 +296,7 @@ async fn apply(
 
 /// Distills the exchange that ends at `leaf` into memories, after a turn's answer: a failure
 /// is reported to `env.events.warn`.
-pub async fn after(memories: &Memories<'_>, session: &str, leaf: &str) {
+pub(crate) async fn after(memories: &Memories<'_>, session: &str, leaf: &str) {
     if let Err(e) = run(memories, session, Some(leaf)).await {
         memories.env.events.warn(&format!("memory extract after the turn of {session}: {}", e.message));
     }

@@ -7,12 +7,13 @@ use super::recall::Hit;
 use crate::tokens::estimate_str;
 
 /// The first line inside the block.
-pub const PREAMBLE: &str = "Facts remembered about the user from earlier conversations. Use them when they help; \
+pub(crate) const PREAMBLE: &str =
+    "Facts remembered about the user from earlier conversations. Use them when they help; \
                             the user's own words in this conversation take precedence.";
 
 /// The block for `hits` within `token_budget`, and the ids of the memories in it; `None` when
 /// nothing fits or nothing was recalled.
-pub fn render(hits: &[Hit], token_budget: i64) -> Option<(String, Vec<String>)> {
+pub(crate) fn render(hits: &[Hit], token_budget: i64) -> Option<(String, Vec<String>)> {
     let mut kept: Vec<&Hit> = hits.iter().collect();
     loop {
         if kept.is_empty() {

@@ -20,7 +20,7 @@ pub use crate::wire::MemoryOp as Op;
 
 /// The agent's long-term memory, as one request sees it.
 pub struct Memories<'a> {
-    pub env: &'a Env<'a>,
+    pub(crate) env: &'a Env<'a>,
 }
 
 /// Most rounds of [`Memories::embed_waiting`] (each embeds up to `embed::BATCH` memories).
@@ -29,7 +29,7 @@ const EMBED_ROUNDS: usize = 1000;
 impl Memories<'_> {
     /// Embeds every memory still waiting for its vector (nothing without an embeddings
     /// provider); a failing call is a warning, and the rest waits for a later write.
-    pub async fn embed_waiting(&self) {
+    pub(crate) async fn embed_waiting(&self) {
         let env = self.env;
         if !env.embeddings.is_on() {
             return;
@@ -59,7 +59,7 @@ impl<'a> Memories<'a> {
 
     /// The configuration in effect (the defaults when `SESSION_CONFIG.memory` is absent: the
     /// routes work either way; only the tools, inject and extract need it set).
-    pub fn config(&self) -> MemoryConfig {
+    pub(crate) fn config(&self) -> MemoryConfig {
         self.env.config.memory.clone().unwrap_or_default()
     }
 
@@ -172,7 +172,7 @@ impl<'a> Memories<'a> {
 
     /// The ranking of a recall without moving its counters (a turn's inject: the counters move
     /// with the turn's commit, so a failed turn counts nothing).
-    pub async fn rank(&self, query: &recall::Query) -> Result<Vec<recall::Hit>> {
+    pub(crate) async fn rank(&self, query: &recall::Query) -> Result<Vec<recall::Hit>> {
         let e = self.env;
         // The request's reach, unless the query keeps to a narrower one itself.
         let narrowed;
@@ -192,17 +192,17 @@ impl<'a> Memories<'a> {
 
     /// The memories most like `query`, ranked as a recall would rank them but without counting
     /// as one (extraction's look at what is already known).
-    pub async fn similar(&self, query: &recall::Query) -> Result<Vec<Memory>> {
+    pub(crate) async fn similar(&self, query: &recall::Query) -> Result<Vec<Memory>> {
         Ok(self.rank(query).await?.into_iter().map(|h| h.memory).collect())
     }
 
     /// The best match for `query`, if any (`memory_forget {query}`).
-    pub async fn best(&self, query: &recall::Query) -> Result<Option<Memory>> {
+    pub(crate) async fn best(&self, query: &recall::Query) -> Result<Option<Memory>> {
         Ok(self.similar(query).await?.into_iter().next())
     }
 
     /// Embeds the memories that wait for it (a few per call); failures leave them waiting.
-    pub async fn embed_pending(&self) {
+    pub(crate) async fn embed_pending(&self) {
         let e = self.env;
         if !e.embeddings.is_on() {
             return;
@@ -213,7 +213,7 @@ impl<'a> Memories<'a> {
     }
 
     /// Tells every socket of the agent about a change (`{type:"memory", op, memory}`).
-    pub fn publish(&self, op: Op, m: &Memory) {
+    pub(crate) fn publish(&self, op: Op, m: &Memory) {
         let memory = serde_json::to_value(m).unwrap_or_default();
         self.env.events.publish_agent(&Frame::Memory { op, memory: &memory }.to_json());
     }

@@ -45,26 +45,26 @@ pub struct Query {
 
 /// The signals a rank was made of, each in [0, 1].
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
-pub struct Signals {
+pub(crate) struct Signals {
     /// Full-text relevance (bm25, relative to the best candidate); 0 when the text did not match.
-    pub text: f64,
+    pub(crate) text: f64,
     /// Cosine similarity to the query; `null` without embeddings.
-    pub semantic: Option<f64>,
-    pub relevance: f64,
-    pub confidence: f64,
-    pub recency: f64,
-    pub frequency: f64,
+    pub(crate) semantic: Option<f64>,
+    pub(crate) relevance: f64,
+    pub(crate) confidence: f64,
+    pub(crate) recency: f64,
+    pub(crate) frequency: f64,
 }
 
 /// One recalled memory.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Hit {
-    pub memory: Memory,
+    pub(crate) memory: Memory,
     /// The combined rank, in [0, 1].
-    pub score: f64,
+    pub(crate) score: f64,
     /// Why it ranked, in words.
-    pub why: String,
-    pub signals: Signals,
+    pub(crate) why: String,
+    pub(crate) signals: Signals,
 }
 
 const STOPWORDS: &[&str] = &[
@@ -78,7 +78,7 @@ const STOPWORDS: &[&str] = &[
 
 /// The query's words as an FTS5 query where any of them may match (prefixes included), or
 /// `None` when nothing is left to search for. Stop words are dropped unless nothing else is left.
-pub fn compile(text: &str) -> Option<String> {
+pub(crate) fn compile(text: &str) -> Option<String> {
     let words: Vec<String> =
         text.split(|c: char| !c.is_alphanumeric() && c != '\'').map(|w| w.trim_matches('\'').to_lowercase()).collect();
     let mut terms: Vec<&str> = words.iter().map(String::as_str).filter(|w| !w.is_empty()).collect();
@@ -116,7 +116,7 @@ struct Candidate {
 }
 
 /// Moves the recall counters of memories `ids` to `now` (the ones still there).
-pub fn count_ids(sql: &dyn Sql, ids: &[String], now: &str) -> Result<()> {
+pub(crate) fn count_ids(sql: &dyn Sql, ids: &[String], now: &str) -> Result<()> {
     for id in ids {
         sql.execute(
             "UPDATE memories SET recall_count = recall_count + 1, recalled_at = ? WHERE id = ?",
@@ -127,7 +127,7 @@ pub fn count_ids(sql: &dyn Sql, ids: &[String], now: &str) -> Result<()> {
 }
 
 /// Moves the recall counters of `hits` (and of their copies here) to `now`.
-pub fn count(sql: &dyn Sql, hits: &mut [Hit], now: &str) -> Result<()> {
+pub(crate) fn count(sql: &dyn Sql, hits: &mut [Hit], now: &str) -> Result<()> {
     for h in hits {
         sql.execute(
             "UPDATE memories SET recall_count = recall_count + 1, recalled_at = ? WHERE seq = ?",
@@ -141,7 +141,7 @@ pub fn count(sql: &dyn Sql, hits: &mut [Hit], now: &str) -> Result<()> {
 
 /// The best `query.limit` live memories for `query` (with `vector`, the query's embedding,
 /// semantic candidates too), best first. Moves no counter: a recall adds [`count`].
-pub fn rank(sql: &dyn Sql, query: &Query, vector: Option<&[f32]>, now: &str) -> Result<Vec<Hit>> {
+pub(crate) fn rank(sql: &dyn Sql, query: &Query, vector: Option<&[f32]>, now: &str) -> Result<Vec<Hit>> {
     let mut found = text_candidates(sql, query, now)?;
     if let Some(v) = vector {
         for (memory, similarity) in vector_candidates(sql, &query.filter, v, now)? {

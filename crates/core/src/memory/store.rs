@@ -2,7 +2,7 @@
 //! newest-first pages. Plain SQL functions; [`super::memories::Memories`] wraps them in transactions.
 
 use serde::Serialize;
-use serde_json::{json, Value as Json};
+use serde_json::Value as Json;
 
 use super::by::By;
 use super::category::Category;
@@ -16,9 +16,9 @@ use crate::table::{Col, Table, Ty};
 use crate::time::{iso_millis, parse_iso};
 
 /// Longest memory text, in characters.
-pub const MAX_CONTENT_CHARS: usize = 4000;
+pub(crate) const MAX_CONTENT_CHARS: usize = 4000;
 /// Most tags of one memory.
-pub const MAX_TAGS: usize = 16;
+pub(crate) const MAX_TAGS: usize = 16;
 /// Longest tag, in characters.
 pub const MAX_TAG_CHARS: usize = 64;
 /// Largest page of `GET /memories`.
@@ -27,9 +27,9 @@ pub const MAX_PAGE: i64 = 100;
 /// Where a memory came from.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Source {
-    pub session_id: String,
-    pub message_id: Option<String>,
+pub(crate) struct Source {
+    pub(crate) session_id: String,
+    pub(crate) message_id: Option<String>,
 }
 
 /// One memory, as the API shows it.
@@ -37,18 +37,18 @@ pub struct Source {
 #[serde(rename_all = "camelCase")]
 pub struct Memory {
     #[serde(skip)]
-    pub seq: i64,
-    pub id: String,
-    pub content: String,
-    pub category: Category,
-    pub tags: Vec<String>,
-    pub score: Option<f64>,
-    pub source: Option<Source>,
-    pub created_at: String,
-    pub updated_at: String,
-    pub expires_at: Option<String>,
-    pub recalled_at: Option<String>,
-    pub recall_count: i64,
+    pub(crate) seq: i64,
+    pub(crate) id: String,
+    pub(crate) content: String,
+    pub(crate) category: Category,
+    pub(crate) tags: Vec<String>,
+    pub(crate) score: Option<f64>,
+    pub(crate) source: Option<Source>,
+    pub(crate) created_at: String,
+    pub(crate) updated_at: String,
+    pub(crate) expires_at: Option<String>,
+    pub(crate) recalled_at: Option<String>,
+    pub(crate) recall_count: i64,
 }
 
 /// A memory to store.
@@ -86,7 +86,7 @@ pub struct Filter {
 }
 
 /// Whether `m` is within `reach`: a `conversation` memory belongs to its session.
-pub fn within(reach: &Reach, m: &Memory) -> bool {
+pub(crate) fn within(reach: &Reach, m: &Memory) -> bool {
     m.category != Category::Conversation || m.source.as_ref().is_some_and(|s| reach.sees(&s.session_id))
 }
 
@@ -100,21 +100,21 @@ pub enum Stored {
 /// One version of a memory.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Version {
-    pub content: String,
-    pub tags: Vec<String>,
-    pub score: Option<f64>,
-    pub category: Category,
-    pub at: String,
-    pub by: &'static str,
+    pub(crate) content: String,
+    pub(crate) tags: Vec<String>,
+    pub(crate) score: Option<f64>,
+    pub(crate) category: Category,
+    pub(crate) at: String,
+    pub(crate) by: &'static str,
 }
 
 /// The text duplicates are found by: trimmed, white space collapsed to one space, lower case.
-pub fn normalize(text: &str) -> String {
+pub(crate) fn normalize(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ").to_lowercase()
 }
 
 /// Checks memory text: 1–4,000 characters, not blank.
-pub fn check_content(content: &str) -> Result<()> {
+pub(crate) fn check_content(content: &str) -> Result<()> {
     let n = content.chars().count();
     if content.trim().is_empty() || n > MAX_CONTENT_CHARS {
         return Err(Error::invalid(format!(
@@ -126,7 +126,7 @@ pub fn check_content(content: &str) -> Result<()> {
 
 /// Checks and cleans tags: at most 16 of 1–64 characters (trimmed), no control characters,
 /// duplicates dropped.
-pub fn check_tags(tags: &[String]) -> Result<Vec<String>> {
+pub(crate) fn check_tags(tags: &[String]) -> Result<Vec<String>> {
     if tags.len() > MAX_TAGS {
         return Err(Error::invalid(format!("at most {MAX_TAGS} tags (got {})", tags.len())));
     }
@@ -147,7 +147,7 @@ pub fn check_tags(tags: &[String]) -> Result<Vec<String>> {
 }
 
 /// Checks a score: a number in [0, 1].
-pub fn check_score(score: Option<f64>) -> Result<()> {
+pub(crate) fn check_score(score: Option<f64>) -> Result<()> {
     match score {
         Some(s) if !(0.0..=1.0).contains(&s) => Err(Error::invalid("score must be a number from 0 to 1")),
         _ => Ok(()),
@@ -155,7 +155,7 @@ pub fn check_score(score: Option<f64>) -> Result<()> {
 }
 
 /// An expiry as stored (normalized to milliseconds), not in the past.
-pub fn check_expiry(expires_at: &str, now: &str) -> Result<String> {
+pub(crate) fn check_expiry(expires_at: &str, now: &str) -> Result<String> {
     let ms = parse_iso(expires_at)
         .ok_or_else(|| Error::invalid(format!("expiresAt {expires_at:?} is not an ISO-8601 UTC timestamp")))?;
     let at = iso_millis(ms);
@@ -183,7 +183,7 @@ fn check_new(new: &NewMemory, now: &str) -> Result<()> {
 /// The memory row: what a memory is, once. Its fields are the export's (`memory` records) and
 /// the API's `Memory` (with `sessionId` and `messageId` as `source`); its columns are those of
 /// `migrations/0006_memories.sql` that are not derived (`norm`, `unembedded`, the FTS row).
-pub const ROW: Table = Table {
+pub(crate) const ROW: Table = Table {
     kind: "memory",
     table: "memories",
     session: None,
@@ -247,7 +247,7 @@ pub(crate) fn from_row(r: &Row, at: usize) -> Result<Memory> {
 pub(crate) const LIVE: &str = "(m.expires_at IS NULL OR m.expires_at > ?)";
 
 /// Deletes what has expired (with its index rows, vectors and versions). Returns how many.
-pub fn purge_expired(sql: &dyn Sql, now: &str) -> Result<usize> {
+pub(crate) fn purge_expired(sql: &dyn Sql, now: &str) -> Result<usize> {
     let rows = sql.query("SELECT seq FROM memories WHERE expires_at IS NOT NULL AND expires_at <= ?", &[now.into()])?;
     let seqs: Vec<i64> = rows.iter().map(|r| r.int(0)).collect::<Result<_>>()?;
     delete(sql, &seqs)?;
@@ -255,7 +255,7 @@ pub fn purge_expired(sql: &dyn Sql, now: &str) -> Result<usize> {
 }
 
 /// Deletes memories by `seq`, with their index rows, vectors and versions.
-pub fn delete(sql: &dyn Sql, seqs: &[i64]) -> Result<()> {
+pub(crate) fn delete(sql: &dyn Sql, seqs: &[i64]) -> Result<()> {
     for &seq in seqs {
         let s = [Value::Int(seq)];
         sql.execute("DELETE FROM memories_fts WHERE rowid = ?", &s)?;
@@ -274,7 +274,7 @@ pub fn get(sql: &dyn Sql, id: &str, now: &str) -> Result<Option<Memory>> {
 
 /// How many memories the agent holds (expired ones not yet purged included), from the counter
 /// the triggers of migration 0006 keep.
-pub fn count(sql: &dyn Sql) -> Result<i64> {
+pub(crate) fn count(sql: &dyn Sql) -> Result<i64> {
     Ok(sql.query_row("SELECT n FROM memory_count WHERE id = 1", &[])?.map(|r| r.int(0)).transpose()?.unwrap_or(0))
 }
 
@@ -318,7 +318,7 @@ fn tags_json(tags: &[String]) -> String {
 /// Whether a write's new text is marked to be embedded (`unembedded`): only with an embeddings
 /// provider configured.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Embed {
+pub(crate) enum Embed {
     /// Marked; embedded once the answer is out (`After::EmbedMemories`).
     Later,
     /// No provider: left as it is.
@@ -327,7 +327,7 @@ pub enum Embed {
 
 /// Stores `new`, or merges it into the live memory of the same category and normalized text:
 /// tags merged, the higher score kept, the new expiry (if given) taken.
-pub fn remember(
+pub(crate) fn remember(
     sql: &dyn Sql,
     cfg: &MemoryConfig,
     new: &NewMemory,
@@ -431,7 +431,7 @@ fn version(sql: &dyn Sql, m: &Memory, by: By, now: &str) -> Result<()> {
 
 /// Changes memory `id` (live ones only). A change that would make it the duplicate of another
 /// memory of its category is `conflict`.
-pub fn patch(
+pub(crate) fn patch(
     sql: &dyn Sql,
     cfg: &MemoryConfig,
     id: &str,
@@ -526,7 +526,7 @@ pub(crate) fn filter_sql(filter: &Filter, now: &str) -> (String, Vec<Value>) {
 }
 
 /// Every live memory `filter` selects, oldest first.
-pub fn select_all(sql: &dyn Sql, filter: &Filter, now: &str) -> Result<Vec<Memory>> {
+pub(crate) fn select_all(sql: &dyn Sql, filter: &Filter, now: &str) -> Result<Vec<Memory>> {
     let (cond, params) = filter_sql(filter, now);
     let q = format!("SELECT {} FROM memories m WHERE {cond} ORDER BY m.seq", columns("m"));
     sql.query(&q, &params)?.iter().map(|r| from_row(r, 0)).collect()
@@ -594,7 +594,7 @@ pub fn history(sql: &dyn Sql, id: &str, now: &str) -> Result<Option<Vec<Version>
 
 /// Deletes the `conversation` memories of a session that is being deleted (`core` and `daily`
 /// ones stay). Returns them, as they were.
-pub fn delete_session(sql: &dyn Sql, session: &str) -> Result<Vec<Memory>> {
+pub(crate) fn delete_session(sql: &dyn Sql, session: &str) -> Result<Vec<Memory>> {
     let q = format!("SELECT {} FROM memories m WHERE m.category = 'conversation' AND m.session_id = ?", columns("m"));
     let gone: Vec<Memory> = sql.query(&q, &[session.into()])?.iter().map(|r| from_row(r, 0)).collect::<Result<_>>()?;
     delete(sql, &gone.iter().map(|m| m.seq).collect::<Vec<_>>())?;
@@ -602,12 +602,7 @@ pub fn delete_session(sql: &dyn Sql, session: &str) -> Result<Vec<Memory>> {
 }
 
 /// The memory as the model reads it in a tool output or the injected block.
-pub fn line(m: &Memory) -> String {
+pub(crate) fn line(m: &Memory) -> String {
     let tags = if m.tags.is_empty() { String::new() } else { format!(" [{}]", m.tags.join(", ")) };
     format!("- ({}) {}{tags}", m.id, m.content)
-}
-
-/// The memory as JSON (the API's shape).
-pub fn to_json(m: &Memory) -> Json {
-    serde_json::to_value(m).unwrap_or_else(|_| json!({"id": m.id}))
 }

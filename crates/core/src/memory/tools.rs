@@ -18,7 +18,7 @@ fn spec(tool: Tool, description: &str, input_schema: Json) -> ToolSpec {
 }
 
 /// The three memory tools, in this order.
-pub fn definitions() -> Vec<ToolSpec> {
+pub(crate) fn definitions() -> Vec<ToolSpec> {
     let category = json!({"type": "string", "enum": ["core", "daily", "conversation"]});
     vec![
         spec(
@@ -81,7 +81,7 @@ fn category(input: &Map<String, Json>) -> Result<Option<Category>> {
 
 /// Runs memory tool `tool` for session `session`. `Err` only for input of the wrong shape
 /// (`invalid_request`) or a storage failure; everything else is an `Error: …` output.
-pub async fn execute(memories: &Memories<'_>, session: &str, tool: Tool, input: &Json) -> Result<Ran> {
+pub(crate) async fn execute(memories: &Memories<'_>, session: &str, tool: Tool, input: &Json) -> Result<Ran> {
     let name = tool.name();
     let input = input.as_object().ok_or_else(|| Error::invalid(format!("{name}: input must be an object")))?;
     check_input(tool, input).map_err(|e| Error::invalid(format!("{name}: {}", e.message)))?;

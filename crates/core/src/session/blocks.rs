@@ -155,7 +155,7 @@ impl Session<'_> {
 
     /// Runs tool `name` with `input` as the model would, and the sockets hear what it changed
     /// (the agent turn's way: the turn registers the session when it commits).
-    pub async fn execute_tool(&self, name: &str, input: &Json) -> Result<Ran> {
+    pub(crate) async fn execute_tool(&self, name: &str, input: &Json) -> Result<Ran> {
         tools::check_fields(name, input)?;
         let ran = match Tool::from_name(name).filter(|t| t.is_memory() && self.env.config.memory.is_some()) {
             Some(t) => memory::tools::execute(&Memories::new(self.env), self.id, t, input).await?,

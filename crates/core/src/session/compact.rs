@@ -49,7 +49,7 @@ impl Session<'_> {
 
     /// The estimate auto-compaction compares with `after`: the branch's messages plus the
     /// system prompt.
-    pub async fn estimate_with_prompt(&self, leaf: &str) -> Result<i64> {
+    pub(crate) async fn estimate_with_prompt(&self, leaf: &str) -> Result<i64> {
         Ok(branch_tokens(self.env.sql, self.id, leaf)? + self.prompt_tokens().await?)
     }
 
@@ -66,7 +66,7 @@ impl Session<'_> {
     /// After an append that stored `leaf`: compacts when the estimate is over `after` (the reference's status frames
     /// (docs/REFERENCE.md#status-frames): `idle` with the estimate after every append; around a compaction `compacting`
     /// first, then `idle` with `compacted: {tokensBefore}` or `error`).
-    pub async fn after_append(&self, leaf: &str) -> Option<AutoReport> {
+    pub(crate) async fn after_append(&self, leaf: &str) -> Option<AutoReport> {
         let Some((cfg, threshold)) = self.env.config.compaction.and_then(|c| c.after.map(|t| (c, t))) else {
             if self.env.events.has_listeners(self.id) {
                 if let Ok(estimate) = self.estimate_with_prompt(leaf).await {
@@ -89,7 +89,7 @@ impl Session<'_> {
     /// After a turn whose history the message cap cut: compacts now, whatever the estimate,
     /// when compaction is configured, so the next turn sees what was left out in a summary;
     /// else what any append does.
-    pub async fn after_cap(&self, leaf: &str) -> Option<AutoReport> {
+    pub(crate) async fn after_cap(&self, leaf: &str) -> Option<AutoReport> {
         let Some(cfg) = self.env.config.compaction else { return self.after_append(leaf).await };
         let estimate = self.estimate_with_prompt(leaf).await.unwrap_or(0);
         Some(self.compact_now(leaf, &cfg, estimate, cfg.after.unwrap_or(0)).await)

@@ -23,7 +23,7 @@ impl Session<'_> {
     }
 
     /// `{type:"message", sessionId, message}` for a stored message (its JSON as the client sent it).
-    pub fn publish_message(&self, json: &str) {
+    pub(crate) fn publish_message(&self, json: &str) {
         if !self.listening() {
             return;
         }
@@ -34,7 +34,7 @@ impl Session<'_> {
 
     /// A stored message as it reads now (whole), e.g. after a tool rewrote it; nothing when it
     /// cannot be read.
-    pub async fn publish_stored(&self, id: &str) {
+    pub(crate) async fn publish_stored(&self, id: &str) {
         if !self.listening() {
             return;
         }
@@ -44,23 +44,23 @@ impl Session<'_> {
     }
 
     /// `{type:"deleted", sessionId, ids}` after messages were deleted.
-    pub fn publish_deleted(&self, ids: &[&str]) {
+    pub(crate) fn publish_deleted(&self, ids: &[&str]) {
         self.publish(&Frame::Deleted { session_id: self.id, ids });
     }
 
     /// `{type:"cleared", sessionId}` after the session's messages were cleared (or it was deleted).
-    pub fn publish_cleared(&self) {
+    pub(crate) fn publish_cleared(&self) {
         self.publish(&Frame::Cleared { session_id: self.id });
     }
 
     /// `{type:"context", sessionId, label}` after a block changed.
-    pub fn publish_context(&self, label: &str) {
+    pub(crate) fn publish_context(&self, label: &str) {
         self.publish(&Frame::Context { session_id: self.id, label });
     }
 
     /// What a tool run changed: a `context` frame when it stored something for its block, and
     /// the rewritten message (then an `idle` status) when it rewrote one.
-    pub async fn publish_tool_effects(&self, input: &Json, ran: &Ran) {
+    pub(crate) async fn publish_tool_effects(&self, input: &Json, ran: &Ran) {
         if let Some(label) = input.get("label").and_then(Json::as_str).filter(|_| ran.wrote) {
             self.publish_context(label);
         }
@@ -90,7 +90,7 @@ impl Session<'_> {
 
     /// After a change of the session's messages: `phase: "idle"` with the estimate of the latest
     /// leaf's branch (the system prompt alone when the session is empty).
-    pub async fn publish_idle(&self) {
+    pub(crate) async fn publish_idle(&self) {
         if !self.listening() {
             return;
         }

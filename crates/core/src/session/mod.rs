@@ -93,26 +93,26 @@ pub struct Batch {
 }
 
 /// What a finished agent turn writes, in one transaction.
-pub struct TurnWrite {
+pub(crate) struct TurnWrite {
     /// The new user message (none for a continuation).
-    pub user: Option<NewMessage>,
+    pub(crate) user: Option<NewMessage>,
     /// Stored messages that got client tool results or approval responses.
-    pub updates: Vec<NewMessage>,
-    pub assistant: NewMessage,
+    pub(crate) updates: Vec<NewMessage>,
+    pub(crate) assistant: NewMessage,
     /// Whether the assistant message is new or extends the stored one with its id.
-    pub placement: Placement,
+    pub(crate) placement: Placement,
     /// Where the user message (or the assistant, without one) attaches; `None` is a new root.
-    pub parent: Option<String>,
-    pub usage: Usage,
+    pub(crate) parent: Option<String>,
+    pub(crate) usage: Usage,
     /// The system prompt to freeze with the turn, if none was frozen yet.
-    pub freeze: Option<String>,
+    pub(crate) freeze: Option<String>,
     /// Ids of the memories the turn was given: their recall counters move with the commit.
-    pub recalled: Vec<String>,
+    pub(crate) recalled: Vec<String>,
 }
 
 /// Where a turn's assistant message goes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Placement {
+pub(crate) enum Placement {
     /// A new message: the child of the turn's user message, or of `parent` without one.
     New,
     /// The stored message with the same id, rewritten with the reply's parts after its own (a
@@ -148,14 +148,14 @@ impl<'a> Session<'a> {
     }
 
     /// The session's context blocks.
-    pub fn context(&self) -> Context<'a> {
+    pub(crate) fn context(&self) -> Context<'a> {
         let e = self.env;
         Context { sql: e.sql, blobs: e.blobs, config: e.config, agent: e.agent, session: self.id, reach: &e.reach }
     }
 
     /// Registers the session (`name = id`) if needed and moves its `updatedAt` to now; writes do
     /// this, reads never.
-    pub fn register(&self) -> Result<()> {
+    pub(crate) fn register(&self) -> Result<()> {
         sessions::ensure(self.env.sql, self.id, &self.env.now)?;
         sessions::touch(self.env.sql, self.id, &self.env.now)
     }
@@ -190,7 +190,7 @@ impl<'a> Session<'a> {
         .await
     }
 
-    /// The recent window of the active path, or of the path above `before` ([`recent`]), made
+    /// The recent window of the active path, or of the path above `before` (`recent`), made
     /// whole, as the text of the JSON answer `{messages, truncated, totalContentBytes,
     /// nextBefore}`, and the warnings of objects that could not be read back. Kept until the
     /// session's next write (in the [`ReadCache`](crate::cache::ReadCache)).
@@ -220,7 +220,7 @@ impl<'a> Session<'a> {
     }
 
     /// The session's version ([`sessions::version_columns`]).
-    pub fn version(&self) -> Result<Version> {
+    pub(crate) fn version(&self) -> Result<Version> {
         Ok(self.version_and_latest_leaf()?.0)
     }
 
@@ -238,7 +238,7 @@ impl<'a> Session<'a> {
     /// The text `read` makes, kept under `key` until the session's next write
     /// ([`ReadCache::kept`](crate::cache::ReadCache::kept)); `version` is the session's
     /// version now.
-    pub async fn kept<F, Fut>(&self, key: Key, version: Version, read: F) -> Result<Warned<String>>
+    pub(crate) async fn kept<F, Fut>(&self, key: Key, version: Version, read: F) -> Result<Warned<String>>
     where
         F: FnOnce() -> Fut,
         Fut: std::future::Future<Output = Result<Read>>,
@@ -483,7 +483,7 @@ impl<'a> Session<'a> {
 
     /// Writes a finished agent turn in one transaction (see [`TurnWrite`]) and tells the
     /// sockets, in the order written: the user message, the answered messages, the reply.
-    pub async fn commit_turn(&self, turn: TurnWrite) -> Result<Vec<String>> {
+    pub(crate) async fn commit_turn(&self, turn: TurnWrite) -> Result<Vec<String>> {
         let TurnWrite { user, updates, assistant, placement, parent, usage, freeze, recalled } = turn;
         let has_user = user.is_some();
         let n_updates = updates.len();

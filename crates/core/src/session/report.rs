@@ -10,7 +10,7 @@ use crate::store::overlay::Compaction;
 /// How an automatic compaction ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum Status {
+pub(crate) enum Status {
     Compacted,
     NothingToDo,
     Failed,
@@ -20,20 +20,20 @@ pub enum Status {
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct AutoReport {
-    pub status: Status,
-    pub token_estimate: i64,
-    pub token_threshold: i64,
+    pub(crate) status: Status,
+    pub(crate) token_estimate: i64,
+    pub(crate) token_threshold: i64,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub compaction: Option<Compaction>,
+    pub(crate) compaction: Option<Compaction>,
     /// `{code, message}` of a failure.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<Json>,
+    pub(crate) error: Option<Json>,
 }
 
 impl AutoReport {
     /// The report of a compaction's `outcome` (`None`: nothing to compact) at `estimate` tokens
     /// against `threshold`.
-    pub fn of(outcome: Result<Option<Compaction>>, estimate: i64, threshold: i64) -> AutoReport {
+    pub(crate) fn of(outcome: Result<Option<Compaction>>, estimate: i64, threshold: i64) -> AutoReport {
         let (status, compaction, error) = match outcome {
             Ok(Some(c)) => (Status::Compacted, Some(c), None),
             Ok(None) => (Status::NothingToDo, None, None),
@@ -43,7 +43,7 @@ impl AutoReport {
     }
 
     /// The operator's log line for a failed compaction of `session`.
-    pub fn warning(&self, session: &str) -> Option<String> {
+    pub(crate) fn warning(&self, session: &str) -> Option<String> {
         self.error.as_ref().map(|e| format!("auto-compaction of session {session} failed: {e}"))
     }
 }

@@ -13,10 +13,10 @@ use crate::store::sessions::{self, NewSession, SessionInfo};
 use crate::store::tree::{Parent, Tree};
 
 /// The text the new session starts from, before the summary (the reference's words).
-pub const CONTEXT_PREFIX: &str = "[Context from previous session]\n\n";
+pub(crate) const CONTEXT_PREFIX: &str = "[Context from previous session]\n\n";
 
 /// `endReason` of a session that was split.
-pub const END_REASON: &str = "split";
+pub(crate) const END_REASON: &str = "split";
 
 impl Session<'_> {
     /// Splits the session: the summary is `summary` when given, else the one a compaction of the

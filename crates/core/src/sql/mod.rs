@@ -60,7 +60,7 @@ impl Row {
     }
 
     /// Column `i` as optional text.
-    pub fn opt_text(&self, i: usize) -> Result<Option<String>, Error> {
+    pub(crate) fn opt_text(&self, i: usize) -> Result<Option<String>, Error> {
         match self.get(i)? {
             Value::Null => Ok(None),
             _ => self.text(i).map(Some),
@@ -78,7 +78,7 @@ impl Row {
     }
 
     /// Column `i` as a float (integers widen).
-    pub fn real(&self, i: usize) -> Result<f64, Error> {
+    pub(crate) fn real(&self, i: usize) -> Result<f64, Error> {
         match self.get(i)? {
             Value::Int(v) => Ok(*v as f64),
             Value::Real(f) => Ok(*f),

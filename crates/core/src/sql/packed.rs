@@ -2,7 +2,7 @@
 //! Durable Object (so a result crosses into the wasm as one copy): little-endian, per row a `u32`
 //! count of values, then per value a tag byte and its body (`0` NULL, `1` an integer as `f64`,
 //! `2` a float as `f64`, `3` text as a `u32` length and UTF-8, `4` a blob as a `u32` length and
-//! bytes), and last the statement's `rowsWritten` as an `f64`. [`unpack`] reads it; [`pack`]
+//! bytes), and last the statement's `rowsWritten` as an `f64`. [`unpack`] reads it; `pack` (in its tests)
 //! writes it (for the tests, which check the two against each other and against damage).
 
 use crate::error::{Error, Result};
@@ -57,7 +57,8 @@ pub fn unpack(packed: &[u8]) -> Result<(Vec<Row>, u64)> {
 }
 
 /// The buffer `do_sql.js` would write for `rows` and `written` (what [`unpack`] reads).
-pub fn pack(rows: &[Row], written: u64) -> Vec<u8> {
+#[cfg(test)]
+fn pack(rows: &[Row], written: u64) -> Vec<u8> {
     let mut out = Vec::new();
     for row in rows {
         out.extend((row.0.len() as u32).to_le_bytes());

@@ -12,12 +12,12 @@ use crate::sql::{Sql, Value};
 use crate::tokens::estimate_message;
 
 /// Tokens of one stored message JSON.
-pub fn message_tokens(json: &str) -> i64 {
+pub(crate) fn message_tokens(json: &str) -> i64 {
     serde_json::from_str::<Json>(json).map(|m| estimate_message(&m)).unwrap_or(0)
 }
 
 /// Called in the append's transaction: if the cache is for `parent`, it now covers `id` too.
-pub fn note_append(sql: &dyn Sql, session: &str, parent: Option<&str>, id: &str, json: &str) -> Result<()> {
+pub(crate) fn note_append(sql: &dyn Sql, session: &str, parent: Option<&str>, id: &str, json: &str) -> Result<()> {
     let Some(parent) = parent else { return Ok(()) };
     sql.execute(
         "UPDATE token_estimates SET leaf_id = ?, tokens = tokens + ? WHERE session_id = ? AND leaf_id = ?",
@@ -31,7 +31,7 @@ pub fn invalidate(sql: &dyn Sql, session: &str) -> Result<()> {
 }
 
 /// The cached estimate of the path to `leaf`, if the cache is for that leaf.
-pub fn cached(sql: &dyn Sql, session: &str, leaf: &str) -> Result<Option<i64>> {
+pub(crate) fn cached(sql: &dyn Sql, session: &str, leaf: &str) -> Result<Option<i64>> {
     sql.query_row(
         "SELECT tokens FROM token_estimates WHERE session_id = ? AND leaf_id = ?",
         &[session.into(), leaf.into()],
@@ -41,7 +41,7 @@ pub fn cached(sql: &dyn Sql, session: &str, leaf: &str) -> Result<Option<i64>> {
 }
 
 /// Caches `tokens` as the estimate of the path to `leaf` (replacing any other leaf's).
-pub fn remember(sql: &dyn Sql, session: &str, leaf: &str, tokens: i64) -> Result<()> {
+pub(crate) fn remember(sql: &dyn Sql, session: &str, leaf: &str, tokens: i64) -> Result<()> {
     sql.execute(
         "INSERT INTO token_estimates (session_id, leaf_id, tokens) VALUES (?, ?, ?)
          ON CONFLICT (session_id) DO UPDATE SET leaf_id = excluded.leaf_id, tokens = excluded.tokens",

@@ -25,7 +25,7 @@ pub fn history(sql: &dyn Sql, session: &str, leaf: Option<&str>, overlays: Overl
 }
 
 /// [`history`], and how many stored messages the walk of its path found (before overlays).
-pub fn history_walked(
+pub(crate) fn history_walked(
     sql: &dyn Sql,
     session: &str,
     leaf: Option<&str>,
@@ -137,22 +137,28 @@ fn render(sql: &dyn Sql, tree: &Tree, session: &str, path: &[PathRow], overlays:
 }
 
 /// A recent window of a path.
-pub struct Recent {
-    pub messages: Vec<RawMessage>,
+pub(crate) struct Recent {
+    pub(crate) messages: Vec<RawMessage>,
     /// Whether older messages were left out.
-    pub truncated: bool,
+    pub(crate) truncated: bool,
     /// Stored bytes of the whole path.
-    pub total_content_bytes: i64,
+    pub(crate) total_content_bytes: i64,
     /// The oldest stored message of the window when older ones were left out: pass it as
     /// `before` for the window above it.
-    pub next_before: Option<String>,
+    pub(crate) next_before: Option<String>,
 }
 
 /// The longest suffix of a path whose stored size fits `max_bytes`, always holding its last
 /// message and at least `min_messages` messages (both even past the budget). The path is the
 /// active one, or with `before` (404 when unknown) the one that ends just above that message.
 /// Overlays apply inside the window only.
-pub fn recent(sql: &dyn Sql, session: &str, before: Option<&str>, max_bytes: i64, min_messages: i64) -> Result<Recent> {
+pub(crate) fn recent(
+    sql: &dyn Sql,
+    session: &str,
+    before: Option<&str>,
+    max_bytes: i64,
+    min_messages: i64,
+) -> Result<Recent> {
     let tree = Tree::new(sql, session);
     let none = || Recent { messages: Vec::new(), truncated: false, total_content_bytes: 0, next_before: None };
     let end = match before {

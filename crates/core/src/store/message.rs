@@ -22,7 +22,7 @@ pub const MAX_ID_CHARS: usize = 256;
 pub type RawMessage = Box<RawValue>;
 
 /// A stored message's JSON as a [`RawMessage`].
-pub fn raw(json: String) -> Result<RawMessage> {
+pub(crate) fn raw(json: String) -> Result<RawMessage> {
     RawValue::from_string(json).map_err(|e| Error::internal(format!("stored message is not JSON: {e}")))
 }
 
@@ -37,12 +37,12 @@ pub fn parse_all(messages: &[RawMessage]) -> Result<Vec<Json>> {
 
 /// One spilled field: `parts[part].field` (or the message's own `field` when `part` is -1).
 #[derive(Clone, Debug, PartialEq)]
-pub struct SpillRef {
-    pub part: i64,
-    pub field: String,
-    pub key: String,
+pub(crate) struct SpillRef {
+    pub(crate) part: i64,
+    pub(crate) field: String,
+    pub(crate) key: String,
     /// UTF-8 bytes of the field's JSON.
-    pub bytes: usize,
+    pub(crate) bytes: usize,
 }
 
 /// A validated message ready to store.
@@ -51,12 +51,12 @@ pub struct NewMessage {
     pub id: String,
     pub role: String,
     /// The message JSON as stored (object keys in their original order).
-    pub json: String,
+    pub(crate) json: String,
     /// What the full-text index sees: the `text` of every `text` part, joined by one space
     /// (its first [`MAX_INDEXED_BYTES`]).
-    pub text: String,
+    pub(crate) text: String,
     /// Fields moved to the object store; `json` then holds placeholders for them.
-    pub spills: Vec<SpillRef>,
+    pub(crate) spills: Vec<SpillRef>,
     /// The message as the client sent it, when `json` is not that (fields spilled).
     pub full: Option<String>,
 }
@@ -105,12 +105,12 @@ impl NewMessage {
     }
 
     /// The message as the client sent it (what answers echo).
-    pub fn client_json(&self) -> &str {
+    pub(crate) fn client_json(&self) -> &str {
         self.full.as_deref().unwrap_or(&self.json)
     }
 
     /// `too_large` unless the stored form fits a row.
-    pub fn check_fits(&self) -> Result<()> {
+    pub(crate) fn check_fits(&self) -> Result<()> {
         if self.json.len() > MAX_MESSAGE_BYTES {
             return Err(Error::too_large(format!(
                 "message {} is {} bytes of JSON; the limit is {MAX_MESSAGE_BYTES}",
@@ -123,7 +123,7 @@ impl NewMessage {
 
     /// The message as the client sent it, parsed (for code that builds on a message it just
     /// validated).
-    pub fn to_value(&self) -> Result<Json> {
+    pub(crate) fn to_value(&self) -> Result<Json> {
         serde_json::from_str(self.client_json()).map_err(|e| Error::internal(e.to_string()))
     }
 }
@@ -160,7 +160,7 @@ fn check_part(part: &Json) -> std::result::Result<(), String> {
 
 /// The searchable text of a message's parts: `text` parts only (reasoning and tool parts are
 /// not indexed), joined by a single space, cut to [`MAX_INDEXED_BYTES`] on a character boundary.
-pub fn indexed_text(parts: &[Json]) -> String {
+pub(crate) fn indexed_text(parts: &[Json]) -> String {
     let texts: Vec<&str> = parts.iter().map(Part::new).filter(|p| p.is_text()).filter_map(Part::text).collect();
     let mut text = texts.join(" ");
     if text.len() > MAX_INDEXED_BYTES {

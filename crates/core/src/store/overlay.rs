@@ -16,18 +16,18 @@ const COMPACTION_PREFIX: &str = "compaction_";
 
 /// Whether `message_id` is the id of a synthetic overlay message (`compaction_<overlay id>`): such a
 /// message stands in a history read for a summary and is never stored.
-pub fn is_synthetic_id(message_id: &str) -> bool {
+pub(crate) fn is_synthetic_id(message_id: &str) -> bool {
     message_id.starts_with(COMPACTION_PREFIX)
 }
 
 /// The overlay id in `id`, which may be a synthetic message's id (`compaction_<overlay id>`) or the
 /// overlay id itself.
-pub fn overlay_id(id: &str) -> &str {
+pub(crate) fn overlay_id(id: &str) -> &str {
     id.strip_prefix(COMPACTION_PREFIX).unwrap_or(id)
 }
 
 /// The id of the synthetic message that stands for overlay `overlay_id`.
-pub fn synthetic_id(overlay_id: &str) -> String {
+pub(crate) fn synthetic_id(overlay_id: &str) -> String {
     format!("{COMPACTION_PREFIX}{overlay_id}")
 }
 
@@ -35,11 +35,11 @@ pub fn synthetic_id(overlay_id: &str) -> String {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Compaction {
-    pub id: String,
-    pub summary: String,
-    pub from_message_id: String,
-    pub to_message_id: String,
-    pub created_at: String,
+    pub(crate) id: String,
+    pub(crate) summary: String,
+    pub(crate) from_message_id: String,
+    pub(crate) to_message_id: String,
+    pub(crate) created_at: String,
 }
 
 fn compaction(r: &Row) -> Result<Compaction> {
@@ -65,14 +65,14 @@ pub fn list(sql: &dyn Sql, session: &str) -> Result<Vec<Compaction>> {
 }
 
 /// Whether the session has any overlay (without reading their summaries).
-pub fn exists(sql: &dyn Sql, session: &str) -> Result<bool> {
+pub(crate) fn exists(sql: &dyn Sql, session: &str) -> Result<bool> {
     Ok(sql.query_row("SELECT 1 FROM compactions WHERE session_id = ? LIMIT 1", &[session.into()])?.is_some())
 }
 
 /// Whether an overlay of `session` begins or ends at one of `ids`. An overlay whose end was
 /// deleted stays stored, and lies over a path again once a message with that id is appended
 /// to it.
-pub fn names_any(sql: &dyn Sql, session: &str, ids: &[&str]) -> Result<bool> {
+pub(crate) fn names_any(sql: &dyn Sql, session: &str, ids: &[&str]) -> Result<bool> {
     let ids = serde_json::to_string(ids).map_err(|e| Error::internal(e.to_string()))?;
     Ok(sql
         .query_row(
@@ -86,7 +86,7 @@ pub fn names_any(sql: &dyn Sql, session: &str, ids: &[&str]) -> Result<bool> {
 
 /// Stores an overlay after checking that both ids are messages of the session and that `from`
 /// is `to` or one of its ancestors (an overlay that could never apply is refused, not stored).
-pub fn add(sql: &dyn Sql, session: &str, summary: &str, from: &str, to: &str, now: &str) -> Result<Compaction> {
+pub(crate) fn add(sql: &dyn Sql, session: &str, summary: &str, from: &str, to: &str, now: &str) -> Result<Compaction> {
     if summary.trim().is_empty() {
         return Err(Error::invalid("summary must not be blank"));
     }
@@ -131,7 +131,7 @@ pub enum Piece<'c> {
 /// at each position, the newest overlay that starts there and ends on this same path at or after
 /// it replaces that run; scanning resumes after its end. Overlays of sibling branches, and ones
 /// starting inside an applied run, do not apply.
-pub fn overlay<'c>(ids: &[&str], overlays: &'c [Compaction]) -> Vec<Piece<'c>> {
+pub(crate) fn overlay<'c>(ids: &[&str], overlays: &'c [Compaction]) -> Vec<Piece<'c>> {
     let index: std::collections::HashMap<&str, usize> = ids.iter().enumerate().map(|(i, id)| (*id, i)).collect();
     let mut out = Vec::with_capacity(ids.len());
     let mut i = 0;
@@ -156,7 +156,7 @@ pub fn overlay<'c>(ids: &[&str], overlays: &'c [Compaction]) -> Vec<Piece<'c>> {
 
 /// The synthetic assistant message that shows an overlay in history. Its `createdAt` is the
 /// overlay's, so repeated reads return identical JSON.
-pub fn synthetic_message(c: &Compaction) -> Result<RawMessage> {
+pub(crate) fn synthetic_message(c: &Compaction) -> Result<RawMessage> {
     let m = json!({
         "id": synthetic_id(&c.id),
         "role": "assistant",

@@ -15,13 +15,13 @@ pub const MAX_LIMIT: i64 = 100;
 /// One hit. `content` is the indexed text of the message (its text parts joined by a space).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Hit {
+pub(crate) struct Hit {
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub session_id: Option<String>,
-    pub id: String,
-    pub role: String,
-    pub content: String,
-    pub created_at: String,
+    pub(crate) session_id: Option<String>,
+    pub(crate) id: String,
+    pub(crate) role: String,
+    pub(crate) content: String,
+    pub(crate) created_at: String,
 }
 
 /// Compiles user text into an FTS5 query, or `None` when it has nothing to search for.
@@ -34,7 +34,7 @@ pub struct Hit {
 ///   text. Words with no letter or digit are dropped, since the tokenizer ignores them.
 /// - Control characters (NUL included) separate words, as the tokenizer treats them: inside an
 ///   FTS5 string a NUL would end the query text early (`unterminated string`).
-pub fn compile(query: &str) -> Option<String> {
+pub(crate) fn compile(query: &str) -> Option<String> {
     let cleaned: String = query.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
     let mut terms = Vec::new();
     let mut rest = cleaned.as_str();
@@ -76,7 +76,7 @@ fn push_term(terms: &mut Vec<String>, text: &str, how: Match) {
 /// Searches one session, best match first. The index holds a token for each message's session
 /// ([`index`]), asked for beside the words: FTS5 ranks only this session's matches, so the cost
 /// follows the session's size, not the agent's.
-pub fn in_session(sql: &dyn Sql, session: &str, query: &str, limit: i64) -> Result<Vec<Hit>> {
+pub(crate) fn in_session(sql: &dyn Sql, session: &str, query: &str, limit: i64) -> Result<Vec<Hit>> {
     let Some(fts) = compile(query) else { return Ok(Vec::new()) };
     hits(
         sql,
@@ -91,7 +91,7 @@ pub fn in_session(sql: &dyn Sql, session: &str, query: &str, limit: i64) -> Resu
 /// Searches every session of the agent within `reach`, best match first; hits carry their
 /// session id. A reach of some sessions asks for their tokens beside the words (as
 /// [`in_session`] does for one), and the join keeps to them too.
-pub fn across_sessions(sql: &dyn Sql, query: &str, limit: i64, reach: &Reach) -> Result<Vec<Hit>> {
+pub(crate) fn across_sessions(sql: &dyn Sql, query: &str, limit: i64, reach: &Reach) -> Result<Vec<Hit>> {
     let Some(fts) = compile(query) else { return Ok(Vec::new()) };
     let select = "SELECT m.session_id, m.id, m.role, f.content, m.created_at
                     FROM messages_fts f JOIN messages m ON m.seq = f.rowid";
@@ -127,7 +127,7 @@ pub fn across_sessions(sql: &dyn Sql, query: &str, limit: i64, reach: &Reach) ->
 /// Indexes the text of the message `seq` of `session` (nothing for an empty text): its words in
 /// the `content` column, and in the `session` column one token naming the session,
 /// [`session_token`] (letters and digits only, so the tokenizer keeps it whole).
-pub fn index(sql: &dyn Sql, session: &str, seq: i64, text: &str) -> Result<()> {
+pub(crate) fn index(sql: &dyn Sql, session: &str, seq: i64, text: &str) -> Result<()> {
     if text.is_empty() {
         return Ok(());
     }

@@ -15,28 +15,28 @@ use crate::store::spill;
 use crate::store::tree::{chunks, Tree};
 
 /// Longest session name, in characters.
-pub const MAX_NAME_CHARS: usize = 256;
+pub(crate) const MAX_NAME_CHARS: usize = 256;
 
 /// A session as the API shows it.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SessionInfo {
-    pub id: String,
-    pub name: String,
-    pub parent_session_id: Option<String>,
+    pub(crate) id: String,
+    pub(crate) name: String,
+    pub(crate) parent_session_id: Option<String>,
     pub model: Option<String>,
-    pub source: Option<String>,
-    pub input_tokens: i64,
-    pub output_tokens: i64,
-    pub estimated_cost: f64,
-    pub end_reason: Option<String>,
+    pub(crate) source: Option<String>,
+    pub(crate) input_tokens: i64,
+    pub(crate) output_tokens: i64,
+    pub(crate) estimated_cost: f64,
+    pub(crate) end_reason: Option<String>,
     /// Messages on the session's active path (root to the latest leaf), the reference's `getMessageCount`
     /// (docs/REFERENCE.md#sessions).
-    pub message_count: i64,
+    pub(crate) message_count: i64,
     /// Messages stored in the session, on every branch.
-    pub total_messages: i64,
-    pub created_at: String,
-    pub updated_at: String,
+    pub(crate) total_messages: i64,
+    pub(crate) created_at: String,
+    pub(crate) updated_at: String,
 }
 
 /// The fields a new session may set.
@@ -68,7 +68,7 @@ fn select_with_touch() -> String {
 /// seq of its newest message (0 without one; an insert moves it) and the count of its other
 /// writes to messages and overlays (`migrations/0009_versions.sql`). Any write to what the
 /// session's history reads changes the pair, and no pair comes back.
-pub fn version_columns(session: &str) -> String {
+pub(crate) fn version_columns(session: &str) -> String {
     format!(
         "COALESCE((SELECT MAX(seq) FROM messages WHERE session_id = {session}), 0),
          COALESCE((SELECT n FROM session_versions WHERE session_id = {session}), 0)"
@@ -77,19 +77,19 @@ pub fn version_columns(session: &str) -> String {
 
 /// How many messages a session holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Counts {
+pub(crate) struct Counts {
     /// Stored, on every branch.
-    pub total: i64,
+    pub(crate) total: i64,
     /// On the active path.
-    pub path: i64,
+    pub(crate) path: i64,
 }
 
 /// Where the counts of a session come from: given its id and its version, the counts.
-pub type CountsOf<'a> = &'a dyn Fn(&str, Version) -> Result<Counts>;
+pub(crate) type CountsOf<'a> = &'a dyn Fn(&str, Version) -> Result<Counts>;
 
 /// The counts of session `id`: its rows, and its active path from the latest leaf (the
 /// session's newest row) as every path is walked ([`Tree::path_len`]).
-pub fn counts(sql: &dyn Sql, id: &str) -> Result<Counts> {
+pub(crate) fn counts(sql: &dyn Sql, id: &str) -> Result<Counts> {
     let total = sql
         .query_row("SELECT COUNT(*) FROM messages WHERE session_id = ?", &[id.into()])?
         .ok_or_else(|| Error::internal("COUNT answered no row"))?
@@ -123,7 +123,7 @@ fn info(r: &Row, counts: CountsOf) -> Result<SessionInfo> {
 }
 
 /// Checks a session name: 1–256 characters, no control characters.
-pub fn check_name(name: &str) -> Result<()> {
+pub(crate) fn check_name(name: &str) -> Result<()> {
     let n = name.chars().count();
     if n == 0 || n > MAX_NAME_CHARS || name.chars().any(char::is_control) {
         return Err(Error::invalid(format!("name must be 1-{MAX_NAME_CHARS} characters without control characters")));
@@ -132,23 +132,23 @@ pub fn check_name(name: &str) -> Result<()> {
 }
 
 /// One session, or `None`.
-pub fn get(sql: &dyn Sql, id: &str) -> Result<Option<SessionInfo>> {
+pub(crate) fn get(sql: &dyn Sql, id: &str) -> Result<Option<SessionInfo>> {
     get_with(sql, id, &|id, _| counts(sql, id))
 }
 
 /// One session, or `None`, with its counts from `counts_of`.
-pub fn get_with(sql: &dyn Sql, id: &str, counts_of: CountsOf) -> Result<Option<SessionInfo>> {
+pub(crate) fn get_with(sql: &dyn Sql, id: &str, counts_of: CountsOf) -> Result<Option<SessionInfo>> {
     sql.query_row(&format!("{} WHERE s.id = ?", select()), &[id.into()])?.map(|r| info(&r, counts_of)).transpose()
 }
 
 /// One session, or `not_found`.
-pub fn require(sql: &dyn Sql, id: &str) -> Result<SessionInfo> {
+pub(crate) fn require(sql: &dyn Sql, id: &str) -> Result<SessionInfo> {
     get(sql, id)?.ok_or_else(|| Error::not_found(format!("session {id} not found")))
 }
 
 /// Every session, most recently updated first (ties: the later update first), with its counts
 /// from `counts_of`.
-pub fn list_with(sql: &dyn Sql, counts_of: CountsOf, page: &Page) -> Result<(Vec<SessionInfo>, Option<Cursor>)> {
+pub(crate) fn list_with(sql: &dyn Sql, counts_of: CountsOf, page: &Page) -> Result<(Vec<SessionInfo>, Option<Cursor>)> {
     let (cond, mut params) = match &page.after {
         Some(c) => {
             let (cond, values) = c.after("s.updated_at", "s.touch_seq");
@@ -221,7 +221,7 @@ pub fn create(sql: &dyn Sql, s: &NewSession, now: &str) -> Result<SessionInfo> {
 }
 
 /// Registers `id` with `name = id` if no session has that id yet (every write does this).
-pub fn ensure(sql: &dyn Sql, id: &str, now: &str) -> Result<()> {
+pub(crate) fn ensure(sql: &dyn Sql, id: &str, now: &str) -> Result<()> {
     if get_exists(sql, id)? {
         return Ok(());
     }
@@ -233,7 +233,7 @@ fn get_exists(sql: &dyn Sql, id: &str) -> Result<bool> {
 }
 
 /// Marks the session as updated now.
-pub fn touch(sql: &dyn Sql, id: &str, now: &str) -> Result<()> {
+pub(crate) fn touch(sql: &dyn Sql, id: &str, now: &str) -> Result<()> {
     sql.execute(
         &format!("UPDATE sessions SET updated_at = ?, touch_seq = {NEXT_TOUCH} WHERE id = ?"),
         &[now.into(), id.into()],
@@ -251,7 +251,7 @@ pub fn rename(sql: &dyn Sql, id: &str, name: &str, now: &str) -> Result<SessionI
 
 /// Deletes a session, its messages and overlays (`not_found` when unknown). Its context rows
 /// belong to [`crate::context`], which deletes them in the same transaction.
-pub fn delete(sql: &dyn Sql, id: &str) -> Result<()> {
+pub(crate) fn delete(sql: &dyn Sql, id: &str) -> Result<()> {
     require(sql, id)?;
     Tree::new(sql, id).clear()?;
     sql.execute("DELETE FROM sessions WHERE id = ?", &[id.into()])
@@ -259,10 +259,10 @@ pub fn delete(sql: &dyn Sql, id: &str) -> Result<()> {
 
 /// The largest token total kept: JavaScript numbers (what most clients parse JSON into) are
 /// exact up to 2^53 - 1.
-pub const MAX_TOKENS: i64 = crate::table::MAX_INT;
+pub(crate) const MAX_TOKENS: i64 = crate::table::MAX_INT;
 
 /// Adds token and cost figures to the session's totals, registering it if needed. Figures that
-/// are negative or not finite, or sums that would pass [`MAX_TOKENS`] or stop being a finite
+/// are negative or not finite, or sums that would pass `MAX_TOKENS` or stop being a finite
 /// cost, are `invalid_request` and change nothing.
 pub fn add_usage(sql: &dyn Sql, id: &str, input: i64, output: i64, cost: f64, now: &str) -> Result<SessionInfo> {
     if input < 0 || output < 0 || !(cost >= 0.0 && cost.is_finite()) {

@@ -6,20 +6,20 @@
 //! [`MAX_MESSAGE_BYTES`], it moves fields (of the parts, or of the message itself; never `id`,
 //! `role`, `parts` or a part's `type`), largest first, until the rest fits, writes each to
 //! `_spill/<agent>/<session>/<uuid>`, and lists them in the message; `Tree::insert` records them
-//! in the `spills` table in the same transaction as the row. [`release_unused`] afterwards
+//! in the `spills` table in the same transaction as the row. `release_unused` afterwards
 //! hands objects that no row took (a duplicate id, a failed transaction) to the sweep.
 //!
 //! Crashes: each key is listed in `spill_pending` (and committed) before its object is put, and
 //! leaves that list in the transaction that records it. So every object in the store is either
-//! referenced by a row, pending for a write in progress, or garbage; [`recover`], run when the
+//! referenced by a row, pending for a write in progress, or garbage; `recover`, run when the
 //! Durable Object starts (no write can be in progress then), turns what is still pending into
 //! garbage.
 //!
-//! Read side: [`rehydrate`] puts the fields back into messages read from the tree. Sessions
+//! Read side: `rehydrate` puts the fields back into messages read from the tree. Sessions
 //! without spills cost one indexed lookup.
 //!
 //! Deleting: triggers (migration 0004) drop a message's `spills` rows with it and list objects
-//! that lost their last reference in `spill_garbage`; [`sweep`] deletes those from the store
+//! that lost their last reference in `spill_garbage`; `sweep` deletes those from the store
 //! after write requests (and retries on a later one if the store fails).
 
 use std::collections::HashMap;
@@ -34,10 +34,10 @@ use crate::sql::{atomically, Sql, Value};
 use crate::store::message::{raw, NewMessage, RawMessage, SpillRef, MAX_MESSAGE_BYTES};
 
 /// Where spilled fields live in the bucket. Skills prefixes may not cover it (config checks).
-pub const SPILL_PREFIX: &str = "_spill/";
+pub(crate) const SPILL_PREFIX: &str = "_spill/";
 
 /// Fields smaller than this stay in the row even when the message is over the limit.
-pub const MIN_SPILL_BYTES: usize = 4 * 1024;
+pub(crate) const MIN_SPILL_BYTES: usize = 4 * 1024;
 
 /// Characters of a spilled value kept in its placeholder, so raw readers (the compaction
 /// summarizer, `expand_compaction`) still see what it was about.
@@ -150,7 +150,7 @@ pub async fn prepare(sql: &dyn Sql, blobs: &dyn Blobs, agent: &str, session: &st
 
 /// Records the spills of the message stored as row `seq` (called by the tree in the write's
 /// transaction).
-pub fn record(sql: &dyn Sql, session: &str, seq: i64, spills: &[SpillRef]) -> Result<()> {
+pub(crate) fn record(sql: &dyn Sql, session: &str, seq: i64, spills: &[SpillRef]) -> Result<()> {
     for s in spills {
         sql.execute("DELETE FROM spill_pending WHERE key = ?", &[s.key.as_str().into()])?;
         sql.execute(
@@ -170,7 +170,7 @@ pub fn record(sql: &dyn Sql, session: &str, seq: i64, spills: &[SpillRef]) -> Re
 
 /// Hands those of `keys` that no row refers to (objects [`prepare`] wrote for a write that then
 /// stored nothing) to the next [`sweep`], and ends their pending state.
-pub fn release_unused(sql: &dyn Sql, keys: &[String]) -> Result<()> {
+pub(crate) fn release_unused(sql: &dyn Sql, keys: &[String]) -> Result<()> {
     atomically(sql, || {
         for k in keys {
             sql.execute("DELETE FROM spill_pending WHERE key = ?", &[k.as_str().into()])?;
@@ -185,7 +185,7 @@ pub fn release_unused(sql: &dyn Sql, keys: &[String]) -> Result<()> {
 
 /// `objects` without those a sweep is about to delete (garbage) or a cut-short write left
 /// (pending): lists of skills show only what is there to stay.
-pub fn live(sql: &dyn Sql, objects: Vec<BlobInfo>) -> Result<Vec<BlobInfo>> {
+pub(crate) fn live(sql: &dyn Sql, objects: Vec<BlobInfo>) -> Result<Vec<BlobInfo>> {
     if objects.is_empty()
         || sql.query_row("SELECT 1 FROM spill_garbage UNION ALL SELECT 1 FROM spill_pending LIMIT 1", &[])?.is_none()
     {
@@ -204,14 +204,14 @@ pub fn live(sql: &dyn Sql, objects: Vec<BlobInfo>) -> Result<Vec<BlobInfo>> {
 
 /// Takes `key` back from the sweep before an object is written there again (a skill rewritten
 /// under the key of one an erase left for the sweep), so the new object is not deleted.
-pub fn reclaim(sql: &dyn Sql, key: &str) -> Result<()> {
+pub(crate) fn reclaim(sql: &dyn Sql, key: &str) -> Result<()> {
     sql.execute("DELETE FROM spill_garbage WHERE key = ?", &[key.into()])
 }
 
 /// Run when the Durable Object starts, before any request: keys still pending belong to writes
 /// that a crash (or an eviction mid-write) cut short, so their objects are garbage. Returns how
 /// many there were.
-pub fn recover(sql: &dyn Sql) -> Result<i64> {
+pub(crate) fn recover(sql: &dyn Sql) -> Result<i64> {
     atomically(sql, || {
         let n = sql.query_row("SELECT count(*) FROM spill_pending", &[])?.map_or(Ok(0), |r| r.int(0))?;
         if n > 0 {
@@ -233,13 +233,13 @@ struct IdOnly<'a> {
 }
 
 /// Whether any message of `session` has a spilled field.
-pub fn any(sql: &dyn Sql, session: &str) -> Result<bool> {
+pub(crate) fn any(sql: &dyn Sql, session: &str) -> Result<bool> {
     Ok(sql.query_row("SELECT 1 FROM spills WHERE session_id = ? LIMIT 1", &[session.into()])?.is_some())
 }
 
 /// Puts spilled fields back into `messages` (read from `session`'s tree). A missing object
 /// leaves its placeholder and is reported in the returned warnings; nothing else fails the read.
-pub async fn rehydrate(
+pub(crate) async fn rehydrate(
     sql: &dyn Sql,
     blobs: &dyn Blobs,
     session: &str,
@@ -286,7 +286,7 @@ pub async fn rehydrate(
 
 /// Copies the spill records of row `from_seq` to row `to_seq` of `session` (a fork shares the
 /// objects). Returns whether there were any.
-pub fn copy(sql: &dyn Sql, from_seq: i64, to_seq: i64, session: &str) -> Result<bool> {
+pub(crate) fn copy(sql: &dyn Sql, from_seq: i64, to_seq: i64, session: &str) -> Result<bool> {
     let n = sql
         .query_row("SELECT count(*) FROM spills WHERE message_seq = ?", &[Value::Int(from_seq)])?
         .map_or(Ok(0), |r| r.int(0))?;
@@ -302,7 +302,7 @@ pub fn copy(sql: &dyn Sql, from_seq: i64, to_seq: i64, session: &str) -> Result<
 
 /// Deletes up to `limit` unreferenced objects from the store. Returns how many went and the
 /// errors of those that did not (they stay listed and are retried by a later sweep).
-pub async fn sweep(sql: &dyn Sql, blobs: &dyn Blobs, limit: i64) -> Result<(usize, Vec<String>)> {
+pub(crate) async fn sweep(sql: &dyn Sql, blobs: &dyn Blobs, limit: i64) -> Result<(usize, Vec<String>)> {
     let keys: Vec<String> = sql
         .query("SELECT key FROM spill_garbage LIMIT ?", &[Value::Int(limit)])?
         .iter()

@@ -13,14 +13,14 @@ use crate::store::spill;
 pub const MAX_PATH_ROWS: i64 = 10_001;
 
 /// History content is fetched in chunks of at most this many rows …
-pub const CHUNK_ROWS: usize = 50;
+pub(crate) const CHUNK_ROWS: usize = 50;
 /// … and at most this many bytes (a chunk always holds at least one row).
-pub const CHUNK_BYTES: i64 = 4 * 1024 * 1024;
+pub(crate) const CHUNK_BYTES: i64 = 4 * 1024 * 1024;
 
 /// Most bytes of one piece of [`Tree::path_json`] (a single larger message is a piece of its
 /// own; messages are at most 1.8 MB, larger fields are spilled): under 2 MB, the Durable
 /// Object's limit for a string.
-pub const JSON_PIECE_BYTES: i64 = 1024 * 1024;
+pub(crate) const JSON_PIECE_BYTES: i64 = 1024 * 1024;
 
 /// A bound past every seq and depth: the largest integer a Workers runtime binds as an
 /// INTEGER (it hands larger ones to SQLite as REALs, which `LIMIT` refuses).
@@ -28,7 +28,7 @@ const UNBOUNDED: i64 = (1 << 53) - 1;
 
 /// Where a page of a path ends (see [`Tree::page`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum PageEnd {
+pub(crate) enum PageEnd {
     /// At this message, which is in the page.
     At(String),
     /// Just before this message: the page is its ancestors.
@@ -48,30 +48,30 @@ pub enum Parent {
 
 /// What an append did.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Appended {
-    pub parent_id: Option<String>,
+pub(crate) struct Appended {
+    pub(crate) parent_id: Option<String>,
     /// `false` when the id already existed: nothing was changed.
-    pub inserted: bool,
+    pub(crate) inserted: bool,
 }
 
 /// One message on a path, without its content.
 #[derive(Clone, Debug, PartialEq)]
-pub struct PathRow {
-    pub seq: i64,
-    pub id: String,
-    pub role: String,
+pub(crate) struct PathRow {
+    pub(crate) seq: i64,
+    pub(crate) id: String,
+    pub(crate) role: String,
     /// UTF-8 bytes of the stored JSON.
-    pub bytes: i64,
+    pub(crate) bytes: i64,
 }
 
 /// What a walk up a path found.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct Walk {
+pub(crate) struct Walk {
     /// The rows asked for, root side first.
-    pub rows: Vec<PathRow>,
+    pub(crate) rows: Vec<PathRow>,
     /// How many messages the walk went through, and their stored bytes.
-    pub count: i64,
-    pub bytes: i64,
+    pub(crate) count: i64,
+    pub(crate) bytes: i64,
 }
 
 /// Which rows of a walk come back.
@@ -107,7 +107,7 @@ impl<'a> Tree<'a> {
     }
 
     /// The insertion sequence number of `id`, if it is in this session.
-    pub fn seq_of(&self, id: &str) -> Result<Option<i64>> {
+    pub(crate) fn seq_of(&self, id: &str) -> Result<Option<i64>> {
         self.sql
             .query_row("SELECT seq FROM messages WHERE session_id = ? AND id = ?", &[self.sid(), id.into()])?
             .map(|r| r.int(0))
@@ -132,7 +132,7 @@ impl<'a> Tree<'a> {
     }
 
     /// One message, as stored.
-    pub fn get(&self, id: &str) -> Result<Option<RawMessage>> {
+    pub(crate) fn get(&self, id: &str) -> Result<Option<RawMessage>> {
         self.sql
             .query_row("SELECT content FROM messages WHERE session_id = ? AND id = ?", &[self.sid(), id.into()])?
             .map(|r| raw(r.text(0)?))
@@ -143,7 +143,7 @@ impl<'a> Tree<'a> {
     /// first so a retried append with a wrong parent fails the same way every time. The same id
     /// again is then a no-op (`inserted: false`, first write wins). Run inside a transaction:
     /// the row and its index entry are two writes.
-    pub fn append(&self, msg: &NewMessage, parent: &Parent, now: &str) -> Result<Appended> {
+    pub(crate) fn append(&self, msg: &NewMessage, parent: &Parent, now: &str) -> Result<Appended> {
         self.check_parent(parent)?;
         if self.contains(&msg.id)? {
             return Ok(Appended { parent_id: self.parent_of(&msg.id)?, inserted: false });
@@ -155,7 +155,7 @@ impl<'a> Tree<'a> {
     }
 
     /// The id a message attached at `parent` gets as its parent (`None`: a root).
-    pub fn parent_id(&self, parent: &Parent) -> Result<Option<String>> {
+    pub(crate) fn parent_id(&self, parent: &Parent) -> Result<Option<String>> {
         Ok(match parent {
             Parent::Latest => self.latest_leaf_id()?,
             Parent::Root => None,
@@ -164,7 +164,7 @@ impl<'a> Tree<'a> {
     }
 
     /// The parent of `id` (404 when `id` is not in the session), `None` for a root.
-    pub fn parent_of(&self, id: &str) -> Result<Option<String>> {
+    pub(crate) fn parent_of(&self, id: &str) -> Result<Option<String>> {
         self.sql
             .query_row("SELECT parent_id FROM messages WHERE session_id = ? AND id = ?", &[self.sid(), id.into()])?
             .ok_or_else(|| Error::not_found(format!("message {id} not found in session {}", self.session)))?
@@ -172,7 +172,7 @@ impl<'a> Tree<'a> {
     }
 
     /// `not_found` when `parent` names a message that is not in this session.
-    pub fn check_parent(&self, parent: &Parent) -> Result<()> {
+    pub(crate) fn check_parent(&self, parent: &Parent) -> Result<()> {
         match parent {
             Parent::Id(id) if !self.contains(id)? => {
                 Err(Error::not_found(format!("parent message {id} not found in session {}", self.session)))
@@ -208,11 +208,11 @@ impl<'a> Tree<'a> {
 
     /// The path from the root to `leaf` (which must exist), root first. The walk stops at a
     /// missing parent, so a deleted interior message cuts the path there.
-    pub fn path(&self, leaf: &str) -> Result<Vec<PathRow>> {
+    pub(crate) fn path(&self, leaf: &str) -> Result<Vec<PathRow>> {
         Ok(self.walk(leaf, MAX_PATH_ROWS, Keep::From(0))?.rows)
     }
 
-    /// How many messages the path to `leaf` holds (as [`Tree::path`] walks it): the same walk,
+    /// How many messages the path to `leaf` holds (as `Tree::path` walks it): the same walk,
     /// keeping no row.
     pub fn path_len(&self, leaf: &str) -> Result<i64> {
         Ok(self.walk(leaf, MAX_PATH_ROWS, Keep::From(UNBOUNDED))?.count)
@@ -223,7 +223,7 @@ impl<'a> Tree<'a> {
     /// messages (both even past the budget; docs/REFERENCE.md#recent-history). One walk also
     /// counts the whole path's messages and bytes, and only the window's rows cross into the
     /// wasm.
-    pub fn window(&self, leaf: &str, max_bytes: i64, min_messages: i64) -> Result<Walk> {
+    pub(crate) fn window(&self, leaf: &str, max_bytes: i64, min_messages: i64) -> Result<Walk> {
         self.walk(leaf, MAX_PATH_ROWS, Keep::Window { max_bytes, min_messages: min_messages.max(1) })
     }
 
@@ -231,7 +231,7 @@ impl<'a> Tree<'a> {
     /// nearest `end` (it included when `end` is [`PageEnd::At`], only its ancestors when it is
     /// [`PageEnd::Before`]), and whether older messages are left above them. The walk stops
     /// after `limit + 1` rows, so a page costs the same on a path of any length.
-    pub fn page(&self, end: &PageEnd, limit: i64) -> Result<(Vec<PathRow>, bool)> {
+    pub(crate) fn page(&self, end: &PageEnd, limit: i64) -> Result<(Vec<PathRow>, bool)> {
         let (id, skip) = match end {
             PageEnd::At(id) => (id, 0),
             PageEnd::Before(id) => (id, 1),
@@ -281,8 +281,8 @@ impl<'a> Tree<'a> {
     }
 
     /// The stored JSON of the messages on the path to `leaf` (root first, at most
-    /// [`MAX_PATH_ROWS`], as [`Tree::path`] walks it), joined with commas in pieces of at most
-    /// [`JSON_PIECE_BYTES`] (or one message): after the walk, SQLite concatenates the texts of
+    /// [`MAX_PATH_ROWS`], as `Tree::path` walks it), joined with commas in pieces of at most
+    /// `JSON_PIECE_BYTES` (or one message): after the walk, SQLite concatenates the texts of
     /// each piece, so a few strings cross from the database instead of one per message.
     /// Reading the contents by primary key in the walk's order is what keeps it cheap: SQLite
     /// sorting the contents themselves cost twice as much. With the number of messages walked.
@@ -315,7 +315,7 @@ impl<'a> Tree<'a> {
 
     /// The contents of `rows`, in their order, fetched in chunks of at most [`CHUNK_ROWS`] rows
     /// and [`CHUNK_BYTES`] bytes so that no single query result grows without bound.
-    pub fn hydrate(&self, rows: &[PathRow]) -> Result<Vec<RawMessage>> {
+    pub(crate) fn hydrate(&self, rows: &[PathRow]) -> Result<Vec<RawMessage>> {
         let mut out = Vec::with_capacity(rows.len());
         for chunk in chunks(rows) {
             let seqs: Vec<i64> = chunk.iter().map(|r| r.seq).collect();
@@ -336,11 +336,6 @@ impl<'a> Tree<'a> {
             }
         }
         Ok(out)
-    }
-
-    /// The children of `id`, oldest first (404 when `id` is not in the session).
-    pub fn branches(&self, id: &str) -> Result<Vec<RawMessage>> {
-        Ok(self.children(id, None, None)?.0)
     }
 
     /// At most `limit` children of `id` (all without one), oldest first: the newest ones, or
@@ -386,7 +381,7 @@ impl<'a> Tree<'a> {
 
     /// Replaces the stored JSON (and role) of an existing message and re-indexes it. Its place
     /// in the tree does not change. Returns `false` when the id is unknown (nothing changes).
-    pub fn update(&self, msg: &NewMessage) -> Result<bool> {
+    pub(crate) fn update(&self, msg: &NewMessage) -> Result<bool> {
         msg.check_fits()?;
         let Some(seq) = self.seq_of(&msg.id)? else { return Ok(false) };
         estimate::invalidate(self.sql, self.session)?;
@@ -406,7 +401,7 @@ impl<'a> Tree<'a> {
     /// docs/REFERENCE.md#message-writes; see docs/REFERENCE.md#d-orphans for what differs): paths through them now
     /// start at the child. The orphans become roots, so a message later appended under the deleted id does not adopt
     /// them (a child always stays newer than its parent). Returns `false` when the id is unknown.
-    pub fn delete(&self, id: &str) -> Result<bool> {
+    pub(crate) fn delete(&self, id: &str) -> Result<bool> {
         let Some(seq) = self.seq_of(id)? else { return Ok(false) };
         estimate::invalidate(self.sql, self.session)?;
         self.sql.execute("DELETE FROM messages_fts WHERE rowid = ?", &[Value::Int(seq)])?;
@@ -419,7 +414,7 @@ impl<'a> Tree<'a> {
     }
 
     /// Deletes every message of the session, its index entries and its compactions.
-    pub fn clear(&self) -> Result<()> {
+    pub(crate) fn clear(&self) -> Result<()> {
         estimate::invalidate(self.sql, self.session)?;
         self.sql.execute(
             "DELETE FROM messages_fts WHERE rowid IN (SELECT seq FROM messages WHERE session_id = ?)",
@@ -432,7 +427,7 @@ impl<'a> Tree<'a> {
 
 /// Splits `rows` into content-fetch chunks: a new chunk starts when the current one is
 /// non-empty and holds [`CHUNK_ROWS`] rows or would pass [`CHUNK_BYTES`] with the next row.
-pub fn chunks(rows: &[PathRow]) -> Vec<&[PathRow]> {
+pub(crate) fn chunks(rows: &[PathRow]) -> Vec<&[PathRow]> {
     let mut out = Vec::new();
     let (mut start, mut bytes) = (0, 0i64);
     for (i, r) in rows.iter().enumerate() {

@@ -15,7 +15,7 @@ use crate::time::parse_iso;
 /// Every table that holds the agent's data or what is derived from it. (`schema_version`, the
 /// revocation time and `spill_garbage`, the objects still to delete, stay.) A test checks that
 /// after an erase no other table holds a row, so a new table cannot be forgotten here.
-pub const ERASED: &[&str] = &[
+pub(crate) const ERASED: &[&str] = &[
     "messages",
     "messages_fts",
     "spills",

@@ -236,13 +236,13 @@ fn page(sql: &dyn Sql, t: &Table, after: i64) -> Result<(Vec<Map<String, Json>>,
 }
 
 /// The prefix of `b` when it is a skills block of scope `agent` (whose objects are the agent's).
-pub fn agent_skills_prefix(b: &BlockConfig) -> Option<&str> {
+pub(crate) fn agent_skills_prefix(b: &BlockConfig) -> Option<&str> {
     (b.kind == BlockKind::Skills && b.scope.unwrap_or_default() == BlockScope::Agent).then(|| b.skills_prefix())
 }
 
 /// The `prefix`es of the agent's skills blocks of scope `agent`: configured ones and those
 /// sessions added at run time (their objects live under `<prefix><agent>/`).
-pub fn skill_prefixes(env: &Env<'_>) -> Result<Vec<String>> {
+pub(crate) fn skill_prefixes(env: &Env<'_>) -> Result<Vec<String>> {
     let mut out: Vec<String> = Vec::new();
     let mut add = |b: &BlockConfig| {
         if let Some(p) = agent_skills_prefix(b).filter(|p| !out.iter().any(|o| o == p)) {

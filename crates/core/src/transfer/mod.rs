@@ -24,22 +24,22 @@ pub mod tables;
 #[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Counts {
-    pub sessions: usize,
-    pub messages: usize,
+    pub(crate) sessions: usize,
+    pub(crate) messages: usize,
     pub memories: usize,
-    pub memory_versions: usize,
-    pub entries: usize,
-    pub skills: usize,
+    pub(crate) memory_versions: usize,
+    pub(crate) entries: usize,
+    pub(crate) skills: usize,
 }
 
 /// The format this build writes and reads. An export names it in its first record.
-pub const FORMAT: &str = "session-agent/1";
+pub(crate) const FORMAT: &str = "session-agent/1";
 
 /// The format's name without its version.
 const FORMAT_NAME: &str = "session-agent/";
 
 /// Refuses a `format` this build does not read, saying why (newer version, or not an export).
-pub fn check_format(format: Option<&str>) -> crate::error::Result<()> {
+pub(crate) fn check_format(format: Option<&str>) -> crate::error::Result<()> {
     use crate::error::Error;
     match format {
         Some(FORMAT) => Ok(()),

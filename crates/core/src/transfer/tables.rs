@@ -1,11 +1,11 @@
-//! The kinds of row an export holds, as data ([`Table`]): each kind's table, the column that ties
+//! The kinds of row an export holds, as data (`Table`): each kind's table, the column that ties
 //! it to a session (if any), and its fields. The memory row is the memories' store's own
-//! ([`crate::memory::store::ROW`]); the rest are described here.
+//! (`crate::memory::store::ROW`); the rest are described here.
 
-pub use crate::table::{text_of, Col, Table, Ty};
+pub(crate) use crate::table::{text_of, Col, Table, Ty};
 use Ty::*;
 
-pub const SESSIONS: Table = Table {
+pub(crate) const SESSIONS: Table = Table {
     kind: "session",
     table: "sessions",
     session: None,
@@ -24,7 +24,7 @@ pub const SESSIONS: Table = Table {
     ],
 };
 
-pub const COMPACTIONS: Table = Table {
+pub(crate) const COMPACTIONS: Table = Table {
     kind: "compaction",
     table: "compactions",
     session: Some("session_id"),
@@ -37,28 +37,28 @@ pub const COMPACTIONS: Table = Table {
     ],
 };
 
-pub const BLOCKS: Table = Table {
+pub(crate) const BLOCKS: Table = Table {
     kind: "contextBlock",
     table: "context_blocks",
     session: Some("session_id"),
     cols: &[Col("label", "label", Text), Col("updatedAt", "updated_at", Time), Col("content", "content", Text)],
 };
 
-pub const DEFS: Table = Table {
+pub(crate) const DEFS: Table = Table {
     kind: "contextDef",
     table: "context_defs",
     session: Some("session_id"),
     cols: &[Col("label", "label", Text), Col("removed", "removed", Bool), Col("def", "def", OptJson)],
 };
 
-pub const LOADED_SKILLS: Table = Table {
+pub(crate) const LOADED_SKILLS: Table = Table {
     kind: "loadedSkill",
     table: "loaded_skills",
     session: Some("session_id"),
     cols: &[Col("label", "label", Text), Col("key", "key", Text)],
 };
 
-pub const PROMPTS: Table = Table {
+pub(crate) const PROMPTS: Table = Table {
     kind: "prompt",
     table: "prompts",
     session: Some("session_id"),
@@ -66,11 +66,11 @@ pub const PROMPTS: Table = Table {
 };
 
 /// Every kind of row of one session besides its messages, in the order they are written.
-pub const SESSION_TABLES: [&Table; 5] = [&COMPACTIONS, &BLOCKS, &DEFS, &LOADED_SKILLS, &PROMPTS];
+pub(crate) const SESSION_TABLES: [&Table; 5] = [&COMPACTIONS, &BLOCKS, &DEFS, &LOADED_SKILLS, &PROMPTS];
 
-pub use crate::memory::store::ROW as MEMORIES;
+pub(crate) use crate::memory::store::ROW as MEMORIES;
 
-pub const MEMORY_VERSIONS: Table = Table {
+pub(crate) const MEMORY_VERSIONS: Table = Table {
     kind: "memoryVersion",
     table: "memory_versions",
     session: None,
@@ -85,7 +85,7 @@ pub const MEMORY_VERSIONS: Table = Table {
     ],
 };
 
-pub const ENTRIES: Table = Table {
+pub(crate) const ENTRIES: Table = Table {
     kind: "entry",
     table: "search_entries",
     session: None,

@@ -348,7 +348,7 @@ pub fn validate_continuation<S: Borrow<Json>, M: Borrow<Json>>(
 /// `ai` 7), and tool parts the stream's `providerExecuted`,
 /// provider metadata, `title` and `preliminary`: none of that is a change to the conversation, so all of it is
 /// left out here, on both sides.
-pub fn client_view(m: &Json) -> Json {
+pub(crate) fn client_view(m: &Json) -> Json {
     let Some(o) = m.as_object() else { return m.clone() };
     let mut out: Map<String, Json> = o
         .iter()
@@ -382,7 +382,7 @@ pub fn client_view(m: &Json) -> Json {
 /// [`validate_continuation`]. A pair that is already equal (a message the client loaded from the
 /// history and sends back as it was) is compared as it is, without copies: only the pairs that
 /// differ are normalized.
-pub fn client_views<'a>(stored: &'a [Json], theirs: &'a [Json]) -> (Vec<Cow<'a, Json>>, Vec<Cow<'a, Json>>) {
+pub(crate) fn client_views<'a>(stored: &'a [Json], theirs: &'a [Json]) -> (Vec<Cow<'a, Json>>, Vec<Cow<'a, Json>>) {
     let mut ours_out = Vec::with_capacity(stored.len());
     let mut theirs_out = Vec::with_capacity(theirs.len());
     for i in 0..stored.len().max(theirs.len()) {
@@ -403,7 +403,7 @@ pub fn client_views<'a>(stored: &'a [Json], theirs: &'a [Json]) -> (Vec<Cow<'a, 
 /// `stored` with the tool results and approval answers of `theirs` (its validated counterpart, see
 /// [`validate_continuation`]) filled into the parts that waited for them, matched by `toolCallId`; everything else
 /// stays as stored.
-pub fn with_results(stored: &Json, theirs: &Json) -> Json {
+pub(crate) fn with_results(stored: &Json, theirs: &Json) -> Json {
     let mut out = stored.clone();
     let answers = parts(theirs);
     if let Some(Json::Array(ps)) = out.get_mut("parts") {

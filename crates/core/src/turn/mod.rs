@@ -12,8 +12,8 @@ use crate::parts::ToolState;
 
 /// The parts of the assistant message a turn is writing.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct AssistantParts {
-    pub parts: Vec<Json>,
+pub(crate) struct AssistantParts {
+    pub(crate) parts: Vec<Json>,
     /// The `text` or `reasoning` part the current step is streaming into, if any.
     open: Option<(PieceKind, usize)>,
 }
@@ -26,14 +26,14 @@ enum PieceKind {
 
 impl AssistantParts {
     /// The parts of a stored message a continuation extends (the reply's parts come after them).
-    pub fn after(parts: Vec<Json>) -> Self {
+    pub(crate) fn after(parts: Vec<Json>) -> Self {
         AssistantParts { parts, open: None }
     }
 
     /// A piece of the step's text or reasoning, as it streams: more of the part of its kind
     /// being written, or a new part when the other kind came in between. So the parts are in
     /// the order the model sent them, as the AI SDK's stream builds them on the client.
-    pub fn piece(&mut self, piece: &Piece) {
+    pub(crate) fn piece(&mut self, piece: &Piece) {
         let (kind, text) = match piece {
             Piece::Text(t) => (PieceKind::Text, t),
             Piece::Reasoning(t) => (PieceKind::Reasoning, t),
@@ -56,33 +56,33 @@ impl AssistantParts {
     }
 
     /// The step's text and reasoning are complete: a later piece starts a new part.
-    pub fn end_step(&mut self) {
+    pub(crate) fn end_step(&mut self) {
         self.open = None;
     }
 
     /// A tool call the server ran: `output-available` with its output.
-    pub fn tool_done(&mut self, name: &str, call_id: &str, input: &Json, output: &str) {
+    pub(crate) fn tool_done(&mut self, name: &str, call_id: &str, input: &Json, output: &str) {
         self.open = None;
         self.parts.push(json!({"type": "dynamic-tool", "toolName": name, "toolCallId": call_id,
             "state": ToolState::OutputAvailable, "input": input, "output": output}));
     }
 
     /// A tool call that failed (unknown tool): `output-error`.
-    pub fn tool_failed(&mut self, name: &str, call_id: &str, input: &Json, error: &str) {
+    pub(crate) fn tool_failed(&mut self, name: &str, call_id: &str, input: &Json, error: &str) {
         self.open = None;
         self.parts.push(json!({"type": "dynamic-tool", "toolName": name, "toolCallId": call_id,
             "state": ToolState::OutputError, "input": input, "errorText": error}));
     }
 
     /// A call of a client-side tool: `input-available`, for the caller to answer.
-    pub fn tool_pending(&mut self, name: &str, call_id: &str, input: &Json) {
+    pub(crate) fn tool_pending(&mut self, name: &str, call_id: &str, input: &Json) {
         self.open = None;
         self.parts.push(json!({"type": "dynamic-tool", "toolName": name, "toolCallId": call_id,
             "state": ToolState::InputAvailable, "input": input}));
     }
 
     /// The stored message: `{id, role: "assistant", parts, createdAt, metadata}`.
-    pub fn message(&self, id: &str, created_at: &str, metadata: Map<String, Json>) -> Json {
+    pub(crate) fn message(&self, id: &str, created_at: &str, metadata: Map<String, Json>) -> Json {
         json!({"id": id, "role": "assistant", "parts": self.parts, "createdAt": created_at, "metadata": metadata})
     }
 }
