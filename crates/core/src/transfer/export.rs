@@ -139,28 +139,7 @@ impl AgentExport {
                 let Some(sid) = self.sessions.get(i).cloned() else { return Box::pin(self.chunk(env)).await };
                 // Deleted since the export started: left out.
                 let Some(info) = session_row(env.sql, &sid)? else { return Box::pin(self.chunk(env)).await };
-                out.push_str(&format!("{}\n", json!({"kind": "session", "session": info})));
-                self.counts.sessions += 1;
-                let mut after = 0;
-                loop {
-                    let (entries, last, w) = messages(env, &sid, after).await?;
-                    self.warnings.extend(w);
-                    self.counts.messages += entries.len();
-                    for e in entries {
-                        // `{"parentId"…}` → `{"kind":"message","sessionId":…,"parentId"…}`
-                        out.push_str(&format!("{{\"kind\":\"message\",\"sessionId\":{},{}\n", json!(sid), &e[1..]));
-                    }
-                    match last {
-                        Some(l) => after = l,
-                        None => break,
-                    }
-                }
-                for t in SESSION_TABLES {
-                    for row in t.rows(env.sql, Some(&sid), "", &[])? {
-                        out.push_str(&record(t.kind, Some(&sid), row));
-                        out.push('\n');
-                    }
-                }
+                self.session(env, &sid, info, &mut out).await?;
             }
             Phase::AgentBlocks => {
                 for row in BLOCKS.rows(env.sql, Some(""), "", &[])? {
@@ -169,52 +148,9 @@ impl AgentExport {
                 }
                 self.phase = Phase::Rows(&MEMORIES, 0);
             }
-            Phase::Rows(t, after) => {
-                let (page, last) = page(env.sql, t, after)?;
-                let read = page.len();
-                // Entries no search block reads (their runtime block was removed, or its session
-                // deleted) are left out: no import could take them.
-                let readable = match t.kind == ENTRIES.kind {
-                    true => Some(entry_labels(env.config, env.agent, stored_defs(env.sql)?.iter().map(String::as_str))),
-                    false => None,
-                };
-                let page: Vec<_> = page
-                    .into_iter()
-                    .filter(|row| {
-                        readable.as_ref().is_none_or(|labels| {
-                            row.get("label").and_then(Json::as_str).is_some_and(|l| labels.iter().any(|x| x == l))
-                        })
-                    })
-                    .collect();
-                let n = page.len();
-                for row in page {
-                    out.push_str(&record(t.kind, None, row));
-                    out.push('\n');
-                }
-                *match t.kind {
-                    "memory" => &mut self.counts.memories,
-                    "memoryVersion" => &mut self.counts.memory_versions,
-                    _ => &mut self.counts.entries,
-                } += n;
-                self.phase = match (read as i64 == ROWS_PER_CHUNK, t.kind) {
-                    (true, _) => Phase::Rows(t, last),
-                    (false, "memory") => Phase::Rows(&MEMORY_VERSIONS, 0),
-                    (false, "memoryVersion") => Phase::Rows(&ENTRIES, 0),
-                    (false, _) => Phase::Skills,
-                };
-            }
+            Phase::Rows(t, after) => self.rows(env, t, after, &mut out)?,
             Phase::Skills => {
-                for prefix in skill_prefixes(env)? {
-                    let root = format!("{prefix}{}/", env.agent);
-                    for info in spill::live(env.sql, env.blobs.list(&root).await?)? {
-                        let Some(blob) = env.blobs.get(&info.key).await? else { continue };
-                        let key = info.key.strip_prefix(&root).unwrap_or(&info.key);
-                        let rec = json!({"kind": "skill", "prefix": prefix, "key": key,
-                                         "description": blob.description, "content": blob.text});
-                        out.push_str(&format!("{rec}\n"));
-                        self.counts.skills += 1;
-                    }
-                }
+                self.skills(env, &mut out).await?;
                 self.phase = Phase::End;
             }
             Phase::End => {
@@ -224,6 +160,86 @@ impl AgentExport {
             Phase::Done => return Ok(None),
         }
         Ok(Some(out))
+    }
+
+    /// Session `sid` (its `info`) with its messages and rows, onto `out`.
+    async fn session(&mut self, env: &Env<'_>, sid: &str, info: Map<String, Json>, out: &mut String) -> Result<()> {
+        out.push_str(&format!("{}\n", json!({"kind": "session", "session": info})));
+        self.counts.sessions += 1;
+        let mut after = 0;
+        loop {
+            let (entries, last, w) = messages(env, sid, after).await?;
+            self.warnings.extend(w);
+            self.counts.messages += entries.len();
+            for e in entries {
+                // `{"parentId"…}` → `{"kind":"message","sessionId":…,"parentId"…}`
+                out.push_str(&format!("{{\"kind\":\"message\",\"sessionId\":{},{}\n", json!(sid), &e[1..]));
+            }
+            match last {
+                Some(l) => after = l,
+                None => break,
+            }
+        }
+        for t in SESSION_TABLES {
+            for row in t.rows(env.sql, Some(sid), "", &[])? {
+                out.push_str(&record(t.kind, Some(sid), row));
+                out.push('\n');
+            }
+        }
+        Ok(())
+    }
+
+    /// Up to [`ROWS_PER_CHUNK`] rows of `t` after rowid `after` onto `out`, then the next phase.
+    fn rows(&mut self, env: &Env<'_>, t: &'static Table, after: i64, out: &mut String) -> Result<()> {
+        let (page, last) = page(env.sql, t, after)?;
+        let read = page.len();
+        // Entries no search block reads (their runtime block was removed, or its session
+        // deleted) are left out: no import could take them.
+        let readable = match t.kind == ENTRIES.kind {
+            true => Some(entry_labels(env.config, env.agent, stored_defs(env.sql)?.iter().map(String::as_str))),
+            false => None,
+        };
+        let page: Vec<_> = page
+            .into_iter()
+            .filter(|row| {
+                readable.as_ref().is_none_or(|labels| {
+                    row.get("label").and_then(Json::as_str).is_some_and(|l| labels.iter().any(|x| x == l))
+                })
+            })
+            .collect();
+        let n = page.len();
+        for row in page {
+            out.push_str(&record(t.kind, None, row));
+            out.push('\n');
+        }
+        *match t.kind {
+            "memory" => &mut self.counts.memories,
+            "memoryVersion" => &mut self.counts.memory_versions,
+            _ => &mut self.counts.entries,
+        } += n;
+        self.phase = match (read as i64 == ROWS_PER_CHUNK, t.kind) {
+            (true, _) => Phase::Rows(t, last),
+            (false, "memory") => Phase::Rows(&MEMORY_VERSIONS, 0),
+            (false, "memoryVersion") => Phase::Rows(&ENTRIES, 0),
+            (false, _) => Phase::Skills,
+        };
+        Ok(())
+    }
+
+    /// The agent-scoped skills onto `out` (those waiting for the sweep left out).
+    async fn skills(&mut self, env: &Env<'_>, out: &mut String) -> Result<()> {
+        for prefix in skill_prefixes(env)? {
+            let root = format!("{prefix}{}/", env.agent);
+            for info in spill::live(env.sql, env.blobs.list(&root).await?)? {
+                let Some(blob) = env.blobs.get(&info.key).await? else { continue };
+                let key = info.key.strip_prefix(&root).unwrap_or(&info.key);
+                let rec = json!({"kind": "skill", "prefix": prefix, "key": key,
+                                 "description": blob.description, "content": blob.text});
+                out.push_str(&format!("{rec}\n"));
+                self.counts.skills += 1;
+            }
+        }
+        Ok(())
     }
 }
 

@@ -136,67 +136,10 @@ pub async fn agent(env: &Env<'_>, body: &[u8]) -> Result<Counts> {
         }
         let mut rec = parse(n, line)?;
         let kind = rec.remove("kind").and_then(|k| k.as_str().map(str::to_owned)).unwrap_or_default();
-        let sid = rec.get("sessionId").and_then(Json::as_str).map(str::to_owned);
-        let in_session = |plan: &mut Plan| -> Result<usize> {
-            let last = plan.sessions.len().checked_sub(1);
-            match (last, &sid) {
-                (Some(i), Some(s)) if plan.sessions[i].id == *s => Ok(i),
-                _ => Err(Error::invalid(format!(
-                    "{at}: a {kind} record follows the session record it belongs to (sessionId)"
-                ))),
-            }
-        };
         match kind.as_str() {
-            "session" => {
-                let info = rec
-                    .get("session")
-                    .and_then(Json::as_object)
-                    .ok_or_else(|| Error::invalid(format!("{at}: session must be an object")))?;
-                let s = SessionPlan::read(info, None, &at)?;
-                if plan.sessions.iter().any(|o| o.id == s.id) {
-                    return Err(Error::invalid(format!("{at}: session {} appears twice", s.id)));
-                }
-                if let Some(prev) = plan.sessions.last() {
-                    prev.check(env)?;
-                }
-                plan.sessions.push(s);
-            }
-            "message" => {
-                let i = in_session(&mut plan)?;
-                plan.sessions[i].message(&rec, &["sessionId"], &at)?;
-            }
-            "contextBlock" if sid.as_deref() == Some("") => {
-                let values = BLOCKS.values(&rec, &["sessionId"], &at)?;
-                check_label(text_of(&BLOCKS, &values, "label").unwrap_or_default())?;
-                plan.rows.push((&BLOCKS, values));
-            }
-            "compaction" | "contextBlock" | "contextDef" | "loadedSkill" | "prompt" => {
-                let i = in_session(&mut plan)?;
-                let t = SESSION_TABLES.into_iter().find(|t| t.kind == kind).unwrap_or(&COMPACTIONS);
-                plan.sessions[i].row(env, t, &rec, &["sessionId"], &at)?;
-            }
-            "memory" => plan.rows.push((&MEMORIES, memory(&rec, &at)?)),
-            "memoryVersion" => {
-                let values = MEMORY_VERSIONS.values(&rec, &[], &at)?;
-                Category::parse(text_of(&MEMORY_VERSIONS, &values, "category").unwrap_or_default())?;
-                if !["api", "tool", "extract"].contains(&text_of(&MEMORY_VERSIONS, &values, "by").unwrap_or_default()) {
-                    return Err(Error::invalid(format!("{at}: by must be api, tool or extract")));
-                }
-                plan.rows.push((&MEMORY_VERSIONS, values));
-            }
-            "entry" => {
-                let values = ENTRIES.values(&rec, &[], &at)?;
-                check_label(text_of(&ENTRIES, &values, "label").unwrap_or_default())?;
-                check_id("entry key", text_of(&ENTRIES, &values, "key").unwrap_or_default())?;
-                if text_of(&ENTRIES, &values, "content").is_some_and(|c| c.len() > MAX_INDEXED_BYTES) {
-                    return Err(Error::invalid(format!("{at}: an entry holds at most {MAX_INDEXED_BYTES} bytes")));
-                }
-                plan.rows.push((&ENTRIES, values));
-            }
-            "skill" => plan.skills.push(skill(&rec, &at)?),
             "end" => end = Some(rec),
             "" => return Err(Error::invalid(format!("{at}: a record needs its kind"))),
-            other => return Err(Error::invalid(format!("{at}: unknown record kind {other:?}"))),
+            _ => plan.take(env, &kind, &rec, &at)?,
         }
     }
     if let Some(last) = plan.sessions.last() {
@@ -205,14 +148,7 @@ pub async fn agent(env: &Env<'_>, body: &[u8]) -> Result<Counts> {
     let end = end.ok_or_else(|| Error::invalid("the export ends without its end record: it was cut off"))?;
     plan.check(env)?;
     check_skill_prefixes(env, &plan)?;
-    let counts = Counts {
-        sessions: plan.sessions.len(),
-        messages: plan.sessions.iter().map(|s| s.messages.len()).sum(),
-        memories: plan.rows.iter().filter(|r| r.0.kind == "memory").count(),
-        memory_versions: plan.rows.iter().filter(|r| r.0.kind == "memoryVersion").count(),
-        entries: plan.rows.iter().filter(|r| r.0.kind == "entry").count(),
-        skills: plan.skills.len(),
-    };
+    let counts = plan.counts();
     let cap = env.config.memory.as_ref().map_or(crate::config::DEFAULT_MAX_MEMORIES, |m| m.cap());
     if counts.memories > cap {
         return Err(Error::new(
@@ -232,6 +168,86 @@ pub async fn agent(env: &Env<'_>, body: &[u8]) -> Result<Counts> {
     }
     write(env, plan, Target::Agent).await?;
     Ok(counts)
+}
+
+impl Plan {
+    /// Takes record `rec` of `kind` (at `at`, e.g. `line 7`) of an agent export into the plan,
+    /// checked as its kind requires; a record of a session follows that session's record.
+    fn take(&mut self, env: &Env<'_>, kind: &str, rec: &Map<String, Json>, at: &str) -> Result<()> {
+        let sid = rec.get("sessionId").and_then(Json::as_str).map(str::to_owned);
+        let in_session = |plan: &Plan| -> Result<usize> {
+            let last = plan.sessions.len().checked_sub(1);
+            match (last, &sid) {
+                (Some(i), Some(s)) if plan.sessions[i].id == *s => Ok(i),
+                _ => Err(Error::invalid(format!(
+                    "{at}: a {kind} record follows the session record it belongs to (sessionId)"
+                ))),
+            }
+        };
+        match kind {
+            "session" => {
+                let info = rec
+                    .get("session")
+                    .and_then(Json::as_object)
+                    .ok_or_else(|| Error::invalid(format!("{at}: session must be an object")))?;
+                let s = SessionPlan::read(info, None, at)?;
+                if self.sessions.iter().any(|o| o.id == s.id) {
+                    return Err(Error::invalid(format!("{at}: session {} appears twice", s.id)));
+                }
+                if let Some(prev) = self.sessions.last() {
+                    prev.check(env)?;
+                }
+                self.sessions.push(s);
+            }
+            "message" => {
+                let i = in_session(self)?;
+                self.sessions[i].message(rec, &["sessionId"], at)?;
+            }
+            "contextBlock" if sid.as_deref() == Some("") => {
+                let values = BLOCKS.values(rec, &["sessionId"], at)?;
+                check_label(text_of(&BLOCKS, &values, "label").unwrap_or_default())?;
+                self.rows.push((&BLOCKS, values));
+            }
+            "compaction" | "contextBlock" | "contextDef" | "loadedSkill" | "prompt" => {
+                let i = in_session(self)?;
+                let t = SESSION_TABLES.into_iter().find(|t| t.kind == kind).unwrap_or(&COMPACTIONS);
+                self.sessions[i].row(env, t, rec, &["sessionId"], at)?;
+            }
+            "memory" => self.rows.push((&MEMORIES, memory(rec, at)?)),
+            "memoryVersion" => {
+                let values = MEMORY_VERSIONS.values(rec, &[], at)?;
+                Category::parse(text_of(&MEMORY_VERSIONS, &values, "category").unwrap_or_default())?;
+                if !["api", "tool", "extract"].contains(&text_of(&MEMORY_VERSIONS, &values, "by").unwrap_or_default()) {
+                    return Err(Error::invalid(format!("{at}: by must be api, tool or extract")));
+                }
+                self.rows.push((&MEMORY_VERSIONS, values));
+            }
+            "entry" => {
+                let values = ENTRIES.values(rec, &[], at)?;
+                check_label(text_of(&ENTRIES, &values, "label").unwrap_or_default())?;
+                check_id("entry key", text_of(&ENTRIES, &values, "key").unwrap_or_default())?;
+                if text_of(&ENTRIES, &values, "content").is_some_and(|c| c.len() > MAX_INDEXED_BYTES) {
+                    return Err(Error::invalid(format!("{at}: an entry holds at most {MAX_INDEXED_BYTES} bytes")));
+                }
+                self.rows.push((&ENTRIES, values));
+            }
+            "skill" => self.skills.push(skill(rec, at)?),
+            other => return Err(Error::invalid(format!("{at}: unknown record kind {other:?}"))),
+        }
+        Ok(())
+    }
+
+    /// What the plan holds, as an export's `end` record counts it.
+    fn counts(&self) -> Counts {
+        Counts {
+            sessions: self.sessions.len(),
+            messages: self.sessions.iter().map(|s| s.messages.len()).sum(),
+            memories: self.rows.iter().filter(|r| r.0.kind == "memory").count(),
+            memory_versions: self.rows.iter().filter(|r| r.0.kind == "memoryVersion").count(),
+            entries: self.rows.iter().filter(|r| r.0.kind == "entry").count(),
+            skills: self.skills.len(),
+        }
+    }
 }
 
 impl SessionPlan {

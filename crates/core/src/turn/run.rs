@@ -141,6 +141,10 @@ struct Start {
 
 /// Runs one turn of `session`. `on_event` gets the reply's text as it streams (an `Err` from it
 /// aborts the turn, which then stores nothing). Returns the stored assistant message.
+///
+/// Longer than most functions on purpose: it reads as a turn runs, phase after phase (start,
+/// memories, prompt and conversation, the step loop, the commit), and each phase with a name of
+/// its own is a function.
 pub async fn turn(
     session: &Session<'_>,
     req: TurnRequest,
