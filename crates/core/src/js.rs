@@ -79,12 +79,21 @@ pub(crate) fn number(x: f64) -> String {
     if x < 0.0 {
         return format!("-{}", number(-x));
     }
-    // Rust's `{:e}` gives the shortest round-tripping digits, as JavaScript does: "d.ddde±x".
-    let sci = format!("{x:e}");
-    let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
-    let digits: String = mantissa.chars().filter(char::is_ascii_digit).collect();
+    // The shortest digits that read back as `x`, as JavaScript takes them (zmij, which
+    // serde_json prints with too): "123.0", "0.001", "1e21", "1.5e-7".
+    let mut buf = zmij::Buffer::new();
+    let shortest = buf.format_finite(x);
+    let (mantissa, exp) = match shortest.split_once('e') {
+        Some((m, e)) => (m, e.parse::<i32>().unwrap_or(0)),
+        None => (shortest, 0),
+    };
+    let (int, frac) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    let all = format!("{int}{frac}");
+    let lead = all.len() - all.trim_start_matches('0').len();
+    let digits = all.trim_start_matches('0').trim_end_matches('0');
     let k = digits.len() as i32;
-    let n = exp.parse::<i32>().unwrap_or(0) + 1;
+    // x = 0.d1…dk × 10^n: the point stands after `int` moved by the exponent, less the zeros.
+    let n = int.len() as i32 + exp - lead as i32;
     if k <= n && n <= 21 {
         format!("{digits}{}", "0".repeat((n - k) as usize))
     } else if 0 < n && n <= 21 {
@@ -134,8 +143,51 @@ mod tests {
             (1.25e-7, "1.25e-7"),
             (0.000123, "0.000123"),
             (5e-324, "5e-324"),
+            (0.1 + 0.2, "0.30000000000000004"),
+            (1.0 / 3.0, "0.3333333333333333"),
+            (100.0, "100"),
+            (123.456, "123.456"),
+            (9007199254740992.0, "9007199254740992"),
+            (1e16, "10000000000000000"),
+            (f64::MAX, "1.7976931348623157e+308"),
+            (184682136014194.625, "184682136014194.62"),
         ] {
             assert_eq!(number(x), s, "{x}");
+        }
+    }
+
+    /// As few digits as Rust's own shortest formatting (`{:e}`), reading back as the same double,
+    /// with the same exponent, for doubles of every magnitude. (Where two shortest candidates
+    /// are equally close, ECMA-262 takes the even one, as zmij does: 184682136014194.625 prints
+    /// `184682136014194.62`, where `{:e}` says `…63`.)
+    #[test]
+    fn number_agrees_with_rusts_shortest_digits() {
+        let mut state = 0x9E37_79B9_7F4A_7C15_u64;
+        for _ in 0..200_000 {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            let x = f64::from_bits(state >> 1);
+            if !x.is_finite() || x == 0.0 {
+                continue;
+            }
+            let sci = format!("{x:e}");
+            let (mantissa, exp) = sci.split_once('e').unwrap();
+            let digits: String = mantissa.chars().filter(char::is_ascii_digit).collect();
+            let n = exp.parse::<i32>().unwrap() + 1;
+            let mine = number(x);
+            let want_digits = digits.trim_end_matches('0');
+            let got: String = mine.split('e').next().unwrap().chars().filter(char::is_ascii_digit).collect();
+            assert_eq!(
+                got.trim_start_matches('0').trim_end_matches('0').len(),
+                want_digits.len(),
+                "{x}: {mine} vs {sci}"
+            );
+            let back: f64 = mine.parse().unwrap();
+            assert_eq!(back, x, "{mine} reads back as {x}");
+            if let Some((_, e)) = mine.split_once('e') {
+                assert_eq!(e.trim_start_matches('+').parse::<i32>().unwrap(), n - 1, "{x}: {mine}");
+            }
         }
     }
 
