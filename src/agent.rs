@@ -36,7 +36,7 @@ use session_agent_core::time::iso_millis;
 use session_agent_core::transfer::export::AgentExport;
 
 /// The binding of the skills bucket.
-pub const SKILLS_BUCKET: &str = "SKILLS_BUCKET";
+pub(crate) const SKILLS_BUCKET: &str = "SKILLS_BUCKET";
 
 /// One agent's memory, ready to answer requests.
 #[derive(Clone)]

@@ -7,7 +7,7 @@ use session_agent_api::http::{self, MAX_BODY_BYTES};
 use session_agent_core::error::Error;
 
 /// `Content-Length` over the limit, read before the body.
-pub fn declared_too_large(req: &Request) -> bool {
+pub(crate) fn declared_too_large(req: &Request) -> bool {
     req.headers()
         .get("content-length")
         .ok()
@@ -18,7 +18,7 @@ pub fn declared_too_large(req: &Request) -> bool {
 
 /// Reads and drops the body of a request answered without it, at most [`MAX_BODY_BYTES`] (the
 /// rest, if any, is left: the client then gets the connection closed, as it deserves).
-pub async fn drain(req: &mut Request) {
+pub(crate) async fn drain(req: &mut Request) {
     use futures::StreamExt;
     if req.inner().body().is_none() {
         return;
@@ -34,7 +34,7 @@ pub async fn drain(req: &mut Request) {
 }
 
 /// Reads a worker request into an API request. A body over the limit is `too_large`.
-pub async fn read(req: &mut Request) -> Result<http::Request, Error> {
+pub(crate) async fn read(req: &mut Request) -> Result<http::Request, Error> {
     if declared_too_large(req) {
         return Err(Error::too_large(format!("request body is over {MAX_BODY_BYTES} bytes")));
     }
@@ -54,7 +54,7 @@ pub async fn read(req: &mut Request) -> Result<http::Request, Error> {
 }
 
 /// The path (still percent-encoded) and the query (without `?`) of an absolute URL, as sent.
-pub fn split_url(url: &str) -> (&str, &str) {
+pub(crate) fn split_url(url: &str) -> (&str, &str) {
     let after_scheme = url.find("://").map_or(0, |i| i + 3);
     let rest = &url[after_scheme..];
     let rest = rest.find('/').map_or("/", |i| &rest[i..]);
@@ -63,7 +63,7 @@ pub fn split_url(url: &str) -> (&str, &str) {
 }
 
 /// Turns an API response into a worker response.
-pub fn write(r: http::Response) -> worker::Result<Response> {
+pub(crate) fn write(r: http::Response) -> worker::Result<Response> {
     let headers = Headers::new();
     for (k, v) in &r.headers {
         headers.set(k, v)?;
@@ -73,6 +73,6 @@ pub fn write(r: http::Response) -> worker::Result<Response> {
 }
 
 /// A JSON error response.
-pub fn error(e: &Error) -> worker::Result<Response> {
+pub(crate) fn error(e: &Error) -> worker::Result<Response> {
     write(http::Response::error(e))
 }

@@ -56,7 +56,7 @@ async fn key(secret: &str) -> Result<JsValue> {
 }
 
 /// The HMAC-SHA-256 of `data` under `secret`.
-pub async fn sign(secret: &str, data: &str) -> Result<Vec<u8>> {
+pub(crate) async fn sign(secret: &str, data: &str) -> Result<Vec<u8>> {
     let key = key(secret).await?;
     let promise = subtle_sign("HMAC", &key, &Uint8Array::from(data.as_bytes())).map_err(|e| failed("sign", e))?;
     let signature = JsFuture::from(promise).await.map_err(|e| failed("sign", e))?;
@@ -65,7 +65,7 @@ pub async fn sign(secret: &str, data: &str) -> Result<Vec<u8>> {
 
 /// Whether `signature` is the HMAC-SHA-256 of `data` under `secret` (compared by the runtime in
 /// constant time).
-pub async fn verify(secret: &str, data: &str, signature: &[u8]) -> Result<bool> {
+pub(crate) async fn verify(secret: &str, data: &str, signature: &[u8]) -> Result<bool> {
     let key = key(secret).await?;
     let promise = subtle_verify("HMAC", &key, &Uint8Array::from(signature), &Uint8Array::from(data.as_bytes()))
         .map_err(|e| failed("verify", e))?;

@@ -35,7 +35,7 @@ extern "C" {
 }
 
 /// A Durable Object's SQLite database.
-pub struct DoSql {
+pub(crate) struct DoSql {
     sql: JsValue,
     storage: TxStorage,
     depth: Cell<u32>,
@@ -44,7 +44,7 @@ pub struct DoSql {
 }
 
 impl DoSql {
-    pub fn new(storage: &Storage) -> Self {
+    pub(crate) fn new(storage: &Storage) -> Self {
         DoSql {
             sql: AsRef::<JsValue>::as_ref(&storage.sql()).clone(),
             storage: AsRef::<JsValue>::as_ref(storage.as_raw()).clone().unchecked_into(),

@@ -14,11 +14,11 @@ use session_agent_core::error::{Error, ErrorKind, Result};
 use session_agent_core::llm::{HttpRequest, HttpResponse, Transport};
 
 /// The binding Workers AI is reached through.
-pub const AI_BINDING: &str = "AI";
+pub(crate) const AI_BINDING: &str = "AI";
 
 /// `fetch` for HTTP providers; the `AI` binding if the Worker has one.
-pub struct WorkersTransport {
-    pub ai: Option<Ai>,
+pub(crate) struct WorkersTransport {
+    pub(crate) ai: Option<Ai>,
 }
 
 fn unavailable(message: impl Into<String>) -> Error {

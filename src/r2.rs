@@ -9,12 +9,12 @@ use session_agent_core::blobs::{Blob, BlobInfo, Blobs, BoxFuture};
 use session_agent_core::error::{Error, ErrorKind, Result};
 
 /// The bucket, or why there is none (the binding is missing).
-pub struct R2Blobs {
+pub(crate) struct R2Blobs {
     bucket: Option<Bucket>,
 }
 
 impl R2Blobs {
-    pub fn new(bucket: Option<Bucket>) -> Self {
+    pub(crate) fn new(bucket: Option<Bucket>) -> Self {
         R2Blobs { bucket }
     }
 

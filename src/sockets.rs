@@ -14,12 +14,12 @@ use session_agent_core::error::Result;
 use session_agent_core::events::Events;
 
 /// The object's accepted sockets, by session tag.
-pub struct Sockets {
+pub(crate) struct Sockets {
     state: State,
 }
 
 impl Sockets {
-    pub fn new(state: &State) -> Self {
+    pub(crate) fn new(state: &State) -> Self {
         // Another handle on the same JavaScript object (the state is not `Clone` in Rust).
         let js: &JsValue = state.as_raw().as_ref();
         Sockets { state: State::from(js.clone().unchecked_into::<DurableObjectState>()) }
@@ -27,7 +27,7 @@ impl Sockets {
 
     /// Accepts `ws` (the server end of a pair) for session `sid`, hibernatable, opened with the
     /// scoped token `claims` (none: the admin token or a binding), under a new id.
-    pub fn accept(&self, ws: &WebSocket, sid: &str, claims: Option<&Claims>) -> Result<()> {
+    pub(crate) fn accept(&self, ws: &WebSocket, sid: &str, claims: Option<&Claims>) -> Result<()> {
         let tags = socket_tags::encode(sid, &session_agent_core::ids::new_id()?, claims);
         let tags: Vec<&str> = tags.iter().map(String::as_str).collect();
         self.state.accept_websocket_with_tags(ws, &tags);
@@ -36,7 +36,7 @@ impl Sockets {
 
     /// What the socket's tags say; a socket whose tags do not read (`socket_tags::decode`) is
     /// closed (1008) and opens nothing.
-    pub fn tags_of(&self, ws: &WebSocket, agent: &str) -> Option<SocketTags> {
+    pub(crate) fn tags_of(&self, ws: &WebSocket, agent: &str) -> Option<SocketTags> {
         match socket_tags::decode(&self.state.get_tags(ws), agent) {
             Ok(t) => Some(t),
             Err(e) => {
