@@ -128,28 +128,45 @@ timed "dry-run" "$s"
 
 # 5. End to end in workerd. One file at a time (each starts its own runtimes and ports). Human
 # output on the terminal, TAP to a file for the counts ("cancelled" = hook failures, timeouts).
-# node:test has no default timeout: a hung test would hang CI, so each test gets
-# SA_E2E_TIMEOUT_MS (default 120 s) unless it sets its own { timeout }.
+# node:test has no default timeout: a hung test would hang CI, so each test (and each file, which
+# node runs as a test too) gets SA_E2E_TIMEOUT_MS (default 120 s) unless it sets its own
+# { timeout }. The Schemathesis files run three tokens' worth of generated requests, which takes
+# over two minutes on a loaded 2-core machine: they run apart, with SA_E2E_FUZZ_TIMEOUT_MS
+# (default 15 min) for the file.
 sa_log "== 5/5 end-to-end tests: node --test tests/e2e/"
 s=$SECONDS
-if [ "$built" = 1 ]; then
+# run_e2e NAME TIMEOUT FILE…: one node --test run; adds its counts to passed/failed.
+run_e2e() {
+  local name=$1 timeout=$2
+  shift 2
   set +e
-  node --test --test-concurrency=1 --test-timeout="${SA_E2E_TIMEOUT_MS:-120000}" \
+  node --test --test-concurrency=1 --test-timeout="$timeout" \
     --test-reporter=spec --test-reporter-destination=stdout \
-    --test-reporter=tap --test-reporter-destination="$logs/e2e.tap" \
-    tests/e2e/ 2>&1 | tee "$logs/e2e.log"
-  e2e_rc=${PIPESTATUS[0]}
+    --test-reporter=tap --test-reporter-destination="$logs/$name.tap" \
+    "$@" 2>&1 | tee "$logs/$name.log"
+  local rc=${PIPESTATUS[0]}
   set -e
-  count() { sed -n "s/^# $1 \([0-9]*\)\$/\1/p" "$logs/e2e.tap" | tail -1; }
-  e2e_pass=$(count pass)
-  e2e_failed=$(count fail)
-  e2e_cancelled=$(count cancelled)
-  e2e_fail=$((${e2e_failed:-0} + ${e2e_cancelled:-0}))
-  passed=$((passed + ${e2e_pass:-0}))
+  count() { sed -n "s/^# $1 \([0-9]*\)\$/\1/p" "$logs/$name.tap" | tail -1; }
+  local pass fail cancelled
+  pass=$(count pass)
+  fail=$(count fail)
+  cancelled=$(count cancelled)
+  fail=$((${fail:-0} + ${cancelled:-0}))
+  e2e_pass=$((e2e_pass + ${pass:-0}))
+  e2e_fail=$((e2e_fail + fail))
+  if [ "$rc" -ne 0 ] && [ "$fail" -eq 0 ]; then fail_step "node --test $name (exit $rc, see $logs/$name.log)"; fi
+}
+if [ "$built" = 1 ]; then
+  e2e_pass=0
+  e2e_fail=0
+  mapfile -t fuzz_files < <(ls tests/e2e/fuzz*.test.mjs)
+  mapfile -t other_files < <(ls tests/e2e/*.test.mjs | grep -v '^tests/e2e/fuzz')
+  run_e2e e2e "${SA_E2E_TIMEOUT_MS:-120000}" "${other_files[@]}"
+  run_e2e e2e-fuzz "${SA_E2E_FUZZ_TIMEOUT_MS:-900000}" "${fuzz_files[@]}"
+  passed=$((passed + e2e_pass))
   failed=$((failed + e2e_fail))
   [ "$e2e_fail" -eq 0 ] || failures+=("e2e ($e2e_fail)")
-  if [ "$e2e_rc" -ne 0 ] && [ "$e2e_fail" -eq 0 ]; then fail_step "node --test (exit $e2e_rc, see $logs/e2e.log)"; fi
-  sa_log "e2e: ${e2e_pass:-0} passed, $e2e_fail failed"
+  sa_log "e2e: $e2e_pass passed, $e2e_fail failed"
 else
   fail_step "e2e (skipped: no build)"
 fi
