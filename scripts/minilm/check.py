@@ -81,7 +81,7 @@ def main() -> int:
 
     # Speed: short sentences in batches of 32, as the Worker sends them (32 memories a batch).
     short = [f"The user mentioned fact number {i} about their {w} this week."
-             for i, w in enumerate(["sister", "car", "garden", "job", "cat", "trip", "flat", "bike"] * 32)]
+             for i, w in enumerate(["sister", "car", "garden", "job", "cat", "trip", "flat", "bike"] * 16)]
     m.embed(short[:32])  # warm
     t = time.perf_counter()
     m.embed(short, batch_size=32)
