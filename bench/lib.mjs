@@ -1,4 +1,4 @@
-// What the bench files share (bench.mjs, memory.mjs, transfer.mjs, reads.mjs, clients.mjs): the
+// What the bench files share (bench.mjs, memory.mjs, conversations.mjs, transfer.mjs, reads.mjs, clients.mjs): the
 // vocabulary, a seeded random generator, percentiles and printing, timing, a client for one
 // agent's routes, and workerd's CPU time from /proc.
 import { readdirSync, readFileSync } from "node:fs";
