@@ -64,7 +64,9 @@ pub(crate) struct Scope<'a> {
     pub(crate) rows: Option<Rows<'a>>,
 }
 
-/// `join` (naming the FTS table `f`) and a condition `cond` with its `params`.
+/// `join` (naming the FTS table `f`) and a condition `cond` with its `params`. The join is a
+/// `CROSS JOIN`, so SQLite reads the FTS matches first, newest first, and stops at the limit
+/// (starting from an index of the joined table would read every row the condition selects).
 pub(crate) struct Rows<'a> {
     pub(crate) join: &'a str,
     pub(crate) cond: &'a str,
@@ -299,7 +301,9 @@ impl<'a> Plan<'a> {
             }
         }
         cols.push(format!("(SELECT block FROM {fts}_data WHERE id = 1)"));
-        cols.push(format!("(SELECT json_array(min(id), max(id)) FROM {fts}_docsize)"));
+        // min() and max() apart: either alone reads one end of the rowid b-tree, both in one
+        // SELECT read the whole table.
+        cols.push(format!("json_array((SELECT min(id) FROM {fts}_docsize), (SELECT max(id) FROM {fts}_docsize))"));
         let row = sql.query_row(&format!("SELECT {}", cols.join(", ")), &params.0)?;
         let row = row.ok_or_else(|| Error::internal("a SELECT of values answered no row"))?;
         let mut at = 0;

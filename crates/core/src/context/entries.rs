@@ -67,7 +67,7 @@ const ENTRIES: Index = Index { fts: "search_entries_fts", column: None, weights:
 pub(crate) fn search(sql: &dyn Sql, label: &str, query: &str) -> Result<Option<String>> {
     let Some(query) = compile(query) else { return Ok(None) };
     let params = [Value::from(label)];
-    let rows = Rows { join: "JOIN search_entries e ON e.seq = f.rowid", cond: "e.label = ?", params: &params };
+    let rows = Rows { join: "CROSS JOIN search_entries e ON e.seq = f.rowid", cond: "e.label = ?", params: &params };
     let scope = Scope { words: None, rows: Some(rows) };
     let ranked = rank(sql, &ENTRIES, &scope, &query, Unmatched::Nothing, SEARCH_LIMIT as usize)?;
     if ranked.is_empty() {

@@ -192,7 +192,7 @@ fn days(d: f64) -> String {
 fn text_candidates(sql: &dyn Sql, query: &Query, now: &str) -> Result<Vec<Candidate>> {
     let Some(words) = compile(&query.text) else { return Ok(Vec::new()) };
     let (cond, params) = filter_sql(&query.filter, now);
-    let rows = Rows { join: "JOIN memories m ON m.seq = f.rowid", cond: &cond, params: &params };
+    let rows = Rows { join: "CROSS JOIN memories m ON m.seq = f.rowid", cond: &cond, params: &params };
     let scope = Scope { words: None, rows: Some(rows) };
     let ranked = rank::rank(sql, &MEMORIES, &scope, &words, Unmatched::Prefix, CANDIDATES as usize)?;
     if ranked.is_empty() {

@@ -81,7 +81,8 @@ enum HitSession {
 }
 
 /// The hits of `ranked` in its order, of the messages that pass `cond` (on `m`, whose
-/// parameters start at `?2`).
+/// parameters start at `?2`). `CROSS JOIN` keeps SQLite's planner from starting with the
+/// session's messages (its index on `session_id`), which would read all of them.
 fn hits(sql: &dyn Sql, ranked: &[Ranked], cond: &str, params: &[Value], session: HitSession) -> Result<Vec<Hit>> {
     if ranked.is_empty() {
         return Ok(Vec::new());
@@ -92,7 +93,7 @@ fn hits(sql: &dyn Sql, ranked: &[Ranked], cond: &str, params: &[Value], session:
     let rows = sql.query(
         &format!(
             "SELECT m.seq, m.session_id, m.id, m.role, f.content, m.created_at
-               FROM json_each(?1) j JOIN messages m ON m.seq = j.value JOIN messages_fts f ON f.rowid = m.seq
+               FROM json_each(?1) j CROSS JOIN messages m ON m.seq = j.value CROSS JOIN messages_fts f ON f.rowid = m.seq
               WHERE {cond}"
         ),
         &all,
