@@ -30,9 +30,8 @@ use crate::error::{Error, Result};
 use crate::query::{Kind, Query, Term};
 use crate::sql::{Row, Sql, Value};
 
-/// The newest matches taken per term and per pair of common terms: the candidate cap. At 200 the
-/// top ten of FTS5's bm25 over the whole table survive (96% of them on a Zipfian corpus of
-/// 100,000 messages, against 85% at 100; docs/REFERENCE.md#bounded-ranking).
+/// The newest matches taken per term and per pair of common terms: the candidate cap
+/// (docs/REFERENCE.md#bounded-ranking).
 pub(crate) const CANDIDATES: usize = 200;
 /// A pair of common terms is looked for back to this many times the span of the sparser
 /// term's window.
