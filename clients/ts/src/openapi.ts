@@ -335,7 +335,8 @@ export interface paths {
         /**
          * Full-text search across all the agent's sessions
          * @description Searches the messages of every session of the agent, best match (bm25) first; equal
-         *     ranks keep insertion order. Each hit carries its `sessionId`. See the `q` parameter for
+         *     ranks put the newer message first. Its cost is bounded by the newest matches of each
+         *     word, not by the number of messages (docs/REFERENCE.md#bounded-ranking). Each hit carries its `sessionId`. See the `q` parameter for
          *     the query syntax. A query with nothing to search for (blank, or only operators and
          *     punctuation) answers `{"results": []}`; no query is ever an FTS syntax error.
          *
@@ -834,7 +835,7 @@ export interface paths {
         /**
          * Full-text search in one session
          * @description Searches the messages of one session (all branches), best match (bm25) first; equal
-         *     ranks keep insertion order. Hits have no `sessionId`. Same syntax, indexing and limits
+         *     ranks put the newer message first. Hits have no `sessionId`. Same syntax, indexing and limits
          *     as the cross-session search: see the `q` parameter. An unregistered session answers
          *     `{"results": []}`.
          */
@@ -4266,12 +4267,21 @@ export interface components {
          */
         raw: "1" | "0" | "true" | "false" | "";
         /**
-         * @description The query (required, `400` when missing). Syntax:
-         *     - words separated by white space must **all** match, in any order, anywhere in the
-         *       message (`deploy friday`);
-         *     - text in double quotes is a **phrase**: its words must appear together, in order
-         *       (`"deploy to production"`); an unclosed quote runs to the end of the text;
-         *     - a word ending in `*` is a **prefix** (`deploy*` finds "deployment");
+         * @description The query (required, `400` when missing), in plain words: a question in natural
+         *     language is fine (docs/REFERENCE.md#plain-queries). Syntax:
+         *     - **any** word may match: hits are ranked by relevance (bm25) to the query's words,
+         *       so more of them, and rarer ones, rank higher (`deploy friday` finds messages with
+         *       either, those with both first; `when is my wife's birthday?` searches `wife` and
+         *       `birthday`);
+         *     - English stop words (`the`, `when`, `is`, `my`, …) are dropped unless nothing else is
+         *       left; words are runs of letters and digits, so an apostrophe separates (`wife's` is
+         *       `wife`, and contractions such as `what's`, `don't`, `I'm` are stop words);
+         *     - text in double quotes is a **phrase** every hit must have: its words together, in
+         *       order (`"deploy to production"`); an unclosed quote runs to the end of the text; the
+         *       words beside it rank the hits;
+         *     - a word ending in `*` is a **prefix** (`deploy*` finds "deployment"), ranked like a
+         *       word;
+         *     - at most 12 terms count (phrases first, then words, in the order written);
          *     - matching uses porter stemming and unicode61 tokenizing (`deploying` finds
          *       `deploy`), case-insensitive;
          *     - everything else is literal text: `OR`, `AND`, `NOT`, `NEAR(`, parentheses, `:`,
@@ -4815,12 +4825,21 @@ export interface operations {
         parameters: {
             query: {
                 /**
-                 * @description The query (required, `400` when missing). Syntax:
-                 *     - words separated by white space must **all** match, in any order, anywhere in the
-                 *       message (`deploy friday`);
-                 *     - text in double quotes is a **phrase**: its words must appear together, in order
-                 *       (`"deploy to production"`); an unclosed quote runs to the end of the text;
-                 *     - a word ending in `*` is a **prefix** (`deploy*` finds "deployment");
+                 * @description The query (required, `400` when missing), in plain words: a question in natural
+                 *     language is fine (docs/REFERENCE.md#plain-queries). Syntax:
+                 *     - **any** word may match: hits are ranked by relevance (bm25) to the query's words,
+                 *       so more of them, and rarer ones, rank higher (`deploy friday` finds messages with
+                 *       either, those with both first; `when is my wife's birthday?` searches `wife` and
+                 *       `birthday`);
+                 *     - English stop words (`the`, `when`, `is`, `my`, …) are dropped unless nothing else is
+                 *       left; words are runs of letters and digits, so an apostrophe separates (`wife's` is
+                 *       `wife`, and contractions such as `what's`, `don't`, `I'm` are stop words);
+                 *     - text in double quotes is a **phrase** every hit must have: its words together, in
+                 *       order (`"deploy to production"`); an unclosed quote runs to the end of the text; the
+                 *       words beside it rank the hits;
+                 *     - a word ending in `*` is a **prefix** (`deploy*` finds "deployment"), ranked like a
+                 *       word;
+                 *     - at most 12 terms count (phrases first, then words, in the order written);
                  *     - matching uses porter stemming and unicode61 tokenizing (`deploying` finds
                  *       `deploy`), case-insensitive;
                  *     - everything else is literal text: `OR`, `AND`, `NOT`, `NEAR(`, parentheses, `:`,
@@ -5649,12 +5668,21 @@ export interface operations {
         parameters: {
             query: {
                 /**
-                 * @description The query (required, `400` when missing). Syntax:
-                 *     - words separated by white space must **all** match, in any order, anywhere in the
-                 *       message (`deploy friday`);
-                 *     - text in double quotes is a **phrase**: its words must appear together, in order
-                 *       (`"deploy to production"`); an unclosed quote runs to the end of the text;
-                 *     - a word ending in `*` is a **prefix** (`deploy*` finds "deployment");
+                 * @description The query (required, `400` when missing), in plain words: a question in natural
+                 *     language is fine (docs/REFERENCE.md#plain-queries). Syntax:
+                 *     - **any** word may match: hits are ranked by relevance (bm25) to the query's words,
+                 *       so more of them, and rarer ones, rank higher (`deploy friday` finds messages with
+                 *       either, those with both first; `when is my wife's birthday?` searches `wife` and
+                 *       `birthday`);
+                 *     - English stop words (`the`, `when`, `is`, `my`, …) are dropped unless nothing else is
+                 *       left; words are runs of letters and digits, so an apostrophe separates (`wife's` is
+                 *       `wife`, and contractions such as `what's`, `don't`, `I'm` are stop words);
+                 *     - text in double quotes is a **phrase** every hit must have: its words together, in
+                 *       order (`"deploy to production"`); an unclosed quote runs to the end of the text; the
+                 *       words beside it rank the hits;
+                 *     - a word ending in `*` is a **prefix** (`deploy*` finds "deployment"), ranked like a
+                 *       word;
+                 *     - at most 12 terms count (phrases first, then words, in the order written);
                  *     - matching uses porter stemming and unicode61 tokenizing (`deploying` finds
                  *       `deploy`), case-insensitive;
                  *     - everything else is literal text: `OR`, `AND`, `NOT`, `NEAR(`, parentheses, `:`,
@@ -7266,12 +7294,13 @@ export interface operations {
         parameters: {
             query: {
                 /**
-                 * @description What to recall (required, `400` when missing; may be empty). Unlike message search,
-                 *     **any** word may match: the query's words (letters, digits and apostrophes) are
-                 *     looked up in the text and tags, words of 3 or more characters also as prefixes,
-                 *     with porter stemming, case-insensitive; common English stop words (`the`, `where`,
-                 *     `does`, `user`, …) are dropped unless nothing else is left. Nothing is an operator,
-                 *     so any text is safe to pass. A query without a letter or digit finds nothing by
+                 * @description What to recall (required, `400` when missing; may be empty), in plain words as
+                 *     every search takes them (the `q` of message search, docs/REFERENCE.md#plain-queries):
+                 *     **any** word may match, looked up in the text and tags with porter stemming,
+                 *     case-insensitive; English stop words (`the`, `where`, `does`, `what's`, …) and `user`
+                 *     are dropped unless nothing else is left; `"phrases"` and `prefix*` as there. A word
+                 *     of 3 or more characters that no memory has is looked up as a prefix (a word typed in
+                 *     part). Nothing else is an operator, so any text is safe to pass. A query without a letter or digit finds nothing by
                  *     text (only by meaning, with embeddings).
                  */
                 q: string;

@@ -6,7 +6,8 @@
 //! - leaf modules: [`error`], [`sql`], `sqlite` (native only), [`blobs`], [`ids`], [`time`],
 //!   [`js`], [`parts`], [`wire`] (the WebSocket frames, typed), [`tokens`], [`events`], [`access`]
 //!   (the token revocation time), [`cache`] (texts kept between writes), [`page`] (cursors of
-//!   newest-first pages), [`table`] (a kind of row as data);
+//!   newest-first pages), [`table`] (a kind of row as data), [`query`] (user text → the terms of
+//!   a safe FTS5 query) and `rank` (FTS5 rows ranked for a query at a bounded cost);
 //! - [`store`]: the message store of one agent (schema, messages, trees, oversize fields in
 //!   R2, compaction overlays, history, estimates, sessions, search);
 //! - [`config`]: `SESSION_CONFIG` and the policies it carries;
@@ -39,6 +40,8 @@ pub mod llm;
 pub mod memory;
 pub mod page;
 pub mod parts;
+pub mod query;
+pub(crate) mod rank;
 pub mod reads;
 pub mod session;
 pub mod sql;

@@ -2,7 +2,7 @@
 //!
 //! - search answers: a session's until its next write, one across sessions until any write,
 //!   kept under the compiled query, so texts that search the same (`deploy  database`,
-//!   `"deploy" database`) share one (the searching itself is
+//!   `what about deploy, database?`) share one (the searching itself is
 //!   [`store::search`](crate::store::search));
 //! - the counts of each session in the sessions registry (its messages, its active path, a walk
 //!   of up to 10,001 rows), until the session's next write.
@@ -13,6 +13,7 @@ use crate::cache::{Key, Read, Version};
 use crate::env::Env;
 use crate::error::{Error, Result};
 use crate::page::Cursor;
+use crate::query;
 use crate::session::Session;
 use crate::store::search::{self, Hit};
 use crate::store::sessions::{self, Counts, SessionInfo};
@@ -20,10 +21,10 @@ use crate::store::sessions::{self, Counts, SessionInfo};
 /// The answer `{"results": […]}` to a search of `session` for `query`, best match first
 /// (`search::in_session`).
 pub async fn search_in_session(session: &Session<'_>, query: &str, limit: i64) -> Result<String> {
-    let Some(compiled) = search::compile(query) else { return answer(&[]) };
-    let key = Key::Search { session: session.id.to_owned(), limit, query: compiled };
+    let Some(compiled) = query::compile(query) else { return answer(&[]) };
+    let key = Key::Search { session: session.id.to_owned(), limit, query: compiled.fts() };
     let read = || async {
-        Ok(Read::text(answer(&search::in_session(session.env.sql, session.id, query, limit)?)?, Vec::new()))
+        Ok(Read::text(answer(&search::in_session(session.env.sql, session.id, &compiled, limit)?)?, Vec::new()))
     };
     Ok(session.kept(key, session.version()?, read).await?.value)
 }
@@ -32,10 +33,11 @@ pub async fn search_in_session(session: &Session<'_>, query: &str, limit: i64) -
 /// (`search::across_sessions`). Its version is [`Sql::changes`](crate::sql::Sql::changes):
 /// any row written.
 pub async fn search_across(env: &Env<'_>, query: &str, limit: i64) -> Result<String> {
-    let Some(compiled) = search::compile(query) else { return answer(&[]) };
-    let key = Key::Across { reach: env.reach.clone(), limit, query: compiled };
-    let read =
-        || async { Ok(Read::text(answer(&search::across_sessions(env.sql, query, limit, &env.reach)?)?, Vec::new())) };
+    let Some(compiled) = query::compile(query) else { return answer(&[]) };
+    let key = Key::Across { reach: env.reach.clone(), limit, query: compiled.fts() };
+    let read = || async {
+        Ok(Read::text(answer(&search::across_sessions(env.sql, &compiled, limit, &env.reach)?)?, Vec::new()))
+    };
     let now = || Ok(Version { newest: env.sql.changes(), writes: 0 });
     Ok(env.cache.kept(key, now()?, now, read).await?.value)
 }

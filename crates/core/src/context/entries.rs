@@ -1,9 +1,12 @@
 //! The entries of searchable context blocks (the reference's `AgentSearchProvider`, docs/REFERENCE.md#search-entries):
 //! keyed texts in SQLite with an FTS5 index, shared by all sessions of the agent and partitioned by label.
 
+use std::collections::HashMap;
+
 use crate::error::{Error, Result};
+use crate::query::compile;
+use crate::rank::{rank, Index, Rows, Scope, Unmatched};
 use crate::sql::{Sql, Value};
-use crate::store::search::compile;
 
 /// How many entries `search_context` returns.
 pub(crate) const SEARCH_LIMIT: i64 = 10;
@@ -56,21 +59,30 @@ pub(crate) fn summary(sql: &dyn Sql, label: &str) -> Result<String> {
     Ok(if n == 0 { String::new() } else { format!("{n} entries indexed.") })
 }
 
-/// The best [`SEARCH_LIMIT`] entries of `label` for `query` (same syntax as message search),
-/// as `[key]\ncontent` joined by a blank line; `None` when nothing matches.
+/// The entry index: one column, ranked as `bm25(search_entries_fts)`.
+const ENTRIES: Index = Index { fts: "search_entries_fts", column: None, weights: "1.0", weight: 1.0 };
+
+/// The best [`SEARCH_LIMIT`] entries of `label` for `query` (a plain-language query, as message
+/// search takes), as `[key]\ncontent` joined by a blank line; `None` when nothing matches.
 pub(crate) fn search(sql: &dyn Sql, label: &str, query: &str) -> Result<Option<String>> {
-    let Some(fts) = compile(query) else { return Ok(None) };
-    let rows = sql.query(
-        "SELECT e.key, e.content FROM search_entries_fts f JOIN search_entries e ON e.seq = f.rowid
-          WHERE search_entries_fts MATCH ? AND e.label = ?
-          ORDER BY f.rank, f.rowid LIMIT ?",
-        &[fts.into(), label.into(), Value::Int(SEARCH_LIMIT)],
-    )?;
-    if rows.is_empty() {
+    let Some(query) = compile(query) else { return Ok(None) };
+    let params = [Value::from(label)];
+    let rows = Rows { join: "CROSS JOIN search_entries e ON e.seq = f.rowid", cond: "e.label = ?", params: &params };
+    let scope = Scope { words: None, rows: Some(rows) };
+    let ranked = rank(sql, &ENTRIES, &scope, &query, Unmatched::Nothing, SEARCH_LIMIT as usize)?;
+    if ranked.is_empty() {
         return Ok(None);
     }
-    let found = rows.iter().map(|r| Ok(format!("[{}]\n{}", r.text(0)?, r.text(1)?))).collect::<Result<Vec<_>>>()?;
-    Ok(Some(found.join("\n\n")))
+    let ids = format!("[{}]", ranked.iter().map(|r| r.rowid.to_string()).collect::<Vec<_>>().join(","));
+    let mut found: HashMap<i64, String> = HashMap::new();
+    for r in sql.query(
+        "SELECT e.seq, e.key, e.content FROM json_each(?) j JOIN search_entries e ON e.seq = j.value",
+        &[ids.into()],
+    )? {
+        found.insert(r.int(0)?, format!("[{}]\n{}", r.text(1)?, r.text(2)?));
+    }
+    let texts: Vec<String> = ranked.iter().filter_map(|r| found.remove(&r.rowid)).collect();
+    Ok((!texts.is_empty()).then(|| texts.join("\n\n")))
 }
 
 /// One entry of a searchable block, as the API shows it.

@@ -12,6 +12,7 @@ use crate::context::skills;
 use crate::context::{Block, Context, Origin};
 use crate::error::{Error, Result};
 use crate::llm::ToolSpec;
+use crate::query::compile;
 use crate::sql::atomically;
 use crate::store::overlay;
 use crate::store::search::across_sessions;
@@ -503,7 +504,8 @@ fn search_context_run(ctx: &Context<'_>, blocks: &[Block], input: &Map<String, J
 /// Cross-session search as the model sees it: `[role] content` joined by `\n---\n`; only the
 /// sessions within the request's reach.
 fn history_search(ctx: &Context<'_>, query: &str) -> Result<Option<String>> {
-    let hits = across_sessions(ctx.sql, query, SESSION_SEARCH_LIMIT, ctx.reach)?;
+    let Some(query) = compile(query) else { return Ok(None) };
+    let hits = across_sessions(ctx.sql, &query, SESSION_SEARCH_LIMIT, ctx.reach)?;
     if hits.is_empty() {
         return Ok(None);
     }

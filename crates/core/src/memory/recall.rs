@@ -1,8 +1,9 @@
 //! Ranked recall of memories (docs/REFERENCE.md#memory-ranking).
 //!
-//! Candidates come from full text (FTS5 over text and tags; any word of the query may match,
-//! word forms through the porter stemmer, and prefixes, an exact word counting more than a
-//! prefix) and, when a query vector is given, from cosine similarity over the stored vectors.
+//! Candidates come from full text (FTS5 over text and tags: the plain-language query of every
+//! search, `core::query`, ranked at a bounded cost by `core::rank`; a word no memory has is
+//! looked up as a prefix) and, when a query vector is given, from cosine similarity over the
+//! stored vectors.
 //! Relevance in [0, 1] is the stronger of the two signals (bm25 relative to the best text
 //! candidate; similarity rescaled from [0.2, 1]) plus a tenth of the weaker one when both agree,
 //! so a strong text match is never outranked by a weak vector neighbour. Then it is combined with
@@ -18,9 +19,13 @@
 
 use serde::Serialize;
 
+use std::collections::HashMap;
+
 use super::embed::{cosine, decode};
 use super::store::{columns, filter_sql, from_row, Filter, Memory};
 use crate::error::Result;
+use crate::query::{self, Query as Words};
+use crate::rank::{self, Index, Rows, Scope, Unmatched};
 use crate::sql::{Sql, Value};
 use crate::time::parse_iso;
 
@@ -67,46 +72,17 @@ pub struct Hit {
     pub(crate) signals: Signals,
 }
 
-const STOPWORDS: &[&str] = &[
-    "a", "about", "all", "am", "an", "and", "any", "are", "as", "at", "be", "been", "but", "by", "can", "could", "did",
-    "do", "does", "doing", "for", "from", "had", "has", "have", "he", "her", "him", "his", "how", "i", "if", "in",
-    "into", "is", "it", "its", "me", "my", "now", "of", "on", "or", "our", "she", "should", "so", "some", "than",
-    "that", "the", "their", "them", "then", "there", "these", "they", "this", "those", "to", "too", "up", "us", "was",
-    "we", "were", "what", "when", "where", "which", "who", "whom", "why", "will", "with", "would", "you", "your",
-    "user", "user's", "users",
-];
+/// Words dropped from a recall's query beside the English stop words: the subject of every
+/// memory ("the user lives in Lisbon").
+const SUBJECT: &[&str] = &["user", "users"];
 
-/// The query's words as an FTS5 query where any of them may match (prefixes included), or
-/// `None` when nothing is left to search for. Stop words are dropped unless nothing else is left.
-pub(crate) fn compile(text: &str) -> Option<String> {
-    let words: Vec<String> =
-        text.split(|c: char| !c.is_alphanumeric() && c != '\'').map(|w| w.trim_matches('\'').to_lowercase()).collect();
-    let mut terms: Vec<&str> = words.iter().map(String::as_str).filter(|w| !w.is_empty()).collect();
-    let content: Vec<&str> = terms.iter().copied().filter(|w| !STOPWORDS.contains(w)).collect();
-    if !content.is_empty() {
-        terms = content;
-    }
-    let mut seen = Vec::new();
-    terms.retain(|t| {
-        let new = !seen.contains(t);
-        seen.push(*t);
-        new
-    });
-    let parts: Vec<String> = terms
-        .iter()
-        .filter(|w| w.chars().any(char::is_alphanumeric))
-        .map(|w| {
-            let q = w.replace('"', "\"\"");
-            // The word itself, and (3+ letters) every word it begins: a document with the
-            // word matches both, so it ranks above one that only has a longer word.
-            if w.chars().count() >= 3 {
-                format!("\"{q}\" OR \"{q}\" *")
-            } else {
-                format!("\"{q}\"")
-            }
-        })
-        .collect();
-    (!parts.is_empty()).then(|| parts.join(" OR "))
+/// The memory index: its text and tags, ranked as `bm25(memories_fts, 1.0, 0.5)`.
+const MEMORIES: Index = Index { fts: "memories_fts", column: None, weights: "1.0, 0.5", weight: 1.0 };
+
+/// The query of a recall: the plain-language query of every search (`core::query`) without
+/// [`SUBJECT`], unless nothing else is left.
+pub(crate) fn compile(text: &str) -> Option<Words> {
+    query::compile(text).map(|q| q.without(SUBJECT))
 }
 
 struct Candidate {
@@ -210,20 +186,31 @@ fn days(d: f64) -> String {
     }
 }
 
+/// The best [`CANDIDATES`] memories by text (`core::rank`: FTS5's bm25 at a bounded cost),
+/// with their scores. A word of three or more characters that no memory has (in any form) is
+/// looked up as a prefix: a word typed in part.
 fn text_candidates(sql: &dyn Sql, query: &Query, now: &str) -> Result<Vec<Candidate>> {
-    let Some(fts) = compile(&query.text) else { return Ok(Vec::new()) };
-    let (cond, filter_params) = filter_sql(&query.filter, now);
-    let q = format!(
-        "SELECT {}, bm25(memories_fts, 1.0, 0.5) FROM memories_fts JOIN memories m ON m.seq = memories_fts.rowid
-          WHERE memories_fts MATCH ? AND {cond}
-          ORDER BY bm25(memories_fts, 1.0, 0.5), m.seq DESC LIMIT ?",
-        columns("m")
-    );
-    let mut params: Vec<Value> = vec![fts.into()];
-    params.extend(filter_params);
-    params.push(Value::Int(CANDIDATES));
-    let rows = sql.query(&q, &params)?;
-    rows.iter().map(|r| Ok(Candidate { memory: from_row(r, 0)?, bm25: Some(-r.real(13)?), similarity: None })).collect()
+    let Some(words) = compile(&query.text) else { return Ok(Vec::new()) };
+    let (cond, params) = filter_sql(&query.filter, now);
+    let rows = Rows { join: "CROSS JOIN memories m ON m.seq = f.rowid", cond: &cond, params: &params };
+    let scope = Scope { words: None, rows: Some(rows) };
+    let ranked = rank::rank(sql, &MEMORIES, &scope, &words, Unmatched::Prefix, CANDIDATES as usize)?;
+    if ranked.is_empty() {
+        return Ok(Vec::new());
+    }
+    let ids = format!("[{}]", ranked.iter().map(|r| r.rowid.to_string()).collect::<Vec<_>>().join(","));
+    let q = format!("SELECT {} FROM json_each(?) j JOIN memories m ON m.seq = j.value", columns("m"));
+    let mut found: HashMap<i64, Memory> = HashMap::new();
+    for r in sql.query(&q, &[ids.into()])? {
+        let m = from_row(&r, 0)?;
+        found.insert(m.seq, m);
+    }
+    Ok(ranked
+        .iter()
+        .filter_map(|r| {
+            found.remove(&r.rowid).map(|memory| Candidate { memory, bm25: Some(r.score), similarity: None })
+        })
+        .collect())
 }
 
 fn vector_candidates(sql: &dyn Sql, filter: &Filter, v: &[f32], now: &str) -> Result<Vec<(Memory, f64)>> {
@@ -249,13 +236,18 @@ fn vector_candidates(sql: &dyn Sql, filter: &Filter, v: &[f32], now: &str) -> Re
 mod tests {
     use super::compile;
 
+    fn fts(q: &str) -> Option<String> {
+        compile(q).map(|q| q.fts())
+    }
+
     #[test]
-    fn any_content_word_matches_with_prefixes() {
-        assert_eq!(compile("Where does the user live now?").as_deref(), Some("\"live\" OR \"live\" *"));
-        assert_eq!(compile("food, ox").as_deref(), Some("\"food\" OR \"food\" * OR \"ox\""));
-        assert_eq!(compile("the"), Some("\"the\" OR \"the\" *".to_owned()));
-        assert_eq!(compile("  ?! "), None);
-        assert_eq!(compile("a\"b NEAR(x) OR"), Some("\"b\" OR \"near\" OR \"near\" * OR \"x\"".to_owned()));
-        assert_eq!(compile("pizza Pizza"), Some("\"pizza\" OR \"pizza\" *".to_owned()));
+    fn any_content_word_matches() {
+        assert_eq!(fts("Where does the user live now?").as_deref(), Some(r#""live""#));
+        assert_eq!(fts("food, ox").as_deref(), Some(r#""food" OR "ox""#));
+        assert_eq!(fts("the"), Some(r#""the""#.to_owned()));
+        assert_eq!(fts("the user's"), Some(r#""user""#.to_owned()));
+        assert_eq!(fts("  ?! "), None);
+        assert_eq!(fts("a\"b NEAR(x) OR"), Some(r#""b NEAR(x) OR""#.to_owned()));
+        assert_eq!(fts("pizza Pizza"), Some(r#""pizza""#.to_owned()));
     }
 }

@@ -1,10 +1,15 @@
 //! Full-text search over messages (FTS5, porter unicode61, bm25 ranking), in one session or
-//! across all of them. User text is compiled into a safe FTS5 query, never passed through.
+//! across all of them: a plain-language [`Query`] (`core::query`, never user text passed
+//! through) ranked at a bounded cost (`core::rank`).
+
+use std::collections::HashMap;
 
 use serde::Serialize;
 
 use crate::access::Reach;
-use crate::error::Result;
+use crate::error::{Error, Result};
+use crate::query::Query;
+use crate::rank::{rank, Index, Ranked, Scope, Unmatched};
 use crate::sql::{Sql, Value};
 
 /// Default number of results.
@@ -22,106 +27,92 @@ pub(crate) struct Hit {
     pub(crate) role: String,
     pub(crate) content: String,
     pub(crate) created_at: String,
+    /// Its lexical relevance (`core::rank`: bm25, higher is better), not shown: what another
+    /// signal is fused with.
+    #[serde(skip)]
+    pub(crate) score: f64,
 }
 
-/// Compiles user text into an FTS5 query, or `None` when it has nothing to search for.
-///
-/// - Words separated by white space must all match (in any order, anywhere in the message).
-/// - Text in double quotes is a phrase: its words must appear together, in order. An unclosed
-///   quote runs to the end of the text.
-/// - A word ending in `*` matches every word it begins (`deploy*` finds "deployment").
-/// - Everything else is literal: `OR`, `NOT`, `NEAR(`, parentheses, `:` and `^` are ordinary
-///   text. Words with no letter or digit are dropped, since the tokenizer ignores them.
-/// - Control characters (NUL included) separate words, as the tokenizer treats them: inside an
-///   FTS5 string a NUL would end the query text early (`unterminated string`).
-pub(crate) fn compile(query: &str) -> Option<String> {
-    let cleaned: String = query.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
-    let mut terms = Vec::new();
-    let mut rest = cleaned.as_str();
-    while !rest.is_empty() {
-        if let Some(after) = rest.strip_prefix('"') {
-            let (phrase, tail) = after.split_once('"').unwrap_or((after, ""));
-            push_term(&mut terms, phrase, Match::Exact);
-            rest = tail;
-            continue;
-        }
-        let end = rest.find(|c: char| c.is_whitespace() || c == '"').unwrap_or(rest.len());
-        let word = &rest[..end];
-        match word.strip_suffix('*') {
-            Some(stem) => push_term(&mut terms, stem.trim_end_matches('*'), Match::Prefix),
-            None => push_term(&mut terms, word, Match::Exact),
-        }
-        rest = rest[end..].trim_start_matches(|c: char| c.is_whitespace());
-    }
-    (!terms.is_empty()).then(|| terms.join(" "))
-}
-
-/// How a query term matches indexed words.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Match {
-    /// The word, or the phrase, as written.
-    Exact,
-    /// Every word that begins with it.
-    Prefix,
-}
-
-fn push_term(terms: &mut Vec<String>, text: &str, how: Match) {
-    if !text.chars().any(char::is_alphanumeric) {
-        return;
-    }
-    let quoted = format!("\"{}\"", text.replace('"', "\"\""));
-    terms.push(if how == Match::Prefix { format!("{quoted} *") } else { quoted });
-}
+/// The message index: words in `content`, ranked as `bm25(messages_fts, 1.0, 0.0)` (the
+/// `session` column holds the session's token, which never counts).
+const MESSAGES: Index = Index { fts: "messages_fts", column: Some("content"), weights: "1.0, 0.0", weight: 1.0 };
 
 /// Searches one session, best match first. The index holds a token for each message's session
-/// ([`index`]), asked for beside the words: FTS5 ranks only this session's matches, so the cost
-/// follows the session's size, not the agent's.
-pub(crate) fn in_session(sql: &dyn Sql, session: &str, query: &str, limit: i64) -> Result<Vec<Hit>> {
-    let Some(fts) = compile(query) else { return Ok(Vec::new()) };
-    hits(
-        sql,
-        "SELECT NULL, m.id, m.role, f.content, m.created_at
-           FROM messages_fts f JOIN messages m ON m.seq = f.rowid
-          WHERE messages_fts MATCH 'session : ' || ? || ' AND content : (' || ? || ')' AND m.session_id = ?
-          ORDER BY bm25(messages_fts, 1.0, 0.0), f.rowid LIMIT ?",
-        &[format!("\"{}\"", session_token(session)).into(), fts.into(), session.into(), Value::Int(limit)],
-    )
+/// ([`index`]), asked for beside the words: FTS5 looks only at this session's matches, so the
+/// cost follows the session's newest matches, not the agent's.
+pub(crate) fn in_session(sql: &dyn Sql, session: &str, query: &Query, limit: i64) -> Result<Vec<Hit>> {
+    let scope = Scope { words: Some(format!("session : \"{}\"", session_token(session))), rows: None };
+    let ranked = rank(sql, &MESSAGES, &scope, query, Unmatched::Nothing, limit.max(0) as usize)?;
+    hits(sql, &ranked, "m.session_id = ?2", &[session.into()], HitSession::Omitted)
 }
 
 /// Searches every session of the agent within `reach`, best match first; hits carry their
 /// session id. A reach of some sessions asks for their tokens beside the words (as
-/// [`in_session`] does for one), and the join keeps to them too.
-pub(crate) fn across_sessions(sql: &dyn Sql, query: &str, limit: i64, reach: &Reach) -> Result<Vec<Hit>> {
-    let Some(fts) = compile(query) else { return Ok(Vec::new()) };
-    let select = "SELECT m.session_id, m.id, m.role, f.content, m.created_at
-                    FROM messages_fts f JOIN messages m ON m.seq = f.rowid";
+/// [`in_session`] does for one), and the hits keep to them too.
+pub(crate) fn across_sessions(sql: &dyn Sql, query: &Query, limit: i64, reach: &Reach) -> Result<Vec<Hit>> {
+    let limit = limit.max(0) as usize;
     match reach {
-        Reach::All => hits(
-            sql,
-            &format!(
-                "{select} WHERE messages_fts MATCH 'content : (' || ? || ')'
-                  ORDER BY bm25(messages_fts, 1.0, 0.0), f.rowid LIMIT ?"
-            ),
-            &[fts.into(), Value::Int(limit)],
-        ),
+        Reach::All => {
+            let ranked = rank(sql, &MESSAGES, &Scope::default(), query, Unmatched::Nothing, limit)?;
+            hits(sql, &ranked, "1", &[], HitSession::Shown)
+        }
         Reach::Sessions(list) if list.is_empty() => Ok(Vec::new()),
         Reach::Sessions(list) => {
             let tokens: Vec<String> = list.iter().map(|s| format!("\"{}\"", session_token(s))).collect();
-            let marks = vec!["?"; list.len()].join(", ");
-            let mut params: Vec<Value> = vec![tokens.join(" OR ").into(), fts.into()];
-            params.extend(list.iter().map(|s| Value::from(s.as_str())));
-            params.push(Value::Int(limit));
+            let scope = Scope { words: Some(format!("session : ({})", tokens.join(" OR "))), rows: None };
+            let ranked = rank(sql, &MESSAGES, &scope, query, Unmatched::Nothing, limit)?;
+            let sessions = serde_json::to_string(list).map_err(|e| Error::internal(e.to_string()))?;
             hits(
                 sql,
-                &format!(
-                    "{select} WHERE messages_fts MATCH 'session : (' || ? || ') AND content : (' || ? || ')'
-                        AND m.session_id IN ({marks})
-                      ORDER BY bm25(messages_fts, 1.0, 0.0), f.rowid LIMIT ?"
-                ),
-                &params,
+                &ranked,
+                "m.session_id IN (SELECT value FROM json_each(?2))",
+                &[sessions.into()],
+                HitSession::Shown,
             )
         }
     }
+}
+
+/// Whether hits name their session.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum HitSession {
+    Shown,
+    Omitted,
+}
+
+/// The hits of `ranked` in its order, of the messages that pass `cond` (on `m`, whose
+/// parameters start at `?2`). `CROSS JOIN` keeps SQLite's planner from starting with the
+/// session's messages (its index on `session_id`), which would read all of them.
+fn hits(sql: &dyn Sql, ranked: &[Ranked], cond: &str, params: &[Value], session: HitSession) -> Result<Vec<Hit>> {
+    if ranked.is_empty() {
+        return Ok(Vec::new());
+    }
+    let ids = format!("[{}]", ranked.iter().map(|r| r.rowid.to_string()).collect::<Vec<_>>().join(","));
+    let mut all: Vec<Value> = vec![ids.into()];
+    all.extend(params.iter().cloned());
+    let rows = sql.query(
+        &format!(
+            "SELECT m.seq, m.session_id, m.id, m.role, f.content, m.created_at
+               FROM json_each(?1) j CROSS JOIN messages m ON m.seq = j.value CROSS JOIN messages_fts f ON f.rowid = m.seq
+              WHERE {cond}"
+        ),
+        &all,
+    )?;
+    let scores: HashMap<i64, f64> = ranked.iter().map(|r| (r.rowid, r.score)).collect();
+    let mut found: HashMap<i64, Hit> = HashMap::new();
+    for r in rows {
+        let seq = r.int(0)?;
+        let hit = Hit {
+            session_id: (session == HitSession::Shown).then(|| r.text(1)).transpose()?,
+            id: r.text(2)?,
+            role: r.text(3)?,
+            content: r.text(4)?,
+            created_at: r.text(5)?,
+            score: scores.get(&seq).copied().unwrap_or(0.0),
+        };
+        found.insert(seq, hit);
+    }
+    Ok(ranked.iter().filter_map(|r| found.remove(&r.rowid)).collect())
 }
 
 /// Indexes the text of the message `seq` of `session` (nothing for an empty text): its words in
@@ -147,47 +138,4 @@ pub fn session_token(session: &str) -> String {
         let _ = write!(token, "{b:02X}");
     }
     token
-}
-
-fn hits(sql: &dyn Sql, q: &str, params: &[Value]) -> Result<Vec<Hit>> {
-    sql.query(q, params)?
-        .iter()
-        .map(|r| {
-            Ok(Hit {
-                session_id: r.opt_text(0)?,
-                id: r.text(1)?,
-                role: r.text(2)?,
-                content: r.text(3)?,
-                created_at: r.text(4)?,
-            })
-        })
-        .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::compile;
-
-    #[test]
-    fn words_phrases_and_prefixes() {
-        assert_eq!(compile("deploy production").unwrap(), r#""deploy" "production""#);
-        assert_eq!(compile(r#""deploy to" prod*"#).unwrap(), r#""deploy to" "prod" *"#);
-        assert_eq!(compile(r#"say "hi"#).unwrap(), r#""say" "hi""#);
-        assert_eq!(compile("a OR b NEAR(c").unwrap(), r#""a" "OR" "b" "NEAR(c""#);
-    }
-
-    #[test]
-    fn control_characters_separate_words() {
-        assert_eq!(compile("de\u{0}ploy").unwrap(), r#""de" "ploy""#);
-        assert_eq!(compile("\"a\u{0}b\"").unwrap(), r#""a b""#);
-        assert_eq!(compile("x\u{7}\u{1b}[0m\u{85}y*").unwrap(), r#""x" "[0m" "y" *"#);
-        assert_eq!(compile("\u{0}\u{0}"), None);
-    }
-
-    #[test]
-    fn nothing_to_search() {
-        for q in ["", "   ", "*", "\"\"", "( ) ^ :", "\"", "** \"  \""] {
-            assert_eq!(compile(q), None, "{q:?}");
-        }
-    }
 }
