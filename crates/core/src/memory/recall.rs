@@ -19,7 +19,7 @@
 use serde::Serialize;
 
 use super::embed::{cosine, decode};
-use super::store::{columns, filter_sql, from_row, Filter, Memory};
+use super::store::{columns, filter_sql, from_row, Filter, Memory, WIDTH};
 use crate::error::Result;
 use crate::sql::{Sql, Value};
 use crate::time::parse_iso;
@@ -223,7 +223,9 @@ fn text_candidates(sql: &dyn Sql, query: &Query, now: &str) -> Result<Vec<Candid
     params.extend(filter_params);
     params.push(Value::Int(CANDIDATES));
     let rows = sql.query(&q, &params)?;
-    rows.iter().map(|r| Ok(Candidate { memory: from_row(r, 0)?, bm25: Some(-r.real(13)?), similarity: None })).collect()
+    rows.iter()
+        .map(|r| Ok(Candidate { memory: from_row(r, 0)?, bm25: Some(-r.real(WIDTH)?), similarity: None }))
+        .collect()
 }
 
 fn vector_candidates(sql: &dyn Sql, filter: &Filter, v: &[f32], now: &str) -> Result<Vec<(Memory, f64)>> {
@@ -234,7 +236,7 @@ fn vector_candidates(sql: &dyn Sql, filter: &Filter, v: &[f32], now: &str) -> Re
     );
     let mut scored = Vec::new();
     for r in sql.query(&q, &params)? {
-        let Some(Value::Blob(b)) = r.0.get(13) else { continue };
+        let Some(Value::Blob(b)) = r.0.get(WIDTH) else { continue };
         let s = cosine(v, &decode(b));
         if s >= MIN_SIMILARITY {
             scored.push((from_row(&r, 0)?, s));

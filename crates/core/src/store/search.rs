@@ -5,6 +5,7 @@ use serde::Serialize;
 
 use crate::access::Reach;
 use crate::error::Result;
+use crate::metadata;
 use crate::sql::{Sql, Value};
 
 /// Default number of results.
@@ -88,34 +89,54 @@ pub(crate) fn in_session(sql: &dyn Sql, session: &str, query: &str, limit: i64) 
     )
 }
 
-/// Searches every session of the agent within `reach`, best match first; hits carry their
-/// session id. A reach of some sessions asks for their tokens beside the words (as
-/// [`in_session`] does for one), and the join keeps to them too.
-pub(crate) fn across_sessions(sql: &dyn Sql, query: &str, limit: i64, reach: &Reach) -> Result<Vec<Hit>> {
+/// Searches every session of the agent within `reach` whose metadata matches `metadata`, best
+/// match first; hits carry their session id. A reach of some sessions asks for their tokens
+/// beside the words (as [`in_session`] does for one), and the join keeps to them too. A
+/// metadata filter joins the sessions registry.
+pub(crate) fn across_sessions(
+    sql: &dyn Sql,
+    query: &str,
+    limit: i64,
+    reach: &Reach,
+    metadata: &metadata::Filter,
+) -> Result<Vec<Hit>> {
     let Some(fts) = compile(query) else { return Ok(Vec::new()) };
-    let select = "SELECT m.session_id, m.id, m.role, f.content, m.created_at
-                    FROM messages_fts f JOIN messages m ON m.seq = f.rowid";
+    let (conds, meta_params) = metadata.conditions("s.metadata");
+    let (join, meta) = match conds.is_empty() {
+        true => ("", String::new()),
+        false => (" JOIN sessions s ON s.id = m.session_id", format!(" AND {}", conds.join(" AND "))),
+    };
+    let select = format!(
+        "SELECT m.session_id, m.id, m.role, f.content, m.created_at
+           FROM messages_fts f JOIN messages m ON m.seq = f.rowid{join}"
+    );
     match reach {
-        Reach::All => hits(
-            sql,
-            &format!(
-                "{select} WHERE messages_fts MATCH 'content : (' || ? || ')'
-                  ORDER BY bm25(messages_fts, 1.0, 0.0), f.rowid LIMIT ?"
-            ),
-            &[fts.into(), Value::Int(limit)],
-        ),
+        Reach::All => {
+            let mut params: Vec<Value> = vec![fts.into()];
+            params.extend(meta_params);
+            params.push(Value::Int(limit));
+            hits(
+                sql,
+                &format!(
+                    "{select} WHERE messages_fts MATCH 'content : (' || ? || ')'{meta}
+                      ORDER BY bm25(messages_fts, 1.0, 0.0), f.rowid LIMIT ?"
+                ),
+                &params,
+            )
+        }
         Reach::Sessions(list) if list.is_empty() => Ok(Vec::new()),
         Reach::Sessions(list) => {
             let tokens: Vec<String> = list.iter().map(|s| format!("\"{}\"", session_token(s))).collect();
             let marks = vec!["?"; list.len()].join(", ");
             let mut params: Vec<Value> = vec![tokens.join(" OR ").into(), fts.into()];
             params.extend(list.iter().map(|s| Value::from(s.as_str())));
+            params.extend(meta_params);
             params.push(Value::Int(limit));
             hits(
                 sql,
                 &format!(
                     "{select} WHERE messages_fts MATCH 'session : (' || ? || ') AND content : (' || ? || ')'
-                        AND m.session_id IN ({marks})
+                        AND m.session_id IN ({marks}){meta}
                       ORDER BY bm25(messages_fts, 1.0, 0.0), f.rowid LIMIT ?"
                 ),
                 &params,
