@@ -220,6 +220,31 @@ test("every body: deep nesting, duplicate keys, wrong types and content types, i
   sent.bodies += 3;
 });
 
+/** Metadata at and just over its limits (16 keys of 64 characters, strings of 512 characters,
+ * not bytes), on sessions and memories, and the filters' (16 `metadata.<key>`, 16 `tag`). */
+function metadataLimits(post) {
+  const key = (i) => String(i).padStart(64, "k");
+  const full = (n, value) => Object.fromEntries(Array.from({ length: n }, (_, i) => [key(i), value]));
+  const list = (query) => raw("GET", `/agents/${AGENT}/memories?${query}`);
+  const filters = (name, n) => Array.from({ length: n }, (_, i) => `${name}=${i}`).join("&");
+  const cases = [];
+  for (const [where, body] of [["session", (metadata) => ["/sessions", { name: "meta", metadata }]],
+    ["memory", (metadata) => ["/memories", { content: "Limits.", metadata }]]]) {
+    const at = (what, metadata, status) => cases.push([`${where} metadata: ${what}`, () => post(...body(metadata)), status]);
+    at("16 keys of 64 characters, strings of 512 characters", full(16, "é".repeat(512)), 201);
+    at("17 keys", full(17, 1), 400);
+    at("a key of 65 characters", { ["k".repeat(65)]: 1 }, 400);
+    at("a string of 513 characters", { s: "é".repeat(513) }, 400);
+  }
+  cases.push(["16 metadata.<key> filters", () => list(filters("metadata.k", 16).replace(/k=(\d+)/g, "k$1=v")), 200]);
+  cases.push(["17 metadata.<key> filters", () => list(filters("metadata.k", 17).replace(/k=(\d+)/g, "k$1=v")), 400]);
+  cases.push(["16 tag filters", () => list(filters("tag", 16)), 200]);
+  cases.push(["17 tag filters", () => list(filters("tag", 17)), 400]);
+  cases.push(["a metadata filter value of 512 characters", () => list(`metadata.k=${"v".repeat(512)}`), 200]);
+  cases.push(["a metadata filter value of 513 characters", () => list(`metadata.k=${"v".repeat(513)}`), 400]);
+  return cases;
+}
+
 test("values at and just over every limit", { timeout: 300_000 }, async () => {
   const post = (path, body) => raw("POST", `/agents/${AGENT}${path}`, { body: JSON.stringify(body), headers: { "content-type": "application/json" } });
   const msg = (id, t = "x") => ({ id, role: "user", parts: [{ type: "text", text: t }] });
@@ -237,6 +262,7 @@ test("values at and just over every limit", { timeout: 300_000 }, async () => {
     ["agent of 128 characters", () => raw("GET", `/agents/${"a".repeat(128)}/sessions`), 200],
     ["agent of 129 characters", () => raw("GET", `/agents/${"a".repeat(129)}/sessions`), 400],
     ["maxTokens over budget", () => post("/sessions/lim/context", { label: "tight", kind: "writable", maxTokens: 1, content: "far too long" }), 422],
+    ...metadataLimits(post),
   ];
   for (const [what, send, status] of cases) {
     const r = await send();

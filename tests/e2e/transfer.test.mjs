@@ -15,7 +15,7 @@ import { startWorker, collect } from "./harness.mjs";
 import { start as startModel, DEFAULT_SUMMARY } from "./llm-server.mjs";
 
 const SECRET = "e2e-transfer-secret-0123456789abcdef012345";
-const FORMAT = "session-agent/1";
+const FORMAT = "session-agent/2";
 const CONFIG = {
   context: [
     { label: "soul", kind: "readonly", content: "You are terse." },
@@ -148,8 +148,9 @@ async function buildRich(agent) {
   await post("/sessions/s2/messages", { message: text("m3", "user", "tail"), parentId: "m2" });
   assert.equal((await call(agent, "DELETE", "/sessions/s2/messages/m2")).status, 204);
   // Memories (one changed: two versions), entries of the search block.
-  const m = await post("/memories", { content: "The user is vegetarian", tags: ["food"], score: 0.9 });
-  ok(await call(agent, "PATCH", `/memories/${m.id}`, { content: "The user is vegan" }), 200);
+  ok(await call(agent, "PATCH", "/sessions/s1", { metadata: { user: "u-7", n: 30, vip: true } }), 200);
+  const m = await post("/memories", { content: "The user is vegetarian", tags: ["food"], score: 0.9, metadata: { src: "form" } });
+  ok(await call(agent, "PATCH", `/memories/${m.id}`, { content: "The user is vegan", metadata: { src: "chat", n: 2 } }), 200);
   await post("/memories", { content: "Trip to Lisbon", category: "conversation", sessionId: "s1" });
   await post("/sessions/s1/context/knowledge/entries", { entries: [{ key: "k1", content: "Trams run late" }, { content: "Bring an umbrella" }] });
   return key;
@@ -183,6 +184,9 @@ test("an agent export imports into a fresh agent byte for byte, also across a re
     assert.ok(recs.some((r) => r.kind === kind), `a ${kind} record`);
   }
   assert.ok(recs.some((r) => r.kind === "contextBlock" && r.sessionId === "" && r.label === "profile"), "the agent-scoped block");
+  assert.deepEqual(recs.find((r) => r.kind === "session" && r.session.id === "s1").session.metadata, { user: "u-7", n: 30, vip: true });
+  assert.deepEqual(recs.find((r) => r.kind === "memory" && r.content === "The user is vegan").metadata, { src: "chat", n: 2 });
+  assert.deepEqual(recs.filter((r) => r.kind === "memoryVersion").map((r) => r.metadata).slice(0, 2), [{ src: "form" }, { src: "chat", n: 2 }]);
   assert.equal(await exported(RICH), first, "two exports of an unchanged agent are the same");
 
   // Into bob: the same counts, the same export.
@@ -257,10 +261,27 @@ test("a session export imports under its own id and under another (?as=), equal 
   assertError(await call(A, "POST", "/sessions/import?as=..%2Fx", docText), 400, "invalid_request", "a bad ?as");
   assertError(await call(RICH, "GET", "/sessions/nope/export"), 404, "not_found", "an unknown session");
   // A newer format is refused, saying so.
-  const newer = await call(A, "POST", "/sessions/import?as=newer", { ...doc, format: "session-agent/2" });
+  const newer = await call(A, "POST", "/sessions/import?as=newer", { ...doc, format: "session-agent/3" });
   assertError(newer, 400, "invalid_request", "newer session format");
   assert.match(newer.body.error.message, /newer/);
   assert.equal((await call(A, "GET", "/sessions/newer")).status, 404);
+});
+
+test("an export of version 1 (before metadata) still imports, every metadata {}", async () => {
+  const { ndjson } = await richExport();
+  const v1 = lines(ndjson).map((r) => {
+    const { metadata, ...rest } = r;
+    if (rest.format) rest.format = "session-agent/1";
+    if (rest.session) { const { metadata: m, ...session } = rest.session; rest.session = session; }
+    return JSON.stringify(rest);
+  }).join("\n") + "\n";
+  assert.ok(!v1.includes('"vip"') && !v1.includes('"src"'), "no metadata left");
+  ok(await importAgent("from-v1", v1), 201, "a version-1 import");
+  assert.deepEqual(ok(await call("from-v1", "GET", "/sessions/s1"), 200).metadata, {});
+  const again = await exported("from-v1");
+  assert.deepEqual(lines(again)[0], { format: FORMAT, kind: "agent" }, "exported in the newest format");
+  ok(await importAgent("from-v2", again), 201);
+  assert.equal(await exported("from-v2"), again, "byte-identical from there on");
 });
 
 // ── Refusals ─────────────────────────────────────────────────────────────────────────────────
@@ -275,7 +296,7 @@ test("bad, newer, cut-off and misplaced imports are refused whole; only the admi
     assert.deepEqual(await agentObjects(A), [], `${what}: no R2 object`);
   };
 
-  let r = await importAgent(A, good.replace(FORMAT, "session-agent/2"));
+  let r = await importAgent(A, good.replace(FORMAT, "session-agent/3"));
   assertError(r, 400, "invalid_request", "newer format");
   assert.match(r.body.error.message, /newer/);
   await empty("newer");

@@ -18,6 +18,7 @@ mod layout;
 mod llm;
 mod mcp;
 mod memory;
+mod metadata;
 mod routes;
 mod search;
 mod sessions;

@@ -5,6 +5,10 @@
 //! itself (`/healthz`, the console at `/`, `POST /agents/{agent}/tokens`): they are not the
 //! Durable Object's; nor is the `token` query parameter of a WebSocket handshake, which it takes
 //! off.
+//!
+//! A family of query parameter names (`metadata.<key>`: `metadata.user`, `metadata.plan`, …) is
+//! no parameter OpenAPI can declare: an operation lists it under `x-query-families`, and the
+//! table under the same name (`http::Query::family` reads it).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -47,6 +51,8 @@ fn spec() -> BTreeMap<String, BTreeMap<String, BTreeSet<String>>> {
             if ["get", "post", "put", "patch", "delete"].contains(&m) {
                 let mut q = shared.clone();
                 q.extend(queries(&op["parameters"]));
+                let families = op["x-query-families"].as_vec().into_iter().flatten();
+                q.extend(families.map(|f| f["name"].as_str().unwrap().to_owned()));
                 // The front door takes a WebSocket handshake's `?token=` off before the Durable
                 // Object sees the request.
                 q.remove("token");
@@ -91,5 +97,18 @@ fn every_route_is_reached_and_names_its_template() {
             r.path.split('/').map(|seg| if seg.starts_with('{') { "x" } else { seg }).collect::<Vec<_>>().join("/");
         let concrete = if concrete.is_empty() { "/".to_owned() } else { concrete };
         assert_eq!(session_agent_api::route_template(&concrete), Some(r.path), "{concrete}");
+    }
+}
+
+#[test]
+fn a_family_of_query_names_ends_in_key_and_is_read_as_one() {
+    for r in ROUTES {
+        for o in r.ops {
+            for q in o.query {
+                if q.contains('<') {
+                    assert!(q.ends_with(".<key>"), "{} {}: {q}", o.method.as_str(), r.path);
+                }
+            }
+        }
     }
 }

@@ -25,6 +25,7 @@ fn create_get_and_the_session_info_shape() {
             "parentSessionId",
             "model",
             "source",
+            "metadata",
             "inputTokens",
             "outputTokens",
             "estimatedCost",

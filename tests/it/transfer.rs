@@ -60,15 +60,22 @@ fn rich(agent: &str) -> Api {
     tool(&api, "s1", "load_context", json!({"label": "skills", "key": key}));
     ok(&api.get("/sessions/s1/prompt"), 200);
     ok(&api.post("/sessions/s1/usage", json!({"inputTokens": 10, "outputTokens": 5, "cost": 0.25})), 200);
+    ok(&api.patch("/sessions/s1", json!({"metadata": {"user": "u-7", "n": 30, "vip": true, "r": 0.5}})), 200);
     // s2: a plain session with a deleted interior message (an orphan).
     api.append("s2", "m1", None, "hello");
     api.append("s2", "m2", Some(Some("m1")), "middle");
     api.append("s2", "m3", Some(Some("m2")), "tail");
     assert_eq!(api.delete("/sessions/s2/messages/m2").status, 204);
     // Memories (one changed: two versions), entries.
-    let m =
-        ok(&api.post("/memories", json!({"content": "The user is vegetarian", "tags": ["food"], "score": 0.9})), 201);
-    ok(&api.patch(&format!("/memories/{}", m["id"].as_str().unwrap()), json!({"content": "The user is vegan"})), 200);
+    let m = ok(
+        &api.post(
+            "/memories",
+            json!({"content": "The user is vegetarian", "tags": ["food"], "score": 0.9, "metadata": {"src": "form"}}),
+        ),
+        201,
+    );
+    let change = json!({"content": "The user is vegan", "metadata": {"src": "chat", "n": 2}});
+    ok(&api.patch(&format!("/memories/{}", m["id"].as_str().unwrap()), change), 200);
     ok(
         &api.post("/memories", json!({"content": "Trip to Lisbon", "category": "conversation", "sessionId": "s1"})),
         201,
@@ -113,7 +120,7 @@ fn an_agent_export_imports_into_a_fresh_agent_byte_for_byte() {
     let alice = rich("alice");
     let first = export_agent(&alice);
     let lines: Vec<Json> = first.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
-    assert_eq!(lines[0], json!({"format": "session-agent/1", "kind": "agent"}));
+    assert_eq!(lines[0], json!({"format": "session-agent/2", "kind": "agent"}));
     let end = lines.last().unwrap();
     assert_eq!(end["kind"], "end");
     assert_eq!(
@@ -152,11 +159,12 @@ fn an_agent_export_imports_into_a_fresh_agent_byte_for_byte() {
 fn a_session_export_round_trips_under_its_id_or_another() {
     let alice = rich("alice");
     let doc = ok(&alice.get("/sessions/s1/export"), 200);
-    assert_eq!(doc["format"], "session-agent/1");
+    assert_eq!(doc["format"], "session-agent/2");
     assert_eq!(doc["messages"].as_array().unwrap().len(), 5);
     assert_eq!(doc["compactions"].as_array().unwrap().len(), 1);
     assert_eq!(doc["loadedSkills"][0]["label"], "skills");
     assert_eq!(doc["prompts"].as_array().unwrap().len(), 1);
+    assert_eq!(doc["session"]["metadata"], json!({"user": "u-7", "n": 30, "vip": true, "r": 0.5}));
     let text = String::from_utf8(alice.get("/sessions/s1/export").body).unwrap();
 
     let mut bob = Api::with_config(config());
@@ -191,7 +199,7 @@ fn a_bad_import_is_refused_whole() {
     let before = tables(&bob);
     let lines: Vec<&str> = good.lines().collect();
     let cut = lines[..lines.len() - 1].join("\n");
-    let newer = good.replacen("session-agent/1", "session-agent/2", 1);
+    let newer = good.replacen("session-agent/2", "session-agent/3", 1);
     let bad_message = good.replacen("\"role\":\"user\"", "\"role\":\"\"", 1);
     let orphan_first = {
         let mut l = lines.clone();
@@ -455,4 +463,100 @@ fn objects_left_for_the_sweep_are_not_listed_and_a_rewrite_takes_its_key_back() 
     api.append("s1", "after", None, "a write, so a sweep");
     assert!(api.blobs.keys().contains(&key), "the sweep kept the skill written again");
     assert!(export_agent(&api).contains("\"kind\":\"skill\""));
+}
+
+#[test]
+fn metadata_travels_and_a_version_1_export_without_it_still_imports() {
+    let alice = rich("alice");
+    let export = export_agent(&alice);
+    let lines: Vec<Json> = export.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let of = |kind: &str, has: &str| {
+        lines
+            .iter()
+            .find(|l| l["kind"] == kind && l.to_string().contains(has))
+            .unwrap_or_else(|| panic!("{kind} {has}"))
+    };
+    assert_eq!(of("session", "\"s1\"")["session"]["metadata"], json!({"user": "u-7", "n": 30, "vip": true, "r": 0.5}));
+    assert_eq!(of("session", "\"s2\"")["session"]["metadata"], json!({}));
+    assert_eq!(of("memory", "vegan")["metadata"], json!({"src": "chat", "n": 2}));
+    let versions: Vec<&Json> = lines.iter().filter(|l| l["kind"] == "memoryVersion").collect();
+    assert_eq!(versions[0]["metadata"], json!({"src": "form"}), "a version keeps the metadata it had");
+    assert_eq!(versions[1]["metadata"], json!({"src": "chat", "n": 2}));
+    // Imported, the metadata filters find the same.
+    let mut bob = Api::with_config(config());
+    bob.agent = "bob".into();
+    ok(&import_agent(&bob, &export), 201);
+    assert_eq!(ok(&bob.get("/sessions?metadata.vip=true"), 200)["sessions"][0]["id"], "s1");
+    assert_eq!(ok(&bob.get("/memories?metadata.src=chat"), 200)["memories"][0]["content"], "The user is vegan");
+
+    // Version 1: the same records without metadata (the format before it existed).
+    let v1: Vec<String> = lines
+        .iter()
+        .map(|l| {
+            let mut l = l.clone();
+            let o = l.as_object_mut().unwrap();
+            if o.contains_key("format") {
+                o.insert("format".into(), json!("session-agent/1"));
+            }
+            o.remove("metadata");
+            if let Some(Json::Object(s)) = o.get_mut("session") {
+                s.remove("metadata");
+            }
+            l.to_string()
+        })
+        .collect();
+    assert!(!v1.iter().any(|l| l.contains("\"src\"") || l.contains("\"vip\"")), "no metadata left");
+    let mut carol = Api::with_config(config());
+    carol.agent = "carol".into();
+    ok(&import_agent(&carol, &v1.join("\n")), 201);
+    let s1 = ok(&carol.get("/sessions/s1"), 200);
+    assert_eq!(s1["metadata"], json!({}));
+    let again = export_agent(&carol);
+    assert!(again.starts_with("{\"format\":\"session-agent/2\""), "exported in the newest format");
+    let mut dave = Api::with_config(config());
+    dave.agent = "dave".into();
+    ok(&import_agent(&dave, &again), 201);
+    assert_eq!(export_agent(&dave), again, "byte-identical from there on");
+    // A session document of version 1 too.
+    let mut doc = ok(&alice.get("/sessions/s2/export"), 200);
+    doc["format"] = json!("session-agent/1");
+    doc["session"].as_object_mut().unwrap().remove("metadata");
+    let r = dave.send(Request::new("POST", "/sessions/import?as=old").json(&doc));
+    assert_eq!(ok(&r, 201)["metadata"], json!({}));
+}
+
+#[test]
+fn imported_metadata_is_checked_as_the_api_checks_it() {
+    let alice = rich("alice");
+    let good: Vec<String> = export_agent(&alice).lines().map(str::to_owned).collect();
+    let mut bob = Api::with_config(config());
+    bob.agent = "bob".into();
+    let before = tables(&bob);
+    let at = |kind: &str, has: &str| {
+        good.iter().position(|l| l.contains(&format!("\"kind\":\"{kind}\"")) && l.contains(has)).unwrap()
+    };
+    let edit = |i: usize, f: &dyn Fn(&mut Json)| {
+        let mut l = good.clone();
+        let mut j: Json = serde_json::from_str(&l[i]).unwrap();
+        f(&mut j);
+        l[i] = j.to_string();
+        l.join("\n")
+    };
+    let seventeen: serde_json::Map<String, Json> = (0..17).map(|i| (format!("k{i}"), json!(i))).collect();
+    let (session, memory, version) = (at("session", "\"s1\""), at("memory", "vegan"), at("memoryVersion", "vegan"));
+    let cases = [
+        (edit(session, &|j| j["session"]["metadata"] = json!({"a": {"b": 1}})), "nested"),
+        (edit(session, &|j| j["session"]["metadata"] = json!([1])), "must be an object"),
+        (edit(memory, &|j| j["metadata"] = Json::Object(seventeen.clone())), "at most 16 keys"),
+        (edit(memory, &|j| j["metadata"] = json!({"bad key": 1})), "not a metadata key"),
+        (edit(version, &|j| j["metadata"] = json!({"a": null})), "null"),
+        (edit(version, &|j| j["metadata"] = json!({"s": "x".repeat(513)})), "longer than 512"),
+    ];
+    for (body, why) in cases {
+        let r = import_agent(&bob, &body);
+        let message = r.body_json()["error"]["message"].as_str().unwrap_or_default().to_owned();
+        assert_eq!(r.status, 400, "{why}: {}", String::from_utf8_lossy(&r.body));
+        assert!(message.contains(why), "{why}: {message}");
+        assert_eq!(tables(&bob), before, "{why}: nothing written");
+    }
 }

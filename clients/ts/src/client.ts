@@ -13,10 +13,57 @@ import type {
   AddBlockRequest, AppendResult, AssistantMessage, BatchResult, ChatEvent, ChatRequest, ChatResult,
   Compaction, ContextBlock, ContinuationRequest, CreateCompactionRequest, CreateMemoryRequest,
   CreateSessionRequest, DeleteMemoriesRequest, Extracted, HistoryPage, ImportCounts, IngestEntriesRequest, IssueTokenRequest,
-  IssuedToken, Memory, MemoryHit, MemoryList, MemoryVersion, Message, NewTurnRequest, ParentId, Prompt,
-  RecentHistory, Revocation, RevokeTokensRequest, SearchEntry, SearchEntryList, SearchHit, SessionExport,
-  SessionImport, SessionInfo, SplitRequest, Tool, ToolName, UpdateMemoryRequest, UsageRequest, UserMessage,
+  IssuedToken, Memory, MemoryCategory, MemoryHit, MemoryList, MemoryVersion, Message, NewTurnRequest, ParentId,
+  Prompt, RecentHistory, Revocation, RevokeTokensRequest, SearchEntry, SearchEntryList, SearchHit, SessionExport,
+  SessionImport, SessionInfo, SplitRequest, Tool, ToolName, UpdateMemoryRequest, UpdateSessionRequest, UsageRequest,
+  UserMessage,
 } from "./types.js";
+
+/**
+ * `metadata.<key>=<value>` filters: every key must be in the metadata, its stored value equal to
+ * this one as text (`{ n: 30 }` matches `30` and `"30"`, `{ vip: true }` matches `true` and
+ * `"true"`).
+ */
+export type MetadataFilter = Record<string, string | number | boolean>;
+
+/** The filters of the memory lists, searches and `forgetAll`; all that are given must hold. */
+export interface MemoryFilters {
+  /** One category or several (any of them). */
+  category?: MemoryCategory | MemoryCategory[];
+  /** Every one of these tags. */
+  tag?: string | string[];
+  /** At least one of these tags. */
+  anyTag?: string | string[];
+  /** ISO-8601 UTC times (or `YYYY-MM-DD` dates), exclusive. */
+  createdAfter?: string;
+  createdBefore?: string;
+  updatedAfter?: string;
+  updatedBefore?: string;
+  metadata?: MetadataFilter;
+  /** Memories whose `source.sessionId` is this session. */
+  sessionId?: string;
+}
+
+/** The query parameters `metadata.<key>` of a metadata filter. */
+type MetadataQuery = Record<`metadata.${string}`, string>;
+
+function metadataQuery(metadata: MetadataFilter | undefined): MetadataQuery {
+  const out: MetadataQuery = {};
+  for (const [k, v] of Object.entries(metadata ?? {})) out[`metadata.${k}`] = String(v);
+  return out;
+}
+
+/** Memory filters as query parameters (`category` as one comma list, `metadata.<key>` each). */
+function memoryQuery<T extends MemoryFilters>({ metadata, category, tag, anyTag, ...rest }: T) {
+  const list = (v: string | string[] | undefined) => (v === undefined ? undefined : ([] as string[]).concat(v));
+  return {
+    ...rest,
+    ...(category === undefined ? {} : { category: list(category)!.join(",") }),
+    ...(tag === undefined ? {} : { tag: list(tag) }),
+    ...(anyTag === undefined ? {} : { anyTag: list(anyTag) }),
+    ...metadataQuery(metadata),
+  };
+}
 
 /** `fetch` as the client calls it. */
 export type FetchLike = (input: string, init?: RequestInit) => Promise<Response>;
@@ -225,9 +272,14 @@ export class AgentClient {
     return this.client.send(method, path, { ...o, path: { ...o.path, agent: this.name } });
   }
 
-  /** Full-text search across all of the agent's sessions (`GET /search`). */
-  async search(q: string, options: { limit?: number } = {}): Promise<SearchHit[]> {
-    return (await this.request("get", "/agents/{agent}/search", { query: { q, ...options } })).results;
+  /**
+   * Full-text search across all of the agent's sessions (`GET /search`); with `metadata`, only
+   * the sessions whose metadata matches.
+   */
+  async search(q: string, options: { limit?: number; metadata?: MetadataFilter } = {}): Promise<SearchHit[]> {
+    const { metadata, ...rest } = options;
+    const query = { q, ...rest, ...metadataQuery(metadata) };
+    return (await this.request("get", "/agents/{agent}/search", { query })).results;
   }
 
   /** The whole agent as NDJSON, format `session-agent/1` (admin token only; `GET /export`). */
@@ -252,15 +304,20 @@ export class AgentClient {
 export class Sessions {
   constructor(private readonly agent: AgentClient) {}
 
-  /** Every session, most recently updated first. */
-  async list(): Promise<SessionInfo[]> {
-    return (await this.agent.request("get", "/agents/{agent}/sessions")).sessions;
+  /** Every session (whose metadata matches `metadata`), most recently updated first. */
+  async list(options: { metadata?: MetadataFilter } = {}): Promise<SessionInfo[]> {
+    const query = metadataQuery(options.metadata);
+    return (await this.agent.request("get", "/agents/{agent}/sessions", { query })).sessions;
   }
 
-  /** One page of the sessions (`limit` ≤ 100) and the `nextCursor` of the page after it
-   * (`null` after the last one): pass it back as `cursor`. */
-  async page(options: { limit: number; cursor?: string }): Promise<{ sessions: SessionInfo[]; nextCursor: string | null }> {
-    const { sessions, nextCursor } = await this.agent.request("get", "/agents/{agent}/sessions", { query: options });
+  /** One page of the sessions (`limit` ≤ 100; with `metadata`, of those whose metadata matches)
+   * and the `nextCursor` of the page after it (`null` after the last one): pass it back as `cursor`. */
+  async page(
+    options: { limit: number; cursor?: string; metadata?: MetadataFilter },
+  ): Promise<{ sessions: SessionInfo[]; nextCursor: string | null }> {
+    const { metadata, ...rest } = options;
+    const query = { ...rest, ...metadataQuery(metadata) };
+    const { sessions, nextCursor } = await this.agent.request("get", "/agents/{agent}/sessions", { query });
     return { sessions, nextCursor: nextCursor ?? null };
   }
 
@@ -292,19 +349,15 @@ export class Memories {
     return (await this.agent.request("post", "/agents/{agent}/memories/batch", { body: { memories } })).memories;
   }
 
-  /** Ranked recall, each hit with its `score` and `why`. */
-  async recall(
-    q: string,
-    options: { limit?: number; category?: Memory["category"]; tag?: string; sessionId?: string } = {},
-  ): Promise<MemoryHit[]> {
-    return (await this.agent.request("get", "/agents/{agent}/memories/search", { query: { q, ...options } })).results;
+  /** Ranked recall of the memories the filters select, each hit with its `score` and `why`. */
+  async recall(q: string, options: MemoryFilters & { limit?: number } = {}): Promise<MemoryHit[]> {
+    const query = { q, ...memoryQuery(options) };
+    return (await this.agent.request("get", "/agents/{agent}/memories/search", { query })).results;
   }
 
-  /** One page of memories, newest first (`nextCursor` for the next). */
-  async list(
-    options: { category?: Memory["category"]; tag?: string; sessionId?: string; limit?: number; cursor?: string } = {},
-  ): Promise<MemoryList> {
-    return this.agent.request("get", "/agents/{agent}/memories", { query: options });
+  /** One page of the memories the filters select, newest first (`nextCursor` for the next). */
+  async list(options: MemoryFilters & { limit?: number; cursor?: string } = {}): Promise<MemoryList> {
+    return this.agent.request("get", "/agents/{agent}/memories", { query: memoryQuery(options) });
   }
 
   async get(id: string): Promise<Memory> {
@@ -321,8 +374,8 @@ export class Memories {
     await this.agent.request("delete", "/agents/{agent}/memories/{memory}", { path: { memory: id } });
   }
 
-  /** Forgets every memory that matches the filters (all of them without any); the count. */
-  async forgetAll(filters: DeleteMemoriesRequest = {}): Promise<number> {
+  /** Forgets every memory the filters select (all of them without any); the count. */
+  async forgetAll(filters: MemoryFilters & DeleteMemoriesRequest = {}): Promise<number> {
     return (await this.agent.request("delete", "/agents/{agent}/memories", { body: filters })).deleted;
   }
 
@@ -383,7 +436,12 @@ export class SessionClient {
   }
 
   async rename(name: string): Promise<SessionInfo> {
-    return this.agent.request("patch", "/agents/{agent}/sessions/{sid}", { path: this.path, body: { name } });
+    return this.update({ name });
+  }
+
+  /** A new name, new metadata (replacing the old whole; `{}` clears it), or both. */
+  async update(change: UpdateSessionRequest): Promise<SessionInfo> {
+    return this.agent.request("patch", "/agents/{agent}/sessions/{sid}", { path: this.path, body: change });
   }
 
   /** Deletes the session with everything in it. */

@@ -87,6 +87,10 @@ export interface paths {
          *     `nextCursor` is `null`. An agent with no sessions answers
          *     `{"sessions": [], "nextCursor": null}`. A session updated between two pages moves to the
          *     front of the list: a client that pages may miss it or see it twice.
+         *
+         *     `metadata.<key>=<value>` (repeatable) lists only the sessions whose metadata holds every
+         *     such key with that value, compared as text (see **Metadata and filters**); a bad
+         *     filter is `400`. Pages and `nextCursor` work the same, within those sessions.
          */
         get: operations["listSessions"];
         put?: never;
@@ -100,6 +104,8 @@ export interface paths {
          *     - `parentSessionId` (optional, string or `null`): must match the session id syntax; it
          *       is not required to exist.
          *     - `model`, `source` (optional, string or `null`): at most 256 characters.
+         *     - `metadata` (optional, `Metadata` or `null`): the caller's own facts about the
+         *       session (see **Metadata and filters**); absent or `null`: `{}`.
          *
          *     Answers `201` with the new SessionInfo (`messageCount` 0, usage 0, `endReason` null).
          */
@@ -158,10 +164,12 @@ export interface paths {
         options?: never;
         head?: never;
         /**
-         * Rename a session
-         * @description Sets `name` (required: 1–256 characters, no control characters) and moves `updatedAt`
-         *     to now. Other fields of the body are ignored. `404` when the session is not registered
-         *     (a rename does not register it).
+         * Rename a session, or replace its metadata
+         * @description `UpdateSessionRequest`: sets `name` (1–256 characters, no control characters), replaces
+         *     `metadata` whole (`Metadata`; `{}` clears it), or both, and moves `updatedAt` to now.
+         *     At least one of the two (not `null`) must be given (`400` otherwise); absent or `null`
+         *     leaves a field as it is. Other fields of the body are ignored. `404` when the session
+         *     is not registered (a change does not register it).
          */
         patch: operations["renameSession"];
         trace?: never;
@@ -197,8 +205,8 @@ export interface paths {
          *     copied path come along, remapped to the new ids, so the fork reads exactly as the
          *     original did at `atMessageId`; other overlays do not.
          *
-         *     The copy has `parentSessionId = {sid}` and the source's `model` and `source`; its
-         *     usage figures start at 0. `name` is optional (1–256 characters, no control
+         *     The copy has `parentSessionId = {sid}` and the source's `model`, `source` and
+         *     `metadata`; its usage figures start at 0. `name` is optional (1–256 characters, no control
          *     characters); it defaults to `"<source name> (fork)"`. The source session is not
          *     modified.
          *
@@ -284,7 +292,7 @@ export interface paths {
          *     marked ended (`endReason: "split"`) and a **new session** starts with one `assistant`
          *     message whose only part is the text `"[Context from previous session]\n\n"` followed
          *     by the summary. The new session has a fresh UUID id, `parentSessionId = {sid}`, the
-         *     old session's `model` and `source`, and the `name` given (1–256 characters, no control
+         *     old session's `model`, `source` and `metadata`, and the `name` given (1–256 characters, no control
          *     characters) or else the old session's name; its usage starts at 0. The old session
          *     keeps all its messages (its `updatedAt` moves to now); nothing else is copied (blocks,
          *     prompt, loaded skills stay with it).
@@ -343,6 +351,10 @@ export interface paths {
          *     Only the `text` of `text` parts is indexed (reasoning and tool parts are not), so a
          *     message without text parts is never found. `content` is that indexed text (the text
          *     parts joined by one space) and `createdAt` the time the message was stored.
+         *
+         *     `metadata.<key>=<value>` (repeatable) searches only the sessions whose metadata holds
+         *     every such key with that value, compared as text (see **Metadata and filters**); a bad
+         *     filter is `400`.
          */
         get: operations["searchAllSessions"];
         put?: never;
@@ -2010,10 +2022,12 @@ export interface paths {
         /**
          * List the agent's memories, newest first
          * @description The agent's live memories (expired ones are never returned), newest `createdAt` first
-         *     (ties: the later stored first), one page at a time. The filters combine: `category`,
-         *     `tag` (memories carrying that tag, compared exactly with the stored, trimmed tags) and
-         *     `sessionId` (memories whose `source.sessionId` is that session). Listing does not count
-         *     as a recall (`recallCount` stays). An agent without memories answers
+         *     (ties: the later stored first), one page at a time. The filters combine (see
+         *     **Metadata and filters**): `category` (one or a comma list), `tag` (every one),
+         *     `anyTag` (at least one), `createdAfter`, `createdBefore`, `updatedAfter`,
+         *     `updatedBefore`, `metadata.<key>=<value>` and `sessionId` (memories whose
+         *     `source.sessionId` is that session); a bad filter is `400`. Listing does not count as
+         *     a recall (`recallCount` stays). An agent without memories answers
          *     `{"memories": [], "nextCursor": null}`.
          *
          *     Pages: `limit` memories (1–100, default 50); when there are more, `nextCursor` is the
@@ -2033,6 +2047,8 @@ export interface paths {
          *       (belongs to the session `sessionId`, which it then requires, and is deleted with it).
          *     - `tags`: at most 16 strings of 1–64 characters once trimmed, without control
          *       characters; stored trimmed, duplicates dropped.
+         *     - `metadata`: the caller's own facts about the memory (`Metadata`, see **Metadata and
+         *       filters**); absent or `null`: `{}`.
          *     - `score`: the confidence that the fact is true and lasting, a number from 0 to 1;
          *       absent or `null`: unknown (recall then counts it as 0.5).
          *     - `sessionId`, `messageId`: where the fact came from (`source`); a `messageId` needs a
@@ -2050,7 +2066,8 @@ export interface paths {
          *     `conversation` memory, of the same session) has the same text once
          *     both are trimmed, with runs of white space collapsed to one space and case ignored,
          *     nothing new is stored: the request's tags are added to that memory's (at most 16 kept),
-         *     the higher `score` is kept (a known one over an unknown one), the request's `expiresAt`
+         *     the request's `metadata` keys are set over that memory's (more than 16 keys in all is
+         *     `400`), the higher `score` is kept (a known one over an unknown one), the request's `expiresAt`
          *     replaces the stored one if given, a version is recorded, and the answer is `200` with
          *     that memory (its `id`, `content`, `category` and `source` unchanged). Otherwise the
          *     answer is `201` with the new memory, whose first version is its creation.
@@ -2067,15 +2084,16 @@ export interface paths {
          * Forget every memory a filter selects (forgetAll)
          * @description Deletes, in one transaction, every live memory that the filters select, with its
          *     versions and vector, and answers how many (`{"deleted": 0}` when none; expired memories
-         *     are purged too but not counted). The filters are those of `GET /memories` (`category`,
-         *     `tag`, `sessionId`); they may come as query parameters or as a JSON body
+         *     are purged too but not counted). The filters are those of `GET /memories` (see
+         *     **Metadata and filters**); they may come as query parameters or as a JSON body
          *     `DeleteMemoriesRequest` with the same names (a field of the body wins over the query
-         *     parameter of the same name; `null` counts as absent; other fields are `400`). **No
-         *     filter forgets every memory of the agent.** Every socket of the agent gets a `memory`
-         *     frame `op: "deleted"` per memory.
+         *     parameters of the same name, its `metadata` object over every `metadata.<key>`;
+         *     `null` counts as absent; other fields are `400`). **No filter forgets every memory of
+         *     the agent.** Every socket of the agent gets a `memory` frame `op: "deleted"` per
+         *     memory.
          *
          *     Query parameters are checked as in `GET /memories` (`400` otherwise) even where the
-         *     body overrides them.
+         *     body overrides them. A bad filter deletes nothing.
          */
         delete: operations["deleteMemories"];
         options?: never;
@@ -2133,8 +2151,8 @@ export interface paths {
         /**
          * Recall memories by rank, with why
          * @description Ranked recall (docs/REFERENCE.md#memory-ranking), best first (ties: the later stored
-         *     first), of the live memories the filters select (`category`, `tag`, `sessionId`, as in
-         *     `GET /memories`):
+         *     first), of the live memories the filters select (as in `GET /memories`; see
+         *     **Metadata and filters**; both kinds of candidate keep to them):
          *
          *     - **candidates**: full text over the memories' `content` and `tags` (see `q`), and,
          *       with embeddings configured (`EMBEDDINGS_*`), the memories whose vector has a cosine
@@ -2209,6 +2227,8 @@ export interface paths {
          *     - `content`: the new text (1–4,000 characters, not blank); `null` leaves it;
          *     - `tags`: the new tags, replacing the old ones (the rules of `POST /memories`); `null`
          *       leaves them;
+         *     - `metadata`: the new metadata, replacing the old whole (`{}` clears it); `null`
+         *       leaves it;
          *     - `score`: a number from 0 to 1, or `null` to make it unknown;
          *     - `category`: `null` leaves it. `conversation` only for a memory with a `source`
          *       (`400` otherwise). A memory without an expiry that becomes `daily` expires
@@ -2439,7 +2459,7 @@ export interface paths {
         /**
          * One session as a JSON document
          * @description Everything stored for session `{sid}`, as one JSON document of format
-         *     `session-agent/1` (`SessionExport`; see **Export format**): its registry fields, every
+         *     `session-agent/2` (`SessionExport`; see **Export format**): its registry fields, every
          *     message of every branch **in the order they were written** (so a parent always comes
          *     before its children) as `{parentId, createdAt, message}` with oversize fields put back
          *     from R2, its compaction overlays, the texts of its writable blocks (not the
@@ -2487,13 +2507,14 @@ export interface paths {
         /**
          * Import a session document
          * @description Writes the document of `GET …/sessions/{sid}/export` (`SessionImport`, format
-         *     `session-agent/1`) as a new session of this agent: under the document's own id, or
+         *     `session-agent/2`) as a new session of this agent: under the document's own id, or
          *     under the id `as` when given. Everything is checked before anything is written, and
          *     any failure is `400 invalid_request` naming the problem (and the record:
          *     `messages[3]: …`), with nothing written:
          *
-         *     - `format` must be `session-agent/1`; a newer version (`session-agent/2` and up) is
-         *       refused saying so (see **Export format**), any other value or none as not an export;
+         *     - `format` must be `session-agent/2` (or `session-agent/1`, without `metadata`); a
+         *       newer version (`session-agent/3` and up) is refused saying so (see **Export
+         *       format**), any other value or none as not an export;
          *     - no field the format does not have, at the top level or in any record (the `session`
          *       object may also carry `messageCount` and `totalMessages`, so a `SessionInfo` can be
          *       sent; they are ignored); each field of the type the export writes it with;
@@ -2506,6 +2527,8 @@ export interface paths {
          *       most 256); each `message` as an appended message is checked (`Message`), and no
          *       message id starts with `compaction_` (summaries are never stored); an overlay's
          *       `id`, `summary` and message ids are not blank;
+         *     - the session's `metadata` as `POST /sessions` checks it (see **Metadata and
+         *       filters**); left out or `null` (a version-1 document): `{}`;
          *     - within the document, what the API could have written: message ids unique, each
          *       `parentId` `null` or an earlier message of the document (a deleted message's
          *       children are exported as roots), each overlay's `fromMessageId` an ancestor-or-self
@@ -2565,12 +2588,12 @@ export interface paths {
         };
         /**
          * The whole agent as NDJSON (admin token only)
-         * @description Everything the agent holds, as NDJSON of format `session-agent/1` (see **Export
+         * @description Everything the agent holds, as NDJSON of format `session-agent/2` (see **Export
          *     format**): `content-type: application/x-ndjson; charset=utf-8`,
          *     `cache-control: no-store`, one JSON object per line, every line ending in `\n`. The
          *     records, in this order:
          *
-         *     1. `{"format": "session-agent/1", "kind": "agent"}`;
+         *     1. `{"format": "session-agent/2", "kind": "agent"}`;
          *     2. for each session, in the order they were registered (created, first written or
          *        imported): `{"kind": "session", "session": {…}}` (the fields
          *        of `SessionExport.session`), then its `message` records
@@ -2581,12 +2604,12 @@ export interface paths {
          *        `loadedSkill` (`ExportedLoadedSkill`), `prompt` (`ExportedPrompt`);
          *     3. the texts of the agent-scoped writable blocks (`scope: "agent"`), as
          *        `contextBlock` records with `"sessionId": ""`;
-         *     4. `memory` records `{"kind": "memory", "id", "content", "category", "tags", "score",
-         *        "sessionId", "messageId", "createdAt", "updatedAt", "expiresAt", "recalledAt",
-         *        "recallCount"}` (a memory's source is its `sessionId` and `messageId`; expired
-         *        memories not purged yet are in it), then every version,
-         *        `{"kind": "memoryVersion", "memoryId", "content", "tags", "score", "category", "at",
-         *        "by"}`, then the search-block entries, `{"kind": "entry", "label", "key",
+         *     4. `memory` records `{"kind": "memory", "id", "content", "category", "tags", "metadata",
+         *        "score", "sessionId", "messageId", "createdAt", "updatedAt", "expiresAt",
+         *        "recalledAt", "recallCount"}` (a memory's source is its `sessionId` and `messageId`;
+         *        expired memories not purged yet are in it), then every version,
+         *        `{"kind": "memoryVersion", "memoryId", "content", "tags", "metadata", "score",
+         *        "category", "at", "by"}`, then the search-block entries, `{"kind": "entry", "label", "key",
          *        "createdAt", "updatedAt", "content"}` (those of a search block that exists,
          *        configured or added at run time by a session: entries left behind by a runtime block
          *        that was removed, or whose session was deleted, are read by no block and left out);
@@ -2655,16 +2678,17 @@ export interface paths {
          *     written:
          *
          *     - the first record is `{"format", "kind": "agent"}` with `format`
-         *       `session-agent/1`: a newer version is refused saying so (see **Export format**), a
-         *       session document is pointed to `POST …/sessions/import`;
+         *       `session-agent/2` (or `session-agent/1`): a newer version is refused saying so (see
+         *       **Export format**), a session document is pointed to `POST …/sessions/import`;
          *     - every line is one JSON object with a known `kind`; every row, message and skill
          *       record has exactly the fields its kind has (as the export writes them, plus
          *       `sessionId` where the export writes one), of their types, checked as the session
          *       import checks them (timestamps, ids, labels, messages as appended, block
          *       definitions), memories as `POST /memories` checks content, category, tags (trimmed,
-         *       distinct, as stored) and score (and their `id`: `mem_…`, 1–256 characters without
-         *       control characters), no more memories than `memory.maxMemories` (`422
-         *       over_budget`), versions with `by` one of `api`, `tool`, `extract`; an entry
+         *       distinct, as stored), score and `metadata` (and their `id`: `mem_…`, 1–256
+         *       characters without control characters), no more memories than `memory.maxMemories` (`422
+         *       over_budget`), versions with `by` one of `api`, `tool`, `extract` (and `metadata`
+         *       checked so too); `metadata` left out or `null` (a version-1 export) is `{}`; an entry
          *       holds at most 1,000,000 bytes; a skill has string `prefix`, `key` and `content`
          *       (`key` non-empty, without `..` or control characters) and a `description` that is
          *       a string or `null`, and its `prefix` is one of this agent's skills prefixes of scope
@@ -2840,6 +2864,23 @@ export interface components {
         } & {
             [key: string]: unknown;
         }) & (unknown & unknown & unknown & unknown);
+        /**
+         * @description The caller's own facts about a session or a memory (a user id, a channel, a
+         *     priority): a flat object of at most 16 keys of 1–64 characters of `[A-Za-z0-9_.-]`,
+         *     each value a string of at most 512 characters, a number or a boolean. A nested value,
+         *     `null` as a value, a bad key, a 17th key or a longer string is `400` naming the key. A
+         *     whole number is stored as an integer (`30.0` reads back as `30`). `{}` when none. See
+         *     **Metadata and filters**.
+         * @example {
+         *       "userId": "u-42",
+         *       "plan": "pro",
+         *       "priority": 2,
+         *       "vip": true
+         *     }
+         */
+        Metadata: {
+            [key: string]: string | number | boolean;
+        };
         /** @description A session as the API shows it. Every field is always present. */
         SessionInfo: {
             /** @description The session id (a UUID v4 when created by `POST /sessions`). */
@@ -2850,6 +2891,7 @@ export interface components {
             parentSessionId: string | null;
             model: string | null;
             source: string | null;
+            metadata: components["schemas"]["Metadata"];
             /** @description Sum of the reported input tokens (`POST …/usage`, compactions and agent turns). */
             inputTokens: number;
             /** @description Sum of the reported output tokens (`POST …/usage`, compactions and agent turns). */
@@ -2875,7 +2917,7 @@ export interface components {
             createdAt: string;
             /**
              * Format: date-time
-             * @description Time of the last write to the session (create or fork, rename, usage, append,
+             * @description Time of the last write to the session (create or fork, new name or metadata, usage, append,
              *     batch, message update/delete, clear, new overlay, compaction, context-block write,
              *     add or remove, prompt refresh, a writing tool run, a completed agent turn, a
              *     split); an imported session has the time it was exported with.
@@ -2996,10 +3038,22 @@ export interface components {
             parentSessionId?: string | null;
             model?: string | null;
             source?: string | null;
+            /** @description The session's metadata; absent or `null`: `{}`. */
+            metadata?: components["schemas"]["Metadata"] | null;
         };
-        RenameSessionRequest: {
-            /** @description 1–256 characters, no control characters. */
+        /**
+         * @description The body of `PATCH /sessions/{sid}`: a new name, new metadata, or both (at least one
+         *     of them, not `null`). Other fields are ignored.
+         */
+        UpdateSessionRequest: {
+            /** @description 1–256 characters, no control characters; absent or `null`: unchanged. */
+            name?: string | null;
+            /** @description Replaces the metadata whole (`{}` clears it); absent or `null`: unchanged. */
+            metadata?: components["schemas"]["Metadata"] | null;
+        } | {
             name: string;
+        } | {
+            metadata: Record<string, unknown>;
         };
         ForkRequest: {
             /** @description The last message to copy; the path root → it is copied. */
@@ -3507,6 +3561,7 @@ export interface components {
          *       "tags": [
          *         "travel"
          *       ],
+         *       "metadata": {},
          *       "score": 0.9,
          *       "source": {
          *         "sessionId": "chat-1",
@@ -3526,6 +3581,7 @@ export interface components {
             content: string;
             category: components["schemas"]["MemoryCategory"];
             tags: components["schemas"]["MemoryTag"][];
+            metadata: components["schemas"]["Metadata"];
             /** @description The confidence that the fact is true and lasting; `null` when unknown (recall counts it as 0.5). */
             score: number | null;
             /**
@@ -3593,6 +3649,7 @@ export interface components {
         MemoryVersion: {
             content: string;
             tags: components["schemas"]["MemoryTag"][];
+            metadata: components["schemas"]["Metadata"];
             score: number | null;
             category: components["schemas"]["MemoryCategory"];
             /** Format: date-time */
@@ -3643,6 +3700,11 @@ export interface components {
              */
             category?: "core" | "daily" | "conversation" | null;
             tags?: components["schemas"]["MemoryTag"][] | null;
+            /**
+             * @description The memory's metadata; absent or `null`: `{}`. A duplicate merges it over the stored
+             *     one's (at most 16 keys in all).
+             */
+            metadata?: components["schemas"]["Metadata"] | null;
             /** @description Confidence, 0 to 1; absent or `null`: unknown. */
             score?: number | null;
             /** @description The session the fact came from (required for `conversation`); need not exist. */
@@ -3665,6 +3727,8 @@ export interface components {
             content?: string | null;
             /** @description The new tags (replacing the old ones); `null`: unchanged. */
             tags?: components["schemas"]["MemoryTag"][] | null;
+            /** @description The new metadata, replacing the old whole (`{}` clears it); `null`: unchanged. */
+            metadata?: components["schemas"]["Metadata"] | null;
             /** @description The new confidence; `null`: unknown. */
             score?: number | null;
             /**
@@ -3680,15 +3744,49 @@ export interface components {
         };
         /**
          * @description The optional body of `DELETE /memories`: the filters of the query, by the same names
-         *     (each wins over its query parameter; `null`: absent). Unknown fields are refused
-         *     (`400`).
+         *     and with the same meaning (see **Metadata and filters**), each winning over its query
+         *     parameters (`metadata` over every `metadata.<key>`); `null`: absent. Where the query
+         *     repeats a parameter, the body gives an array. Unknown fields are refused (`400`).
          */
         DeleteMemoriesRequest: {
-            /** @enum {string|null} */
-            category?: "core" | "daily" | "conversation" | null;
-            tag?: string | null;
+            /** @description A category or a comma list of them, or an array of such. */
+            category?: components["schemas"]["CategoryFilter"] | components["schemas"]["CategoryFilter"][] | null;
+            /** @description Every one of these tags. */
+            tag?: components["schemas"]["TagFilter"] | components["schemas"]["TagFilter"][] | null;
+            /** @description At least one of these tags. */
+            anyTag?: components["schemas"]["TagFilter"] | components["schemas"]["TagFilter"][] | null;
+            createdAfter?: components["schemas"]["TimeFilter"] | null;
+            createdBefore?: components["schemas"]["TimeFilter"] | null;
+            updatedAfter?: components["schemas"]["TimeFilter"] | null;
+            updatedBefore?: components["schemas"]["TimeFilter"] | null;
+            /**
+             * @description `metadata.<key>=<value>` filters as an object: a string value is compared as
+             *     itself, a number or a boolean as its JSON text (`{"n": 30}` is `metadata.n=30`).
+             */
+            metadata?: {
+                [key: string]: string | number | boolean;
+            } | null;
             sessionId?: string | null;
         };
+        /**
+         * @description A category, or a comma list of them (`core,daily`).
+         * @example core
+         * @example core,daily
+         */
+        CategoryFilter: string;
+        /**
+         * @description A tag as a filter names it: 1–64 characters without control characters, compared
+         *     exactly with the stored (trimmed) tags.
+         * @example travel
+         */
+        TagFilter: string;
+        /**
+         * @description An ISO-8601 UTC timestamp (`Z` or `+00:00`, fractions of a second optional), or a
+         *     date (its midnight, UTC); it must exist and lie from 1970 on (`400` otherwise).
+         * @example 2026-11-22T11:00:00.000Z
+         * @example 2026-11-22
+         */
+        TimeFilter: string;
         /** @description The optional body of `POST …/memories/extract`. Unknown fields are refused (`400`). */
         ExtractMemoriesRequest: {
             /** @description The exchange ends on the path to this message; absent or `null` → the latest leaf. */
@@ -3778,13 +3876,13 @@ export interface components {
             summary?: string | null;
         };
         /**
-         * @description One session as `GET …/sessions/{sid}/export` answers it (format `session-agent/1`;
+         * @description One session as `GET …/sessions/{sid}/export` answers it (format `session-agent/2`;
          *     see **Export format**). Every list is present, empty when the session has nothing of
          *     that kind; rows are in the order they were written.
          */
         SessionExport: {
             /** @constant */
-            format: "session-agent/1";
+            format: "session-agent/2";
             session: components["schemas"]["ExportedSession"];
             /** @description Every message of every branch, in the order they were written (a parent before its children). */
             messages: components["schemas"]["ExportedMessage"][];
@@ -3809,6 +3907,7 @@ export interface components {
             parentSessionId: string | null;
             model: string | null;
             source: string | null;
+            metadata: components["schemas"]["Metadata"];
             inputTokens: number;
             outputTokens: number;
             estimatedCost: number;
@@ -3872,11 +3971,12 @@ export interface components {
          */
         SessionImport: {
             /**
-             * @description `session-agent/1`. A newer version is refused as newer, anything else as not an
-             *     export (`400`).
-             * @constant
+             * @description `session-agent/2`, or `session-agent/1` (an export written before metadata, which
+             *     has none). A newer version is refused as newer, anything else as not an export
+             *     (`400`).
+             * @enum {string}
              */
-            format: "session-agent/1";
+            format: "session-agent/2" | "session-agent/1";
             session: components["schemas"]["ImportedSession"];
             messages?: components["schemas"]["ImportedMessage"][] | null;
             compactions?: components["schemas"]["ImportedCompaction"][] | null;
@@ -3897,6 +3997,8 @@ export interface components {
             parentSessionId?: string | null;
             model?: string | null;
             source?: string | null;
+            /** @description Checked as `POST /sessions` checks it; left out or `null` (version 1) is `{}`. */
+            metadata?: components["schemas"]["Metadata"] | null;
             inputTokens: number;
             outputTokens: number;
             estimatedCost: number;
@@ -4305,16 +4407,40 @@ export interface components {
          * @example deploy
          */
         key: string;
-        /** @description Only memories of this category (`400` for another value). */
-        memoryCategory: components["schemas"]["MemoryCategory"];
         /**
-         * @description Only memories carrying this tag (compared exactly with the stored tags, which are trimmed).
-         * @example travel
+         * @description Only memories of this category, or of one of a comma list of them (`core,daily`); may
+         *     be repeated (the lists add up). Anything else is `400`.
          */
-        memoryTag: string;
+        memoryCategory: components["schemas"]["CategoryFilter"];
+        /**
+         * @description Only memories carrying this tag (compared exactly with the stored tags, which are
+         *     trimmed). Repeatable (at most 16): every one must be there. A value that is empty,
+         *     over 64 characters or holds a control character is `400`.
+         * @example [
+         *       "travel"
+         *     ]
+         */
+        memoryTag: components["schemas"]["TagFilter"][];
+        /**
+         * @description Only memories carrying at least one of these tags (repeatable, at most 16; checked as
+         *     `tag`).
+         * @example [
+         *       "travel",
+         *       "food"
+         *     ]
+         */
+        memoryAnyTag: components["schemas"]["TagFilter"][];
+        /** @description Only memories whose `createdAt` is strictly after this time (`TimeFilter`; once). */
+        memoryCreatedAfter: components["schemas"]["TimeFilter"];
+        /** @description Only memories whose `createdAt` is strictly before this time (`TimeFilter`; once). */
+        memoryCreatedBefore: components["schemas"]["TimeFilter"];
+        /** @description Only memories whose `updatedAt` is strictly after this time (`TimeFilter`; once). */
+        memoryUpdatedAfter: components["schemas"]["TimeFilter"];
+        /** @description Only memories whose `updatedAt` is strictly before this time (`TimeFilter`; once). */
+        memoryUpdatedBefore: components["schemas"]["TimeFilter"];
         /**
          * @description Only memories whose `source.sessionId` is this session: 1–128 characters of
-         *     `[A-Za-z0-9._:-]` (`400` otherwise). The session need not exist.
+         *     `[A-Za-z0-9._:-]` (`400` otherwise; once). The session need not exist.
          * @example chat-1
          */
         memorySessionId: string;
@@ -4410,6 +4536,7 @@ export interface operations {
                      *           "parentSessionId": null,
                      *           "model": null,
                      *           "source": null,
+                     *           "metadata": {},
                      *           "inputTokens": 0,
                      *           "outputTokens": 0,
                      *           "estimatedCost": 0,
@@ -4471,6 +4598,7 @@ export interface operations {
                      *       "parentSessionId": null,
                      *       "model": "gpt-4o-mini",
                      *       "source": "web",
+                     *       "metadata": {},
                      *       "inputTokens": 0,
                      *       "outputTokens": 0,
                      *       "estimatedCost": 0,
@@ -4595,16 +4723,11 @@ export interface operations {
         };
         requestBody: {
             content: {
-                /**
-                 * @example {
-                 *       "name": "Trip to Lisbon"
-                 *     }
-                 */
-                "application/json": components["schemas"]["RenameSessionRequest"];
+                "application/json": components["schemas"]["UpdateSessionRequest"];
             };
         };
         responses: {
-            /** @description The renamed session. */
+            /** @description The changed session. */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -4663,6 +4786,7 @@ export interface operations {
                      *       "parentSessionId": "chat-1",
                      *       "model": "gpt-4o-mini",
                      *       "source": "web",
+                     *       "metadata": {},
                      *       "inputTokens": 0,
                      *       "outputTokens": 0,
                      *       "estimatedCost": 0,
@@ -4777,6 +4901,7 @@ export interface operations {
                      *       "parentSessionId": "chat-1",
                      *       "model": "gpt-4o-mini",
                      *       "source": "web",
+                     *       "metadata": {},
                      *       "inputTokens": 0,
                      *       "outputTokens": 0,
                      *       "estimatedCost": 0,
@@ -6999,16 +7124,40 @@ export interface operations {
     listMemories: {
         parameters: {
             query?: {
-                /** @description Only memories of this category (`400` for another value). */
+                /**
+                 * @description Only memories of this category, or of one of a comma list of them (`core,daily`); may
+                 *     be repeated (the lists add up). Anything else is `400`.
+                 */
                 category?: components["parameters"]["memoryCategory"];
                 /**
-                 * @description Only memories carrying this tag (compared exactly with the stored tags, which are trimmed).
-                 * @example travel
+                 * @description Only memories carrying this tag (compared exactly with the stored tags, which are
+                 *     trimmed). Repeatable (at most 16): every one must be there. A value that is empty,
+                 *     over 64 characters or holds a control character is `400`.
+                 * @example [
+                 *       "travel"
+                 *     ]
                  */
                 tag?: components["parameters"]["memoryTag"];
                 /**
+                 * @description Only memories carrying at least one of these tags (repeatable, at most 16; checked as
+                 *     `tag`).
+                 * @example [
+                 *       "travel",
+                 *       "food"
+                 *     ]
+                 */
+                anyTag?: components["parameters"]["memoryAnyTag"];
+                /** @description Only memories whose `createdAt` is strictly after this time (`TimeFilter`; once). */
+                createdAfter?: components["parameters"]["memoryCreatedAfter"];
+                /** @description Only memories whose `createdAt` is strictly before this time (`TimeFilter`; once). */
+                createdBefore?: components["parameters"]["memoryCreatedBefore"];
+                /** @description Only memories whose `updatedAt` is strictly after this time (`TimeFilter`; once). */
+                updatedAfter?: components["parameters"]["memoryUpdatedAfter"];
+                /** @description Only memories whose `updatedAt` is strictly before this time (`TimeFilter`; once). */
+                updatedBefore?: components["parameters"]["memoryUpdatedBefore"];
+                /**
                  * @description Only memories whose `source.sessionId` is this session: 1–128 characters of
-                 *     `[A-Za-z0-9._:-]` (`400` otherwise). The session need not exist.
+                 *     `[A-Za-z0-9._:-]` (`400` otherwise; once). The session need not exist.
                  * @example chat-1
                  */
                 sessionId?: components["parameters"]["memorySessionId"];
@@ -7051,6 +7200,7 @@ export interface operations {
                      *           "tags": [
                      *             "travel"
                      *           ],
+                     *           "metadata": {},
                      *           "score": 0.9,
                      *           "source": {
                      *             "sessionId": "chat-1",
@@ -7116,6 +7266,7 @@ export interface operations {
                      *         "travel",
                      *         "transport"
                      *       ],
+                     *       "metadata": {},
                      *       "score": 0.95,
                      *       "source": {
                      *         "sessionId": "chat-1",
@@ -7145,6 +7296,7 @@ export interface operations {
                      *       "tags": [
                      *         "travel"
                      *       ],
+                     *       "metadata": {},
                      *       "score": 0.9,
                      *       "source": {
                      *         "sessionId": "chat-1",
@@ -7173,16 +7325,40 @@ export interface operations {
     deleteMemories: {
         parameters: {
             query?: {
-                /** @description Only memories of this category (`400` for another value). */
+                /**
+                 * @description Only memories of this category, or of one of a comma list of them (`core,daily`); may
+                 *     be repeated (the lists add up). Anything else is `400`.
+                 */
                 category?: components["parameters"]["memoryCategory"];
                 /**
-                 * @description Only memories carrying this tag (compared exactly with the stored tags, which are trimmed).
-                 * @example travel
+                 * @description Only memories carrying this tag (compared exactly with the stored tags, which are
+                 *     trimmed). Repeatable (at most 16): every one must be there. A value that is empty,
+                 *     over 64 characters or holds a control character is `400`.
+                 * @example [
+                 *       "travel"
+                 *     ]
                  */
                 tag?: components["parameters"]["memoryTag"];
                 /**
+                 * @description Only memories carrying at least one of these tags (repeatable, at most 16; checked as
+                 *     `tag`).
+                 * @example [
+                 *       "travel",
+                 *       "food"
+                 *     ]
+                 */
+                anyTag?: components["parameters"]["memoryAnyTag"];
+                /** @description Only memories whose `createdAt` is strictly after this time (`TimeFilter`; once). */
+                createdAfter?: components["parameters"]["memoryCreatedAfter"];
+                /** @description Only memories whose `createdAt` is strictly before this time (`TimeFilter`; once). */
+                createdBefore?: components["parameters"]["memoryCreatedBefore"];
+                /** @description Only memories whose `updatedAt` is strictly after this time (`TimeFilter`; once). */
+                updatedAfter?: components["parameters"]["memoryUpdatedAfter"];
+                /** @description Only memories whose `updatedAt` is strictly before this time (`TimeFilter`; once). */
+                updatedBefore?: components["parameters"]["memoryUpdatedBefore"];
+                /**
                  * @description Only memories whose `source.sessionId` is this session: 1–128 characters of
-                 *     `[A-Za-z0-9._:-]` (`400` otherwise). The session need not exist.
+                 *     `[A-Za-z0-9._:-]` (`400` otherwise; once). The session need not exist.
                  * @example chat-1
                  */
                 sessionId?: components["parameters"]["memorySessionId"];
@@ -7304,16 +7480,40 @@ export interface operations {
                  *     text (only by meaning, with embeddings).
                  */
                 q: string;
-                /** @description Only memories of this category (`400` for another value). */
+                /**
+                 * @description Only memories of this category, or of one of a comma list of them (`core,daily`); may
+                 *     be repeated (the lists add up). Anything else is `400`.
+                 */
                 category?: components["parameters"]["memoryCategory"];
                 /**
-                 * @description Only memories carrying this tag (compared exactly with the stored tags, which are trimmed).
-                 * @example travel
+                 * @description Only memories carrying this tag (compared exactly with the stored tags, which are
+                 *     trimmed). Repeatable (at most 16): every one must be there. A value that is empty,
+                 *     over 64 characters or holds a control character is `400`.
+                 * @example [
+                 *       "travel"
+                 *     ]
                  */
                 tag?: components["parameters"]["memoryTag"];
                 /**
+                 * @description Only memories carrying at least one of these tags (repeatable, at most 16; checked as
+                 *     `tag`).
+                 * @example [
+                 *       "travel",
+                 *       "food"
+                 *     ]
+                 */
+                anyTag?: components["parameters"]["memoryAnyTag"];
+                /** @description Only memories whose `createdAt` is strictly after this time (`TimeFilter`; once). */
+                createdAfter?: components["parameters"]["memoryCreatedAfter"];
+                /** @description Only memories whose `createdAt` is strictly before this time (`TimeFilter`; once). */
+                createdBefore?: components["parameters"]["memoryCreatedBefore"];
+                /** @description Only memories whose `updatedAt` is strictly after this time (`TimeFilter`; once). */
+                updatedAfter?: components["parameters"]["memoryUpdatedAfter"];
+                /** @description Only memories whose `updatedAt` is strictly before this time (`TimeFilter`; once). */
+                updatedBefore?: components["parameters"]["memoryUpdatedBefore"];
+                /**
                  * @description Only memories whose `source.sessionId` is this session: 1–128 characters of
-                 *     `[A-Za-z0-9._:-]` (`400` otherwise). The session need not exist.
+                 *     `[A-Za-z0-9._:-]` (`400` otherwise; once). The session need not exist.
                  * @example chat-1
                  */
                 sessionId?: components["parameters"]["memorySessionId"];
@@ -7351,6 +7551,7 @@ export interface operations {
                      *             "tags": [
                      *               "travel"
                      *             ],
+                     *             "metadata": {},
                      *             "score": 0.9,
                      *             "source": {
                      *               "sessionId": "chat-1",
@@ -7513,6 +7714,7 @@ export interface operations {
                      *       "tags": [
                      *         "home"
                      *       ],
+                     *       "metadata": {},
                      *       "score": 0.95,
                      *       "source": {
                      *         "sessionId": "chat-1",
@@ -7577,6 +7779,7 @@ export interface operations {
                      *           "tags": [
                      *             "home"
                      *           ],
+                     *           "metadata": {},
                      *           "score": 0.9,
                      *           "category": "core",
                      *           "at": "2026-11-22T11:00:00.000Z",
@@ -7587,6 +7790,7 @@ export interface operations {
                      *           "tags": [
                      *             "home"
                      *           ],
+                     *           "metadata": {},
                      *           "score": 0.95,
                      *           "category": "core",
                      *           "at": "2026-11-22T12:00:00.000Z",
@@ -7893,6 +8097,7 @@ export interface operations {
                      *       "parentSessionId": null,
                      *       "model": "gpt-4o-mini",
                      *       "source": "web",
+                     *       "metadata": {},
                      *       "inputTokens": 1200,
                      *       "outputTokens": 340,
                      *       "estimatedCost": 0.0042,
@@ -7908,7 +8113,7 @@ export interface operations {
             };
             /**
              * @description `invalid_request`: the body is not a session document of format
-             *     `session-agent/1` (see the description), or `as` is not a session id. Nothing
+             *     `session-agent/2` (see the description), or `as` is not a session id. Nothing
              *     changed.
              */
             400: {
@@ -7999,7 +8204,7 @@ export interface operations {
                  *       "name": "Imports to check"
                  *     }
                  */
-                "application/json": components["schemas"]["RenameSessionRequest"];
+                "application/json": components["schemas"]["UpdateSessionRequest"];
             };
         };
         responses: {
@@ -8100,7 +8305,7 @@ export interface operations {
             };
             /**
              * @description `invalid_request`: the body is not a whole agent export of format
-             *     `session-agent/1` (see the description). Nothing changed.
+             *     `session-agent/2` (see the description). Nothing changed.
              */
             400: {
                 headers: {

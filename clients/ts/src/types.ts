@@ -19,6 +19,9 @@ export type RecentHistory = Schemas["RecentHistory"];
 /** A page of a path or of a message's children, with the cursor of the page above. */
 export type HistoryPage = Schemas["HistoryPage"];
 export type CreateSessionRequest = Schemas["CreateSessionRequest"];
+export type UpdateSessionRequest = Schemas["UpdateSessionRequest"];
+/** A session's or a memory's metadata: a flat object of strings, numbers and booleans. */
+export type Metadata = Schemas["Metadata"];
 export type ForkRequest = Schemas["ForkRequest"];
 export type UsageRequest = Schemas["UsageRequest"];
 export type SplitRequest = Schemas["SplitRequest"];

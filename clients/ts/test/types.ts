@@ -62,6 +62,22 @@ export async function typed() {
   assertType<Equal<typeof reply.role, "assistant">>();
   const hits = await a.memories.recall("trains", { limit: 3 });
   assertType<Equal<typeof hits[number]["why"], string>>();
+  // Metadata and filters.
+  const pro = await a.sessions.list({ metadata: { plan: "pro", seats: 3, vip: true } });
+  assertType<Equal<typeof pro[number]["metadata"], components["schemas"]["Metadata"]>>();
+  await a.sessions.page({ limit: 10, metadata: { plan: "pro" } });
+  await a.search("deploy", { metadata: { plan: "pro" } });
+  await s.update({ metadata: { userId: "u-42" } });
+  await s.update({ name: "renamed" });
+  await a.memories.list({ category: ["core", "daily"], tag: ["x", "y"], anyTag: "z", createdAfter: "2026-11-01", metadata: { n: 30 } });
+  await a.memories.recall("trains", { category: "core", metadata: { vip: true }, limit: 3 });
+  await a.memories.forgetAll({ tag: ["x"], metadata: { n: 30 } });
+  // @ts-expect-error not a category
+  await a.memories.list({ category: "forever" });
+  // @ts-expect-error metadata filters are strings, numbers or booleans
+  await a.memories.list({ metadata: { nested: { a: 1 } } });
+  // @ts-expect-error stored metadata is flat too
+  await a.memories.store({ content: "x", metadata: { nested: [1] } });
   // @ts-expect-error not a tool of the session
   await s.executeTool("rm_rf", {});
   await viaStub.agent().session("s1").history();

@@ -250,6 +250,22 @@ impl Query {
         self.pairs.iter().rev().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
     }
 
+    /// Every value of `name`, in order (a parameter that may be repeated).
+    pub(crate) fn all(&self, name: &str) -> Vec<&str> {
+        self.declared(name);
+        self.pairs.iter().filter(|(k, _)| k == name).map(|(_, v)| v.as_str()).collect()
+    }
+
+    /// The parameters of a family: every name that starts with `prefix` (`metadata.`), without
+    /// it, with its value, in order. The route declares the family as `<prefix><key>`.
+    pub(crate) fn family(&self, prefix: &str) -> Vec<(String, String)> {
+        debug_assert!(
+            self.declared.iter().any(|d| d.strip_suffix("<key>") == Some(prefix)),
+            "a handler reads the query parameters {prefix}<key>, which its route does not declare"
+        );
+        self.pairs.iter().filter_map(|(k, v)| Some((k.strip_prefix(prefix)?.to_owned(), v.clone()))).collect()
+    }
+
     /// A required value.
     pub(crate) fn require(&self, name: &str) -> Result<&str> {
         self.get(name).ok_or_else(|| Error::invalid(format!("{name} is required")))

@@ -6,12 +6,14 @@ use super::call::{Answer, Call};
 use serde_json::{json, Map, Value as Json};
 
 use super::http::{self, check_name, opt_str, Response};
+use super::sessions::body_metadata;
 use session_agent_core::after::After;
 use session_agent_core::error::{Error, Result};
 use session_agent_core::memory::extract;
 use session_agent_core::memory::recall::{Query, DEFAULT_LIMIT, MAX_LIMIT};
-use session_agent_core::memory::store::{self, MAX_PAGE};
+use session_agent_core::memory::store::{self, Span, MAX_PAGE, MAX_TAG_CHARS};
 use session_agent_core::memory::{By, Category, Filter, Memories, NewMemory, Patch, Stored};
+use session_agent_core::metadata;
 
 /// Default page of `GET /memories`.
 const DEFAULT_PAGE: i64 = 50;
@@ -20,18 +22,125 @@ fn category(v: Option<&str>) -> Result<Option<Category>> {
     v.map(Category::parse).transpose()
 }
 
-/// `category`, `tag`, `sessionId`, as `value` gives them (from the query string, or a body).
-fn filter(value: &dyn Fn(&str) -> Option<String>) -> Result<Filter> {
-    let session_id = value("sessionId");
+/// The memory filters but `metadata.<key>` (a family of names), each taking one value but
+/// `category` (also a comma list), `tag` and `anyTag`, which may be repeated.
+const FILTERS: [&str; 8] =
+    ["category", "tag", "anyTag", "createdAfter", "createdBefore", "updatedAfter", "updatedBefore", "sessionId"];
+
+/// Most values of `tag`, and of `anyTag` (a memory holds at most 16 tags).
+const MAX_TAG_FILTERS: usize = 16;
+
+/// The memory filters as `values` gives them (every value of a name: a query parameter each
+/// time it is repeated, or a body field's), with the `metadata.<key>` pairs. Each is checked:
+/// `category` one or a comma list of categories, `tag` and `anyTag` tags (compared exactly),
+/// the four times ISO-8601, `sessionId` a session id, and the metadata pairs.
+fn filter(values: &dyn Fn(&str) -> Vec<String>, metadata: Vec<(String, String)>) -> Result<Filter> {
+    let one = |name: &str| -> Result<Option<String>> {
+        let mut v = values(name);
+        match v.len() {
+            0 | 1 => Ok(v.pop()),
+            _ => Err(Error::invalid(format!("{name} is given more than once (it takes one value)"))),
+        }
+    };
+    let mut categories: Vec<Category> = Vec::new();
+    for list in values("category") {
+        for c in list.split(',') {
+            let c = Category::parse(c.trim())
+                .map_err(|_| Error::invalid("category must be core, daily or conversation, or a comma list of them"))?;
+            if !categories.contains(&c) {
+                categories.push(c);
+            }
+        }
+    }
+    let tags = |name: &str| -> Result<Vec<String>> {
+        let given = values(name);
+        if given.len() > MAX_TAG_FILTERS {
+            return Err(Error::invalid(format!("{name} is given at most {MAX_TAG_FILTERS} times")));
+        }
+        given
+            .iter()
+            .map(|t| {
+                let n = t.chars().count();
+                match n == 0 || n > MAX_TAG_CHARS || t.chars().any(char::is_control) {
+                    true => Err(Error::invalid(format!(
+                        "{name} must be a tag: 1-{MAX_TAG_CHARS} characters without control characters"
+                    ))),
+                    false => Ok(t.to_owned()),
+                }
+            })
+            .collect()
+    };
+    let span = |after: &str, before: &str| -> Result<Span> {
+        Ok(Span {
+            after: one(after)?.map(|t| Span::bound(after, &t)).transpose()?,
+            before: one(before)?.map(|t| Span::bound(before, &t)).transpose()?,
+        })
+    };
+    let session_id = one("sessionId")?;
     if let Some(s) = &session_id {
         check_name("sessionId", s)?;
     }
-    Ok(Filter { category: category(value("category").as_deref())?, tag: value("tag"), session_id, ..Filter::default() })
+    Ok(Filter {
+        categories,
+        tags: tags("tag")?,
+        any_tags: tags("anyTag")?,
+        created: span("createdAfter", "createdBefore")?,
+        updated: span("updatedAfter", "updatedBefore")?,
+        metadata: metadata::Filter::new(metadata)?,
+        session_id,
+        ..Filter::default()
+    })
 }
 
 /// The filter of a query string.
 fn query_filter(q: &http::Query) -> Result<Filter> {
-    filter(&|k| q.get(k).map(str::to_owned))
+    filter(&|k| q.all(k).into_iter().map(str::to_owned).collect(), q.family("metadata."))
+}
+
+/// The filters of a `DELETE /memories` body.
+struct BodyFilters {
+    /// The values of each field given, as an array of strings.
+    values: Map<String, Json>,
+    /// The `metadata` object's pairs, if given.
+    metadata: Option<Vec<(String, String)>>,
+}
+
+/// The filters of a `DELETE /memories` body, as `filter` reads them: the values of a field (a
+/// string, or for `category`, `tag` and `anyTag` an array of strings; `null` is absent), and the
+/// `metadata` object's pairs (a string's text, a number's or a boolean's JSON text). Fields of
+/// the wrong shape are refused here.
+fn body_filters(body: &Map<String, Json>) -> Result<BodyFilters> {
+    let mut values = Map::new();
+    for name in FILTERS {
+        match body.get(name) {
+            None | Some(Json::Null) => {}
+            Some(Json::String(s)) => {
+                values.insert(name.to_owned(), Json::from(vec![s.clone()]));
+            }
+            Some(Json::Array(a)) if matches!(name, "category" | "tag" | "anyTag") && a.iter().all(Json::is_string) => {
+                values.insert(name.to_owned(), Json::Array(a.clone()));
+            }
+            Some(_) if matches!(name, "category" | "tag" | "anyTag") => {
+                return Err(Error::invalid(format!("{name} must be a string or an array of strings")))
+            }
+            Some(_) => return Err(Error::invalid(format!("{name} must be a string"))),
+        }
+    }
+    let metadata = match body.get("metadata") {
+        None | Some(Json::Null) => None,
+        Some(Json::Object(o)) => Some(
+            o.iter()
+                .map(|(k, v)| {
+                    let text = metadata::filter_text(v).ok_or_else(|| {
+                        Error::invalid(format!("metadata.{k} must be a string, a number or a boolean"))
+                    })?;
+                    Ok((k.clone(), text))
+                })
+                .collect::<Result<Vec<_>>>()?,
+        ),
+        Some(_) => return Err(Error::invalid("metadata must be an object of metadata.<key> filters")),
+    };
+    Ok(BodyFilters { values, metadata })
 }
 
 fn tags(body: &Map<String, Json>) -> Result<Option<Vec<String>>> {
@@ -109,7 +218,7 @@ pub(crate) fn create_all<'c>(c: &'c Call<'c>) -> Answer<'c> {
 }
 
 fn new_memory(body: &Map<String, Json>) -> Result<NewMemory> {
-    known(body, &["content", "category", "tags", "score", "sessionId", "messageId", "expiresAt"])?;
+    known(body, &["content", "category", "tags", "metadata", "score", "sessionId", "messageId", "expiresAt"])?;
     let content = opt_str(body, "content")?.ok_or_else(|| Error::invalid("content is required"))?;
     let session_id = opt_str(body, "sessionId")?;
     if let Some(s) = &session_id {
@@ -123,6 +232,7 @@ fn new_memory(body: &Map<String, Json>) -> Result<NewMemory> {
         content,
         category: category(opt_str(body, "category")?.as_deref())?.unwrap_or_default(),
         tags: tags(body)?.unwrap_or_default(),
+        metadata: body_metadata(body)?.unwrap_or_default(),
         score: score(body)?.flatten(),
         session_id,
         message_id,
@@ -130,7 +240,7 @@ fn new_memory(body: &Map<String, Json>) -> Result<NewMemory> {
     })
 }
 
-/// `GET /memories?category=&tag=&sessionId=&limit=&cursor=`: newest first.
+/// `GET /memories?<filters>&limit=&cursor=`: newest first.
 pub(crate) fn list(c: &Call<'_>) -> Result<Response> {
     let env = c.env;
     let _req = c.req;
@@ -140,7 +250,7 @@ pub(crate) fn list(c: &Call<'_>) -> Result<Response> {
     Ok(Response::json(200, &json!({"memories": memories, "nextCursor": next})))
 }
 
-/// `GET /memories/search?q=&category=&tag=&sessionId=&limit=`: ranked, with why.
+/// `GET /memories/search?q=&<filters>&limit=`: ranked, with why.
 pub(crate) fn search<'c>(c: &'c Call<'c>) -> Answer<'c> {
     Box::pin(async move {
         let env = c.env;
@@ -165,14 +275,14 @@ pub(crate) fn get(c: &Call<'_>) -> Result<Response> {
     Ok(Response::json(200, &m))
 }
 
-/// `PATCH /memories/{mid}`: `{content?, tags?, score?, category?, expiresAt?}`.
+/// `PATCH /memories/{mid}`: `{content?, tags?, metadata?, score?, category?, expiresAt?}`.
 pub(crate) fn patch<'c>(c: &'c Call<'c>) -> Answer<'c> {
     Box::pin(async move {
         let env = c.env;
         let id = c.params.memory.as_str();
         let req = c.req;
         let body = req.json_object()?;
-        known(&body, &["content", "tags", "score", "category", "expiresAt"])?;
+        known(&body, &["content", "tags", "metadata", "score", "category", "expiresAt"])?;
         let expires_at = match body.get("expiresAt") {
             None => None,
             Some(Json::Null) => Some(None),
@@ -182,6 +292,7 @@ pub(crate) fn patch<'c>(c: &'c Call<'c>) -> Answer<'c> {
         let patch = Patch {
             content: opt_str(&body, "content")?,
             tags: tags(&body)?,
+            metadata: body_metadata(&body)?,
             score: score(&body)?,
             category: category(opt_str(&body, "category")?.as_deref())?,
             expires_at,
@@ -206,20 +317,25 @@ pub(crate) fn delete(c: &Call<'_>) -> Result<Response> {
     Ok(Response::no_content())
 }
 
-/// `DELETE /memories?category=&tag=&sessionId=` (the filters may also come as a JSON body):
-/// `forgetAll`, `{deleted: n}`.
+/// `DELETE /memories?<filters>` (the filters may also come as a JSON body, a field of which wins
+/// over the query parameters of its name: `metadata` over every `metadata.<key>`): `forgetAll`,
+/// `{deleted: n}`.
 pub(crate) fn delete_all(c: &Call<'_>) -> Result<Response> {
     let env = c.env;
     let req = c.req;
     let q = &c.query;
     query_filter(q)?; // the query is checked even where the body overrides it
     let body = req.json_object()?;
-    known(&body, &["category", "tag", "sessionId"])?;
-    for key in ["category", "tag", "sessionId"] {
-        opt_str(&body, key)?;
-    }
-    let value = |k: &str| opt_str(&body, k).ok().flatten().or_else(|| q.get(k).map(str::to_owned));
-    let n = Memories::new(env).forget_all(&filter(&value)?)?;
+    let mut fields = FILTERS.to_vec();
+    fields.push("metadata");
+    known(&body, &fields)?;
+    let given = body_filters(&body)?;
+    let value = |k: &str| match given.values.get(k).and_then(Json::as_array) {
+        Some(a) => a.iter().filter_map(Json::as_str).map(str::to_owned).collect(),
+        None => q.all(k).into_iter().map(str::to_owned).collect(),
+    };
+    let meta = given.metadata.unwrap_or_else(|| q.family("metadata."));
+    let n = Memories::new(env).forget_all(&filter(&value, meta)?)?;
     Ok(Response::json(200, &json!({ "deleted": n })))
 }
 

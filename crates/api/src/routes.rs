@@ -125,23 +125,66 @@ const fn route(path: &'static str, who: Who, ops: &'static [Op]) -> Route {
     Route { path, who, names: Names::Nothing, writes: Needs::Write, ops }
 }
 
-const MEMORY_FILTER: &[&str] = &["category", "tag", "sessionId"];
+/// The memory filters (`memories::filter`). A name ending in `<key>` is a family of names
+/// (`metadata.<key>`: `metadata.user`, `metadata.plan`, …; `http::Query::family`), which
+/// `docs/openapi.yaml` lists under `x-query-families`.
+const MEMORY_FILTER: &[&str] = &[
+    "category",
+    "tag",
+    "anyTag",
+    "createdAfter",
+    "createdBefore",
+    "updatedAfter",
+    "updatedBefore",
+    "metadata.<key>",
+    "sessionId",
+];
+
+/// `GET /memories`: the filters, then the page.
+const MEMORY_LIST: &[&str] = &[
+    "category",
+    "tag",
+    "anyTag",
+    "createdAfter",
+    "createdBefore",
+    "updatedAfter",
+    "updatedBefore",
+    "metadata.<key>",
+    "sessionId",
+    "limit",
+    "cursor",
+];
+
+/// `GET /memories/search`: the query, the filters, the number of hits.
+const MEMORY_SEARCH: &[&str] = &[
+    "q",
+    "category",
+    "tag",
+    "anyTag",
+    "createdAfter",
+    "createdBefore",
+    "updatedAfter",
+    "updatedBefore",
+    "metadata.<key>",
+    "sessionId",
+    "limit",
+];
 
 /// Every route of the Durable Object.
 pub const ROUTES: &[Route] = &[
     route(
         "/sessions",
         Who::Agent,
-        &[get(now(sessions::list), &["limit", "cursor"]), write(Post, now(sessions::create))],
+        &[get(now(sessions::list), &["limit", "cursor", "metadata.<key>"]), write(Post, now(sessions::create))],
     ),
     route(
         "/sessions/{sid}",
         Who::Session,
-        &[get(now(sessions::get), &[]), write(Patch, now(sessions::rename)), bare(Delete, later(sessions::delete))],
+        &[get(now(sessions::get), &[]), write(Patch, now(sessions::update)), bare(Delete, later(sessions::delete))],
     ),
     route("/sessions/{sid}/fork", Who::Session, &[write(Post, now(sessions::fork))]),
     route("/sessions/{sid}/usage", Who::Session, &[write(Post, now(sessions::usage))]),
-    route("/search", Who::Agent, &[get(later(search::across), &["q", "limit"])]),
+    route("/search", Who::Agent, &[get(later(search::across), &["q", "limit", "metadata.<key>"])]),
     route(
         "/sessions/{sid}/messages",
         Who::Session,
@@ -232,16 +275,12 @@ pub const ROUTES: &[Route] = &[
         "/memories",
         Who::Agent,
         &[
-            get(now(memories::list), &["category", "tag", "sessionId", "limit", "cursor"]),
+            get(now(memories::list), MEMORY_LIST),
             write(Post, later(memories::create)),
             op(Delete, now(memories::delete_all), MEMORY_FILTER, Body::Unread),
         ],
     ),
-    route(
-        "/memories/search",
-        Who::Agent,
-        &[get(later(memories::search), &["q", "category", "tag", "sessionId", "limit"])],
-    ),
+    route("/memories/search", Who::Agent, &[get(later(memories::search), MEMORY_SEARCH)]),
     // A memory id is never "batch" (ids are mem_…), so only POST is routed here.
     route("/memories/batch", Who::Agent, &[write(Post, later(memories::create_all))]),
     route(
@@ -269,7 +308,7 @@ pub const ROUTES: &[Route] = &[
                 body: Body::Read,
                 who: Some(Who::Agent),
             },
-            write(Patch, now(sessions::rename)),
+            write(Patch, now(sessions::update)),
             bare(Delete, later(sessions::delete)),
         ],
     },

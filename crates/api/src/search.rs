@@ -3,6 +3,7 @@
 use super::call::{Answer, Call};
 use super::http::{Query, Response};
 use session_agent_core::error::Result;
+use session_agent_core::metadata;
 use session_agent_core::reads;
 use session_agent_core::store::search::{DEFAULT_LIMIT, MAX_LIMIT};
 
@@ -22,12 +23,14 @@ pub(crate) fn in_session<'c>(c: &'c Call<'c>) -> Answer<'c> {
     })
 }
 
-/// `GET /search?q=&limit=`: every session of the agent; hits carry `sessionId`.
+/// `GET /search?q=&limit=&metadata.<key>=`: every session of the agent (those whose metadata
+/// matches every `metadata.<key>`); hits carry `sessionId`.
 pub(crate) fn across<'c>(c: &'c Call<'c>) -> Answer<'c> {
     Box::pin(async move {
         let env = c.env;
         let _req = c.req;
         let (q, limit) = params(&c.query)?;
-        Ok(Response::json_text(200, reads::search_across(env, &q, limit).await?))
+        let metadata = metadata::Filter::new(c.query.family("metadata."))?;
+        Ok(Response::json_text(200, reads::search_across(env, &q, limit, &metadata).await?))
     })
 }

@@ -5,25 +5,27 @@ use serde_json::{json, Map, Value as Json};
 
 use super::http::{check_name, opt_str, req_str, Response};
 use session_agent_core::error::{Error, Result};
+use session_agent_core::metadata::{self, Metadata};
 use session_agent_core::page::Cursor;
 use session_agent_core::reads;
 use session_agent_core::sql::atomically;
-use session_agent_core::store::sessions::{self, NewSession};
+use session_agent_core::store::sessions::{self, Change, NewSession};
 
-/// `GET /sessions?limit=&cursor=`: newest `updatedAt` first; a page of `limit` (at most 100)
-/// with the `nextCursor` of the page after it (`null` at the end), or every session without
-/// `limit`.
+/// `GET /sessions?limit=&cursor=&metadata.<key>=`: newest `updatedAt` first; a page of `limit`
+/// (at most 100) with the `nextCursor` of the page after it (`null` at the end), or every
+/// session without `limit`; only those whose metadata matches every `metadata.<key>`.
 pub(crate) fn list(c: &Call<'_>) -> Result<Response> {
     let q = &c.query;
     let page = sessions::Page {
         limit: q.int("limit", 1, sessions::MAX_PAGE)?,
         after: q.get("cursor").map(Cursor::parse).transpose()?,
+        metadata: metadata::Filter::new(q.family("metadata."))?,
     };
     let (list, next) = reads::sessions(c.env, &page)?;
     Ok(Response::json(200, &json!({ "sessions": list, "nextCursor": next.map(|c| c.text()) })))
 }
 
-/// `POST /sessions` `{name, parentSessionId?, model?, source?}` → 201.
+/// `POST /sessions` `{name, parentSessionId?, model?, source?, metadata?}` → 201.
 pub(crate) fn create(c: &Call<'_>) -> Result<Response> {
     let env = c.env;
     let req = c.req;
@@ -37,9 +39,18 @@ pub(crate) fn create(c: &Call<'_>) -> Result<Response> {
         parent_session_id: parent,
         model: short_str(&body, "model")?,
         source: short_str(&body, "source")?,
+        metadata: body_metadata(&body)?.unwrap_or_default(),
     };
     let info = atomically(env.sql, || sessions::create(env.sql, &new, &env.now))?;
     Ok(Response::json(201, &info))
+}
+
+/// The body's `metadata`, checked (`null` counts as absent).
+pub(crate) fn body_metadata(body: &Map<String, Json>) -> Result<Option<Metadata>> {
+    match body.get("metadata") {
+        None | Some(Json::Null) => Ok(None),
+        Some(v) => metadata::check("metadata", v).map(Some),
+    }
 }
 
 fn short_str(body: &Map<String, Json>, key: &str) -> Result<Option<String>> {
@@ -56,12 +67,13 @@ pub(crate) fn get(c: &Call<'_>) -> Result<Response> {
     Ok(Response::json(200, &reads::session(s.env, s.id)?))
 }
 
-/// `PATCH /sessions/{sid}` `{name}`.
-pub(crate) fn rename(c: &Call<'_>) -> Result<Response> {
+/// `PATCH /sessions/{sid}` `{name?, metadata?}`: at least one of them.
+pub(crate) fn update(c: &Call<'_>) -> Result<Response> {
     let s = &c.session();
     let req = c.req;
-    let name = req_str(&req.json_object()?, "name")?;
-    let info = atomically(s.env.sql, || sessions::rename(s.env.sql, s.id, &name, &s.env.now))?;
+    let body = req.json_object()?;
+    let change = Change { name: opt_str(&body, "name")?, metadata: body_metadata(&body)? };
+    let info = atomically(s.env.sql, || sessions::update(s.env.sql, s.id, &change, &s.env.now))?;
     Ok(Response::json(200, &info))
 }
 

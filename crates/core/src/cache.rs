@@ -20,6 +20,7 @@ use std::future::Future;
 
 use crate::access::Reach;
 use crate::error::{Result, Warned};
+use crate::metadata;
 use crate::store::history::Overlays;
 
 /// Bytes a cache holds by default: the whole history of a 10,000-message session of about
@@ -48,9 +49,10 @@ pub(crate) enum Key {
     Recent { session: String, before: Option<String>, max_bytes: i64, min_messages: i64 },
     /// A search of `session` for the compiled `query`.
     Search { session: String, limit: i64, query: String },
-    /// A search across the sessions `reach` opens for the compiled `query`: what one token may
-    /// not see is never answered to it from what another read.
-    Across { reach: Reach, limit: i64, query: String },
+    /// A search across the sessions `reach` opens (of those whose metadata matches `metadata`)
+    /// for the compiled `query`: what one token may not see is never answered to it from what
+    /// another read, nor a filtered search from an unfiltered one.
+    Across { reach: Reach, limit: i64, query: String, metadata: metadata::Filter },
     /// The counts of `session` (its messages, its active path).
     Counts { session: String },
 }

@@ -6,8 +6,9 @@
 //! - leaf modules: [`error`], [`sql`], `sqlite` (native only), [`blobs`], [`ids`], [`time`],
 //!   [`js`], [`parts`], [`wire`] (the WebSocket frames, typed), [`tokens`], [`events`], [`access`]
 //!   (the token revocation time), [`cache`] (texts kept between writes), [`page`] (cursors of
-//!   newest-first pages), [`table`] (a kind of row as data), [`query`] (user text → the terms of
-//!   a safe FTS5 query) and `rank` (FTS5 rows ranked for a query at a bounded cost);
+//!   newest-first pages), [`table`] (a kind of row as data), [`metadata`] (a caller's flat JSON
+//!   object on sessions and memories, and the filters by it), [`query`] (user text → the terms
+//!   of a safe FTS5 query) and `rank` (FTS5 rows ranked for a query at a bounded cost);
 //! - [`store`]: the message store of one agent (schema, messages, trees, oversize fields in
 //!   R2, compaction overlays, history, estimates, sessions, search);
 //! - [`config`]: `SESSION_CONFIG` and the policies it carries;
@@ -38,6 +39,7 @@ pub mod ids;
 pub mod js;
 pub mod llm;
 pub mod memory;
+pub mod metadata;
 pub mod page;
 pub mod parts;
 pub mod query;

@@ -12,6 +12,7 @@ use serde::Serialize;
 use crate::cache::{Key, Read, Version};
 use crate::env::Env;
 use crate::error::{Error, Result};
+use crate::metadata;
 use crate::page::Cursor;
 use crate::query;
 use crate::session::Session;
@@ -29,14 +30,14 @@ pub async fn search_in_session(session: &Session<'_>, query: &str, limit: i64) -
     Ok(session.kept(key, session.version()?, read).await?.value)
 }
 
-/// The answer `{"results": […]}` to a search of every session of the agent of `env`
-/// (`search::across_sessions`). Its version is [`Sql::changes`](crate::sql::Sql::changes):
-/// any row written.
-pub async fn search_across(env: &Env<'_>, query: &str, limit: i64) -> Result<String> {
+/// The answer `{"results": […]}` to a search of every session of the agent of `env` whose
+/// metadata matches `metadata` (`search::across_sessions`). Its version is
+/// [`Sql::changes`](crate::sql::Sql::changes): any row written (a session's metadata too).
+pub async fn search_across(env: &Env<'_>, query: &str, limit: i64, metadata: &metadata::Filter) -> Result<String> {
     let Some(compiled) = query::compile(query) else { return answer(&[]) };
-    let key = Key::Across { reach: env.reach.clone(), limit, query: compiled.fts() };
+    let key = Key::Across { reach: env.reach.clone(), limit, query: compiled.fts(), metadata: metadata.clone() };
     let read = || async {
-        Ok(Read::text(answer(&search::across_sessions(env.sql, &compiled, limit, &env.reach)?)?, Vec::new()))
+        Ok(Read::text(answer(&search::across_sessions(env.sql, &compiled, limit, &env.reach, metadata)?)?, Vec::new()))
     };
     let now = || Ok(Version { newest: env.sql.changes(), writes: 0 });
     Ok(env.cache.kept(key, now()?, now, read).await?.value)

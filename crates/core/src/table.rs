@@ -7,6 +7,7 @@
 use serde_json::{Map, Value as Json};
 
 use crate::error::{Error, Result};
+use crate::metadata;
 use crate::sql::{Row, Sql, Value};
 use crate::time::{iso_millis, parse_iso};
 
@@ -29,6 +30,10 @@ pub(crate) enum Ty {
     /// JSON text in the column, the JSON value itself in an export.
     Json,
     OptJson,
+    /// A `metadata` object ([`crate::metadata`]): JSON text in the column, the object in an
+    /// export. An import checks it as the API does; left out (an export written before
+    /// metadata existed) or `null`, it is `{}`.
+    Meta,
 }
 
 /// One field: its JSON name, its column, its type.
@@ -86,7 +91,7 @@ impl Table {
                 (Int, _) => Json::from(r.int(i)?),
                 (Bool, _) => Json::Bool(r.int(i)? != 0),
                 (Real | OptReal, _) => serde_json::Number::from_f64(r.real(i)?).map_or(Json::Null, Json::Number),
-                (Json | OptJson, _) => serde_json::from_str(&r.text(i)?).map_err(|e| {
+                (Json | OptJson | Meta, _) => serde_json::from_str(&r.text(i)?).map_err(|e| {
                     Error::internal(format!("a stored {} is not readable", self.kind))
                         .with_log(format!("{}.{field}: stored JSON: {e}", self.table))
                 })?,
@@ -129,6 +134,7 @@ impl Table {
                     (Bool, Json::Bool(b)) => Value::Int(i64::from(*b)),
                     (Bool, _) => return Err(bad(field, "true or false")),
                     (Json | OptJson, v) if !v.is_null() => Value::Text(v.to_string()),
+                    (Meta, v) => Value::Text(metadata::text(&metadata::check(&format!("{at}: {field}"), v)?)),
                     (_, _) => return Err(bad(field, "a string")),
                 })
             })

@@ -505,7 +505,7 @@ fn search_context_run(ctx: &Context<'_>, blocks: &[Block], input: &Map<String, J
 /// sessions within the request's reach.
 fn history_search(ctx: &Context<'_>, query: &str) -> Result<Option<String>> {
     let Some(query) = compile(query) else { return Ok(None) };
-    let hits = across_sessions(ctx.sql, &query, SESSION_SEARCH_LIMIT, ctx.reach)?;
+    let hits = across_sessions(ctx.sql, &query, SESSION_SEARCH_LIMIT, ctx.reach, &Default::default())?;
     if hits.is_empty() {
         return Ok(None);
     }

@@ -262,6 +262,7 @@ async fn apply(
                 content: text,
                 category: Category::Core,
                 tags: f.tags.clone(),
+                metadata: Default::default(),
                 score: Some(f.score),
                 session_id: Some(session.to_owned()),
                 message_id: Some(x.user_id.clone()).filter(|id| !id.is_empty()),

@@ -22,7 +22,7 @@ use serde::Serialize;
 use std::collections::HashMap;
 
 use super::embed::{cosine, decode};
-use super::store::{columns, filter_sql, from_row, Filter, Memory};
+use super::store::{columns, filter_sql, from_row, Filter, Memory, WIDTH};
 use crate::error::Result;
 use crate::query::{self, Query as Words};
 use crate::rank::{self, Index, Rows, Scope, Unmatched};
@@ -221,7 +221,7 @@ fn vector_candidates(sql: &dyn Sql, filter: &Filter, v: &[f32], now: &str) -> Re
     );
     let mut scored = Vec::new();
     for r in sql.query(&q, &params)? {
-        let Some(Value::Blob(b)) = r.0.get(13) else { continue };
+        let Some(Value::Blob(b)) = r.0.get(WIDTH) else { continue };
         let s = cosine(v, &decode(b));
         if s >= MIN_SIMILARITY {
             scored.push((from_row(&r, 0)?, s));

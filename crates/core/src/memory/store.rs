@@ -10,6 +10,7 @@ use crate::access::Reach;
 use crate::config::MemoryConfig;
 use crate::error::{Error, ErrorKind, Result};
 use crate::ids::new_id;
+use crate::metadata::{self, Metadata};
 use crate::page::Cursor;
 use crate::sql::{Row, Sql, Value};
 use crate::table::{Col, Table, Ty};
@@ -42,6 +43,8 @@ pub struct Memory {
     pub(crate) content: String,
     pub(crate) category: Category,
     pub(crate) tags: Vec<String>,
+    /// The caller's own facts about it (`core::metadata`); `{}` when none.
+    pub(crate) metadata: Metadata,
     pub(crate) score: Option<f64>,
     pub(crate) source: Option<Source>,
     pub(crate) created_at: String,
@@ -57,6 +60,8 @@ pub struct NewMemory {
     pub content: String,
     pub category: Category,
     pub tags: Vec<String>,
+    /// Checked again when stored ([`metadata::check`]).
+    pub metadata: Metadata,
     pub score: Option<f64>,
     pub session_id: Option<String>,
     pub message_id: Option<String>,
@@ -70,19 +75,67 @@ pub struct NewMemory {
 pub struct Patch {
     pub content: Option<String>,
     pub tags: Option<Vec<String>>,
+    /// Replaces the stored metadata (`{}` clears it).
+    pub metadata: Option<Metadata>,
     pub score: Option<Option<f64>>,
     pub category: Option<Category>,
     pub expires_at: Option<Option<String>>,
 }
 
-/// Which memories a list, a recall or a `forgetAll` is about.
+/// Which memories a list, a recall or a `forgetAll` is about: every condition set must hold.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Filter {
-    pub category: Option<Category>,
-    pub tag: Option<String>,
+    /// One of these categories (any without one).
+    pub categories: Vec<Category>,
+    /// Every one of these tags (compared exactly with the stored, trimmed tags).
+    pub tags: Vec<String>,
+    /// At least one of these tags (no condition when empty).
+    pub any_tags: Vec<String>,
+    /// `createdAt` within these bounds.
+    pub created: Span,
+    /// `updatedAt` within these bounds.
+    pub updated: Span,
+    /// `metadata.<key>=<value>`, each.
+    pub metadata: metadata::Filter,
     pub session_id: Option<String>,
     /// Whose `conversation` memories may be seen: those of these sessions only, or all.
     pub reach: Reach,
+}
+
+/// Times strictly after `after` and strictly before `before` (each ISO-8601 with milliseconds,
+/// as stored: see [`Span::bound`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Span {
+    pub after: Option<String>,
+    pub before: Option<String>,
+}
+
+impl Span {
+    /// A bound as a filter gives it (`name` for errors): an ISO-8601 UTC timestamp as
+    /// `expiresAt` takes it, or a date `YYYY-MM-DD` (its midnight, UTC). Normalized to
+    /// milliseconds, so it compares with the stored times as text.
+    pub fn bound(name: &str, text: &str) -> Result<String> {
+        let t = text.trim();
+        let ms = match t.len() {
+            10 => parse_iso(&format!("{t}T00:00:00Z")),
+            _ => parse_iso(t),
+        };
+        ms.map(iso_millis).ok_or_else(|| {
+            Error::invalid(format!(
+                "{name} must be an ISO-8601 UTC timestamp like 2026-11-22T11:00:00.000Z or a date like 2026-11-22 (got {:?})",
+                t.chars().take(40).collect::<String>()
+            ))
+        })
+    }
+
+    fn conditions(&self, column: &str, cond: &mut Vec<String>, params: &mut Vec<Value>) {
+        for (bound, op) in [(&self.after, '>'), (&self.before, '<')] {
+            if let Some(at) = bound {
+                cond.push(format!("{column} {op} ?"));
+                params.push(at.as_str().into());
+            }
+        }
+    }
 }
 
 /// Whether `m` is within `reach`: a `conversation` memory belongs to its session.
@@ -102,6 +155,7 @@ pub enum Stored {
 pub struct Version {
     pub(crate) content: String,
     pub(crate) tags: Vec<String>,
+    pub(crate) metadata: Metadata,
     pub(crate) score: Option<f64>,
     pub(crate) category: Category,
     pub(crate) at: String,
@@ -144,6 +198,11 @@ pub(crate) fn check_tags(tags: &[String]) -> Result<Vec<String>> {
         }
     }
     Ok(out)
+}
+
+/// Checks metadata given as a map (a caller of the core may have built it by hand).
+fn check_metadata(m: &Metadata) -> Result<Metadata> {
+    metadata::check("metadata", &Json::Object(m.clone()))
 }
 
 /// Checks a score: a number in [0, 1].
@@ -192,6 +251,7 @@ pub(crate) const ROW: Table = Table {
         Col("content", "content", Ty::Text),
         Col("category", "category", Ty::Text),
         Col("tags", "tags", Ty::Json),
+        Col("metadata", "metadata", Ty::Meta),
         Col("score", "score", Ty::OptReal),
         Col("sessionId", "session_id", Ty::OptText),
         Col("messageId", "message_id", Ty::OptText),
@@ -202,6 +262,9 @@ pub(crate) const ROW: Table = Table {
         Col("recallCount", "recall_count", Ty::Int),
     ],
 };
+
+/// How many columns [`columns`] selects: what a read that selects more finds after them.
+pub(crate) const WIDTH: usize = ROW.cols.len() + 1;
 
 /// The columns every read of memories selects: `seq`, then [`ROW`]'s, on alias `alias`.
 pub(crate) fn columns(alias: &str) -> String {
@@ -230,6 +293,7 @@ pub(crate) fn from_row(r: &Row, at: usize) -> Result<Memory> {
         content: r.text(col("content"))?,
         category,
         tags,
+        metadata: metadata::read(&r.text(col("metadata"))?),
         score: match r.0.get(col("score")) {
             Some(Value::Null) | None => None,
             _ => Some(r.real(col("score"))?),
@@ -337,6 +401,7 @@ pub(crate) fn remember(
 ) -> Result<(Memory, Stored)> {
     check_new(new, now)?;
     let tags = check_tags(&new.tags)?;
+    let meta = check_metadata(&new.metadata)?;
     let norm = normalize(&new.content);
     let key = Key { category: new.category, norm: &norm, session: new.session_id.as_deref() };
     if let Some(old) = live_duplicate(sql, &key, now)? {
@@ -350,8 +415,24 @@ pub(crate) fn remember(
             (a, b) => a.or(b),
         };
         let expires_at = new.expires_at.as_deref().map(|e| check_expiry(e, now)).transpose()?;
-        let patch =
-            Patch { tags: Some(merged), score: Some(score), expires_at: expires_at.map(Some), ..Patch::default() };
+        // The request's keys over the stored ones.
+        let mut merged_meta = old.metadata.clone();
+        merged_meta.extend(meta);
+        if merged_meta.len() > metadata::MAX_KEYS {
+            return Err(Error::invalid(format!(
+                "memory {} already says this; merged, its metadata would hold {} keys (at most {})",
+                old.id,
+                merged_meta.len(),
+                metadata::MAX_KEYS
+            )));
+        }
+        let patch = Patch {
+            tags: Some(merged),
+            metadata: Some(merged_meta),
+            score: Some(score),
+            expires_at: expires_at.map(Some),
+            ..Patch::default()
+        };
         return Ok((patch_memory(sql, &old, &patch, by, now, embed)?, Stored::Merged));
     }
     if count(sql)? >= cfg.max_memories {
@@ -375,15 +456,16 @@ pub(crate) fn remember(
     let id = format!("mem_{}", new_id()?);
     let row = sql
         .query_row(
-            "INSERT INTO memories (id, content, norm, category, tags, score, session_id, message_id, created_at,
-               updated_at, expires_at, unembedded)
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq",
+            "INSERT INTO memories (id, content, norm, category, tags, metadata, score, session_id, message_id,
+               created_at, updated_at, expires_at, unembedded)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq",
             &[
                 id.as_str().into(),
                 new.content.as_str().into(),
                 norm.into(),
                 new.category.as_str().into(),
                 tags_json(&tags).into(),
+                metadata::text(&meta).into(),
                 new.score.into(),
                 new.session_id.clone().into(),
                 new.message_id.clone().into(),
@@ -416,11 +498,13 @@ pub(crate) fn index(sql: &dyn Sql, seq: i64, content: &str, tags: &[String]) -> 
 
 fn version(sql: &dyn Sql, m: &Memory, by: By, now: &str) -> Result<()> {
     sql.execute(
-        "INSERT INTO memory_versions (memory_id, content, tags, score, category, at, by) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        "INSERT INTO memory_versions (memory_id, content, tags, metadata, score, category, at, by)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
         &[
             m.id.as_str().into(),
             m.content.as_str().into(),
             tags_json(&m.tags).into(),
+            metadata::text(&m.metadata).into(),
             m.score.into(),
             m.category.as_str().into(),
             now.into(),
@@ -460,6 +544,9 @@ pub(crate) fn patch(
     if let Some(t) = &patch.tags {
         patch.tags = Some(check_tags(t)?);
     }
+    if let Some(m) = &patch.metadata {
+        patch.metadata = Some(check_metadata(m)?);
+    }
     patch_memory(sql, &old, &patch, by, now, embed)
 }
 
@@ -473,18 +560,20 @@ fn patch_memory(sql: &dyn Sql, old: &Memory, p: &Patch, by: By, now: &str, embed
     }
     drop_expired(sql, &key, now, old.seq)?;
     let tags = p.tags.clone().unwrap_or_else(|| old.tags.clone());
+    let meta = p.metadata.as_ref().unwrap_or(&old.metadata);
     let score = p.score.unwrap_or(old.score);
     let expires_at = p.expires_at.clone().unwrap_or_else(|| old.expires_at.clone());
     let text_changed = content != old.content;
     sql.execute(
-        "UPDATE memories SET content = ?, norm = ?, category = ?, tags = ?, score = ?, expires_at = ?, updated_at = ?,
-           unembedded = CASE WHEN ? THEN 1 ELSE unembedded END
+        "UPDATE memories SET content = ?, norm = ?, category = ?, tags = ?, metadata = ?, score = ?, expires_at = ?,
+           updated_at = ?, unembedded = CASE WHEN ? THEN 1 ELSE unembedded END
          WHERE seq = ?",
         &[
             content.as_str().into(),
             norm.into(),
             category.as_str().into(),
             tags_json(&tags).into(),
+            metadata::text(meta).into(),
             score.into(),
             expires_at.into(),
             now.into(),
@@ -505,21 +594,33 @@ fn patch_memory(sql: &dyn Sql, old: &Memory, p: &Patch, by: By, now: &str, embed
 pub(crate) fn filter_sql(filter: &Filter, now: &str) -> (String, Vec<Value>) {
     let mut cond = vec![LIVE.to_owned()];
     let mut params: Vec<Value> = vec![now.into()];
-    if let Some(c) = filter.category {
-        cond.push("m.category = ?".into());
-        params.push(c.as_str().into());
+    let marks = |n: usize| vec!["?"; n].join(", ");
+    if !filter.categories.is_empty() {
+        cond.push(format!("m.category IN ({})", marks(filter.categories.len())));
+        params.extend(filter.categories.iter().map(|c| Value::from(c.as_str())));
     }
-    if let Some(t) = &filter.tag {
+    for t in &filter.tags {
         cond.push("EXISTS (SELECT 1 FROM json_each(m.tags) WHERE json_each.value = ?)".into());
         params.push(t.as_str().into());
     }
+    if !filter.any_tags.is_empty() {
+        cond.push(format!(
+            "EXISTS (SELECT 1 FROM json_each(m.tags) WHERE json_each.value IN ({}))",
+            marks(filter.any_tags.len())
+        ));
+        params.extend(filter.any_tags.iter().map(|t| Value::from(t.as_str())));
+    }
+    filter.created.conditions("m.created_at", &mut cond, &mut params);
+    filter.updated.conditions("m.updated_at", &mut cond, &mut params);
+    let (meta, values) = filter.metadata.conditions("m.metadata");
+    cond.extend(meta);
+    params.extend(values);
     if let Some(s) = &filter.session_id {
         cond.push("m.session_id = ?".into());
         params.push(s.as_str().into());
     }
     if let Reach::Sessions(list) = &filter.reach {
-        let marks = vec!["?"; list.len()].join(", ");
-        cond.push(format!("(m.category <> 'conversation' OR m.session_id IN ({marks}))"));
+        cond.push(format!("(m.category <> 'conversation' OR m.session_id IN ({}))", marks(list.len())));
         params.extend(list.iter().map(|s| Value::from(s.as_str())));
     }
     (cond.join(" AND "), params)
@@ -566,7 +667,7 @@ pub fn history(sql: &dyn Sql, id: &str, now: &str) -> Result<Option<Vec<Version>
         return Ok(None);
     }
     let rows = sql.query(
-        "SELECT content, tags, score, category, at, by FROM memory_versions WHERE memory_id = ? ORDER BY seq",
+        "SELECT content, tags, score, category, at, by, metadata FROM memory_versions WHERE memory_id = ? ORDER BY seq",
         &[id.into()],
     )?;
     let versions = rows
@@ -575,6 +676,7 @@ pub fn history(sql: &dyn Sql, id: &str, now: &str) -> Result<Option<Vec<Version>
             Ok(Version {
                 content: r.text(0)?,
                 tags: serde_json::from_str(&r.text(1)?).unwrap_or_default(),
+                metadata: metadata::read(&r.text(6)?),
                 score: match r.0.get(2) {
                     Some(Value::Null) | None => None,
                     _ => Some(r.real(2)?),

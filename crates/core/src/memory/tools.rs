@@ -143,6 +143,7 @@ async fn store(memories: &Memories<'_>, session: &str, input: &Map<String, Json>
         content: content.trim().to_owned(),
         category,
         tags,
+        metadata: Default::default(),
         score: None,
         session_id: Some(session.to_owned()),
         message_id: None,
@@ -164,7 +165,11 @@ async fn recall(memories: &Memories<'_>, input: &Map<String, Json>) -> Result<Ra
             .filter(|n| (1..=MAX_LIMIT).contains(n))
             .ok_or_else(|| Error::invalid(format!("input.limit must be an integer from 1 to {MAX_LIMIT}")))?,
     };
-    let q = Query { text: query.to_owned(), filter: Filter { category: category(input)?, ..Filter::default() }, limit };
+    let q = Query {
+        text: query.to_owned(),
+        filter: Filter { categories: category(input)?.into_iter().collect(), ..Filter::default() },
+        limit,
+    };
     let hits = memories.recall(&q).await?;
     if hits.is_empty() {
         return Ok(Ran::read("No memories found.".to_owned()));

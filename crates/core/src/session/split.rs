@@ -22,7 +22,7 @@ impl Session<'_> {
     /// Splits the session: the summary is `summary` when given, else the one a compaction of the
     /// latest branch writes now (or, with nothing left to compact, the session's newest
     /// overlay). The session gets `endReason: "split"`; a new session (`parentSessionId` = this
-    /// one, same model and source, named `name` or as this one) starts with one assistant
+    /// one, same model, source and metadata, named `name` or as this one) starts with one assistant
     /// message holding the summary. `conflict` when there is no summary to start from.
     pub async fn split(&self, name: Option<&str>, summary: Option<String>) -> Result<SessionInfo> {
         let e = self.env;
@@ -52,6 +52,7 @@ impl Session<'_> {
                 parent_session_id: Some(self.id.to_owned()),
                 model: old.model.clone(),
                 source: old.source.clone(),
+                metadata: old.metadata.clone(),
             };
             let info = sessions::create(e.sql, &new, &e.now)?;
             Tree::new(e.sql, &info.id).append(&msg, &Parent::Root, &e.now)?;

@@ -8,6 +8,7 @@ use serde::Serialize;
 
 use crate::access::Reach;
 use crate::error::{Error, Result};
+use crate::metadata;
 use crate::query::Query;
 use crate::rank::{rank, Index, Ranked, Scope, Unmatched};
 use crate::sql::{Sql, Value};
@@ -46,10 +47,31 @@ pub(crate) fn in_session(sql: &dyn Sql, session: &str, query: &Query, limit: i64
     hits(sql, &ranked, "m.session_id = ?2", &[session.into()], HitSession::Omitted)
 }
 
-/// Searches every session of the agent within `reach`, best match first; hits carry their
-/// session id. A reach of some sessions asks for their tokens beside the words (as
-/// [`in_session`] does for one), and the hits keep to them too.
-pub(crate) fn across_sessions(sql: &dyn Sql, query: &Query, limit: i64, reach: &Reach) -> Result<Vec<Hit>> {
+/// Searches every session of the agent within `reach` whose metadata matches `metadata`, best
+/// match first; hits carry their session id. A reach of some sessions asks for their tokens
+/// beside the words (as [`in_session`] does for one), and the hits keep to them too; a metadata
+/// filter is the reach of the sessions it selects.
+pub(crate) fn across_sessions(
+    sql: &dyn Sql,
+    query: &Query,
+    limit: i64,
+    reach: &Reach,
+    metadata: &metadata::Filter,
+) -> Result<Vec<Hit>> {
+    let narrowed;
+    let reach = match metadata.is_empty() {
+        true => reach,
+        false => {
+            let (conds, params) = metadata.conditions("s.metadata");
+            let rows = sql.query(&format!("SELECT s.id FROM sessions s WHERE {}", conds.join(" AND ")), &params)?;
+            let mut ids: Vec<String> = rows.iter().map(|r| r.text(0)).collect::<Result<_>>()?;
+            if let Reach::Sessions(list) = reach {
+                ids.retain(|id| list.contains(id));
+            }
+            narrowed = Reach::Sessions(ids);
+            &narrowed
+        }
+    };
     let limit = limit.max(0) as usize;
     match reach {
         Reach::All => {

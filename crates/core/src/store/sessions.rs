@@ -6,6 +6,7 @@ use serde_json::Value as Json;
 use crate::cache::Version;
 use crate::error::{Error, Result};
 use crate::ids::new_id;
+use crate::metadata::{self, Metadata};
 use crate::page::Cursor;
 use crate::sql::{Row, Sql, Value};
 use crate::store::message::{indexed_text, NewMessage};
@@ -26,6 +27,8 @@ pub struct SessionInfo {
     pub(crate) parent_session_id: Option<String>,
     pub model: Option<String>,
     pub(crate) source: Option<String>,
+    /// The caller's own facts about it (`core::metadata`); `{}` when none.
+    pub(crate) metadata: Metadata,
     pub(crate) input_tokens: i64,
     pub(crate) output_tokens: i64,
     pub(crate) estimated_cost: f64,
@@ -46,20 +49,29 @@ pub struct NewSession {
     pub parent_session_id: Option<String>,
     pub model: Option<String>,
     pub source: Option<String>,
+    /// Checked again when stored ([`metadata::check`]).
+    pub metadata: Metadata,
 }
 
-/// The columns of [`SessionInfo`] but its counts, and the session's version, which moves
-/// whenever the counts may have.
+/// A change to a session (`PATCH /sessions/{sid}`): each field set replaces the stored one.
+#[derive(Clone, Debug, Default)]
+pub struct Change {
+    pub name: Option<String>,
+    pub metadata: Option<Metadata>,
+}
+
+/// The columns of [`SessionInfo`] but its counts, and the session's version (12 and 13), which
+/// moves whenever the counts may have.
 fn select() -> String {
     format!(
         "SELECT s.id, s.name, s.parent_session_id, s.model, s.source, s.input_tokens,
-                s.output_tokens, s.estimated_cost, s.end_reason, s.created_at, s.updated_at, {}
+                s.output_tokens, s.estimated_cost, s.end_reason, s.created_at, s.updated_at, s.metadata, {}
            FROM sessions s",
         version_columns("s.id")
     )
 }
 
-/// [`select`] with the update order as its last column (13), for the list's cursor.
+/// [`select`] with the update order as its last column (14), for the list's cursor.
 fn select_with_touch() -> String {
     select().replacen(" FROM sessions s", ", s.touch_seq FROM sessions s", 1)
 }
@@ -104,13 +116,14 @@ pub(crate) fn counts(sql: &dyn Sql, id: &str) -> Result<Counts> {
 
 fn info(r: &Row, counts: CountsOf) -> Result<SessionInfo> {
     let id = r.text(0)?;
-    let c = counts(&id, Version { newest: r.int(11)? as u64, writes: r.int(12)? as u64 })?;
+    let c = counts(&id, Version { newest: r.int(12)? as u64, writes: r.int(13)? as u64 })?;
     Ok(SessionInfo {
         id,
         name: r.text(1)?,
         parent_session_id: r.opt_text(2)?,
         model: r.opt_text(3)?,
         source: r.opt_text(4)?,
+        metadata: metadata::read(&r.text(11)?),
         input_tokens: r.int(5)?,
         output_tokens: r.int(6)?,
         estimated_cost: r.real(7)?,
@@ -146,16 +159,16 @@ pub(crate) fn require(sql: &dyn Sql, id: &str) -> Result<SessionInfo> {
     get(sql, id)?.ok_or_else(|| Error::not_found(format!("session {id} not found")))
 }
 
-/// Every session, most recently updated first (ties: the later update first), with its counts
-/// from `counts_of`.
+/// Every session `page.metadata` selects, most recently updated first (ties: the later update
+/// first), with its counts from `counts_of`.
 pub(crate) fn list_with(sql: &dyn Sql, counts_of: CountsOf, page: &Page) -> Result<(Vec<SessionInfo>, Option<Cursor>)> {
-    let (cond, mut params) = match &page.after {
-        Some(c) => {
-            let (cond, values) = c.after("s.updated_at", "s.touch_seq");
-            (format!(" WHERE {cond}"), values)
-        }
-        None => (String::new(), Vec::new()),
-    };
+    let (mut conds, mut params) = page.metadata.conditions("s.metadata");
+    if let Some(c) = &page.after {
+        let (cond, values) = c.after("s.updated_at", "s.touch_seq");
+        conds.push(cond);
+        params.extend(values);
+    }
+    let cond = if conds.is_empty() { String::new() } else { format!(" WHERE {}", conds.join(" AND ")) };
     let limit = match page.limit {
         Some(n) => {
             params.push(Value::Int(n + 1));
@@ -168,18 +181,19 @@ pub(crate) fn list_with(sql: &dyn Sql, counts_of: CountsOf, page: &Page) -> Resu
     let more = page.limit.is_some_and(|n| rows.len() as i64 > n);
     let rows = &rows[..page.limit.map_or(rows.len(), |n| rows.len().min(n as usize))];
     let next = match (more, rows.last()) {
-        (true, Some(last)) => Some(Cursor { at: last.text(10)?, seq: last.int(13)? }),
+        (true, Some(last)) => Some(Cursor { at: last.text(10)?, seq: last.int(14)? }),
         _ => None,
     };
     Ok((rows.iter().map(|r| info(r, counts_of)).collect::<Result<_>>()?, next))
 }
 
 /// A page of the sessions list: at most `limit` sessions (all of them without one), after the
-/// session `after` ended the page before.
+/// session `after` ended the page before, of those whose metadata matches `metadata`.
 #[derive(Clone, Debug, Default)]
 pub struct Page {
     pub limit: Option<i64>,
     pub after: Option<Cursor>,
+    pub metadata: metadata::Filter,
 }
 
 /// Largest page of `GET /sessions`.
@@ -197,8 +211,9 @@ pub(crate) fn next_touch(sql: &dyn Sql) -> Result<i64> {
 fn insert(sql: &dyn Sql, id: &str, s: &NewSession, now: &str) -> Result<()> {
     sql.execute(
         &format!(
-            "INSERT INTO sessions (id, name, parent_session_id, model, source, created_at, updated_at, touch_seq)
-             VALUES (?, ?, ?, ?, ?, ?, ?, {NEXT_TOUCH})"
+            "INSERT INTO sessions (id, name, parent_session_id, model, source, metadata, created_at, updated_at,
+               touch_seq)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, {NEXT_TOUCH})"
         ),
         &[
             id.into(),
@@ -206,6 +221,7 @@ fn insert(sql: &dyn Sql, id: &str, s: &NewSession, now: &str) -> Result<()> {
             s.parent_session_id.clone().into(),
             s.model.clone().into(),
             s.source.clone().into(),
+            metadata::text(&s.metadata).into(),
             now.into(),
             now.into(),
         ],
@@ -215,9 +231,15 @@ fn insert(sql: &dyn Sql, id: &str, s: &NewSession, now: &str) -> Result<()> {
 /// Registers a new session under a fresh id.
 pub fn create(sql: &dyn Sql, s: &NewSession, now: &str) -> Result<SessionInfo> {
     check_name(&s.name)?;
+    let s = NewSession { metadata: check_metadata(&s.metadata)?, ..s.clone() };
     let id = new_id()?;
-    insert(sql, &id, s, now)?;
+    insert(sql, &id, &s, now)?;
     require(sql, &id)
+}
+
+/// Checks metadata given as a map (a caller of the core may have built it by hand).
+fn check_metadata(m: &Metadata) -> Result<Metadata> {
+    metadata::check("metadata", &Json::Object(m.clone()))
 }
 
 /// Registers `id` with `name = id` if no session has that id yet (every write does this).
@@ -240,11 +262,23 @@ pub(crate) fn touch(sql: &dyn Sql, id: &str, now: &str) -> Result<()> {
     )
 }
 
-/// Renames a session (`not_found` when unknown).
-pub fn rename(sql: &dyn Sql, id: &str, name: &str, now: &str) -> Result<SessionInfo> {
-    check_name(name)?;
+/// Renames a session, replaces its metadata, or both (`not_found` when unknown; `invalid_request`
+/// when the change sets neither).
+pub fn update(sql: &dyn Sql, id: &str, change: &Change, now: &str) -> Result<SessionInfo> {
+    if change.name.is_none() && change.metadata.is_none() {
+        return Err(Error::invalid("give the session's new name, its new metadata, or both"));
+    }
+    if let Some(name) = &change.name {
+        check_name(name)?;
+    }
+    let meta = change.metadata.as_ref().map(check_metadata).transpose()?;
     require(sql, id)?;
-    sql.execute("UPDATE sessions SET name = ? WHERE id = ?", &[name.into(), id.into()])?;
+    if let Some(name) = &change.name {
+        sql.execute("UPDATE sessions SET name = ? WHERE id = ?", &[name.as_str().into(), id.into()])?;
+    }
+    if let Some(m) = &meta {
+        sql.execute("UPDATE sessions SET metadata = ? WHERE id = ?", &[metadata::text(m).into(), id.into()])?;
+    }
     touch(sql, id, now)?;
     require(sql, id)
 }
@@ -294,8 +328,8 @@ pub fn add_usage(sql: &dyn Sql, id: &str, input: i64, output: i64, cost: f64, no
     require(sql, id)
 }
 
-/// Copies the path from the root to `at` into a new session (child of `id`, same model and
-/// source) with fresh message ids, together with the overlays that lie wholly on that path, so
+/// Copies the path from the root to `at` into a new session (child of `id`, same model, source
+/// and metadata) with fresh message ids, together with the overlays that lie wholly on that path, so
 /// the fork reads exactly as the original did at `at`. Run inside a transaction.
 pub fn fork(sql: &dyn Sql, id: &str, at: &str, name: Option<&str>, now: &str) -> Result<SessionInfo> {
     let source = require(sql, id)?;
@@ -311,6 +345,7 @@ pub fn fork(sql: &dyn Sql, id: &str, at: &str, name: Option<&str>, now: &str) ->
             parent_session_id: Some(id.to_owned()),
             model: source.model.clone(),
             source: source.source.clone(),
+            metadata: source.metadata.clone(),
         },
         now,
     )?;

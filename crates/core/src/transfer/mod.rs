@@ -1,4 +1,4 @@
-//! Taking an agent's data out and putting it back: the export format (`session-agent/1`), one
+//! Taking an agent's data out and putting it back: the export format (`session-agent/2`), one
 //! session's export and import, the whole agent's (NDJSON, streamed), and the erase.
 //!
 //! The format names what is stored, not how: every row that is the agent's data (sessions,
@@ -32,8 +32,13 @@ pub struct Counts {
     pub(crate) skills: usize,
 }
 
-/// The format this build writes and reads. An export names it in its first record.
-pub(crate) const FORMAT: &str = "session-agent/1";
+/// The format this build writes. An export names it in its first record. Version 2 added
+/// `metadata` to session, memory and memoryVersion records.
+pub(crate) const FORMAT: &str = "session-agent/2";
+
+/// The earlier format this build still reads: version 1, the same records without `metadata`
+/// (which then is `{}`).
+const FORMAT_1: &str = "session-agent/1";
 
 /// The format's name without its version.
 const FORMAT_NAME: &str = "session-agent/";
@@ -42,12 +47,14 @@ const FORMAT_NAME: &str = "session-agent/";
 pub(crate) fn check_format(format: Option<&str>) -> crate::error::Result<()> {
     use crate::error::Error;
     match format {
-        Some(FORMAT) => Ok(()),
+        Some(FORMAT | FORMAT_1) => Ok(()),
         Some(f) => match f.strip_prefix(FORMAT_NAME).and_then(|v| v.parse::<u32>().ok()) {
-            Some(v) if v > 1 => Err(Error::invalid(format!(
+            Some(v) if v > 2 => Err(Error::invalid(format!(
                 "this export has format {f:?}, newer than this service reads ({FORMAT}): update the service first"
             ))),
-            _ => Err(Error::invalid(format!("unknown export format {f:?} (this service reads {FORMAT})"))),
+            _ => {
+                Err(Error::invalid(format!("unknown export format {f:?} (this service reads {FORMAT_1} and {FORMAT})")))
+            }
         },
         None => Err(Error::invalid(format!("not an export: the format field ({FORMAT:?}) is missing"))),
     }
