@@ -6,6 +6,8 @@
 //   BENCH_PATHS         path lengths of the history part (default 100,1000,10000)
 //   BENCH_DEPTHS        path depths of the appends with compaction configured (default 10,1000,10000)
 //   BENCH_MEMORY=0      skip bench/memory.mjs, long-term memory (its own options: at its top)
+//   BENCH_VALIDITY=0    skip bench/validity.mjs: outdated facts above their corrections, with and
+//                       without supersedes, with the real embedding model and without
 //   BENCH_CONVERSATIONS=0  skip bench/conversations.mjs: history search and memory recall with
 //                       plain questions over long multi-session conversations, beside a BM25 (OR)
 //                       baseline (its own options, BENCH_CONV_COUNT, BENCH_CONV_EMBEDDINGS, …: at its top)
@@ -170,5 +172,6 @@ try {
 if (process.env.BENCH_READS !== "0") await import("./reads.mjs"); // reads against the floor: bench/reads.mjs
 if (process.env.BENCH_MEMORY !== "0") await import("./memory.mjs"); // long-term memory: bench/memory.mjs
 if (process.env.BENCH_CONVERSATIONS !== "0") await import("./conversations.mjs"); // retrieval over long conversations: bench/conversations.mjs
+if (process.env.BENCH_VALIDITY !== "0") await import("./validity.mjs"); // what holds now: bench/validity.mjs
 if (process.env.BENCH_TRANSFER !== "0") await import("./transfer.mjs"); // export / import, tokens: bench/transfer.mjs
 if (process.env.BENCH_CLIENTS !== "0") await import("./clients.mjs"); // useChat's client, package sizes: bench/clients.mjs

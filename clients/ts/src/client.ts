@@ -277,6 +277,10 @@ export class Sessions {
   }
 }
 
+/** Which facts a memory read sees: those that hold now (default), those that held at `asOf`
+ * (ISO-8601), or with `includeSuperseded: "1"` all of them. */
+export type Held = { asOf?: string; includeSuperseded?: "0" | "1" | "true" | "false" };
+
 /** `/memories…`. */
 export class Memories {
   constructor(private readonly agent: AgentClient) {}
@@ -292,17 +296,19 @@ export class Memories {
     return (await this.agent.request("post", "/agents/{agent}/memories/batch", { body: { memories } })).memories;
   }
 
-  /** Ranked recall, each hit with its `score` and `why`. */
+  /** Ranked recall of what holds now (`asOf`: what held then; `includeSuperseded`: all), each
+   * hit with its `score` and `why`. */
   async recall(
     q: string,
-    options: { limit?: number; category?: Memory["category"]; tag?: string; sessionId?: string } = {},
+    options: { limit?: number; category?: Memory["category"]; tag?: string; sessionId?: string } & Held = {},
   ): Promise<MemoryHit[]> {
     return (await this.agent.request("get", "/agents/{agent}/memories/search", { query: { q, ...options } })).results;
   }
 
-  /** One page of memories, newest first (`nextCursor` for the next). */
+  /** One page of the memories that hold now (or `asOf` a time, or `includeSuperseded`), newest
+   * first (`nextCursor` for the next). */
   async list(
-    options: { category?: Memory["category"]; tag?: string; sessionId?: string; limit?: number; cursor?: string } = {},
+    options: { category?: Memory["category"]; tag?: string; sessionId?: string; limit?: number; cursor?: string } & Held = {},
   ): Promise<MemoryList> {
     return this.agent.request("get", "/agents/{agent}/memories", { query: options });
   }

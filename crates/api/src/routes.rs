@@ -232,7 +232,7 @@ pub const ROUTES: &[Route] = &[
         "/memories",
         Who::Agent,
         &[
-            get(now(memories::list), &["category", "tag", "sessionId", "limit", "cursor"]),
+            get(now(memories::list), &["category", "tag", "sessionId", "asOf", "includeSuperseded", "limit", "cursor"]),
             write(Post, later(memories::create)),
             op(Delete, now(memories::delete_all), MEMORY_FILTER, Body::Unread),
         ],
@@ -240,7 +240,7 @@ pub const ROUTES: &[Route] = &[
     route(
         "/memories/search",
         Who::Agent,
-        &[get(later(memories::search), &["q", "category", "tag", "sessionId", "limit"])],
+        &[get(later(memories::search), &["q", "category", "tag", "sessionId", "asOf", "includeSuperseded", "limit"])],
     ),
     // A memory id is never "batch" (ids are mem_…), so only POST is routed here.
     route("/memories/batch", Who::Agent, &[write(Post, later(memories::create_all))]),

@@ -19,7 +19,7 @@
 use serde::Serialize;
 
 use super::embed::{cosine, decode};
-use super::store::{columns, filter_sql, from_row, Filter, Memory};
+use super::store::{columns, filter_sql, from_row, Filter, Memory, ROW};
 use crate::error::Result;
 use crate::sql::{Sql, Value};
 use crate::time::parse_iso;
@@ -32,6 +32,8 @@ pub const MAX_LIMIT: i64 = 50;
 const CANDIDATES: i64 = 50;
 /// Days after which recency halves.
 const HALF_LIFE_DAYS: f64 = 30.0;
+/// The first column a candidate query selects after the memory's [`columns`].
+const AFTER_COLUMNS: usize = ROW.cols.len() + 1;
 /// Least cosine similarity for a vector candidate.
 const MIN_SIMILARITY: f64 = 0.2;
 
@@ -67,7 +69,8 @@ pub struct Hit {
     pub(crate) signals: Signals,
 }
 
-const STOPWORDS: &[&str] = &[
+/// Words a query is not searched by (unless it has no other): pronouns, articles, auxiliaries.
+pub(crate) const STOPWORDS: &[&str] = &[
     "a", "about", "all", "am", "an", "and", "any", "are", "as", "at", "be", "been", "but", "by", "can", "could", "did",
     "do", "does", "doing", "for", "from", "had", "has", "have", "he", "her", "him", "his", "how", "i", "if", "in",
     "into", "is", "it", "its", "me", "my", "now", "of", "on", "or", "our", "she", "should", "so", "some", "than",
@@ -139,8 +142,9 @@ pub(crate) fn count(sql: &dyn Sql, hits: &mut [Hit], now: &str) -> Result<()> {
     Ok(())
 }
 
-/// The best `query.limit` live memories for `query` (with `vector`, the query's embedding,
-/// semantic candidates too), best first. Moves no counter: a recall adds [`count`].
+/// Every candidate memory for `query` (with `vector`, the query's embedding, semantic candidates
+/// too), best first: the caller keeps `query.limit` of them. Moves no counter: a recall adds
+/// [`count`].
 pub(crate) fn rank(sql: &dyn Sql, query: &Query, vector: Option<&[f32]>, now: &str) -> Result<Vec<Hit>> {
     let mut found = text_candidates(sql, query, now)?;
     if let Some(v) = vector {
@@ -166,7 +170,6 @@ pub(crate) fn rank(sql: &dyn Sql, query: &Query, vector: Option<&[f32]>, now: &s
         })
         .collect();
     hits.sort_by(|a, b| b.score.total_cmp(&a.score).then(b.memory.seq.cmp(&a.memory.seq)));
-    hits.truncate(query.limit.clamp(1, MAX_LIMIT) as usize);
     Ok(hits)
 }
 
@@ -223,7 +226,9 @@ fn text_candidates(sql: &dyn Sql, query: &Query, now: &str) -> Result<Vec<Candid
     params.extend(filter_params);
     params.push(Value::Int(CANDIDATES));
     let rows = sql.query(&q, &params)?;
-    rows.iter().map(|r| Ok(Candidate { memory: from_row(r, 0)?, bm25: Some(-r.real(13)?), similarity: None })).collect()
+    rows.iter()
+        .map(|r| Ok(Candidate { memory: from_row(r, 0)?, bm25: Some(-r.real(AFTER_COLUMNS)?), similarity: None }))
+        .collect()
 }
 
 fn vector_candidates(sql: &dyn Sql, filter: &Filter, v: &[f32], now: &str) -> Result<Vec<(Memory, f64)>> {
@@ -234,7 +239,7 @@ fn vector_candidates(sql: &dyn Sql, filter: &Filter, v: &[f32], now: &str) -> Re
     );
     let mut scored = Vec::new();
     for r in sql.query(&q, &params)? {
-        let Some(Value::Blob(b)) = r.0.get(13) else { continue };
+        let Some(Value::Blob(b)) = r.0.get(AFTER_COLUMNS) else { continue };
         let s = cosine(v, &decode(b));
         if s >= MIN_SIMILARITY {
             scored.push((from_row(&r, 0)?, s));
