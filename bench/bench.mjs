@@ -9,6 +9,8 @@
 //   BENCH_QUERIES=0     skip bench/search.mjs: server CPU and wall time of novel plain-word
 //                       searches at 1k / 10k / 100k rows, and the 100k / 1k ratio (its own
 //                       options, BENCH_QUERY_SIZES, BENCH_QUERY_KINDS, …: at its top)
+//   BENCH_VALIDITY=0    skip bench/validity.mjs: outdated facts above their corrections, with and
+//                       without supersedes, with the real embedding model and without
 //   BENCH_CONVERSATIONS=0  skip bench/conversations.mjs: history search and memory recall with
 //                       plain questions over long multi-session conversations, beside a BM25 (OR)
 //                       baseline (its own options, BENCH_CONV_COUNT, BENCH_CONV_EMBEDDINGS, …: at its top)
@@ -174,5 +176,6 @@ if (process.env.BENCH_READS !== "0") await import("./reads.mjs"); // reads again
 if (process.env.BENCH_MEMORY !== "0") await import("./memory.mjs"); // long-term memory: bench/memory.mjs
 if (process.env.BENCH_QUERIES !== "0") await import("./search.mjs"); // novel plain-word searches by store size: bench/search.mjs
 if (process.env.BENCH_CONVERSATIONS !== "0") await import("./conversations.mjs"); // retrieval over long conversations: bench/conversations.mjs
+if (process.env.BENCH_VALIDITY !== "0") await import("./validity.mjs"); // what holds now: bench/validity.mjs
 if (process.env.BENCH_TRANSFER !== "0") await import("./transfer.mjs"); // export / import, tokens: bench/transfer.mjs
 if (process.env.BENCH_CLIENTS !== "0") await import("./clients.mjs"); // useChat's client, package sizes: bench/clients.mjs

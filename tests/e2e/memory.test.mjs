@@ -2,7 +2,8 @@
 // localhost (./llm-server.mjs: scripted chat completions, deterministic embeddings). A fact told
 // in one session is extracted after the turn's answer, survives a restart of the runtime and is
 // injected into another session's turn (second system message, the frozen prompt untouched); a
-// correction updates it (consolidation UPDATE, versions); forgetting removes it everywhere;
+// correction replaces it (consolidation UPDATE: a new memory, the old one retired with its
+// versions); forgetting removes it everywhere;
 // failing extraction and embeddings never fail a turn nor lose memories, and waiting memories
 // are embedded by a later write; memory changes reach every socket of the agent.
 // Mirrors tests/it/memory.rs, which runs the same scenarios natively with a fake transport.
@@ -144,7 +145,7 @@ test("a fact told in one session is extracted after the answer, survives a resta
   assert.equal((await call(A, "GET", `/memories/${factId}`)).body.recallCount, recalls + 1, "the inject counted as a recall");
 });
 
-test("a correction updates the stored fact through consolidation, keeping its versions", async () => {
+test("a correction replaces the stored fact through consolidation, which retires the old one with its versions", async () => {
   assert.ok(factId, "needs the previous test");
   model.reset();
   model.reply(
@@ -168,21 +169,25 @@ test("a correction updates the stored fact through consolidation, keeping its ve
   assert.match(consolidation.messages[0].content, /\{"memory":\[\{"id"/);
   assert.ok(consolidation.messages[1].content.includes(factId), consolidation.messages[1].content);
   assert.match(consolidation.messages[1].content, /New fact: The user moved to Porto\./);
-  assert.equal(updated.id, factId);
+  assert.notEqual(updated.id, factId, "the correction is a memory of its own");
   assert.equal(updated.score, 0.95);
-  assert.equal((await memories(A)).length, 1);
+  assert.equal((await memories(A)).length, 1, "only what holds now is listed");
+  const old = (await call(A, "GET", `/memories/${factId}`)).body;
+  assert.equal(old.supersededBy, updated.id);
+  assert.ok(old.invalidAt, JSON.stringify(old));
+  assert.equal((await call(A, "GET", "/memories?includeSuperseded=1")).body.memories.length, 2);
   const { versions } = (await call(A, "GET", `/memories/${factId}/history`)).body;
-  assert.equal(versions.length, 2);
-  assert.deepEqual(versions.map((v) => [v.content, v.by]), [
-    ["The user lives in Lisbon.", "extract"],
-    ["The user lives in Porto.", "extract"],
-  ]);
-  // The new text is re-embedded: a search by meaning finds it.
+  assert.deepEqual(versions.map((v) => [v.content, v.by]), [["The user lives in Lisbon.", "extract"]]);
+  // The new text is embedded: a search by meaning finds it, and not the retired fact.
   await waitFor("the new text's embedding request", () =>
     model.embeddingRequests.some((e) => !e.failed && e.body.input.includes("The user lives in Porto.")));
-  const hit = await waitFor("the new text's embedding", async () =>
-    (await search(A, "Porto")).find((h) => h.memory.id === factId && h.signals.semantic !== null));
-  assert.match(hit.why, /meaning/);
+  const hits = await waitFor("the new text's embedding", async () => {
+    const hits = await search(A, "Porto");
+    return hits.some((h) => h.memory.id === updated.id && h.signals.semantic !== null) && hits;
+  });
+  assert.match(hits[0].why, /meaning/);
+  assert.ok(!hits.some((h) => h.memory.id === factId), "a retired fact is not recalled");
+  factId = updated.id;
 });
 
 test("forgetting removes the fact from search, from the next turn's memory block and from memory_recall", async () => {

@@ -28,5 +28,6 @@ mod transfer;
 mod tree;
 mod truncate;
 mod ui_chat;
+mod validity;
 mod versions;
 mod walks;

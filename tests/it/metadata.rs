@@ -448,10 +448,13 @@ fn version_10_data_migrates_to_empty_metadata() {
         &[],
     )
     .unwrap();
-    assert_eq!(schema::migrate(&db, "t").unwrap(), vec![11]);
+    assert_eq!(schema::migrate(&db, "t").unwrap(), vec![11, 12]);
     let api = Api::with_db(db);
     assert_eq!(ok(&api.get("/sessions/old"), 200)["metadata"], json!({}));
     assert_eq!(ok(&api.get("/memories/mem_old"), 200)["metadata"], json!({}));
+    // And to validity (0012): it held from when it was stored.
+    let old = ok(&api.get("/memories/mem_old"), 200);
+    assert_eq!((old["validFrom"].clone(), old["invalidAt"].clone()), (old["createdAt"].clone(), Json::Null));
     assert_eq!(ok(&api.get("/memories/mem_old/history"), 200)["versions"][0]["metadata"], json!({}));
     assert_eq!(contents(&api.get("/memories?metadata.k=1")), Vec::<String>::new());
 }

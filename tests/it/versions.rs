@@ -246,7 +246,7 @@ fn version_8_data_migrates_and_its_sessions_start_at_version_0() {
         &[Value::Int(old.len() as i64), old.as_str().into()],
     )
     .unwrap();
-    assert_eq!(schema::migrate(&db, "t").unwrap(), vec![9, 10, 11]);
+    assert_eq!(schema::migrate(&db, "t").unwrap(), vec![9, 10, 11, 12]);
     let api = Api::with_db(db);
     assert_eq!(version(&api, "s"), (1, 0), "no row: no other write yet");
     assert_eq!(ids(&history(&api, "")["messages"]), ["m0"]);

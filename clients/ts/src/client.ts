@@ -334,6 +334,10 @@ export class Sessions {
   }
 }
 
+/** Which facts a memory read sees: those that hold now (default), those that held at `asOf`
+ * (ISO-8601), or with `includeSuperseded: "1"` all of them. */
+export type Held = { asOf?: string; includeSuperseded?: "0" | "1" | "true" | "false" };
+
 /** `/memories…`. */
 export class Memories {
   constructor(private readonly agent: AgentClient) {}
@@ -349,14 +353,16 @@ export class Memories {
     return (await this.agent.request("post", "/agents/{agent}/memories/batch", { body: { memories } })).memories;
   }
 
-  /** Ranked recall of the memories the filters select, each hit with its `score` and `why`. */
-  async recall(q: string, options: MemoryFilters & { limit?: number } = {}): Promise<MemoryHit[]> {
+  /** Ranked recall of the memories the filters select that hold now (`asOf`: what held then;
+   * `includeSuperseded`: all), each hit with its `score` and `why`. */
+  async recall(q: string, options: MemoryFilters & Held & { limit?: number } = {}): Promise<MemoryHit[]> {
     const query = { q, ...memoryQuery(options) };
     return (await this.agent.request("get", "/agents/{agent}/memories/search", { query })).results;
   }
 
-  /** One page of the memories the filters select, newest first (`nextCursor` for the next). */
-  async list(options: MemoryFilters & { limit?: number; cursor?: string } = {}): Promise<MemoryList> {
+  /** One page of the memories the filters select that hold now (or `asOf` a time, or
+   * `includeSuperseded`), newest first (`nextCursor` for the next). */
+  async list(options: MemoryFilters & Held & { limit?: number; cursor?: string } = {}): Promise<MemoryList> {
     return this.agent.request("get", "/agents/{agent}/memories", { query: memoryQuery(options) });
   }
 

@@ -3,7 +3,7 @@
 export {
   SessionAgentClient, AgentClient, SessionClient, Sessions, Memories, Tokens, ContextBlocks, textMessage,
   type ClientOptions, type HttpClientOptions, type FetcherClientOptions, type NamespaceClientOptions,
-  type FetchLike, type FetcherLike, type NamespaceLike, type ChatOptions, type ContinueOptions,
+  type FetchLike, type FetcherLike, type NamespaceLike, type ChatOptions, type ContinueOptions, type Held,
   type MemoryFilters, type MetadataFilter,
 } from "./client.js";
 export { SessionAgentError, ERROR_STATUS, isErrorCode } from "./errors.js";

@@ -3571,7 +3571,10 @@ export interface components {
          *       "updatedAt": "2026-11-22T11:00:00.000Z",
          *       "expiresAt": null,
          *       "recalledAt": null,
-         *       "recallCount": 0
+         *       "recallCount": 0,
+         *       "validFrom": "2026-11-22T11:00:00.000Z",
+         *       "invalidAt": null,
+         *       "supersededBy": null
          *     }
          */
         Memory: {
@@ -3615,6 +3618,23 @@ export interface components {
             recalledAt: string | null;
             /** @description How many times it was recalled. */
             recallCount: number;
+            /**
+             * Format: date-time
+             * @description When the fact became true: the `validFrom` it was stored with, else its `createdAt`.
+             *     `asOf` reads compare with it.
+             */
+            validFrom: string;
+            /**
+             * Format: date-time
+             * @description When the fact stopped being true (a memory that `supersedes` it was stored, or a
+             *     consolidation updated or deleted it); `null` while it holds. A memory that no longer
+             *     holds is kept, with its versions, but lists, searches, recall, injection and
+             *     duplicate checks see it only with `asOf` (a time before `invalidAt`) or
+             *     `includeSuperseded=1`; `GET /memories/{memory}` always answers it.
+             */
+            invalidAt: string | null;
+            /** @description The memory that replaced it, if one did (`null` also after that one is deleted). */
+            supersededBy: string | null;
         };
         MemoryList: {
             /** @description Newest `createdAt` first. */
@@ -3717,6 +3737,25 @@ export interface components {
              *     or `dailyTtlDays` from now for a `daily` memory.
              */
             expiresAt?: string | null;
+            /**
+             * Format: date-time
+             * @description When the fact became true (ISO-8601 UTC, past or future). Absent or `null`: now.
+             */
+            validFrom?: string | null;
+            /**
+             * @description Ids of memories this fact replaces. Each must exist and hold now (`404` for an
+             *     unknown one, `409` for one already superseded; nothing is stored either way); they
+             *     stop holding at this memory's `validFrom` and name it as `supersededBy`.
+             */
+            supersedes?: string[] | null;
+            /**
+             * @description `true`: before storing, show the fact with the most similar memories that hold now to
+             *     the model, as extraction does, and store it as the model decides (waits for the
+             *     model; `503` without one): memories it updates or deletes stop holding, superseded by
+             *     this one; when it finds the fact already said, the answer is `200` with that memory,
+             *     unchanged.
+             */
+            consolidate?: boolean | null;
         } & (unknown & unknown);
         /**
          * @description The body of `PATCH /memories/{memory}`: the fields to change (absent: unchanged).
@@ -4444,6 +4483,15 @@ export interface components {
          * @example chat-1
          */
         memorySessionId: string;
+        /**
+         * @description Read the past: the memories that held at this ISO-8601 UTC time (`validFrom` at or
+         *     before it, and `invalidAt` null or after it) instead of those that hold now. Not with
+         *     `includeSuperseded` (`400`); a malformed time is `400`.
+         * @example 2026-11-01T00:00:00.000Z
+         */
+        memoryAsOf: string;
+        /** @description `1` (or `true`): superseded memories too. `0`, `false` or absent: only those that hold now. */
+        memoryIncludeSuperseded: "0" | "1" | "true" | "false";
     };
     requestBodies: never;
     headers: never;
@@ -7161,6 +7209,15 @@ export interface operations {
                  * @example chat-1
                  */
                 sessionId?: components["parameters"]["memorySessionId"];
+                /**
+                 * @description Read the past: the memories that held at this ISO-8601 UTC time (`validFrom` at or
+                 *     before it, and `invalidAt` null or after it) instead of those that hold now. Not with
+                 *     `includeSuperseded` (`400`); a malformed time is `400`.
+                 * @example 2026-11-01T00:00:00.000Z
+                 */
+                asOf?: components["parameters"]["memoryAsOf"];
+                /** @description `1` (or `true`): superseded memories too. `0`, `false` or absent: only those that hold now. */
+                includeSuperseded?: components["parameters"]["memoryIncludeSuperseded"];
                 /** @description Most memories on the page (integer 1–100; anything else is `400`). */
                 limit?: number;
                 /**
@@ -7210,7 +7267,10 @@ export interface operations {
                      *           "updatedAt": "2026-11-22T11:00:00.000Z",
                      *           "expiresAt": null,
                      *           "recalledAt": "2026-11-22T11:05:00.000Z",
-                     *           "recallCount": 2
+                     *           "recallCount": 2,
+                     *           "validFrom": "2026-11-22T11:00:00.000Z",
+                     *           "invalidAt": null,
+                     *           "supersededBy": null
                      *         }
                      *       ],
                      *       "nextCursor": null
@@ -7276,7 +7336,10 @@ export interface operations {
                      *       "updatedAt": "2026-11-22T11:30:00.000Z",
                      *       "expiresAt": null,
                      *       "recalledAt": null,
-                     *       "recallCount": 0
+                     *       "recallCount": 0,
+                     *       "validFrom": "2026-11-22T11:00:00.000Z",
+                     *       "invalidAt": null,
+                     *       "supersededBy": null
                      *     }
                      */
                     "application/json": components["schemas"]["Memory"];
@@ -7306,7 +7369,10 @@ export interface operations {
                      *       "updatedAt": "2026-11-22T11:00:00.000Z",
                      *       "expiresAt": null,
                      *       "recalledAt": null,
-                     *       "recallCount": 0
+                     *       "recallCount": 0,
+                     *       "validFrom": "2026-11-22T11:00:00.000Z",
+                     *       "invalidAt": null,
+                     *       "supersededBy": null
                      *     }
                      */
                     "application/json": components["schemas"]["Memory"];
@@ -7517,6 +7583,15 @@ export interface operations {
                  * @example chat-1
                  */
                 sessionId?: components["parameters"]["memorySessionId"];
+                /**
+                 * @description Read the past: the memories that held at this ISO-8601 UTC time (`validFrom` at or
+                 *     before it, and `invalidAt` null or after it) instead of those that hold now. Not with
+                 *     `includeSuperseded` (`400`); a malformed time is `400`.
+                 * @example 2026-11-01T00:00:00.000Z
+                 */
+                asOf?: components["parameters"]["memoryAsOf"];
+                /** @description `1` (or `true`): superseded memories too. `0`, `false` or absent: only those that hold now. */
+                includeSuperseded?: components["parameters"]["memoryIncludeSuperseded"];
                 /** @description Most hits returned (integer 1–50; anything else is `400`). */
                 limit?: number;
             };
@@ -7561,7 +7636,10 @@ export interface operations {
                      *             "updatedAt": "2026-11-22T11:00:00.000Z",
                      *             "expiresAt": null,
                      *             "recalledAt": "2026-11-22T11:10:00.000Z",
-                     *             "recallCount": 1
+                     *             "recallCount": 1,
+                     *             "validFrom": "2026-11-22T11:00:00.000Z",
+                     *             "invalidAt": null,
+                     *             "supersededBy": null
                      *           },
                      *           "score": 0.935,
                      *           "why": "text match 1.00, confidence 0.90, changed less than an hour ago (1.00), recalled 0 times before (0.00)",
@@ -7724,7 +7802,10 @@ export interface operations {
                      *       "updatedAt": "2026-11-22T12:00:00.000Z",
                      *       "expiresAt": null,
                      *       "recalledAt": null,
-                     *       "recallCount": 0
+                     *       "recallCount": 0,
+                     *       "validFrom": "2026-11-22T11:00:00.000Z",
+                     *       "invalidAt": null,
+                     *       "supersededBy": null
                      *     }
                      */
                     "application/json": components["schemas"]["Memory"];

@@ -12,7 +12,7 @@ use session_agent_core::error::{Error, Result};
 use session_agent_core::memory::extract;
 use session_agent_core::memory::recall::{Query, DEFAULT_LIMIT, MAX_LIMIT};
 use session_agent_core::memory::store::{self, Span, MAX_PAGE, MAX_TAG_CHARS};
-use session_agent_core::memory::{By, Category, Filter, Memories, NewMemory, Patch, Stored};
+use session_agent_core::memory::{By, Category, Filter, Held, Memories, NewMemory, Patch, Stored};
 use session_agent_core::metadata;
 
 /// Default page of `GET /memories`.
@@ -92,9 +92,17 @@ fn filter(values: &dyn Fn(&str) -> Vec<String>, metadata: Vec<(String, String)>)
     })
 }
 
-/// The filter of a query string.
+/// The filter of a read's query string, with the facts it reads: those that hold now, or `asOf`
+/// a time, or with `includeSuperseded=1` all of them.
 fn query_filter(q: &http::Query) -> Result<Filter> {
-    filter(&|k| q.all(k).into_iter().map(str::to_owned).collect(), q.family("metadata."))
+    let held = match (q.get("asOf"), q.get("includeSuperseded")) {
+        (Some(_), Some(_)) => return Err(Error::invalid("asOf and includeSuperseded cannot be used together")),
+        (Some(at), None) => Held::At(store::check_as_of(at)?),
+        (None, Some("1" | "true")) => Held::Ever,
+        (None, Some("0" | "false") | None) => Held::Now,
+        (None, Some(v)) => return Err(Error::invalid(format!("includeSuperseded must be 1 or 0 (got {v:?})"))),
+    };
+    Ok(Filter { held, ..filter(&|k| q.all(k).into_iter().map(str::to_owned).collect(), q.family("metadata."))? })
 }
 
 /// The filters of a `DELETE /memories` body.
@@ -177,13 +185,24 @@ fn known(body: &Map<String, Json>, keys: &[&str]) -> Result<()> {
 /// Most memories of one `POST /memories/batch`.
 pub(crate) const MAX_BATCH: usize = 1000;
 
-/// `POST /memories`: 201 with the new memory, or 200 with the one it was merged into.
+/// `POST /memories`: 201 with the new memory, or 200 with the one it was merged into (with
+/// `consolidate: true`, the one the model found already saying it).
 pub(crate) fn create<'c>(c: &'c Call<'c>) -> Answer<'c> {
     Box::pin(async move {
         let env = c.env;
         let req = c.req;
-        let new = new_memory(&req.json_object()?)?;
-        let (m, stored) = Memories::new(env).remember(new, By::Api).await?;
+        let mut body = req.json_object()?;
+        let consolidate = match body.remove("consolidate") {
+            None | Some(Json::Null) | Some(Json::Bool(false)) => false,
+            Some(Json::Bool(true)) => true,
+            Some(_) => return Err(Error::invalid("consolidate must be a boolean")),
+        };
+        let new = new_memory(&body)?;
+        let memories = Memories::new(env);
+        let (m, stored) = match consolidate {
+            true => extract::consolidate(&memories, new, By::Api).await?,
+            false => memories.remember(new, By::Api).await?,
+        };
         Ok(Response::json(if stored == Stored::Created { 201 } else { 200 }, &m))
     })
 }
@@ -217,8 +236,38 @@ pub(crate) fn create_all<'c>(c: &'c Call<'c>) -> Answer<'c> {
     })
 }
 
+/// Most ids one memory may supersede.
+const MAX_SUPERSEDES: usize = 100;
+
 fn new_memory(body: &Map<String, Json>) -> Result<NewMemory> {
-    known(body, &["content", "category", "tags", "metadata", "score", "sessionId", "messageId", "expiresAt"])?;
+    known(
+        body,
+        &[
+            "content",
+            "category",
+            "tags",
+            "metadata",
+            "score",
+            "sessionId",
+            "messageId",
+            "expiresAt",
+            "validFrom",
+            "supersedes",
+        ],
+    )?;
+    let supersedes: Vec<String> = match body.get("supersedes") {
+        None | Some(Json::Null) => Vec::new(),
+        Some(Json::Array(a)) if a.len() <= MAX_SUPERSEDES => a
+            .iter()
+            .map(|v| match v.as_str() {
+                Some(id) => check_name("supersedes[]", id).map(|()| id.to_owned()),
+                None => Err(Error::invalid("supersedes must be an array of memory ids")),
+            })
+            .collect::<Result<_>>()?,
+        Some(_) => {
+            return Err(Error::invalid(format!("supersedes must be an array of at most {MAX_SUPERSEDES} memory ids")))
+        }
+    };
     let content = opt_str(body, "content")?.ok_or_else(|| Error::invalid("content is required"))?;
     let session_id = opt_str(body, "sessionId")?;
     if let Some(s) = &session_id {
@@ -237,6 +286,8 @@ fn new_memory(body: &Map<String, Json>) -> Result<NewMemory> {
         session_id,
         message_id,
         expires_at: opt_str(body, "expiresAt")?,
+        valid_from: opt_str(body, "validFrom")?,
+        supersedes,
     })
 }
 
@@ -324,7 +375,8 @@ pub(crate) fn delete_all(c: &Call<'_>) -> Result<Response> {
     let env = c.env;
     let req = c.req;
     let q = &c.query;
-    query_filter(q)?; // the query is checked even where the body overrides it
+    // The query is checked even where the body overrides it.
+    filter(&|k| q.all(k).into_iter().map(str::to_owned).collect(), q.family("metadata."))?;
     let body = req.json_object()?;
     let mut fields = FILTERS.to_vec();
     fields.push("metadata");

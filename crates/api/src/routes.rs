@@ -140,7 +140,7 @@ const MEMORY_FILTER: &[&str] = &[
     "sessionId",
 ];
 
-/// `GET /memories`: the filters, then the page.
+/// `GET /memories`: the filters, which facts (validity), then the page.
 const MEMORY_LIST: &[&str] = &[
     "category",
     "tag",
@@ -151,11 +151,13 @@ const MEMORY_LIST: &[&str] = &[
     "updatedBefore",
     "metadata.<key>",
     "sessionId",
+    "asOf",
+    "includeSuperseded",
     "limit",
     "cursor",
 ];
 
-/// `GET /memories/search`: the query, the filters, the number of hits.
+/// `GET /memories/search`: the query, the filters, which facts (validity), the number of hits.
 const MEMORY_SEARCH: &[&str] = &[
     "q",
     "category",
@@ -167,6 +169,8 @@ const MEMORY_SEARCH: &[&str] = &[
     "updatedBefore",
     "metadata.<key>",
     "sessionId",
+    "asOf",
+    "includeSuperseded",
     "limit",
 ];
 

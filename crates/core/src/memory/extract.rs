@@ -11,11 +11,11 @@ use super::by::By;
 use super::category::Category;
 use super::memories::Memories;
 use super::recall::Query;
-use super::store::{Filter, Memory, NewMemory, Patch, Stored};
+use super::store::{self, Filter, Memory, NewMemory, Patch, Stored};
 use crate::access::Reach;
 use crate::config::ExtractConfig;
 use crate::error::{Error, ErrorKind, Result};
-use crate::llm::{complete, ChatRequest, Format, LlmConfig, Usage};
+use crate::llm::{complete, ChatRequest, Format, LlmConfig, Provider, Usage};
 use crate::parts::{part_type, parts, str_field};
 use crate::store::message::parse_all;
 use crate::store::tree::Tree;
@@ -67,9 +67,11 @@ pub enum Decision {
 /// What an extraction changed.
 #[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
 pub struct Extracted {
+    /// New memories (an UPDATE's new text is a new memory that supersedes the old one).
     pub(crate) added: Vec<Memory>,
+    /// Memories changed in place (merged with the same text, or re-scored).
     pub(crate) updated: Vec<Memory>,
-    /// Ids of the memories deleted.
+    /// Ids of the memories that no longer hold (invalidated, not erased: their versions stay).
     pub(crate) deleted: Vec<String>,
     /// Model calls made, and their tokens.
     #[serde(skip)]
@@ -236,11 +238,57 @@ pub async fn run(memories: &Memories<'_>, session: &str, leaf: Option<&str>) -> 
         plan.push((f, decisions));
     }
     for (f, decisions) in plan {
-        for d in decisions {
-            apply(memories, session, &x, &f, d, &mut out).await?;
-        }
+        let new = NewMemory {
+            content: f.fact.clone(),
+            category: Category::Core,
+            tags: f.tags.clone(),
+            score: Some(f.score),
+            session_id: Some(session.to_owned()),
+            message_id: Some(x.user_id.clone()).filter(|id| !id.is_empty()),
+            ..NewMemory::default()
+        };
+        apply(memories, &new, decisions, &mut out).await?;
     }
     Ok(out)
+}
+
+/// `POST /memories` with `consolidate: true`: `new` is shown to the model beside the most similar
+/// memories that hold now, as extraction does with a fact, and stored as it decides: memories it
+/// updates or deletes stop holding, superseded by `new`; when it finds `new` already said, the
+/// most similar memory is the answer, unchanged (`Stored::Merged`). The model is asked before
+/// anything is written.
+pub async fn consolidate(memories: &Memories<'_>, new: NewMemory, by: By) -> Result<(Memory, Stored)> {
+    let env = memories.env;
+    store::check_new(&new, &env.now)?;
+    if env.llm.provider == Provider::None {
+        return Err(Error::new(ErrorKind::NotConfigured, "consolidate needs a model: no LLM is configured"));
+    }
+    let cfg = memories.config().extract.unwrap_or_default();
+    let llm = model(env.llm, &cfg);
+    // The memories it may replace: core and daily ones, and its own session's conversation.
+    let reach = Reach::Sessions(new.session_id.iter().cloned().collect());
+    let text = format!("{} {}", new.content, new.tags.join(" "));
+    let similar =
+        memories.similar(&Query { text, limit: SIMILAR, filter: Filter { reach, ..Filter::default() } }).await?;
+    if similar.is_empty() {
+        return memories.remember(new, by).await;
+    }
+    let fact = Fact { fact: new.content.clone(), score: new.score.unwrap_or(1.0), tags: new.tags.clone() };
+    let reply = complete(env.transport, &llm, &consolidation_request(&fact, &similar)).await?;
+    let known: Vec<String> = similar.iter().map(|m| m.id.clone()).collect();
+    let mut supersedes = new.supersedes.clone();
+    let mut said = false;
+    for d in parse_decisions(&reply.text, &known, &fact.fact)? {
+        match d {
+            Decision::Update { id, .. } | Decision::Delete { id } => supersedes.push(id),
+            Decision::Add { .. } => said = true,
+            Decision::Nothing => {}
+        }
+    }
+    if !said && supersedes.len() == new.supersedes.len() {
+        return Ok((similar[0].clone(), Stored::Merged));
+    }
+    memories.remember(NewMemory { supersedes, ..new }, by).await
 }
 
 fn add_usage(total: &mut Usage, u: Usage) {
@@ -248,49 +296,59 @@ fn add_usage(total: &mut Usage, u: Usage) {
     total.output_tokens += u.output_tokens;
 }
 
-async fn apply(
-    memories: &Memories<'_>,
-    session: &str,
-    x: &Exchange,
-    f: &Fact,
-    d: Decision,
-    out: &mut Extracted,
-) -> Result<()> {
-    match d {
-        Decision::Add { text } => {
-            let new = NewMemory {
-                content: text,
-                category: Category::Core,
-                tags: f.tags.clone(),
-                metadata: Default::default(),
-                score: Some(f.score),
-                session_id: Some(session.to_owned()),
-                message_id: Some(x.user_id.clone()).filter(|id| !id.is_empty()),
-                expires_at: None,
-            };
-            match memories.remember(new, By::Extract).await {
-                Ok((m, Stored::Created)) => out.added.push(m),
-                Ok((m, Stored::Merged)) => out.updated.push(m),
-                Err(e) if e.kind == ErrorKind::Internal => return Err(e),
-                Err(e) => {
-                    memories.env.events.warn(&format!("memory extract: fact {:?} not stored: {}", f.fact, e.message))
+/// Carries out the model's decisions for one fact (`new`, the fact as a memory): an ADD stores
+/// its text; an UPDATE stores the new text superseding the old memory (the same text again only
+/// re-scores it); a DELETE invalidates a memory, superseded by what this fact stored, if anything.
+/// A decision that no longer applies (its memory changed meanwhile) is a warning.
+async fn apply(memories: &Memories<'_>, new: &NewMemory, decisions: Vec<Decision>, out: &mut Extracted) -> Result<()> {
+    let events = memories.env.events;
+    let mut stored: Option<String> = None;
+    let mut deletes = Vec::new();
+    for d in decisions {
+        let result = match d {
+            Decision::Add { text } => {
+                memories.remember(NewMemory { content: text, ..new.clone() }, By::Extract).await.map(Some)
+            }
+            Decision::Update { id, text } => {
+                let same = store::get(memories.env.sql, &id, &memories.env.now)?
+                    .is_some_and(|old| store::normalize(&old.content) == store::normalize(&text));
+                if same {
+                    let patch = Patch { score: Some(new.score), ..Patch::default() };
+                    memories.patch(&id, &patch, By::Extract).await.map(|m| Some((m, Stored::Merged)))
+                } else {
+                    let replacing = NewMemory { content: text, supersedes: vec![id.clone()], ..new.clone() };
+                    let done = memories.remember(replacing, By::Extract).await;
+                    if done.is_ok() {
+                        out.deleted.push(id);
+                    }
+                    done.map(Some)
                 }
             }
-        }
-        Decision::Update { id, text } => {
-            let patch = Patch { content: Some(text), score: Some(Some(f.score)), ..Patch::default() };
-            match memories.patch(&id, &patch, By::Extract).await {
-                Ok(m) => out.updated.push(m),
-                Err(e) if e.kind == ErrorKind::Internal => return Err(e),
-                Err(e) => memories.env.events.warn(&format!("memory extract: update of {id} skipped: {}", e.message)),
+            Decision::Delete { id } => {
+                deletes.push(id);
+                Ok(None)
             }
+            Decision::Nothing => Ok(None),
+        };
+        match result {
+            Ok(Some((m, stored_as))) => {
+                stored.get_or_insert_with(|| m.id.clone());
+                match stored_as {
+                    Stored::Created => out.added.push(m),
+                    Stored::Merged => out.updated.push(m),
+                }
+            }
+            Ok(None) => {}
+            Err(e) if e.kind == ErrorKind::Internal => return Err(e),
+            Err(e) => events.warn(&format!("memory extract: fact {:?} not stored: {}", new.content, e.message)),
         }
-        Decision::Delete { id } => match memories.forget(&id) {
+    }
+    for id in deletes {
+        match memories.invalidate(&id, stored.as_deref()) {
             Ok(m) => out.deleted.push(m.id),
             Err(e) if e.kind == ErrorKind::NotFound => {}
             Err(e) => return Err(e),
-        },
-        Decision::Nothing => {}
+        }
     }
     Ok(())
 }

@@ -4,9 +4,10 @@
 
 use super::by::By;
 use super::category::Category;
+use super::current;
 use super::embed;
 use super::recall;
-use super::store::{self, Embed, Filter, Memory, NewMemory, Patch, Stored};
+use super::store::{self, Embed, Filter, Held, Memory, NewMemory, Patch, Stored};
 use crate::access::Reach;
 use crate::config::MemoryConfig;
 use crate::env::Env;
@@ -86,17 +87,38 @@ impl<'a> Memories<'a> {
     }
 
     /// Stores a memory, or merges it into the one of the same category and normalized text
-    /// (tags merged, the higher score kept). Then embeds it, when embeddings are configured.
+    /// that holds now (tags merged, the higher score kept); the memories it `supersedes` stop
+    /// holding (all or nothing: an unknown one is `not_found` and nothing is stored). Then embeds
+    /// it, when embeddings are configured.
     pub async fn remember(&self, new: NewMemory, by: By) -> Result<(Memory, Stored)> {
         let e = self.env;
-        let (m, stored) = self.write(|cfg, embed| {
-            let done = store::remember(e.sql, cfg, &new, by, &e.now, embed)?;
-            self.register_session(&done.0)?;
-            Ok(done)
+        let (m, stored, replaced) = self.write(|cfg, embed| {
+            let (m, stored) = store::remember(e.sql, cfg, &new, by, &e.now, embed)?;
+            self.register_session(&m)?;
+            let replaced = store::supersede(e.sql, &m, &new.supersedes, &e.reach, &e.now)?;
+            Ok((m, stored, replaced))
         })?;
         self.publish(if stored == Stored::Created { Op::Created } else { Op::Updated }, &m);
+        for old in &replaced {
+            self.publish(Op::Updated, old);
+        }
         self.embed_pending().await;
         Ok((m, stored))
+    }
+
+    /// Marks memory `id` as no longer holding from now, replaced by memory `by` if one replaced
+    /// it (a consolidation's UPDATE or DELETE): its text and versions stay. `not_found` when
+    /// there is none that holds now within the request's reach.
+    pub(crate) fn invalidate(&self, id: &str, by: Option<&str>) -> Result<Memory> {
+        let e = self.env;
+        let m = self.write(|_, _| {
+            let old = store::get(e.sql, id, &e.now)?
+                .filter(|m| store::within(&e.reach, m) && m.invalid_at.is_none())
+                .ok_or_else(|| Error::not_found(format!("memory {id} not found")))?;
+            store::invalidate(e.sql, &old, &e.now, by, &e.now)
+        })?;
+        self.publish(Op::Updated, &m);
+        Ok(m)
     }
 
     /// Stores many memories in one transaction (all or none; duplicates merge as in
@@ -148,11 +170,13 @@ impl<'a> Memories<'a> {
         Ok(m)
     }
 
-    /// Forgets every memory the filter selects (all of them without one): `forgetAll`.
+    /// Forgets every memory the filter selects (all of them without one), superseded ones
+    /// included: `forgetAll`.
     pub fn forget_all(&self, filter: &Filter) -> Result<usize> {
         let e = self.env;
+        let filter = Filter { held: Held::Ever, ..filter.clone() };
         let gone = self.write(|_, _| {
-            let gone = store::select_all(e.sql, filter, &e.now)?;
+            let gone = store::select_all(e.sql, &filter, &e.now)?;
             store::delete(e.sql, &gone.iter().map(|m| m.seq).collect::<Vec<_>>())?;
             Ok(gone)
         })?;
@@ -187,7 +211,10 @@ impl<'a> Memories<'a> {
             true => crate::llm::embeddings::embed_one(e.transport, e.embeddings, &query.text).await.ok(),
             false => None,
         };
-        recall::rank(e.sql, query, vector.as_deref(), &e.now)
+        let mut hits = recall::rank(e.sql, query, vector.as_deref(), &e.now)?;
+        current::newer_first(e.sql, &mut hits)?;
+        hits.truncate(query.limit.clamp(1, recall::MAX_LIMIT) as usize);
+        Ok(hits)
     }
 
     /// The memories most like `query`, ranked as a recall would rank them but without counting

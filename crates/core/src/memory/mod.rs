@@ -6,6 +6,7 @@
 //! - [`recall`]: ranked recall (full text, the memory's score, recency, recall frequency, and
 //!   vector similarity fused in when embeddings are configured), with the reason of each rank;
 //! - [`embed`]: the memories' vectors (embedded through `llm::embeddings`) and their similarity;
+//! - `current`: what holds now among recalled facts (the newer of two about one subject first);
 //! - [`inject`]: the `<user-memory>` block a turn gives the model, within its token budget;
 //! - [`extract`]: distilling facts from an exchange and consolidating them (add, update,
 //!   delete, nothing: the model decides);
@@ -16,12 +17,14 @@
 //!   (`memory` frames);
 //! - [`category`], [`by`]: what kind of fact a memory is, who made a version of it.
 //!
-//! Invariants: an expired memory is never returned; `core`/`daily` memories outlive every
+//! Invariants: an expired memory is never returned; a superseded one only when the past is
+//! asked for (`asOf`, `includeSuperseded`); an outdated fact never ranks above its correction; `core`/`daily` memories outlive every
 //! session, `conversation` memories go with theirs; no two memories of one category have the
 //! same normalized text; a failed embedding never loses a memory (it waits, `unembedded`).
 
 pub mod by;
 pub mod category;
+pub(crate) mod current;
 pub mod embed;
 pub mod extract;
 pub mod inject;
@@ -34,4 +37,4 @@ pub use crate::config::{ExtractConfig, InjectConfig, MemoryConfig, DEFAULT_MAX_M
 pub use by::By;
 pub use category::Category;
 pub use memories::{Memories, Op};
-pub use store::{Filter, Memory, NewMemory, Patch, Stored};
+pub use store::{Filter, Held, Memory, NewMemory, Patch, Stored};

@@ -115,8 +115,9 @@ pub(crate) fn count(sql: &dyn Sql, hits: &mut [Hit], now: &str) -> Result<()> {
     Ok(())
 }
 
-/// The best `query.limit` live memories for `query` (with `vector`, the query's embedding,
-/// semantic candidates too), best first. Moves no counter: a recall adds [`count`].
+/// Every candidate memory for `query` (with `vector`, the query's embedding, semantic candidates
+/// too), best first: the caller keeps `query.limit` of them. Moves no counter: a recall adds
+/// [`count`].
 pub(crate) fn rank(sql: &dyn Sql, query: &Query, vector: Option<&[f32]>, now: &str) -> Result<Vec<Hit>> {
     let mut found = text_candidates(sql, query, now)?;
     if let Some(v) = vector {
@@ -142,7 +143,6 @@ pub(crate) fn rank(sql: &dyn Sql, query: &Query, vector: Option<&[f32]>, now: &s
         })
         .collect();
     hits.sort_by(|a, b| b.score.total_cmp(&a.score).then(b.memory.seq.cmp(&a.memory.seq)));
-    hits.truncate(query.limit.clamp(1, MAX_LIMIT) as usize);
     Ok(hits)
 }
 

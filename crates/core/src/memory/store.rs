@@ -52,6 +52,12 @@ pub struct Memory {
     pub(crate) expires_at: Option<String>,
     pub(crate) recalled_at: Option<String>,
     pub(crate) recall_count: i64,
+    /// When the fact became true (given on create, else when it was stored).
+    pub(crate) valid_from: String,
+    /// When it stopped being true; `None` while it holds.
+    pub(crate) invalid_at: Option<String>,
+    /// The memory that replaced it, if one did.
+    pub(crate) superseded_by: Option<String>,
 }
 
 /// A memory to store.
@@ -67,6 +73,11 @@ pub struct NewMemory {
     pub message_id: Option<String>,
     /// ISO-8601; `None` = never, or `dailyTtlDays` for a `daily` memory.
     pub expires_at: Option<String>,
+    /// ISO-8601: when the fact became true; `None` = when it is stored.
+    pub valid_from: Option<String>,
+    /// Memories this one replaces: each must hold now (and be within the request's reach); they
+    /// stop holding at this one's `valid_from` and name it as `supersededBy`.
+    pub supersedes: Vec<String>,
 }
 
 /// A change to a memory: each field set replaces the stored one (`expires_at: Some(None)`
@@ -100,6 +111,40 @@ pub struct Filter {
     pub session_id: Option<String>,
     /// Whose `conversation` memories may be seen: those of these sessions only, or all.
     pub reach: Reach,
+    /// Which facts: those that hold now, those that held at a time, or all of them.
+    pub held: Held,
+}
+
+/// Which facts a read sees, by their validity (`validFrom` .. `invalidAt`).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub enum Held {
+    /// The facts that hold now: those not superseded (one given a `validFrom` ahead of the
+    /// clock included: clocks differ, and it was stored to be known).
+    #[default]
+    Now,
+    /// The facts that held at this time (normalized ISO-8601): `asOf`.
+    At(String),
+    /// Every fact, superseded or not: `includeSuperseded`.
+    Ever,
+}
+
+impl Held {
+    /// The condition on alias `m` and its values.
+    fn cond(&self) -> (String, Vec<Value>) {
+        match self {
+            Held::Now => ("m.invalid_at IS NULL".into(), Vec::new()),
+            Held::At(t) => (
+                "m.valid_from <= ? AND (m.invalid_at IS NULL OR m.invalid_at > ?)".into(),
+                vec![t.as_str().into(), t.as_str().into()],
+            ),
+            Held::Ever => ("1".into(), Vec::new()),
+        }
+    }
+}
+
+/// A time given to read the past with (`asOf`), as stored: ISO-8601, normalized to milliseconds.
+pub fn check_as_of(at: &str) -> Result<String> {
+    parse_iso(at).map(iso_millis).ok_or_else(|| Error::invalid(format!("asOf {at:?} is not an ISO-8601 UTC timestamp")))
 }
 
 /// Times strictly after `after` and strictly before `before` (each ISO-8601 with milliseconds,
@@ -224,8 +269,12 @@ pub(crate) fn check_expiry(expires_at: &str, now: &str) -> Result<String> {
     Ok(at)
 }
 
-fn check_new(new: &NewMemory, now: &str) -> Result<()> {
+/// Checks a memory to store (its text, score, session, expiry and `validFrom`).
+pub(crate) fn check_new(new: &NewMemory, now: &str) -> Result<()> {
     check_content(&new.content)?;
+    if let Some(v) = &new.valid_from {
+        parse_iso(v).ok_or_else(|| Error::invalid(format!("validFrom {v:?} is not an ISO-8601 UTC timestamp")))?;
+    }
     check_score(new.score)?;
     if new.category == Category::Conversation && new.session_id.is_none() {
         return Err(Error::invalid("a conversation memory needs the session it belongs to (sessionId)"));
@@ -260,6 +309,9 @@ pub(crate) const ROW: Table = Table {
         Col("expiresAt", "expires_at", Ty::OptTime),
         Col("recalledAt", "recalled_at", Ty::OptTime),
         Col("recallCount", "recall_count", Ty::Int),
+        Col("validFrom", "valid_from", Ty::OptTime),
+        Col("invalidAt", "invalid_at", Ty::OptTime),
+        Col("supersededBy", "superseded_by", Ty::OptText),
     ],
 };
 
@@ -304,6 +356,12 @@ pub(crate) fn from_row(r: &Row, at: usize) -> Result<Memory> {
         expires_at: r.opt_text(col("expiresAt"))?,
         recalled_at: r.opt_text(col("recalledAt"))?,
         recall_count: r.int(col("recallCount"))?,
+        valid_from: match r.opt_text(col("validFrom"))? {
+            Some(v) => v,
+            None => r.text(col("createdAt"))?,
+        },
+        invalid_at: r.opt_text(col("invalidAt"))?,
+        superseded_by: r.opt_text(col("supersededBy"))?,
     })
 }
 
@@ -325,6 +383,10 @@ pub(crate) fn delete(sql: &dyn Sql, seqs: &[i64]) -> Result<()> {
         sql.execute("DELETE FROM memories_fts WHERE rowid = ?", &s)?;
         sql.execute("DELETE FROM memory_vectors WHERE memory_seq = ?", &s)?;
         sql.execute("DELETE FROM memory_versions WHERE memory_id = (SELECT id FROM memories WHERE seq = ?)", &s)?;
+        sql.execute(
+            "UPDATE memories SET superseded_by = NULL WHERE superseded_by = (SELECT id FROM memories WHERE seq = ?)",
+            &s,
+        )?;
         sql.execute("DELETE FROM memories WHERE seq = ?", &s)?;
     }
     Ok(())
@@ -363,7 +425,7 @@ impl Key<'_> {
 fn live_duplicate(sql: &dyn Sql, key: &Key<'_>, now: &str) -> Result<Option<Memory>> {
     let (cond, mut params) = key.cond("m.");
     params.push(now.into());
-    let q = format!("SELECT {} FROM memories m WHERE {cond} AND {LIVE}", columns("m"));
+    let q = format!("SELECT {} FROM memories m WHERE {cond} AND {LIVE} AND m.invalid_at IS NULL", columns("m"));
     sql.query_row(&q, &params)?.map(|r| from_row(&r, 0)).transpose()
 }
 
@@ -372,7 +434,10 @@ fn live_duplicate(sql: &dyn Sql, key: &Key<'_>, now: &str) -> Result<Option<Memo
 fn drop_expired(sql: &dyn Sql, key: &Key<'_>, now: &str, but: i64) -> Result<()> {
     let (cond, mut params) = key.cond("");
     params.extend([now.into(), Value::Int(but)]);
-    sql.execute(&format!("DELETE FROM memories WHERE {cond} AND expires_at <= ? AND seq != ?"), &params)
+    sql.execute(
+        &format!("DELETE FROM memories WHERE {cond} AND expires_at <= ? AND seq != ? AND invalid_at IS NULL"),
+        &params,
+    )
 }
 
 fn tags_json(tags: &[String]) -> String {
@@ -454,11 +519,12 @@ pub(crate) fn remember(
     };
     drop_expired(sql, &key, now, 0)?;
     let id = format!("mem_{}", new_id()?);
+    let valid_from = new.valid_from.as_deref().and_then(parse_iso).map_or_else(|| now.to_owned(), iso_millis);
     let row = sql
         .query_row(
             "INSERT INTO memories (id, content, norm, category, tags, metadata, score, session_id, message_id,
-               created_at, updated_at, expires_at, unembedded)
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq",
+               created_at, updated_at, expires_at, unembedded, valid_from)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq",
             &[
                 id.as_str().into(),
                 new.content.as_str().into(),
@@ -473,6 +539,7 @@ pub(crate) fn remember(
                 now.into(),
                 expires_at.into(),
                 Value::Int(i64::from(embed == Embed::Later)),
+                valid_from.into(),
             ],
         )?
         .ok_or_else(|| Error::internal("INSERT returned no row"))?;
@@ -481,6 +548,43 @@ pub(crate) fn remember(
     let m = by_seq(sql, seq)?;
     version(sql, &m, by, now)?;
     Ok((m, Stored::Created))
+}
+
+/// Marks memory `old` as no longer holding from `at` (not before it began to hold), replaced by
+/// memory `by` when one replaced it. Its text and versions stay.
+pub(crate) fn invalidate(sql: &dyn Sql, old: &Memory, at: &str, by: Option<&str>, now: &str) -> Result<Memory> {
+    let at = if at < old.valid_from.as_str() { old.valid_from.as_str() } else { at };
+    sql.execute(
+        "UPDATE memories SET invalid_at = ?, superseded_by = ?, updated_at = ? WHERE seq = ?",
+        &[at.into(), by.into(), now.into(), Value::Int(old.seq)],
+    )?;
+    by_seq(sql, old.seq)
+}
+
+/// Makes memory `new` replace the memories `ids` (each must exist, hold now and be within
+/// `reach`; else `not_found`, or `conflict` for one already replaced): they stop holding at its
+/// `valid_from`. Returns them as they now are.
+pub(crate) fn supersede(sql: &dyn Sql, new: &Memory, ids: &[String], reach: &Reach, now: &str) -> Result<Vec<Memory>> {
+    let mut done: Vec<Memory> = Vec::with_capacity(ids.len());
+    for id in ids {
+        if *id == new.id {
+            return Err(Error::invalid(format!("memory {id} cannot supersede itself")));
+        }
+        if done.iter().any(|m| m.id == *id) {
+            continue;
+        }
+        let old = get(sql, id, now)?
+            .filter(|m| within(reach, m))
+            .ok_or_else(|| Error::not_found(format!("memory {id} not found (supersedes)")))?;
+        if old.invalid_at.is_some() {
+            return Err(Error::conflict(format!(
+                "memory {id} no longer holds (superseded by {})",
+                old.superseded_by.as_deref().unwrap_or("nothing")
+            )));
+        }
+        done.push(invalidate(sql, &old, &new.valid_from, Some(&new.id), now)?);
+    }
+    Ok(done)
 }
 
 fn by_seq(sql: &dyn Sql, seq: i64) -> Result<Memory> {
@@ -594,6 +698,9 @@ fn patch_memory(sql: &dyn Sql, old: &Memory, p: &Patch, by: By, now: &str, embed
 pub(crate) fn filter_sql(filter: &Filter, now: &str) -> (String, Vec<Value>) {
     let mut cond = vec![LIVE.to_owned()];
     let mut params: Vec<Value> = vec![now.into()];
+    let (held, values) = filter.held.cond();
+    cond.push(held);
+    params.extend(values);
     let marks = |n: usize| vec!["?"; n].join(", ");
     if !filter.categories.is_empty() {
         cond.push(format!("m.category IN ({})", marks(filter.categories.len())));

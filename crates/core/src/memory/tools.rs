@@ -146,8 +146,7 @@ async fn store(memories: &Memories<'_>, session: &str, input: &Map<String, Json>
         metadata: Default::default(),
         score: None,
         session_id: Some(session.to_owned()),
-        message_id: None,
-        expires_at: None,
+        ..NewMemory::default()
     };
     let (m, stored) = memories.remember(new, By::Tool).await?;
     Ok(Ran::stored(match stored {

@@ -16,6 +16,7 @@ pub const MIGRATIONS: &[(i64, &str, &str)] = &[
     (9, "versions", include_str!("../../../../migrations/0009_versions.sql")),
     (10, "holes", include_str!("../../../../migrations/0010_holes.sql")),
     (11, "metadata", include_str!("../../../../migrations/0011_metadata.sql")),
+    (12, "validity", include_str!("../../../../migrations/0012_validity.sql")),
 ];
 
 /// The newest schema version this build knows.

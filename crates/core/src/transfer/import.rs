@@ -514,14 +514,26 @@ impl Plan {
                     "memory {id}: a conversation memory belongs to a session of the export (sessionId)"
                 )));
             }
-            let owner = if conversation { session.unwrap_or_default() } else { "" };
-            said.push(format!("{}\u{0}{}\u{0}{owner}", text(v, "category"), normalize(&text(v, "content"))));
+            // Only the memories that hold now are one per text: a superseded one may say it again.
+            if text_of(&MEMORIES, v, "invalidAt").is_none() {
+                let owner = if conversation { session.unwrap_or_default() } else { "" };
+                said.push(format!("{}\u{0}{}\u{0}{owner}", text(v, "category"), normalize(&text(v, "content"))));
+            }
         }
         let twice =
             "two memory records say the same (same category and text, and for conversation memories the same session)";
         unique(said, twice)?;
         let mut memories: Vec<String> = self.of(&MEMORIES).map(|v| text(v, "id")).collect();
         memories.sort();
+        for v in self.of(&MEMORIES) {
+            let Some(by) = text_of(&MEMORIES, v, "supersededBy") else { continue };
+            let id = text(v, "id");
+            if by == id || memories.binary_search_by(|m| m.as_str().cmp(by)).is_err() {
+                return Err(Error::invalid(format!(
+                    "memory {id}: supersededBy names {by}, which is not another memory of the export"
+                )));
+            }
+        }
         for v in self.of(&MEMORY_VERSIONS) {
             let of = text_of(&MEMORY_VERSIONS, v, "memoryId").unwrap_or_default();
             if memories.binary_search_by(|m| m.as_str().cmp(of)).is_err() {
@@ -557,8 +569,20 @@ impl Plan {
 }
 
 fn memory(rec: &Map<String, Json>, at: &str) -> Result<Vec<Value>> {
-    let values = MEMORIES.values(rec, &[], at)?;
+    let mut values = MEMORIES.values(rec, &[], at)?;
+    // An export made before validity was recorded: the fact held from when it was stored.
+    let field = |f: &str| MEMORIES.cols.iter().position(|c| c.0 == f).unwrap_or(usize::MAX);
+    if let (Some(Value::Null), Some(created)) = (values.get(field("validFrom")), values.get(field("createdAt"))) {
+        values[field("validFrom")] = created.clone();
+    }
     let t = |f: &str| text_of(&MEMORIES, &values, f).unwrap_or_default();
+    let (valid_from, invalid_at) = (t("validFrom"), text_of(&MEMORIES, &values, "invalidAt"));
+    if invalid_at.is_some_and(|i| i < valid_from) {
+        return Err(Error::invalid(format!("{at}: invalidAt is before validFrom")));
+    }
+    if text_of(&MEMORIES, &values, "supersededBy").is_some() && invalid_at.is_none() {
+        return Err(Error::invalid(format!("{at}: a memory with supersededBy no longer holds (invalidAt)")));
+    }
     check_id("memory id", t("id"))?;
     if !t("id").starts_with("mem_") {
         return Err(Error::invalid(format!("{at}: a memory id starts with mem_")));

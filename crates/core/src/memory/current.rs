@@ -1,0 +1,112 @@
+//! What holds now among recalled facts: when two memories that hold now say the same kind of
+//! thing about the same subject and nothing marks one as replacing the other, the newer ranks
+//! first, so an outdated fact never ranks above its correction ("lives in Paris", then "moved to
+//! Berlin": whichever matched the query better, Berlin comes first).
+//!
+//! "The same subject" is read from the two facts themselves, never from the query's wording: with
+//! embeddings, the cosine similarity of their vectors ([`SAME_SUBJECT`], chosen on the bench's
+//! corrections with all-MiniLM-L6-v2: 94 % of fact/correction pairs reach it); without, the share
+//! of content words (their first five letters, stop words left out) the shorter fact has in
+//! common with the other ([`SAME_WORDS`]).
+
+use super::embed::{cosine, decode};
+use super::recall::Hit;
+use crate::error::Result;
+use crate::query::STOPWORDS;
+use crate::sql::{Sql, Value};
+
+/// Least cosine similarity of two facts' vectors for them to be about the same subject.
+pub(crate) const SAME_SUBJECT: f64 = 0.3;
+/// Least share of shared content words, when a fact has no vector.
+pub(crate) const SAME_WORDS: f64 = 0.5;
+/// Least relevance to the query, relative to the older fact's, for a newer fact to move above
+/// it: a correction needs to answer the question too, not just be near the old fact.
+pub(crate) const LEAST_RELEVANCE: f64 = 0.3;
+/// Or, when both were found by meaning, the least similarity to the query relative to the older
+/// fact's (a correction seldom repeats the question's words: "sold the Zoe" for "which car").
+pub(crate) const LEAST_MEANING: f64 = 0.7;
+
+/// The content words of a fact, cut to their first five letters (a light stem: "lives"/"lived").
+fn words(text: &str) -> Vec<String> {
+    let mut words: Vec<String> = text
+        .split(|c: char| !c.is_alphanumeric())
+        .map(str::to_lowercase)
+        .filter(|w| !w.is_empty() && w != "s" && w != "user" && !STOPWORDS.contains(&w.as_str()))
+        .map(|w| w.chars().take(5).collect())
+        .collect();
+    words.sort();
+    words.dedup();
+    words
+}
+
+/// The share of content words the shorter of `a` and `b` has in common with the other.
+fn shared_words(a: &[String], b: &[String]) -> f64 {
+    let common = a.iter().filter(|w| b.binary_search(w).is_ok()).count() as f64;
+    common / a.len().min(b.len()).max(1) as f64
+}
+
+/// The stored vectors of memories `seqs` (those that have one).
+fn vectors(sql: &dyn Sql, seqs: &[i64]) -> Result<Vec<(i64, Vec<f32>)>> {
+    let mut out = Vec::new();
+    for chunk in seqs.chunks(100) {
+        let marks = vec!["?"; chunk.len()].join(", ");
+        let q = format!("SELECT memory_seq, vector FROM memory_vectors WHERE memory_seq IN ({marks})");
+        let params: Vec<Value> = chunk.iter().map(|s| Value::Int(*s)).collect();
+        for r in sql.query(&q, &params)? {
+            if let Some(Value::Blob(b)) = r.0.get(1) {
+                out.push((r.int(0)?, decode(b)));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Reorders `hits` (best first) so that of two facts about the same subject the newer (by
+/// `validFrom`) comes first: the newer takes the place of the first
+/// older one it is about the same subject as, and its score, and each says why.
+pub(crate) fn newer_first(sql: &dyn Sql, hits: &mut Vec<Hit>) -> Result<()> {
+    if hits.len() < 2 {
+        return Ok(());
+    }
+    let seqs: Vec<i64> = hits.iter().map(|h| h.memory.seq).collect();
+    let vectors = vectors(sql, &seqs)?;
+    let vector = |h: &Hit| vectors.iter().find(|(seq, _)| *seq == h.memory.seq).map(|(_, v)| v.as_slice());
+    let same = |a: &Hit, b: &Hit| match (vector(a), vector(b)) {
+        (Some(x), Some(y)) if x.len() == y.len() => cosine(x, y) >= SAME_SUBJECT,
+        _ => shared_words(&words(&a.memory.content), &words(&b.memory.content)) >= SAME_WORDS,
+    };
+    // Facts stored in the same instant (one batch) are not newer than one another.
+    let newer = |a: &Hit, b: &Hit| a.memory.valid_from > b.memory.valid_from;
+    for j in 1..hits.len() {
+        let relevant = |i: usize| {
+            let (new, old) = (&hits[j].signals, &hits[i].signals);
+            let meaning = matches!((new.semantic, old.semantic), (Some(n), Some(o)) if n >= LEAST_MEANING * o);
+            meaning || new.relevance >= LEAST_RELEVANCE * old.relevance
+        };
+        let Some(i) = (0..j).find(|&i| newer(&hits[j], &hits[i]) && relevant(i) && same(&hits[j], &hits[i])) else {
+            continue;
+        };
+        let mut hit = hits.remove(j);
+        let older = &mut hits[i];
+        hit.score = hit.score.max(older.score);
+        hit.why.push_str(&format!(", newer than {}, which says the same kind of thing", older.memory.id));
+        older.why.push_str(&format!(", older than {}", hit.memory.id));
+        hits.insert(i, hit);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{shared_words, words};
+
+    #[test]
+    fn shared_words_of_the_shorter_fact() {
+        let a = words("The user lives in Paris.");
+        let b = words("The user still lives in Paris but works in Berlin.");
+        assert_eq!(shared_words(&a, &b), 1.0);
+        let c = words("The user likes green tea.");
+        assert_eq!(shared_words(&a, &c), 0.0);
+        assert_eq!(shared_words(&words("the and of"), &c), 0.0);
+    }
+}

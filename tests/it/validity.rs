@@ -1,0 +1,202 @@
+//! What is true now: `supersedes` and `validFrom` on `POST /memories`, `asOf` and
+//! `includeSuperseded` on reads, `consolidate: true` (a scripted model), the newer of two facts
+//! about one subject first, and what a superseded memory keeps (versions, export, import).
+
+use crate::support::{code, completion, Api};
+use serde_json::{json, Value as Json};
+use session_agent_api::Request;
+
+const DAY: i64 = 86_400_000;
+
+fn store(api: &Api, body: Json) -> Json {
+    let r = api.post("/memories", body);
+    assert!(r.status == 201 || r.status == 200, "{}", String::from_utf8_lossy(&r.body));
+    r.body_json()
+}
+
+fn contents(api: &Api, path: &str) -> Vec<String> {
+    let r = api.get(path);
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let body = r.body_json();
+    let list = body.get("memories").or_else(|| body.get("results")).unwrap().as_array().unwrap().clone();
+    list.iter().map(|m| m.get("memory").unwrap_or(m)["content"].as_str().unwrap().to_owned()).collect()
+}
+
+fn import(api: &Api, body: &str) -> session_agent_api::Response {
+    let mut req = Request::new("POST", "/import");
+    req.body = body.as_bytes().to_vec();
+    api.send(req)
+}
+
+fn id(m: &Json) -> String {
+    m["id"].as_str().unwrap().to_owned()
+}
+
+#[test]
+fn supersedes_retires_the_old_fact_and_reads_see_what_holds_now() {
+    let api = Api::new();
+    let paris = store(&api, json!({"content": "The user lives in Paris.", "validFrom": "2020-01-01T00:00:00Z"}));
+    assert_eq!(paris["validFrom"], "2020-01-01T00:00:00.000Z");
+    assert_eq!((paris["invalidAt"].clone(), paris["supersededBy"].clone()), (Json::Null, Json::Null));
+    let berlin = store(
+        &api,
+        json!({"content": "The user moved to Berlin.", "validFrom": "2026-03-01T00:00:00Z", "supersedes": [id(&paris)]}),
+    );
+    let old = api.get(&format!("/memories/{}", id(&paris))).body_json();
+    assert_eq!(old["invalidAt"], "2026-03-01T00:00:00.000Z", "it stops holding when the new fact begins");
+    assert_eq!(old["supersededBy"], berlin["id"]);
+    assert_eq!(old["content"], "The user lives in Paris.", "kept, not erased");
+    // Lists and searches: what holds now, the past on request.
+    assert_eq!(contents(&api, "/memories"), ["The user moved to Berlin."]);
+    assert_eq!(contents(&api, "/memories/search?q=lives+Paris"), Vec::<String>::new());
+    assert_eq!(contents(&api, "/memories?includeSuperseded=1").len(), 2);
+    assert_eq!(contents(&api, "/memories?asOf=2025-06-01T00:00:00Z"), ["The user lives in Paris."]);
+    assert_eq!(
+        contents(&api, "/memories/search?q=lives+Paris&asOf=2025-06-01T00:00:00Z"),
+        ["The user lives in Paris."]
+    );
+    assert_eq!(contents(&api, "/memories?asOf=2019-06-01T00:00:00Z"), Vec::<String>::new());
+    // The same text again is a new memory: the old one no longer holds, so nothing merges into it.
+    let again = api.post("/memories", json!({"content": "The user lives in Paris."}));
+    assert_eq!(again.status, 201);
+    assert_ne!(again.body_json()["id"], paris["id"]);
+    // Its versions stay; deleting the memory that replaced it clears `supersededBy`.
+    assert_eq!(
+        api.get(&format!("/memories/{}/history", id(&paris))).body_json()["versions"][0]["content"],
+        old["content"]
+    );
+    assert_eq!(api.delete(&format!("/memories/{}", id(&berlin))).status, 204);
+    let old = api.get(&format!("/memories/{}", id(&paris))).body_json();
+    assert_eq!((old["supersededBy"].clone(), old["invalidAt"].is_string()), (Json::Null, true));
+    // Frames: the retired memory is an `updated` with invalidAt.
+    let frames = api.events.take("*");
+    let retired = frames.iter().find(|f| f["memory"]["id"] == paris["id"] && f["op"] == "updated").unwrap();
+    assert!(retired["memory"]["invalidAt"].is_string(), "{retired}");
+    // Forgetting everything forgets superseded memories too.
+    assert_eq!(api.delete("/memories").body_json()["deleted"], 2);
+    assert_eq!(api.count("SELECT count(*) FROM memories"), 0);
+}
+
+#[test]
+fn bad_validity_input_is_400_404_or_409_and_stores_nothing() {
+    let api = Api::new();
+    let a = store(&api, json!({"content": "The user drives a Zoe."}));
+    let b = store(&api, json!({"content": "The user drives a Tesla.", "supersedes": [id(&a)]}));
+    let before = api.count("SELECT count(*) FROM memories") + api.count("SELECT count(*) FROM memory_versions");
+    for (body, status, code_) in [
+        (json!({"content": "x", "supersedes": ["mem_nope"]}), 404, "not_found"),
+        (json!({"content": "x", "supersedes": [id(&b), "mem_nope"]}), 404, "not_found"),
+        (json!({"content": "x", "supersedes": [id(&a)]}), 409, "conflict"),
+        (json!({"content": "x", "supersedes": id(&b)}), 400, "invalid_request"),
+        (json!({"content": "x", "supersedes": [1]}), 400, "invalid_request"),
+        (json!({"content": "x", "supersedes": [""]}), 400, "invalid_request"),
+        (json!({"content": "x", "validFrom": "yesterday"}), 400, "invalid_request"),
+        (json!({"content": "x", "validFrom": 5}), 400, "invalid_request"),
+        (json!({"content": "x", "consolidate": "yes"}), 400, "invalid_request"),
+        (json!({"content": "x", "consolidate": true}), 503, "not_configured"),
+        (json!({"content": "The user drives a Tesla.", "supersedes": [id(&b)]}), 400, "invalid_request"),
+    ] {
+        let r = api.post("/memories", body.clone());
+        assert_eq!((r.status, code(&r)), (status, code_.to_owned()), "{body}: {}", String::from_utf8_lossy(&r.body));
+    }
+    let after = api.count("SELECT count(*) FROM memories") + api.count("SELECT count(*) FROM memory_versions");
+    assert_eq!(after, before, "nothing stored");
+    assert_eq!(api.get(&format!("/memories/{}", id(&b))).body_json()["invalidAt"], Json::Null);
+    for q in ["asOf=soon", "asOf=2026-01-01T00:00:00Z&includeSuperseded=1", "includeSuperseded=2"] {
+        assert_eq!(api.get(&format!("/memories?{q}")).status, 400, "{q}");
+        assert_eq!(api.get(&format!("/memories/search?q=x&{q}")).status, 400, "{q}");
+    }
+}
+
+#[test]
+fn the_newer_of_two_facts_about_one_subject_ranks_first() {
+    for api in [Api::new(), Api::new().with_embeddings()] {
+        // The older fact matches the question better by its words; the newer one is about the
+        // same subject and was said later: it comes first, and both say why.
+        store(&api, json!({"content": "The user's sister drives a red Volvo car.", "score": 0.9}));
+        api.now.set(api.now.get() + 30 * DAY);
+        store(&api, json!({"content": "The user's sister sold the Volvo and drives a bike now.", "score": 0.5}));
+        let r = api.get("/memories/search?q=what+car+does+my+sister+drive+volvo");
+        let hits = r.body_json()["results"].as_array().unwrap().clone();
+        let order: Vec<&str> = hits.iter().map(|h| h["memory"]["content"].as_str().unwrap()).collect();
+        assert_eq!(
+            order,
+            ["The user's sister sold the Volvo and drives a bike now.", "The user's sister drives a red Volvo car."]
+        );
+        assert!(hits[0]["why"].as_str().unwrap().contains("newer than"), "{}", hits[0]["why"]);
+        assert!(hits[0]["score"].as_f64() >= hits[1]["score"].as_f64());
+        // Facts stored in the same instant are not news to one another; unrelated ones never move.
+        let api = Api::new();
+        store(&api, json!({"content": "The user likes green tea.", "score": 0.9}));
+        api.now.set(api.now.get() + DAY);
+        store(&api, json!({"content": "The user's tea kettle is red.", "score": 0.1}));
+        assert_eq!(contents(&api, "/memories/search?q=green+tea")[0], "The user likes green tea.");
+    }
+}
+
+#[test]
+fn consolidate_asks_the_model_and_retires_what_it_replaces() {
+    let api = Api::new().with_model();
+    // Nothing similar: stored without a model call.
+    let paris = store(&api, json!({"content": "The user lives in Paris.", "consolidate": true}));
+    assert_eq!(api.model.requests.borrow().len(), 0);
+    // The model updates the old fact: the new one supersedes it.
+    let decide = |list: Json| completion(&json!({ "memory": list }).to_string());
+    api.model.reply(Ok(decide(json!([{"id": id(&paris), "text": "The user lives in Berlin.", "event": "UPDATE"}]))));
+    let r = api
+        .post("/memories", json!({"content": "The user lives in Berlin now.", "consolidate": true, "tags": ["home"]}));
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    let berlin = r.body_json();
+    assert_eq!(berlin["content"], "The user lives in Berlin now.");
+    let asked = api.model.requests.borrow()[0]["messages"][1]["content"].as_str().unwrap().to_owned();
+    assert!(asked.contains(&id(&paris)) && asked.contains("New fact: The user lives in Berlin now."), "{asked}");
+    assert_eq!(api.get(&format!("/memories/{}", id(&paris))).body_json()["supersededBy"], berlin["id"]);
+    assert_eq!(contents(&api, "/memories"), ["The user lives in Berlin now."]);
+    // NONE: already said; the answer is that memory, unchanged, and nothing is stored.
+    api.model.reply(Ok(decide(json!([{"id": id(&berlin), "event": "NONE"}]))));
+    let r = api.post("/memories", json!({"content": "The user is living in Berlin.", "consolidate": true}));
+    assert_eq!((r.status, r.body_json()["id"].clone()), (200, berlin["id"].clone()));
+    assert_eq!(api.count("SELECT count(*) FROM memories"), 2);
+    // A model that fails or answers nonsense: 503, nothing stored.
+    api.model.reply(Ok(completion("no idea")));
+    let r = api.post("/memories", json!({"content": "The user lives in Rome.", "consolidate": true}));
+    assert_eq!(r.status, 503, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(api.count("SELECT count(*) FROM memories"), 2);
+}
+
+#[test]
+fn validity_travels_through_export_and_import_and_bad_records_are_refused() {
+    let api = Api::new();
+    let a = store(&api, json!({"content": "The user lives in Paris."}));
+    store(&api, json!({"content": "The user lives in Berlin.", "supersedes": [id(&a)]}));
+    store(&api, json!({"content": "The user lives in Paris.", "validFrom": "2030-01-01T00:00:00Z"}));
+    let export = api.get("/export");
+    assert_eq!(export.status, 200);
+    let text = String::from_utf8(export.body.clone()).unwrap();
+    let mut other = Api::new();
+    other.agent = "other".into();
+    let r = import(&other, &text);
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(String::from_utf8(other.get("/export").body).unwrap(), text, "byte for byte");
+    assert_eq!(contents(&other, "/memories").len(), 2);
+    // Records the API could never produce.
+    let lines: Vec<Json> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let mutate = |f: &dyn Fn(&mut Json)| {
+        let mut ls = lines.clone();
+        let m = ls.iter_mut().find(|l| l["kind"] == "memory" && l["supersededBy"].is_string()).unwrap();
+        f(m);
+        ls.iter().map(|l| l.to_string()).collect::<Vec<_>>().join("\n") + "\n"
+    };
+    for bad in [
+        mutate(&|m| m["supersededBy"] = json!("mem_00000000-0000-4000-8000-000000000000")),
+        mutate(&|m| m["supersededBy"] = m["id"].clone()),
+        mutate(&|m| m["invalidAt"] = json!("2000-01-01T00:00:00.000Z")),
+        mutate(&|m| m["invalidAt"] = Json::Null),
+    ] {
+        let mut fresh = Api::new();
+        fresh.agent = "fresh".into();
+        let r = import(&fresh, &bad);
+        assert_eq!(r.status, 400, "{}", String::from_utf8_lossy(&r.body));
+        assert_eq!(fresh.count("SELECT count(*) FROM memories"), 0);
+    }
+}
