@@ -27,5 +27,6 @@ mod transfer;
 mod tree;
 mod truncate;
 mod ui_chat;
+mod vectors;
 mod versions;
 mod walks;

@@ -1,9 +1,13 @@
 //! The entries of searchable context blocks (the reference's `AgentSearchProvider`, docs/REFERENCE.md#search-entries):
-//! keyed texts in SQLite with an FTS5 index, shared by all sessions of the agent and partitioned by label.
+//! keyed texts in SQLite with an FTS5 index (and with embeddings a vector each), shared by all sessions of the agent
+//! and partitioned by label.
 
 use crate::error::{Error, Result};
 use crate::sql::{Sql, Value};
 use crate::store::search::compile;
+use crate::vectors::fuse::fuse;
+use crate::vectors::index::Within;
+use crate::vectors::{evidence, Kind, Meaning, SUPPORT};
 
 /// How many entries `search_context` returns.
 pub(crate) const SEARCH_LIMIT: i64 = 10;
@@ -56,21 +60,55 @@ pub(crate) fn summary(sql: &dyn Sql, label: &str) -> Result<String> {
     Ok(if n == 0 { String::new() } else { format!("{n} entries indexed.") })
 }
 
-/// The best [`SEARCH_LIMIT`] entries of `label` for `query` (same syntax as message search),
-/// as `[key]\ncontent` joined by a blank line; `None` when nothing matches.
-pub(crate) fn search(sql: &dyn Sql, label: &str, query: &str) -> Result<Option<String>> {
+/// The best [`SEARCH_LIMIT`] entries of `label` for `query` (same syntax as message search;
+/// with embeddings, the entries nearest by meaning too, fused by rank as message search fuses
+/// them), as `[key]\ncontent` joined by a blank line; `None` when nothing matches.
+pub(crate) async fn search(meaning: &Meaning<'_>, label: &str, query: &str) -> Result<Option<String>> {
+    let sql = meaning.sql;
     let Some(fts) = compile(query) else { return Ok(None) };
     let rows = sql.query(
-        "SELECT e.key, e.content FROM search_entries_fts f JOIN search_entries e ON e.seq = f.rowid
+        "SELECT e.seq, e.key, e.content FROM search_entries_fts f JOIN search_entries e ON e.seq = f.rowid
           WHERE search_entries_fts MATCH ? AND e.label = ?
           ORDER BY f.rank, f.rowid LIMIT ?",
         &[fts.into(), label.into(), Value::Int(SEARCH_LIMIT)],
     )?;
-    if rows.is_empty() {
+    let mut found = rows.iter().map(|r| Ok((r.int(0)?, r.text(1)?, r.text(2)?))).collect::<Result<Vec<_>>>()?;
+    if meaning.is_on() {
+        match meaning.query(query.trim()).await {
+            Ok(v) => found = with_meaning(meaning, label, &v, found)?,
+            Err(e) => meaning.events.warn(&format!("search_context by meaning: {} (by words only)", e.message)),
+        }
+    }
+    if found.is_empty() {
         return Ok(None);
     }
-    let found = rows.iter().map(|r| Ok(format!("[{}]\n{}", r.text(0)?, r.text(1)?))).collect::<Result<Vec<_>>>()?;
+    let found: Vec<String> = found.iter().map(|(_, key, content)| format!("[{key}]\n{content}")).collect();
     Ok(Some(found.join("\n\n")))
+}
+
+/// The full-text hits `lexical` (seq, key, content) fused with the entries of `label` nearest
+/// to `v`.
+fn with_meaning(
+    meaning: &Meaning<'_>,
+    label: &str,
+    v: &[f32],
+    lexical: Vec<(i64, String, String)>,
+) -> Result<Vec<(i64, String, String)>> {
+    let n = SEARCH_LIMIT as usize;
+    let near = meaning.nearest(Kind::Entry, v, Within::Scopes(&[label]), n, SUPPORT)?;
+    let near = evidence(near, &lexical.iter().map(|e| e.0).collect::<Vec<_>>());
+    let ids = format!("[{}]", near.iter().map(|(seq, _)| seq.to_string()).collect::<Vec<_>>().join(","));
+    let rows = meaning.sql.query(
+        "SELECT e.seq, e.key, e.content FROM json_each(?) j JOIN search_entries e ON e.seq = j.value
+          WHERE e.label = ? ORDER BY j.key",
+        &[ids.into(), label.into()],
+    )?;
+    let semantic = rows.iter().map(|r| Ok((r.int(0)?, r.text(1)?, r.text(2)?))).collect::<Result<Vec<_>>>()?;
+    let seqs = |l: &[(i64, String, String)]| l.iter().map(|e| e.0).collect::<Vec<_>>();
+    let order = fuse(&seqs(&lexical), &seqs(&semantic), n);
+    let mut all = lexical;
+    all.extend(semantic);
+    Ok(order.into_iter().filter_map(|seq| all.iter().position(|e| e.0 == seq).map(|i| all.swap_remove(i))).collect())
 }
 
 /// One entry of a searchable block, as the API shows it.
