@@ -49,19 +49,20 @@ pub fn beginning(text: &str) -> &str {
     }
 }
 
-/// The text of row `item` of `kind` as it is now, and its scope (a message's session, an
-/// entry's label); `None` when the row is gone or has no text.
-fn text_of(sql: &dyn Sql, kind: Kind, item: i64) -> Result<Option<(Option<String>, String)>> {
+/// The text of row `item` of `kind` as it is now, its scope (a message's session, an entry's
+/// label) and when it was written; `None` when the row is gone or has no text.
+fn text_of(sql: &dyn Sql, kind: Kind, item: i64) -> Result<Option<(Option<String>, String, String)>> {
     let q = match kind {
-        Kind::Memory => "SELECT NULL, content FROM memories WHERE seq = ?",
+        Kind::Memory => "SELECT NULL, content, updated_at FROM memories WHERE seq = ?",
         Kind::Message => {
-            "SELECT m.session_id, (SELECT content FROM messages_fts WHERE rowid = m.seq) FROM messages m WHERE m.seq = ?"
+            "SELECT m.session_id, (SELECT content FROM messages_fts WHERE rowid = m.seq), m.created_at
+               FROM messages m WHERE m.seq = ?"
         }
-        Kind::Entry => "SELECT label, content FROM search_entries WHERE seq = ?",
+        Kind::Entry => "SELECT label, content, updated_at FROM search_entries WHERE seq = ?",
     };
     let Some(r) = sql.query_row(q, &[Value::Int(item)])? else { return Ok(None) };
     let text = r.opt_text(1)?.map(|t| beginning(&t).to_owned()).filter(|t| !t.is_empty());
-    text.map(|t| Ok((r.opt_text(0)?, t))).transpose()
+    text.map(|t| Ok((r.opt_text(0)?, t, r.text(2)?))).transpose()
 }
 
 /// One row to embed.
@@ -72,6 +73,9 @@ struct Work {
     text: String,
     hash: i64,
     vector: Option<Vec<f32>>,
+    /// When its vector is made: the run's time, or the row's own when it was written after
+    /// the run began (a run goes on with what later writes queue).
+    at: String,
 }
 
 /// Embeds every row waiting for its vector (nothing without embeddings); a failing call is a
@@ -116,11 +120,11 @@ async fn round(sql: &dyn Sql, t: &dyn Transport, cfg: &EmbeddingsConfig, now: &s
     for r in &queued {
         let (number, item) = (r.int(0)?, r.int(1)?);
         let text = match Kind::from_number(number) {
-            Some(kind) => text_of(sql, kind, item)?.map(|(scope, text)| (kind, scope, text)),
+            Some(kind) => text_of(sql, kind, item)?.map(|(scope, text, written)| (kind, scope, text, written)),
             None => None,
         };
         match text {
-            Some((kind, scope, text)) => {
+            Some((kind, scope, text, written)) => {
                 let hash = text_hash(&text);
                 // The same text embedded by this model before: its vector, without a call.
                 let vector = sql
@@ -132,7 +136,8 @@ async fn round(sql: &dyn Sql, t: &dyn Transport, cfg: &EmbeddingsConfig, now: &s
                         Some(Value::Blob(b)) => Some(decode(&b)),
                         _ => None,
                     });
-                work.push(Work { kind, item, scope, text, hash, vector });
+                let at = if written.as_str() > now { written } else { now.to_owned() };
+                work.push(Work { kind, item, scope, text, hash, vector, at });
             }
             None => gone.push((number, item)),
         }
@@ -153,7 +158,7 @@ async fn round(sql: &dyn Sql, t: &dyn Transport, cfg: &EmbeddingsConfig, now: &s
         for w in &work {
             let Some(v) = &w.vector else { continue };
             // Changed or deleted during the call: its new text waits (the triggers queued it).
-            if text_of(sql, w.kind, w.item)?.map(|(_, text)| text).as_deref() != Some(w.text.as_str()) {
+            if text_of(sql, w.kind, w.item)?.map(|(_, text, _)| text).as_deref() != Some(w.text.as_str()) {
                 continue;
             }
             sql.execute(
@@ -166,7 +171,7 @@ async fn round(sql: &dyn Sql, t: &dyn Transport, cfg: &EmbeddingsConfig, now: &s
                     w.scope.clone().into(),
                     model.into(),
                     Value::Int(w.hash),
-                    now.into(),
+                    w.at.as_str().into(),
                     Value::Blob(code_bytes(&sign_code(v))),
                     Value::Blob(encode(v)),
                 ],
