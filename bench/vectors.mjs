@@ -83,7 +83,6 @@ const VERBS = "likes cooks recommends collects repairs sells photographs paints 
 const OBJS = "noodles bicycles teapots novels cameras maps lamps sneakers guitars radios puzzles candles scarves kites lenses watches notebooks plants clocks mugs jackets boots records chairs tents".split(" ");
 const CITIES = "Lisbon Porto Madrid Seville Lyon Nantes Berlin Leipzig Vienna Prague Krakow Riga Oslo Bergen Dublin Cork Glasgow Leeds Bristol Bologna".split(" ");
 const fact = (i) => `My ${pick(RELS)} ${pick(NAMES)} ${pick(VERBS)} ${pick(OBJS)} in ${pick(CITIES)} (note ${i}).`;
-const question = (i) => `who ${pick(VERBS)} ${pick(OBJS)} near ${pick(CITIES)} ${i}`;
 
 // ── Running ───────────────────────────────────────────────────────────────────────────────────
 async function drain(requests, quietMs = 400) {
@@ -96,15 +95,17 @@ async function drain(requests, quietMs = 400) {
   }
 }
 
-async function scale(dir, upstream) {
+async function scale(dir, upstream, rows) {
   const before = new Set(childWorkerds());
-  const w = await startWorker({ persistDir: join(dir, "scale"), apiToken: "bench", vars: {
-    EMBEDDINGS_PROVIDER: "openai", EMBEDDINGS_BASE_URL: upstream.baseUrl, EMBEDDINGS_MODEL: upstream.model,
-  } });
+  const vars = upstream ? { EMBEDDINGS_PROVIDER: "openai", EMBEDDINGS_BASE_URL: upstream.baseUrl, EMBEDDINGS_MODEL: upstream.model } : {};
+  const mode = upstream ? "words and meaning" : "words only";
+  const w = await startWorker({ persistDir: join(dir, upstream ? "scale" : "scale-off"), apiToken: "bench", vars });
   const pid = childWorkerds().find((p) => !before.has(p)) ?? null;
   const call = client(w, "scale");
-  const rows = [];
   let have = 0;
+  const r0 = mulberry32(5);
+  const pickFrom = (xs) => xs[Math.floor(r0() * xs.length)];
+  const ask = (i) => `who ${pickFrom(VERBS)} ${pickFrom(OBJS)} near ${pickFrom(CITIES)} ${i}`;
   try {
     for (const size of SIZES) {
       progress(`seeding ${int(size)} memories and ${int(size)} messages`);
@@ -114,34 +115,40 @@ async function scale(dir, upstream) {
         const messages = Array.from({ length: n }, (_, k) => ({ id: `m${have + k}`, role: "user", parts: [{ type: "text", text: fact(have + k) }] }));
         await call("POST", `/sessions/s${Math.floor(have / 10_000)}/messages/batch`, { messages });
       }
-      await drain(upstream.requests);
+      if (upstream) await drain(upstream.requests);
       progress(`${int(size)} embedded`);
       for (const [kind, path] of [["memory recall", "/memories/search"], ["message search", "/search"]]) {
-        await call("GET", `${path}?q=${encodeURIComponent(question(-1))}&limit=10`); // loads the index
+        await call("GET", `${path}?q=${encodeURIComponent(ask(-1))}&limit=10`); // loads the index
         const wall = [];
         const c0 = pid ? cpuSeconds(pid) : 0;
         for (let i = 0; i < QUERIES; i++) {
-          const [t] = await timed(() => call("GET", `${path}?q=${encodeURIComponent(question(size + i))}&limit=10`));
+          const [t] = await timed(() => call("GET", `${path}?q=${encodeURIComponent(ask(size + i))}&limit=10`));
           wall.push(t);
         }
         const cpu = pid ? ((cpuSeconds(pid) - c0) * 1000) / QUERIES : null;
-        rows.push({ size, kind, cpu, p50: pct(wall, 50), p99: pct(wall, 99) });
+        rows.push({ size, kind, mode, cpu, p50: pct(wall, 50), p99: pct(wall, 99) });
       }
     }
   } finally {
     await w.stop();
   }
+}
+
+function report(rows) {
   log("\n## Search by meaning at scale (bench/vectors.mjs; stand-in 384-dimension vectors, see its header)\n");
   log(`${QUERIES} distinct queries per row (each embedded once: wall time includes the local embeddings call; CPU is workerd's alone)\n`);
-  log("| items | kind | workerd CPU / query | wall p50 | wall p99 |");
-  log("|---|---|---|---|---|");
-  for (const r of rows) log(`| ${int(r.size)} | ${r.kind} | ${r.cpu == null ? "n/a" : ms(r.cpu)} | ${ms(r.p50)} | ${ms(r.p99)} |`);
+  log("| items | kind | search by | workerd CPU / query | wall p50 | wall p99 |");
+  log("|---|---|---|---|---|---|");
+  rows.sort((a, b) => a.size - b.size || a.kind.localeCompare(b.kind) || a.mode.localeCompare(b.mode));
+  for (const r of rows) log(`| ${int(r.size)} | ${r.kind} | ${r.mode} | ${r.cpu == null ? "n/a" : ms(r.cpu)} | ${ms(r.p50)} | ${ms(r.p99)} |`);
   const [lo, hi] = [SIZES[0], SIZES.at(-1)];
   for (const kind of ["memory recall", "message search"]) {
-    const a = rows.find((r) => r.size === lo && r.kind === kind);
-    const b = rows.find((r) => r.size === hi && r.kind === kind);
-    if (a && b && a !== b) {
-      log(`${kind}: ${int(hi)} / ${int(lo)} ratio: CPU ${a.cpu ? (b.cpu / a.cpu).toFixed(2) : "n/a"}×, wall p50 ${(b.p50 / a.p50).toFixed(2)}× (target ≤ 3×)`);
+    for (const mode of ["words and meaning", "words only"]) {
+      const a = rows.find((r) => r.size === lo && r.kind === kind && r.mode === mode);
+      const b = rows.find((r) => r.size === hi && r.kind === kind && r.mode === mode);
+      if (a && b && a !== b) {
+        log(`${kind} (${mode}): ${int(hi)} / ${int(lo)} ratio: CPU ${a.cpu ? (b.cpu / a.cpu).toFixed(2) : "n/a"}×, wall p50 ${(b.p50 / a.p50).toFixed(2)}× (target ≤ 3×)`);
+      }
     }
   }
   const perItem = Math.ceil(DIMS / 64) * 8 + 8 + 4;
@@ -181,7 +188,10 @@ export async function main() {
   const dir = mkdtempSync(join(tmpdir(), "sa-bench-vectors-"));
   const standin = await startStandIn();
   try {
-    await scale(dir, standin);
+    const rows = [];
+    await scale(dir, standin, rows);
+    await scale(dir, null, rows);
+    report(rows);
     let real = null;
     if (MODEL !== "standin") {
       try {

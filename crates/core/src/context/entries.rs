@@ -99,7 +99,7 @@ fn with_meaning(
     let near = evidence(near, &lexical.iter().map(|e| e.0).collect::<Vec<_>>());
     let ids = format!("[{}]", near.iter().map(|(seq, _)| seq.to_string()).collect::<Vec<_>>().join(","));
     let rows = meaning.sql.query(
-        "SELECT e.seq, e.key, e.content FROM json_each(?) j JOIN search_entries e ON e.seq = j.value
+        "SELECT e.seq, e.key, e.content FROM json_each(?) j CROSS JOIN search_entries e ON e.seq = j.value
           WHERE e.label = ? ORDER BY j.key",
         &[ids.into(), label.into()],
     )?;

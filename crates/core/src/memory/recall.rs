@@ -253,7 +253,8 @@ fn vector_candidates(meaning: &Meaning<'_>, filter: &Filter, v: &[f32], now: &st
         return Ok(Vec::new());
     }
     let ids = format!("[{}]", near.iter().map(|n| n.0.to_string()).collect::<Vec<_>>().join(","));
-    let q = format!("SELECT {} FROM json_each(?) j JOIN memories m ON m.seq = j.value WHERE {cond}", columns("m"));
+    let q =
+        format!("SELECT {} FROM json_each(?) j CROSS JOIN memories m ON m.seq = j.value WHERE {cond}", columns("m"));
     let mut all = vec![Value::Text(ids)];
     all.extend(params);
     let mut scored = Vec::with_capacity(near.len());

@@ -84,7 +84,7 @@ fn hits_of(meaning: &Meaning<'_>, seqs: &[i64], scope: Scope<'_>) -> Result<Vec<
     let ids = format!("[{}]", seqs.iter().map(i64::to_string).collect::<Vec<_>>().join(","));
     let rows = meaning.sql.query(
         "SELECT m.seq, m.session_id, m.id, m.role, (SELECT content FROM messages_fts WHERE rowid = m.seq), m.created_at
-           FROM json_each(?) j JOIN messages m ON m.seq = j.value ORDER BY j.key",
+           FROM json_each(?) j CROSS JOIN messages m ON m.seq = j.value ORDER BY j.key",
         &[Value::Text(ids)],
     )?;
     let mut hits = Vec::with_capacity(rows.len());

@@ -154,8 +154,10 @@ impl Meaning<'_> {
             return Ok(Vec::new());
         }
         let ids = format!("[{}]", candidates.iter().map(i64::to_string).collect::<Vec<_>>().join(","));
+        // CROSS JOIN keeps the candidates outside: each is one index lookup (with a plain JOIN
+        // SQLite may scan every vector of the kind and probe the list for each).
         let rows = self.sql.query(
-            "SELECT v.item, v.vector FROM json_each(?) j JOIN vectors v ON v.kind = ? AND v.item = j.value
+            "SELECT v.item, v.vector FROM json_each(?) j CROSS JOIN vectors v ON v.kind = ? AND v.item = j.value
               WHERE v.model = ?",
             &[ids.into(), Value::Int(kind.number()), model.into()],
         )?;
