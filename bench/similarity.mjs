@@ -59,7 +59,13 @@ const f3 = (x) => x.toFixed(3);
 const dist = (xs) => `p5 ${f3(pct(xs, 5))}  p25 ${f3(pct(xs, 25))}  median ${f3(pct(xs, 50))}  p75 ${f3(pct(xs, 75))}  p95 ${f3(pct(xs, 95))}`;
 
 export async function main() {
-  const server = await start();
+  let server;
+  try {
+    server = await start();
+  } catch (e) {
+    log(`\nbench/similarity.mjs: skipped, all-MiniLM-L6-v2 did not start (${e.message.split("\n")[0]})`);
+    return;
+  }
   try {
     // Memories.
     const users = buildCorpus();

@@ -36,6 +36,8 @@ const QUERIES = Number(process.env.BENCH_VECTORS_QUERIES ?? 40);
 const MODEL = process.env.BENCH_VECTORS_MODEL ?? "auto";
 const DIMS = 384;
 const progress = progressFor("bench vectors");
+/** Room for 100,000+ memories (the default limit is 10,000); no extraction. */
+const CONFIG = { SESSION_CONFIG: JSON.stringify({ memory: { maxMemories: 1_000_000, extract: false } }) };
 
 // ── The stand-in embeddings endpoint ───────────────────────────────────────────────────────────
 const wordVectors = new Map();
@@ -97,7 +99,7 @@ async function drain(requests, quietMs = 400) {
 
 async function scale(dir, upstream, rows) {
   const before = new Set(childWorkerds());
-  const vars = upstream ? { EMBEDDINGS_PROVIDER: "openai", EMBEDDINGS_BASE_URL: upstream.baseUrl, EMBEDDINGS_MODEL: upstream.model } : {};
+  const vars = { ...CONFIG, ...(upstream ? { EMBEDDINGS_PROVIDER: "openai", EMBEDDINGS_BASE_URL: upstream.baseUrl, EMBEDDINGS_MODEL: upstream.model } : {}) };
   const mode = upstream ? "words and meaning" : "words only";
   const w = await startWorker({ persistDir: join(dir, upstream ? "scale" : "scale-off"), apiToken: "bench", vars });
   const pid = childWorkerds().find((p) => !before.has(p)) ?? null;
@@ -158,7 +160,7 @@ function report(rows) {
 async function perWrite(dir, upstream, label) {
   const results = {};
   for (const on of [false, true]) {
-    const vars = on ? { EMBEDDINGS_PROVIDER: "openai", EMBEDDINGS_BASE_URL: upstream.baseUrl, EMBEDDINGS_MODEL: upstream.model } : {};
+    const vars = on ? { ...CONFIG, EMBEDDINGS_PROVIDER: "openai", EMBEDDINGS_BASE_URL: upstream.baseUrl, EMBEDDINGS_MODEL: upstream.model } : CONFIG;
     const w = await startWorker({ persistDir: join(dir, on ? "writes-on" : "writes-off"), apiToken: "bench", vars });
     const call = client(w, "writes");
     try {

@@ -382,6 +382,10 @@ impl Agent {
         }
         let agent = self.clone();
         spawn_local(async move {
+            // Embedding reads SQLite before its first call: let the answer go out first.
+            if work.contains(&After::Embed) {
+                worker::Delay::from(std::time::Duration::ZERO).await;
+            }
             api::after(&agent.inner.env(), &work).await;
             if work.contains(&After::Embed) {
                 while agent.inner.embedding.next() == FlightNext::Again {

@@ -2064,7 +2064,7 @@ export interface paths {
          *     memories (default 10,000): forget some first (a merge is always possible). With
          *     embeddings configured (`EMBEDDINGS_*`), the memory is embedded after the answer is
          *     sent (`embeddedAt` is `null` in the answer and set once its vector exists); if that
-         *     fails it is kept and embedded by a later write or alarm (recall finds it by its text
+         *     fails it is kept and embedded after a later write or a restart (recall finds it by its text
          *     meanwhile). Every socket of the agent gets a `memory` frame (`created`, or `updated`
          *     for a merge).
          */
@@ -3573,7 +3573,7 @@ export interface components {
              * @description When the vector of its current text (by the embeddings model in use) was made;
              *     `null` until it exists, and always without embeddings. A write answers before the
              *     vector is made (after the answer), so a new or changed text shows `null` first;
-             *     a failed embeddings call leaves it `null` until a later write or alarm catches up,
+             *     a failed embeddings call leaves it `null` until a later write or a restart catches up,
              *     and a change of model makes it `null` again until re-embedded in the background.
              */
             embeddedAt: string | null;
