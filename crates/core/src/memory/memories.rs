@@ -59,7 +59,7 @@ impl<'a> Memories<'a> {
     /// (tags merged, the higher score kept). Its vector, when embeddings are configured, is
     /// made after the answer ([`crate::after::After::Embed`]). A store that consolidates first
     /// (and so waits for the model anyway) finds the memories like the candidate with
-    /// [`Memories::similar`], which embeds it as a query, then calls this or [`Memories::patch`].
+    /// `Memories::similar`, which embeds it as a query, then calls this or [`Memories::patch`].
     pub async fn remember(&self, new: NewMemory, by: By) -> Result<(Memory, Stored)> {
         let e = self.env;
         let (m, stored) = self.write(|cfg| {
