@@ -11,12 +11,19 @@
 //    2) and the turns that answer them, against every turn of the conversation;
 //  - unrelated: questions about nothing the stores hold, against every fact and every turn.
 //
+// Then the fusion of message search (crates/core/src/vectors/fuse.rs), measured on the same
+// conversations: the full-text list is plain BM25, an OR of the question's words (bench/fts.mjs,
+// as FTS5 ranks it: the query compiler of another change makes message search that), the list by
+// meaning the turns by cosine (at least MIN_SIMILARITY alone, SUPPORT beside a word match), and
+// each fusion's hit@10 and MRR@10 per question kind.
+//
 // For a threshold t: "kept" is the share of questions whose answering text is at least t
 // (a hit by meaning alone survives it), "unrelated nothing" the share of unrelated questions
 // whose nearest text of all is below t (they find nothing by meaning).
 import { start } from "../tests/e2e/minilm.mjs";
 import { buildCorpus } from "./memory-corpus.mjs";
 import { buildConversations } from "./conversations-corpus.mjs";
+import { bm25Index, bm25Rank } from "./fts.mjs";
 import { pct, log, progress as progressFor } from "./lib.mjs";
 
 const progress = progressFor("bench similarity");
@@ -42,6 +49,26 @@ export const UNRELATED = [
   "Recommend a compiler flag for vectorizing loops.",
   "What causes the aurora borealis?",
 ];
+
+/** crates/core/src/vectors/mod.rs */
+const MIN_SIMILARITY = 0.42;
+const SUPPORT = 0.2;
+/** Reciprocal rank fusion with these weights (crates/core/src/vectors/fuse.rs: K = 60). */
+const rrf = (wl, ws) => (lexical, semantic) => {
+  const score = new Map();
+  lexical.forEach((i, r) => score.set(i, (score.get(i) ?? 0) + wl / (60 + r + 1)));
+  semantic.forEach((i, r) => score.set(i, (score.get(i) ?? 0) + ws / (60 + r + 1)));
+  return [...score].sort((a, b) => b[1] - a[1]).map(([i]) => i);
+};
+const FUSIONS = {
+  "words only (BM25 OR)": (l) => l,
+  "meaning only": (l, s) => s,
+  "RRF 1 : 1": rrf(1, 1),
+  "RRF 1 : 0.5": rrf(1, 0.5),
+  "RRF 1 : 2 (chosen)": rrf(1, 2),
+  "RRF 1 : 3": rrf(1, 3),
+  "meaning first, then words": (l, s) => [...new Set([...s, ...l])],
+};
 
 const dot = (a, b) => a.reduce((s, x, i) => s + x * b[i], 0);
 const norm = (v) => { const n = Math.sqrt(dot(v, v)); return v.map((x) => x / n); };
@@ -85,12 +112,27 @@ export async function main() {
     }
     // Messages.
     const relatedMsg = [], nearestOtherMsg = [];
+    const fusion = Object.fromEntries(Object.keys(FUSIONS).map((f) => [f, {}]));
     for (const c of buildConversations({ count: CONVERSATIONS }).conversations) {
       const turns = c.sessions.flatMap((s) => s.turns);
       const tv = await embedAll(server, turns.map((t) => t.text));
       const qv = await embedAll(server, c.questions.map((q) => q.q));
+      const index = bm25Index(turns.map((t) => t.text));
       c.questions.forEach((q, i) => {
-        const sims = turns.map((t, j) => [t.id, dot(qv[i], tv[j])]);
+        const lexical = bm25Rank(index, q.q).slice(0, 50);
+        const cos = turns.map((t, j) => dot(qv[i], tv[j]));
+        const semantic = cos.map((x, j) => [j, x]).filter(([j, x]) => x >= MIN_SIMILARITY || (x >= SUPPORT && lexical.includes(j)))
+          .sort((a, b) => b[1] - a[1]).slice(0, 50).map(([j]) => j);
+        for (const [name, f] of Object.entries(FUSIONS)) {
+          const top = f(lexical, semantic).slice(0, 10).map((j) => turns[j].id);
+          const first = top.findIndex((id) => q.answers.includes(id));
+          for (const k of [q.kind, "all"]) {
+            const m = (fusion[name][k] ??= { n: 0, hit: 0, mrr: 0 });
+            m.n++;
+            if (first >= 0) { m.hit++; m.mrr += 1 / (first + 1); }
+          }
+        }
+        const sims = turns.map((t, j) => [t.id, cos[j]]);
         const rel = sims.filter(([id]) => q.answers.includes(id)).map(([, s]) => s);
         if (!rel.length) return;
         relatedMsg.push(Math.max(...rel));
@@ -113,6 +155,13 @@ export async function main() {
     const share = (xs, ok) => `${((100 * xs.filter(ok).length) / xs.length).toFixed(0)} %`;
     for (const t of [0.2, 0.25, 0.3, 0.35, 0.4, 0.42, 0.45, 0.5]) {
       log(`| ${t.toFixed(2)} | ${share(relatedMem, (s) => s >= t)} | ${share(relatedMsg, (s) => s >= t)} | ${share(unrelatedMax, (s) => s < t)} |`);
+    }
+    log(`\n## Fusion of message search (${CONVERSATIONS} conversations, ${relatedMsg.length} questions; hit@10 / MRR@10)\n`);
+    const kinds = ["paraphrase", "lexical", "current", "all"];
+    log(`| fusion | ${kinds.join(" | ")} |`);
+    log(`|---|${kinds.map(() => "---").join("|")}|`);
+    for (const [name, by] of Object.entries(fusion)) {
+      log(`| ${name} | ${kinds.map((k) => by[k] ? `${(by[k].hit / by[k].n).toFixed(2)} / ${(by[k].mrr / by[k].n).toFixed(2)}` : "-").join(" | ")} |`);
     }
   } finally {
     await server.close();
