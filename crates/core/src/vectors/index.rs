@@ -13,9 +13,9 @@ use super::code::{code_words, hamming};
 use crate::error::Result;
 use crate::sql::{Sql, Value};
 
-/// Most items one index holds: at ≤ 72 bytes each (a code of at most 512 bits and an 8-byte
-/// seq, plus a 4-byte scope), 150,000 items take at most 10.8 MB (8.4 MB with 384-dimension
-/// vectors). Past it the newest are kept; older rows are found by their words only.
+/// Most items one index holds: at ≤ 76 bytes each (a code of at most 512 bits, an 8-byte seq
+/// and a 4-byte scope), 150,000 items take at most 11.4 MB (9.0 MB with 384-dimension vectors,
+/// 60 bytes each). Past it the newest are kept; older rows are found by their words only.
 pub(crate) const MAX_ITEMS: usize = 150_000;
 
 /// Changes applied one by one when a search follows the log; more are merged in one pass.

@@ -50,8 +50,9 @@ pub(crate) fn evidence<T: PartialEq>(near: Vec<(T, f64)>, lexical: &[T]) -> Vec<
 }
 
 /// Candidates whose vectors a search reads and ranks exactly (at least; four times the hits
-/// asked for when that is more). At 100,000 items of all-MiniLM-L6-v2 vectors, the true 10
-/// nearest are among the 200 nearest codes 9 times in 10 (measured: docs/ARCHITECTURE.md).
+/// asked for when that is more). Among 20,000 384-dimension vectors in 200 loose topics, the
+/// true 10 nearest by cosine are among the 200 nearest codes 94 times in 100 (the test below);
+/// a search reads 200 vectors (300 KB at 384 dimensions) whatever the store's size.
 pub const RERANK: usize = 200;
 
 /// Query vectors kept by text (a repeated search is not embedded again).
@@ -254,14 +255,14 @@ mod tests {
         let mut ix = Index::empty(Kind::Memory, "m", ITEMS);
         for i in 0..ITEMS {
             let c = &centres[i % centres.len()];
-            let v: Vec<f32> = c.iter().map(|x| x + 0.8 * noise.next()).collect();
+            let v: Vec<f32> = c.iter().map(|x| x + 1.5 * noise.next()).collect();
             ix.push_for_test(i as i64 + 1, &sign_code(&v));
             vectors.push(v);
         }
         let (mut found, mut wanted) = (0, 0);
         for q in 0..50 {
             let base = &vectors[(q * 397) % ITEMS];
-            let query: Vec<f32> = base.iter().map(|x| x + 0.8 * noise.next()).collect();
+            let query: Vec<f32> = base.iter().map(|x| x + 1.5 * noise.next()).collect();
             let mut exact: Vec<(usize, f64)> =
                 vectors.iter().enumerate().map(|(i, v)| (i, cosine(&query, v))).collect();
             exact.sort_by(|a, b| b.1.total_cmp(&a.1));
@@ -273,6 +274,7 @@ mod tests {
             }
         }
         let recall = found as f64 / wanted as f64;
+        eprintln!("recall@10 of the {RERANK} candidates among {ITEMS} items: {recall}");
         assert!(recall >= 0.9, "recall@10 of the candidates {recall}");
     }
 }
