@@ -4297,6 +4297,8 @@ export interface components {
          *       `^`, `-`, `+` are not operators. Control characters (NUL included) separate words.
          *       Words without a letter or digit are dropped, so any user input is safe to pass; a
          *       query with nothing left answers no results.
+         *     With embeddings configured, messages near the query by meaning are found too, without
+         *     these words (docs/REFERENCE.md#search-by-meaning).
          */
         q: string;
         /** @description Most hits returned (integer 1–100; anything else is `400`). */
@@ -4846,6 +4848,8 @@ export interface operations {
                  *       `^`, `-`, `+` are not operators. Control characters (NUL included) separate words.
                  *       Words without a letter or digit are dropped, so any user input is safe to pass; a
                  *       query with nothing left answers no results.
+                 *     With embeddings configured, messages near the query by meaning are found too, without
+                 *     these words (docs/REFERENCE.md#search-by-meaning).
                  */
                 q: components["parameters"]["q"];
                 /** @description Most hits returned (integer 1–100; anything else is `400`). */
@@ -5680,6 +5684,8 @@ export interface operations {
                  *       `^`, `-`, `+` are not operators. Control characters (NUL included) separate words.
                  *       Words without a letter or digit are dropped, so any user input is safe to pass; a
                  *       query with nothing left answers no results.
+                 *     With embeddings configured, messages near the query by meaning are found too, without
+                 *     these words (docs/REFERENCE.md#search-by-meaning).
                  */
                 q: components["parameters"]["q"];
                 /** @description Most hits returned (integer 1–100; anything else is `400`). */
