@@ -14,6 +14,11 @@
 //   BENCH_CONVERSATIONS=0  skip bench/conversations.mjs: history search and memory recall with
 //                       plain questions over long multi-session conversations, beside a BM25 (OR)
 //                       baseline (its own options, BENCH_CONV_COUNT, BENCH_CONV_EMBEDDINGS, …: at its top)
+//   BENCH_VECTORS=0     skip bench/vectors.mjs: recall and search by meaning over 1k/10k/100k items
+//                       (server CPU, p50/p99, the 100k/1k ratio), embedding calls and latency per
+//                       write, the vector index's memory (its own options: at its top)
+//   BENCH_SIMILARITY=0  skip bench/similarity.mjs: the similarities of questions to their answers
+//                       and of unrelated questions, with all-MiniLM-L6-v2 (the minimum similarity)
 //   BENCH_TRANSFER=0    skip bench/transfer.mjs, export / import and token verification (its own
 //                       options, BENCH_TRANSFER_MESSAGES, BENCH_TRANSFER_SESSIONS, …: at its top)
 //   BENCH_READS=0       skip bench/reads.mjs: every read's server CPU against the empty-DO floor
@@ -177,5 +182,7 @@ if (process.env.BENCH_MEMORY !== "0") await import("./memory.mjs"); // long-term
 if (process.env.BENCH_QUERIES !== "0") await import("./search.mjs"); // novel plain-word searches by store size: bench/search.mjs
 if (process.env.BENCH_CONVERSATIONS !== "0") await import("./conversations.mjs"); // retrieval over long conversations: bench/conversations.mjs
 if (process.env.BENCH_VALIDITY !== "0") await import("./validity.mjs"); // what holds now: bench/validity.mjs
+if (process.env.BENCH_VECTORS !== "0") await (await import("./vectors.mjs")).main(); // search by meaning at scale: bench/vectors.mjs
+if (process.env.BENCH_SIMILARITY !== "0") await (await import("./similarity.mjs")).main(); // the minimum similarity, measured: bench/similarity.mjs
 if (process.env.BENCH_TRANSFER !== "0") await import("./transfer.mjs"); // export / import, tokens: bench/transfer.mjs
 if (process.env.BENCH_CLIENTS !== "0") await import("./clients.mjs"); // useChat's client, package sizes: bench/clients.mjs

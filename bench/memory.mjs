@@ -17,7 +17,13 @@
 //   BENCH_MEMORY_HYBRID_MAX  largest store measured with embeddings (default 100000)
 //   BENCH_MEMORY_MISSES=1    list on stderr the quality queries whose relevant fact is not first
 //   BENCH_MEMORY_PARTS       which parts to run (default floor,quality,write,latency,inject,extract)
+//   BENCH_MEMORY_MINILM=0    leave out the real model: by default the quality part also runs with
+//                            all-MiniLM-L6-v2 (tests/e2e/minilm.mjs, behind a caching proxy here so
+//                            a reseeded store is not embedded again) when it starts; the other parts
+//                            use the hashed vectors of tests/e2e/llm-server.mjs (100,000 texts with
+//                            the real model would take most of an hour on this machine's CPU)
 //   BENCH_MEMORY=0           (read by bench/bench.mjs) skip this benchmark under `npm run bench`
+import http from "node:http";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -95,23 +101,54 @@ const EMBEDDINGS = { EMBEDDINGS_PROVIDER: "openai", EMBEDDINGS_BASE_URL: model.b
 // Inject on (its defaults), extract off; room for 100,000+ memories (the default limit is 10,000).
 const CONFIG = { memory: { maxMemories: 1_000_000, inject: {}, extract: false } };
 const workers = {};
+
+/** The real model behind a cache (text → vector), or null: {baseUrl, requests, close}. */
+async function startMiniLm() {
+  if (process.env.BENCH_MEMORY_MINILM === "0") return null;
+  let s;
+  try {
+    s = await (await import("../tests/e2e/minilm.mjs")).start();
+  } catch (e) {
+    progress(`all-MiniLM-L6-v2 did not start (${e.message.split("\n")[0]}): quality with the hashed vectors only`);
+    return null;
+  }
+  const cache = new Map();
+  const requests = [];
+  const server = http.createServer((req, res) => {
+    let body = "";
+    req.on("data", (d) => { body += d; });
+    req.on("end", async () => {
+      const parsed = JSON.parse(body);
+      const input = [parsed.input].flat();
+      requests.push({ body: { ...parsed, input }, failed: false });
+      const missing = [...new Set(input.filter((t) => !cache.has(t)))];
+      if (missing.length) (await s.embed(missing)).forEach((v, i) => cache.set(missing[i], v));
+      res.setHeader("content-type", "application/json");
+      res.end(JSON.stringify({ object: "list", data: input.map((t, index) => ({ object: "embedding", index, embedding: cache.get(t) })) }));
+    });
+  });
+  await new Promise((r) => server.listen(0, "127.0.0.1", r));
+  return { baseUrl: `http://127.0.0.1:${server.address().port}/v1`, requests,
+    close: async () => { if (!server.listening) return; await new Promise((r) => server.close(r)); await s.close(); } };
+}
+const minilm = PARTS.has("quality") ? await startMiniLm() : null;
 /**
  * Waits until every memory waiting for its vector has one. A batch's vectors are made after its
  * answer, in the Durable Object's background (crates/core/src/memory/mod.rs, After::EmbedMemories):
  * wait until the embeddings endpoint has been quiet for 300 ms. Returns the embeddings requests
  * it saw.
  */
-async function drainEmbeddings() {
-  const start = model.embeddingRequests.length;
+async function drainEmbeddings(requests = model.embeddingRequests) {
+  const start = requests.length;
   let last = start;
   let quietSince = performance.now();
   for (;;) {
     await new Promise((r) => setTimeout(r, 25));
-    const n = model.embeddingRequests.length;
-    if (model.embeddingRequests.slice(last).some((r) => r.failed)) throw new Error("embeddings failed");
+    const n = requests.length;
+    if (requests.slice(last).some((r) => r.failed)) throw new Error("embeddings failed");
     if (n !== last) { last = n; quietSince = performance.now(); continue; }
     if (performance.now() - quietSince > 300) {
-      if (n > 2000) model.embeddingRequests.splice(0, n - 10);
+      if (n > 2000) requests.splice(0, n - 10);
       return n - start;
     }
   }
@@ -121,6 +158,12 @@ try {
   workers.text = await startWorker({ persistDir: join(dir, "text"), apiToken: "bench", vars: { ...LLM, SESSION_CONFIG: JSON.stringify(CONFIG) } });
   workers.hybrid = await startWorker({ persistDir: join(dir, "hybrid"), apiToken: "bench", vars: { ...LLM, ...EMBEDDINGS, SESSION_CONFIG: JSON.stringify(CONFIG) } });
   const MODES = [["full text", "text"], ["hybrid", "hybrid"]];
+  if (minilm) {
+    const vars = { ...LLM, EMBEDDINGS_PROVIDER: "openai", EMBEDDINGS_BASE_URL: minilm.baseUrl, EMBEDDINGS_MODEL: "all-MiniLM-L6-v2" };
+    workers.minilm = await startWorker({ persistDir: join(dir, "minilm"), apiToken: "bench", vars: { ...vars, SESSION_CONFIG: JSON.stringify(CONFIG) } });
+  }
+  // The quality part runs with the real model too, when it started.
+  const QUALITY_MODES = minilm ? [...MODES, ["hybrid, all-MiniLM-L6-v2", "minilm"]] : MODES;
 
   // Floor: a recall on an empty agent (the request, the DO, one FTS query; hybrid: + embedding the query).
   const floors = {};
@@ -141,13 +184,13 @@ try {
   const corpus = buildCorpus();
   for (const p of checkCorpus(corpus)) progress(`corpus warning: ${p}`);
   const KINDS = ["exact", "forms", "partial", "paraphrase", "current"];
-  const SYSTEMS = [["full text", "text"], ["hybrid", "hybrid"], ["bm25 (JS)", "bm25"]];
+  const SYSTEMS = [...QUALITY_MODES, ["bm25 (JS)", "bm25"]];
   const scores = {}; // system -> kind -> [{r5, mrr, ndcg}]
   const stale = {}; // system -> {outranked, missing, n}
   const RELATIONS = ["lower", "equal", "higher"];
   const rels = () => Object.fromEntries(RELATIONS.map((r) => [r, { outranked: 0, n: 0 }]));
   for (const [, s] of SYSTEMS) { scores[s] = Object.fromEntries(KINDS.map((k) => [k, []])); stale[s] = { outranked: 0, missing: 0, n: 0, by: rels() }; }
-  const reseeds = { text: 0, hybrid: 0 };
+  const reseeds = { text: 0, hybrid: 0, minilm: 0 };
   const record = (s, q, ranked) => {
     scores[s][q.kind].push(metrics(ranked, q.relevant));
     if (process.env.BENCH_MEMORY_MISSES && s !== "bm25" && !q.relevant.includes(ranked[0])) {
@@ -171,22 +214,23 @@ try {
     // The service: each query on a store as freshly seeded (recall counters at 0), so that one
     // query's recall counters (the frequency signal) never move another's ranking: the store is
     // reseeded whenever a hit had been recalled before.
-    for (const [, key] of MODES) {
+    for (const [, key] of QUALITY_MODES) {
       const call = client(workers[key], `quality-${user.agent}`);
+      const requests = key === "minilm" ? minilm.requests : model.embeddingRequests;
       const seedUser = async () => {
         await call("DELETE", "/memories");
         const mem = (f) => ({ content: f.content, tags: f.tags, score: f.score });
         // The facts, then the corrections (later); with embeddings, their vectors are made after
         // each answer (waited for below).
         const chunk = 1000;
-        const before = model.embeddingRequests.length;
+        const before = requests.length;
         for (const part of [user.facts.filter((f) => !f.later), user.facts.filter((f) => f.later)]) {
           for (let i = 0; i < part.length; i += chunk) await call("POST", "/memories/batch", { memories: part.slice(i, i + chunk).map(mem) });
         }
-        if (key === "hybrid") {
-          const embedded = model.embeddingRequests.slice(before).filter((r) => !r.failed).reduce((a, r) => a + r.body.input.length, 0);
-          if (embedded !== user.facts.length) await drainEmbeddings();
-          if (model.embeddingRequests.length > 2000) model.embeddingRequests.length = 0;
+        if (key !== "text") {
+          const embedded = requests.slice(before).filter((r) => !r.failed).reduce((a, r) => a + r.body.input.length, 0);
+          if (embedded !== user.facts.length) await drainEmbeddings(requests);
+          if (requests.length > 2000) requests.length = 0;
         }
         reseeds[key]++;
       };
@@ -209,15 +253,15 @@ try {
   for (const k of KINDS) {
     const n = scores.bm25[k].length;
     const cell = (s) => { const xs = scores[s][k]; const avg = (f) => xs.reduce((a, m) => a + m[f], 0) / xs.length; return `${f2(avg("r5"))} / ${f2(avg("mrr"))} / ${f2(avg("ndcg"))}`; };
-    log(`  ${k.padEnd(10)} (${String(n).padStart(3)} queries): full text ${cell("text")}; hybrid ${cell("hybrid")}; bm25 ${cell("bm25")}`);
+    log(`  ${k.padEnd(10)} (${String(n).padStart(3)} queries): full text ${cell("text")}; hybrid ${cell("hybrid")}${minilm ? `; hybrid, all-MiniLM-L6-v2 ${cell("minilm")}` : ""}; bm25 ${cell("bm25")}`);
   }
   const staleCell = (s) => `${stale[s].outranked}/${stale[s].n}` + (stale[s].missing ? ` (correction not in the top 10 at all: ${stale[s].missing})` : "");
-  log(`  outdated fact above its correction ("current" queries, top 10): full text ${staleCell("text")}; hybrid ${staleCell("hybrid")}; bm25 ${staleCell("bm25")}`);
+  log(`  outdated fact above its correction ("current" queries, top 10): full text ${staleCell("text")}; hybrid ${staleCell("hybrid")}${minilm ? `; hybrid, all-MiniLM-L6-v2 ${staleCell("minilm")}` : ""}; bm25 ${staleCell("bm25")}`);
   const byRel = (s) => RELATIONS.map((r) => `${r} ${stale[s].by[r].outranked}/${stale[s].by[r].n}`).join(", ");
   log(`  the same by the correction's score vs the fact's: full text ${byRel("text")}; hybrid ${byRel("hybrid")}`);
-  log(`  (hybrid: the test server's embeddings are a ${EMBEDDING_DIMS}-dim hashed bag of words, so paraphrase gains are bounded by it: texts without a shared word are similar only by hash collisions)`);
+  log(`  (hybrid: the test server's embeddings are a ${EMBEDDING_DIMS}-dim hashed bag of words, so paraphrase gains are bounded by it: texts without a shared word are similar only by hash collisions${minilm ? "; hybrid, all-MiniLM-L6-v2: the real 384-dim sentence model, tests/e2e/minilm.mjs" : "; the real model did not start"})`);
   log(`  (bm25: k1=1.2, b=0.75 over lower-case alphanumeric tokens of text and tags, any term, no stemming, no stop words; service: each query on a freshly seeded store,` +
-    ` recall counters at 0 (${reseeds.text} + ${reseeds.hybrid} seedings); corrections stored ms after the facts, so recency cannot tell them apart)`);
+    ` recall counters at 0 (${reseeds.text} + ${reseeds.hybrid} + ${reseeds.minilm} seedings); corrections stored ms after the facts, so recency cannot tell them apart)`);
 
   }
 
@@ -323,6 +367,7 @@ try {
   }
   }
   for (const key of Object.keys(workers)) { await workers[key].stop(); delete workers[key]; }
+  await minilm?.close();
 
   // ── 5. Extraction cost per turn ───────────────────────────────────────────────────────────────
   if (PARTS.has("extract")) {
@@ -380,6 +425,7 @@ try {
 } finally {
   for (const w of Object.values(workers)) await w.stop().catch(() => {});
   await model.close();
+  await minilm?.close();
   rmSync(dir, { recursive: true, force: true });
   progress(`done in ${((performance.now() - started) / 1000).toFixed(0)} s`);
 }

@@ -4,6 +4,7 @@
 //! config built in code. It is a cheap handle (`Clone`): a streamed chat turn keeps a copy
 //! while the response body is being written.
 
+use std::cell::Cell;
 use std::rc::Rc;
 
 use futures::channel::mpsc;
@@ -34,6 +35,7 @@ use session_agent_core::llm::LlmConfig;
 use session_agent_core::store;
 use session_agent_core::time::iso_millis;
 use session_agent_core::transfer::export::AgentExport;
+use session_agent_core::vectors::{self, Vectors};
 
 /// The binding of the skills bucket.
 pub(crate) const SKILLS_BUCKET: &str = "SKILLS_BUCKET";
@@ -48,6 +50,8 @@ struct Inner {
     db: DoSql,
     /// What requests read from `db` and the next ones may reuse until a write.
     cache: ReadCache,
+    /// The vector indexes of memories, messages and search entries (loaded on first use).
+    vectors: Vectors,
     blobs: R2Blobs,
     config: SessionConfig,
     llm: LlmConfig,
@@ -57,9 +61,12 @@ struct Inner {
     name: String,
     /// Why the agent cannot serve (schema or config), if it cannot.
     broken: Option<Error>,
-    /// The task embedding the memories that wait for a vector: one is enough (it runs until
-    /// none waits), and two would embed the same rows twice.
+    /// The task embedding the rows that wait for a vector: one is enough (it runs until none
+    /// waits), and two would embed the same rows twice.
     embedding: Flight,
+    /// Whether a request came since the object started: the first one starts the embedding
+    /// of what waits (a new model's re-embedding, what a failure left) in the background.
+    woke: Cell<bool>,
     /// The agent's request limit (`RATE_LIMIT`), if set.
     rate: Option<RateLimit>,
     /// The cancel flags of the frames each socket is running: a `cancel` frame of that socket
@@ -73,6 +80,7 @@ impl Inner {
         session_agent_core::env::Env {
             sql: &self.db,
             cache: &self.cache,
+            vectors: &self.vectors,
             blobs: &self.blobs,
             config: &self.config,
             agent: &self.name,
@@ -118,11 +126,20 @@ impl Agent {
             Some(Ok(r)) => (Some(r), None),
             Some(Err(e)) => (None, Some(Error::new(ErrorKind::NotConfigured, e.message))),
         };
-        let broken = broken.or(llm_error).or(embeddings_error).or(rate_error);
+        // The model in use recorded (a new one queues every row for a vector of it).
+        let vectors_error = match broken.is_none() {
+            true => vectors::adopt(&db, &embeddings).err().map(|e| {
+                console_error!("SessionAgent: embeddings model: {e}");
+                Error::internal(format!("storage is not ready: {e}"))
+            }),
+            false => None,
+        };
+        let broken = broken.or(llm_error).or(embeddings_error).or(rate_error).or(vectors_error);
         let transport = WorkersTransport { ai: env.ai(AI_BINDING).ok() };
         let inner = Inner {
             db,
             cache: ReadCache::new(cache::DEFAULT_BUDGET),
+            vectors: Vectors::new(),
             blobs: R2Blobs::new(env.bucket(SKILLS_BUCKET).ok()),
             config,
             llm,
@@ -132,6 +149,7 @@ impl Agent {
             name,
             broken,
             embedding: Flight::default(),
+            woke: Cell::new(false),
             rate,
             running: Default::default(),
         };
@@ -169,6 +187,9 @@ impl Agent {
         if let Some(e) = self.over_limit() {
             convert::drain(&mut req).await;
             return convert::error(&e);
+        }
+        if !self.inner.woke.replace(true) && self.inner.embeddings.is_on() {
+            self.later(vec![After::Embed]);
         }
         let method = req.inner().method();
         let url = req.inner().url();
@@ -264,9 +285,10 @@ impl Agent {
             let mut send =
                 |s: Streamed| tx.unbounded_send(s).map_err(|_| Error::new(ErrorKind::Conflict, "the client went away"));
             let after = api::stream_chat(&env, &req, dialect, &mut send).await;
-            // The stream ends here; the sweep and the work the turn left come after the answer.
+            // The stream ends here; the sweep and the work the turn left come after the answer
+            // (the embeddings through the one flight).
             drop(tx);
-            api::after(&env, &after).await;
+            agent.later(after);
         });
         match rx.next().await {
             Some(Streamed::Fail(e)) => {
@@ -350,20 +372,24 @@ impl Agent {
     /// Runs the work an answer left for after it is sent (memory extraction after a turn) in
     /// its own task, so the answer goes out first.
     fn later(&self, mut work: Vec<After>) {
-        let embeds = work.contains(&After::EmbedMemories);
-        work.retain(|w| *w != After::EmbedMemories);
+        let embeds = work.contains(&After::Embed);
+        work.retain(|w| *w != After::Embed);
         if embeds && self.inner.embedding.ask() == Ask::Run {
-            work.push(After::EmbedMemories);
+            work.push(After::Embed);
         }
         if work.is_empty() {
             return;
         }
         let agent = self.clone();
         spawn_local(async move {
+            // Embedding reads SQLite before its first call: let the answer go out first.
+            if work.contains(&After::Embed) {
+                worker::Delay::from(std::time::Duration::ZERO).await;
+            }
             api::after(&agent.inner.env(), &work).await;
-            if work.contains(&After::EmbedMemories) {
+            if work.contains(&After::Embed) {
                 while agent.inner.embedding.next() == FlightNext::Again {
-                    api::after(&agent.inner.env(), &[After::EmbedMemories]).await;
+                    api::after(&agent.inner.env(), &[After::Embed]).await;
                 }
             }
         });

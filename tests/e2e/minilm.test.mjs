@@ -137,3 +137,64 @@ test("a failing embeddings endpoint loses nothing: the memory waits, and a later
   assert.equal(hits[0].memory.content, waiting, show(hits));
   assert.ok(hits[0].signals.semantic > 0.3, JSON.stringify(hits[0].signals));
 });
+
+/** Appends a user message with `text` to session `sid` of `agent`. */
+const say = async (agent, sid, id, text) => {
+  const r = await call(agent, "POST", `/sessions/${sid}/messages`, { message: { id, role: "user", parts: [{ type: "text", text }] } });
+  assert.equal(r.status, 201, JSON.stringify(r.body));
+};
+const history = async (agent, path, q) => {
+  const r = await call(agent, "GET", `${path}?q=${encodeURIComponent(q)}`);
+  assert.equal(r.status, 200, JSON.stringify(r.body));
+  return r.body.results;
+};
+
+test("a paraphrased question finds its fact and its message, by /memories/search and /search; an unrelated one finds nothing", async () => {
+  const A = "paraphrase-everywhere";
+  const fact = "My sister drives a red Volvo now.";
+  await say(A, "family", "m1", fact);
+  await say(A, "family", "m2", "We should plan the garden party for June.");
+  await say(A, "work", "m1", "The quarterly report is due on Thursday.");
+  const r = await call(A, "POST", "/memories", { content: fact });
+  assert.equal(r.status, 201, JSON.stringify(r.body));
+  assert.equal(r.body.embeddedAt, null, "answered before its vector exists");
+  // Its vector follows the answer: embeddedAt is set then.
+  const m = await waitFor("the memory's embeddedAt", async () => {
+    const g = await call(A, "GET", `/memories/${r.body.id}`);
+    return g.body.embeddedAt && g.body;
+  });
+  assert.ok(m.embeddedAt >= m.createdAt, JSON.stringify(m));
+  await waitFor("the messages' vectors", () => embedded([fact, "We should plan the garden party for June."]));
+
+  const question = "what car does my sister drive these days?";
+  const across = await waitFor("the message by meaning", async () => (await history(A, "/search", question)).length > 0 && (await history(A, "/search", question)));
+  assert.deepEqual(across.map((h) => [h.sessionId, h.id]), [["family", "m1"]], JSON.stringify(across));
+  assert.deepEqual((await history(A, "/sessions/family/search", question)).map((h) => h.id), ["m1"]);
+  assert.deepEqual(await history(A, "/sessions/work/search", question), [], "another session's message is not this one's");
+  const recalled = await search(A, question);
+  assert.equal(recalled[0]?.memory.content, fact, show(recalled));
+
+  // Unrelated to everything stored: nothing by meaning, nothing by words.
+  for (const q of ["How many valence electrons does boron have?", "What causes the aurora borealis?"]) {
+    assert.deepEqual(await history(A, "/search", q), [], q);
+    assert.deepEqual(await search(A, q), [], q);
+  }
+});
+
+test("messages the embeddings endpoint failed for are caught up by a later write", async () => {
+  const F = "flaky-messages";
+  const text = "Our flight to Lisbon leaves at seven in the morning.";
+  await model.fail(1000, 503);
+  await say(F, "trip", "m1", text);
+  await waitFor("the failed call", () => model.requests.some((e) => e.failed && [e.body.input].flat().includes(text)));
+  const question = "When does the plane to Portugal depart?";
+  assert.deepEqual(await history(F, "/search", question), [], "no vector yet, no shared word");
+  await model.fail(0);
+  await say(F, "trip", "m2", "Pack the sunscreen.");
+  await waitFor("the caught-up vector", () => embedded([text]));
+  const hits = await waitFor("the message by meaning", async () => {
+    const h = await history(F, "/search", question);
+    return h.length > 0 && h;
+  });
+  assert.equal(hits[0].id, "m1", JSON.stringify(hits));
+});

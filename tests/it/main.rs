@@ -29,5 +29,6 @@ mod tree;
 mod truncate;
 mod ui_chat;
 mod validity;
+mod vectors;
 mod versions;
 mod walks;

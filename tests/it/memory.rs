@@ -572,20 +572,28 @@ fn parsing_model_answers() {
 #[test]
 fn embeddings_are_stored_fused_and_caught_up_after_a_failure() {
     let api = Api::new().with_embeddings();
-    store(&api, json!({"content": "The user rides a red bicycle."}));
-    assert_eq!(api.count("SELECT count(*) FROM memory_vectors"), 1);
+    let vectors = "SELECT count(*) FROM vectors WHERE kind = 1";
+    let waiting = "SELECT count(*) FROM unembedded WHERE kind = 1";
+    // The answer does not wait for the vector: it is made after it (natively, right after).
+    let bike = store(&api, json!({"content": "The user rides a red bicycle."}));
+    assert_eq!(bike["embeddedAt"], Json::Null, "answered before its vector existed");
+    assert_eq!(api.count(vectors), 1);
+    let now = api.get(&format!("/memories/{}", bike["id"].as_str().unwrap())).body_json();
+    // Natively the work after the answer runs at the request's own time.
+    assert!(now["embeddedAt"].as_str().is_some_and(|t| t >= bike["createdAt"].as_str().unwrap()), "{now}");
     // The embeddings endpoint fails: the memory is stored anyway and waits.
     api.model.embed_fails.set(true);
     let r = api.post("/memories", json!({"content": "The user swims in the lake."}));
     assert_eq!(r.status, 201);
-    assert_eq!(api.count("SELECT count(*) FROM memories WHERE unembedded = 1"), 1);
+    assert_eq!(api.count(waiting), 1);
     assert!(api.events.warnings.borrow().iter().any(|w| w.contains("embeddings")));
     // Recall still works (full text only) while embeddings fail.
     assert_eq!(search(&api, "swims")[0]["signals"]["semantic"], Json::Null);
+    assert_eq!(search(&api, "swims")[0]["memory"]["embeddedAt"], Json::Null);
     api.model.embed_fails.set(false);
     store(&api, json!({"content": "The user reads at night."}));
-    assert_eq!(api.count("SELECT count(*) FROM memories WHERE unembedded = 1"), 0);
-    assert_eq!(api.count("SELECT count(*) FROM memory_vectors"), 3);
+    assert_eq!(api.count(waiting), 0);
+    assert_eq!(api.count(vectors), 3);
     // A query with no word in common with the text but the same words in another order still
     // matches through the vector; the text match and meaning both show in why.
     // (The hashed test vectors find every "The user …" fact near every other, so the later facts
@@ -597,14 +605,21 @@ fn embeddings_are_stored_fused_and_caught_up_after_a_failure() {
     // A batch is embedded after its answer, whatever its size.
     let many: Vec<Json> = (0..70).map(|i| json!({"content": format!("Batch fact number {i}.")})).collect();
     assert_eq!(api.post("/memories/batch", json!({ "memories": many })).status, 201);
-    assert_eq!(api.count("SELECT count(*) FROM memories WHERE unembedded = 1"), 0);
-    assert_eq!(api.count("SELECT count(*) FROM memory_vectors"), 73);
+    assert_eq!(api.count(waiting), 0);
+    assert_eq!(api.count(vectors), 73);
     assert_eq!(api.count("SELECT n FROM memory_count"), 73);
-    // A changed text is embedded again.
+    // A changed text is embedded again: its answer shows no vector yet, then it has one.
     let id = hits[0]["memory"]["id"].as_str().unwrap().to_owned();
-    api.patch(&format!("/memories/{id}"), json!({"content": "The user rides a blue bicycle."}));
-    assert_eq!(api.count("SELECT count(*) FROM memories WHERE unembedded = 1"), 0);
-    assert_eq!(api.count("SELECT count(*) FROM memory_vectors"), 73);
+    let r = api.patch(&format!("/memories/{id}"), json!({"content": "The user rides a blue bicycle."}));
+    assert_eq!(r.body_json()["embeddedAt"], Json::Null);
+    assert_eq!(api.count(waiting), 0);
+    assert_eq!(api.count(vectors), 73);
+    assert!(api.get(&format!("/memories/{id}")).body_json()["embeddedAt"].is_string());
+    // A change that keeps the text keeps the vector.
+    let before = api.count("SELECT count(*) FROM vector_log");
+    let r = api.patch(&format!("/memories/{id}"), json!({"tags": ["bike"]}));
+    assert!(r.body_json()["embeddedAt"].is_string());
+    assert_eq!(api.count("SELECT count(*) FROM vector_log"), before, "no vector written");
 }
 
 #[test]

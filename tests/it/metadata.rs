@@ -25,7 +25,7 @@ fn refused(r: &session_agent_api::Response, why: &str) {
 /// Every row of the tables a metadata write or a filtered delete touches, as text.
 fn state(api: &Api) -> String {
     let mut out = String::new();
-    for t in ["sessions", "memories", "memory_versions", "memories_fts", "memory_vectors", "messages"] {
+    for t in ["sessions", "memories", "memory_versions", "memories_fts", "vectors", "messages"] {
         for r in api.db.query(&format!("SELECT * FROM {t} ORDER BY rowid"), &[]).unwrap() {
             out.push_str(&format!("{t}: {:?}\n", r.0));
         }
@@ -448,7 +448,7 @@ fn version_10_data_migrates_to_empty_metadata() {
         &[],
     )
     .unwrap();
-    assert_eq!(schema::migrate(&db, "t").unwrap(), vec![11, 12]);
+    assert_eq!(schema::migrate(&db, "t").unwrap(), crate::versions::after(10));
     let api = Api::with_db(db);
     assert_eq!(ok(&api.get("/sessions/old"), 200)["metadata"], json!({}));
     assert_eq!(ok(&api.get("/memories/mem_old"), 200)["metadata"], json!({}));

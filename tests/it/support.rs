@@ -15,6 +15,7 @@ use session_agent_core::llm::embeddings::EmbeddingsConfig;
 use session_agent_core::llm::{HttpRequest, HttpResponse, LlmConfig, Provider, Transport};
 use session_agent_core::sqlite::SqliteDb;
 use session_agent_core::store;
+use session_agent_core::vectors::{self, Vectors};
 
 /// A fresh in-memory database with the schema applied.
 pub fn db() -> SqliteDb {
@@ -54,6 +55,8 @@ pub struct Api {
     pub frozen: bool,
     pub events: Frames,
     pub embeddings: EmbeddingsConfig,
+    /// The vector indexes, kept as the Durable Object's instance keeps them.
+    pub vectors: Vectors,
 }
 
 /// The listeners of native tests: every session listens, and every frame is recorded.
@@ -198,6 +201,7 @@ impl Api {
             frozen: false,
             events: Frames::default(),
             embeddings: EmbeddingsConfig::none(),
+            vectors: Vectors::new(),
         }
     }
 
@@ -228,6 +232,7 @@ impl Api {
         Env {
             sql: &self.db,
             cache: &self.cache,
+            vectors: &self.vectors,
             blobs: &self.blobs,
             config: &self.config,
             agent: &self.agent,
@@ -274,14 +279,23 @@ impl Api {
         self.db.query_row(sql, &[]).expect("query").expect("a row").int(0).expect("an integer")
     }
 
-    /// The same API with embeddings (OpenAI-compatible, answered by [`Model`]).
-    pub fn with_embeddings(mut self) -> Api {
+    /// The same API with embeddings (OpenAI-compatible, answered by [`Model`]), adopted as the
+    /// Durable Object adopts them when it starts.
+    pub fn with_embeddings(self) -> Api {
+        self.with_embeddings_model("test-embed")
+    }
+
+    /// The same API with embeddings by `model` (a new Durable Object instance: the indexes kept
+    /// in memory start empty).
+    pub fn with_embeddings_model(mut self, model: &str) -> Api {
         self.embeddings = EmbeddingsConfig {
             provider: Provider::OpenAi,
             base_url: "http://model.test/v1".into(),
-            model: "test-embed".into(),
+            model: model.into(),
             api_key: None,
         };
+        vectors::adopt(&self.db, &self.embeddings).expect("adopt the model");
+        self.vectors = Vectors::new();
         self
     }
 

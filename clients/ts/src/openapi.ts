@@ -341,10 +341,15 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * Full-text search across all the agent's sessions
+         * Search across all the agent's sessions, by words and (with embeddings) meaning
          * @description Searches the messages of every session of the agent, best match (bm25) first; equal
          *     ranks put the newer message first. Its cost is bounded by the newest matches of each
-         *     word, not by the number of messages (docs/REFERENCE.md#bounded-ranking). Each hit carries its `sessionId`. See the `q` parameter for
+         *     word, not by the number of messages (docs/REFERENCE.md#bounded-ranking). Each hit carries its `sessionId`. With embeddings
+         *     configured (`EMBEDDINGS_*`), the messages nearest to the query by meaning are fused in
+         *     by reciprocal rank (docs/REFERENCE.md#search-by-meaning); a message found by
+         *     meaning alone has a cosine similarity of at least 0.42 to the query, so a query
+         *     unrelated to everything finds nothing. Messages are embedded after the answer that
+         *     stored them; until then they are found by their words. See the `q` parameter for
          *     the query syntax. A query with nothing to search for (blank, or only operators and
          *     punctuation) answers `{"results": []}`; no query is ever an FTS syntax error.
          *
@@ -845,9 +850,10 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * Full-text search in one session
+         * Search in one session, by words and (with embeddings) meaning
          * @description Searches the messages of one session (all branches), best match (bm25) first; equal
-         *     ranks put the newer message first. Hits have no `sessionId`. Same syntax, indexing and limits
+         *     ranks put the newer message first. Hits have no `sessionId`. With embeddings, fused with the
+         *     session's messages nearest by meaning, as the cross-session search. Same syntax, indexing and limits
          *     as the cross-session search: see the `q` parameter. An unregistered session answers
          *     `{"results": []}`.
          */
@@ -2074,8 +2080,9 @@ export interface paths {
          *
          *     `422 over_budget` when the agent already holds `SESSION_CONFIG.memory.maxMemories`
          *     memories (default 10,000): forget some first (a merge is always possible). With
-         *     embeddings configured (`EMBEDDINGS_*`), the memory is embedded after it is stored; if
-         *     that fails it is kept and embedded by a later write (recall finds it by its text
+         *     embeddings configured (`EMBEDDINGS_*`), the memory is embedded after the answer is
+         *     sent (`embeddedAt` is `null` in the answer and set once its vector exists); if that
+         *     fails it is kept and embedded after a later write or a restart (recall finds it by its text
          *     meanwhile). Every socket of the agent gets a `memory` frame (`created`, or `updated`
          *     for a merge).
          */
@@ -2155,8 +2162,10 @@ export interface paths {
          *     **Metadata and filters**; both kinds of candidate keep to them):
          *
          *     - **candidates**: full text over the memories' `content` and `tags` (see `q`), and,
-         *       with embeddings configured (`EMBEDDINGS_*`), the memories whose vector has a cosine
-         *       similarity of at least 0.2 to the query's (at most 50 of each);
+         *       with embeddings configured (`EMBEDDINGS_*`), the memories nearest by meaning (at
+         *       most 50 of each): a memory no word matched needs a cosine similarity of at least 0.42
+         *       to the query (a query unrelated to everything finds nothing), one the text found too
+         *       counts its similarity from 0.2 (docs/REFERENCE.md#search-by-meaning);
          *     - **relevance**: the text match (bm25) relative to the best candidate's; with
          *       embeddings, the stronger of that and the similarity rescaled from [0.2, 1] to [0, 1],
          *       plus a tenth of the weaker when both agree (at most 1);
@@ -2725,7 +2734,7 @@ export interface paths {
          *     indexes (other derived values, such as token estimates, when first needed). If that
          *     transaction fails anyway, nothing is written and the objects already put in R2 are
          *     deleted again. With embeddings configured, the
-         *     imported memories are embedded after the answer. Sockets hear nothing of an import.
+         *     imported memories, messages and search entries are embedded after the answer. Sockets hear nothing of an import.
          *
          *     Answers `201 {sessions, messages, memories, entries, skills}`: what was written.
          *
@@ -3574,7 +3583,8 @@ export interface components {
          *       "recallCount": 0,
          *       "validFrom": "2026-11-22T11:00:00.000Z",
          *       "invalidAt": null,
-         *       "supersededBy": null
+         *       "supersededBy": null,
+         *       "embeddedAt": null
          *     }
          */
         Memory: {
@@ -3635,6 +3645,15 @@ export interface components {
             invalidAt: string | null;
             /** @description The memory that replaced it, if one did (`null` also after that one is deleted). */
             supersededBy: string | null;
+            /**
+             * Format: date-time
+             * @description When the vector of its current text (by the embeddings model in use) was made;
+             *     `null` until it exists, and always without embeddings. A write answers before the
+             *     vector is made (after the answer), so a new or changed text shows `null` first;
+             *     a failed embeddings call leaves it `null` until a later write or a restart catches up,
+             *     and a change of model makes it `null` again until re-embedded in the background.
+             */
+            embeddedAt: string | null;
         };
         MemoryList: {
             /** @description Newest `createdAt` first. */
@@ -4429,6 +4448,8 @@ export interface components {
          *       `^`, `-`, `+` are not operators. Control characters (NUL included) separate words.
          *       Words without a letter or digit are dropped, so any user input is safe to pass; a
          *       query with nothing left answers no results.
+         *     With embeddings configured, messages near the query by meaning are found too, without
+         *     these words (docs/REFERENCE.md#search-by-meaning).
          */
         q: string;
         /** @description Most hits returned (integer 1–100; anything else is `400`). */
@@ -5019,6 +5040,8 @@ export interface operations {
                  *       `^`, `-`, `+` are not operators. Control characters (NUL included) separate words.
                  *       Words without a letter or digit are dropped, so any user input is safe to pass; a
                  *       query with nothing left answers no results.
+                 *     With embeddings configured, messages near the query by meaning are found too, without
+                 *     these words (docs/REFERENCE.md#search-by-meaning).
                  */
                 q: components["parameters"]["q"];
                 /** @description Most hits returned (integer 1–100; anything else is `400`). */
@@ -5862,6 +5885,8 @@ export interface operations {
                  *       `^`, `-`, `+` are not operators. Control characters (NUL included) separate words.
                  *       Words without a letter or digit are dropped, so any user input is safe to pass; a
                  *       query with nothing left answers no results.
+                 *     With embeddings configured, messages near the query by meaning are found too, without
+                 *     these words (docs/REFERENCE.md#search-by-meaning).
                  */
                 q: components["parameters"]["q"];
                 /** @description Most hits returned (integer 1–100; anything else is `400`). */
@@ -7270,7 +7295,8 @@ export interface operations {
                      *           "recallCount": 2,
                      *           "validFrom": "2026-11-22T11:00:00.000Z",
                      *           "invalidAt": null,
-                     *           "supersededBy": null
+                     *           "supersededBy": null,
+                     *           "embeddedAt": null
                      *         }
                      *       ],
                      *       "nextCursor": null
@@ -7339,7 +7365,8 @@ export interface operations {
                      *       "recallCount": 0,
                      *       "validFrom": "2026-11-22T11:00:00.000Z",
                      *       "invalidAt": null,
-                     *       "supersededBy": null
+                     *       "supersededBy": null,
+                     *       "embeddedAt": null
                      *     }
                      */
                     "application/json": components["schemas"]["Memory"];
@@ -7372,7 +7399,8 @@ export interface operations {
                      *       "recallCount": 0,
                      *       "validFrom": "2026-11-22T11:00:00.000Z",
                      *       "invalidAt": null,
-                     *       "supersededBy": null
+                     *       "supersededBy": null,
+                     *       "embeddedAt": null
                      *     }
                      */
                     "application/json": components["schemas"]["Memory"];
@@ -7639,7 +7667,8 @@ export interface operations {
                      *             "recallCount": 1,
                      *             "validFrom": "2026-11-22T11:00:00.000Z",
                      *             "invalidAt": null,
-                     *             "supersededBy": null
+                     *             "supersededBy": null,
+                     *             "embeddedAt": null
                      *           },
                      *           "score": 0.935,
                      *           "why": "text match 1.00, confidence 0.90, changed less than an hour ago (1.00), recalled 0 times before (0.00)",
@@ -7805,7 +7834,8 @@ export interface operations {
                      *       "recallCount": 0,
                      *       "validFrom": "2026-11-22T11:00:00.000Z",
                      *       "invalidAt": null,
-                     *       "supersededBy": null
+                     *       "supersededBy": null,
+                     *       "embeddedAt": null
                      *     }
                      */
                     "application/json": components["schemas"]["Memory"];

@@ -298,6 +298,9 @@ pub(crate) async fn stream(
         Ok(done) => {
             let _ = send(Streamed::Data(encoder.done(&done.message)));
             after.extend(done.after);
+            if s.env.embeddings.is_on() {
+                after.push(After::Embed);
+            }
         }
         Err(e) if !started.get() => {
             let _ = send(Streamed::Fail(e));

@@ -181,8 +181,12 @@ pub fn handle<'a>(env: &'a Env<'a>, req: &'a Request) -> BoxFuture<'a, Response>
         };
         let mut resp = dispatch(&env, req).await.unwrap_or_else(|e| Response::error(&e));
         if req.method != "GET" {
-            // Objects a write left unreferenced go after the answer.
+            // Objects a write left unreferenced go after the answer, and, with embeddings, the
+            // vectors of what it stored (and of what waits since a failure), last.
             resp.after.insert(0, After::Sweep);
+            if env.embeddings.is_on() {
+                resp.after.push(After::Embed);
+            }
         }
         resp
     })

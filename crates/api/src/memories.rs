@@ -7,7 +7,6 @@ use serde_json::{json, Map, Value as Json};
 
 use super::http::{self, check_name, opt_str, Response};
 use super::sessions::body_metadata;
-use session_agent_core::after::After;
 use session_agent_core::error::{Error, Result};
 use session_agent_core::memory::extract;
 use session_agent_core::memory::recall::{Query, DEFAULT_LIMIT, MAX_LIMIT};
@@ -230,9 +229,7 @@ pub(crate) fn create_all<'c>(c: &'c Call<'c>) -> Answer<'c> {
             .collect::<Result<Vec<_>>>()?;
         let done = Memories::new(env).remember_all(&all, By::Api).await?;
         let memories: Vec<_> = done.into_iter().map(|(m, _)| m).collect();
-        let mut resp = Response::json(201, &json!({ "memories": memories }));
-        resp.after.push(After::EmbedMemories);
-        Ok(resp)
+        Ok(Response::json(201, &json!({ "memories": memories })))
     })
 }
 

@@ -6,7 +6,6 @@ use super::call::{Answer, Call};
 use serde_json::json;
 
 use super::http::{opt_str, Response};
-use session_agent_core::after::After;
 use session_agent_core::error::{Error, Warned};
 use session_agent_core::ids::check_name;
 use session_agent_core::transfer::{erase as wipe, export, import};
@@ -56,17 +55,12 @@ pub(crate) fn export_agent<'c>(c: &'c Call<'c>) -> Answer<'c> {
 }
 
 /// `POST /import` (an agent export) → 201 `{sessions, messages, memories, entries, skills}`;
-/// imported memories are embedded after the answer when embeddings are configured.
+/// what it stored is embedded after the answer when embeddings are configured (as after
+/// every write).
 pub(crate) fn import_agent<'c>(c: &'c Call<'c>) -> Answer<'c> {
     Box::pin(async move {
-        let env = c.env;
-        let req = c.req;
-        let counts = import::agent(env, &req.body).await?;
-        let mut resp = Response::json(201, &counts);
-        if env.embeddings.is_on() && counts.memories > 0 {
-            resp.after.push(After::EmbedMemories);
-        }
-        Ok(resp)
+        let counts = import::agent(c.env, &c.req.body).await?;
+        Ok(Response::json(201, &counts))
     })
 }
 

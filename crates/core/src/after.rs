@@ -1,5 +1,5 @@
 //! Work an answer leaves for after it is sent: the spill sweep after a write, the compaction a
-//! turn calls for, the memory extraction after a turn, the embeddings after a memory batch. It
+//! turn calls for, the memory extraction after a turn, the vectors of what a write stored. It
 //! never delays the answer (the Workers layer runs it once the answer, or a stream's last
 //! event, is out), and its failures are logged, never answered; compaction reports itself in
 //! `status` frames.
@@ -23,8 +23,9 @@ pub enum After {
     Compact { session: String, leaf: String, cap: Cap },
     /// Distill the exchange that ends at `leaf` into long-term memories (after a turn).
     ExtractMemories { session: String, leaf: String },
-    /// Embed every memory still waiting for its vector (after a batch).
-    EmbedMemories,
+    /// Embed every memory, message and search entry still waiting for its vector (after every
+    /// write, when embeddings are configured: the write's own rows and any a failure left).
+    Embed,
 }
 
 /// Whether a turn's message cap left messages of the branch out of what the model read.
@@ -36,7 +37,7 @@ pub enum Cap {
 
 /// Background work of one kind run at most once at a time: asked for while it runs, it goes
 /// round once more when the run ends instead of starting a second run beside it (two would do
-/// the same work twice: embed the same memories).
+/// the same work twice: embed the same rows).
 #[derive(Debug, Default)]
 pub struct Flight {
     running: Cell<bool>,
@@ -104,7 +105,9 @@ pub async fn run(env: &Env<'_>, work: &[After]) {
             After::ExtractMemories { session, leaf } => {
                 crate::memory::extract::after(&Memories::new(env), session, leaf).await
             }
-            After::EmbedMemories => Memories::new(env).embed_waiting().await,
+            After::Embed => {
+                crate::vectors::embed::run(env.sql, env.transport, env.embeddings, env.events, &env.now).await;
+            }
         }
     }
 }

@@ -10,6 +10,7 @@ use crate::events::Events;
 use crate::llm::embeddings::EmbeddingsConfig;
 use crate::llm::{LlmConfig, Transport};
 use crate::sql::Sql;
+use crate::vectors::{Meaning, Vectors};
 
 /// The agent, as one request sees it.
 pub struct Env<'a> {
@@ -23,8 +24,11 @@ pub struct Env<'a> {
     /// The configured model (turns and summaries) and how to reach it.
     pub llm: &'a LlmConfig,
     pub transport: &'a dyn Transport,
-    /// The embeddings model of semantic memory recall (off unless `EMBEDDINGS_PROVIDER` is set).
+    /// The embeddings model: memories, messages and search entries get vectors, and searches
+    /// rank by meaning too (off unless `EMBEDDINGS_PROVIDER` is set).
     pub embeddings: &'a EmbeddingsConfig,
+    /// The vector indexes kept in memory (the Durable Object's instance).
+    pub vectors: &'a Vectors,
     /// The sessions' listeners (WebSocket clients).
     pub events: &'a dyn Events,
     /// The request's timestamp (ISO-8601 UTC with milliseconds), used for every write it makes.
@@ -34,6 +38,17 @@ pub struct Env<'a> {
 }
 
 impl<'a> Env<'a> {
+    /// What a search by meaning runs against.
+    pub(crate) fn meaning(&self) -> Meaning<'a> {
+        Meaning {
+            sql: self.sql,
+            vectors: self.vectors,
+            embeddings: self.embeddings,
+            transport: self.transport,
+            events: self.events,
+        }
+    }
+
     /// The same agent at the same moment, seen by a request that reaches only `reach`.
     pub fn reaching(&self, reach: Reach) -> Env<'a> {
         Env {
@@ -45,6 +60,7 @@ impl<'a> Env<'a> {
             llm: self.llm,
             transport: self.transport,
             embeddings: self.embeddings,
+            vectors: self.vectors,
             events: self.events,
             now: self.now.clone(),
             reach,

@@ -15,6 +15,8 @@
 //! - [`llm`]: the one LLM client (providers, streaming) over a transport;
 //! - [`compaction`]: what to summarize and the summary prompt, the originals behind a summary,
 //!   read-time truncation (pure, or reads only);
+//! - [`vectors`]: the vectors of memories, messages and search entries, the index of them kept
+//!   in memory, search of messages by words and meaning;
 //! - [`context`]: context blocks, the frozen system prompt, the generated tools;
 //! - [`env`](mod@env): what an operation runs against;
 //! - [`memory`]: long-term memory of the agent's user (store, ranked recall, inject, extract,
@@ -55,4 +57,5 @@ pub mod time;
 pub mod tokens;
 pub mod transfer;
 pub mod turn;
+pub mod vectors;
 pub mod wire;

@@ -3,7 +3,9 @@
 //! - search answers: a session's until its next write, one across sessions until any write,
 //!   kept under the compiled query, so texts that search the same (`deploy  database`,
 //!   `what about deploy, database?`) share one (the searching itself is
-//!   [`store::search`](crate::store::search));
+//!   [`store::search`](crate::store::search)); with embeddings, searched by meaning too
+//!   (`vectors::messages`), each until any write (a vector stored
+//!   after an answer is one) and under the words as written as well (they are what is embedded);
 //! - the counts of each session in the sessions registry (its messages, its active path, a walk
 //!   of up to 10,001 rows), until the session's next write.
 
@@ -18,11 +20,19 @@ use crate::query;
 use crate::session::Session;
 use crate::store::search::{self, Hit};
 use crate::store::sessions::{self, Counts, SessionInfo};
+use crate::vectors::messages::{self as by_meaning, Scope};
 
 /// The answer `{"results": […]}` to a search of `session` for `query`, best match first
-/// (`search::in_session`).
+/// (`search::in_session`; with embeddings, fused with the nearest messages by meaning).
 pub async fn search_in_session(session: &Session<'_>, query: &str, limit: i64) -> Result<String> {
     let Some(compiled) = query::compile(query) else { return answer(&[]) };
+    let env = session.env;
+    if env.embeddings.is_on() {
+        let key = Key::Search { session: session.id.to_owned(), limit, query: as_written(compiled.fts(), query) };
+        let read = || by_meaning_read(env, Scope::Session(session.id), query, limit);
+        let now = || Ok(Version { newest: env.sql.changes(), writes: 0 });
+        return Ok(env.cache.kept(key, now()?, now, read).await?.value);
+    }
     let key = Key::Search { session: session.id.to_owned(), limit, query: compiled.fts() };
     let read = || async {
         Ok(Read::text(answer(&search::in_session(session.env.sql, session.id, &compiled, limit)?)?, Vec::new()))
@@ -30,16 +40,46 @@ pub async fn search_in_session(session: &Session<'_>, query: &str, limit: i64) -
     Ok(session.kept(key, session.version()?, read).await?.value)
 }
 
+/// The key's query of a search by meaning too: the compiled query and the words as written.
+fn as_written(compiled: String, query: &str) -> String {
+    format!("{compiled}\n{}", query.trim())
+}
+
+/// A search by words and meaning, as a text to keep (a query that could not be embedded is
+/// answered by words, logged, and not kept).
+async fn by_meaning_read(env: &Env<'_>, scope: Scope<'_>, query: &str, limit: i64) -> Result<Read> {
+    let found = by_meaning::search(&env.meaning(), scope, query, limit).await?;
+    found.warnings.iter().for_each(|w| env.events.warn(w));
+    Ok(Read::text(answer(&found.value)?, found.warnings))
+}
+
 /// The answer `{"results": […]}` to a search of every session of the agent of `env` whose
-/// metadata matches `metadata` (`search::across_sessions`). Its version is
+/// metadata matches `metadata` (`search::across_sessions`; with embeddings, fused with the
+/// nearest messages by meaning of the same sessions). Its version is
 /// [`Sql::changes`](crate::sql::Sql::changes): any row written (a session's metadata too).
 pub async fn search_across(env: &Env<'_>, query: &str, limit: i64, metadata: &metadata::Filter) -> Result<String> {
     let Some(compiled) = query::compile(query) else { return answer(&[]) };
+    let now = || Ok(Version { newest: env.sql.changes(), writes: 0 });
+    if env.embeddings.is_on() {
+        let key = Key::Across {
+            reach: env.reach.clone(),
+            limit,
+            query: as_written(compiled.fts(), query),
+            metadata: metadata.clone(),
+        };
+        let read = || async {
+            let reach = match metadata.is_empty() {
+                true => env.reach.clone(),
+                false => search::narrow(env.sql, &env.reach, metadata)?,
+            };
+            by_meaning_read(env, Scope::Across(&reach), query, limit).await
+        };
+        return Ok(env.cache.kept(key, now()?, now, read).await?.value);
+    }
     let key = Key::Across { reach: env.reach.clone(), limit, query: compiled.fts(), metadata: metadata.clone() };
     let read = || async {
         Ok(Read::text(answer(&search::across_sessions(env.sql, &compiled, limit, &env.reach, metadata)?)?, Vec::new()))
     };
-    let now = || Ok(Version { newest: env.sql.changes(), writes: 0 });
     Ok(env.cache.kept(key, now()?, now, read).await?.value)
 }
 

@@ -1,5 +1,6 @@
 //! The entries of searchable context blocks (the reference's `AgentSearchProvider`, docs/REFERENCE.md#search-entries):
-//! keyed texts in SQLite with an FTS5 index, shared by all sessions of the agent and partitioned by label.
+//! keyed texts in SQLite with an FTS5 index (and with embeddings a vector each), shared by all sessions of the agent
+//! and partitioned by label.
 
 use std::collections::HashMap;
 
@@ -7,6 +8,9 @@ use crate::error::{Error, Result};
 use crate::query::compile;
 use crate::rank::{rank, Index, Rows, Scope, Unmatched};
 use crate::sql::{Sql, Value};
+use crate::vectors::fuse::fuse;
+use crate::vectors::index::Within;
+use crate::vectors::{evidence, Kind, Meaning, SUPPORT};
 
 /// How many entries `search_context` returns.
 pub(crate) const SEARCH_LIMIT: i64 = 10;
@@ -63,26 +67,63 @@ pub(crate) fn summary(sql: &dyn Sql, label: &str) -> Result<String> {
 const ENTRIES: Index = Index { fts: "search_entries_fts", column: None, weights: "1.0", weight: 1.0 };
 
 /// The best [`SEARCH_LIMIT`] entries of `label` for `query` (a plain-language query, as message
-/// search takes), as `[key]\ncontent` joined by a blank line; `None` when nothing matches.
-pub(crate) fn search(sql: &dyn Sql, label: &str, query: &str) -> Result<Option<String>> {
-    let Some(query) = compile(query) else { return Ok(None) };
+/// search takes; with embeddings, the entries nearest by meaning too, fused by rank as message
+/// search fuses them), as `[key]\ncontent` joined by a blank line; `None` when nothing matches.
+pub(crate) async fn search(meaning: &Meaning<'_>, label: &str, query: &str) -> Result<Option<String>> {
+    let sql = meaning.sql;
+    let Some(words) = compile(query) else { return Ok(None) };
     let params = [Value::from(label)];
     let rows = Rows { join: "CROSS JOIN search_entries e ON e.seq = f.rowid", cond: "e.label = ?", params: &params };
     let scope = Scope { words: None, rows: Some(rows) };
-    let ranked = rank(sql, &ENTRIES, &scope, &query, Unmatched::Nothing, SEARCH_LIMIT as usize)?;
-    if ranked.is_empty() {
+    let ranked = rank(sql, &ENTRIES, &scope, &words, Unmatched::Nothing, SEARCH_LIMIT as usize)?;
+    let mut found: Vec<(i64, String, String)> = Vec::with_capacity(ranked.len());
+    if !ranked.is_empty() {
+        let ids = format!("[{}]", ranked.iter().map(|r| r.rowid.to_string()).collect::<Vec<_>>().join(","));
+        let mut by_seq: HashMap<i64, (String, String)> = HashMap::new();
+        for r in sql.query(
+            "SELECT e.seq, e.key, e.content FROM json_each(?) j JOIN search_entries e ON e.seq = j.value",
+            &[ids.into()],
+        )? {
+            by_seq.insert(r.int(0)?, (r.text(1)?, r.text(2)?));
+        }
+        found = ranked.iter().filter_map(|r| by_seq.remove(&r.rowid).map(|(k, c)| (r.rowid, k, c))).collect();
+    }
+    if meaning.is_on() {
+        match meaning.query(query.trim()).await {
+            Ok(v) => found = with_meaning(meaning, label, &v, found)?,
+            Err(e) => meaning.events.warn(&format!("search_context by meaning: {} (by words only)", e.message)),
+        }
+    }
+    if found.is_empty() {
         return Ok(None);
     }
-    let ids = format!("[{}]", ranked.iter().map(|r| r.rowid.to_string()).collect::<Vec<_>>().join(","));
-    let mut found: HashMap<i64, String> = HashMap::new();
-    for r in sql.query(
-        "SELECT e.seq, e.key, e.content FROM json_each(?) j JOIN search_entries e ON e.seq = j.value",
-        &[ids.into()],
-    )? {
-        found.insert(r.int(0)?, format!("[{}]\n{}", r.text(1)?, r.text(2)?));
-    }
-    let texts: Vec<String> = ranked.iter().filter_map(|r| found.remove(&r.rowid)).collect();
-    Ok((!texts.is_empty()).then(|| texts.join("\n\n")))
+    let found: Vec<String> = found.iter().map(|(_, key, content)| format!("[{key}]\n{content}")).collect();
+    Ok(Some(found.join("\n\n")))
+}
+
+/// The full-text hits `lexical` (seq, key, content) fused with the entries of `label` nearest
+/// to `v`.
+fn with_meaning(
+    meaning: &Meaning<'_>,
+    label: &str,
+    v: &[f32],
+    lexical: Vec<(i64, String, String)>,
+) -> Result<Vec<(i64, String, String)>> {
+    let n = SEARCH_LIMIT as usize;
+    let near = meaning.nearest(Kind::Entry, v, Within::Scopes(&[label]), n, SUPPORT)?;
+    let near = evidence(near, &lexical.iter().map(|e| e.0).collect::<Vec<_>>());
+    let ids = format!("[{}]", near.iter().map(|(seq, _)| seq.to_string()).collect::<Vec<_>>().join(","));
+    let rows = meaning.sql.query(
+        "SELECT e.seq, e.key, e.content FROM json_each(?) j CROSS JOIN search_entries e ON e.seq = j.value
+          WHERE e.label = ? ORDER BY j.key",
+        &[ids.into(), label.into()],
+    )?;
+    let semantic = rows.iter().map(|r| Ok((r.int(0)?, r.text(1)?, r.text(2)?))).collect::<Result<Vec<_>>>()?;
+    let seqs = |l: &[(i64, String, String)]| l.iter().map(|e| e.0).collect::<Vec<_>>();
+    let order = fuse(&seqs(&lexical), &seqs(&semantic), n);
+    let mut all = lexical;
+    all.extend(semantic);
+    Ok(order.into_iter().filter_map(|seq| all.iter().position(|e| e.0 == seq).map(|i| all.swap_remove(i))).collect())
 }
 
 /// One entry of a searchable block, as the API shows it.

@@ -18,6 +18,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::sql::{Sql, Value};
 use crate::store::spill;
 use crate::tokens::estimate_str;
+use crate::vectors::Meaning;
 
 /// Where a block comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -183,6 +184,8 @@ pub(crate) struct Context<'a> {
     pub(crate) session: &'a str,
     /// The sessions the request may search beyond this one (the history block, `session_search`).
     pub(crate) reach: &'a Reach,
+    /// Search by meaning (search entries, the history block, `session_search`).
+    pub(crate) meaning: Meaning<'a>,
 }
 
 impl<'a> Context<'a> {

@@ -12,11 +12,10 @@ use crate::context::skills;
 use crate::context::{Block, Context, Origin};
 use crate::error::{Error, Result};
 use crate::llm::ToolSpec;
-use crate::query::compile;
 use crate::sql::atomically;
 use crate::store::overlay;
-use crate::store::search::across_sessions;
 use crate::tokens::estimate_str;
+use crate::vectors::messages::{self as by_meaning, Scope};
 
 /// How many hits `session_search` and the history block return.
 pub(crate) const SESSION_SEARCH_LIMIT: i64 = 10;
@@ -414,8 +413,8 @@ pub(crate) async fn execute(ctx: &Context<'_>, name: &str, input: &Json, now: &s
         Tool::SetContext => set_context_run(ctx, &blocks, input, now).await.map(Ran::stored),
         Tool::LoadContext => load_context_run(ctx, &blocks, input).await,
         Tool::UnloadContext => unload_context_run(ctx, &blocks, input),
-        Tool::SearchContext => search_context_run(ctx, &blocks, input).map(Ran::read),
-        Tool::SessionSearch => session_search(ctx, s(input, "query")).map(Ran::read),
+        Tool::SearchContext => search_context_run(ctx, &blocks, input).await.map(Ran::read),
+        Tool::SessionSearch => session_search(ctx, s(input, "query")).await.map(Ran::read),
         Tool::MemoryStore | Tool::MemoryRecall | Tool::MemoryForget => {
             return Err(Error::not_found(format!("{name} is run by the session's memory, not its blocks")))
         }
@@ -490,22 +489,25 @@ fn unload_context_run(ctx: &Context<'_>, blocks: &[Block], input: &Map<String, J
     Ok(Ran { output, wrote: unloaded, rewrote })
 }
 
-fn search_context_run(ctx: &Context<'_>, blocks: &[Block], input: &Map<String, Json>) -> Result<String> {
+async fn search_context_run(ctx: &Context<'_>, blocks: &[Block], input: &Map<String, Json>) -> Result<String> {
     let (label, query) = (s(input, "label"), s(input, "query"));
     let Some(b) = blocks.iter().find(|b| b.label() == label && b.is_searchable()) else {
         let labels: Vec<&str> = blocks.iter().filter(|b| b.is_searchable()).map(Block::label).collect();
         return Err(Error::invalid(format!("\"{label}\" is not searchable. Searchable blocks: {}", labels.join(", "))));
     };
-    let found =
-        if b.origin == Origin::History { history_search(ctx, query)? } else { entries::search(ctx.sql, label, query)? };
+    let found = match b.origin {
+        Origin::History => history_search(ctx, query).await?,
+        _ => entries::search(&ctx.meaning, label, query).await?,
+    };
     Ok(found.unwrap_or_else(|| "No results found.".to_owned()))
 }
 
 /// Cross-session search as the model sees it: `[role] content` joined by `\n---\n`; only the
-/// sessions within the request's reach.
-fn history_search(ctx: &Context<'_>, query: &str) -> Result<Option<String>> {
-    let Some(query) = compile(query) else { return Ok(None) };
-    let hits = across_sessions(ctx.sql, &query, SESSION_SEARCH_LIMIT, ctx.reach, &Default::default())?;
+/// sessions within the request's reach (by words, and with embeddings by meaning too).
+async fn history_search(ctx: &Context<'_>, query: &str) -> Result<Option<String>> {
+    let found = by_meaning::search(&ctx.meaning, Scope::Across(ctx.reach), query, SESSION_SEARCH_LIMIT).await?;
+    found.warnings.iter().for_each(|w| ctx.meaning.events.warn(w));
+    let hits = found.value;
     if hits.is_empty() {
         return Ok(None);
     }
@@ -523,6 +525,6 @@ fn expand_compaction_run(ctx: &Context<'_>, input: &Map<String, Json>) -> Result
     expand::render_for_model(&expand::page(ctx.sql, ctx.session, c, offset, limit)?)
 }
 
-fn session_search(ctx: &Context<'_>, query: &str) -> Result<String> {
-    Ok(history_search(ctx, query)?.unwrap_or_else(|| "No results found.".to_owned()))
+async fn session_search(ctx: &Context<'_>, query: &str) -> Result<String> {
+    Ok(history_search(ctx, query).await?.unwrap_or_else(|| "No results found.".to_owned()))
 }

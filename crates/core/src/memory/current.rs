@@ -9,11 +9,14 @@
 //! of content words (their first five letters, stop words left out) the shorter fact has in
 //! common with the other ([`SAME_WORDS`]).
 
-use super::embed::{cosine, decode};
-use super::recall::Hit;
+use super::recall::{self, Hit};
+use super::store::{columns, filter_sql, from_row, Filter};
 use crate::error::Result;
 use crate::query::STOPWORDS;
 use crate::sql::{Sql, Value};
+use crate::vectors::code::{cosine, decode};
+use crate::vectors::index::{Kind, Within};
+use crate::vectors::Meaning;
 
 /// Least cosine similarity of two facts' vectors for them to be about the same subject.
 pub(crate) const SAME_SUBJECT: f64 = 0.3;
@@ -50,8 +53,13 @@ fn vectors(sql: &dyn Sql, seqs: &[i64]) -> Result<Vec<(i64, Vec<f32>)>> {
     let mut out = Vec::new();
     for chunk in seqs.chunks(100) {
         let marks = vec!["?"; chunk.len()].join(", ");
-        let q = format!("SELECT memory_seq, vector FROM memory_vectors WHERE memory_seq IN ({marks})");
-        let params: Vec<Value> = chunk.iter().map(|s| Value::Int(*s)).collect();
+        // The vectors of the model in use only: another model's are not comparable.
+        let q = format!(
+            "SELECT item, vector FROM vectors
+              WHERE kind = ? AND model = (SELECT model FROM embedding_model WHERE id = 1) AND item IN ({marks})"
+        );
+        let mut params: Vec<Value> = vec![Value::Int(Kind::Memory.number())];
+        params.extend(chunk.iter().map(|s| Value::Int(*s)));
         for r in sql.query(&q, &params)? {
             if let Some(Value::Blob(b)) = r.0.get(1) {
                 out.push((r.int(0)?, decode(b)));
@@ -61,12 +69,65 @@ fn vectors(sql: &dyn Sql, seqs: &[i64]) -> Result<Vec<(i64, Vec<f32>)>> {
     Ok(out)
 }
 
+/// Most newer neighbours looked up for each hit by [`with_corrections`].
+const NEIGHBOURS: usize = 5;
+
+/// Adds to `hits` (best first) the newer facts about the subject of each of the first `n` that
+/// the query did not find (a correction seldom shares the question's words, nor is it always
+/// near the question: "sold the Zoe and bought an ID.3" for "which car do I drive these
+/// days?"): each hit's own nearest vectors at least [`SAME_SUBJECT`] from it, holding now
+/// within `filter`, stated later. They count by their similarity to the `query` vector and stay
+/// only if [`newer_first`] moves them above the fact they correct: a query unrelated to
+/// everything still finds nothing. Then [`newer_first`] over all of them.
+pub(crate) fn with_corrections(
+    meaning: &Meaning<'_>,
+    hits: &mut Vec<Hit>,
+    query: &[f32],
+    filter: &Filter,
+    n: usize,
+    now: &str,
+) -> Result<()> {
+    let sql = meaning.sql;
+    let firsts: Vec<i64> = hits.iter().take(n).map(|h| h.memory.seq).collect();
+    let own = vectors(sql, &firsts)?;
+    let mut found: Vec<i64> = Vec::new();
+    for (seq, v) in &own {
+        for (item, _) in meaning.nearest(Kind::Memory, v, Within::All, NEIGHBOURS, SAME_SUBJECT)? {
+            if item != *seq && !hits.iter().any(|h| h.memory.seq == item) && !found.contains(&item) {
+                found.push(item);
+            }
+        }
+    }
+    let mut extra = Vec::new();
+    if !found.is_empty() {
+        let (cond, params) = filter_sql(filter, now);
+        let marks = vec!["?"; found.len()].join(", ");
+        let q = format!("SELECT {} FROM memories m WHERE m.seq IN ({marks}) AND {cond}", columns("m"));
+        let mut all: Vec<Value> = found.iter().map(|s| Value::Int(*s)).collect();
+        all.extend(params);
+        let theirs = vectors(sql, &found)?;
+        for r in sql.query(&q, &all)? {
+            let m = from_row(&r, 0)?;
+            let Some((_, v)) = theirs.iter().find(|(seq, _)| *seq == m.seq) else { continue };
+            let newer = hits.iter().take(n).any(|h| h.memory.valid_from < m.valid_from);
+            if newer && v.len() == query.len() {
+                extra.push(m.seq);
+                hits.push(recall::by_meaning(m, cosine(query, v), now));
+            }
+        }
+    }
+    let moved = newer_first(sql, hits)?;
+    hits.retain(|h| !extra.contains(&h.memory.seq) || moved.contains(&h.memory.seq));
+    Ok(())
+}
+
 /// Reorders `hits` (best first) so that of two facts about the same subject the newer (by
-/// `validFrom`) comes first: the newer takes the place of the first
-/// older one it is about the same subject as, and its score, and each says why.
-pub(crate) fn newer_first(sql: &dyn Sql, hits: &mut Vec<Hit>) -> Result<()> {
+/// `validFrom`) comes first: the newer takes the place of the first older one it is about the
+/// same subject as, and its score, and each says why. Returns the seqs of the hits it moved.
+pub(crate) fn newer_first(sql: &dyn Sql, hits: &mut Vec<Hit>) -> Result<Vec<i64>> {
+    let mut moved = Vec::new();
     if hits.len() < 2 {
-        return Ok(());
+        return Ok(moved);
     }
     let seqs: Vec<i64> = hits.iter().map(|h| h.memory.seq).collect();
     let vectors = vectors(sql, &seqs)?;
@@ -91,9 +152,10 @@ pub(crate) fn newer_first(sql: &dyn Sql, hits: &mut Vec<Hit>) -> Result<()> {
         hit.score = hit.score.max(older.score);
         hit.why.push_str(&format!(", newer than {}, which says the same kind of thing", older.memory.id));
         older.why.push_str(&format!(", older than {}", hit.memory.id));
+        moved.push(hit.memory.seq);
         hits.insert(i, hit);
     }
-    Ok(())
+    Ok(moved)
 }
 
 #[cfg(test)]

@@ -1,13 +1,13 @@
 //! [`Memories`]: the one way into long-term memory. Every write goes through it, so each one
-//! purges what has expired, records its version, embeds when it can, and tells the agent's
-//! sockets (`memory` frames).
+//! purges what has expired, records its version, and tells the agent's sockets (`memory`
+//! frames). A new or changed text waits for its vector, made after the answer
+//! (`crate::vectors::embed`, `Memory::embedded_at` says when).
 
 use super::by::By;
 use super::category::Category;
 use super::current;
-use super::embed;
 use super::recall;
-use super::store::{self, Embed, Filter, Held, Memory, NewMemory, Patch, Stored};
+use super::store::{self, Filter, Held, Memory, NewMemory, Patch, Stored};
 use crate::access::Reach;
 use crate::config::MemoryConfig;
 use crate::env::Env;
@@ -24,35 +24,6 @@ pub struct Memories<'a> {
     pub(crate) env: &'a Env<'a>,
 }
 
-/// Most rounds of [`Memories::embed_waiting`] (each embeds up to `embed::BATCH` memories).
-const EMBED_ROUNDS: usize = 1000;
-
-impl Memories<'_> {
-    /// Embeds every memory still waiting for its vector (nothing without an embeddings
-    /// provider); a failing call is a warning, and the rest waits for a later write.
-    pub(crate) async fn embed_waiting(&self) {
-        let env = self.env;
-        if !env.embeddings.is_on() {
-            return;
-        }
-        for _ in 0..EMBED_ROUNDS {
-            match embed::embed_pending(env.sql, env.transport, env.embeddings).await {
-                Ok(0) => break,
-                Ok(_) => {}
-                Err(e) => {
-                    warn_embeddings(env, &e);
-                    break;
-                }
-            }
-        }
-    }
-}
-
-/// Logs a failed embeddings call: the memories stay stored and wait for a later write.
-fn warn_embeddings(env: &Env<'_>, e: &Error) {
-    env.events.warn(&format!("memory embeddings: {} (the memories are kept and embedded later)", e.message));
-}
-
 impl<'a> Memories<'a> {
     pub fn new(env: &'a Env<'a>) -> Self {
         Memories { env }
@@ -65,14 +36,13 @@ impl<'a> Memories<'a> {
     }
 
     /// The one way memories are written: `write` runs in one transaction after what has expired
-    /// is purged, with the config in effect and whether new text waits for an embedding.
-    fn write<T>(&self, write: impl FnOnce(&MemoryConfig, Embed) -> Result<T>) -> Result<T> {
+    /// is purged, with the config in effect.
+    fn write<T>(&self, write: impl FnOnce(&MemoryConfig) -> Result<T>) -> Result<T> {
         let e = self.env;
         let cfg = self.config();
-        let embed = if e.embeddings.is_on() { Embed::Later } else { Embed::Never };
         atomically(e.sql, || {
             store::purge_expired(e.sql, &e.now)?;
-            write(&cfg, embed)
+            write(&cfg)
         })
     }
 
@@ -88,12 +58,13 @@ impl<'a> Memories<'a> {
 
     /// Stores a memory, or merges it into the one of the same category and normalized text
     /// that holds now (tags merged, the higher score kept); the memories it `supersedes` stop
-    /// holding (all or nothing: an unknown one is `not_found` and nothing is stored). Then embeds
-    /// it, when embeddings are configured.
+    /// holding (all or nothing: an unknown one is `not_found` and nothing is stored). Its vector,
+    /// when embeddings are configured, is made after the answer ([`crate::after::After::Embed`]);
+    /// `extract::consolidate` asks the model first, then calls this.
     pub async fn remember(&self, new: NewMemory, by: By) -> Result<(Memory, Stored)> {
         let e = self.env;
-        let (m, stored, replaced) = self.write(|cfg, embed| {
-            let (m, stored) = store::remember(e.sql, cfg, &new, by, &e.now, embed)?;
+        let (m, stored, replaced) = self.write(|cfg| {
+            let (m, stored) = store::remember(e.sql, cfg, &new, by, &e.now)?;
             self.register_session(&m)?;
             let replaced = store::supersede(e.sql, &m, &new.supersedes, &e.reach, &e.now)?;
             Ok((m, stored, replaced))
@@ -102,7 +73,6 @@ impl<'a> Memories<'a> {
         for old in &replaced {
             self.publish(Op::Updated, old);
         }
-        self.embed_pending().await;
         Ok((m, stored))
     }
 
@@ -111,7 +81,7 @@ impl<'a> Memories<'a> {
     /// there is none that holds now within the request's reach.
     pub(crate) fn invalidate(&self, id: &str, by: Option<&str>) -> Result<Memory> {
         let e = self.env;
-        let m = self.write(|_, _| {
+        let m = self.write(|_| {
             let old = store::get(e.sql, id, &e.now)?
                 .filter(|m| store::within(&e.reach, m) && m.invalid_at.is_none())
                 .ok_or_else(|| Error::not_found(format!("memory {id} not found")))?;
@@ -122,13 +92,13 @@ impl<'a> Memories<'a> {
     }
 
     /// Stores many memories in one transaction (all or none; duplicates merge as in
-    /// [`Memories::remember`]); their vectors are left to [`crate::after::After::EmbedMemories`].
+    /// [`Memories::remember`]); their vectors are made after the answer, as one's is.
     pub async fn remember_all(&self, all: &[NewMemory], by: By) -> Result<Vec<(Memory, Stored)>> {
         let e = self.env;
-        let done = self.write(|cfg, embed| {
+        let done = self.write(|cfg| {
             let mut done = Vec::with_capacity(all.len());
             for (i, new) in all.iter().enumerate() {
-                let one = store::remember(e.sql, cfg, new, by, &e.now, embed);
+                let one = store::remember(e.sql, cfg, new, by, &e.now);
                 let one = one.map_err(|err| Error::new(err.kind, format!("memories[{i}]: {}", err.message)))?;
                 self.register_session(&one.0)?;
                 done.push(one);
@@ -138,20 +108,18 @@ impl<'a> Memories<'a> {
         for (m, stored) in &done {
             self.publish(if *stored == Stored::Created { Op::Created } else { Op::Updated }, m);
         }
-        // The vectors of a big batch are made after the answer (`After::EmbedMemories`).
         Ok(done)
     }
 
     /// Changes a memory; its earlier version stays in its history.
     pub async fn patch(&self, id: &str, patch: &Patch, by: By) -> Result<Memory> {
         let e = self.env;
-        let m = self.write(|cfg, embed| {
-            let m = store::patch(e.sql, cfg, id, patch, by, &e.now, embed)?;
+        let m = self.write(|cfg| {
+            let m = store::patch(e.sql, cfg, id, patch, by, &e.now)?;
             self.register_session(&m)?;
             Ok(m)
         })?;
         self.publish(Op::Updated, &m);
-        self.embed_pending().await;
         Ok(m)
     }
 
@@ -159,7 +127,7 @@ impl<'a> Memories<'a> {
     /// session's `conversation` memory than the request reaches).
     pub fn forget(&self, id: &str) -> Result<Memory> {
         let e = self.env;
-        let m = self.write(|_, _| {
+        let m = self.write(|_| {
             let m = store::get(e.sql, id, &e.now)?
                 .filter(|m| store::within(&e.reach, m))
                 .ok_or_else(|| Error::not_found(format!("memory {id} not found")))?;
@@ -175,7 +143,7 @@ impl<'a> Memories<'a> {
     pub fn forget_all(&self, filter: &Filter) -> Result<usize> {
         let e = self.env;
         let filter = Filter { held: Held::Ever, ..filter.clone() };
-        let gone = self.write(|_, _| {
+        let gone = self.write(|_| {
             let gone = store::select_all(e.sql, &filter, &e.now)?;
             store::delete(e.sql, &gone.iter().map(|m| m.seq).collect::<Vec<_>>())?;
             Ok(gone)
@@ -207,13 +175,26 @@ impl<'a> Memories<'a> {
         } else {
             query
         };
-        let vector = match e.embeddings.is_on() && !query.text.trim().is_empty() {
-            true => crate::llm::embeddings::embed_one(e.transport, e.embeddings, &query.text).await.ok(),
+        let meaning = e.meaning();
+        let vector = match meaning.is_on() && !query.text.trim().is_empty() {
+            true => match meaning.query(query.text.trim()).await {
+                Ok(v) => Some(v),
+                Err(err) => {
+                    e.events.warn(&format!("recall by meaning: {} (ranked by words only)", err.message));
+                    None
+                }
+            },
             false => None,
         };
-        let mut hits = recall::rank(e.sql, query, vector.as_deref(), &e.now)?;
-        current::newer_first(e.sql, &mut hits)?;
-        hits.truncate(query.limit.clamp(1, recall::MAX_LIMIT) as usize);
+        let mut hits = recall::rank(&meaning, query, vector.as_deref(), &e.now)?;
+        let limit = query.limit.clamp(1, recall::MAX_LIMIT) as usize;
+        match &vector {
+            Some(v) => current::with_corrections(&meaning, &mut hits, v, &query.filter, limit, &e.now)?,
+            None => {
+                current::newer_first(e.sql, &mut hits)?;
+            }
+        }
+        hits.truncate(limit);
         Ok(hits)
     }
 
@@ -226,17 +207,6 @@ impl<'a> Memories<'a> {
     /// The best match for `query`, if any (`memory_forget {query}`).
     pub(crate) async fn best(&self, query: &recall::Query) -> Result<Option<Memory>> {
         Ok(self.similar(query).await?.into_iter().next())
-    }
-
-    /// Embeds the memories that wait for it (a few per call); failures leave them waiting.
-    pub(crate) async fn embed_pending(&self) {
-        let e = self.env;
-        if !e.embeddings.is_on() {
-            return;
-        }
-        if let Err(err) = embed::embed_pending(e.sql, e.transport, e.embeddings).await {
-            warn_embeddings(e, &err);
-        }
     }
 
     /// Tells every socket of the agent about a change (`{type:"memory", op, memory}`).

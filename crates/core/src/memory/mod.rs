@@ -4,8 +4,8 @@
 //!
 //! - [`store`]: the memories in SQLite (limits, duplicates, expiry, versions, filters, pages);
 //! - [`recall`]: ranked recall (full text, the memory's score, recency, recall frequency, and
-//!   vector similarity fused in when embeddings are configured), with the reason of each rank;
-//! - [`embed`]: the memories' vectors (embedded through `llm::embeddings`) and their similarity;
+//!   vector similarity fused in when embeddings are configured: the nearest vectors of the
+//!   index `crate::vectors` keeps), with the reason of each rank;
 //! - `current`: what holds now among recalled facts (the newer of two about one subject first);
 //! - [`inject`]: the `<user-memory>` block a turn gives the model, within its token budget;
 //! - [`extract`]: distilling facts from an exchange and consolidating them (add, update,
@@ -13,19 +13,18 @@
 //! - [`tools`]: `memory_store`, `memory_recall`, `memory_forget`.
 //!
 //! - [`memories`]: [`Memories`], the one way in: every write goes through it, so each one purges
-//!   what has expired, records its version, embeds when it can, and tells the agent's sockets
-//!   (`memory` frames);
+//!   what has expired, records its version, and tells the agent's sockets (`memory` frames);
+//!   its vector is made after the answer (`crate::vectors::embed`);
 //! - [`category`], [`by`]: what kind of fact a memory is, who made a version of it.
 //!
 //! Invariants: an expired memory is never returned; a superseded one only when the past is
 //! asked for (`asOf`, `includeSuperseded`); an outdated fact never ranks above its correction; `core`/`daily` memories outlive every
 //! session, `conversation` memories go with theirs; no two memories of one category have the
-//! same normalized text; a failed embedding never loses a memory (it waits, `unembedded`).
+//! same normalized text; a failed embedding never loses a memory (it waits for its vector).
 
 pub mod by;
 pub mod category;
 pub(crate) mod current;
-pub mod embed;
 pub mod extract;
 pub mod inject;
 pub mod memories;

@@ -2,8 +2,8 @@
 //!
 //! Candidates come from full text (FTS5 over text and tags: the plain-language query of every
 //! search, `core::query`, ranked at a bounded cost by `core::rank`; a word no memory has is
-//! looked up as a prefix) and, when a query vector is given, from cosine similarity over the
-//! stored vectors.
+//! looked up as a prefix) and, when a query vector is given, from the nearest vectors of the
+//! index kept in memory (`crate::vectors`: no vector is read but those of its best candidates).
 //! Relevance in [0, 1] is the stronger of the two signals (bm25 relative to the best text
 //! candidate; similarity rescaled from [0.2, 1]) plus a tenth of the weaker one when both agree,
 //! so a strong text match is never outranked by a weak vector neighbour. Then it is combined with
@@ -21,13 +21,14 @@ use serde::Serialize;
 
 use std::collections::HashMap;
 
-use super::embed::{cosine, decode};
-use super::store::{columns, filter_sql, from_row, Filter, Memory, WIDTH};
+use super::store::{columns, filter_sql, from_row, Filter, Memory};
 use crate::error::Result;
 use crate::query::{self, Query as Words};
 use crate::rank::{self, Index, Rows, Scope, Unmatched};
 use crate::sql::{Sql, Value};
 use crate::time::parse_iso;
+use crate::vectors::index::Within;
+use crate::vectors::{Kind, Meaning, MIN_SIMILARITY, SUPPORT};
 
 /// Hits of `GET /memories/search` and `memory_recall` by default.
 pub const DEFAULT_LIMIT: i64 = 10;
@@ -37,8 +38,6 @@ pub const MAX_LIMIT: i64 = 50;
 const CANDIDATES: i64 = 50;
 /// Days after which recency halves.
 const HALF_LIFE_DAYS: f64 = 30.0;
-/// Least cosine similarity for a vector candidate.
-const MIN_SIMILARITY: f64 = 0.2;
 
 /// What to recall.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -118,13 +117,17 @@ pub(crate) fn count(sql: &dyn Sql, hits: &mut [Hit], now: &str) -> Result<()> {
 /// Every candidate memory for `query` (with `vector`, the query's embedding, semantic candidates
 /// too), best first: the caller keeps `query.limit` of them. Moves no counter: a recall adds
 /// [`count`].
-pub(crate) fn rank(sql: &dyn Sql, query: &Query, vector: Option<&[f32]>, now: &str) -> Result<Vec<Hit>> {
-    let mut found = text_candidates(sql, query, now)?;
+pub(crate) fn rank(meaning: &Meaning<'_>, query: &Query, vector: Option<&[f32]>, now: &str) -> Result<Vec<Hit>> {
+    let mut found = text_candidates(meaning.sql, query, now)?;
     if let Some(v) = vector {
-        for (memory, similarity) in vector_candidates(sql, &query.filter, v, now)? {
+        for (memory, similarity) in vector_candidates(meaning, &query.filter, v, now)? {
             match found.iter_mut().find(|c| c.memory.seq == memory.seq) {
                 Some(c) => c.similarity = Some(similarity),
-                None => found.push(Candidate { memory, bm25: None, similarity: Some(similarity) }),
+                // Found by meaning alone: only when near enough (an unrelated query finds nothing).
+                None if similarity >= MIN_SIMILARITY => {
+                    found.push(Candidate { memory, bm25: None, similarity: Some(similarity) })
+                }
+                None => {}
             }
         }
     }
@@ -137,13 +140,20 @@ pub(crate) fn rank(sql: &dyn Sql, query: &Query, vector: Option<&[f32]>, now: &s
                 (Some(b), true) => b / best_bm25,
                 _ => 0.0,
             };
-            let meaning = c.similarity.map_or(0.0, |s| ((s - MIN_SIMILARITY) / (1.0 - MIN_SIMILARITY)).clamp(0.0, 1.0));
+            let meaning = c.similarity.map_or(0.0, |s| ((s - SUPPORT) / (1.0 - SUPPORT)).clamp(0.0, 1.0));
             let relevance = (text.max(meaning) + 0.1 * text.min(meaning)).min(1.0);
             score(c.memory, text, c.similarity, relevance, now_ms)
         })
         .collect();
     hits.sort_by(|a, b| b.score.total_cmp(&a.score).then(b.memory.seq.cmp(&a.memory.seq)));
     Ok(hits)
+}
+
+/// A memory no word of the query matched, as a hit by its `similarity` to the query alone
+/// (relevance as [`rank`] gives it).
+pub(crate) fn by_meaning(memory: Memory, similarity: f64, now: &str) -> Hit {
+    let relevance = ((similarity - SUPPORT) / (1.0 - SUPPORT)).clamp(0.0, 1.0);
+    score(memory, 0.0, Some(similarity), relevance, parse_iso(now).unwrap_or(0))
 }
 
 fn score(memory: Memory, text: f64, semantic: Option<f64>, relevance: f64, now_ms: i64) -> Hit {
@@ -213,22 +223,39 @@ fn text_candidates(sql: &dyn Sql, query: &Query, now: &str) -> Result<Vec<Candid
         .collect())
 }
 
-fn vector_candidates(sql: &dyn Sql, filter: &Filter, v: &[f32], now: &str) -> Result<Vec<(Memory, f64)>> {
+/// The memories `filter` selects whose vectors are nearest to `v` (at least [`SUPPORT`]),
+/// most similar first. A filter that narrows (a category, a tag, a session) names the memories
+/// the index may return; the reach of a limited token only drops the other sessions'
+/// `conversation` memories from the nearest of all.
+fn vector_candidates(meaning: &Meaning<'_>, filter: &Filter, v: &[f32], now: &str) -> Result<Vec<(Memory, f64)>> {
+    let sql = meaning.sql;
     let (cond, params) = filter_sql(filter, now);
-    let q = format!(
-        "SELECT {}, v.vector FROM memory_vectors v JOIN memories m ON m.seq = v.memory_seq WHERE {cond}",
-        columns("m")
-    );
-    let mut scored = Vec::new();
-    for r in sql.query(&q, &params)? {
-        let Some(Value::Blob(b)) = r.0.get(WIDTH) else { continue };
-        let s = cosine(v, &decode(b));
-        if s >= MIN_SIMILARITY {
-            scored.push((from_row(&r, 0)?, s));
+    let narrowing = Filter { reach: Default::default(), ..filter.clone() } != Filter::default();
+    let allowed: Vec<i64> = match narrowing {
+        true => {
+            let q = format!("SELECT m.seq FROM memories m WHERE {cond} ORDER BY m.seq");
+            sql.query(&q, &params)?.iter().map(|r| r.int(0)).collect::<Result<_>>()?
+        }
+        false => Vec::new(),
+    };
+    let within = if narrowing { Within::Items(&allowed) } else { Within::All };
+    let near = meaning.nearest(Kind::Memory, v, within, CANDIDATES as usize, SUPPORT)?;
+    if near.is_empty() {
+        return Ok(Vec::new());
+    }
+    let ids = format!("[{}]", near.iter().map(|n| n.0.to_string()).collect::<Vec<_>>().join(","));
+    let q =
+        format!("SELECT {} FROM json_each(?) j CROSS JOIN memories m ON m.seq = j.value WHERE {cond}", columns("m"));
+    let mut all = vec![Value::Text(ids)];
+    all.extend(params);
+    let mut scored = Vec::with_capacity(near.len());
+    for r in sql.query(&q, &all)? {
+        let m = from_row(&r, 0)?;
+        if let Some((_, s)) = near.iter().find(|n| n.0 == m.seq) {
+            scored.push((m, *s));
         }
     }
     scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.0.seq.cmp(&a.0.seq)));
-    scored.truncate(CANDIDATES as usize);
     Ok(scored)
 }
 

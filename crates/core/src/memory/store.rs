@@ -58,6 +58,9 @@ pub struct Memory {
     pub(crate) invalid_at: Option<String>,
     /// The memory that replaced it, if one did.
     pub(crate) superseded_by: Option<String>,
+    /// When the vector of its text (by the embeddings model in use) was made; `None` until it
+    /// exists, and always without embeddings.
+    pub(crate) embedded_at: Option<String>,
 }
 
 /// A memory to store.
@@ -290,7 +293,7 @@ pub(crate) fn check_new(new: &NewMemory, now: &str) -> Result<()> {
 
 /// The memory row: what a memory is, once. Its fields are the export's (`memory` records) and
 /// the API's `Memory` (with `sessionId` and `messageId` as `source`); its columns are those of
-/// `migrations/0006_memories.sql` that are not derived (`norm`, `unembedded`, the FTS row).
+/// `migrations/0006_memories.sql` that are not derived (`norm`, the FTS row, the vector).
 pub(crate) const ROW: Table = Table {
     kind: "memory",
     table: "memories",
@@ -315,17 +318,22 @@ pub(crate) const ROW: Table = Table {
     ],
 };
 
-/// How many columns [`columns`] selects: what a read that selects more finds after them.
-pub(crate) const WIDTH: usize = ROW.cols.len() + 1;
-
-/// The columns every read of memories selects: `seq`, then [`ROW`]'s, on alias `alias`.
+/// The columns every read of memories selects: `seq`, then [`ROW`]'s, then when its vector
+/// was made (by the model in use), on alias `alias`: [`WIDTH`] columns.
 pub(crate) fn columns(alias: &str) -> String {
     let mut out = format!("{alias}.seq");
     for Col(_, column, _) in ROW.cols {
         out.push_str(&format!(", {alias}.{column}"));
     }
+    out.push_str(&format!(
+        ", (SELECT v.at FROM vectors v WHERE v.kind = 1 AND v.item = {alias}.seq
+              AND v.model = (SELECT model FROM embedding_model WHERE id = 1))"
+    ));
     out
 }
+
+/// How many columns [`columns`] selects (a query's own columns come after them).
+pub(crate) const WIDTH: usize = ROW.cols.len() + 2;
 
 /// A memory from a row of [`columns`] (starting at column `at`).
 pub(crate) fn from_row(r: &Row, at: usize) -> Result<Memory> {
@@ -362,6 +370,7 @@ pub(crate) fn from_row(r: &Row, at: usize) -> Result<Memory> {
         },
         invalid_at: r.opt_text(col("invalidAt"))?,
         superseded_by: r.opt_text(col("supersededBy"))?,
+        embedded_at: r.opt_text(at + WIDTH - 1)?,
     })
 }
 
@@ -376,12 +385,12 @@ pub(crate) fn purge_expired(sql: &dyn Sql, now: &str) -> Result<usize> {
     Ok(seqs.len())
 }
 
-/// Deletes memories by `seq`, with their index rows, vectors and versions.
+/// Deletes memories by `seq`, with their index rows, vectors (a trigger of migration 0013) and
+/// versions.
 pub(crate) fn delete(sql: &dyn Sql, seqs: &[i64]) -> Result<()> {
     for &seq in seqs {
         let s = [Value::Int(seq)];
         sql.execute("DELETE FROM memories_fts WHERE rowid = ?", &s)?;
-        sql.execute("DELETE FROM memory_vectors WHERE memory_seq = ?", &s)?;
         sql.execute("DELETE FROM memory_versions WHERE memory_id = (SELECT id FROM memories WHERE seq = ?)", &s)?;
         sql.execute(
             "UPDATE memories SET superseded_by = NULL WHERE superseded_by = (SELECT id FROM memories WHERE seq = ?)",
@@ -444,16 +453,6 @@ fn tags_json(tags: &[String]) -> String {
     Json::from(tags.to_vec()).to_string()
 }
 
-/// Whether a write's new text is marked to be embedded (`unembedded`): only with an embeddings
-/// provider configured.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Embed {
-    /// Marked; embedded once the answer is out (`After::EmbedMemories`).
-    Later,
-    /// No provider: left as it is.
-    Never,
-}
-
 /// Stores `new`, or merges it into the live memory of the same category and normalized text:
 /// tags merged, the higher score kept, the new expiry (if given) taken.
 pub(crate) fn remember(
@@ -462,7 +461,6 @@ pub(crate) fn remember(
     new: &NewMemory,
     by: By,
     now: &str,
-    embed: Embed,
 ) -> Result<(Memory, Stored)> {
     check_new(new, now)?;
     let tags = check_tags(&new.tags)?;
@@ -498,7 +496,7 @@ pub(crate) fn remember(
             expires_at: expires_at.map(Some),
             ..Patch::default()
         };
-        return Ok((patch_memory(sql, &old, &patch, by, now, embed)?, Stored::Merged));
+        return Ok((patch_memory(sql, &old, &patch, by, now)?, Stored::Merged));
     }
     if count(sql)? >= cfg.max_memories {
         return Err(Error::new(
@@ -523,8 +521,8 @@ pub(crate) fn remember(
     let row = sql
         .query_row(
             "INSERT INTO memories (id, content, norm, category, tags, metadata, score, session_id, message_id,
-               created_at, updated_at, expires_at, unembedded, valid_from)
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq",
+               created_at, updated_at, expires_at, valid_from)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq",
             &[
                 id.as_str().into(),
                 new.content.as_str().into(),
@@ -538,7 +536,6 @@ pub(crate) fn remember(
                 now.into(),
                 now.into(),
                 expires_at.into(),
-                Value::Int(i64::from(embed == Embed::Later)),
                 valid_from.into(),
             ],
         )?
@@ -619,15 +616,7 @@ fn version(sql: &dyn Sql, m: &Memory, by: By, now: &str) -> Result<()> {
 
 /// Changes memory `id` (live ones only). A change that would make it the duplicate of another
 /// memory of its category is `conflict`.
-pub(crate) fn patch(
-    sql: &dyn Sql,
-    cfg: &MemoryConfig,
-    id: &str,
-    patch: &Patch,
-    by: By,
-    now: &str,
-    embed: Embed,
-) -> Result<Memory> {
+pub(crate) fn patch(sql: &dyn Sql, cfg: &MemoryConfig, id: &str, patch: &Patch, by: By, now: &str) -> Result<Memory> {
     let old = get(sql, id, now)?.ok_or_else(|| Error::not_found(format!("memory {id} not found")))?;
     if let Some(c) = &patch.content {
         check_content(c)?;
@@ -651,10 +640,12 @@ pub(crate) fn patch(
     if let Some(m) = &patch.metadata {
         patch.metadata = Some(check_metadata(m)?);
     }
-    patch_memory(sql, &old, &patch, by, now, embed)
+    patch_memory(sql, &old, &patch, by, now)
 }
 
-fn patch_memory(sql: &dyn Sql, old: &Memory, p: &Patch, by: By, now: &str, embed: Embed) -> Result<Memory> {
+/// Writes `p` over `old`. A changed text loses its vector and waits for a new one (the triggers
+/// of migration 0013).
+fn patch_memory(sql: &dyn Sql, old: &Memory, p: &Patch, by: By, now: &str) -> Result<Memory> {
     let content = p.content.clone().unwrap_or_else(|| old.content.clone());
     let category = p.category.unwrap_or(old.category);
     let norm = normalize(&content);
@@ -667,10 +658,9 @@ fn patch_memory(sql: &dyn Sql, old: &Memory, p: &Patch, by: By, now: &str, embed
     let meta = p.metadata.as_ref().unwrap_or(&old.metadata);
     let score = p.score.unwrap_or(old.score);
     let expires_at = p.expires_at.clone().unwrap_or_else(|| old.expires_at.clone());
-    let text_changed = content != old.content;
     sql.execute(
         "UPDATE memories SET content = ?, norm = ?, category = ?, tags = ?, metadata = ?, score = ?, expires_at = ?,
-           updated_at = ?, unembedded = CASE WHEN ? THEN 1 ELSE unembedded END
+           updated_at = ?
          WHERE seq = ?",
         &[
             content.as_str().into(),
@@ -681,13 +671,9 @@ fn patch_memory(sql: &dyn Sql, old: &Memory, p: &Patch, by: By, now: &str, embed
             score.into(),
             expires_at.into(),
             now.into(),
-            Value::Int(i64::from(text_changed && embed == Embed::Later)),
             Value::Int(old.seq),
         ],
     )?;
-    if text_changed {
-        sql.execute("DELETE FROM memory_vectors WHERE memory_seq = ?", &[Value::Int(old.seq)])?;
-    }
     index(sql, old.seq, &content, &tags)?;
     let m = by_seq(sql, old.seq)?;
     version(sql, &m, by, now)?;

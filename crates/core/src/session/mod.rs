@@ -150,7 +150,15 @@ impl<'a> Session<'a> {
     /// The session's context blocks.
     pub(crate) fn context(&self) -> Context<'a> {
         let e = self.env;
-        Context { sql: e.sql, blobs: e.blobs, config: e.config, agent: e.agent, session: self.id, reach: &e.reach }
+        Context {
+            sql: e.sql,
+            blobs: e.blobs,
+            config: e.config,
+            agent: e.agent,
+            session: self.id,
+            reach: &e.reach,
+            meaning: e.meaning(),
+        }
     }
 
     /// Registers the session (`name = id`) if needed and moves its `updatedAt` to now; writes do

@@ -17,6 +17,7 @@ pub const MIGRATIONS: &[(i64, &str, &str)] = &[
     (10, "holes", include_str!("../../../../migrations/0010_holes.sql")),
     (11, "metadata", include_str!("../../../../migrations/0011_metadata.sql")),
     (12, "validity", include_str!("../../../../migrations/0012_validity.sql")),
+    (13, "vectors", include_str!("../../../../migrations/0013_vectors.sql")),
 ];
 
 /// The newest schema version this build knows.
@@ -24,9 +25,11 @@ pub fn latest_version() -> i64 {
     MIGRATIONS.last().map_or(0, |m| m.0)
 }
 
-/// Brings the database up to the newest version. Each migration runs in its own transaction
-/// together with its `schema_version` row, so a failed one leaves no trace and is retried on the
-/// next start. Returns the versions that were applied now (empty when already current).
+/// Brings the database up to the newest version: every migration of [`MIGRATIONS`] it has not
+/// recorded, in the list's order (a version numbered below one already applied, made on
+/// another branch meanwhile, applies too). Each migration runs in its own transaction together
+/// with its `schema_version` row, so a failed one leaves no trace and is retried on the next
+/// start. Returns the versions that were applied now (empty when already current).
 pub fn migrate(sql: &dyn Sql, now: &str) -> Result<Vec<i64>> {
     sql.execute_batch(
         "CREATE TABLE IF NOT EXISTS schema_version (
@@ -35,9 +38,10 @@ pub fn migrate(sql: &dyn Sql, now: &str) -> Result<Vec<i64>> {
            applied_at TEXT NOT NULL
          )",
     )?;
-    let current = current_version(sql)?;
+    let done: Vec<i64> =
+        sql.query("SELECT version FROM schema_version", &[])?.iter().map(|r| r.int(0)).collect::<Result<_>>()?;
     let mut applied = Vec::new();
-    for &(version, name, body) in MIGRATIONS.iter().filter(|m| m.0 > current) {
+    for &(version, name, body) in MIGRATIONS.iter().filter(|m| !done.contains(&m.0)) {
         atomically(sql, || {
             sql.execute_batch(body)?;
             sql.execute(

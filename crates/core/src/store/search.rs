@@ -62,13 +62,7 @@ pub(crate) fn across_sessions(
     let reach = match metadata.is_empty() {
         true => reach,
         false => {
-            let (conds, params) = metadata.conditions("s.metadata");
-            let rows = sql.query(&format!("SELECT s.id FROM sessions s WHERE {}", conds.join(" AND ")), &params)?;
-            let mut ids: Vec<String> = rows.iter().map(|r| r.text(0)).collect::<Result<_>>()?;
-            if let Reach::Sessions(list) = reach {
-                ids.retain(|id| list.contains(id));
-            }
-            narrowed = Reach::Sessions(ids);
+            narrowed = narrow(sql, reach, metadata)?;
             &narrowed
         }
     };
@@ -93,6 +87,18 @@ pub(crate) fn across_sessions(
             )
         }
     }
+}
+
+/// The sessions within `reach` whose metadata matches `metadata` (a non-empty filter), as a
+/// reach: what a search across sessions with a metadata filter keeps to, by words and by meaning.
+pub(crate) fn narrow(sql: &dyn Sql, reach: &Reach, metadata: &metadata::Filter) -> Result<Reach> {
+    let (conds, params) = metadata.conditions("s.metadata");
+    let rows = sql.query(&format!("SELECT s.id FROM sessions s WHERE {}", conds.join(" AND ")), &params)?;
+    let mut ids: Vec<String> = rows.iter().map(|r| r.text(0)).collect::<Result<_>>()?;
+    if let Reach::Sessions(list) = reach {
+        ids.retain(|id| list.contains(id));
+    }
+    Ok(Reach::Sessions(ids))
 }
 
 /// Whether hits name their session.

@@ -13,7 +13,8 @@ use crate::store::spill;
 use crate::time::parse_iso;
 
 /// Every table that holds the agent's data or what is derived from it. (`schema_version`, the
-/// revocation time and `spill_garbage`, the objects still to delete, stay.) A test checks that
+/// revocation time, `spill_garbage`, the objects still to delete, and `embedding_model`, the
+/// model in use, stay.) A test checks that
 /// after an erase no other table holds a row, so a new table cannot be forgotten here.
 pub(crate) const ERASED: &[&str] = &[
     "messages",
@@ -31,8 +32,11 @@ pub(crate) const ERASED: &[&str] = &[
     "memories",
     "memories_fts",
     "memory_versions",
-    "memory_vectors",
     "memory_count",
+    // After the rows they follow: deleting a row queues nothing and logs its vector's delete.
+    "vectors",
+    "unembedded",
+    "vector_log",
     "sessions",
     "session_versions",
 ];
@@ -60,8 +64,10 @@ pub async fn erase(env: &Env<'_>) -> Result<Vec<String>> {
         revoke(sql, parse_iso(&env.now).unwrap_or_default())?;
         Ok(())
     })?;
-    // Versions start again from nothing: no text read before may be found at one of them.
+    // Versions start again from nothing: no text read before may be found at one of them; and
+    // the indexes kept in memory load again from what is left (nothing).
     env.cache.clear();
+    env.vectors.clear();
     env.events.revoked(parse_iso(&env.now).unwrap_or_default());
     let mut warnings = Vec::new();
     loop {

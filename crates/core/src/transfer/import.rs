@@ -733,14 +733,14 @@ fn rows(env: &Env<'_>, plan: &Plan, target: Target) -> Result<()> {
             t.insert(sql, Some(&s.id), values.clone(), &[])?;
         }
     }
-    let embeds = env.embeddings.is_on();
     for (t, values) in &plan.rows {
         match t.kind {
             "memory" => {
                 let content = text_of(t, values, "content").unwrap_or_default();
                 let tags: Vec<String> =
                     serde_json::from_str(text_of(t, values, "tags").unwrap_or("[]")).unwrap_or_default();
-                let extra = [("norm", Value::Text(normalize(content))), ("unembedded", Value::Int(i64::from(embeds)))];
+                // Its vector is made after the answer (queued by a trigger of migration 0013).
+                let extra = [("norm", Value::Text(normalize(content)))];
                 let seq = t.insert(sql, None, values.clone(), &extra)?;
                 memory_store::index(sql, seq, content, &tags)?;
             }

@@ -1,0 +1,111 @@
+//! Search of messages by their words and by their meaning: the full-text hits
+//! ([`store::search`](crate::store::search)) and the nearest message vectors of the same reach
+//! (the session searched; across sessions, the sessions a limited token opens: invariant 38),
+//! fused by rank ([`fuse`](super::fuse)). A message found by meaning alone is at least
+//! [`MIN_SIMILARITY`](super::MIN_SIMILARITY) from the query; one the words found too counts
+//! its meaning from [`SUPPORT`]. Without embeddings, or with nothing to search for, it is
+//! full-text search as it was; a query that cannot be embedded now is searched by its words,
+//! with a warning.
+
+use super::fuse::fuse;
+use super::index::{Kind, Within};
+use super::{evidence, Meaning, SUPPORT};
+use crate::access::Reach;
+use crate::error::{Result, Warned};
+use crate::query;
+use crate::sql::Value;
+use crate::store::search::{self, Hit};
+
+/// What a search of messages keeps to.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Scope<'a> {
+    /// One session (its hits carry no session id).
+    Session(&'a str),
+    /// Every session the reach opens.
+    Across(&'a Reach),
+}
+
+/// The best `limit` messages for `query` within `scope`, best first.
+pub(crate) async fn search(
+    meaning: &Meaning<'_>,
+    scope: Scope<'_>,
+    query: &str,
+    limit: i64,
+) -> Result<Warned<Vec<Hit>>> {
+    let sql = meaning.sql;
+    let Some(words) = query::compile(query) else { return Ok(Warned::clean(Vec::new())) };
+    let lexical = match scope {
+        Scope::Session(s) => search::in_session(sql, s, &words, limit)?,
+        Scope::Across(reach) => search::across_sessions(sql, &words, limit, reach, &Default::default())?,
+    };
+    if !meaning.is_on() {
+        return Ok(Warned::clean(lexical));
+    }
+    let vector = match meaning.query(query.trim()).await {
+        Ok(v) => v,
+        Err(e) => {
+            let warning = format!("search by meaning: {} (answered by words only)", e.message);
+            return Ok(Warned { value: lexical, warnings: vec![warning] });
+        }
+    };
+    let sessions: Vec<&str> = match scope {
+        Scope::Session(s) => vec![s],
+        Scope::Across(Reach::Sessions(list)) => list.iter().map(String::as_str).collect(),
+        Scope::Across(Reach::All) => Vec::new(),
+    };
+    let within = match scope {
+        Scope::Across(Reach::All) => Within::All,
+        _ => Within::Scopes(&sessions),
+    };
+    let near = meaning.nearest(Kind::Message, &vector, within, limit.max(0) as usize, SUPPORT)?;
+    let key = |h: &Hit| (h.session_id.clone(), h.id.clone());
+    let lexical_keys: Vec<_> = lexical.iter().map(key).collect();
+    // Each near message as a hit, with its similarity (one without text has no hit).
+    let read = hits_of(meaning, &near.iter().map(|n| n.0).collect::<Vec<_>>(), scope)?;
+    let similar: Vec<_> =
+        read.into_iter().filter_map(|(seq, h)| near.iter().find(|n| n.0 == seq).map(|n| ((key(&h), h), n.1))).collect();
+    let (pairs, similarity): (Vec<_>, Vec<f64>) = similar.into_iter().unzip();
+    let (keys, semantic): (Vec<_>, Vec<Hit>) = pairs.into_iter().unzip();
+    let kept = evidence(keys.into_iter().zip(similarity).collect(), &lexical_keys);
+    let semantic: Vec<Hit> = semantic.into_iter().filter(|h| kept.iter().any(|(k, _)| *k == key(h))).collect();
+    let semantic_keys: Vec<_> = semantic.iter().map(key).collect();
+    let order = fuse(&lexical_keys, &semantic_keys, limit.max(0) as usize);
+    let mut all = lexical;
+    all.extend(semantic);
+    let hits =
+        order.into_iter().filter_map(|k| all.iter().position(|h| key(h) == k).map(|i| all.swap_remove(i))).collect();
+    Ok(Warned::clean(hits))
+}
+
+/// The hits of messages `seqs` with their seqs, in that order (within a session: without their
+/// session id).
+fn hits_of(meaning: &Meaning<'_>, seqs: &[i64], scope: Scope<'_>) -> Result<Vec<(i64, Hit)>> {
+    if seqs.is_empty() {
+        return Ok(Vec::new());
+    }
+    let ids = format!("[{}]", seqs.iter().map(i64::to_string).collect::<Vec<_>>().join(","));
+    let rows = meaning.sql.query(
+        "SELECT m.seq, m.session_id, m.id, m.role, (SELECT content FROM messages_fts WHERE rowid = m.seq), m.created_at
+           FROM json_each(?) j CROSS JOIN messages m ON m.seq = j.value ORDER BY j.key",
+        &[Value::Text(ids)],
+    )?;
+    let mut hits = Vec::with_capacity(rows.len());
+    for r in &rows {
+        let Some(content) = r.opt_text(4)? else { continue };
+        hits.push((
+            r.int(0)?,
+            Hit {
+                session_id: match scope {
+                    Scope::Session(_) => None,
+                    Scope::Across(_) => Some(r.text(1)?),
+                },
+                id: r.text(2)?,
+                role: r.text(3)?,
+                content,
+                created_at: r.text(5)?,
+                score: 0.0,
+            },
+        ));
+    }
+    Ok(hits)
+}

@@ -1,0 +1,220 @@
+//! Vectors of every store and the index kept in memory, on real SQLite with the hashed test
+//! embeddings (deterministic: texts sharing words are near): messages and search entries get
+//! vectors after the answer, searches fuse words and meaning, the index loads on start, follows
+//! writes, a model change re-embeds, and past its ceiling the newest items are kept.
+
+use crate::support::{ids, Api};
+use serde_json::{json, Value as Json};
+use session_agent_core::vectors::{Kind, Vectors};
+
+fn hits(api: &Api, path: &str) -> Vec<String> {
+    let r = api.get(path);
+    assert_eq!(r.status, 200, "{path}: {}", String::from_utf8_lossy(&r.body));
+    ids(&r.body_json()["results"])
+}
+
+fn recall(api: &Api, q: &str) -> Vec<String> {
+    let r = api.get(&format!("/memories/search?q={}", q.replace(' ', "+")));
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    r.body_json()["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["memory"]["content"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// Each hit's content and its similarity by meaning (`None`: not a candidate by meaning).
+fn meaning(api: &Api, q: &str) -> Vec<(String, Option<f64>)> {
+    let r = api.get(&format!("/memories/search?q={}", q.replace(' ', "+")));
+    r.body_json()["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| (h["memory"]["content"].as_str().unwrap().to_owned(), h["signals"]["semantic"].as_f64()))
+        .collect()
+}
+
+fn memory(api: &Api, content: &str) -> Json {
+    let r = api.post("/memories", json!({ "content": content }));
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    r.body_json()
+}
+
+#[test]
+fn messages_get_vectors_after_the_answer_and_search_fuses_words_and_meaning() {
+    let api = Api::new().with_embeddings();
+    api.append("s1", "a", None, "We deploy to production on Friday");
+    api.append("s1", "b", None, "Lunch is at noon");
+    api.append("s2", "x", None, "The production deploy failed on Friday evening");
+    assert_eq!(api.count("SELECT count(*) FROM vectors WHERE kind = 2"), 3);
+    assert_eq!(api.count("SELECT count(*) FROM unembedded"), 0);
+    // Every word must match for full text: "release" is in no message, so only meaning finds
+    // the two deploy messages (most words shared), and not the lunch one.
+    let across = hits(&api, "/search?q=release%20deploy%20production%20friday");
+    assert_eq!(across.len(), 2, "{across:?}");
+    assert!(across.contains(&"a".to_owned()) && across.contains(&"x".to_owned()));
+    assert_eq!(hits(&api, "/sessions/s1/search?q=release%20deploy%20production%20friday"), ["a"]);
+    // A word match still comes first; an unrelated query finds nothing.
+    assert_eq!(hits(&api, "/sessions/s1/search?q=lunch")[0], "b");
+    assert_eq!(hits(&api, "/search?q=zebra%20quantum%20violin"), Vec::<String>::new());
+    // The index followed the writes without loading again; the same search without
+    // embeddings is full text only.
+    assert_eq!(api.vectors.loaded(Kind::Message), Some(3));
+    let plain = Api::new();
+    plain.append("s1", "a", None, "We deploy to production on Friday");
+    assert_eq!(hits(&plain, "/search?q=release%20deploy%20production%20friday"), ["a"], "by its words");
+    assert_eq!(hits(&plain, "/search?q=release"), Vec::<String>::new(), "no word in common: nothing");
+}
+
+#[test]
+fn a_failed_call_is_caught_up_by_the_next_write() {
+    let api = Api::new().with_embeddings();
+    api.model.embed_fails.set(true);
+    api.append("s1", "a", None, "We deploy to production on Friday");
+    assert_eq!(api.count("SELECT count(*) FROM unembedded"), 1);
+    assert_eq!(api.count("SELECT count(*) FROM vectors WHERE kind = 2"), 0);
+    assert_eq!(hits(&api, "/search?q=release%20deploy%20production%20friday"), ["a"], "found by its words meanwhile");
+    api.model.embed_fails.set(false);
+    api.append("s1", "b", None, "Lunch is at noon");
+    assert_eq!(api.count("SELECT count(*) FROM unembedded"), 0);
+    assert_eq!(api.count("SELECT count(*) FROM vectors WHERE kind = 2"), 2, "caught up with the next write");
+    assert_eq!(hits(&api, "/search?q=release%20deploy%20production%20friday")[0], "a");
+}
+
+#[test]
+fn search_entries_are_found_by_meaning_through_search_context() {
+    let api = Api::with_config(json!({"context": [{"label": "kb", "kind": "search"}]})).with_embeddings();
+    let r = api.post(
+        "/sessions/s/context/kb/entries",
+        json!({"entries": [
+            {"key": "deploy", "content": "Deploys to production happen on Friday after review"},
+            {"key": "lunch", "content": "Lunch is served at noon in the canteen"}]}),
+    );
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(api.count("SELECT count(*) FROM vectors WHERE kind = 3"), 2);
+    let search = |query: &str| {
+        let r = api.post("/sessions/s/tools/search_context", json!({"input": {"label": "kb", "query": query}}));
+        r.body_json()["output"].as_str().unwrap().to_owned()
+    };
+    // Every word must match for full text; "release" is in no entry: found by meaning.
+    assert!(search("release deploys production friday review").starts_with("[deploy]\n"));
+    assert!(search("lunch").starts_with("[lunch]\n"));
+    assert_eq!(search("zebra quantum violin"), "No results found.");
+    // A replaced text loses its old vector, and gets one of its new text.
+    let r = api.post(
+        "/sessions/s/context/kb/entries",
+        json!({"entries": [{"key": "deploy", "content": "Holidays are booked in the portal"}]}),
+    );
+    assert_eq!(r.status, 201);
+    assert_eq!(search("release deploys production friday review"), "No results found.");
+}
+
+#[test]
+fn memory_recall_by_meaning_alone_needs_the_minimum_similarity() {
+    let api = Api::with_config(json!({"memory": {}})).with_embeddings();
+    memory(&api, "The user rides a red bicycle to work.");
+    memory(&api, "The user drinks green tea.");
+    // No word in common: nothing, and memory_forget by such a query forgets nothing.
+    assert_eq!(recall(&api, "zebra quantum violin"), Vec::<String>::new());
+    let r = api.post("/sessions/s/tools/memory_forget", json!({"input": {"query": "zebra quantum violin"}}));
+    assert_eq!(r.body_json()["output"], "No memory matches \"zebra quantum violin\".");
+    assert_eq!(api.count("SELECT count(*) FROM memories"), 2);
+    // Words and meaning agree: both signals.
+    let hits = meaning(&api, "rides red bicycle work");
+    assert_eq!(hits[0].0, "The user rides a red bicycle to work.");
+    assert!(hits[0].1.is_some_and(|s| s > 0.5), "{hits:?}");
+}
+
+#[test]
+fn the_index_loads_on_start_and_follows_deletes() {
+    let mut api = Api::new().with_embeddings();
+    for i in 0..5 {
+        memory(&api, &format!("Fact {i} about the garden shed number {i}."));
+    }
+    memory(&api, "The user rides a red bicycle.");
+    let bike =
+        |api: &Api| meaning(api, "rides red bicycle").into_iter().find(|h| h.0 == "The user rides a red bicycle.");
+    assert!(bike(&api).is_some_and(|h| h.1.is_some()));
+    assert_eq!(api.vectors.loaded(Kind::Memory), Some(6));
+    // A new instance (the object evicted and started again): loaded from the stored codes.
+    api.vectors = Vectors::new();
+    assert_eq!(api.vectors.loaded(Kind::Memory), None);
+    assert!(bike(&api).is_some_and(|h| h.1.is_some()));
+    assert_eq!(api.vectors.loaded(Kind::Memory), Some(6));
+    assert_eq!(api.vectors.held(), 6 * (8 + 8 + 4), "64-dimension codes: one word, a seq and a scope each");
+    // A delete reaches the loaded index through the log.
+    let all = api.get("/memories?limit=100").body_json();
+    let row =
+        all["memories"].as_array().unwrap().iter().find(|m| m["content"] == "The user rides a red bicycle.").unwrap();
+    assert_eq!(api.delete(&format!("/memories/{}", row["id"].as_str().unwrap())).status, 204);
+    assert_eq!(bike(&api), None);
+    assert_eq!(api.vectors.loaded(Kind::Memory), Some(5));
+}
+
+#[test]
+fn a_model_change_re_embeds_in_the_background() {
+    let api = Api::new().with_embeddings();
+    let bike = memory(&api, "The user rides a red bicycle.");
+    api.append("s1", "a", None, "We deploy to production on Friday");
+    let id = bike["id"].as_str().unwrap().to_owned();
+    assert!(api.get(&format!("/memories/{id}")).body_json()["embeddedAt"].is_string());
+    let calls = api.model.embed_calls.get();
+    // Started again with another model: every row waits for a vector of it, none is used.
+    let api = api.with_embeddings_model("other-model");
+    assert_eq!(api.count("SELECT count(*) FROM unembedded"), 2);
+    assert_eq!(api.get(&format!("/memories/{id}")).body_json()["embeddedAt"], Json::Null);
+    assert_eq!(
+        meaning(&api, "rides red bicycle"),
+        [("The user rides a red bicycle.".to_owned(), None)],
+        "found by words; the old vectors serve nothing"
+    );
+    // The next write's background run embeds them all with the new model.
+    api.append("s1", "b", None, "Lunch is at noon");
+    assert!(api.model.embed_calls.get() > calls);
+    assert_eq!(api.count("SELECT count(*) FROM unembedded"), 0);
+    assert_eq!(api.count("SELECT count(*) FROM vectors WHERE model = 'other-model'"), 3);
+    assert_eq!(api.count("SELECT count(*) FROM vectors WHERE model <> 'other-model'"), 0);
+    assert!(api.get(&format!("/memories/{id}")).body_json()["embeddedAt"].is_string());
+    assert!(meaning(&api, "rides red bicycle")[0].1.is_some());
+    // Embeddings turned off: nothing waits any more, and nothing is queued.
+    let mut api = api;
+    api.embeddings = session_agent_core::llm::embeddings::EmbeddingsConfig::none();
+    session_agent_core::vectors::adopt(&api.db, &api.embeddings).unwrap();
+    api.append("s1", "c", None, "More text");
+    assert_eq!(api.count("SELECT count(*) FROM unembedded"), 0);
+}
+
+#[test]
+fn past_the_ceiling_the_newest_are_searched_by_meaning_and_the_rest_by_words() {
+    let mut api = Api::new().with_embeddings();
+    api.vectors = Vectors::with_cap(3);
+    memory(&api, "The user rides a red bicycle.");
+    for i in 0..4 {
+        memory(&api, &format!("Fact {i} about the garden shed number {i}."));
+    }
+    recall(&api, "anything at all");
+    assert_eq!(api.vectors.loaded(Kind::Memory), Some(3));
+    // The oldest is out of the index: found by its words only; the newest by meaning too.
+    let bike = meaning(&api, "rides red bicycle").into_iter().find(|h| h.0 == "The user rides a red bicycle.");
+    assert_eq!(bike, Some(("The user rides a red bicycle.".to_owned(), None)));
+    assert!(meaning(&api, "garden shed number 3").iter().any(|h| h.0.starts_with("Fact 3") && h.1.is_some()));
+    // The cap holds as more come, and after a restart.
+    memory(&api, "The user likes sailing boats.");
+    recall(&api, "anything at all");
+    assert_eq!(api.vectors.loaded(Kind::Memory), Some(3));
+    api.vectors = Vectors::with_cap(3);
+    recall(&api, "anything at all");
+    assert_eq!(api.vectors.loaded(Kind::Memory), Some(3));
+}
+
+#[test]
+fn repeated_texts_are_embedded_once() {
+    let api = Api::new().with_embeddings();
+    let before = api.model.embed_calls.get();
+    api.append("s1", "a", None, "The same words");
+    api.append("s2", "a", None, "The same words");
+    api.append("s3", "a", None, "The same words");
+    assert_eq!(api.model.embed_calls.get() - before, 1, "one call per new text; the copies reuse its vector");
+    assert_eq!(api.count("SELECT count(*) FROM vectors WHERE kind = 2"), 3);
+}
