@@ -1,11 +1,9 @@
 //! The entries of searchable context blocks (the reference's `AgentSearchProvider`, docs/REFERENCE.md#search-entries):
 //! keyed texts in SQLite with an FTS5 index, shared by all sessions of the agent and partitioned by label.
 
-use std::collections::HashMap;
-
 use crate::error::{Error, Result};
 use crate::query::compile;
-use crate::rank::{rank, Index, Rows, Scope, Unmatched};
+use crate::rank::{rank, rowids, Index, Rows, Scope, Unmatched};
 use crate::sql::{Sql, Value};
 
 /// How many entries `search_context` returns.
@@ -73,15 +71,13 @@ pub(crate) fn search(sql: &dyn Sql, label: &str, query: &str) -> Result<Option<S
     if ranked.is_empty() {
         return Ok(None);
     }
-    let ids = format!("[{}]", ranked.iter().map(|r| r.rowid.to_string()).collect::<Vec<_>>().join(","));
-    let mut found: HashMap<i64, String> = HashMap::new();
+    let mut texts = Vec::new();
     for r in sql.query(
-        "SELECT e.seq, e.key, e.content FROM json_each(?) j JOIN search_entries e ON e.seq = j.value",
-        &[ids.into()],
+        "SELECT e.key, e.content FROM json_each(?) j JOIN search_entries e ON e.seq = j.value ORDER BY j.key",
+        &[rowids(&ranked).into()],
     )? {
-        found.insert(r.int(0)?, format!("[{}]\n{}", r.text(1)?, r.text(2)?));
+        texts.push(format!("[{}]\n{}", r.text(0)?, r.text(1)?));
     }
-    let texts: Vec<String> = ranked.iter().filter_map(|r| found.remove(&r.rowid)).collect();
     Ok((!texts.is_empty()).then(|| texts.join("\n\n")))
 }
 

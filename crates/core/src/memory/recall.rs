@@ -19,8 +19,6 @@
 
 use serde::Serialize;
 
-use std::collections::HashMap;
-
 use super::embed::{cosine, decode};
 use super::store::{columns, filter_sql, from_row, Filter, Memory, WIDTH};
 use crate::error::Result;
@@ -198,19 +196,15 @@ fn text_candidates(sql: &dyn Sql, query: &Query, now: &str) -> Result<Vec<Candid
     if ranked.is_empty() {
         return Ok(Vec::new());
     }
-    let ids = format!("[{}]", ranked.iter().map(|r| r.rowid.to_string()).collect::<Vec<_>>().join(","));
-    let q = format!("SELECT {} FROM json_each(?) j JOIN memories m ON m.seq = j.value", columns("m"));
-    let mut found: HashMap<i64, Memory> = HashMap::new();
-    for r in sql.query(&q, &[ids.into()])? {
-        let m = from_row(&r, 0)?;
-        found.insert(m.seq, m);
-    }
-    Ok(ranked
-        .iter()
-        .filter_map(|r| {
-            found.remove(&r.rowid).map(|memory| Candidate { memory, bm25: Some(r.score), similarity: None })
+    let q =
+        format!("SELECT {}, j.key FROM json_each(?) j JOIN memories m ON m.seq = j.value ORDER BY j.key", columns("m"));
+    let rows = sql.query(&q, &[rank::rowids(&ranked).into()])?;
+    rows.iter()
+        .map(|r| {
+            let bm25 = ranked.get(r.int(WIDTH)? as usize).map(|x| x.score);
+            Ok(Candidate { memory: from_row(r, 0)?, bm25, similarity: None })
         })
-        .collect())
+        .collect()
 }
 
 fn vector_candidates(sql: &dyn Sql, filter: &Filter, v: &[f32], now: &str) -> Result<Vec<(Memory, f64)>> {
