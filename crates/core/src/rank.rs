@@ -397,8 +397,11 @@ impl<'a> Plan<'a> {
             .collect();
         let row = sql.query_row(&format!("SELECT {}", cols.join(", ")), &params.0)?;
         let row = row.ok_or_else(|| Error::internal("a SELECT of values answered no row"))?;
-        let rows = |n| -> Result<Vec<i64>> { Ok(ints(&row, n)?.into_iter().flatten().collect()) };
-        lists.into_iter().enumerate().map(|(n, (.., tags))| Ok((rows(n)?, tags))).collect()
+        let mut out = Vec::with_capacity(lists.len());
+        for (n, (.., tags)) in lists.into_iter().enumerate() {
+            out.push((ints(&row, n)?.into_iter().flatten().collect(), tags));
+        }
+        Ok(out)
     }
 
     /// Statement 3: the length of each of the `candidates` (sorted) and FTS5's bm25 of the
@@ -467,13 +470,15 @@ fn ints(r: &Row, i: usize) -> Result<Vec<Option<i64>>> {
     if inner.is_empty() {
         return Ok(Vec::new());
     }
-    inner
-        .split(',')
-        .map(|n| match n {
-            "null" => Ok(None),
-            _ => n.parse().map(Some).map_err(|_| bad()),
-        })
-        .collect()
+    // A loop, not `collect::<Result<_>>()`: each of those is an iterator adapter's code.
+    let mut out = Vec::new();
+    for n in inner.split(',') {
+        out.push(match n {
+            "null" => None,
+            _ => Some(n.parse().map_err(|_| bad())?),
+        });
+    }
+    Ok(out)
 }
 
 /// Column `i` of `r` if it is a blob.

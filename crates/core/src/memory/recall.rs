@@ -199,12 +199,12 @@ fn text_candidates(sql: &dyn Sql, query: &Query, now: &str) -> Result<Vec<Candid
     let q =
         format!("SELECT {}, j.key FROM json_each(?) j JOIN memories m ON m.seq = j.value ORDER BY j.key", columns("m"));
     let rows = sql.query(&q, &[rank::rowids(&ranked).into()])?;
-    rows.iter()
-        .map(|r| {
-            let bm25 = ranked.get(r.int(WIDTH)? as usize).map(|x| x.score);
-            Ok(Candidate { memory: from_row(r, 0)?, bm25, similarity: None })
-        })
-        .collect()
+    let mut found = Vec::with_capacity(rows.len());
+    for r in &rows {
+        let bm25 = ranked.get(r.int(WIDTH)? as usize).map(|x| x.score);
+        found.push(Candidate { memory: from_row(r, 0)?, bm25, similarity: None });
+    }
+    Ok(found)
 }
 
 fn vector_candidates(sql: &dyn Sql, filter: &Filter, v: &[f32], now: &str) -> Result<Vec<(Memory, f64)>> {

@@ -117,18 +117,18 @@ fn hits(sql: &dyn Sql, ranked: &[Ranked], cond: &str, params: &[Value], session:
         ),
         &all,
     )?;
-    rows.iter()
-        .map(|r| {
-            Ok(Hit {
-                session_id: (session == HitSession::Shown).then(|| r.text(1)).transpose()?,
-                id: r.text(2)?,
-                role: r.text(3)?,
-                content: r.text(4)?,
-                created_at: r.text(5)?,
-                score: ranked.get(r.int(0)? as usize).map_or(0.0, |x| x.score),
-            })
-        })
-        .collect()
+    let mut hits = Vec::with_capacity(rows.len());
+    for r in rows {
+        hits.push(Hit {
+            session_id: (session == HitSession::Shown).then(|| r.text(1)).transpose()?,
+            id: r.text(2)?,
+            role: r.text(3)?,
+            content: r.text(4)?,
+            created_at: r.text(5)?,
+            score: ranked.get(r.int(0)? as usize).map_or(0.0, |x| x.score),
+        });
+    }
+    Ok(hits)
 }
 
 /// Indexes the text of the message `seq` of `session` (nothing for an empty text): its words in
