@@ -57,18 +57,15 @@ fn filter(values: &dyn Fn(&str) -> Vec<String>, metadata: Vec<(String, String)>)
         if given.len() > MAX_TAG_FILTERS {
             return Err(Error::invalid(format!("{name} is given at most {MAX_TAG_FILTERS} times")));
         }
-        given
-            .iter()
-            .map(|t| {
-                let n = t.chars().count();
-                match n == 0 || n > MAX_TAG_CHARS || t.chars().any(char::is_control) {
-                    true => Err(Error::invalid(format!(
-                        "{name} must be a tag: 1-{MAX_TAG_CHARS} characters without control characters"
-                    ))),
-                    false => Ok(t.to_owned()),
-                }
-            })
-            .collect()
+        for t in &given {
+            let n = t.chars().count();
+            if n == 0 || n > MAX_TAG_CHARS || t.chars().any(char::is_control) {
+                return Err(Error::invalid(format!(
+                    "{name} must be a tag: 1-{MAX_TAG_CHARS} characters without control characters"
+                )));
+            }
+        }
+        Ok(given)
     };
     let span = |after: &str, before: &str| -> Result<Span> {
         Ok(Span {
