@@ -251,9 +251,9 @@ impl Query {
     }
 
     /// Every value of `name`, in order (a parameter that may be repeated).
-    pub(crate) fn all(&self, name: &str) -> Vec<&str> {
+    pub(crate) fn all(&self, name: &str) -> Vec<String> {
         self.declared(name);
-        self.pairs.iter().filter(|(k, _)| k == name).map(|(_, v)| v.as_str()).collect()
+        self.pairs.iter().filter(|(k, _)| k == name).map(|(_, v)| v.clone()).collect()
     }
 
     /// The parameters of a family: every name that starts with `prefix` (`metadata.`), without

@@ -56,18 +56,15 @@ fn filter(values: &dyn Fn(&str) -> Vec<String>, metadata: Vec<(String, String)>)
         if given.len() > MAX_TAG_FILTERS {
             return Err(Error::invalid(format!("{name} is given at most {MAX_TAG_FILTERS} times")));
         }
-        given
-            .iter()
-            .map(|t| {
-                let n = t.chars().count();
-                match n == 0 || n > MAX_TAG_CHARS || t.chars().any(char::is_control) {
-                    true => Err(Error::invalid(format!(
-                        "{name} must be a tag: 1-{MAX_TAG_CHARS} characters without control characters"
-                    ))),
-                    false => Ok(t.to_owned()),
-                }
-            })
-            .collect()
+        for t in &given {
+            let n = t.chars().count();
+            if n == 0 || n > MAX_TAG_CHARS || t.chars().any(char::is_control) {
+                return Err(Error::invalid(format!(
+                    "{name} must be a tag: 1-{MAX_TAG_CHARS} characters without control characters"
+                )));
+            }
+        }
+        Ok(given)
     };
     let span = |after: &str, before: &str| -> Result<Span> {
         Ok(Span {
@@ -101,13 +98,13 @@ fn query_filter(q: &http::Query) -> Result<Filter> {
         (None, Some("0" | "false") | None) => Held::Now,
         (None, Some(v)) => return Err(Error::invalid(format!("includeSuperseded must be 1 or 0 (got {v:?})"))),
     };
-    Ok(Filter { held, ..filter(&|k| q.all(k).into_iter().map(str::to_owned).collect(), q.family("metadata."))? })
+    Ok(Filter { held, ..filter(&|k| q.all(k), q.family("metadata."))? })
 }
 
 /// The filters of a `DELETE /memories` body.
 struct BodyFilters {
-    /// The values of each field given, as an array of strings.
-    values: Map<String, Json>,
+    /// The values of each field given (a string is one value).
+    values: Vec<(&'static str, Vec<String>)>,
     /// The `metadata` object's pairs, if given.
     metadata: Option<Vec<(String, String)>>,
 }
@@ -117,15 +114,13 @@ struct BodyFilters {
 /// `metadata` object's pairs (a string's text, a number's or a boolean's JSON text). Fields of
 /// the wrong shape are refused here.
 fn body_filters(body: &Map<String, Json>) -> Result<BodyFilters> {
-    let mut values = Map::new();
+    let mut values = Vec::new();
     for name in FILTERS {
         match body.get(name) {
             None | Some(Json::Null) => {}
-            Some(Json::String(s)) => {
-                values.insert(name.to_owned(), Json::from(vec![s.clone()]));
-            }
+            Some(Json::String(s)) => values.push((name, vec![s.clone()])),
             Some(Json::Array(a)) if matches!(name, "category" | "tag" | "anyTag") && a.iter().all(Json::is_string) => {
-                values.insert(name.to_owned(), Json::Array(a.clone()));
+                values.push((name, a.iter().filter_map(Json::as_str).map(str::to_owned).collect()));
             }
             Some(_) if matches!(name, "category" | "tag" | "anyTag") => {
                 return Err(Error::invalid(format!("{name} must be a string or an array of strings")))
@@ -135,16 +130,15 @@ fn body_filters(body: &Map<String, Json>) -> Result<BodyFilters> {
     }
     let metadata = match body.get("metadata") {
         None | Some(Json::Null) => None,
-        Some(Json::Object(o)) => Some(
-            o.iter()
-                .map(|(k, v)| {
-                    let text = metadata::filter_text(v).ok_or_else(|| {
-                        Error::invalid(format!("metadata.{k} must be a string, a number or a boolean"))
-                    })?;
-                    Ok((k.clone(), text))
-                })
-                .collect::<Result<Vec<_>>>()?,
-        ),
+        Some(Json::Object(o)) => {
+            let mut pairs = Vec::with_capacity(o.len());
+            for (k, v) in o {
+                let text = metadata::filter_text(v)
+                    .ok_or_else(|| Error::invalid(format!("metadata.{k} must be a string, a number or a boolean")))?;
+                pairs.push((k.clone(), text));
+            }
+            Some(pairs)
+        }
         Some(_) => return Err(Error::invalid("metadata must be an object of metadata.<key> filters")),
     };
     Ok(BodyFilters { values, metadata })
@@ -373,15 +367,15 @@ pub(crate) fn delete_all(c: &Call<'_>) -> Result<Response> {
     let req = c.req;
     let q = &c.query;
     // The query is checked even where the body overrides it.
-    filter(&|k| q.all(k).into_iter().map(str::to_owned).collect(), q.family("metadata."))?;
+    filter(&|k| q.all(k), q.family("metadata."))?;
     let body = req.json_object()?;
     let mut fields = FILTERS.to_vec();
     fields.push("metadata");
     known(&body, &fields)?;
     let given = body_filters(&body)?;
-    let value = |k: &str| match given.values.get(k).and_then(Json::as_array) {
-        Some(a) => a.iter().filter_map(Json::as_str).map(str::to_owned).collect(),
-        None => q.all(k).into_iter().map(str::to_owned).collect(),
+    let value = |k: &str| match given.values.iter().find(|(name, _)| *name == k) {
+        Some((_, values)) => values.clone(),
+        None => q.all(k),
     };
     let meta = given.metadata.unwrap_or_else(|| q.family("metadata."));
     let n = Memories::new(env).forget_all(&filter(&value, meta)?)?;

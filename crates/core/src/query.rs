@@ -23,164 +23,22 @@
 pub const MAX_TERMS: usize = 12;
 
 /// English stop words (NLTK's list without its contractions, whose pieces are in it, plus
-/// `could` and `would`). Compared with the lower-case word.
-pub(crate) const STOPWORDS: &[&str] = &[
-    "a",
-    "about",
-    "above",
-    "after",
-    "again",
-    "against",
-    "ain",
-    "all",
-    "am",
-    "an",
-    "and",
-    "any",
-    "are",
-    "aren",
-    "as",
-    "at",
-    "be",
-    "because",
-    "been",
-    "before",
-    "being",
-    "below",
-    "between",
-    "both",
-    "but",
-    "by",
-    "can",
-    "could",
-    "couldn",
-    "d",
-    "did",
-    "didn",
-    "do",
-    "does",
-    "doesn",
-    "doing",
-    "don",
-    "down",
-    "during",
-    "each",
-    "few",
-    "for",
-    "from",
-    "further",
-    "had",
-    "hadn",
-    "has",
-    "hasn",
-    "have",
-    "haven",
-    "having",
-    "he",
-    "her",
-    "here",
-    "hers",
-    "herself",
-    "him",
-    "himself",
-    "his",
-    "how",
-    "i",
-    "if",
-    "in",
-    "into",
-    "is",
-    "isn",
-    "it",
-    "its",
-    "itself",
-    "just",
-    "ll",
-    "m",
-    "ma",
-    "me",
-    "mightn",
-    "more",
-    "most",
-    "mustn",
-    "my",
-    "myself",
-    "needn",
-    "no",
-    "nor",
-    "not",
-    "now",
-    "o",
-    "of",
-    "off",
-    "on",
-    "once",
-    "only",
-    "or",
-    "other",
-    "our",
-    "ours",
-    "ourselves",
-    "out",
-    "over",
-    "own",
-    "re",
-    "s",
-    "same",
-    "shan",
-    "she",
-    "should",
-    "shouldn",
-    "so",
-    "some",
-    "such",
-    "t",
-    "than",
-    "that",
-    "the",
-    "their",
-    "theirs",
-    "them",
-    "themselves",
-    "then",
-    "there",
-    "these",
-    "they",
-    "this",
-    "those",
-    "through",
-    "to",
-    "too",
-    "under",
-    "until",
-    "up",
-    "ve",
-    "very",
-    "was",
-    "wasn",
-    "we",
-    "were",
-    "weren",
-    "what",
-    "when",
-    "where",
-    "which",
-    "while",
-    "who",
-    "whom",
-    "why",
-    "will",
-    "with",
-    "won",
-    "would",
-    "wouldn",
-    "y",
-    "you",
-    "your",
-    "yours",
-    "yourself",
-    "yourselves",
-];
+/// `could` and `would`), one space apart: one string, not a slice of `&str` (a table of 180
+/// pointers and lengths in the wasm). Compared with the lower-case word ([`is_stopword`]).
+const STOPWORDS: &str = "a about above after again against ain all am an and any are aren as at be because been \
+    before being below between both but by can could couldn d did didn do does doesn doing don \
+    down during each few for from further had hadn has hasn have haven having he her here hers \
+    herself him himself his how i if in into is isn it its itself just ll m ma me mightn more \
+    most mustn my myself needn no nor not now o of off on once only or other our ours ourselves \
+    out over own re s same shan she should shouldn so some such t than that the their theirs \
+    them themselves then there these they this those through to too under until up ve very was \
+    wasn we were weren what when where which while who whom why will with won would wouldn y \
+    you your yours yourself yourselves";
+
+/// Whether `word` (lower case) is an English stop word.
+pub(crate) fn is_stopword(word: &str) -> bool {
+    STOPWORDS.split(' ').any(|s| s == word)
+}
 
 /// What a term of a query matches.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -241,12 +99,7 @@ impl Query {
     /// The query without the ranked words in `stop` (lower case), unless nothing would be left
     /// to rank: memory recall drops `user` too, the subject of every memory.
     pub(crate) fn without(mut self, stop: &[&str]) -> Query {
-        let kept: Vec<Term> = self
-            .ranked
-            .iter()
-            .filter(|t| t.kind != Kind::Word || !stop.contains(&t.text.to_lowercase().as_str()))
-            .cloned()
-            .collect();
+        let kept = content(&self.ranked, &|w| stop.contains(&w));
         if !kept.is_empty() {
             self.ranked = kept;
         }
@@ -280,11 +133,7 @@ pub fn compile(text: &str) -> Option<Query> {
         }
         rest = rest[end..].trim_start_matches(char::is_whitespace);
     }
-    let content: Vec<Term> = words
-        .iter()
-        .filter(|t| t.kind != Kind::Word || !STOPWORDS.contains(&t.text.to_lowercase().as_str()))
-        .cloned()
-        .collect();
+    let content = content(&words, &is_stopword);
     // Stop words count only when nothing else would: not beside a phrase or another word.
     if !content.is_empty() || !phrases.is_empty() {
         words = content;
@@ -297,6 +146,11 @@ pub fn compile(text: &str) -> Option<Query> {
     // The phrases rank too: a row with a phrase and none of the words is still found.
     words.extend(phrases.iter().cloned());
     Some(Query { ranked: words, required: phrases })
+}
+
+/// The `terms` but the words `stop` says are stop words (given in lower case).
+fn content(terms: &[Term], stop: &dyn Fn(&str) -> bool) -> Vec<Term> {
+    terms.iter().filter(|t| t.kind != Kind::Word || !stop(&t.text.to_lowercase())).cloned().collect()
 }
 
 /// Adds the term `text` of `kind` to `terms`, unless it has no letter or digit (the tokenizer

@@ -24,8 +24,6 @@
 //! whole OR query exactly. Prefix terms are the exception to the bound: FTS5 merges the rows of
 //! every word a prefix begins before giving the first one.
 
-use std::collections::{HashMap, HashSet};
-
 use crate::error::{Error, Result};
 use crate::query::{Kind, Query, Term};
 use crate::sql::{Row, Sql, Value};
@@ -115,27 +113,36 @@ pub(crate) fn rank(
         }
     }
     let terms = &found.terms;
-    let mut known: Vec<HashSet<i64>> = terms.iter().map(|t| t.window().iter().copied().collect()).collect();
-    let mut candidates: HashSet<i64> = known.iter().flatten().copied().collect();
+    // Sets of rowids are sorted `Vec`s searched with `binary_search`, not `HashSet`s: a hash
+    // table is a few KB of wasm per key type, and one `sort_unstable` of `i64` serves them all.
+    let mut known: Vec<Vec<i64>> = terms.iter().map(|t| t.window().to_vec()).collect();
     for (rows, tags) in plan.memberships(sql, terms)? {
         for t in tags {
             known[t].extend(&rows);
         }
-        candidates.extend(rows);
     }
+    for k in &mut known {
+        sorted_set(k);
+    }
+    // Every row of a membership list is known to have one of its terms at least.
+    let mut candidates = known.concat();
+    sorted_set(&mut candidates);
     let weights: Vec<Option<f64>> = terms.iter().map(|t| (!t.rare()).then(|| t.idf(&table) * index.weight)).collect();
     let rare: Vec<&Term> = terms.iter().filter(|t| t.rare()).map(|t| &t.term).collect();
     let (lengths, exact) = plan.scores(sql, &candidates, &rare)?;
     let mut ranked: Vec<Ranked> = candidates
-        .into_iter()
-        .filter_map(|rowid| {
-            let len = *lengths.get(&rowid)?;
-            let norm = (K1 + 1.0) / (1.0 + K1 * (1.0 - B + B * len / table.avgdl));
-            let common: f64 = weights.iter().zip(&known).filter_map(|(w, k)| w.filter(|_| k.contains(&rowid))).sum();
-            Some(Ranked { rowid, score: exact.get(&rowid).copied().unwrap_or(0.0) + norm * common })
+        .iter()
+        .zip(lengths)
+        .zip(exact)
+        .filter_map(|((&rowid, len), exact)| {
+            let norm = (K1 + 1.0) / (1.0 + K1 * (1.0 - B + B * len? / table.avgdl));
+            let has = |k: &Vec<i64>| k.binary_search(&rowid).is_ok();
+            let common: f64 = weights.iter().zip(&known).filter_map(|(w, k)| w.filter(|_| has(k))).sum();
+            Some(Ranked { rowid, score: exact + norm * common })
         })
         .collect();
-    ranked.sort_by(|a, b| b.score.total_cmp(&a.score).then(b.rowid.cmp(&a.rowid)));
+    // Unstable is the same order here (the rowids differ) and less code than a stable sort.
+    ranked.sort_unstable_by(|a, b| b.score.total_cmp(&a.score).then(b.rowid.cmp(&a.rowid)));
     ranked.truncate(limit);
     Ok(ranked)
 }
@@ -308,12 +315,17 @@ impl<'a> Plan<'a> {
         let mut at = 0;
         let mut found = Vec::with_capacity(terms.len());
         for t in terms {
-            let mut newest: Vec<i64> = json(&row, at)?;
+            // A rowid is never null.
+            let mut newest: Vec<i64> = ints(&row, at)?.into_iter().flatten().collect();
             at += 1;
-            newest.sort_unstable_by(|a, b| b.cmp(a));
+            newest.sort_unstable();
+            newest.reverse();
             let (global, global_oldest) = match self.scoped() {
                 true => {
-                    let counted: (usize, Option<i64>) = json(&row, at)?;
+                    let counted = match ints(&row, at)?[..] {
+                        [Some(count), oldest] => (count as usize, oldest),
+                        _ => return Err(Error::internal(format!("rank: column {at}: not [count, min]"))),
+                    };
                     at += 1;
                     counted
                 }
@@ -322,8 +334,11 @@ impl<'a> Plan<'a> {
             found.push(Found { term: t.clone(), newest, global, global_oldest });
         }
         let averages = blob(&row, at);
-        let ends: (Option<i64>, Option<i64>) = json(&row, at + 1)?;
-        let table = averages.zip(ends.0.zip(ends.1)).and_then(|(a, (first, last))| {
+        let ends = match ints(&row, at + 1)?[..] {
+            [first, last] => first.zip(last),
+            _ => return Err(Error::internal(format!("rank: column {}: not [min, max]", at + 1))),
+        };
+        let table = averages.zip(ends).and_then(|(a, (first, last))| {
             let mut at = 0;
             let rows = varint(&a, &mut at)? as f64;
             let mut tokens = 0.0;
@@ -348,8 +363,14 @@ impl<'a> Plan<'a> {
                 lists.push((self.expr(&[terms[i].term.fts(), any.clone()]), None, bound, vec![i]));
             }
         }
-        open.sort_by_key(|&i| terms[i].floor());
-        open.truncate(PAIRED);
+        // The PAIRED sparsest (lowest floor; of equal floors, the first): picked one by one,
+        // which for so few is as quick as a sort and less code.
+        let mut sparsest = Vec::with_capacity(PAIRED);
+        while sparsest.len() < PAIRED {
+            let Some(at) = (0..open.len()).min_by_key(|&a| terms[open[a]].floor()) else { break };
+            sparsest.push(open.remove(at));
+        }
+        let open = sparsest;
         for (a, &i) in open.iter().enumerate() {
             for &j in &open[a + 1..] {
                 let floor = terms[i].floor().min(terms[j].floor());
@@ -376,22 +397,21 @@ impl<'a> Plan<'a> {
             .collect();
         let row = sql.query_row(&format!("SELECT {}", cols.join(", ")), &params.0)?;
         let row = row.ok_or_else(|| Error::internal("a SELECT of values answered no row"))?;
-        lists.into_iter().enumerate().map(|(n, (.., tags))| Ok((json(&row, n)?, tags))).collect()
+        let mut out = Vec::with_capacity(lists.len());
+        for (n, (.., tags)) in lists.into_iter().enumerate() {
+            out.push((ints(&row, n)?.into_iter().flatten().collect(), tags));
+        }
+        Ok(out)
     }
 
-    /// Statement 3: the length of each candidate, and FTS5's bm25 of the `rare` terms for the
-    /// rows that have them. That bm25 is asked for the rare terms alone, in the whole table:
+    /// Statement 3: the length of each of the `candidates` (sorted) and FTS5's bm25 of the
+    /// `rare` terms for it (0 if it has none), in their order (no length: no such row). That bm25 is asked for the rare terms alone, in the whole table:
     /// their rows are few, while the scope's words (a session's token, a phrase) may be in
     /// many rows, all of which bm25 would count to weigh them. The rows outside the scope are
     /// not candidates and are left out here.
-    fn scores(
-        &self,
-        sql: &dyn Sql,
-        candidates: &HashSet<i64>,
-        rare: &[&Term],
-    ) -> Result<(HashMap<i64, f64>, HashMap<i64, f64>)> {
+    fn scores(&self, sql: &dyn Sql, candidates: &[i64], rare: &[&Term]) -> Result<(Vec<Option<f64>>, Vec<f64>)> {
         let Index { fts, weights, .. } = self.index;
-        let (mut lengths, mut exact) = (HashMap::new(), HashMap::new());
+        let (mut lengths, mut exact) = (vec![None; candidates.len()], vec![0.0; candidates.len()]);
         if candidates.is_empty() {
             return Ok((lengths, exact));
         }
@@ -404,15 +424,15 @@ impl<'a> Plan<'a> {
             q.push_str(&format!(" UNION ALL SELECT 1, rowid, -bm25({fts}, {weights}) FROM {fts} WHERE {fts} MATCH ?"));
         }
         for r in sql.query(&q, &params)? {
-            let id = r.int(1)?;
+            let Ok(k) = candidates.binary_search(&r.int(1)?) else { continue };
             if r.int(0)? == 0 {
                 let (sz, mut at, mut len) = (blob(&r, 2).unwrap_or_default(), 0, 0.0);
                 while let Some(n) = varint(&sz, &mut at) {
                     len += n as f64;
                 }
-                lengths.insert(id, len);
-            } else if candidates.contains(&id) {
-                exact.insert(id, r.real(2)?);
+                lengths[k] = Some(len);
+            } else {
+                exact[k] = r.real(2)?;
             }
         }
         Ok((lengths, exact))
@@ -427,9 +447,38 @@ fn column(index: &Index, expr: &str) -> String {
     }
 }
 
-/// Column `i` of `r`, a JSON text (`json_group_array`, `json_array`), read as a `T`.
-fn json<T: serde::de::DeserializeOwned>(r: &Row, i: usize) -> Result<T> {
-    serde_json::from_str(&r.text(i)?).map_err(|e| Error::internal(format!("rank: column {i}: {e}")))
+/// The rowids of `ranked` as a JSON array, for `json_each(?) j`: joined to the rows and
+/// ordered `BY j.key`, the rows come in the ranking's order, `j.key` each one's place in
+/// `ranked` (no map from rowid back to the ranking: a hash table is KBs of wasm per type).
+pub(crate) fn rowids(ranked: &[Ranked]) -> String {
+    format!("[{}]", ranked.iter().map(|r| r.rowid.to_string()).collect::<Vec<_>>().join(","))
+}
+
+/// Sorts `v` and drops its repeats: a set of rowids.
+fn sorted_set(v: &mut Vec<i64>) {
+    v.sort_unstable();
+    v.dedup();
+}
+
+/// Column `i` of `r`, a JSON array of integers and nulls as SQLite writes it
+/// (`json_group_array`, `json_array`: no spaces). Read by hand: `serde_json` would bring a
+/// deserializer per type read into the wasm.
+fn ints(r: &Row, i: usize) -> Result<Vec<Option<i64>>> {
+    let text = r.text(i)?;
+    let bad = || Error::internal(format!("rank: column {i}: not a JSON array of integers"));
+    let inner = text.strip_prefix('[').and_then(|t| t.strip_suffix(']')).ok_or_else(bad)?;
+    if inner.is_empty() {
+        return Ok(Vec::new());
+    }
+    // A loop, not `collect::<Result<_>>()`: each of those is an iterator adapter's code.
+    let mut out = Vec::new();
+    for n in inner.split(',') {
+        out.push(match n {
+            "null" => None,
+            _ => Some(n.parse().map_err(|_| bad())?),
+        });
+    }
+    Ok(out)
 }
 
 /// Column `i` of `r` if it is a blob.

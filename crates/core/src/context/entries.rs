@@ -2,11 +2,9 @@
 //! keyed texts in SQLite with an FTS5 index (and with embeddings a vector each), shared by all sessions of the agent
 //! and partitioned by label.
 
-use std::collections::HashMap;
-
 use crate::error::{Error, Result};
 use crate::query::compile;
-use crate::rank::{rank, Index, Rows, Scope, Unmatched};
+use crate::rank::{rank, rowids, Index, Rows, Scope, Unmatched};
 use crate::sql::{Sql, Value};
 use crate::vectors::fuse::fuse;
 use crate::vectors::index::Within;
@@ -78,15 +76,12 @@ pub(crate) async fn search(meaning: &Meaning<'_>, label: &str, query: &str) -> R
     let ranked = rank(sql, &ENTRIES, &scope, &words, Unmatched::Nothing, SEARCH_LIMIT as usize)?;
     let mut found: Vec<(i64, String, String)> = Vec::with_capacity(ranked.len());
     if !ranked.is_empty() {
-        let ids = format!("[{}]", ranked.iter().map(|r| r.rowid.to_string()).collect::<Vec<_>>().join(","));
-        let mut by_seq: HashMap<i64, (String, String)> = HashMap::new();
         for r in sql.query(
-            "SELECT e.seq, e.key, e.content FROM json_each(?) j JOIN search_entries e ON e.seq = j.value",
-            &[ids.into()],
+            "SELECT e.seq, e.key, e.content FROM json_each(?) j JOIN search_entries e ON e.seq = j.value ORDER BY j.key",
+            &[rowids(&ranked).into()],
         )? {
-            by_seq.insert(r.int(0)?, (r.text(1)?, r.text(2)?));
+            found.push((r.int(0)?, r.text(1)?, r.text(2)?));
         }
-        found = ranked.iter().filter_map(|r| by_seq.remove(&r.rowid).map(|(k, c)| (r.rowid, k, c))).collect();
     }
     if meaning.is_on() {
         match meaning.query(query.trim()).await {

@@ -12,7 +12,7 @@
 use super::recall::{self, Hit};
 use super::store::{columns, filter_sql, from_row, Filter};
 use crate::error::Result;
-use crate::query::STOPWORDS;
+use crate::query::is_stopword;
 use crate::sql::{Sql, Value};
 use crate::vectors::code::{cosine, decode};
 use crate::vectors::index::{Kind, Within};
@@ -34,7 +34,7 @@ fn words(text: &str) -> Vec<String> {
     let mut words: Vec<String> = text
         .split(|c: char| !c.is_alphanumeric())
         .map(str::to_lowercase)
-        .filter(|w| !w.is_empty() && w != "s" && w != "user" && !STOPWORDS.contains(&w.as_str()))
+        .filter(|w| !w.is_empty() && w != "s" && w != "user" && !is_stopword(w))
         .map(|w| w.chars().take(5).collect())
         .collect();
     words.sort();

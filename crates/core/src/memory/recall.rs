@@ -19,9 +19,7 @@
 
 use serde::Serialize;
 
-use std::collections::HashMap;
-
-use super::store::{columns, filter_sql, from_row, Filter, Memory};
+use super::store::{columns, filter_sql, from_row, Filter, Memory, WIDTH};
 use crate::error::Result;
 use crate::query::{self, Query as Words};
 use crate::rank::{self, Index, Rows, Scope, Unmatched};
@@ -208,19 +206,15 @@ fn text_candidates(sql: &dyn Sql, query: &Query, now: &str) -> Result<Vec<Candid
     if ranked.is_empty() {
         return Ok(Vec::new());
     }
-    let ids = format!("[{}]", ranked.iter().map(|r| r.rowid.to_string()).collect::<Vec<_>>().join(","));
-    let q = format!("SELECT {} FROM json_each(?) j JOIN memories m ON m.seq = j.value", columns("m"));
-    let mut found: HashMap<i64, Memory> = HashMap::new();
-    for r in sql.query(&q, &[ids.into()])? {
-        let m = from_row(&r, 0)?;
-        found.insert(m.seq, m);
+    let q =
+        format!("SELECT {}, j.key FROM json_each(?) j JOIN memories m ON m.seq = j.value ORDER BY j.key", columns("m"));
+    let rows = sql.query(&q, &[rank::rowids(&ranked).into()])?;
+    let mut found = Vec::with_capacity(rows.len());
+    for r in &rows {
+        let bm25 = ranked.get(r.int(WIDTH)? as usize).map(|x| x.score);
+        found.push(Candidate { memory: from_row(r, 0)?, bm25, similarity: None });
     }
-    Ok(ranked
-        .iter()
-        .filter_map(|r| {
-            found.remove(&r.rowid).map(|memory| Candidate { memory, bm25: Some(r.score), similarity: None })
-        })
-        .collect())
+    Ok(found)
 }
 
 /// The memories `filter` selects whose vectors are nearest to `v` (at least [`SUPPORT`]),

@@ -3,22 +3,82 @@
 use crate::error::Result;
 use crate::sql::{atomically, Sql, Value};
 
+/// A migration file as it is run: its text without its comment lines (`--` first on the line,
+/// after any indentation), stripped at compile time. The files explain the schema to a reader;
+/// SQLite needs only the statements, and the comments were ~8 KB of the wasm.
+macro_rules! migration {
+    ($file:literal) => {{
+        const TEXT: &str = include_str!(concat!("../../../../migrations/", $file));
+        const BYTES: [u8; uncommented_len(TEXT)] = uncommented(TEXT);
+        match std::str::from_utf8(&BYTES) {
+            Ok(sql) => sql,
+            Err(_) => panic!("a migration is not UTF-8 after its comments are removed"),
+        }
+    }};
+}
+
 /// Every migration, in order. A new one is appended here and never edits an old one.
 pub const MIGRATIONS: &[(i64, &str, &str)] = &[
-    (1, "foundation", include_str!("../../../../migrations/0001_foundation.sql")),
-    (2, "context", include_str!("../../../../migrations/0002_context.sql")),
-    (3, "estimates", include_str!("../../../../migrations/0003_estimates.sql")),
-    (4, "spill", include_str!("../../../../migrations/0004_spill.sql")),
-    (5, "spill_pending", include_str!("../../../../migrations/0005_spill_pending.sql")),
-    (6, "memories", include_str!("../../../../migrations/0006_memories.sql")),
-    (7, "access", include_str!("../../../../migrations/0007_access.sql")),
-    (8, "walks", include_str!("../../../../migrations/0008_walks.sql")),
-    (9, "versions", include_str!("../../../../migrations/0009_versions.sql")),
-    (10, "holes", include_str!("../../../../migrations/0010_holes.sql")),
-    (11, "metadata", include_str!("../../../../migrations/0011_metadata.sql")),
-    (12, "validity", include_str!("../../../../migrations/0012_validity.sql")),
-    (13, "vectors", include_str!("../../../../migrations/0013_vectors.sql")),
+    (1, "foundation", migration!("0001_foundation.sql")),
+    (2, "context", migration!("0002_context.sql")),
+    (3, "estimates", migration!("0003_estimates.sql")),
+    (4, "spill", migration!("0004_spill.sql")),
+    (5, "spill_pending", migration!("0005_spill_pending.sql")),
+    (6, "memories", migration!("0006_memories.sql")),
+    (7, "access", migration!("0007_access.sql")),
+    (8, "walks", migration!("0008_walks.sql")),
+    (9, "versions", migration!("0009_versions.sql")),
+    (10, "holes", migration!("0010_holes.sql")),
+    (11, "metadata", migration!("0011_metadata.sql")),
+    (12, "validity", migration!("0012_validity.sql")),
+    (13, "vectors", migration!("0013_vectors.sql")),
 ];
+
+/// Where the line that starts at `at` ends (after its `\n`, or at the end), and whether it is a
+/// comment line: `--` after spaces and tabs.
+const fn line(b: &[u8], at: usize) -> (usize, bool) {
+    let mut i = at;
+    while i < b.len() && (b[i] == b' ' || b[i] == b'\t') {
+        i += 1;
+    }
+    let comment = i + 1 < b.len() && b[i] == b'-' && b[i + 1] == b'-';
+    while i < b.len() && b[i] != b'\n' {
+        i += 1;
+    }
+    (if i < b.len() { i + 1 } else { i }, comment)
+}
+
+/// The length of `text` without its comment lines.
+const fn uncommented_len(text: &str) -> usize {
+    let b = text.as_bytes();
+    let (mut at, mut len) = (0, 0);
+    while at < b.len() {
+        let (end, comment) = line(b, at);
+        if !comment {
+            len += end - at;
+        }
+        at = end;
+    }
+    len
+}
+
+/// `text` without its comment lines (whole lines: a comment after a statement stays), as `N`
+/// bytes ([`uncommented_len`]).
+const fn uncommented<const N: usize>(text: &str) -> [u8; N] {
+    let b = text.as_bytes();
+    let mut out = [0u8; N];
+    let (mut at, mut n) = (0, 0);
+    while at < b.len() {
+        let (end, comment) = line(b, at);
+        while !comment && at < end {
+            out[n] = b[at];
+            n += 1;
+            at += 1;
+        }
+        at = end;
+    }
+    out
+}
 
 /// The newest schema version this build knows.
 pub fn latest_version() -> i64 {
@@ -58,4 +118,20 @@ pub fn migrate(sql: &dyn Sql, now: &str) -> Result<Vec<i64>> {
 pub fn current_version(sql: &dyn Sql) -> Result<i64> {
     let row = sql.query_row("SELECT COALESCE(MAX(version), 0) FROM schema_version", &[])?;
     row.map_or(Ok(0), |r| r.int(0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::MIGRATIONS;
+
+    #[test]
+    fn migrations_are_their_files_without_comment_lines() {
+        let file = include_str!("../../../../migrations/0004_spill.sql");
+        let kept: String = file.split_inclusive('\n').filter(|l| !l.trim_start().starts_with("--")).collect();
+        assert_eq!(MIGRATIONS[3].2, kept);
+        assert!(kept.contains("-- the field's name in that object"), "a comment after a statement stays");
+        for (_, _, sql) in MIGRATIONS {
+            assert!(sql.lines().all(|l| !l.trim_start().starts_with("--")));
+        }
+    }
 }

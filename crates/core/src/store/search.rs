@@ -2,15 +2,13 @@
 //! across all of them: a plain-language [`Query`] (`core::query`, never user text passed
 //! through) ranked at a bounded cost (`core::rank`).
 
-use std::collections::HashMap;
-
 use serde::Serialize;
 
 use crate::access::Reach;
 use crate::error::{Error, Result};
 use crate::metadata;
 use crate::query::Query;
-use crate::rank::{rank, Index, Ranked, Scope, Unmatched};
+use crate::rank::{rank, rowids, Index, Ranked, Scope, Unmatched};
 use crate::sql::{Sql, Value};
 
 /// Default number of results.
@@ -115,32 +113,28 @@ fn hits(sql: &dyn Sql, ranked: &[Ranked], cond: &str, params: &[Value], session:
     if ranked.is_empty() {
         return Ok(Vec::new());
     }
-    let ids = format!("[{}]", ranked.iter().map(|r| r.rowid.to_string()).collect::<Vec<_>>().join(","));
-    let mut all: Vec<Value> = vec![ids.into()];
+    let mut all: Vec<Value> = vec![rowids(ranked).into()];
     all.extend(params.iter().cloned());
     let rows = sql.query(
         &format!(
-            "SELECT m.seq, m.session_id, m.id, m.role, f.content, m.created_at
+            "SELECT j.key, m.session_id, m.id, m.role, f.content, m.created_at
                FROM json_each(?1) j CROSS JOIN messages m ON m.seq = j.value CROSS JOIN messages_fts f ON f.rowid = m.seq
-              WHERE {cond}"
+              WHERE {cond} ORDER BY j.key"
         ),
         &all,
     )?;
-    let scores: HashMap<i64, f64> = ranked.iter().map(|r| (r.rowid, r.score)).collect();
-    let mut found: HashMap<i64, Hit> = HashMap::new();
+    let mut hits = Vec::with_capacity(rows.len());
     for r in rows {
-        let seq = r.int(0)?;
-        let hit = Hit {
+        hits.push(Hit {
             session_id: (session == HitSession::Shown).then(|| r.text(1)).transpose()?,
             id: r.text(2)?,
             role: r.text(3)?,
             content: r.text(4)?,
             created_at: r.text(5)?,
-            score: scores.get(&seq).copied().unwrap_or(0.0),
-        };
-        found.insert(seq, hit);
+            score: ranked.get(r.int(0)? as usize).map_or(0.0, |x| x.score),
+        });
     }
-    Ok(ranked.iter().filter_map(|r| found.remove(&r.rowid)).collect())
+    Ok(hits)
 }
 
 /// Indexes the text of the message `seq` of `session` (nothing for an empty text): its words in
