@@ -48,22 +48,24 @@ fn shared_words(a: &[String], b: &[String]) -> f64 {
     common / a.len().min(b.len()).max(1) as f64
 }
 
-/// The stored vectors of memories `seqs` (those that have one).
+/// `seqs` as one JSON array: a single parameter, however many (the platform's SQLite takes at
+/// most 100 per statement).
+fn json_list(seqs: &[i64]) -> Value {
+    Value::Text(format!("[{}]", seqs.iter().map(i64::to_string).collect::<Vec<_>>().join(",")))
+}
+
+/// The stored vectors of memories `seqs` (those that have one, by the model in use: another
+/// model's are not comparable).
 fn vectors(sql: &dyn Sql, seqs: &[i64]) -> Result<Vec<(i64, Vec<f32>)>> {
     let mut out = Vec::new();
-    for chunk in seqs.chunks(100) {
-        let marks = vec!["?"; chunk.len()].join(", ");
-        // The vectors of the model in use only: another model's are not comparable.
-        let q = format!(
-            "SELECT item, vector FROM vectors
-              WHERE kind = ? AND model = (SELECT model FROM embedding_model WHERE id = 1) AND item IN ({marks})"
-        );
-        let mut params: Vec<Value> = vec![Value::Int(Kind::Memory.number())];
-        params.extend(chunk.iter().map(|s| Value::Int(*s)));
-        for r in sql.query(&q, &params)? {
-            if let Some(Value::Blob(b)) = r.0.get(1) {
-                out.push((r.int(0)?, decode(b)));
-            }
+    let rows = sql.query(
+        "SELECT v.item, v.vector FROM json_each(?) j CROSS JOIN vectors v ON v.kind = ? AND v.item = j.value
+          WHERE v.model = (SELECT model FROM embedding_model WHERE id = 1)",
+        &[json_list(seqs), Value::Int(Kind::Memory.number())],
+    )?;
+    for r in rows {
+        if let Some(Value::Blob(b)) = r.0.get(1) {
+            out.push((r.int(0)?, decode(b)));
         }
     }
     Ok(out)
@@ -101,9 +103,11 @@ pub(crate) fn with_corrections(
     let mut extra = Vec::new();
     if !found.is_empty() {
         let (cond, params) = filter_sql(filter, now);
-        let marks = vec!["?"; found.len()].join(", ");
-        let q = format!("SELECT {} FROM memories m WHERE m.seq IN ({marks}) AND {cond}", columns("m"));
-        let mut all: Vec<Value> = found.iter().map(|s| Value::Int(*s)).collect();
+        let q = format!(
+            "SELECT {} FROM json_each(?) j CROSS JOIN memories m ON m.seq = j.value WHERE {cond}",
+            columns("m")
+        );
+        let mut all: Vec<Value> = vec![json_list(&found)];
         all.extend(params);
         let theirs = vectors(sql, &found)?;
         for r in sql.query(&q, &all)? {
