@@ -200,3 +200,30 @@ fn validity_travels_through_export_and_import_and_bad_records_are_refused() {
         assert_eq!(fresh.count("SELECT count(*) FROM memories"), 0);
     }
 }
+
+#[test]
+fn a_batch_supersedes_too_all_or_nothing() {
+    let api = Api::new();
+    let a = store(&api, json!({"content": "The user works at Acme."}));
+    let b = store(&api, json!({"content": "The user lives in Oslo."}));
+    let before = api.count("SELECT count(*) FROM memories");
+    let bad = json!({"memories": [
+        {"content": "The user works at Globex.", "supersedes": [id(&a)]},
+        {"content": "The user lives in Bergen.", "supersedes": ["mem_nope"]}
+    ]});
+    let r = api.post("/memories/batch", bad);
+    assert_eq!((r.status, code(&r)), (404, "not_found".to_owned()), "{}", String::from_utf8_lossy(&r.body));
+    assert!(r.body_json()["error"]["message"].as_str().unwrap().starts_with("memories[1]: "));
+    assert_eq!(api.count("SELECT count(*) FROM memories"), before, "nothing stored");
+    assert_eq!(api.get(&format!("/memories/{}", id(&a))).body_json()["invalidAt"], Json::Null, "nothing retired");
+    let good = json!({"memories": [
+        {"content": "The user works at Globex.", "supersedes": [id(&a)]},
+        {"content": "The user lives in Bergen.", "supersedes": [id(&b)]}
+    ]});
+    let r = api.post("/memories/batch", good);
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    let stored = r.body_json()["memories"].clone();
+    assert_eq!(api.get(&format!("/memories/{}", id(&a))).body_json()["supersededBy"], stored[0]["id"]);
+    assert_eq!(api.get(&format!("/memories/{}", id(&b))).body_json()["supersededBy"], stored[1]["id"]);
+    assert_eq!(contents(&api, "/memories"), ["The user lives in Bergen.", "The user works at Globex."]);
+}

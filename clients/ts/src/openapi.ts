@@ -7409,6 +7409,40 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            /** @description A memory of `supersedes` does not exist (or is not reachable); nothing is stored. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "not_found",
+                     *         "message": "memory mem_8c1f4e2a-5b3d-4f6e-9a7b-0c1d2e3f4a5b not found (supersedes)"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A memory of `supersedes` no longer holds (another memory superseded it); nothing is stored. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "conflict",
+                     *         "message": "memory mem_8c1f4e2a-5b3d-4f6e-9a7b-0c1d2e3f4a5b no longer holds (superseded by mem_1d2e3f4a-5b6c-4d7e-8f9a-0b1c2d3e4f5a)"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             413: components["responses"]["TooLarge"];
             422: components["responses"]["OverBudget"];
             429: components["responses"]["RateLimited"];
@@ -7553,6 +7587,24 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            /** @description A memory of some item's `supersedes` does not exist (or is not reachable); nothing is stored. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A memory of some item's `supersedes` no longer holds; nothing is stored. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             413: components["responses"]["TooLarge"];
             422: components["responses"]["OverBudget"];
             429: components["responses"]["RateLimited"];

@@ -91,22 +91,27 @@ impl<'a> Memories<'a> {
         Ok(m)
     }
 
-    /// Stores many memories in one transaction (all or none; duplicates merge as in
-    /// [`Memories::remember`]); their vectors are made after the answer, as one's is.
+    /// Stores many memories in one transaction (all or none; duplicates merge and `supersedes`
+    /// retires as in [`Memories::remember`]); their vectors are made after the answer, as one's is.
     pub async fn remember_all(&self, all: &[NewMemory], by: By) -> Result<Vec<(Memory, Stored)>> {
         let e = self.env;
-        let done = self.write(|cfg| {
+        let (done, replaced) = self.write(|cfg| {
             let mut done = Vec::with_capacity(all.len());
+            let mut replaced = Vec::new();
             for (i, new) in all.iter().enumerate() {
-                let one = store::remember(e.sql, cfg, new, by, &e.now);
-                let one = one.map_err(|err| Error::new(err.kind, format!("memories[{i}]: {}", err.message)))?;
+                let at = |err: Error| Error::new(err.kind, format!("memories[{i}]: {}", err.message));
+                let one = store::remember(e.sql, cfg, new, by, &e.now).map_err(at)?;
                 self.register_session(&one.0)?;
+                replaced.extend(store::supersede(e.sql, &one.0, &new.supersedes, &e.reach, &e.now).map_err(at)?);
                 done.push(one);
             }
-            Ok(done)
+            Ok((done, replaced))
         })?;
         for (m, stored) in &done {
             self.publish(if *stored == Stored::Created { Op::Created } else { Op::Updated }, m);
+        }
+        for old in &replaced {
+            self.publish(Op::Updated, old);
         }
         Ok(done)
     }
