@@ -73,8 +73,13 @@ fn vectors(sql: &dyn Sql, seqs: &[i64]) -> Result<Vec<(i64, Vec<f32>)>> {
 
 /// Most newer neighbours looked up for each hit by [`with_corrections`].
 const NEIGHBOURS: usize = 5;
+/// Most hits whose corrections are looked up: each lookup is a search of the index (its codes
+/// in memory, then the vectors of its best candidates read for the exact cosine), so a recall
+/// pays for a few, not for every hit.
+const CORRECTED: usize = 3;
 
-/// Adds to `hits` (best first) the newer facts about the subject of each of the first `n` that
+/// Adds to `hits` (best first) the newer facts about the subject of each of the first `n` (at
+/// most [`CORRECTED`]) that
 /// the query did not find (a correction seldom shares the question's words, nor is it always
 /// near the question: "sold the Zoe and bought an ID.3" for "which car do I drive these
 /// days?"): each hit's own nearest vectors at least [`SAME_SUBJECT`] from it, holding now
@@ -90,6 +95,7 @@ pub(crate) fn with_corrections(
     now: &str,
 ) -> Result<()> {
     let sql = meaning.sql;
+    let n = n.min(CORRECTED);
     let firsts: Vec<i64> = hits.iter().take(n).map(|h| h.memory.seq).collect();
     let own = vectors(sql, &firsts)?;
     let mut found: Vec<i64> = Vec::new();
