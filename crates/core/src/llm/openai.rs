@@ -8,10 +8,12 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value as Json};
 
 use super::api::{Accum, Api, PartialCall};
-use super::model::{ChatMessage, ChatReply, ChatRequest, Delivery, Format, Piece, ToolCall, Usage, DEFAULT_MAX_TOKENS};
+use super::model::{ChatMessage, ChatReply, ChatRequest, Delivery, Format, Piece, ToolCall, DEFAULT_MAX_TOKENS};
 use super::sse::SseEvent;
 use super::transport::{Answer, Call, Endpoint, HttpRequest};
-use super::wire::{error_message, event_json, lenient, object_or_empty, parse_arguments, request_body, unavailable};
+use super::wire::{
+    error_message, event_json, lenient, object_or_empty, parse_arguments, request_body, unavailable, CompatUsage,
+};
 use crate::error::{Error, Result};
 
 /// Any OpenAI-compatible endpoint (`LLM_PROVIDER=openai`): the key as `Authorization: Bearer`.
@@ -198,29 +200,13 @@ impl<'de> Deserialize<'de> for Text {
     }
 }
 
-/// Usage as OpenAI-compatible servers report it.
-#[derive(Deserialize, Default)]
-#[serde(default)]
-struct WireUsage {
-    #[serde(deserialize_with = "lenient")]
-    prompt_tokens: i64,
-    #[serde(deserialize_with = "lenient")]
-    completion_tokens: i64,
-}
-
-impl From<WireUsage> for Usage {
-    fn from(u: WireUsage) -> Usage {
-        Usage { input_tokens: u.prompt_tokens, output_tokens: u.completion_tokens }
-    }
-}
-
 #[derive(Deserialize, Default)]
 #[serde(default)]
 struct Completion {
     #[serde(deserialize_with = "lenient")]
     choices: Vec<Choice>,
     #[serde(deserialize_with = "lenient")]
-    usage: WireUsage,
+    usage: CompatUsage,
 }
 
 #[derive(Deserialize, Default)]
@@ -306,7 +292,7 @@ struct Chunk {
     #[serde(deserialize_with = "lenient")]
     choices: Vec<Choice>,
     #[serde(deserialize_with = "lenient")]
-    usage: Option<WireUsage>,
+    usage: Option<CompatUsage>,
     error: Option<Json>,
 }
 

@@ -6,6 +6,7 @@
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value as Json;
 
+use super::model::Usage;
 use super::transport::HttpResponse;
 use crate::error::{Error, ErrorKind, Result};
 
@@ -106,5 +107,22 @@ pub(crate) fn object_or_empty(v: &Json) -> Json {
         v.clone()
     } else {
         Json::Object(Default::default())
+    }
+}
+
+/// Usage as OpenAI-compatible servers report it (OpenAI's own API, and Workers AI with the
+/// same field names), read leniently.
+#[derive(Deserialize, Default)]
+#[serde(default)]
+pub(crate) struct CompatUsage {
+    #[serde(deserialize_with = "lenient")]
+    prompt_tokens: i64,
+    #[serde(deserialize_with = "lenient")]
+    completion_tokens: i64,
+}
+
+impl From<CompatUsage> for Usage {
+    fn from(u: CompatUsage) -> Usage {
+        Usage { input_tokens: u.prompt_tokens, output_tokens: u.completion_tokens }
     }
 }

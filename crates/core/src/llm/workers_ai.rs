@@ -6,10 +6,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value as Json};
 
 use super::api::{Accum, Api};
-use super::model::{ChatMessage, ChatReply, ChatRequest, Delivery, Piece, Usage, DEFAULT_MAX_TOKENS};
+use super::model::{ChatMessage, ChatReply, ChatRequest, Delivery, Piece, DEFAULT_MAX_TOKENS};
 use super::sse::SseEvent;
 use super::transport::{Answer, Call, Endpoint};
-use super::wire::{lenient, unavailable};
+use super::wire::{lenient, unavailable, CompatUsage};
 use crate::error::{Error, Result};
 
 /// Workers AI through the `AI` binding (`LLM_PROVIDER=workers-ai`): no URL, no key; the model
@@ -86,29 +86,13 @@ struct Message<'a> {
     content: std::borrow::Cow<'a, str>,
 }
 
-/// Usage as Workers AI reports it (the OpenAI-compatible field names).
-#[derive(Deserialize, Default)]
-#[serde(default)]
-struct WireUsage {
-    #[serde(deserialize_with = "lenient")]
-    prompt_tokens: i64,
-    #[serde(deserialize_with = "lenient")]
-    completion_tokens: i64,
-}
-
-impl From<WireUsage> for Usage {
-    fn from(u: WireUsage) -> Usage {
-        Usage { input_tokens: u.prompt_tokens, output_tokens: u.completion_tokens }
-    }
-}
-
 /// The binding's answer: `response` (a string; anything else as its JSON) and `usage`.
 #[derive(Deserialize, Default)]
 #[serde(default)]
 struct Output {
     response: Option<Json>,
     #[serde(deserialize_with = "lenient")]
-    usage: WireUsage,
+    usage: CompatUsage,
 }
 
 /// The binding's input for `req`: the system texts, then the conversation as text turns.
