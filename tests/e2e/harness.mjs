@@ -6,6 +6,7 @@
 //    wrangler.toml and the [build] command).
 // Both return the same client: {url, fetch, json, webSocket, stop, restart}.
 // Node 20 has no global WebSocket: webSocket() uses the `ws` package.
+import assert from "node:assert/strict";
 import { Miniflare, Log, LogLevel } from "miniflare";
 import WebSocket from "ws";
 import { spawn } from "node:child_process";
@@ -214,6 +215,25 @@ export function nextMessage(ws, timeoutMs = 5000) {
     }
     ws.once("message", onMessage);
   });
+}
+
+/**
+ * Polls `probe` (async or not) every 50 ms until it returns a truthy value, which it returns;
+ * fails (an assertion naming `what`) after `timeoutMs`.
+ * @template T
+ * @param {string} what
+ * @param {() => T | Promise<T>} probe
+ * @param {number} timeoutMs
+ * @returns {Promise<T>}
+ */
+export async function eventually(what, probe, timeoutMs) {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const last = await probe();
+    if (last) return last;
+    if (Date.now() > deadline) assert.fail(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
 }
 
 /**

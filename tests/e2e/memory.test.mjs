@@ -9,7 +9,7 @@
 // Mirrors tests/it/memory.rs, which runs the same scenarios natively with a fake transport.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { startWorker, collect } from "./harness.mjs";
+import { startWorker, collect, eventually } from "./harness.mjs";
 import { start as startModel } from "./llm-server.mjs";
 
 /** @type {import("./llm-server.mjs").LlmServer} */
@@ -53,17 +53,8 @@ const facts = (list) => ({ content: JSON.stringify({ facts: list }) });
 /** The answer of a consolidation request, wrapped in prose and a fence as models do. */
 const decide = (list) => ({ content: `Sure!\n\`\`\`json\n${JSON.stringify({ memory: list })}\n\`\`\`` });
 
-/** Polls `probe` (async) until it returns a truthy value; fails after `timeoutMs`. */
-async function waitFor(what, probe, timeoutMs = 10_000) {
-  const deadline = Date.now() + timeoutMs;
-  let last;
-  for (;;) {
-    last = await probe();
-    if (last) return last;
-    if (Date.now() > deadline) assert.fail(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
+/** Polls `probe` until it returns a truthy value (harness.mjs `eventually`); fails after `timeoutMs`. */
+const waitFor = (what, probe, timeoutMs = 10_000) => eventually(what, probe, timeoutMs);
 /** Waits until the model has received `n` chat completion requests (the extraction ones come after the answer). */
 const modelCalls = (n) => waitFor(`${n} model requests (got ${model.requests.length})`, () => model.requests.length >= n);
 

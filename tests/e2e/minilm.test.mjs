@@ -7,7 +7,7 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { startWorker } from "./harness.mjs";
+import { startWorker, eventually } from "./harness.mjs";
 import { start as startMiniLm, EMBEDDING_MODEL, EMBEDDING_DIMS, PYTHON, CHECK, cosine } from "./minilm.mjs";
 
 /** @type {import("./minilm.mjs").MiniLmServer} */
@@ -32,16 +32,8 @@ const search = async (agent, q) => {
   assert.equal(r.status, 200, JSON.stringify(r.body));
   return r.body.results;
 };
-/** Polls `probe` (async) until it returns a truthy value; fails after `timeoutMs`. */
-async function waitFor(what, probe, timeoutMs = 15_000) {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const last = await probe();
-    if (last) return last;
-    if (Date.now() > deadline) assert.fail(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
+/** Polls `probe` until it returns a truthy value (harness.mjs `eventually`); fails after `timeoutMs`. */
+const waitFor = (what, probe, timeoutMs = 15_000) => eventually(what, probe, timeoutMs);
 /** Whether every text of `texts` was in a request the model answered with vectors. */
 const embedded = (texts) => texts.every((t) => model.requests.some((r) => !r.failed && [r.body.input].flat().includes(t)));
 /** One line per hit, for failure messages. */

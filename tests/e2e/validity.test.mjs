@@ -6,7 +6,7 @@
 // fact it corrects, in recall and in a turn's injected memories.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { startWorker, collect } from "./harness.mjs";
+import { startWorker, collect, eventually } from "./harness.mjs";
 import { start as startModel } from "./llm-server.mjs";
 import { start as startMiniLm, EMBEDDING_MODEL } from "./minilm.mjs";
 
@@ -39,16 +39,8 @@ const ok = async (agent, method, path, body, status = 200) => {
 const contents = (list) => list.map((m) => (m.memory ?? m).content);
 /** Everything the agent holds, for "nothing changed" checks. */
 const everything = async (agent) => (await call(agent, "GET", "/export")).body;
-/** Polls `probe` until it returns a truthy value. */
-async function waitFor(what, probe, timeoutMs = 20_000) {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const last = await probe();
-    if (last) return last;
-    if (Date.now() > deadline) assert.fail(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
+/** Polls `probe` until it returns a truthy value (harness.mjs `eventually`); fails after `timeoutMs`. */
+const waitFor = (what, probe, timeoutMs = 20_000) => eventually(what, probe, timeoutMs);
 /** Waits until the embeddings endpoint has had every text of `texts`. */
 const embedded = (texts) => waitFor(`embeddings of ${texts.length} texts`, () =>
   texts.every((t) => minilm.requests.some((r) => !r.failed && [r.body.input].flat().includes(t))));
