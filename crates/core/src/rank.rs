@@ -26,7 +26,7 @@
 
 use crate::error::{Error, Result};
 use crate::query::{Kind, Query, Term};
-use crate::sql::{Row, Sql, Value};
+use crate::sql::{json_ids, Row, Sql, Value};
 
 /// The newest matches taken per term and per pair of common terms: the candidate cap
 /// (docs/REFERENCE.md#bounded-ranking).
@@ -415,7 +415,7 @@ impl<'a> Plan<'a> {
         if candidates.is_empty() {
             return Ok((lengths, exact));
         }
-        let ids = format!("[{}]", candidates.iter().map(i64::to_string).collect::<Vec<_>>().join(","));
+        let ids = json_ids(candidates.iter().copied());
         let mut q = format!("SELECT 0, d.id, d.sz FROM json_each(?) j JOIN {fts}_docsize d ON d.id = j.value");
         let mut params: Vec<Value> = vec![ids.into()];
         if !rare.is_empty() {
@@ -451,7 +451,7 @@ fn column(index: &Index, expr: &str) -> String {
 /// ordered `BY j.key`, the rows come in the ranking's order, `j.key` each one's place in
 /// `ranked` (no map from rowid back to the ranking: a hash table is KBs of wasm per type).
 pub(crate) fn rowids(ranked: &[Ranked]) -> String {
-    format!("[{}]", ranked.iter().map(|r| r.rowid.to_string()).collect::<Vec<_>>().join(","))
+    json_ids(ranked.iter().map(|r| r.rowid))
 }
 
 /// Sorts `v` and drops its repeats: a set of rowids.

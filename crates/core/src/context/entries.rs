@@ -5,7 +5,7 @@
 use crate::error::{Error, Result};
 use crate::query::compile;
 use crate::rank::{rank, rowids, Index, Rows, Scope, Unmatched};
-use crate::sql::{Sql, Value};
+use crate::sql::{json_ids, Sql, Value};
 use crate::vectors::fuse::fuse;
 use crate::vectors::index::Within;
 use crate::vectors::{evidence, Kind, Meaning, SUPPORT};
@@ -107,7 +107,7 @@ fn with_meaning(
     let n = SEARCH_LIMIT as usize;
     let near = meaning.nearest(Kind::Entry, v, Within::Scopes(&[label]), n, SUPPORT)?;
     let near = evidence(near, &lexical.iter().map(|e| e.0).collect::<Vec<_>>());
-    let ids = format!("[{}]", near.iter().map(|(seq, _)| seq.to_string()).collect::<Vec<_>>().join(","));
+    let ids = json_ids(near.iter().map(|(seq, _)| *seq));
     let rows = meaning.sql.query(
         "SELECT e.seq, e.key, e.content FROM json_each(?) j CROSS JOIN search_entries e ON e.seq = j.value
           WHERE e.label = ? ORDER BY j.key",

@@ -13,7 +13,7 @@ use super::recall::{self, Hit};
 use super::store::{columns, filter_sql, from_row, Filter};
 use crate::error::Result;
 use crate::query::is_stopword;
-use crate::sql::{Sql, Value};
+use crate::sql::{json_ids, Sql, Value};
 use crate::vectors::code::{cosine, decode};
 use crate::vectors::index::{Kind, Within};
 use crate::vectors::Meaning;
@@ -48,12 +48,6 @@ fn shared_words(a: &[String], b: &[String]) -> f64 {
     common / a.len().min(b.len()).max(1) as f64
 }
 
-/// `seqs` as one JSON array: a single parameter, however many (the platform's SQLite takes at
-/// most 100 per statement).
-fn json_list(seqs: &[i64]) -> Value {
-    Value::Text(format!("[{}]", seqs.iter().map(i64::to_string).collect::<Vec<_>>().join(",")))
-}
-
 /// The stored vectors of memories `seqs` (those that have one, by the model in use: another
 /// model's are not comparable).
 fn vectors(sql: &dyn Sql, seqs: &[i64]) -> Result<Vec<(i64, Vec<f32>)>> {
@@ -61,7 +55,7 @@ fn vectors(sql: &dyn Sql, seqs: &[i64]) -> Result<Vec<(i64, Vec<f32>)>> {
     let rows = sql.query(
         "SELECT v.item, v.vector FROM json_each(?) j CROSS JOIN vectors v ON v.kind = ? AND v.item = j.value
           WHERE v.model = (SELECT model FROM embedding_model WHERE id = 1)",
-        &[json_list(seqs), Value::Int(Kind::Memory.number())],
+        &[json_ids(seqs.iter().copied()).into(), Value::Int(Kind::Memory.number())],
     )?;
     for r in rows {
         if let Some(Value::Blob(b)) = r.0.get(1) {
@@ -113,7 +107,7 @@ pub(crate) fn with_corrections(
             "SELECT {} FROM json_each(?) j CROSS JOIN memories m ON m.seq = j.value WHERE {cond}",
             columns("m")
         );
-        let mut all: Vec<Value> = vec![json_list(&found)];
+        let mut all: Vec<Value> = vec![json_ids(found.iter().copied()).into()];
         all.extend(params);
         let theirs = vectors(sql, &found)?;
         for r in sql.query(&q, &all)? {

@@ -23,7 +23,7 @@ use super::store::{columns, filter_sql, from_row, Filter, Memory, WIDTH};
 use crate::error::Result;
 use crate::query::{self, Query as Words};
 use crate::rank::{self, Index, Rows, Scope, Unmatched};
-use crate::sql::{Sql, Value};
+use crate::sql::{json_ids, Sql, Value};
 use crate::time::parse_iso;
 use crate::vectors::index::Within;
 use crate::vectors::{Kind, Meaning, MIN_SIMILARITY, SUPPORT};
@@ -237,7 +237,7 @@ fn vector_candidates(meaning: &Meaning<'_>, filter: &Filter, v: &[f32], now: &st
     if near.is_empty() {
         return Ok(Vec::new());
     }
-    let ids = format!("[{}]", near.iter().map(|n| n.0.to_string()).collect::<Vec<_>>().join(","));
+    let ids = json_ids(near.iter().map(|n| n.0));
     let q =
         format!("SELECT {} FROM json_each(?) j CROSS JOIN memories m ON m.seq = j.value WHERE {cond}", columns("m"));
     let mut all = vec![Value::Text(ids)];

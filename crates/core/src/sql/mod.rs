@@ -118,6 +118,21 @@ pub trait Sql {
     }
 }
 
+/// Integer ids as one JSON array text (`[3,1,2]`): a list of any length as a single statement
+/// parameter, read back with `json_each(?)` in that order (`ORDER BY j.key`). The platform's
+/// SQLite takes at most 100 parameters per statement, so an `IN (?, …)` list would not do.
+pub(crate) fn json_ids(ids: impl IntoIterator<Item = i64>) -> String {
+    let mut out = String::from("[");
+    for (i, id) in ids.into_iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str(&id.to_string());
+    }
+    out.push(']');
+    out
+}
+
 /// Runs `f` inside `sql.transaction`, carrying its value out.
 pub fn atomically<T>(sql: &dyn Sql, f: impl FnOnce() -> Result<T, Error>) -> Result<T, Error> {
     let mut f = Some(f);

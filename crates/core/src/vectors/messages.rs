@@ -13,7 +13,7 @@ use super::{evidence, Meaning, SUPPORT};
 use crate::access::Reach;
 use crate::error::{Result, Warned};
 use crate::query;
-use crate::sql::Value;
+use crate::sql::{json_ids, Value};
 use crate::store::search::{self, Hit};
 
 /// What a search of messages keeps to.
@@ -83,7 +83,7 @@ fn hits_of(meaning: &Meaning<'_>, seqs: &[i64], scope: Scope<'_>) -> Result<Vec<
     if seqs.is_empty() {
         return Ok(Vec::new());
     }
-    let ids = format!("[{}]", seqs.iter().map(i64::to_string).collect::<Vec<_>>().join(","));
+    let ids = json_ids(seqs.iter().copied());
     let rows = meaning.sql.query(
         "SELECT m.seq, m.session_id, m.id, m.role, (SELECT content FROM messages_fts WHERE rowid = m.seq), m.created_at
            FROM json_each(?) j CROSS JOIN messages m ON m.seq = j.value ORDER BY j.key",

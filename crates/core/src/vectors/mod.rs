@@ -28,7 +28,7 @@ use crate::error::Result;
 use crate::events::Events;
 use crate::llm::embeddings::{embed_one, EmbeddingsConfig};
 use crate::llm::Transport;
-use crate::sql::{atomically, Sql, Value};
+use crate::sql::{atomically, json_ids, Sql, Value};
 
 /// Least cosine similarity of a row found by meaning alone (no word of the query matched it).
 /// Measured with all-MiniLM-L6-v2 (`bench/similarity.mjs`, docs/REFERENCE.md#search-by-meaning):
@@ -154,7 +154,7 @@ impl Meaning<'_> {
         if candidates.is_empty() {
             return Ok(Vec::new());
         }
-        let ids = format!("[{}]", candidates.iter().map(i64::to_string).collect::<Vec<_>>().join(","));
+        let ids = json_ids(candidates.iter().copied());
         // CROSS JOIN keeps the candidates outside: each is one index lookup (with a plain JOIN
         // SQLite may scan every vector of the kind and probe the list for each).
         let rows = self.sql.query(
