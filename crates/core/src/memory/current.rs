@@ -136,9 +136,12 @@ pub(crate) fn newer_first(sql: &dyn Sql, hits: &mut Vec<Hit>) -> Result<Vec<i64>
     let seqs: Vec<i64> = hits.iter().map(|h| h.memory.seq).collect();
     let vectors = vectors(sql, &seqs)?;
     let vector = |h: &Hit| vectors.iter().find(|(seq, _)| *seq == h.memory.seq).map(|(_, v)| v.as_slice());
+    // Each fact's content words once, not once per pair it is compared in.
+    let words: Vec<(i64, Vec<String>)> = hits.iter().map(|h| (h.memory.seq, words(&h.memory.content))).collect();
+    let words_of = |h: &Hit| words.iter().find(|(seq, _)| *seq == h.memory.seq).map_or(&[][..], |(_, w)| w.as_slice());
     let same = |a: &Hit, b: &Hit| match (vector(a), vector(b)) {
         (Some(x), Some(y)) if x.len() == y.len() => cosine(x, y) >= SAME_SUBJECT,
-        _ => shared_words(&words(&a.memory.content), &words(&b.memory.content)) >= SAME_WORDS,
+        _ => shared_words(words_of(a), words_of(b)) >= SAME_WORDS,
     };
     // Facts stored in the same instant (one batch) are not newer than one another.
     let newer = |a: &Hit, b: &Hit| a.memory.valid_from > b.memory.valid_from;
