@@ -8,6 +8,7 @@ use std::cell::Cell;
 use std::rc::Rc;
 
 use futures::channel::mpsc;
+use futures::future::{select, Either};
 use futures::StreamExt;
 use worker::{
     console_error, console_warn, durable_object, wasm_bindgen_futures::spawn_local, Date, DurableObject, Env, Request,
@@ -35,6 +36,8 @@ use session_agent_core::llm::LlmConfig;
 use session_agent_core::store;
 use session_agent_core::time::iso_millis;
 use session_agent_core::transfer::export::AgentExport;
+use session_agent_core::turn::live::Live;
+use session_agent_core::turn::stop::Stop;
 use session_agent_core::vectors::{self, Vectors};
 
 /// The binding of the skills bucket.
@@ -72,6 +75,8 @@ struct Inner {
     /// The cancel flags of the frames each socket is running: a `cancel` frame of that socket
     /// sets them all (only a turn reads its flag).
     running: Running,
+    /// The turns running now: followed by resume requests, stopped by `POST …/chat/stop`.
+    live: Live,
 }
 
 impl Inner {
@@ -88,6 +93,7 @@ impl Inner {
             embeddings: &self.embeddings,
             transport: &self.transport,
             events: &self.sockets,
+            live: &self.live,
             now: iso_millis(now_ms()),
             reach: Default::default(),
         }
@@ -152,6 +158,7 @@ impl Agent {
             woke: Cell::new(false),
             rate,
             running: Default::default(),
+            live: Live::default(),
         };
         Agent { inner: Rc::new(inner) }
     }
@@ -204,6 +211,10 @@ impl Agent {
         if let Some(dialect) = api::chat_stream(&req) {
             // Answered as a stream, outside `api::handle` (`api::stream_chat` admits it).
             return self.chat_stream(req, dialect).await;
+        }
+        if api::is_resume(&req) {
+            // Answered as a stream, outside `api::handle` (`api::resume` admits it).
+            return self.resume_stream(&req);
         }
         if api::is_agent_export(&req) {
             // Answered as a stream, outside `api::handle`: the token is checked here.
@@ -275,16 +286,19 @@ impl Agent {
     }
 
     /// A chat turn as server-sent events, written as they come. The turn runs in its own task
-    /// holding a copy of the agent; if the client goes away the body stream is dropped, the
-    /// next event cannot be sent, and the turn stops without storing anything.
+    /// holding a copy of the agent; if the client goes away the body stream is dropped, which
+    /// sets `gone` (the turn stops and keeps what was shown, unless `chat.onDisconnect` is
+    /// `"finish"`).
     async fn chat_stream(&self, req: api::Request, dialect: api::chat::Dialect) -> Result<Response> {
         let (tx, mut rx) = mpsc::unbounded::<Streamed>();
         let agent = self.clone();
+        let gone = Stop::default();
+        let guard = SetOnDrop(gone.clone());
         spawn_local(async move {
             let env = agent.inner.env();
             let mut send =
                 |s: Streamed| tx.unbounded_send(s).map_err(|_| Error::new(ErrorKind::Conflict, "the client went away"));
-            let after = api::stream_chat(&env, &req, dialect, &mut send).await;
+            let after = api::stream_chat(&env, &req, dialect, &gone, &mut send).await;
             // The stream ends here; the sweep and the work the turn left come after the answer
             // (the embeddings through the one flight).
             drop(tx);
@@ -298,10 +312,20 @@ impl Agent {
                 convert::error(&e)
             }
             Some(Streamed::Data(first)) => {
-                // A failure after the first event comes as the dialect's error event (Data).
-                let rest = rx.map(|s| match s {
-                    Streamed::Data(d) => Ok::<Vec<u8>, worker::Error>(d.into_bytes()),
-                    Streamed::Fail(_) => Ok(Vec::new()),
+                // A failure after the first event comes as the dialect's error event (Data). The
+                // guard goes with the body: dropped (the client gone), it sets `gone`. While the
+                // model is silent a comment line goes out every second, so a client that left
+                // is noticed then (the runtime drops a body it cannot write), not at the next
+                // piece of the reply.
+                let rest = futures::stream::unfold((rx, guard), |(mut rx, guard)| async move {
+                    let beat = worker::Delay::from(std::time::Duration::from_secs(KEEP_ALIVE_SECS));
+                    let next = match select(rx.next(), beat).await {
+                        Either::Left((Some(Streamed::Data(d)), _)) => d.into_bytes(),
+                        Either::Left((Some(Streamed::Fail(_)), _)) => Vec::new(),
+                        Either::Left((None, _)) => return None,
+                        Either::Right(_) => KEEP_ALIVE.to_vec(),
+                    };
+                    Some((Ok::<Vec<u8>, worker::Error>(next), (rx, guard)))
                 });
                 let body =
                     futures::stream::once(async move { Ok::<Vec<u8>, worker::Error>(first.into_bytes()) }).chain(rest);
@@ -313,6 +337,24 @@ impl Agent {
             }
             None => convert::error(&Error::internal("the chat turn ended without an answer")),
         }
+    }
+
+    /// The AI SDK's resume request: the session's running turn replayed from its start and
+    /// followed live, or `204` when none runs. A reader going away never stops the turn.
+    fn resume_stream(&self, req: &api::Request) -> Result<Response> {
+        let resume = match api::resume(&self.inner.env(), req) {
+            Ok(Some(r)) => r,
+            Ok(None) => return Ok(Response::empty()?.with_status(204)),
+            Err(e) => return convert::error(&e),
+        };
+        let body = futures::stream::unfold(resume, |mut r| async move {
+            r.next().await.map(|text| (Ok::<Vec<u8>, worker::Error>(text.into_bytes()), r))
+        });
+        let headers = worker::Headers::new();
+        for (name, value) in api::chat::Dialect::UiMessages.headers() {
+            headers.set(&name, &value)?;
+        }
+        Ok(Response::from_stream(body)?.with_headers(headers))
     }
 
     /// One frame from a socket: answered to that socket (`history`, `pong`, `error`); writes
@@ -393,6 +435,21 @@ impl Agent {
                 }
             }
         });
+    }
+}
+
+/// Seconds of silence after which a streamed turn's body gets a [`KEEP_ALIVE`] comment.
+const KEEP_ALIVE_SECS: u64 = 1;
+/// A server-sent events comment: every SSE reader skips it.
+const KEEP_ALIVE: &[u8] = b": keep-alive\n\n";
+
+/// Sets its signal when dropped: the body of a streamed turn holds one, so a client that goes
+/// away (the runtime drops the body) tells the turn at once, even while the model is silent.
+struct SetOnDrop(Stop);
+
+impl Drop for SetOnDrop {
+    fn drop(&mut self) {
+        self.0.stop();
     }
 }
 

@@ -7,7 +7,7 @@ use futures::future::{select, Either};
 use futures::StreamExt;
 use serde::Serialize;
 use serde_json::Value as Json;
-use worker::{AbortController, Ai, Delay, Fetch, Headers, Method, RequestInit};
+use worker::{AbortController, AbortSignal, Ai, Delay, Fetch, Headers, Method, RequestInit};
 
 use session_agent_core::blobs::BoxFuture;
 use session_agent_core::error::{Error, ErrorKind, Result};
@@ -35,6 +35,31 @@ struct AiMessage {
 struct AiInput {
     messages: Vec<AiMessage>,
     max_tokens: u64,
+}
+
+/// Aborts its fetch when dropped: a call whose caller stopped waiting (a stopped turn drops
+/// the model call's future) closes its connection at once instead of reading on.
+struct AbortOnDrop(Option<AbortController>);
+
+impl AbortOnDrop {
+    /// A new controller and the signal its fetch is sent with.
+    fn new() -> (Self, AbortSignal) {
+        let controller = AbortController::default();
+        let signal = controller.signal();
+        (AbortOnDrop(Some(controller)), signal)
+    }
+
+    fn abort(&mut self) {
+        if let Some(c) = self.0.take() {
+            c.abort();
+        }
+    }
+}
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.abort();
+    }
 }
 
 /// A call that failed on the way (connection, reading the body): the caller learns that much,
@@ -66,8 +91,7 @@ impl Transport for WorkersTransport {
     fn send(&self, req: HttpRequest) -> BoxFuture<'_, Result<HttpResponse>> {
         Box::pin(async move {
             let request = build(&req)?;
-            let controller = AbortController::default();
-            let signal = controller.signal();
+            let (mut controller, signal) = AbortOnDrop::new();
             let fetch = Fetch::Request(request);
             let call = Box::pin(async move {
                 let mut resp = fetch.send_with_signal(&signal).await?;
@@ -94,8 +118,8 @@ impl Transport for WorkersTransport {
     ) -> BoxFuture<'a, Result<u16>> {
         Box::pin(async move {
             let request = build(&req)?;
-            let controller = AbortController::default();
-            let signal = controller.signal();
+            // A turn that is stopped drops this future: the guard then closes the connection.
+            let (mut controller, signal) = AbortOnDrop::new();
             let url = req.url.clone();
             // The timeout covers the wait for the answer's headers; a stream then runs as long
             // as it keeps sending (the turn as a whole is bounded by the model's max_tokens).

@@ -4,7 +4,7 @@
 // runs in Node with a plain array as its state, as the framework bindings give it: submit and
 // stream (seen mid-way), a second turn with the branch as the client holds it, regenerate as a
 // sibling, a client tool answered with addToolOutput and continued automatically inside the same
-// message, an edit refused, stop storing nothing, a model failure after the start, and
+// message, an edit refused, stop keeping what was shown, a model failure after the start, and
 // readUIMessageStream over the raw stream.
 import { test, before, after, beforeEach } from "node:test";
 import assert from "node:assert/strict";
@@ -180,7 +180,7 @@ test("an edit of an earlier message (same id) is refused and changes nothing", a
   assert.equal(model.requests.length, calls, "the model was not called");
 });
 
-test("stop aborts the stream and nothing is stored; the session goes on", async () => {
+test("stop aborts the stream and keeps what was shown; the same chat goes on", async () => {
   // Slow but finite: without the abort the reply would be complete and stored within ~1 s.
   model.reply({ content: "This would finish in a second if nobody stopped it.", pieceDelayMs: 100 });
   const chat = chatOf("s6");
@@ -195,12 +195,14 @@ test("stop aborts the stream and nothing is stored; the session goes on", async 
   // The turn notices the closed stream at its next write; wait past the model's end, then look.
   await new Promise((r) => setTimeout(r, 1500));
   assert.equal(model.requests.length, 1);
-  assert.deepEqual(await history("s6"), []);
+  const stored = await history("s6");
+  assert.equal(stored.length, 2);
+  assert.equal(stored[1].metadata.stopped, true);
+  assert.ok(!stored[1].parts[0].text.includes("stopped it."), "not the whole reply");
   model.reply({ content: "Short one." });
-  const next = chatOf("s6");
-  await next.sendMessage({ text: "again" });
-  assert.equal(next.status, "ready", String(next.error));
-  assert.equal((await history("s6")).length, 2);
+  await chat.sendMessage({ text: "again" });
+  assert.equal(chat.status, "ready", String(chat.error));
+  assert.equal((await history("s6")).length, 4);
 });
 
 test("a model failure after the stream started is an error chunk; nothing is stored", async () => {

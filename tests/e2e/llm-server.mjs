@@ -56,6 +56,8 @@ export const DEFAULT_USAGE = { prompt_tokens: 100, completion_tokens: 20 };
  * @property {() => void} reset forgets the recorded requests (both lists) and the queued
  *   replies, and turns failEmbeddings off
  * @property {() => Promise<void>} close stops the server (open connections too)
+ * @property {number[]} cutOff when (Date.now()) each chat completion's connection was closed by
+ *   the caller before its answer ended, oldest first
  */
 
 /** Dimensions of the vectors POST /v1/embeddings answers. */
@@ -157,6 +159,8 @@ export async function start() {
   /** @type {EmbeddingRequest[]} */
   const embeddingRequests = [];
   let embeddingsFail = false;
+  /** @type {number[]} */
+  const cutOff = [];
   const server = http.createServer((req, res) => {
     const chunks = [];
     req.on("data", (c) => chunks.push(c));
@@ -184,6 +188,8 @@ export async function start() {
         return;
       }
       requests.push({ method: req.method, url: req.url, headers: req.headers, body });
+      // A caller that closes the connection before the answer ended (a stopped turn).
+      res.on("close", () => { if (!res.writableEnded) cutOff.push(Date.now()); });
       const r = queue.shift() ?? {};
       if (r.delayMs) {
         await new Promise((resolve) => setTimeout(resolve, r.delayMs));
@@ -220,9 +226,12 @@ export async function start() {
     baseUrl: `http://127.0.0.1:${port}/v1`,
     requests,
     embeddingRequests,
+    cutOff,
     reply(...replies) { queue.push(...replies); },
     failEmbeddings(on = true) { embeddingsFail = on; },
-    reset() { requests.length = 0; queue.length = 0; embeddingRequests.length = 0; embeddingsFail = false; },
+    reset() {
+      requests.length = 0; queue.length = 0; embeddingRequests.length = 0; cutOff.length = 0; embeddingsFail = false;
+    },
     close() {
       return new Promise((resolve) => {
         server.close(() => resolve());

@@ -23,6 +23,7 @@ mod routes;
 mod search;
 mod sessions;
 mod spill;
+mod stop;
 mod support;
 mod transfer;
 mod tree;

@@ -15,6 +15,7 @@ use session_agent_core::llm::embeddings::EmbeddingsConfig;
 use session_agent_core::llm::{HttpRequest, HttpResponse, LlmConfig, Provider, Transport};
 use session_agent_core::sqlite::SqliteDb;
 use session_agent_core::store;
+use session_agent_core::turn::live::Live;
 use session_agent_core::vectors::{self, Vectors};
 
 /// A fresh in-memory database with the schema applied.
@@ -57,6 +58,8 @@ pub struct Api {
     pub embeddings: EmbeddingsConfig,
     /// The vector indexes, kept as the Durable Object's instance keeps them.
     pub vectors: Vectors,
+    /// The running turns, kept as the Durable Object's instance keeps them.
+    pub live: Live,
 }
 
 /// The listeners of native tests: every session listens, and every frame is recorded.
@@ -101,6 +104,8 @@ pub struct Model {
     /// `/embeddings` calls answered (with [`embedding`] vectors), and whether they fail.
     pub embed_calls: Cell<usize>,
     pub embed_fails: Cell<bool>,
+    /// When set, the next chat call waits for it before answering (a model still thinking).
+    pub gate: RefCell<Option<futures::channel::oneshot::Receiver<()>>>,
 }
 
 /// A deterministic embedding for native tests: each word (lower case, letters and digits) adds
@@ -174,7 +179,11 @@ impl Transport for Model {
         }
         self.requests.borrow_mut().push(serde_json::from_str(&req.body).unwrap_or(Json::Null));
         let next = self.replies.borrow_mut().pop_front();
+        let gate = self.gate.borrow_mut().take();
         Box::pin(async move {
+            if let Some(gate) = gate {
+                let _ = gate.await;
+            }
             next.unwrap_or_else(|| Ok(completion("## Topic\nA test chat.\n\n## Key Points\n- summarized")))
         })
     }
@@ -202,6 +211,7 @@ impl Api {
             events: Frames::default(),
             embeddings: EmbeddingsConfig::none(),
             vectors: Vectors::new(),
+            live: Live::default(),
         }
     }
 
@@ -240,6 +250,7 @@ impl Api {
             embeddings: &self.embeddings,
             transport: &self.model,
             events: &self.events,
+            live: &self.live,
             now: session_agent_core::time::iso_millis(self.now.get()),
             reach: Default::default(),
         }

@@ -677,6 +677,14 @@ export class SessionClient {
     return reply;
   }
 
+  /**
+   * Stops the session's running turn: it keeps what was shown (`metadata.stopped`). Resolves
+   * with whether a turn was running.
+   */
+  async stop(): Promise<boolean> {
+    return (await this.agent.request("post", "/agents/{agent}/sessions/{sid}/chat/stop", { path: this.path })).stopped;
+  }
+
   /** Distills the latest exchange (to `leafId`) into long-term memories now. */
   async extractMemories(options: { leafId?: string | null } = {}): Promise<Extracted> {
     return this.agent.request("post", "/agents/{agent}/sessions/{sid}/memories/extract", { path: this.path, body: options });

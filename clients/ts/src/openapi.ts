@@ -1660,12 +1660,34 @@ export interface paths {
          *     of the new user message (new turn) or of the continuation's last message (a `useChat`
          *     continuation extends that message instead).
          *
-         *     **All or nothing.** Nothing is written until the model is done. Then one transaction
+         *     **Stop keeps what was shown.** A turn is stopped by the client that started it
+         *     going away (a streamed request aborted: `useChat`'s `stop()`, a closed tab, a dropped
+         *     connection) while `SESSION_CONFIG.chat.onDisconnect` is `"stop"` (the default), by
+         *     the WebSocket `cancel` frame, or by `POST …/chat/stop` (a JSON request runs until
+         *     the model is done unless stopped by the route). A stopped turn ends its model call
+         *     at once (the connection is closed) and stores, in one transaction, the user message
+         *     and the reply as far as it streamed under the id `start` announced (text and
+         *     reasoning as streamed, finished tool calls with their results; a client tool's
+         *     call that waits is dropped), with `metadata.stopped: true` and the usage the
+         *     provider reported, or an estimate; no extraction. A stop before the first piece
+         *     stores the user message alone (the JSON answer's `messages` is then empty; the
+         *     stream ends with `[DONE]`, or `abort` in the UI message stream). The client may hold
+         *     less than was stored: in its next request, a stopped reply whose parts are a prefix
+         *     of the stored ones (the last text or reasoning part may be shorter) is accepted and
+         *     the stored copy is cut back to it; an empty assistant message stands for none. The
+         *     same user message sent again (same id) while its only replies are stopped ones is
+         *     answered again, the new reply a sibling of the stopped one. With
+         *     `chat.onDisconnect: "finish"` a turn whose client went away runs to its end and is
+         *     stored whole (follow it with `GET …/chat/{chatId}/stream`); in that mode the user
+         *     message is stored when the turn starts, and a turn that then fails leaves it without
+         *     a reply.
+         *
+         *     **A failure changes nothing.** Nothing is written until the model is done. Then one transaction
          *     stores the user message (or the continuation's answered messages), the assistant
          *     message, the usage (added to the session's `inputTokens` / `outputTokens`; this
          *     registers the session and moves `updatedAt`) and, if needed, the frozen prompt. A
          *     provider failure, a tool that cannot run (the session's blocks cannot be read:
-         *     `500 internal`), an SSE client that goes away mid-stream, or any other error leaves
+         *     `500 internal`), or any other error leaves
          *     the history, the session's usage and the frozen prompt exactly as they were (an
          *     unregistered session stays unregistered). **What a
          *     server tool already did stays done**: a `set_context` write, a skill loaded or
@@ -1835,6 +1857,153 @@ export interface paths {
          *     after the last `delta` may still find the reply stored.
          */
         post: operations["chat"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/agents/{agent}/sessions/{sid}/chat/stop": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The agent: picks the Durable Object (`idFromName(agent)`), so each agent has its own
+                 *     database. 1–128 characters of `[A-Za-z0-9._:-]`, checked after percent-decoding
+                 *     (`400` otherwise). Front door only; absent when calling the DO stub directly.
+                 * @example alice
+                 */
+                agent: components["parameters"]["agent"];
+                /**
+                 * @description Session id: 1–128 characters of `[A-Za-z0-9._:-]`, checked after percent-decoding
+                 *     (`400 invalid_request` otherwise).
+                 * @example chat-1
+                 */
+                sid: components["parameters"]["sid"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Stop the session's running turn
+         * @description Stops the session's running turn (every one, if two run): it ends its model call at
+         *     once and is stored as far as it streamed, `metadata.stopped: true` (see *Stop keeps
+         *     what was shown* under `POST …/chat`). The way to stop a turn with
+         *     `chat.onDisconnect: "finish"`, where the client going away does not. No body (a body
+         *     that is not a JSON object is `400`).
+         */
+        post: operations["stopChat"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/agents/{agent}/sessions/{sid}/chat/{chatId}/stream": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The agent: picks the Durable Object (`idFromName(agent)`), so each agent has its own
+                 *     database. 1–128 characters of `[A-Za-z0-9._:-]`, checked after percent-decoding
+                 *     (`400` otherwise). Front door only; absent when calling the DO stub directly.
+                 * @example alice
+                 */
+                agent: components["parameters"]["agent"];
+                /**
+                 * @description Session id: 1–128 characters of `[A-Za-z0-9._:-]`, checked after percent-decoding
+                 *     (`400 invalid_request` otherwise).
+                 * @example chat-1
+                 */
+                sid: components["parameters"]["sid"];
+                /** @description The chat's id as the AI SDK's client holds it (percent-encoded). */
+                chatId: components["parameters"]["chatId"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Follow the session's running turn (the AI SDK's resume request)
+         * @description The request `useChat({resume: true})` sends after a reload (`DefaultChatTransport`:
+         *     `GET {api}/{chatId}/stream`). `{chatId}` is not checked (the client may have made a
+         *     new one). When a turn of the session is running: `200`, the AI SDK's UI message
+         *     stream of that turn, replayed from its `start` (text and reasoning pieces merged) and
+         *     then followed live to `[DONE]`; it ends with `finish` (stored), `abort` (stopped) or
+         *     `error` (failed). Several readers each get every chunk once; a reader going away
+         *     never stops the turn. A running turn keeps at most 4 MiB of events for its readers;
+         *     past that it is no longer replayed (`204`), and the readers it has go on live.
+         *     `204` when no turn runs (or the session does not exist). Running turns live in the
+         *     Durable Object's memory: a turn is followed on the object that runs it.
+         */
+        get: operations["resumeChat"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/agents/{agent}/chat": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The agent: picks the Durable Object (`idFromName(agent)`), so each agent has its own
+                 *     database. 1–128 characters of `[A-Za-z0-9._:-]`, checked after percent-decoding
+                 *     (`400` otherwise). Front door only; absent when calling the DO stub directly.
+                 * @example alice
+                 */
+                agent: components["parameters"]["agent"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Run one agent turn in the default (or named) session
+         * @description `POST …/sessions/{sid}/chat` for a session named by the body: `sessionId` (or
+         *     `session_id`, as webhooks send it), else the `useChat` body's `id`, else `dashboard`.
+         *     The session is registered (named after its id) by the turn's first write. A token
+         *     limited to some sessions must open that session (`403` otherwise). Everything else,
+         *     bodies and answers, is the session route's; its resume request is
+         *     `GET …/chat/{chatId}/stream`.
+         */
+        post: operations["chatDefaultSession"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/agents/{agent}/chat/{chatId}/stream": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The agent: picks the Durable Object (`idFromName(agent)`), so each agent has its own
+                 *     database. 1–128 characters of `[A-Za-z0-9._:-]`, checked after percent-decoding
+                 *     (`400` otherwise). Front door only; absent when calling the DO stub directly.
+                 * @example alice
+                 */
+                agent: components["parameters"]["agent"];
+                /** @description The chat's id as the AI SDK's client holds it (percent-encoded). */
+                chatId: components["parameters"]["chatId"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Follow the running turn of session `{chatId}` (the resume request of `POST …/chat`)
+         * @description `GET …/sessions/{chatId}/chat/{chatId}/stream`: here `{chatId}` is the session (an
+         *     invalid session id is `400`; a token limited to some sessions must open it).
+         */
+        get: operations["resumeDefaultChat"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -4392,6 +4561,8 @@ export interface components {
          * @example alice
          */
         agent: string;
+        /** @description The chat's id as the AI SDK's client holds it (percent-encoded). */
+        chatId: string;
         /**
          * @description Session id: 1–128 characters of `[A-Za-z0-9._:-]`, checked after percent-decoding
          *     (`400 invalid_request` otherwise).
@@ -7135,6 +7306,196 @@ export interface operations {
             429: components["responses"]["RateLimited"];
             500: components["responses"]["Internal"];
             503: components["responses"]["ChatUnavailable"];
+        };
+    };
+    stopChat: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The agent: picks the Durable Object (`idFromName(agent)`), so each agent has its own
+                 *     database. 1–128 characters of `[A-Za-z0-9._:-]`, checked after percent-decoding
+                 *     (`400` otherwise). Front door only; absent when calling the DO stub directly.
+                 * @example alice
+                 */
+                agent: components["parameters"]["agent"];
+                /**
+                 * @description Session id: 1–128 characters of `[A-Za-z0-9._:-]`, checked after percent-decoding
+                 *     (`400 invalid_request` otherwise).
+                 * @example chat-1
+                 */
+                sid: components["parameters"]["sid"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Whether a turn was running (`false` also for an unknown session). */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        stopped: boolean;
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    resumeChat: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The agent: picks the Durable Object (`idFromName(agent)`), so each agent has its own
+                 *     database. 1–128 characters of `[A-Za-z0-9._:-]`, checked after percent-decoding
+                 *     (`400` otherwise). Front door only; absent when calling the DO stub directly.
+                 * @example alice
+                 */
+                agent: components["parameters"]["agent"];
+                /**
+                 * @description Session id: 1–128 characters of `[A-Za-z0-9._:-]`, checked after percent-decoding
+                 *     (`400 invalid_request` otherwise).
+                 * @example chat-1
+                 */
+                sid: components["parameters"]["sid"];
+                /** @description The chat's id as the AI SDK's client holds it (percent-encoded). */
+                chatId: components["parameters"]["chatId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The running turn as a UI message stream. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/event-stream": {
+                        data: string;
+                    };
+                };
+            };
+            /** @description No turn is running. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    chatDefaultSession: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The agent: picks the Durable Object (`idFromName(agent)`), so each agent has its own
+                 *     database. 1–128 characters of `[A-Za-z0-9._:-]`, checked after percent-decoding
+                 *     (`400` otherwise). Front door only; absent when calling the DO stub directly.
+                 * @example alice
+                 */
+                agent: components["parameters"]["agent"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ChatRequest"] & {
+                    sessionId?: string;
+                    session_id?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description The turn streamed (as `POST …/sessions/{sid}/chat`). */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/event-stream": {
+                        data: string;
+                    };
+                };
+            };
+            /** @description The stored assistant message (as `POST …/sessions/{sid}/chat`). */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ChatResult"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["ChatConflict"];
+            413: components["responses"]["TooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["ChatUnavailable"];
+        };
+    };
+    resumeDefaultChat: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The agent: picks the Durable Object (`idFromName(agent)`), so each agent has its own
+                 *     database. 1–128 characters of `[A-Za-z0-9._:-]`, checked after percent-decoding
+                 *     (`400` otherwise). Front door only; absent when calling the DO stub directly.
+                 * @example alice
+                 */
+                agent: components["parameters"]["agent"];
+                /** @description The chat's id as the AI SDK's client holds it (percent-encoded). */
+                chatId: components["parameters"]["chatId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The running turn as a UI message stream. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/event-stream": {
+                        data: string;
+                    };
+                };
+            };
+            /** @description No turn is running. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
         };
     };
     sessionSocket: {

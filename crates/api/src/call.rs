@@ -42,6 +42,8 @@ pub(crate) struct Params {
     pub(crate) cid: String,
     pub(crate) memory: String,
     pub(crate) key: String,
+    /// The resume request's `{chatId}` (decoded, unchecked: the client may make a new one).
+    pub(crate) chat: String,
 }
 
 /// One request on its way to its handler.

@@ -2,12 +2,18 @@
 //! `Accept: text/event-stream`, or, for the AI SDK's `useChat` body (`{id?, messages, trigger,
 //! messageId?}`), as the AI SDK's UI message stream ([`super::ui_stream`]). The WebSocket `chat`
 //! frame maps onto the JSON form. The body is parsed here; the turn itself is
-//! [`session_agent_core::turn::run`].
+//! [`session_agent_core::turn::run`]. Also the agent-level `POST /chat` (the default session),
+//! the resume request (`GET …/chat/{chatId}/stream`: the running turn replayed from its start and
+//! followed live) and `POST …/chat/stop`.
 
 use serde::Serialize;
 use serde_json::{json, Map, Value as Json};
 
-use super::call::{Answer, Call};
+use futures::channel::mpsc::UnboundedReceiver;
+use futures::StreamExt;
+
+use super::access::{claims_of, permit, Needs, Who};
+use super::call::{Answer, Call, Params};
 use super::http::{Request, Response};
 use super::messages;
 use super::ui_stream::{UiStream, HEADER};
@@ -17,7 +23,10 @@ use session_agent_core::error::{Error, Result};
 use session_agent_core::llm::ToolSpec;
 use session_agent_core::session::Session;
 use session_agent_core::store::message::NewMessage;
-use session_agent_core::turn::run::{turn, Ask, ChatEvent, MemoryUse, Trigger, TurnRequest};
+use session_agent_core::config::OnDisconnect;
+use session_agent_core::turn::live::{Ending, Follow, Update};
+use session_agent_core::turn::run::{turn, Ask, ChatEvent, Ended, MemoryUse, Trigger, Turn, TurnRequest};
+use session_agent_core::turn::stop::Stop;
 use session_agent_core::wire::{Delta, Failure, Whole};
 
 /// The caller's tools: offered to the model, answered by the caller.
@@ -97,7 +106,8 @@ fn turn_request(req: &Request) -> Result<TurnRequest> {
         Some(Json::Bool(false)) => MemoryUse::Skip,
         Some(_) => return Err(Error::invalid("memory must be true or false")),
     };
-    Ok(TurnRequest { ask: ask(&body)?, tools, memory })
+    let stop = req.stop.clone().unwrap_or_default();
+    Ok(TurnRequest { ask: ask(&body)?, tools, memory, stop })
 }
 
 /// How a turn's answer is streamed: as our events, or as the AI SDK's UI message stream.
@@ -166,16 +176,6 @@ fn sse(event: &SseEvent<'_>) -> String {
     format!("data: {}\n\n", serde_json::to_string(event).unwrap_or_default())
 }
 
-/// `cancelled` when the request's turn was cancelled (a WebSocket `cancel` frame).
-fn check_cancel(req: &Request) -> Result<()> {
-    match &req.cancel {
-        Some(flag) if flag.get() => {
-            Err(Error::conflict("the turn was cancelled; nothing was stored").with_code("cancelled"))
-        }
-        _ => Ok(()),
-    }
-}
-
 /// The events of a streamed turn, in one of the two dialects.
 enum Encoder {
     /// Ours: `delta` events, then `message`, then `[DONE]`; `error` on a failure.
@@ -203,11 +203,15 @@ impl Encoder {
         }
     }
 
-    /// The closing events of a stored turn.
-    fn done(&mut self, message: &Json) -> String {
-        match self {
-            Encoder::Events => format!("{}data: [DONE]\n\n", sse(&SseEvent::Message(Whole { message }))),
-            Encoder::Ui(u) => u.finish(message),
+    /// The closing events of a stored turn (a stopped one's message, if anything was shown).
+    fn done(&mut self, turn: &Turn) -> String {
+        match (self, &turn.message, turn.ended) {
+            (Encoder::Events, Some(message), _) => {
+                format!("{}data: [DONE]\n\n", sse(&SseEvent::Message(Whole { message })))
+            }
+            (Encoder::Events, None, _) => "data: [DONE]\n\n".to_owned(),
+            (Encoder::Ui(u), _, Ended::Stopped) | (Encoder::Ui(u), None, _) => u.stopped(),
+            (Encoder::Ui(u), Some(message), Ended::Answered) => u.finish(message),
         }
     }
 
@@ -231,8 +235,8 @@ pub(crate) fn route<'c>(c: &'c Call<'c>) -> Answer<'c> {
 async fn answer(s: &Session<'_>, req: &Request) -> Result<Response> {
     let request = turn_request(req)?;
     let Some(dialect) = Dialect::of(req) else {
-        let done = turn(s, request, &mut |_| check_cancel(req)).await?;
-        let mut resp = Response::json(201, &json!({ "messages": [done.message] }));
+        let done = turn(s, request, &mut |_| Ok(())).await?;
+        let mut resp = Response::json(201, &json!({ "messages": done.message.into_iter().collect::<Vec<_>>() }));
         resp.after.extend(done.after);
         return Ok(resp);
     };
@@ -248,7 +252,7 @@ async fn answer(s: &Session<'_>, req: &Request) -> Result<Response> {
     let mut after = Vec::new();
     match result {
         Ok(done) => {
-            body.push_str(&encoder.done(&done.message));
+            body.push_str(&encoder.done(&done));
             after = done.after;
         }
         Err(e) if body.is_empty() => return Err(e),
@@ -265,25 +269,32 @@ pub enum Streamed {
 }
 
 /// Runs a streamed `POST /sessions/{sid}/chat` in `dialect` (admitted by `crate::stream_chat`), handing each
-/// event to `send` as soon as it exists. `send` failing (the client went away) aborts the
-/// turn, which then stores nothing. Returns the work left for after the answer: the sweep, as
-/// after every write ([`super::handle`]), then what the turn left (compaction, memory
-/// extraction). The caller closes the stream first and then runs it ([`super::after()`]), so
-/// none of it delays the answer.
+/// event to `send` as soon as it exists. `gone` is set when the client went away (as `send`
+/// failing says too): with `chat.onDisconnect: "stop"` that stops the turn, which keeps what
+/// was shown; with `"finish"` the turn runs on for the resume request. Returns the work left
+/// for after the answer: the sweep, as after every write ([`super::handle`]), then what the turn
+/// left (compaction, memory extraction). The caller closes the stream first and then runs it
+/// ([`super::after()`]), so none of it delays the answer.
 pub(crate) async fn stream(
     s: &Session<'_>,
     req: &Request,
     dialect: Dialect,
+    gone: &Stop,
     send: &mut dyn FnMut(Streamed) -> Result<()>,
 ) -> Vec<After> {
     let started = std::cell::Cell::new(false);
     let mut encoder = Encoder::new(dialect);
+    let finish = s.env.config.chat.on_disconnect == OnDisconnect::Finish;
     let result = async {
-        let request = turn_request(req)?;
+        let mut request = turn_request(req)?;
+        if !finish {
+            request.stop = gone.clone();
+        }
         turn(s, request, &mut |e| match encoder.event(&e) {
             Some(text) => {
                 started.set(true);
-                send(Streamed::Data(text))
+                // A client that went away stops the turn, unless it is to finish.
+                send(Streamed::Data(text)).or_else(|e| if finish { Ok(()) } else { Err(e) })
             }
             None => Ok(()),
         })
@@ -296,7 +307,7 @@ pub(crate) async fn stream(
     }
     match result {
         Ok(done) => {
-            let _ = send(Streamed::Data(encoder.done(&done.message)));
+            let _ = send(Streamed::Data(encoder.done(&done)));
             after.extend(done.after);
             if s.env.embeddings.is_on() {
                 after.push(After::Embed);
@@ -310,6 +321,142 @@ pub(crate) async fn stream(
         }
     }
     after
+}
+
+/// The session of the agent-level `POST /chat`: the body's `sessionId` (or `session_id`, as the
+/// seed's webhooks send it), else the useChat body's `id`, else `dashboard` (a session is
+/// registered, named after its id, by its first write). A token limited to some sessions must
+/// open it, as on the session's own route.
+pub(crate) fn named_session(req: &Request) -> Result<String> {
+    let body = req.json_object()?;
+    let mut named = None;
+    for key in ["sessionId", "session_id", "id"] {
+        match body.get(key) {
+            None | Some(Json::Null) => continue,
+            Some(Json::String(s)) => {
+                named = Some(s.clone());
+                break;
+            }
+            Some(_) => return Err(Error::invalid(format!("{key} must be a string (a session id)"))),
+        }
+    }
+    let sid = named.unwrap_or_else(|| DEFAULT_SESSION.to_owned());
+    super::http::check_name("sessionId", &sid)?;
+    opens(req, &sid, Needs::Write)?;
+    Ok(sid)
+}
+
+/// Refuses a request of the agent-level chat routes whose token does not open `sid` (as the
+/// session's own routes would).
+fn opens(req: &Request, sid: &str, needs: Needs) -> Result<()> {
+    let Some(claims) = claims_of(req)? else { return Ok(()) };
+    permit(&claims, Who::Session, Some(sid), needs)
+}
+
+/// The session `POST /chat` talks to when its body names none.
+pub const DEFAULT_SESSION: &str = "dashboard";
+
+/// `POST /chat`: the turn of [`route`], in the session [`target`] names.
+pub(crate) fn agent_route<'c>(c: &'c Call<'c>) -> Answer<'c> {
+    Box::pin(async move {
+        let sid = named_session(c.req)?;
+        answer(&Session::new(c.env, &sid), c.req).await
+    })
+}
+
+/// `POST /sessions/{sid}/chat/stop`: stops the session's running turn (it keeps what was shown);
+/// `{stopped}` says whether one was running.
+pub(crate) fn stop(c: &Call<'_>) -> Result<Response> {
+    Ok(Response::json(200, &json!({ "stopped": c.env.live.stop(&c.params.sid) })))
+}
+
+/// The session of a resume request with path parameters `params`: `{sid}` of the session
+/// route, `{chatId}` of the agent-level one.
+pub(crate) fn resumed_session(req: &Request, params: &Params) -> Result<String> {
+    match params.sid.is_empty() {
+        false => Ok(params.sid.clone()),
+        true => {
+            super::http::check_name("chatId (the session)", &params.chat)?;
+            opens(req, &params.chat, Needs::Read)?;
+            Ok(params.chat.clone())
+        }
+    }
+}
+
+/// The answer to the AI SDK's resume request: the session's running turn as a UI message
+/// stream, replayed from its `start` (all of it at once) and then followed live to `[DONE]`.
+pub struct Resume {
+    encoder: UiStream,
+    replay: Option<String>,
+    live: UnboundedReceiver<Update>,
+    ended: bool,
+    /// Bytes the running turn keeps for its followers.
+    pub buffered: usize,
+}
+
+impl Resume {
+    /// Follows `follow`.
+    pub fn new(follow: Follow) -> Resume {
+        let mut encoder = UiStream::default();
+        let replay: String = follow.replay.iter().map(|e| encoder.event(e)).collect();
+        Resume { encoder, replay: Some(replay), live: follow.live, ended: false, buffered: follow.bytes }
+    }
+
+    /// The next text of the stream; `None` once it is over.
+    pub async fn next(&mut self) -> Option<String> {
+        if let Some(replay) = self.replay.take().filter(|r| !r.is_empty()) {
+            return Some(replay);
+        }
+        while !self.ended {
+            let update = self.live.next().await;
+            let text = match update {
+                Some(Update::Event(e)) => self.encoder.event(&e),
+                Some(Update::End(Ending::Stored(Some(m)))) if !is_stopped(&m) => {
+                    self.ended = true;
+                    self.encoder.finish(&m)
+                }
+                Some(Update::End(Ending::Stored(_))) => {
+                    self.ended = true;
+                    self.encoder.stopped()
+                }
+                Some(Update::End(Ending::Failed(e))) => {
+                    self.ended = true;
+                    self.encoder.error(&e)
+                }
+                None => {
+                    // The turn is gone without an end (its object is shutting down).
+                    self.ended = true;
+                    self.encoder.error(&Error::internal("the turn ended without an answer"))
+                }
+            };
+            if !text.is_empty() {
+                return Some(text);
+            }
+        }
+        None
+    }
+}
+
+/// Whether a stored reply was stopped (`metadata.stopped`).
+fn is_stopped(message: &Json) -> bool {
+    message.pointer("/metadata/stopped") == Some(&Json::Bool(true))
+}
+
+/// `GET /sessions/{sid}/chat/{chatId}/stream` (and `GET /chat/{chatId}/stream`) answered whole:
+/// the running turn's stream once it ended, or `204`. The Durable Object streams it as it
+/// comes instead ([`super::resume`]).
+pub(crate) fn resume_route<'c>(c: &'c Call<'c>) -> Answer<'c> {
+    Box::pin(async move {
+        let sid = resumed_session(c.req, &c.params)?;
+        let Some(follow) = c.env.live.follow(&sid) else { return Ok(Response::no_content()) };
+        let mut resume = Resume::new(follow);
+        let mut body = String::new();
+        while let Some(text) = resume.next().await {
+            body.push_str(&text);
+        }
+        let headers = Dialect::UiMessages.headers();
+        Ok(Response { status: 200, headers, body: body.into_bytes(), warnings: Vec::new(), after: Vec::new() })
+    })
 }
 
 #[cfg(test)]
@@ -327,8 +474,15 @@ mod tests {
         );
         assert_eq!(enc.event(&ChatEvent::Step), None);
         assert_eq!(
-            enc.done(&json!({"id": "a"})),
+            enc.done(&Turn { message: Some(json!({"id": "a"})), ended: Ended::Answered, after: Vec::new() }),
             "data: {\"type\":\"message\",\"message\":{\"id\":\"a\"}}\n\ndata: [DONE]\n\n"
+        );
+        let stopped_early = Turn { message: None, ended: Ended::Stopped, after: Vec::new() };
+        assert_eq!(enc.done(&stopped_early), "data: [DONE]\n\n", "a stop before the first piece: no message");
+        let mut ui = Encoder::new(Dialect::UiMessages);
+        assert_eq!(
+            ui.done(&stopped_early),
+            "data: {\"type\":\"abort\",\"reason\":\"stopped\"}\n\ndata: [DONE]\n\n"
         );
         assert_eq!(
             enc.failed(&Error::conflict("no")),

@@ -22,8 +22,9 @@ pub struct Request {
     /// Header names in lower case.
     pub headers: Vec<(String, String)>,
     pub body: Vec<u8>,
-    /// Set (by a WebSocket `cancel` frame) to stop the agent turn this request runs.
-    pub cancel: Option<std::rc::Rc<std::cell::Cell<bool>>>,
+    /// The stop signal of the agent turn this request runs (a WebSocket `cancel` frame sets
+    /// it; the Durable Object sets a streamed turn's when its client goes away).
+    pub stop: Option<session_agent_core::turn::stop::Stop>,
 }
 
 impl Request {

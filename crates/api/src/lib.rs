@@ -46,6 +46,7 @@ use session_agent_core::env::Env;
 use session_agent_core::error::{Error, Result};
 use session_agent_core::session::Session;
 use session_agent_core::time::parse_iso;
+use session_agent_core::turn::stop::Stop;
 
 /// A request matched to its route: the row, the decoded path parameters.
 struct Matched {
@@ -73,6 +74,7 @@ fn matched(path: &str) -> Result<Matched> {
         cid: get("cid", &|raw| decode_segment("compaction id", raw))?,
         memory: get("memory", &|raw| checked("memory id", raw))?,
         key: get("key", &|raw| checked("entry key", raw))?,
+        chat: get("chatId", &|raw| decode_segment("chat id", raw))?,
     };
     match route.names {
         Names::Session(sid) => params.sid = sid.to_owned(),
@@ -135,12 +137,29 @@ pub fn admit<'a>(env: &Env<'a>, req: &Request) -> Result<Env<'a>> {
 /// text/event-stream`, or the AI SDK's `useChat` body): the Durable Object streams those itself
 /// with [`stream_chat`].
 pub fn chat_stream(req: &Request) -> Option<chat::Dialect> {
-    let chat = req.method == "POST" && route_template(&req.path) == Some("/sessions/{sid}/chat");
+    let route = route_template(&req.path);
+    let chat = req.method == "POST" && matches!(route, Some("/sessions/{sid}/chat" | "/chat"));
     chat.then(|| chat::Dialect::of(req)).flatten()
 }
 
+/// Whether `req` is the AI SDK's resume request (`GET …/chat/{chatId}/stream`), which the
+/// Durable Object streams with [`resume`].
+pub fn is_resume(req: &Request) -> bool {
+    let route = route_template(&req.path);
+    req.method == "GET" && matches!(route, Some("/sessions/{sid}/chat/{chatId}/stream" | "/chat/{chatId}/stream"))
+}
+
+/// The resume request (see [`is_resume`]) after admitting it: the session's running turn to
+/// stream, or `None` (`204`) when none runs.
+pub fn resume(env: &Env<'_>, req: &Request) -> Result<Option<chat::Resume>> {
+    let env = admit(env, req)?;
+    let sid = chat::resumed_session(req, &matched(&req.path)?.params)?;
+    Ok(env.live.follow(&sid).map(chat::Resume::new))
+}
+
 /// Runs a streamed turn (see [`chat_stream`]) after admitting it, handing each event to `send`
-/// (see `chat::stream`); answers the work left for after the stream ends.
+/// (see `chat::stream`; `gone` is set when the client went away); answers the work left for
+/// after the stream ends.
 ///
 /// The futures this crate hands the Workers layer are boxed here, so the code of every future
 /// below them is made once, in this crate (a future awaited in another crate would be compiled
@@ -149,12 +168,17 @@ pub fn stream_chat<'a>(
     env: &'a Env<'a>,
     req: &'a Request,
     dialect: chat::Dialect,
+    gone: &'a Stop,
     send: &'a mut dyn FnMut(chat::Streamed) -> Result<()>,
 ) -> BoxFuture<'a, Vec<After>> {
     Box::pin(async move {
-        let admitted = admit(env, req).and_then(|env| Ok((env, session_of(req)?)));
+        let session = |req: &Request| match route_template(&req.path) {
+            Some("/chat") => chat::named_session(req),
+            _ => session_of(req),
+        };
+        let admitted = admit(env, req).and_then(|env| Ok((env, session(req)?)));
         match admitted {
-            Ok((env, sid)) => chat::stream(&Session::new(&env, &sid), req, dialect, send).await,
+            Ok((env, sid)) => chat::stream(&Session::new(&env, &sid), req, dialect, gone, send).await,
             Err(e) => {
                 let _ = send(chat::Streamed::Fail(e));
                 vec![After::Sweep]

@@ -1,11 +1,10 @@
 //! The frames each WebSocket is running, so that a `cancel` frame of that socket stops its
-//! running turn: every frame gets a flag ([`Running::start`]) that the turn checks at each
-//! streamed piece and before it stores; when a `cancel` frame ends, it sets the flags of the
-//! socket's other running frames ([`Running::end`] with [`Then::Cancel`]).
+//! running turn: every frame gets a stop signal ([`Running::start`]) that the turn waits on
+//! beside its model; when a `cancel` frame ends, it sets the signals of the socket's other
+//! running frames ([`Running::end`] with [`Then::Cancel`]).
 
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::rc::Rc;
 
 use super::ws::CancelFlag;
 
@@ -36,9 +35,9 @@ impl Running {
     pub fn end(&self, socket: &str, flag: &CancelFlag, then: Then) {
         let mut all = self.flags.borrow_mut();
         let Some(flags) = all.get_mut(socket) else { return };
-        flags.retain(|f| !Rc::ptr_eq(f, flag));
+        flags.retain(|f| !f.same(flag));
         if then == Then::Cancel {
-            flags.iter().for_each(|f| f.set(true));
+            flags.iter().for_each(|f| f.stop());
         }
         if flags.is_empty() {
             all.remove(socket);
@@ -63,8 +62,8 @@ mod tests {
         let other_socket = r.start("b");
         let cancel = r.start("a");
         r.end("a", &cancel, Then::Cancel);
-        assert!(turn.get(), "the socket's running turn is told to stop");
-        assert!(!other_socket.get() && !cancel.get(), "another socket's frame runs on");
+        assert!(turn.is_stopped(), "the socket's running turn is told to stop");
+        assert!(!other_socket.is_stopped() && !cancel.is_stopped(), "another socket's frame runs on");
         r.end("a", &turn, Then::Nothing);
         assert_eq!(r.sockets(), 1, "a socket with nothing running is forgotten");
         r.end("b", &other_socket, Then::Nothing);

@@ -8,7 +8,7 @@
 //! tools the server runs), finish-step ─▶ finish{finishReason, messageMetadata} ─▶ [DONE]
 //! ```
 //!
-//! A failure after `start` is an `error` chunk, then `[DONE]`. Tool parts are `dynamic` (the
+//! A failure after `start` is an `error` chunk, then `[DONE]`; a stopped turn ends with `abort`. Tool parts are `dynamic` (the
 //! stored parts are `dynamic-tool`), and the ones the server answers are `providerExecuted`, so
 //! `useChat` does not hand them to its `onToolCall`. The client builds from these chunks the
 //! message the turn stores, part for part.
@@ -88,6 +88,10 @@ enum Chunk<'a> {
     /// The turn failed after `start` (`"<code>: <message>"`); nothing was stored.
     Error {
         error_text: &'a str,
+    },
+    /// The turn was stopped: what was streamed is stored (`metadata.stopped`).
+    Abort {
+        reason: &'a str,
     },
 }
 
@@ -170,6 +174,16 @@ impl UiStream {
         let finish_reason = if waiting { FinishReason::ToolCalls } else { FinishReason::Stop };
         let message_metadata = message.get("metadata").unwrap_or(&NO_METADATA);
         chunk(&mut out, &Chunk::Finish { finish_reason, message_metadata });
+        out.push_str("data: [DONE]\n\n");
+        out
+    }
+
+    /// The end of a stopped answer: `abort`, then `[DONE]` (the reply is stored as far as it
+    /// streamed).
+    pub(crate) fn stopped(&mut self) -> String {
+        let mut out = String::new();
+        self.close(&mut out);
+        chunk(&mut out, &Chunk::Abort { reason: "stopped" });
         out.push_str("data: [DONE]\n\n");
         out
     }

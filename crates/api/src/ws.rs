@@ -5,8 +5,8 @@
 //!
 //! Client frames: `{type:"append", message, parentId?}`, `{type:"history", leafId?}`,
 //! `{type:"chat", message, parentId?, tools?}` (or `messages` to continue after client tools),
-//! `{type:"cancel"}` (stops the socket's running turn: nothing is stored, and its `chat` frame
-//! gets the `error` frame `cancelled`), `{type:"ping"}`. A frame that is not one of these gets an
+//! `{type:"cancel"}` (stops the socket's running turn, which keeps what was shown: its `message`
+//! frame follows, no error), `{type:"ping"}`. A frame that is not one of these gets an
 //! `error` frame; the socket stays open. A `chat` frame's user message is echoed to its sender
 //! at once as `pending` ([`pending_echo`]); the turn's `delta`, `tool` and `reasoning` progress
 //! frames reach every socket of the session.
@@ -48,9 +48,9 @@ pub struct Answer {
     pub cancel: bool,
 }
 
-/// A frame's own flag: set by a later `cancel` frame of the same socket to stop the turn this
-/// frame runs (the Workers layer keeps the flag of each socket's running frame).
-pub type CancelFlag = std::rc::Rc<std::cell::Cell<bool>>;
+/// A frame's own stop signal: set by a later `cancel` frame of the same socket to stop the turn
+/// this frame runs (the Workers layer keeps the signal of each socket's running frame).
+pub type CancelFlag = session_agent_core::turn::stop::Stop;
 
 /// The echo a socket gets of the user message its `chat` frame sends, before the turn runs:
 /// `{type:"message", sessionId, message, pending: true}` (stored with the reply, all or nothing;
@@ -105,7 +105,7 @@ async fn answer(env: &Env<'_>, sid: &str, claims: Option<&Claims>, text: &str, c
             let e = Error::invalid("a chat frame takes message or messages; the useChat body (trigger) is for HTTP");
             return only(failed(sid, &e));
         }
-        "chat" => Request { cancel: Some(cancel.clone()), ..Request::new("POST", &format!("{base}/chat")) }
+        "chat" => Request { stop: Some(cancel.clone()), ..Request::new("POST", &format!("{base}/chat")) }
             .json(&Json::Object(body)),
         "history" => match obj.get("leafId") {
             None | Some(Json::Null) => Request::new("GET", &format!("{base}/history")),

@@ -10,6 +10,7 @@ use crate::events::Events;
 use crate::llm::embeddings::EmbeddingsConfig;
 use crate::llm::{LlmConfig, Transport};
 use crate::sql::Sql;
+use crate::turn::live::Live;
 use crate::vectors::{Meaning, Vectors};
 
 /// The agent, as one request sees it.
@@ -31,6 +32,9 @@ pub struct Env<'a> {
     pub vectors: &'a Vectors,
     /// The sessions' listeners (WebSocket clients).
     pub events: &'a dyn Events,
+    /// The turns running now (the Durable Object's instance): followed by resume requests,
+    /// stopped by `POST …/chat/stop`.
+    pub live: &'a Live,
     /// The request's timestamp (ISO-8601 UTC with milliseconds), used for every write it makes.
     pub now: String,
     /// The sessions the request may see beyond its own (its token's sessions, if it is limited).
@@ -62,6 +66,7 @@ impl<'a> Env<'a> {
             embeddings: self.embeddings,
             vectors: self.vectors,
             events: self.events,
+            live: self.live,
             now: self.now.clone(),
             reach,
         }

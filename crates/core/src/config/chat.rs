@@ -1,5 +1,5 @@
 //! `SESSION_CONFIG.chat`: the agent turn's policy (how much history a step sends, how many
-//! steps a turn takes, each call's `max_tokens`).
+//! steps a turn takes, each call's `max_tokens`, what a client going away does to its turn).
 
 use serde::Deserialize;
 
@@ -10,7 +10,7 @@ pub const DEFAULT_MAX_MESSAGES: usize = 50;
 /// Model calls per turn, by default: a turn whose model keeps calling server tools stops there.
 pub const DEFAULT_MAX_STEPS: usize = 8;
 
-/// `SESSION_CONFIG.chat` `{maxMessages?, maxSteps?, maxTokens?}`.
+/// `SESSION_CONFIG.chat` `{maxMessages?, maxSteps?, maxTokens?, onDisconnect?}`.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct ChatConfig {
@@ -20,11 +20,27 @@ pub struct ChatConfig {
     pub max_steps: usize,
     /// `max_tokens` of each call (default: the provider layer's).
     pub max_tokens: Option<u32>,
+    /// What a turn does when the client that started it goes away (`"stop"` by default).
+    pub on_disconnect: OnDisconnect,
+}
+
+/// `chat.onDisconnect`: what a turn does when the client that started it goes away (its
+/// request aborted, its connection dropped).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OnDisconnect {
+    /// The turn stops and keeps what was streamed (`metadata.stopped`).
+    #[default]
+    Stop,
+    /// The turn runs to its end and is stored whole, for a reloaded client to follow with the
+    /// resume request; its user message is stored when it starts. Only `POST …/chat/stop` or a
+    /// WebSocket `cancel` frame stop it.
+    Finish,
 }
 
 impl Default for ChatConfig {
     fn default() -> Self {
-        ChatConfig { max_messages: DEFAULT_MAX_MESSAGES, max_steps: DEFAULT_MAX_STEPS, max_tokens: None }
+        ChatConfig { max_messages: DEFAULT_MAX_MESSAGES, max_steps: DEFAULT_MAX_STEPS, max_tokens: None, on_disconnect: OnDisconnect::Stop }
     }
 }
 

@@ -98,7 +98,9 @@ pub(crate) struct TurnWrite {
     pub(crate) user: Option<NewMessage>,
     /// Stored messages that got client tool results or approval responses.
     pub(crate) updates: Vec<NewMessage>,
-    pub(crate) assistant: NewMessage,
+    /// The reply; `None` for a turn stopped before anything was shown, and for the user
+    /// message a turn stores first (`chat.onDisconnect: "finish"`).
+    pub(crate) assistant: Option<NewMessage>,
     /// Whether the assistant message is new or extends the stored one with its id.
     pub(crate) placement: Placement,
     /// Where the user message (or the assistant, without one) attaches; `None` is a new root.
@@ -495,7 +497,8 @@ impl<'a> Session<'a> {
         let TurnWrite { user, updates, assistant, placement, parent, usage, freeze, recalled } = turn;
         let has_user = user.is_some();
         let n_updates = updates.len();
-        let mut msgs: Vec<NewMessage> = user.into_iter().chain(updates).chain([assistant]).collect();
+        let has_reply = assistant.is_some();
+        let mut msgs: Vec<NewMessage> = user.into_iter().chain(updates).chain(assistant).collect();
         let tree = self.tree();
         let context = self.context();
         let e = self.env;
@@ -514,12 +517,12 @@ impl<'a> Session<'a> {
                 for m in &msgs[start..start + n_updates] {
                     tree.update(m)?;
                 }
-                let reply = &msgs[msgs.len() - 1];
-                match placement {
-                    Placement::New => {
+                match (has_reply.then(|| &msgs[msgs.len() - 1]), placement) {
+                    (None, _) => {}
+                    (Some(reply), Placement::New) => {
                         appended &= tree.append(reply, &under(&attach), &e.now)?.inserted;
                     }
-                    Placement::Extends => {
+                    (Some(reply), Placement::Extends) => {
                         if !tree.update(reply)? {
                             return Err(Error::conflict(format!("message {} was deleted during the turn", reply.id)));
                         }

@@ -400,6 +400,53 @@ pub(crate) fn client_views<'a>(stored: &'a [Json], theirs: &'a [Json]) -> (Vec<C
     (ours_out, theirs_out)
 }
 
+/// Whether the client's `m` is an assistant message with nothing in it (a reply stopped before
+/// its first piece, as the AI SDK keeps it): it stands for no reply at all.
+pub(crate) fn is_empty_reply(m: &Json) -> bool {
+    str_field(m, "role") == Some("assistant") && parts(m).iter().all(|p| Part::new(p).kind() == "step-start")
+}
+
+/// The stored reply `stored`, stopped (`metadata.stopped`), cut back to the client's copy
+/// `theirs` when that holds less of it (the chunks in flight when it stopped never reached the
+/// client): its parts must be a prefix of the stored ones, the last of them a text or reasoning
+/// part whose text may be a prefix of the stored text. `None` when `stored` is not a stopped
+/// reply, the copy holds all of it, or it is not such a prefix (then the usual checks judge it).
+pub(crate) fn cut_back(stored: &Json, theirs: &Json) -> Option<Json> {
+    let stopped = stored.get("metadata").and_then(|m| m.get("stopped")) == Some(&Json::Bool(true));
+    if !stopped || str_field(stored, "role") != Some("assistant") || str_field(stored, "id") != str_field(theirs, "id")
+    {
+        return None;
+    }
+    let (ours, mine) = (client_view(stored), client_view(theirs));
+    let (ours, mine) = (parts(&ours), parts(&mine));
+    let n = mine.len();
+    if n == 0 || n > ours.len() {
+        return None;
+    }
+    if (0..n - 1).any(|j| !same(&ours[j], &mine[j])) {
+        return None;
+    }
+    let (a, b) = (Part::new(&ours[n - 1]), Part::new(&mine[n - 1]));
+    let text = match (a.kind(), a.str("text"), b.str("text")) {
+        _ if same(&ours[n - 1], &mine[n - 1]) => None,
+        (kind @ ("text" | "reasoning"), Some(long), Some(short)) if b.kind() == kind && long.starts_with(short) => {
+            Some(short.to_owned())
+        }
+        _ => return None,
+    };
+    if n == ours.len() && text.is_none() {
+        return None;
+    }
+    let mut cut = stored.clone();
+    if let Some(Json::Array(ps)) = cut.get_mut("parts") {
+        ps.truncate(n);
+        if let (Some(t), Some(last)) = (text, ps.last_mut().and_then(Json::as_object_mut)) {
+            last.insert("text".into(), Json::String(t));
+        }
+    }
+    Some(cut)
+}
+
 /// `stored` with the tool results and approval answers of `theirs` (its validated counterpart, see
 /// [`validate_continuation`]) filled into the parts that waited for them, matched by `toolCallId`; everything else
 /// stays as stored.

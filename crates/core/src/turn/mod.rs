@@ -3,7 +3,10 @@
 //! calls (as `dynamic-tool` parts with their input and output).
 
 pub mod conversation;
+pub mod event;
+pub mod live;
 pub mod run;
+pub mod stop;
 
 use serde_json::{json, Map, Value as Json};
 
@@ -79,6 +82,13 @@ impl AssistantParts {
         self.open = None;
         self.parts.push(json!({"type": "dynamic-tool", "toolName": name, "toolCallId": call_id,
             "state": ToolState::InputAvailable, "input": input}));
+    }
+
+    /// A stopped reply keeps finished tool calls only: a client tool's call waiting for its
+    /// result is dropped.
+    pub(crate) fn drop_unanswered(&mut self) {
+        self.open = None;
+        self.parts.retain(|p| p.get("state").and_then(Json::as_str) != Some(ToolState::InputAvailable.as_str()));
     }
 
     /// The stored message: `{id, role: "assistant", parts, createdAt, metadata}`.

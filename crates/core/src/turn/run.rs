@@ -4,23 +4,33 @@
 //! ```text
 //! start: validate, read the branch ──▶ the memories for the user's text (a `<user-memory>`
 //! block after the prompt) ──▶ the frozen prompt, the conversation (truncated, sanitized,
-//! capped keeping summaries), the tools ──▶ steps: the model, server tools, the model again
-//! (bounded) ──▶ one transaction (Session::commit_turn) ──▶ frames ──▶ compaction ──▶ after the
-//! answer: memory extraction (`memory::After`)
+//! capped keeping summaries), the tools ──▶ `start` (the turn runs: followed and stopped
+//! through `Live`) ──▶ steps: the model, server tools, the model again (bounded) ──▶ one
+//! transaction (Session::commit_turn) ──▶ frames ──▶ compaction ──▶ after the answer: memory
+//! extraction (`memory::After`)
 //! ```
 //!
-//! **All or nothing**: nothing is written until the model is done; a provider or tool-store
-//! failure, or a caller that goes away mid-stream (its `on_event` fails), writes nothing.
-//! Effects of server tools that already ran (a `set_context` write) are not undone.
-//! **Continuations are checked against storage** before any model call.
+//! **A failure changes nothing**: nothing is written until the model is done; a provider or
+//! tool-store failure writes nothing (with `chat.onDisconnect: "finish"`, the user message was
+//! stored at the start and stays). Effects of server tools that already ran (a `set_context`
+//! write) are not undone. **A stop keeps what was shown**: a turn told to stop (its
+//! [`Stop`] set, or its caller unable to take the next event) ends its model call at once and
+//! stores the reply as far as it streamed, marked `metadata.stopped` (a stop before the first
+//! piece stores the user message alone). **Continuations are checked against storage** before
+//! any model call.
 
 use serde_json::{json, Map, Value as Json};
 
-use super::conversation::{build, client_views, validate_continuation, with_results, Rejection, NOT_A_PREFIX};
+use super::conversation::{
+    build, client_views, cut_back, is_empty_reply, validate_continuation, with_results, Rejection, NOT_A_PREFIX,
+};
+pub use super::event::{ChatEvent, Outcome, Runner};
+use super::live::{Ending, Running};
+use super::stop::{until_stopped, Stop};
 use super::AssistantParts;
 use crate::after::{After, Cap};
 use crate::compaction::truncate::{truncate_older_messages, TruncateOptions};
-use crate::config::InjectConfig;
+use crate::config::{InjectConfig, OnDisconnect};
 use crate::context::tools::Tool;
 use crate::error::{Error, ErrorKind, Result};
 use crate::ids::new_id;
@@ -35,6 +45,7 @@ use crate::store::history::Overlays;
 use crate::store::message::indexed_text;
 use crate::store::message::NewMessage;
 use crate::store::tree::Parent;
+use crate::tokens::estimate_str;
 use crate::wire::{Delta, Frame, ToolAnswer};
 
 /// What a client asked for.
@@ -67,6 +78,9 @@ pub struct TurnRequest {
     /// Whether long-term memory takes part (`memory: false` in the body skips inject and
     /// extract for this turn).
     pub memory: MemoryUse,
+    /// The turn's stop signal (see [`Stop`]): set by the caller's transport when its client goes
+    /// away or cancels, and by `POST …/chat/stop` through the running turns.
+    pub stop: Stop,
 }
 
 /// Whether a turn uses long-term memory.
@@ -79,52 +93,22 @@ pub enum MemoryUse {
     Skip,
 }
 
-/// A finished turn: the stored assistant message, and the work it leaves for after its answer
-/// (compaction, memory extraction).
+/// A finished turn: the stored assistant message, how the turn ended, and the work it leaves
+/// for after its answer (compaction, memory extraction).
 pub struct Turn {
-    pub message: Json,
+    /// The stored reply; `None` when a stop came before anything of it was shown.
+    pub message: Option<Json>,
+    pub ended: Ended,
     pub after: Vec<After>,
 }
 
-/// What a turn tells its caller as it goes, in this order: `Start`, then per model step `Step`,
-/// its `Delta`s and `Reasoning` as they stream, its tool calls (`ToolCall`, and `ToolResult` for
-/// those the server answers) and `StepEnd`; last `Storing`.
-#[derive(Clone, Debug, PartialEq)]
-pub enum ChatEvent {
-    /// The turn passed its checks: the id its reply is stored under (the extended message's
-    /// own id for a continuation of the AI SDK's kind).
-    Start { message_id: String },
-    /// A model step begins.
-    Step,
-    /// The next piece of the reply's text.
-    Delta { message_id: String, text: String },
-    /// The next piece of the model's reasoning.
-    Reasoning { text: String },
-    /// The model called a tool; `runner` says who answers it.
-    ToolCall { call_id: String, name: String, input: Json, runner: Runner },
-    /// The answer to a tool call the server ran: its output, or the error the model reads.
-    ToolResult { call_id: String, outcome: Outcome },
-    /// The step is over (its tool calls answered, or waiting for the client).
-    StepEnd,
-    /// The reply is complete and about to be stored: an `Err` from the caller still stops the
-    /// turn here, with nothing stored (a cancel that came after the last piece).
-    Storing,
-}
-
-/// Who answers a tool call.
+/// How a turn ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Runner {
-    /// The session: its tools, and the error for a tool nobody has.
-    Server,
-    /// The caller (a tool of the request's `tools`): the turn ends with the call pending.
-    Client,
-}
-
-/// How a tool call the server answered went.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Outcome {
-    Output(String),
-    Error(String),
+pub enum Ended {
+    /// The model answered (text, or a client tool's call to answer).
+    Answered,
+    /// It was stopped: stored as far as it streamed, with `metadata.stopped`.
+    Stopped,
 }
 
 /// What the model sees first, and what will be written with the reply.
@@ -139,12 +123,9 @@ struct Start {
     extends: Option<Json>,
 }
 
-/// Runs one turn of `session`. `on_event` gets the reply's text as it streams (an `Err` from it
-/// aborts the turn, which then stores nothing). Returns the stored assistant message.
-///
-/// Longer than most functions on purpose: it reads as a turn runs, phase after phase (start,
-/// memories, prompt and conversation, the step loop, the commit), and each phase with a name of
-/// its own is a function.
+/// Runs one turn of `session`. `on_event` gets the turn's events as they come; an `Err` from it
+/// (the caller cannot take more) stops the turn as `req.stop` does. Returns the stored
+/// assistant message.
 pub async fn turn(
     session: &Session<'_>,
     req: TurnRequest,
@@ -166,7 +147,7 @@ pub async fn turn(
         }
     };
     let memory = session.env.config.memory.as_ref().filter(|_| req.memory == MemoryUse::AsConfigured && !continuation);
-    let start = start(session, req.ask, &server).await?;
+    let mut start = start(session, req.ask, &server).await?;
     // The question: the new user message, or the stored one answered again.
     let question = match &start.user {
         Some(user) => Some(user.to_value()?),
@@ -178,59 +159,176 @@ pub async fn turn(
     };
     // Frozen with the turn's writes: a turn that fails stores nothing, not even the prompt.
     let (system, to_freeze) = session.context().prompt_for_turn().await?;
-    let shown = truncate_older_messages(start.base, &TruncateOptions::default());
+    let shown = truncate_older_messages(std::mem::take(&mut start.base), &TruncateOptions::default());
     let conversation = build(&shown, session.env.config.chat.max_messages);
-    let (assistant_id, parts, created_at, mut meta) = match &start.extends {
-        Some(m) => (
-            str_field(m, "id").unwrap_or_default().to_owned(),
-            AssistantParts::after(parts(m).to_vec()),
-            str_field(m, "createdAt").unwrap_or(&session.env.now).to_owned(),
-            m.get("metadata").and_then(Json::as_object).cloned().unwrap_or_default(),
-        ),
-        None => (new_id()?, AssistantParts::default(), session.env.now.clone(), Map::new()),
-    };
-    on_event(ChatEvent::Start { message_id: assistant_id.clone() })?;
-    let tail = injected.as_ref().map(|i| i.0.clone());
-    let steps =
-        Steps { session, server: &server, client: &req.tools, system, memory: tail, assistant_id: &assistant_id };
-    let (parts, usage) = steps.run(conversation.messages, parts, on_event).await?;
-
-    // An extended message's usage is that of all the turns that wrote it.
-    let earlier = |key: &str| meta.get("usage").and_then(|u| u.get(key)).and_then(Json::as_i64).unwrap_or(0);
-    let total = json!({"inputTokens": earlier("inputTokens") + usage.input_tokens,
-        "outputTokens": earlier("outputTokens") + usage.output_tokens});
-    meta.insert("model".into(), json!(session.env.llm.model));
-    meta.insert("usage".into(), total);
-    let recalled = injected.map(|i| i.1).unwrap_or_default();
-    if memory.is_some_and(|m| m.inject.is_some()) {
-        meta.insert("memories".into(), json!(recalled));
+    if session.env.config.chat.on_disconnect == OnDisconnect::Finish {
+        store_user_first(session, &mut start).await?;
     }
-    on_event(ChatEvent::Storing)?;
-    let message = parts.message(&assistant_id, &created_at, meta);
-    let assistant = NewMessage::from_json(&message)?;
-    let freeze = to_freeze.then_some(steps.system);
-    let placement = if start.extends.is_some() { Placement::Extends } else { Placement::New };
+    let stop = req.stop;
+    let running = session.env.live.start(session.id, &stop);
+    let reply = Reply {
+        session,
+        server: &server,
+        client: &req.tools,
+        start,
+        system,
+        to_freeze,
+        injected,
+        extracts: memory.is_some_and(|m| m.extract.is_some()),
+        injects: memory.is_some_and(|m| m.inject.is_some()),
+    };
+    let result = reply.run(conversation, &running, &stop, on_event).await;
+    let ending = match &result {
+        Ok(t) => Ending::Stored(t.message.clone()),
+        Err(e) => Ending::Failed(e.clone()),
+    };
+    session.env.live.end(&running, ending);
+    result
+}
+
+/// `chat.onDisconnect: "finish"`: the turn's user message is stored before the model is
+/// called, so a client that reloads finds it; the reply goes under it.
+async fn store_user_first(session: &Session<'_>, start: &mut Start) -> Result<()> {
+    let Some(user) = start.user.take() else { return Ok(()) };
+    let id = user.id.clone();
     let write = TurnWrite {
-        user: start.user,
-        updates: start.updates,
-        assistant,
-        placement,
-        parent: start.parent,
-        usage,
-        freeze,
-        recalled,
+        user: Some(user),
+        updates: std::mem::take(&mut start.updates),
+        assistant: None,
+        placement: Placement::New,
+        parent: start.parent.take(),
+        usage: Usage::default(),
+        freeze: None,
+        recalled: Vec::new(),
     };
     session.commit_turn(write).await?;
-    // After the answer: compaction as after an append, or, when the cap left messages out
-    // (the model forgot them), in any case when configured, so the next turn sees them in a
-    // summary; then memory extraction.
-    let cap = if conversation.dropped > 0 { Cap::Dropped } else { Cap::Kept };
-    let (sid, leaf) = (session.id.to_owned(), assistant_id.clone());
-    let mut after = vec![After::Compact { session: sid.clone(), leaf: leaf.clone(), cap }];
-    if memory.is_some_and(|m| m.extract.is_some()) {
-        after.push(After::ExtractMemories { session: sid, leaf });
+    start.parent = Some(id);
+    Ok(())
+}
+
+/// A turn past its checks: what the reply is written with.
+struct Reply<'r, 'a> {
+    session: &'r Session<'a>,
+    server: &'r [ToolSpec],
+    client: &'r [ToolSpec],
+    start: Start,
+    system: String,
+    /// Whether `system` is to be frozen with the turn.
+    to_freeze: bool,
+    /// The `<user-memory>` block and the ids of the memories in it.
+    injected: Option<(String, Vec<String>)>,
+    extracts: bool,
+    injects: bool,
+}
+
+impl Reply<'_, '_> {
+    /// Announces the reply (`start`), runs the model's steps and stores the reply (whole, or as
+    /// far as it streamed when stopped). Every event goes to `running`'s followers too.
+    async fn run(
+        self,
+        conversation: super::conversation::Conversation,
+        running: &Running,
+        stop: &Stop,
+        on_event: &mut dyn FnMut(ChatEvent) -> Result<()>,
+    ) -> Result<Turn> {
+        let session = self.session;
+        let start = self.start;
+        let (assistant_id, parts, created_at, mut meta) = match &start.extends {
+            Some(m) => (
+                str_field(m, "id").unwrap_or_default().to_owned(),
+                AssistantParts::after(parts(m).to_vec()),
+                str_field(m, "createdAt").unwrap_or(&session.env.now).to_owned(),
+                m.get("metadata").and_then(Json::as_object).cloned().unwrap_or_default(),
+            ),
+            None => (new_id()?, AssistantParts::default(), session.env.now.clone(), Map::new()),
+        };
+        let before = parts.parts.len();
+        let freeze = self.to_freeze.then(|| self.system.clone());
+        // The caller's events, kept for followers; a caller that cannot take one stops the turn.
+        let mut emit = |e: ChatEvent| -> Result<()> {
+            running.record(&e);
+            if on_event(e).is_err() {
+                stop.stop();
+            }
+            match stop.is_stopped() {
+                true => Err(Error::conflict("the turn was stopped")),
+                false => Ok(()),
+            }
+        };
+        let (mut parts, usage, ended) = match emit(ChatEvent::Start { message_id: assistant_id.clone() }) {
+            Err(_) => (parts, Usage::default(), Ended::Stopped),
+            Ok(()) => {
+                let tail = self.injected.as_ref().map(|i| i.0.clone());
+                let steps = Steps {
+                    session,
+                    server: self.server,
+                    client: self.client,
+                    system: self.system,
+                    memory: tail,
+                    assistant_id: &assistant_id,
+                };
+                let (parts, usage, ended) = steps.run(conversation.messages, parts, stop, &mut emit).await?;
+                if ended == Ended::Answered {
+                    let _ = emit(ChatEvent::Storing);
+                }
+                (parts, usage, ended)
+            }
+        };
+        // An extended message's usage is that of all the turns that wrote it.
+        let earlier = |key: &str| meta.get("usage").and_then(|u| u.get(key)).and_then(Json::as_i64).unwrap_or(0);
+        let total = json!({"inputTokens": earlier("inputTokens") + usage.input_tokens,
+            "outputTokens": earlier("outputTokens") + usage.output_tokens});
+        meta.insert("model".into(), json!(session.env.llm.model));
+        meta.insert("usage".into(), total);
+        let recalled = self.injected.map(|i| i.1).unwrap_or_default();
+        if self.injects {
+            meta.insert("memories".into(), json!(recalled));
+        }
+        if ended == Ended::Stopped {
+            meta.insert("stopped".into(), json!(true));
+            parts.drop_unanswered();
+        }
+        // A stop before anything was shown stores no reply (an extended message keeps the
+        // client's results it came with).
+        let shown = parts.parts.len() > before || start.extends.is_some();
+        let message = shown.then(|| parts.message(&assistant_id, &created_at, meta));
+        let assistant = message.as_ref().map(NewMessage::from_json).transpose()?;
+        let placement = if start.extends.is_some() { Placement::Extends } else { Placement::New };
+        let write = TurnWrite {
+            user: start.user,
+            updates: start.updates,
+            assistant,
+            placement,
+            parent: start.parent,
+            usage,
+            freeze,
+            recalled,
+        };
+        session.commit_turn(write).await?;
+        // After the answer: compaction as after an append, or, when the cap left messages out
+        // (the model forgot them), in any case when configured, so the next turn sees them in a
+        // summary; then memory extraction (not of a stopped reply).
+        let cap = if conversation.dropped > 0 { Cap::Dropped } else { Cap::Kept };
+        let mut after = Vec::new();
+        if let Some(leaf) = message.as_ref().and_then(|m| str_field(m, "id")) {
+            let (sid, leaf) = (session.id.to_owned(), leaf.to_owned());
+            after.push(After::Compact { session: sid.clone(), leaf: leaf.clone(), cap });
+            if self.extracts && ended == Ended::Answered {
+                after.push(After::ExtractMemories { session: sid, leaf });
+            }
+        }
+        Ok(Turn { message, ended, after })
     }
-    Ok(Turn { message, after })
+}
+
+/// The input tokens of a model call, estimated (for a call stopped before the provider said).
+fn estimate_request(req: &ChatRequest) -> i64 {
+    let text = |m: &ChatMessage| match m {
+        ChatMessage::User { text } | ChatMessage::Assistant { text, .. } => estimate_str(text),
+        ChatMessage::Tool { output, .. } => estimate_str(output),
+    };
+    let system = req.system.as_deref().map_or(0, estimate_str) + req.system_tail.as_deref().map_or(0, estimate_str);
+    system + req.messages.iter().map(text).sum::<i64>()
 }
 
 /// The memories recalled for the user's message, as the `<user-memory>` block and their ids;
@@ -258,7 +356,12 @@ async fn start(session: &Session<'_>, ask: Ask, server: &[ToolSpec]) -> Result<S
         Ask::Message { msg, parent } => {
             tree.check_parent(&parent)?;
             if tree.contains(&msg.id)? {
-                return Err(Error::conflict(format!("message {} is already in session {sid}", msg.id)));
+                if !unanswered(session, &msg.id)? {
+                    return Err(Error::conflict(format!("message {} is already in session {sid}", msg.id)));
+                }
+                // Sent again after a stop: answered again, beside the stopped reply.
+                let base = branch(session, Some(&msg.id)).await?;
+                return Ok(Start { base, user: None, parent: Some(msg.id), updates: Vec::new(), extends: None });
             }
             let parent_id = tree.parent_id(&parent)?;
             let mut base = branch(session, parent_id.as_deref()).await?;
@@ -276,10 +379,13 @@ async fn start(session: &Session<'_>, ask: Ask, server: &[ToolSpec]) -> Result<S
                 let reason = format!("message {leaf} is not in session {sid}");
                 return Err(Rejection { code: NOT_A_PREFIX, reason, index: messages.len() - 1 }.into());
             }
-            let stored = branch(session, Some(&leaf)).await?;
+            let mut stored = branch(session, Some(&leaf)).await?;
             let names: Vec<&str> = server.iter().map(|d| d.name.as_str()).collect();
+            let cut = cut_stopped(&mut stored, &messages);
             let changed = validate_continuation(&stored, &messages, &names)?;
-            let updates = changed.into_iter().map(|i| NewMessage::from_json(&messages[i])).collect::<Result<_>>()?;
+            let cut = cut.into_iter().filter(|i| !changed.contains(i)).map(|i| &stored[i]);
+            let changed = changed.iter().map(|&i| &messages[i]);
+            let updates = changed.chain(cut).map(NewMessage::from_json).collect::<Result<_>>()?;
             Ok(Start { base: messages, user: None, parent: Some(leaf), updates, extends: None })
         }
         Ask::Chat { messages, trigger } => chat_start(session, messages, trigger, server).await,
@@ -298,6 +404,10 @@ async fn chat_start(
     server: &[ToolSpec],
 ) -> Result<Start> {
     let (tree, sid) = (session.tree(), session.id);
+    // A reply the client holds empty (stopped before its first piece) stands for none.
+    let last = messages.len() - 1;
+    let messages: Vec<Json> =
+        messages.into_iter().enumerate().filter(|(i, m)| *i == last || !is_empty_reply(m)).map(|(_, m)| m).collect();
     let id_of = |i: usize| -> Result<String> {
         str_field(&messages[i], "id")
             .map(str::to_owned)
@@ -307,14 +417,17 @@ async fn chat_start(
     let last_id = id_of(last)?;
     let names: Vec<&str> = server.iter().map(|d| d.name.as_str()).collect();
     // The stored branch the client's messages up to `upto` must be, with their results merged.
-    let checked = |stored: Vec<Json>, upto: usize| -> Result<(Vec<Json>, Vec<NewMessage>, Vec<usize>)> {
+    // (Stopped replies the client holds shorter are cut back to its copy, and written so.)
+    let checked = |mut stored: Vec<Json>, upto: usize| -> Result<(Vec<Json>, Vec<NewMessage>, Vec<usize>)> {
+        let cut = cut_stopped(&mut stored, &messages[..upto]);
         let (ours, theirs) = client_views(&stored, &messages[..upto]);
         let changed = validate_continuation(&ours, &theirs, &names)?;
         let mut merged = stored;
         for &i in &changed {
             merged[i] = with_results(&merged[i], &messages[i]);
         }
-        let updates = changed.iter().map(|&i| NewMessage::from_json(&merged[i])).collect::<Result<_>>()?;
+        let written = changed.iter().chain(cut.iter().filter(|i| !changed.contains(i)));
+        let updates = written.map(|&i| NewMessage::from_json(&merged[i])).collect::<Result<_>>()?;
         Ok((merged, updates, changed))
     };
     if !tree.contains(&last_id)? {
@@ -359,6 +472,32 @@ async fn chat_start(
     }
 }
 
+/// Stopped replies that the client's `theirs` holds shorter than `stored` (see [`cut_back`]) are
+/// cut back to the client's copy; the indices of those cut.
+fn cut_stopped(stored: &mut [Json], theirs: &[Json]) -> Vec<usize> {
+    let mut cut = Vec::new();
+    for (i, (s, t)) in stored.iter_mut().zip(theirs).enumerate() {
+        if let Some(c) = cut_back(s, t) {
+            *s = c;
+            cut.push(i);
+        }
+    }
+    cut
+}
+
+/// Whether the stored message `id` is a user message with no reply but stopped ones (then the
+/// same message sent again is answered again).
+fn unanswered(session: &Session<'_>, id: &str) -> Result<bool> {
+    let tree = session.tree();
+    let as_json = |raw: &crate::store::message::RawMessage| serde_json::from_str::<Json>(raw.get()).ok();
+    let Some(stored) = tree.get(id)?.as_ref().and_then(as_json) else { return Ok(false) };
+    if str_field(&stored, "role") != Some("user") {
+        return Ok(false);
+    }
+    let (replies, _) = tree.children(id, None, None)?;
+    Ok(replies.iter().filter_map(as_json).all(|r| r.get("metadata").and_then(|m| m.get("stopped")) == Some(&Json::Bool(true))))
+}
+
 /// The stored messages of the path to `leaf` as clients see them (overlays applied, whole).
 async fn branch(session: &Session<'_>, leaf: Option<&str>) -> Result<Vec<Json>> {
     let Some(leaf) = leaf else { return Ok(Vec::new()) };
@@ -379,14 +518,17 @@ struct Steps<'s, 'a> {
 
 impl Steps<'_, '_> {
     /// Calls the model, runs the server tools it called and calls it again, until it answers
-    /// without tools, calls a client tool (the turn ends with that call pending) or the
-    /// configured most steps are done. Returns the reply's parts and the usage of all steps.
+    /// without tools, calls a client tool (the turn ends with that call pending), the
+    /// configured most steps are done, or `stop` is set (the model call in flight is dropped:
+    /// its connection closes). Returns the reply's parts, the usage of all steps (an estimate
+    /// for a step cut short) and how the turn ended. `on_event` fails only once stopped.
     async fn run(
         &self,
         mut messages: Vec<ChatMessage>,
         mut parts: AssistantParts,
+        stop: &Stop,
         on_event: &mut dyn FnMut(ChatEvent) -> Result<()>,
-    ) -> Result<(AssistantParts, Usage)> {
+    ) -> Result<(AssistantParts, Usage, Ended)> {
         let (env, sid) = (self.session.env, self.session.id);
         let cfg = &env.config.chat;
         let tools: Vec<ToolSpec> = self.server.iter().chain(self.client).cloned().collect();
@@ -401,19 +543,36 @@ impl Steps<'_, '_> {
                 system_tail: self.memory.clone(),
                 format: Format::Text,
             };
-            on_event(ChatEvent::Step)?;
+            if on_event(ChatEvent::Step).is_err() {
+                return Ok((parts, usage, Ended::Stopped));
+            }
+            // The text streamed in this step, for an estimate of its output if it is cut short.
+            let mut streamed = 0usize;
             let mut forward = |piece: &Piece| -> Result<()> {
                 parts.piece(piece);
                 match piece {
                     Piece::Text(text) => {
+                        streamed += text.len();
                         let delta = Delta { message_id: self.assistant_id, text };
                         self.session.publish(&Frame::Delta { session_id: sid, delta });
                         on_event(ChatEvent::Delta { message_id: self.assistant_id.to_owned(), text: text.clone() })
                     }
-                    Piece::Reasoning(text) => on_event(ChatEvent::Reasoning { text: text.clone() }),
+                    Piece::Reasoning(text) => {
+                        streamed += text.len();
+                        on_event(ChatEvent::Reasoning { text: text.clone() })
+                    }
                 }
             };
-            let reply = chat(env.transport, env.llm, &request, &mut forward).await?;
+            let reply = match until_stopped(stop, chat(env.transport, env.llm, &request, &mut forward)).await {
+                Some(Ok(reply)) => reply,
+                Some(Err(e)) if !stop.is_stopped() => return Err(e),
+                _ => {
+                    parts.end_step();
+                    usage.input_tokens += estimate_request(&request);
+                    usage.output_tokens += (streamed as i64 + 3) / 4;
+                    return Ok((parts, usage, Ended::Stopped));
+                }
+            };
             parts.end_step();
             usage.input_tokens += reply.usage.input_tokens;
             usage.output_tokens += reply.usage.output_tokens;
@@ -425,18 +584,23 @@ impl Steps<'_, '_> {
                 self.session.publish(&Frame::Reasoning { text, session_id: sid, message_id });
             }
             if reply.tool_calls.is_empty() {
-                on_event(ChatEvent::StepEnd)?;
+                let _ = on_event(ChatEvent::StepEnd);
                 break;
             }
-            let (results, pending) = self.tools(&reply.tool_calls, &mut parts, on_event).await?;
-            on_event(ChatEvent::StepEnd)?;
+            let (results, pending) = match self.tools(&reply.tool_calls, &mut parts, on_event).await {
+                Err(_) if stop.is_stopped() => return Ok((parts, usage, Ended::Stopped)),
+                other => other?,
+            };
+            if on_event(ChatEvent::StepEnd).is_err() && !pending {
+                return Ok((parts, usage, Ended::Stopped));
+            }
             if pending {
                 break;
             }
             messages.push(ChatMessage::Assistant { text: reply.text.clone(), tool_calls: reply.tool_calls.clone() });
             messages.extend(results);
         }
-        Ok((parts, usage))
+        Ok((parts, usage, Ended::Answered))
     }
 
     /// Tells the session's sockets about one of the reply's tool calls (a `tool` frame): made,
@@ -493,16 +657,16 @@ impl Steps<'_, '_> {
                     }
                     Err(e) => return Err(e),
                 };
-                done(Outcome::Output(output.clone()))?;
                 parts.tool_done(name, id, input, &output);
+                done(Outcome::Output(output.clone()))?;
                 results.push(ChatMessage::Tool { call_id: id.clone(), name: name.clone(), output });
             } else if runner == Runner::Client {
                 parts.tool_pending(name, id, input);
                 pending = true;
             } else {
                 let error = format!("Error: there is no tool named {name:?}");
-                done(Outcome::Error(error.clone()))?;
                 parts.tool_failed(name, id, input, &error);
+                done(Outcome::Error(error.clone()))?;
                 results.push(ChatMessage::Tool { call_id: id.clone(), name: name.clone(), output: error });
             }
         }
