@@ -23,6 +23,8 @@
 //                       options, BENCH_TRANSFER_MESSAGES, BENCH_TRANSFER_SESSIONS, …: at its top)
 //   BENCH_READS=0       skip bench/reads.mjs: every read's server CPU against the empty-DO floor
 //                       (its own options, BENCH_READS_PATHS, …: at its top)
+//   BENCH_TURNS=0       skip bench/turns.mjs: time from a stop to the model's connection closing,
+//                       the resume request's first chunk against the floor, bytes kept per turn
 //   BENCH_CLIENTS=0     skip bench/clients.mjs: the AI SDK's chat client on a long branch, and the
 //                       sizes of the console, the client package and the Worker package
 import { gzipSync } from "node:zlib";
@@ -185,4 +187,5 @@ if (process.env.BENCH_VALIDITY !== "0") await import("./validity.mjs"); // what 
 if (process.env.BENCH_VECTORS !== "0") await (await import("./vectors.mjs")).main(); // search by meaning at scale: bench/vectors.mjs
 if (process.env.BENCH_SIMILARITY !== "0") await (await import("./similarity.mjs")).main(); // the minimum similarity, measured: bench/similarity.mjs
 if (process.env.BENCH_TRANSFER !== "0") await import("./transfer.mjs"); // export / import, tokens: bench/transfer.mjs
+if (process.env.BENCH_TURNS !== "0") await import("./turns.mjs"); // stop and resume: bench/turns.mjs
 if (process.env.BENCH_CLIENTS !== "0") await import("./clients.mjs"); // useChat's client, package sizes: bench/clients.mjs

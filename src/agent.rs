@@ -347,6 +347,7 @@ impl Agent {
             Ok(None) => return Ok(Response::empty()?.with_status(204)),
             Err(e) => return convert::error(&e),
         };
+        let buffered = resume.buffered;
         let body = futures::stream::unfold(resume, |mut r| async move {
             r.next().await.map(|text| (Ok::<Vec<u8>, worker::Error>(text.into_bytes()), r))
         });
@@ -354,6 +355,7 @@ impl Agent {
         for (name, value) in api::chat::Dialect::UiMessages.headers() {
             headers.set(&name, &value)?;
         }
+        headers.set(api::chat::REPLAY_BYTES_HEADER, &buffered.to_string())?;
         Ok(Response::from_stream(body)?.with_headers(headers))
     }
 

@@ -45,10 +45,15 @@ export class SessionChat extends AbstractChat {
       generateId: newId,
       state: new ChatState(messages, onChange),
       transport: new DefaultChatTransport({
-        // The useChat body as the transport made it, sent by the client (which adds the token).
-        fetch: (_url, init) => api.agent.raw("post", "/agents/{agent}/sessions/{sid}/chat", {
-          path: { sid: api.id }, body: init.body, headers: init.headers, signal: init.signal,
-        }),
+        // The useChat body as the transport made it, sent by the client (which adds the token);
+        // a GET is the resume request (resumeStream): the session's running turn, or 204.
+        fetch: (_url, init) => init.method === "GET"
+          ? api.agent.raw("get", "/agents/{agent}/sessions/{sid}/chat/{chatId}/stream", {
+            path: { sid: api.id, chatId: api.id }, headers: init.headers, signal: init.signal,
+          })
+          : api.agent.raw("post", "/agents/{agent}/sessions/{sid}/chat", {
+            path: { sid: api.id }, body: init.body, headers: init.headers, signal: init.signal,
+          }),
       }),
       onFinish,
       onError,

@@ -1,7 +1,9 @@
 // A session as a tree: opening and closing it, its tree read from `GET …/export`, the branch
 // shown (`GET …/history?leaf=`), the ‹ k/n › switcher's moves, and the turns that grow it
 // through the AI SDK chat (chat.js): a new message, regenerate (a sibling reply) and
-// edit-and-resend (a sibling user message), with stop and a failed turn's text kept.
+// edit-and-resend (a sibling user message), with stop (what was shown is kept) and a failed
+// turn's text kept; a turn still running when the session is opened (after a reload) is
+// followed with the AI SDK's resume request.
 import { SessionChat, turnError } from "./chat.js";
 import { OpenSession, Tree, errorText } from "./state.js";
 import { NOT_SCOPED } from "./token.js";
@@ -52,6 +54,10 @@ export function createTree({ el, auth, status, sessions, view, socket, panels })
     await showBranch(s, focus && s.tree.has(focus) ? s.tree.newestLeafUnder(focus) : s.tree.latest);
     if (focus) view.flash(focus);
     panels.render();
+    // A turn that runs on without its page (chat.onDisconnect "finish"): follow it (204: none).
+    if (s === current && !s.syncing && s.chat.status === "ready") {
+      s.chat.resumeStream().catch(() => {});
+    }
   }
 
   function setHash() {
@@ -171,9 +177,10 @@ export function createTree({ el, auth, status, sessions, view, socket, panels })
   async function onTurnEnd(s, { message, isAbort, isError }) {
     if (message?.id) s.own.add(message.id);
     if (isAbort) {
-      restoreInput(s);
-      status("Stopped: the turn was aborted and nothing was stored.");
-      await afterTurn(s, s.turnLeaf);
+      // What was shown is stored (the user message at least): show the newest branch.
+      s.sentText = null;
+      status("Stopped: what was shown is kept.");
+      await afterTurn(s, null, { newest: true });
     } else if (isError) {
       onTurnFailed(s, turnError(s.chat.error));
     } else {
@@ -197,12 +204,13 @@ export function createTree({ el, auth, status, sessions, view, socket, panels })
   }
 
   /** After a turn: the tree read again, and the branch of its reply shown (else the one before it). */
-  async function afterTurn(s, leaf) {
+  async function afterTurn(s, leaf, { newest = false } = {}) {
     s.dirty = false;
     try {
       await loadTree(s);
       if (s !== current) return;
-      await showBranch(s, leaf && s.tree.has(leaf) ? leaf : s.turnLeaf && s.tree.has(s.turnLeaf) ? s.turnLeaf : s.tree.latest);
+      const fallback = !newest && s.turnLeaf && s.tree.has(s.turnLeaf) ? s.turnLeaf : s.tree.latest;
+      await showBranch(s, leaf && s.tree.has(leaf) ? leaf : fallback);
     } finally {
       if (s === current) {
         s.syncing = false;
@@ -216,7 +224,14 @@ export function createTree({ el, auth, status, sessions, view, socket, panels })
 
   el.form.onsubmit = (e) => { e.preventDefault(); sendInput(); };
   el.input.onkeydown = (e) => { if (e.key === "Enter" && !e.shiftKey && !e.isComposing) { e.preventDefault(); sendInput(); } };
-  el.stop.onclick = () => { current?.chat.stop(); };
+  // The stop route stops the turn on the server (also one that runs on without its client,
+  // chat.onDisconnect "finish"); the chat's own stop ends the request.
+  el.stop.onclick = async () => {
+    const s = current;
+    if (!s) return;
+    try { await s.api.stop(); } catch { /* the chat's stop still ends the request */ }
+    s.chat.stop();
+  };
 
   return {
     /** The OpenSession on screen, or null. */

@@ -432,24 +432,60 @@ test("edit and resend: a new user message beside the edited one, as a branch", {
   state.root2 = root[0].id;
 });
 
-test("stop aborts the running turn: nothing is stored, the text is back in the box", { timeout: 60_000 }, async (t) => {
+test("stop ends the running turn and keeps what was shown; a reload mid-turn does too", { timeout: 60_000 }, async (t) => {
   if (skipReason) return t.skip(skipReason);
   assert.ok(state.leaf, "a conversation is shown (previous tests)");
-  const before = (await admin("GET", `${A}/sessions/${state.sid}/export`)).body.messages.length;
+  // A session of its own, so the branches the next tests expect stay as they are.
+  const sid = "stop-1";
+  assert.equal((await admin("POST", `${A}/sessions/${sid}/messages`, { message: user("s0", "a session to stop in") })).status, 201);
+  await page.click("#refresh");
+  await page.click(`#sessions li[data-sid="${sid}"] .open`);
+  await page.waitForSelector(`#messages[data-sid="${sid}"] .msg[data-id="s0"]`, { timeout: WAIT });
   const long = Array.from({ length: 40 }, (_, i) => `word${i}`).join(" ");
+  const streamingHas = (re) => page.waitForFunction((src) => new RegExp(src).test(document.querySelector('#messages > .msg.streaming[data-role="assistant"]')?.textContent ?? ""), re, { timeout: WAIT });
   model.reply({ content: long, pieceDelayMs: 120 });
   await page.fill("#input", "tell me a long story");
   await page.press("#input", "Enter");
-  await page.waitForFunction(() => /word2/.test(document.querySelector('#messages > .msg.streaming[data-role="assistant"]')?.textContent ?? ""), null, { timeout: WAIT });
+  await streamingHas("word2");
   await page.click("#stop");
   await waitStatus(/Stopped/);
-  assert.equal(await page.inputValue("#input"), "tell me a long story", "the text is back in the box");
   await page.waitForFunction(() => document.getElementById("stop").hidden, null, { timeout: WAIT });
-  await new Promise((r) => setTimeout(r, 800)); // what the Worker would store, it would have by now
-  const after = (await admin("GET", `${A}/sessions/${state.sid}/export`)).body.messages;
-  assert.equal(after.length, before, "nothing was stored");
-  assert.ok(!after.some((m) => JSON.stringify(m.message).includes("long story")));
-  await waitBranch([["user", "hello there"], ["assistant", REPLY2], ["user", "second question, edited"], ["assistant", "Edited answer."]], "the branch as stored");
+  const stored = (await admin("GET", `${A}/sessions/${sid}/export`)).body.messages;
+  assert.equal(stored.length, 3, "the user message and the reply so far");
+  const stopped = stored.at(-1).message;
+  assert.equal(stopped.metadata.stopped, true);
+  assert.match(stopped.parts[0].text, /^word0 word1 word2/);
+  assert.ok(!stopped.parts[0].text.includes("word39"));
+  await waitBranch([["user", "a session to stop in"], ["user", "tell me a long story"], ["assistant", stopped.parts[0].text]], "the branch with the stopped reply");
+  assert.equal(await page.inputValue("#input"), "", "the message was kept, not put back in the box");
+  await shot("stopped");
+
+  // A reload mid-turn: the page goes away, the turn stops (chat.onDisconnect "stop"), and the
+  // reloaded page shows what was kept (its resume request answers 204: nothing runs).
+  model.reply({ content: long, pieceDelayMs: 120 });
+  await page.fill("#input", "and another one");
+  await page.press("#input", "Enter");
+  await streamingHas("word2");
+  const seen = requests.length;
+  await page.reload();
+  let kept = null;
+  for (const deadline = Date.now() + WAIT; !kept && Date.now() < deadline; await new Promise((r) => setTimeout(r, 100))) {
+    const m = (await admin("GET", `${A}/sessions/${sid}/export`)).body.messages;
+    if (m.length === 5) kept = m.at(-1).message;
+  }
+  assert.ok(kept, "the reloaded turn was kept");
+  assert.equal(kept.metadata.stopped, true);
+  await page.waitForFunction((text) => [...document.querySelectorAll('#messages > .msg[data-role="assistant"]')].some((e) => e.textContent.includes(text)),
+    kept.parts[0].text.slice(0, 20), { timeout: WAIT });
+  await waitFor((n) => performance.getEntriesByType("resource").some((e) => /\/chat\/[^/]+\/stream$/.test(new URL(e.name).pathname)), null, "the reloaded page asked to resume");
+  assert.ok(requests.length > seen);
+  await shot("reloaded");
+
+  // Back to the conversation the next tests go on with.
+  await page.click(`#sessions li[data-sid="${state.sid}"] .open`);
+  await page.waitForSelector(`#messages[data-sid="${state.sid}"] .msg[data-id="${state.root2}"]`, { timeout: WAIT });
+  await page.click(`.msg[data-id="${state.root2}"] .branch .prev`);
+  await waitBranch([["user", "hello there"], ["assistant", REPLY2], ["user", "second question, edited"], ["assistant", "Edited answer."]]);
   await page.fill("#input", "");
 });
 

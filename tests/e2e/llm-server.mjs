@@ -31,6 +31,7 @@ export const DEFAULT_USAGE = { prompt_tokens: 100, completion_tokens: 20 };
  *   (default: the content split after each space)
  * @property {number} [pieceDelayMs] wait this long between streamed deltas (default 5)
  * @property {boolean} [hangAfterFirstPiece] stream the first delta, then never finish
+ * @property {number} [hangAfterPieces] stream this many deltas, then never finish
  */
 /**
  * @typedef {object} RecordedRequest
@@ -132,7 +133,7 @@ async function streamReply(res, r) {
   for (const [i, p] of pieces.entries()) {
     if (res.destroyed) return;
     send(chunk({ content: p }));
-    if (i === 0 && r.hangAfterFirstPiece) return; // never ends: the caller goes away
+    if ((i === 0 && r.hangAfterFirstPiece) || r.hangAfterPieces === i + 1) return; // never ends: the caller goes away
     await wait();
   }
   for (const [i, c] of (r.toolCalls ?? []).entries()) {

@@ -14,7 +14,6 @@ export const ERROR_STATUS: Readonly<Record<ErrorCode, number>> = {
   not_a_prefix: 409,
   forged_tool_result: 409,
   forged_approval: 409,
-  cancelled: 409,
   too_large: 413,
   over_budget: 422,
   rate_limited: 429,

@@ -2081,11 +2081,11 @@ export interface paths {
          *       reach every socket of the session. A failed turn is an `error` frame to the sender
          *       (with the route's code: `conflict`, `not_a_prefix`, `forged_tool_result`,
          *       `forged_approval`, `llm_unavailable`, …).
-         *     - `{"type":"cancel"}`: stops the turn this socket's `chat` frame is running, at its next
-         *       streamed piece or before its reply would be stored: nothing is stored (not the user
-         *       message either), and the `chat` frame is answered with the `error` frame `cancelled`
-         *       (status of the HTTP form: `409`). Nothing comes back to the `cancel` frame itself;
-         *       with no turn running it does nothing. Other sockets' turns are not affected.
+         *     - `{"type":"cancel"}`: stops the turn this socket's `chat` frame is running, at once
+         *       (its model call ends): it keeps what was shown, stored as far as it streamed with
+         *       `metadata.stopped` (see `chat`), so its `message` frames and then `idle` follow; no
+         *       error frame. Nothing comes back to the `cancel` frame itself; with no turn running it
+         *       does nothing. Other sockets' turns are not affected.
          *     - `{"type":"ping"}`: answered with `{"type":"pong"}`.
          *
          *     A text frame over 16 MiB (16,777,216 bytes) is answered with a `too_large` `error`
@@ -3632,11 +3632,10 @@ export interface components {
             /**
              * @description The `error.code` the HTTP route would answer (`invalid_request` for a bad
              *     frame; `forbidden`, or `unauthorized` once the socket's token expired, for a
-             *     frame its token does not allow; `rate_limited` over `RATE_LIMIT`), or
-             *     `cancelled` for a `chat` turn stopped by a `cancel` frame.
+             *     frame its token does not allow; `rate_limited` over `RATE_LIMIT`).
              * @enum {string}
              */
-            code: "invalid_request" | "unauthorized" | "not_found" | "method_not_allowed" | "conflict" | "too_large" | "over_budget" | "not_configured" | "llm_unavailable" | "internal" | "not_a_prefix" | "forged_tool_result" | "forged_approval" | "forbidden" | "rate_limited" | "cancelled";
+            code: "invalid_request" | "unauthorized" | "not_found" | "method_not_allowed" | "conflict" | "too_large" | "over_budget" | "not_configured" | "llm_unavailable" | "internal" | "not_a_prefix" | "forged_tool_result" | "forged_approval" | "forbidden" | "rate_limited";
             message: string;
         } | {
             /** @constant */
@@ -7377,6 +7376,8 @@ export interface operations {
             /** @description The running turn as a UI message stream. */
             200: {
                 headers: {
+                    /** @description Bytes of events the running turn keeps for its readers (at most 4 MiB). */
+                    "x-replay-bytes"?: number;
                     [name: string]: unknown;
                 };
                 content: {

@@ -74,11 +74,8 @@ export type ErrorBody = Schemas["Error"];
 
 /** Every `error.code` of the spec's `Error` schema (derived: it follows the spec). */
 export type ApiErrorCode = ErrorBody["error"]["code"];
-/**
- * An error code as the client reports it: the spec's codes, plus `cancelled`, which only a
- * WebSocket `error` frame carries (the `chat` frame whose turn a `cancel` frame stopped).
- */
-export type ErrorCode = ApiErrorCode | "cancelled";
+/** An error code as the client reports it: the spec's codes. */
+export type ErrorCode = ApiErrorCode;
 
 // ---------------------------------------------------------------------------------------------
 // WebSocket frames (`GET …/sessions/{sid}/ws`).

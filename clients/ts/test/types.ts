@@ -17,9 +17,9 @@ const m: Message = textMessage("user", "hello");
 type Equal<X, Y> = (<T>() => T extends X ? 1 : 2) extends <T>() => T extends Y ? 1 : 2 ? true : false;
 const assertType = <T extends true>(): T | undefined => undefined;
 
-// The error codes are the spec's, plus the WebSocket-only `cancelled`.
+// The error codes are the spec's.
 assertType<Equal<ApiErrorCode, components["schemas"]["Error"]["error"]["code"]>>();
-assertType<Equal<ErrorCode, ApiErrorCode | "cancelled">>();
+assertType<Equal<ErrorCode, ApiErrorCode>>();
 // @ts-expect-error not a code of the spec
 const notACode: ErrorCode = "teapot";
 new SessionAgentError(404, "not_found", "x");

@@ -383,6 +383,10 @@ pub(crate) fn resumed_session(req: &Request, params: &Params) -> Result<String> 
     }
 }
 
+/// The header of a resume answer that says how many bytes of events the running turn keeps for
+/// its readers (what its replay costs the object's memory).
+pub const REPLAY_BYTES_HEADER: &str = "x-replay-bytes";
+
 /// The answer to the AI SDK's resume request: the session's running turn as a UI message
 /// stream, replayed from its `start` (all of it at once) and then followed live to `[DONE]`.
 pub struct Resume {
@@ -450,11 +454,12 @@ pub(crate) fn resume_route<'c>(c: &'c Call<'c>) -> Answer<'c> {
         let sid = resumed_session(c.req, &c.params)?;
         let Some(follow) = c.env.live.follow(&sid) else { return Ok(Response::no_content()) };
         let mut resume = Resume::new(follow);
+        let mut headers = Dialect::UiMessages.headers();
+        headers.push((REPLAY_BYTES_HEADER.to_owned(), resume.buffered.to_string()));
         let mut body = String::new();
         while let Some(text) = resume.next().await {
             body.push_str(&text);
         }
-        let headers = Dialect::UiMessages.headers();
         Ok(Response { status: 200, headers, body: body.into_bytes(), warnings: Vec::new(), after: Vec::new() })
     })
 }
