@@ -1,8 +1,9 @@
 //! The Workers AI provider through a scripted `AI` binding: the input a function-calling model
 //! gets (tools offered, calls and results as `tool_calls` and `role: "tool"` messages) and the
 //! one a text-only model gets, `LLM_TOOLS`, whole answers with tool calls in both documented
-//! shapes, and streamed answers (`response` pieces, usage in the last event, tool calls in an
-//! event, OpenAI-style chunks, errors, a cut stream, a binding that answers whole).
+//! shapes, and streamed answers (`response` pieces, usage in the last event, tool calls whole
+//! in an event or in fragments, OpenAI-style chunks, errors, a cut stream, a binding that
+//! answers whole).
 
 use std::cell::RefCell;
 
@@ -236,6 +237,20 @@ fn streamed_tool_calls_in_either_format() {
     assert_eq!(out.tool_calls.len(), 1);
     assert_eq!((out.tool_calls[0].name.as_str(), &out.tool_calls[0].input), ("recall", &json!({"q": "likes"})));
     assert!(t.input(0).get("tools").is_some());
+    // Workers AI's own events with the call in fragments (`index`, the arguments' text spread
+    // over events), closed by a `null` entry.
+    let t = Binding::streaming(&[
+        r#"{"response":"","tool_calls":[{"index":0,"id":"abc123def","function":{"name":"recall","arguments":""}}]}"#,
+        r#"{"response":"","tool_calls":[{"index":0,"function":{"arguments":"{\"q\":"}}]}"#,
+        r#"{"response":"","tool_calls":[{"index":0,"function":{"arguments":"\"tea\"}"}}]}"#,
+        r#"{"response":"","tool_calls":[{"id":null,"type":null,"function":{"name":null,"arguments":null}}]}"#,
+        "[DONE]",
+    ]);
+    let (out, _) = run(&t, &model(TOOL_MODEL), &conversation());
+    assert_eq!(
+        out.unwrap().tool_calls,
+        vec![ToolCall { id: "abc123def".into(), name: "recall".into(), input: json!({"q": "tea"}) }]
+    );
     // OpenAI-style chunks (`choices[].delta`), the arguments in fragments.
     let t = Binding::streaming(&[
         r#"{"choices":[{"delta":{"content":"Hm."}}]}"#,

@@ -256,6 +256,10 @@ struct Output {
 #[derive(Deserialize, Default)]
 #[serde(default)]
 struct WireCall {
+    /// Set on the fragments of a call streamed in pieces (its arguments' text spread over
+    /// events), as in OpenAI's chunks.
+    #[serde(deserialize_with = "lenient")]
+    index: Option<u64>,
     #[serde(deserialize_with = "lenient")]
     id: Option<String>,
     #[serde(deserialize_with = "lenient")]
@@ -282,22 +286,54 @@ fn text_of(response: Option<Json>) -> String {
     }
 }
 
-/// Calls that came whole (an answer's, or a streamed event's): each one more call, in order.
-/// A call without an id gets one of nine letters and digits, from its place and content.
+/// The calls of an answer or of a streamed event, in order. A call with an `index` is a
+/// fragment: it starts the call of that index or adds to it (its id, its name, more of its
+/// arguments' text); any other call came whole and is one more call. A call without an id gets
+/// one of nine letters and digits; an entry with no name and nothing to add (the `null` entry
+/// some streams close their calls with) adds nothing.
 fn take_calls(acc: &mut Accum, calls: &[WireCall]) {
     for call in calls {
         let (name, arguments) = match &call.function {
-            Some(f) => (f.name.clone(), f.arguments.as_ref()),
-            None => (call.name.clone(), call.arguments.as_ref()),
+            Some(f) => (f.name.as_deref().unwrap_or_default(), f.arguments.as_ref()),
+            None => (call.name.as_deref().unwrap_or_default(), call.arguments.as_ref()),
         };
-        let Some(name) = name.filter(|n| !n.is_empty()) else { continue };
-        let input = parse_arguments(arguments);
-        let index = acc.calls.len() as u64;
-        let id = match call.id.as_deref().filter(|id| !id.is_empty()) {
-            Some(id) => id.to_owned(),
-            None => generated_id(index, &name, &input),
+        let id = call.id.as_deref().filter(|id| !id.is_empty());
+        let Some(index) = call.index else {
+            if name.is_empty() {
+                continue;
+            }
+            let input = parse_arguments(arguments);
+            let index = acc.calls.iter().map(|c| c.index + 1).max().unwrap_or(0);
+            let id = id.map_or_else(|| generated_id(index, name, &input), str::to_owned);
+            acc.calls.push(PartialCall {
+                index,
+                id,
+                name: name.to_owned(),
+                input: Some(input),
+                ..PartialCall::default()
+            });
+            continue;
         };
-        acc.calls.push(PartialCall { index, id, name, input: Some(input), ..PartialCall::default() });
+        let at = match acc.calls.iter().position(|c| c.index == index) {
+            Some(at) => at,
+            None => {
+                let id = generated_id(index, "", &Json::Null);
+                acc.calls.push(PartialCall { index, id, ..PartialCall::default() });
+                acc.calls.len() - 1
+            }
+        };
+        let partial = &mut acc.calls[at];
+        if let Some(id) = id {
+            partial.id = id.to_owned();
+        }
+        if partial.name.is_empty() {
+            partial.name = name.to_owned();
+        }
+        match arguments {
+            Some(Json::String(s)) => partial.arguments.push_str(s),
+            Some(o @ Json::Object(_)) => partial.input = Some(o.clone()),
+            _ => {}
+        }
     }
 }
 
