@@ -1,6 +1,7 @@
 //! The Workers AI provider ([`WorkersAi`]), reached through the `AI` binding: chat streamed
 //! (`stream: true`, server-sent events), with tools for the models that call functions
-//! (`LLM_TOOLS`, [`FUNCTION_CALLING_MODELS`]) and on text only for the others, and the embedding models (`@cf/baai/bge-*`).
+//! (`LLM_TOOLS`, `FUNCTION_CALLING_MODELS`) and on text only for the others, and the embedding
+//! models (`@cf/baai/bge-*`).
 
 use std::borrow::Cow;
 
@@ -22,7 +23,7 @@ pub struct WorkersAi;
 
 /// The Workers AI models documented as calling functions (Workers AI's "function calling"
 /// models): offered tools unless `LLM_TOOLS=off`. Any other model gets them with `LLM_TOOLS=on`.
-pub const FUNCTION_CALLING_MODELS: [&str; 5] = [
+pub(crate) const FUNCTION_CALLING_MODELS: [&str; 5] = [
     "@hf/nousresearch/hermes-2-pro-mistral-7b",
     "@cf/meta/llama-3.3-70b-instruct-fp8-fast",
     "@cf/meta/llama-4-scout-17b-16e-instruct",
