@@ -245,37 +245,14 @@ fn input(req: &ChatRequest, tools: bool, stream: bool) -> Json {
 #[serde(default)]
 struct Output {
     response: Option<Json>,
+    /// Each `{name, arguments}` (an object, or a JSON string), or OpenAI's
+    /// `{id, type: "function", function: {name, arguments}}`; a fragment of a call streamed in
+    /// pieces also has an `index`, as in OpenAI's chunks.
     #[serde(deserialize_with = "lenient")]
-    tool_calls: Vec<WireCall>,
+    tool_calls: Vec<Json>,
     /// `None` when absent (a stream reports it once, in its last event).
     #[serde(deserialize_with = "lenient")]
     usage: Option<CompatUsage>,
-}
-
-/// A tool call as the models answer it: `{name, arguments}` (an object, or a JSON string), or
-/// OpenAI's `{id, type: "function", function: {name, arguments}}`.
-#[derive(Deserialize, Default)]
-#[serde(default)]
-struct WireCall {
-    /// Set on the fragments of a call streamed in pieces (its arguments' text spread over
-    /// events), as in OpenAI's chunks.
-    #[serde(deserialize_with = "lenient")]
-    index: Option<u64>,
-    #[serde(deserialize_with = "lenient")]
-    id: Option<String>,
-    #[serde(deserialize_with = "lenient")]
-    name: Option<String>,
-    arguments: Option<Json>,
-    #[serde(deserialize_with = "lenient")]
-    function: Option<WireFunction>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(default)]
-struct WireFunction {
-    #[serde(deserialize_with = "lenient")]
-    name: Option<String>,
-    arguments: Option<Json>,
 }
 
 /// The text of a `response`: a string as is, `null` as nothing, anything else as its JSON.
@@ -292,14 +269,13 @@ fn text_of(response: Option<Json>) -> String {
 /// arguments' text); any other call came whole and is one more call. A call without an id gets
 /// one of nine letters and digits; an entry with no name and nothing to add (the `null` entry
 /// some streams close their calls with) adds nothing.
-fn take_calls(acc: &mut Accum, calls: &[WireCall]) {
+fn take_calls(acc: &mut Accum, calls: &[Json]) {
     for call in calls {
-        let (name, arguments) = match &call.function {
-            Some(f) => (f.name.as_deref().unwrap_or_default(), f.arguments.as_ref()),
-            None => (call.name.as_deref().unwrap_or_default(), call.arguments.as_ref()),
-        };
-        let id = call.id.as_deref().filter(|id| !id.is_empty());
-        let Some(index) = call.index else {
+        let function = call.get("function").filter(|f| f.is_object()).unwrap_or(call);
+        let name = function.get("name").and_then(Json::as_str).unwrap_or_default();
+        let arguments = function.get("arguments");
+        let id = call.get("id").and_then(Json::as_str).filter(|id| !id.is_empty());
+        let Some(index) = call.get("index").and_then(Json::as_u64) else {
             if name.is_empty() {
                 continue;
             }
