@@ -1,13 +1,16 @@
 //! The core's LLM [`Transport`] in Workers: `fetch` with a timeout for HTTP providers, and the
-//! `AI` binding for Workers AI.
+//! `AI` binding for Workers AI, its answers whole or streamed.
 
 use std::time::Duration;
 
 use futures::future::{select, Either};
 use futures::StreamExt;
-use serde::Serialize;
 use serde_json::Value as Json;
-use worker::{AbortController, AbortSignal, Ai, Delay, Fetch, Headers, Method, RequestInit};
+use wasm_bindgen::JsCast;
+use worker::js_sys::{Promise, JSON};
+use worker::wasm_bindgen_futures::JsFuture;
+use worker::web_sys::ReadableStream;
+use worker::{AbortController, AbortSignal, Ai, ByteStream, Delay, Fetch, Headers, Method, RequestInit};
 
 use session_agent_core::blobs::BoxFuture;
 use session_agent_core::error::{Error, ErrorKind, Result};
@@ -23,18 +26,6 @@ pub(crate) struct WorkersTransport {
 
 fn unavailable(message: impl Into<String>) -> Error {
     Error::new(ErrorKind::LlmUnavailable, message)
-}
-
-#[derive(Serialize)]
-struct AiMessage {
-    role: String,
-    content: String,
-}
-
-#[derive(Serialize)]
-struct AiInput {
-    messages: Vec<AiMessage>,
-    max_tokens: u64,
 }
 
 /// Aborts its fetch when dropped: a call whose caller stopped waiting (a stopped turn drops
@@ -134,27 +125,10 @@ impl Transport for WorkersTransport {
                 }
             };
             let status = resp.status_code();
-            let mut body = resp.stream().map_err(|e| unreachable(&url, e))?;
-            // Bytes of a character split across chunks wait for the rest.
-            let mut pending: Vec<u8> = Vec::new();
-            while let Some(chunk) = body.next().await {
-                let chunk = chunk.map_err(|e| unreachable(&url, e))?;
-                pending.extend_from_slice(&chunk);
-                let valid = match std::str::from_utf8(&pending) {
-                    Ok(_) => pending.len(),
-                    Err(e) => e.valid_up_to(),
-                };
-                if valid > 0 {
-                    let text = String::from_utf8_lossy(&pending[..valid]).into_owned();
-                    pending.drain(..valid);
-                    if let Err(e) = on_chunk(&text) {
-                        controller.abort();
-                        return Err(e);
-                    }
-                }
-            }
-            if !pending.is_empty() {
-                on_chunk(&String::from_utf8_lossy(&pending))?;
+            let body = resp.stream().map_err(|e| unreachable(&url, e))?;
+            if let Err(e) = pump(body, &url, on_chunk).await {
+                controller.abort();
+                return Err(e);
             }
             Ok(status)
         })
@@ -162,22 +136,75 @@ impl Transport for WorkersTransport {
 
     fn workers_ai<'a>(&'a self, model: &'a str, input: Json) -> BoxFuture<'a, Result<Json>> {
         Box::pin(async move {
-            let ai = self.ai.as_ref().ok_or_else(|| unavailable(format!("the {AI_BINDING} binding is missing")))?;
-            let messages = input["messages"]
-                .as_array()
-                .map(|ms| {
-                    ms.iter()
-                        .map(|m| AiMessage {
-                            role: m["role"].as_str().unwrap_or("user").to_owned(),
-                            content: m["content"].as_str().unwrap_or_default().to_owned(),
-                        })
-                        .collect()
-                })
-                .unwrap_or_default();
-            let typed = AiInput { messages, max_tokens: input["max_tokens"].as_u64().unwrap_or(4096) };
-            ai.run::<_, Json>(model, typed)
-                .await
-                .map_err(|e| unavailable("the model failed").with_log(format!("Workers AI {model}: {e}")))
+            match run_binding(self.ai.as_ref(), model, &input).await? {
+                Ran::Whole(answer) => Ok(answer),
+                Ran::Stream(_) => Err(unavailable("the model streamed an answer asked for whole")),
+            }
         })
     }
+
+    fn workers_ai_stream<'a>(
+        &'a self,
+        model: &'a str,
+        input: Json,
+        on_chunk: &'a mut dyn FnMut(&str) -> Result<()>,
+    ) -> BoxFuture<'a, Result<()>> {
+        Box::pin(async move {
+            match run_binding(self.ai.as_ref(), model, &input).await? {
+                Ran::Whole(answer) => on_chunk(&answer.to_string()),
+                Ran::Stream(body) => pump(body, &format!("Workers AI {model}"), on_chunk).await,
+            }
+        })
+    }
+}
+
+/// Hands the bytes of `body` to `on_chunk` as text as they arrive: the bytes of a character
+/// split across chunks wait for the rest. An `Err` from `on_chunk` stops reading.
+async fn pump(mut body: ByteStream, from: &str, on_chunk: &mut dyn FnMut(&str) -> Result<()>) -> Result<()> {
+    let mut pending: Vec<u8> = Vec::new();
+    while let Some(chunk) = body.next().await {
+        let chunk = chunk.map_err(|e| unreachable(from, e))?;
+        pending.extend_from_slice(&chunk);
+        let valid = match std::str::from_utf8(&pending) {
+            Ok(_) => pending.len(),
+            Err(e) => e.valid_up_to(),
+        };
+        if valid > 0 {
+            let text = String::from_utf8_lossy(&pending[..valid]).into_owned();
+            pending.drain(..valid);
+            on_chunk(&text)?;
+        }
+    }
+    if !pending.is_empty() {
+        on_chunk(&String::from_utf8_lossy(&pending))?;
+    }
+    Ok(())
+}
+
+/// What the binding's `run` gave back.
+enum Ran {
+    /// An object (a whole answer, or an embeddings model's vectors), as JSON.
+    Whole(Json),
+    /// The bytes of a streamed answer (`stream: true`): server-sent events.
+    Stream(ByteStream),
+}
+
+/// Runs `model` with `input` through the binding's own `run`. Called directly rather than
+/// through `worker::Ai::run`, which cannot hand back a stream (and `run_bytes` fails on an
+/// object); the input and the answer cross as JSON text (`JSON.parse`, `JSON.stringify`), which
+/// keeps objects as objects (serde's value types would cross as `Map`s) and costs nothing next
+/// to the model's run.
+async fn run_binding(ai: Option<&Ai>, model: &str, input: &Json) -> Result<Ran> {
+    let ai = ai.ok_or_else(|| unavailable(format!("the {AI_BINDING} binding is missing")))?;
+    let failed = |e: String| unavailable("the model failed").with_log(format!("Workers AI {model}: {e}"));
+    let js_input = JSON::parse(&input.to_string()).map_err(|e| failed(format!("{e:?}")))?;
+    let sys: &worker::worker_sys::Ai = ai.as_ref().unchecked_ref();
+    let promise: Promise = sys.run(model, js_input);
+    let out = JsFuture::from(promise).await.map_err(|e| failed(worker::Error::from(e).to_string()))?;
+    if out.is_instance_of::<ReadableStream>() {
+        return Ok(Ran::Stream(ByteStream::from(ReadableStream::unchecked_from_js(out))));
+    }
+    let text = JSON::stringify(&out).map_err(|e| failed(format!("{e:?}")))?;
+    let text = text.as_string().unwrap_or_default();
+    serde_json::from_str(&text).map(Ran::Whole).map_err(|e| failed(format!("an answer that is not JSON: {e}")))
 }

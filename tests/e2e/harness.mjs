@@ -50,9 +50,12 @@ export function wranglerConfig() {
  * @param {string} [o.persistDir] adds the shared option defaultPersistRoot: the root of the
  *   persisted state (<dir>/do, <dir>/r2, ...); omitted = in memory.
  * @param {number} [o.port] adds the shared options host 127.0.0.1 and this port (0 = a free one).
+ * @param {{worker: {name: string}}} [o.ai] binds `AI` to this stand-in of the Workers AI binding
+ *   (ai-binding.mjs's aiBinding()); its worker must be in the same Miniflare (startWorker's `ai`
+ *   puts it there).
  * @returns {import("miniflare").MiniflareOptions}
  */
-export function workerOptions({ persistDir, apiToken, vars = {}, port } = {}) {
+export function workerOptions({ persistDir, apiToken, vars = {}, port, ai } = {}) {
   const cfg = wranglerConfig();
   return {
     name: "session-agent",
@@ -69,6 +72,7 @@ export function workerOptions({ persistDir, apiToken, vars = {}, port } = {}) {
     assets: { directory: join(BUILD, "console"), binding: "ASSETS",
       routerConfig: { has_user_worker: true, invoke_user_worker_ahead_of_assets: true } },
     bindings: { ...cfg.vars, ...(apiToken != null ? { API_TOKEN: apiToken } : {}), ...vars },
+    ...(ai ? { wrappedBindings: { AI: ai.worker.name } } : {}),
     // <persistDir>/do, <persistDir>/r2, ...: the same directory after restart() keeps the data.
     ...(persistDir ? { defaultPersistRoot: persistDir } : {}),
   };
@@ -267,17 +271,19 @@ export function collect(ws, until, timeoutMs = 5000) {
  * @param {Record<string, string>} [o.vars] more bindings (SESSION_CONFIG, LLM_*, ...).
  * @param {number} [o.port] fixed port on 127.0.0.1 (kept across restart()); default: a free one.
  * @param {object} [o.options] more Miniflare worker options (e.g. `ratelimits`), merged last.
+ * @param {{worker: object}} [o.ai] a stand-in of the `AI` binding (ai-binding.mjs's aiBinding()):
+ *   bound as `AI`, its worker run beside the Worker.
  * @returns {Promise<WorkerClient & {mf: Miniflare}>} `mf` is the live Miniflare instance
  *   (e.g. `await w.mf.getR2Bucket("SKILLS_BUCKET")` to seed skills).
  */
-export async function startWorker({ persistDir, apiToken = "test-token", vars = {}, port = 0, options: extra = {} } = {}) {
+export async function startWorker({ persistDir, apiToken = "test-token", vars = {}, port = 0, options: extra = {}, ai } = {}) {
   if (!existsSync(join(BUILD, "index.js"))) {
     throw new Error("build/index.js is missing: run `bash scripts/build.sh` first");
   }
   const ownDir = !persistDir;
   const dir = persistDir ?? mkdtempSync(join(tmpdir(), "sa-worker-"));
-  const options = {
-    ...workerOptions({ persistDir: dir, apiToken, vars, port }),
+  let options = {
+    ...workerOptions({ persistDir: dir, apiToken, vars, port, ai }),
     ...extra,
     // SA_E2E_LOG=1 shows the Worker's console output and workerd's errors. Otherwise the
     // Worker's console.log (the front door's request log lines) is read and dropped: thousands
@@ -286,6 +292,13 @@ export async function startWorker({ persistDir, apiToken = "test-token", vars = 
       ? { log: new Log(LogLevel.DEBUG) }
       : { handleRuntimeStdio: (stdout, stderr) => { stdout.resume(); stderr.pipe(process.stderr); } }),
   };
+  if (ai) {
+    // Two workers: the shared options stay on top, the Worker's own go first in `workers`.
+    const shared = ["host", "port", "defaultPersistRoot", "log", "handleRuntimeStdio"];
+    const main = Object.fromEntries(Object.entries(options).filter(([k]) => !shared.includes(k)));
+    const top = Object.fromEntries(Object.entries(options).filter(([k]) => shared.includes(k)));
+    options = { ...top, workers: [main, ai.worker] };
+  }
   let mf = null;
   let url = null;
   const start = async () => {

@@ -17,6 +17,7 @@ fn cfg(provider: Provider, base_url: &str, key: Option<&str>) -> LlmConfig {
         model: "m".into(),
         api_key: key.map(str::to_owned),
         timeout_ms: DEFAULT_TIMEOUT_MS,
+        tools: ToolUse::Auto,
     }
 }
 
@@ -794,7 +795,7 @@ fn workers_ai_gets_text_only() {
     assert_eq!(inputs[0].0, "@cf/meta/llama-3.1-8b-instruct");
     assert_eq!(
         inputs[0].1,
-        json!({"max_tokens": 256, "messages": [
+        json!({"max_tokens": 256, "stream": true, "messages": [
             {"role": "system", "content": "be brief"},
             {"role": "user", "content": "find cats"},
             {"role": "assistant", "content": "Looking."},

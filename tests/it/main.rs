@@ -33,3 +33,4 @@ mod validity;
 mod vectors;
 mod versions;
 mod walks;
+mod workers_ai;

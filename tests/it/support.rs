@@ -12,7 +12,7 @@ use session_agent_core::config::SessionConfig;
 use session_agent_core::env::Env;
 use session_agent_core::error::Result as CoreResult;
 use session_agent_core::llm::embeddings::EmbeddingsConfig;
-use session_agent_core::llm::{HttpRequest, HttpResponse, LlmConfig, Provider, Transport};
+use session_agent_core::llm::{HttpRequest, HttpResponse, LlmConfig, Provider, ToolUse, Transport};
 use session_agent_core::sqlite::SqliteDb;
 use session_agent_core::store;
 use session_agent_core::turn::live::Live;
@@ -230,6 +230,7 @@ impl Api {
             model: "test-model".into(),
             api_key: None,
             timeout_ms: 1000,
+            tools: ToolUse::Auto,
         };
         self
     }

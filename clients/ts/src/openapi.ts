@@ -1631,9 +1631,11 @@ export interface paths {
          *     calls share the provider's prompt cache), `anthropic` (Messages API, streamed;
          *     `cache_control: {type: "ephemeral"}` on the system prompt and on the last tool, which
          *     caches the prompt and the whole tool list; input tokens counted include cache reads
-         *     and writes), `workers-ai` (binding `AI`; **text only**: no tools are offered, earlier
-         *     tool results are sent as user text `Tool <name> returned: <output>`, and the reply's
-         *     text arrives in one piece). Reasoning is kept when the provider sends it separately
+         *     and writes), `workers-ai` (binding `AI`, streamed with `stream: true`; the tools are
+         *     offered to the models Workers AI documents as calling functions, or as `LLM_TOOLS`
+         *     says: `auto` (default), `on`, `off`, and tool results go back as `role: "tool"`
+         *     messages; any other model gets **text only**: no tools are offered and earlier tool
+         *     results are sent as user text `Tool <name> returned: <output>`). Reasoning is kept when the provider sends it separately
          *     (`reasoning_content` / `reasoning` of OpenAI-compatible servers, Anthropic
          *     `thinking`). Each call is bounded by `LLM_TIMEOUT_MS` (default 60 s).
          *

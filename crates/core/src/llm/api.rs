@@ -19,8 +19,7 @@ use crate::error::{Error, Result};
 ///
 /// A call goes over HTTP or through the `AI` binding, whichever [`Call`] the provider builds:
 /// the client sends either, so a provider reached through the binding implements the same
-/// trait as one reached over HTTP. (A binding that streams would be one more kind of [`Call`]
-/// for the client to send; its events would still come to [`Api::decode`].)
+/// trait as one reached over HTTP, and the events of either's stream come to [`Api::decode`].
 pub trait Api: Sync + std::fmt::Debug {
     /// The endpoint root used when `LLM_BASE_URL` (`EMBEDDINGS_BASE_URL`) is not set: the
     /// provider's public API, or `""` for one with no default (a binding has no URL).

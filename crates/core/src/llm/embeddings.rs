@@ -4,7 +4,7 @@
 
 use super::api::Api;
 use super::registry::{Provider, Purpose};
-use super::transport::{Answer, Call, Endpoint, Transport, DEFAULT_TIMEOUT_MS};
+use super::transport::{Answer, Call, Endpoint, ToolUse, Transport, DEFAULT_TIMEOUT_MS};
 use super::wire::unavailable;
 use crate::error::{Error, ErrorKind, Result};
 
@@ -53,6 +53,7 @@ impl EmbeddingsConfig {
             model: &self.model,
             api_key: self.api_key.as_deref(),
             timeout_ms: DEFAULT_TIMEOUT_MS,
+            tools: ToolUse::Off,
         }
     }
 }

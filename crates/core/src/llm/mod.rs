@@ -15,8 +15,8 @@
 //! - [`embeddings`]: the embeddings client (memory recall by meaning), through the same providers.
 //!
 //! Providers (`LLM_PROVIDER`): `openai` (any OpenAI-compatible `/chat/completions`: OpenAI,
-//! Groq, vLLM, Ollama, AI Gateway), `anthropic` (Messages API), `workers-ai` (the `AI`
-//! binding), `none`.
+//! Groq, vLLM, Ollama, AI Gateway, Workers AI's own `/ai/v1`), `anthropic` (Messages API),
+//! `workers-ai` (the `AI` binding; tools per `LLM_TOOLS`), `none`.
 
 pub mod anthropic;
 mod api;
@@ -42,7 +42,7 @@ pub use model::{
 pub use registry::Provider;
 pub use sse::{SseDecoder, SseEvent};
 pub use stream::StreamState;
-pub use transport::{Answer, Call, Endpoint, HttpRequest, HttpResponse, Transport, DEFAULT_TIMEOUT_MS};
+pub use transport::{Answer, Call, Endpoint, HttpRequest, HttpResponse, ToolUse, Transport, DEFAULT_TIMEOUT_MS};
 
 // ── Configuration ────────────────────────────────────────────────────────────────────────────────────
 
@@ -55,6 +55,8 @@ pub struct LlmConfig {
     pub model: String,
     pub api_key: Option<String>,
     pub timeout_ms: u64,
+    /// Whether the model is offered tools (`LLM_TOOLS`; `workers-ai` only).
+    pub tools: ToolUse,
 }
 
 impl LlmConfig {
@@ -66,11 +68,12 @@ impl LlmConfig {
             model: String::new(),
             api_key: None,
             timeout_ms: DEFAULT_TIMEOUT_MS,
+            tools: ToolUse::Auto,
         }
     }
 
-    /// Reads `LLM_PROVIDER`, `LLM_BASE_URL`, `LLM_MODEL`, `LLM_API_KEY`, `LLM_TIMEOUT_MS`
-    /// through `var` (absent or empty = unset). Unknown providers and missing settings are
+    /// Reads `LLM_PROVIDER`, `LLM_BASE_URL`, `LLM_MODEL`, `LLM_API_KEY`, `LLM_TIMEOUT_MS`,
+    /// `LLM_TOOLS` through `var` (absent or empty = unset). Unknown providers and missing settings are
     /// `invalid_request` naming the variable.
     pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Self> {
         let get = |k: &str| var(k).map(|v| v.trim().to_owned()).filter(|v| !v.is_empty());
@@ -90,7 +93,11 @@ impl LlmConfig {
                 .filter(|&t| t > 0)
                 .ok_or_else(|| Error::invalid("LLM_TIMEOUT_MS must be a positive integer"))?,
         };
-        Ok(LlmConfig { provider, base_url, model, api_key: get("LLM_API_KEY"), timeout_ms })
+        let tools = match get("LLM_TOOLS") {
+            None => ToolUse::Auto,
+            Some(t) => ToolUse::named(&t).ok_or_else(|| Error::invalid("LLM_TOOLS must be auto, on or off"))?,
+        };
+        Ok(LlmConfig { provider, base_url, model, api_key: get("LLM_API_KEY"), timeout_ms, tools })
     }
 
     /// Where chat calls go and who they go as.
@@ -100,6 +107,7 @@ impl LlmConfig {
             model: &self.model,
             api_key: self.api_key.as_deref(),
             timeout_ms: self.timeout_ms,
+            tools: self.tools,
         }
     }
 }
@@ -158,9 +166,9 @@ pub async fn complete(t: &dyn Transport, cfg: &LlmConfig, req: &ChatRequest) -> 
     step(t, cfg, req, Delivery::Whole, &mut |_| Ok(())).await
 }
 
-/// One step on the configured provider, whatever its [`Call`]: an HTTP request streamed or
-/// answered whole, or a run through the `AI` binding. A whole answer is handed to `on_delta` as
-/// one piece of reasoning and one of text.
+/// One step on the configured provider, whatever its [`Call`]: an HTTP request or a run through
+/// the `AI` binding, streamed or answered whole. A whole answer is handed to `on_delta` as one
+/// piece of reasoning and one of text.
 async fn step(
     t: &dyn Transport,
     cfg: &LlmConfig,
@@ -170,7 +178,7 @@ async fn step(
 ) -> Result<ChatReply> {
     let api = cfg.provider.api().ok_or_else(not_configured)?;
     let reply = match api.chat_call(&cfg.endpoint(), req, delivery)? {
-        Call::Http(http) if delivery == Delivery::Streamed => return stream::run(t, api, http, on_delta).await,
+        call if delivery == Delivery::Streamed => return stream::run(t, api, call, on_delta).await,
         Call::Http(http) => {
             let resp = t.send(http).await.map_err(|e| unavailable(e.message))?;
             api.reply(http_answer(&resp)?)?

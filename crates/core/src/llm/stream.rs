@@ -1,5 +1,5 @@
 //! A streamed answer, put together event by event ([`StreamState`]), and the streamed call of
-//! one step over HTTP: the body decoded as it arrives, text handed to the caller as it comes, a
+//! one step, over HTTP or through the `AI` binding: the body decoded as it arrives, text handed to the caller as it comes, a
 //! provider that ignored `stream: true` read as a whole answer. Any provider's stream: each
 //! decodes its own events ([`Api::decode`]) into the common accumulator ([`Accum`]).
 
@@ -11,7 +11,7 @@ use super::api::{Accum, Api};
 use super::model::{ChatReply, Piece};
 use super::sse::{SseDecoder, SseEvent};
 use super::surrogates::Surrogates;
-use super::transport::{HttpRequest, HttpResponse, Transport};
+use super::transport::{Call, HttpResponse, Transport};
 use super::wire::{excerpt, http_answer, http_failure, unavailable};
 use crate::error::{Error, Result};
 
@@ -174,12 +174,13 @@ impl Run<'_> {
     }
 }
 
-/// One streamed step over HTTP: `http` (built by `api` for a streamed answer) sent, its events
-/// decoded by `api` as they arrive.
+/// One streamed step: `call` (built by `api` for a streamed answer) sent over HTTP or run
+/// through the binding, its events decoded by `api` as they arrive. (The binding has no
+/// status: an answer it gives is a 200.)
 pub(crate) async fn run(
     t: &dyn Transport,
     api: &'static dyn Api,
-    http: HttpRequest,
+    call: Call,
     on_delta: &mut dyn FnMut(&Piece) -> Result<()>,
 ) -> Result<ChatReply> {
     let mut run = Run {
@@ -193,7 +194,10 @@ pub(crate) async fn run(
     };
     let sent = {
         let mut on_chunk = |chunk: &str| run.chunk(chunk);
-        t.send_stream(http, &mut on_chunk).await
+        match call {
+            Call::Http(http) => t.send_stream(http, &mut on_chunk).await,
+            Call::Binding { model, input } => t.workers_ai_stream(&model, input, &mut on_chunk).await.map(|()| 200),
+        }
     };
     run.end(sent)
 }

@@ -1,7 +1,7 @@
 //! How requests reach a model: the [`Transport`] trait (Workers `fetch` and the `AI` binding in
 //! the DO, a script in tests), the [`Call`] a provider builds for it (an HTTP request or the
 //! binding's input), the [`Answer`] that comes back, and the [`Endpoint`] settings a call is
-//! built from.
+//! built from (with [`ToolUse`], whether tools are offered).
 
 use serde_json::Value as Json;
 
@@ -62,6 +62,19 @@ pub trait Transport {
     }
     /// Runs a Workers AI model through the `AI` binding with `input`.
     fn workers_ai<'a>(&'a self, model: &'a str, input: Json) -> BoxFuture<'a, Result<Json>>;
+    /// Runs a Workers AI model through the `AI` binding with `input` that asks for a stream
+    /// (`stream: true`), and hands the answer's server-sent events to `on_chunk` piece by piece
+    /// as they arrive; an answer that comes back whole instead is handed over as its JSON text.
+    /// An `Err` from `on_chunk` stops reading and is returned. The default runs
+    /// [`Transport::workers_ai`] and hands its JSON over as one piece.
+    fn workers_ai_stream<'a>(
+        &'a self,
+        model: &'a str,
+        input: Json,
+        on_chunk: &'a mut dyn FnMut(&str) -> Result<()>,
+    ) -> BoxFuture<'a, Result<()>> {
+        Box::pin(async move { on_chunk(&self.workers_ai(model, input).await?.to_string()) })
+    }
 }
 
 /// One request to a model as a provider builds it: the [`Transport`] method that carries it
@@ -72,7 +85,8 @@ pub enum Call {
     /// An HTTP request ([`Transport::send`], or [`Transport::send_stream`] for a streamed
     /// answer).
     Http(HttpRequest),
-    /// A model run through the `AI` binding ([`Transport::workers_ai`]) with this input.
+    /// A model run through the `AI` binding with this input ([`Transport::workers_ai`], or
+    /// [`Transport::workers_ai_stream`] for a streamed answer).
     Binding { model: String, input: Json },
 }
 
@@ -94,4 +108,32 @@ pub struct Endpoint<'a> {
     pub model: &'a str,
     pub(crate) api_key: Option<&'a str>,
     pub(crate) timeout_ms: u64,
+    /// Whether the model is offered tools (`LLM_TOOLS`, read by `workers-ai` only).
+    pub(crate) tools: ToolUse,
+}
+
+/// Whether the model is offered tools (`LLM_TOOLS`; read by `workers-ai`, whose models differ:
+/// the other providers always offer them).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ToolUse {
+    /// `auto` (the default): tools for the models documented as calling functions
+    /// (`workers_ai::FUNCTION_CALLING_MODELS`).
+    #[default]
+    Auto,
+    /// `on`: tools whatever the model.
+    On,
+    /// `off`: text only (no tools; earlier tool results as user text).
+    Off,
+}
+
+impl ToolUse {
+    /// `auto`, `on` or `off`; anything else is `None`.
+    pub(crate) fn named(name: &str) -> Option<ToolUse> {
+        match name {
+            "auto" => Some(ToolUse::Auto),
+            "on" => Some(ToolUse::On),
+            "off" => Some(ToolUse::Off),
+            _ => None,
+        }
+    }
 }
