@@ -224,13 +224,13 @@ export function createTree({ el, auth, status, sessions, view, socket, panels })
 
   el.form.onsubmit = (e) => { e.preventDefault(); sendInput(); };
   el.input.onkeydown = (e) => { if (e.key === "Enter" && !e.shiftKey && !e.isComposing) { e.preventDefault(); sendInput(); } };
-  // The stop route stops the turn on the server (also one that runs on without its client,
-  // chat.onDisconnect "finish"); the chat's own stop ends the request.
+  // The chat's own stop ends the request (which stops the turn, unless chat.onDisconnect is
+  // "finish"); the stop route then stops a turn that runs on without its client.
   el.stop.onclick = async () => {
     const s = current;
     if (!s) return;
-    try { await s.api.stop(); } catch { /* the chat's stop still ends the request */ }
-    s.chat.stop();
+    await s.chat.stop();
+    try { await s.api.stop(); } catch { /* the request is ended; the server's turn stops with it, or runs on */ }
   };
 
   return {
