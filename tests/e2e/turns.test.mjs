@@ -235,3 +235,32 @@ test("the agent-level POST /chat: the useChat id names the session, resumable at
     assert.equal(denied.status, 403);
   }
 });
+
+test("at once: ten readers and five stops of one running turn; one stopped reply, every reader ends", async () => {
+  model.reply({ content: Array.from({ length: 60 }, (_, i) => `n${i}`).join(" "), pieceDelayMs: 60 });
+  const chat = chatOf(wf, "t6");
+  const sending = chat.sendMessage({ text: "many" });
+  await firstWords(chat);
+  const url = `${wf.url.origin}${A}/sessions/t6/chat/t6/stream`;
+  const readers = Array.from({ length: 10 }, () => fetch(url, { headers: auth }).then(async (r) => [r.status, await r.text()]));
+  await new Promise((r) => setTimeout(r, 200));
+  const stops = await Promise.all(Array.from({ length: 5 }, () => wf.json("POST", `${A}/sessions/t6/chat/stop`)));
+  assert.ok(stops.every((s) => s.status === 200 && typeof s.body.stopped === "boolean"), JSON.stringify(stops));
+  assert.ok(stops.some((s) => s.body.stopped), "at least the first found the turn running");
+  await sending;
+  for (const [status, body] of await Promise.all(readers)) {
+    assert.ok(status === 200 || status === 204, String(status));
+    if (status === 200) {
+      assert.match(body, /"type":"start"/);
+      assert.match(body, /"type":"abort"/);
+      assert.ok(body.endsWith("data: [DONE]\n\n"));
+    }
+  }
+  const h = await eventually("the stopped reply", async () => {
+    const h = await history(wf, "t6");
+    return h.length === 2 ? h : undefined;
+  }, 5000);
+  assert.equal(h[1].metadata.stopped, true);
+  await new Promise((r) => setTimeout(r, 300));
+  assert.equal((await history(wf, "t6")).length, 2, "stored once");
+});
