@@ -1921,7 +1921,7 @@ export interface paths {
                  * @example chat-1
                  */
                 sid: components["parameters"]["sid"];
-                /** @description The chat's id as the AI SDK's client holds it (percent-encoded). */
+                /** @description The chat's id as the AI SDK's client holds it (percent-encoded; not checked, as long as it decodes as UTF-8). */
                 chatId: components["parameters"]["chatId"];
             };
             cookie?: never;
@@ -1993,8 +1993,8 @@ export interface paths {
                  * @example alice
                  */
                 agent: components["parameters"]["agent"];
-                /** @description The chat's id as the AI SDK's client holds it (percent-encoded). */
-                chatId: components["parameters"]["chatId"];
+                /** @description The chat's id, which is the session's (percent-encoded). */
+                chatId: components["parameters"]["chatSession"];
             };
             cookie?: never;
         };
@@ -4562,8 +4562,10 @@ export interface components {
          * @example alice
          */
         agent: string;
-        /** @description The chat's id as the AI SDK's client holds it (percent-encoded). */
+        /** @description The chat's id as the AI SDK's client holds it (percent-encoded; not checked, as long as it decodes as UTF-8). */
         chatId: string;
+        /** @description The chat's id, which is the session's (percent-encoded). */
+        chatSession: string;
         /**
          * @description Session id: 1–128 characters of `[A-Za-z0-9._:-]`, checked after percent-decoding
          *     (`400 invalid_request` otherwise).
@@ -7368,7 +7370,7 @@ export interface operations {
                  * @example chat-1
                  */
                 sid: components["parameters"]["sid"];
-                /** @description The chat's id as the AI SDK's client holds it (percent-encoded). */
+                /** @description The chat's id as the AI SDK's client holds it (percent-encoded; not checked, as long as it decodes as UTF-8). */
                 chatId: components["parameters"]["chatId"];
             };
             cookie?: never;
@@ -7469,8 +7471,8 @@ export interface operations {
                  * @example alice
                  */
                 agent: components["parameters"]["agent"];
-                /** @description The chat's id as the AI SDK's client holds it (percent-encoded). */
-                chatId: components["parameters"]["chatId"];
+                /** @description The chat's id, which is the session's (percent-encoded). */
+                chatId: components["parameters"]["chatSession"];
             };
             cookie?: never;
         };
