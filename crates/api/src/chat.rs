@@ -19,11 +19,11 @@ use super::messages;
 use super::ui_stream::{UiStream, HEADER};
 use session_agent_core::after::After;
 use session_agent_core::config::is_label;
+use session_agent_core::config::OnDisconnect;
 use session_agent_core::error::{Error, Result};
 use session_agent_core::llm::ToolSpec;
 use session_agent_core::session::Session;
 use session_agent_core::store::message::NewMessage;
-use session_agent_core::config::OnDisconnect;
 use session_agent_core::turn::live::{Ending, Follow, Update};
 use session_agent_core::turn::run::{turn, Ask, ChatEvent, Ended, MemoryUse, Trigger, Turn, TurnRequest};
 use session_agent_core::turn::stop::Stop;
@@ -446,22 +446,18 @@ fn is_stopped(message: &Json) -> bool {
     message.pointer("/metadata/stopped") == Some(&Json::Bool(true))
 }
 
-/// `GET /sessions/{sid}/chat/{chatId}/stream` (and `GET /chat/{chatId}/stream`) answered whole:
-/// the running turn's stream once it ended, or `204`. The Durable Object streams it as it
-/// comes instead ([`super::resume`]).
-pub(crate) fn resume_route<'c>(c: &'c Call<'c>) -> Answer<'c> {
-    Box::pin(async move {
-        let sid = resumed_session(c.req, &c.params)?;
-        let Some(follow) = c.env.live.follow(&sid) else { return Ok(Response::no_content()) };
-        let mut resume = Resume::new(follow);
-        let mut headers = Dialect::UiMessages.headers();
-        headers.push((REPLAY_BYTES_HEADER.to_owned(), resume.buffered.to_string()));
-        let mut body = String::new();
-        while let Some(text) = resume.next().await {
-            body.push_str(&text);
-        }
-        Ok(Response { status: 200, headers, body: body.into_bytes(), warnings: Vec::new(), after: Vec::new() })
-    })
+/// `GET /sessions/{sid}/chat/{chatId}/stream` (and `GET /chat/{chatId}/stream`) when it is not
+/// streamed: `204` when no turn runs. A running turn is followed only as a stream, which the
+/// Durable Object answers itself with [`super::resume`] before any request reaches the route
+/// table; here (a caller of [`super::handle`] that cannot stream) it is a `409`.
+pub(crate) fn resume_route(c: &Call<'_>) -> Result<Response> {
+    let sid = resumed_session(c.req, &c.params)?;
+    match c.env.live.running(&sid) {
+        false => Ok(Response::no_content()),
+        true => Err(Error::conflict(
+            "a running turn is followed as a stream (GET …/chat/{chatId}/stream to the Durable Object)",
+        )),
+    }
 }
 
 #[cfg(test)]
@@ -485,10 +481,7 @@ mod tests {
         let stopped_early = Turn { message: None, ended: Ended::Stopped, after: Vec::new() };
         assert_eq!(enc.done(&stopped_early), "data: [DONE]\n\n", "a stop before the first piece: no message");
         let mut ui = Encoder::new(Dialect::UiMessages);
-        assert_eq!(
-            ui.done(&stopped_early),
-            "data: {\"type\":\"abort\",\"reason\":\"stopped\"}\n\ndata: [DONE]\n\n"
-        );
+        assert_eq!(ui.done(&stopped_early), "data: {\"type\":\"abort\",\"reason\":\"stopped\"}\n\ndata: [DONE]\n\n");
         assert_eq!(
             enc.failed(&Error::conflict("no")),
             "data: {\"type\":\"error\",\"code\":\"conflict\",\"message\":\"no\"}\n\n"

@@ -267,11 +267,11 @@ pub const ROUTES: &[Route] = &[
     route("/sessions/{sid}/tools/{name}", Who::Session, &[write(Post, later(context::run_tool))]),
     route("/sessions/{sid}/chat", Who::Session, &[write(Post, later(chat::route))]),
     route("/sessions/{sid}/chat/stop", Who::Session, &[bare(Post, now(chat::stop))]),
-    route("/sessions/{sid}/chat/{chatId}/stream", Who::Session, &[get(later(chat::resume_route), &[])]),
+    route("/sessions/{sid}/chat/{chatId}/stream", Who::Session, &[get(now(chat::resume_route), &[])]),
     // The default session: the session is named by the body (or `{chatId}`), and checked
     // against the token there (`chat::target`, `chat::resumed_session`).
     route("/chat", Who::Session, &[write(Post, later(chat::agent_route))]),
-    route("/chat/{chatId}/stream", Who::Session, &[get(later(chat::resume_route), &[])]),
+    route("/chat/{chatId}/stream", Who::Session, &[get(now(chat::resume_route), &[])]),
     // The Durable Object answers upgrades itself; a request that reaches the handler is none.
     Route {
         path: "/sessions/{sid}/ws",

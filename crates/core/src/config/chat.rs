@@ -40,7 +40,12 @@ pub enum OnDisconnect {
 
 impl Default for ChatConfig {
     fn default() -> Self {
-        ChatConfig { max_messages: DEFAULT_MAX_MESSAGES, max_steps: DEFAULT_MAX_STEPS, max_tokens: None, on_disconnect: OnDisconnect::Stop }
+        ChatConfig {
+            max_messages: DEFAULT_MAX_MESSAGES,
+            max_steps: DEFAULT_MAX_STEPS,
+            max_tokens: None,
+            on_disconnect: OnDisconnect::Stop,
+        }
     }
 }
 

@@ -43,4 +43,3 @@ pub enum Outcome {
     Output(String),
     Error(String),
 }
-

@@ -120,9 +120,7 @@ impl Running {
         let size = match event {
             ChatEvent::Delta { text, .. } | ChatEvent::Reasoning { text } => text.len(),
             ChatEvent::ToolCall { input, .. } => input.to_string().len() + 64,
-            ChatEvent::ToolResult { outcome: Outcome::Output(t) | Outcome::Error(t), .. } => {
-                t.len() + 64
-            }
+            ChatEvent::ToolResult { outcome: Outcome::Output(t) | Outcome::Error(t), .. } => t.len() + 64,
             _ => 32,
         };
         self.bytes.set(self.bytes.get() + size);

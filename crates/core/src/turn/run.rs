@@ -495,7 +495,10 @@ fn unanswered(session: &Session<'_>, id: &str) -> Result<bool> {
         return Ok(false);
     }
     let (replies, _) = tree.children(id, None, None)?;
-    Ok(replies.iter().filter_map(as_json).all(|r| r.get("metadata").and_then(|m| m.get("stopped")) == Some(&Json::Bool(true))))
+    Ok(replies
+        .iter()
+        .filter_map(as_json)
+        .all(|r| r.get("metadata").and_then(|m| m.get("stopped")) == Some(&Json::Bool(true))))
 }
 
 /// The stored messages of the path to `leaf` as clients see them (overlays applied, whole).
@@ -563,7 +566,11 @@ impl Steps<'_, '_> {
                     }
                 }
             };
-            let reply = match until_stopped(stop, chat(env.transport, env.llm, &request, &mut forward)).await {
+            let outcome = {
+                let call = std::pin::pin!(chat(env.transport, env.llm, &request, &mut forward));
+                until_stopped(stop, call).await
+            };
+            let reply = match outcome {
                 Some(Ok(reply)) => reply,
                 Some(Err(e)) if !stop.is_stopped() => return Err(e),
                 _ => {

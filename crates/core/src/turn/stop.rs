@@ -4,6 +4,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::future::{poll_fn, Future};
+use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Poll, Waker};
 
@@ -50,10 +51,10 @@ impl Stop {
     }
 }
 
-/// Runs `work` until it is done (`Some`) or `stop` is set (`None`: `work` is dropped where it
-/// was, which ends a model call's connection).
-pub(crate) async fn until_stopped<T>(stop: &Stop, work: impl Future<Output = T>) -> Option<T> {
-    let mut work = std::pin::pin!(work);
+/// Runs `work` until it is done (`Some`) or `stop` is set (`None`: the caller then drops `work`
+/// where it was, which ends a model call's connection). Takes the work as a trait object, so
+/// the model call's code is not copied into this one.
+pub(crate) async fn until_stopped<T>(stop: &Stop, mut work: Pin<&mut dyn Future<Output = T>>) -> Option<T> {
     poll_fn(|cx| {
         if stop.is_stopped() {
             return Poll::Ready(None);
@@ -83,13 +84,17 @@ mod tests {
         let (s, o) = (stop.clone(), out.clone());
         // Work that never finishes (a silent model).
         pool.spawner()
-            .spawn_local(async move { o.set(Some(until_stopped(&s, std::future::pending::<u8>()).await)) })
+            .spawn_local(async move {
+                let work = std::pin::pin!(std::future::pending::<u8>());
+                o.set(Some(until_stopped(&s, work).await))
+            })
             .unwrap();
         pool.run_until_stalled();
         assert_eq!(out.get(), None, "still waiting");
         stop.stop();
         pool.run_until_stalled();
         assert_eq!(out.get(), Some(None), "stopped, the work dropped");
-        assert_eq!(futures::executor::block_on(until_stopped(&Stop::default(), async { 7 })), Some(7));
+        let done = std::pin::pin!(async { 7 });
+        assert_eq!(futures::executor::block_on(until_stopped(&Stop::default(), done)), Some(7));
     }
 }
