@@ -1,14 +1,16 @@
 // Crash tests: the runtime (workerd under Miniflare, in a process group of its own) is killed with
 // SIGKILL in the middle of a write, at several moments, and started again on the same state.
 // After each restart: the write is all or nothing (a batch's messages all there or none; a turn's
-// user message and reply both or neither; an oversize message whole or absent), what the client
+// user message and reply both or neither, a stopped one too; an oversize message whole or absent;
+// with chat.onDisconnect "finish", the user message stored at the start stays and is answered
+// when sent again), what the client
 // was told was stored is stored, search and history agree (no index row without its message, no
 // message without its index row), and after one more write request no object under `_spill/` in
 // R2 lacks a row of the DO's `spills` table. The persisted SQLite files are read directly
 // (killable.mjs), not through the Worker.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { useRig, state, call, crashAfter, checkStore, text, count } from "./crash-rig.mjs";
+import { useRig, state, call, crashAfter, checkStore, text, count, startKillable, TOKEN } from "./crash-rig.mjs";
 
 useRig();
 
@@ -72,5 +74,58 @@ test("killed mid-spill: an oversize message is stored whole or absent, and no ob
     if (seen?.status === 201) assert.equal(got.status, 200, "a message the client was told is stored, is stored");
     count("spill", got.status === 200);
     await checkStore("spill");
+  }
+});
+
+test("killed around a stop: the stopped reply is stored with its user message or neither is", { timeout: 300_000 }, async () => {
+  const pieces = Array.from({ length: 60 }, (_, k) => `stoppiece${k} `);
+  for (const [i, ms] of [0, 5, 20, 60, 150].entries()) {
+    const sid = `stop-${i}`;
+    state.model.reset();
+    state.model.reply({ content: pieces.join(""), pieces, pieceDelayMs: 40 });
+    // The turn streams; once its first piece is out, the stop route is called and the runtime
+    // killed `ms` after it.
+    const turn = fetch(new URL(`/agents/crash/sessions/${sid}/chat`, state.rt.url), {
+      method: "POST", headers: { authorization: "Bearer crash-token", "content-type": "application/json", accept: "text/event-stream" },
+      body: JSON.stringify({ message: text(`u${i}`, "user", `stopword${i} go`) }),
+    }).then(async (r) => { const reader = r.body.getReader(); await reader.read(); return reader; }, () => null);
+    const reader = await turn;
+    await crashAfter(ms, () => call("POST", `/sessions/${sid}/chat/stop`));
+    reader?.cancel().catch(() => {});
+    const h = (await call("GET", `/sessions/${sid}/history`)).body.messages;
+    assert.ok(h.length === 0 || h.length === 2, `after a kill ${ms} ms after the stop the turn left ${h.length} messages`);
+    if (h.length === 2) {
+      assert.equal(h[1].metadata.stopped, true);
+      assert.ok(pieces.join("").startsWith(h[1].parts[0].text), "the stored reply is what streamed");
+    }
+    count("stop", h.length > 0);
+    await checkStore("stop");
+  }
+});
+
+test("killed during a turn that runs without its client (onDisconnect: finish): the user message stays, answered again after", { timeout: 300_000 }, async () => {
+  await state.rt.kill();
+  state.vars = { ...state.vars, SESSION_CONFIG: JSON.stringify({ chat: { onDisconnect: "finish" } }) };
+  state.rt = await startKillable({ persistDir: state.dir, apiToken: TOKEN, vars: state.vars });
+  const pieces = Array.from({ length: 40 }, (_, k) => `finishpiece${k} `);
+  for (const [i, ms] of [100, 400, 900].entries()) {
+    const sid = `finish-${i}`;
+    state.model.reset();
+    state.model.reply({ content: pieces.join(""), pieces, pieceDelayMs: 30 });
+    await crashAfter(ms, () => call("POST", `/sessions/${sid}/chat`, { message: text(`f${i}`, "user", `finishword${i} go`) },
+      { accept: "text/event-stream" }));
+    const h = (await call("GET", `/sessions/${sid}/history`)).body.messages;
+    assert.ok(h.length <= 2, `${h.length} messages`);
+    if (h.length === 2) assert.equal(h[1].parts[0].text, pieces.join(""), "a reply is whole");
+    assert.equal((await call("GET", `/sessions/${sid}/chat/x/stream`)).status, 204, "nothing runs after a restart");
+    if (h.length === 1) {
+      // The user message stored at the start, never answered: sent again, it is answered.
+      state.model.reply({ content: "Answered now." });
+      const again = await call("POST", `/sessions/${sid}/chat`, { message: text(`f${i}`, "user", `finishword${i} go`) });
+      assert.equal(again.status, 201, JSON.stringify(again.body));
+      assert.equal((await call("GET", `/sessions/${sid}/history`)).body.messages.length, 2);
+    }
+    count("finish", h.length > 0);
+    await checkStore("finish");
   }
 });
