@@ -1584,8 +1584,11 @@ export interface paths {
          *       for `POST …/messages` (absent → child of the latest leaf, `null` → a new root, a
          *       string → child of that message, `404` when it is not in the session). Unlike an
          *       append, an id that is **already in the session is `409 conflict`** (a turn is never
-         *       silently skipped). To regenerate a reply, send the question again with a new id (a
-         *       sibling branch), or continue from the user message (below).
+         *       silently skipped), unless it is a user message with no reply but stopped ones (or
+         *       none, as a stop before the first piece leaves it): that message is answered again,
+         *       the new reply a sibling of the stopped one (`parentId` is then ignored). To
+         *       regenerate a reply, send the question again with a new id (a sibling branch), or
+         *       continue from the user message (below).
          *     - **A continuation** after client-side tools: `{messages, tools?, memory?}`, the
          *       branch sent back with the pending tool calls answered (see *Client tools*).
          *       `parentId` is ignored.
@@ -7424,6 +7427,8 @@ export interface operations {
                 "application/json": components["schemas"]["ChatRequest"] & {
                     sessionId?: string;
                     session_id?: string;
+                    /** @description The `useChat` body's chat id, which names the session when `sessionId` does not. */
+                    id?: string;
                 };
             };
         };
