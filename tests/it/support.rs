@@ -101,6 +101,8 @@ pub struct Model {
     /// `/embeddings` calls answered (with [`embedding`] vectors), and whether they fail.
     pub embed_calls: Cell<usize>,
     pub embed_fails: Cell<bool>,
+    /// Chat calls never answer while set (a model call a crash cuts short).
+    pub hangs: Cell<bool>,
 }
 
 /// A deterministic embedding for native tests: each word (lower case, letters and digits) adds
@@ -173,6 +175,9 @@ impl Transport for Model {
             });
         }
         self.requests.borrow_mut().push(serde_json::from_str(&req.body).unwrap_or(Json::Null));
+        if self.hangs.get() {
+            return Box::pin(futures::future::pending());
+        }
         let next = self.replies.borrow_mut().pop_front();
         Box::pin(async move {
             next.unwrap_or_else(|| Ok(completion("## Topic\nA test chat.\n\n## Key Points\n- summarized")))

@@ -42,6 +42,7 @@ pub(crate) struct Params {
     pub(crate) cid: String,
     pub(crate) memory: String,
     pub(crate) key: String,
+    pub(crate) schedule: String,
 }
 
 /// One request on its way to its handler.
