@@ -429,7 +429,8 @@ impl Agent {
         self.inner.armed.set(Armed::Unset);
         let started = now_ms();
         let inner = &self.inner;
-        let woken = alarm::wake(&|| inner.env()).await;
+        let env = || inner.env();
+        let woken = alarm::wake(&env).await;
         console_log!(
             "SessionAgent alarm: {} runs, {} expired memories purged, {} ms",
             woken.runs,

@@ -51,7 +51,8 @@ fn schedules_are_created_read_changed_and_deleted() {
     let next = parse_iso(s["nextRunAt"].as_str().unwrap()).unwrap();
     assert_eq!(next, parse_iso(s["createdAt"].as_str().unwrap()).unwrap() + 3_600_000);
 
-    let cron = api.post("/schedules", json!({"prompt": "p", "name": "weekly", "cron": " 0  9 * *  1 ", "sessionId": "s1"}));
+    let cron =
+        api.post("/schedules", json!({"prompt": "p", "name": "weekly", "cron": " 0  9 * *  1 ", "sessionId": "s1"}));
     assert_eq!(cron.status, 201);
     assert_eq!(cron.body_json()["cron"], "0 9 * * 1", "spaces normalized");
     assert_eq!(cron.body_json()["sessionId"], "s1");
@@ -73,8 +74,15 @@ fn schedules_are_created_read_changed_and_deleted() {
     let r = api.patch(&format!("/schedules/{id}"), json!({"paused": true, "name": "hourly", "every": 120}));
     assert_eq!(r.status, 200);
     let p = r.body_json();
-    assert_eq!((p["paused"].clone(), p["name"].clone(), p["every"].clone()), (json!(true), json!("hourly"), json!(120)));
-    assert_eq!(parse_iso(p["nextRunAt"].as_str().unwrap()).unwrap(), api.now.get() + 120_000, "a new timing starts now");
+    assert_eq!(
+        (p["paused"].clone(), p["name"].clone(), p["every"].clone()),
+        (json!(true), json!("hourly"), json!(120))
+    );
+    assert_eq!(
+        parse_iso(p["nextRunAt"].as_str().unwrap()).unwrap(),
+        api.now.get() + 120_000,
+        "a new timing starts now"
+    );
     let r = api.patch(&format!("/schedules/{id}"), json!({"cron": "*/15 * * * *"}));
     assert_eq!((r.body_json()["cron"].clone(), r.body_json()["every"].clone()), (json!("*/15 * * * *"), Json::Null));
     assert_eq!(api.patch("/schedules/sch_nope", json!({"paused": true})).status, 404);

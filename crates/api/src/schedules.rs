@@ -69,8 +69,12 @@ pub(crate) fn update(c: &Call<'_>) -> Result<Response> {
         Some(Json::Bool(b)) => Some(*b),
         Some(_) => return Err(Error::invalid("paused must be a boolean")),
     };
-    let change =
-        Change { paused, prompt: opt_str(&body, "prompt")?, name: opt_str(&body, "name")?, timing: timing(&body, &c.env.now)? };
+    let change = Change {
+        paused,
+        prompt: opt_str(&body, "prompt")?,
+        name: opt_str(&body, "name")?,
+        timing: timing(&body, &c.env.now)?,
+    };
     Ok(Response::json(200, &schedule::update(c.env, &c.params.schedule, change)?.to_json()))
 }
 
@@ -90,8 +94,10 @@ pub(crate) fn runs(c: &Call<'_>) -> Result<Response> {
 /// `POST /schedules/{schedule}/run`: a run now (its timing unchanged) → 200 the run.
 pub(crate) fn run<'c>(c: &'c Call<'c>) -> Answer<'c> {
     Box::pin(async move {
-        let run = tick(c.env, &c.params.schedule, Tick::Manual).await?;
-        let run = run.ok_or_else(|| Error::internal("a run by hand was not claimed"))?;
-        Ok(Response::json(200, &run))
+        let ran = tick(c.env, &c.params.schedule, Tick::Manual).await?;
+        let ran = ran.ok_or_else(|| Error::internal("a run by hand was not claimed"))?;
+        let mut resp = Response::json(200, &ran.run);
+        resp.after.extend(ran.after);
+        Ok(resp)
     })
 }

@@ -10,6 +10,7 @@
 
 use super::run::{tick, Tick};
 use crate::after::After;
+use crate::blobs::BoxFuture;
 use crate::env::Env;
 use crate::error::Result;
 use crate::memory::store as memories;
@@ -30,7 +31,8 @@ pub struct Woken {
     pub runs: usize,
     /// Expired memories purged.
     pub purged: usize,
-    /// Work for the caller to run now (the spill sweep, the embedding of waiting rows).
+    /// Work for the caller to run now, as after an answer: what the runs' turns left (a
+    /// session's compaction, memory extraction), the spill sweep, the embedding of waiting rows.
     pub after: Vec<After>,
 }
 
@@ -69,8 +71,14 @@ fn exists(sql: &dyn Sql, query: &str) -> Result<bool> {
 
 /// One wake-up of the alarm. `env` gives the agent as of the moment it is called (each run
 /// starts with the time it actually starts). Failures are warnings through the agent's events:
-/// a wake-up never fails, and what it could not do is due again.
-pub async fn wake<'a>(env: &dyn Fn() -> Env<'a>) -> Woken {
+/// a wake-up never fails, and what it could not do is due again. (Boxed: see
+/// [`super::run::tick`].)
+#[inline(never)]
+pub fn wake<'a>(env: &'a dyn Fn() -> Env<'a>) -> BoxFuture<'a, Woken> {
+    Box::pin(run_wake(env))
+}
+
+async fn run_wake<'a>(env: &'a dyn Fn() -> Env<'a>) -> Woken {
     let mut woken = Woken::default();
     let first = env();
     let ids = match due_schedules(first.sql, &first.now, RUNS_PER_WAKE) {
@@ -83,7 +91,10 @@ pub async fn wake<'a>(env: &dyn Fn() -> Env<'a>) -> Woken {
     for id in ids {
         let now = env();
         match tick(&now, &id, Tick::Due).await {
-            Ok(Some(_)) => woken.runs += 1,
+            Ok(Some(ran)) => {
+                woken.runs += 1;
+                woken.after.extend(ran.after);
+            }
             Ok(None) => {}
             Err(e) => now.events.warn(&format!("alarm: schedule {id}: {}", e.message)),
         }
@@ -93,7 +104,8 @@ pub async fn wake<'a>(env: &dyn Fn() -> Env<'a>) -> Woken {
         Ok(n) => woken.purged = n,
         Err(e) => last.events.warn(&format!("alarm: purging expired memories: {}", e.message)),
     }
-    if exists(last.sql, "SELECT 1 FROM spill_garbage LIMIT 1").unwrap_or(false) {
+    if !woken.after.contains(&After::Sweep) && exists(last.sql, "SELECT 1 FROM spill_garbage LIMIT 1").unwrap_or(false)
+    {
         woken.after.push(After::Sweep);
     }
     if last.embeddings.is_on() && exists(last.sql, "SELECT 1 FROM unembedded LIMIT 1").unwrap_or(false) {

@@ -58,7 +58,9 @@ impl Timing {
     pub fn every(seconds: &Json) -> Result<Timing> {
         match seconds.as_i64() {
             Some(s) if (MIN_EVERY..=MAX_EVERY).contains(&s) => Ok(Timing::Every(s)),
-            _ => Err(Error::invalid(format!("every must be a whole number of seconds from {MIN_EVERY} to {MAX_EVERY}"))),
+            _ => {
+                Err(Error::invalid(format!("every must be a whole number of seconds from {MIN_EVERY} to {MAX_EVERY}")))
+            }
         }
     }
 
@@ -332,9 +334,7 @@ pub fn list(sql: &dyn Sql, limit: Option<i64>, cursor: Option<&str>) -> Result<(
     let mut params = params;
     params.push(Value::Int(limit + 1));
     let rows = sql.query(
-        &format!(
-            "SELECT {COLUMNS} FROM schedules WHERE {cond} ORDER BY next_run_at IS NULL, next_run_at, seq LIMIT ?"
-        ),
+        &format!("SELECT {COLUMNS} FROM schedules WHERE {cond} ORDER BY next_run_at IS NULL, next_run_at, seq LIMIT ?"),
         &params,
     )?;
     let mut list = rows.iter().map(Schedule::from_row).collect::<Result<Vec<_>>>()?;
@@ -356,7 +356,10 @@ pub fn runs(sql: &dyn Sql, id: &str, limit: Option<i64>, cursor: Option<&str>) -
         Some(c) => c.parse::<i64>().map_err(|_| Error::invalid("cursor is not one this list handed out"))?,
     };
     let rows = sql.query(
-        &format!("SELECT {} FROM schedule_runs WHERE schedule_id = ? AND seq < ? ORDER BY seq DESC LIMIT ?", run::COLUMNS),
+        &format!(
+            "SELECT {} FROM schedule_runs WHERE schedule_id = ? AND seq < ? ORDER BY seq DESC LIMIT ?",
+            run::COLUMNS
+        ),
         &[id.into(), before.into(), (limit + 1).into()],
     )?;
     let mut list = rows.iter().map(run::from_row).collect::<Result<Vec<_>>>()?;

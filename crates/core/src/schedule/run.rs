@@ -16,7 +16,8 @@
 use serde_json::{json, Value as Json};
 
 use super::{get, now_ms, Schedule};
-use crate::after;
+use crate::after::After;
+use crate::blobs::BoxFuture;
 use crate::env::Env;
 use crate::error::{Error, ErrorKind, Result};
 use crate::ids::new_id;
@@ -123,14 +124,20 @@ fn claim(env: &Env<'_>, id: &str, tick: Tick) -> Result<Option<(Schedule, String
 
 /// The reply's text: its text parts, in order.
 fn reply_text(message: &Json) -> String {
-    let texts: Vec<&str> =
-        parts(message).iter().filter(|p| str_field(p, "type") == Some("text")).filter_map(|p| str_field(p, "text")).collect();
+    let texts: Vec<&str> = parts(message)
+        .iter()
+        .filter(|p| str_field(p, "type") == Some("text"))
+        .filter_map(|p| str_field(p, "text"))
+        .collect();
     texts.join("\n\n")
 }
 
-/// Runs the schedule's prompt: on a fresh history, or as a turn of its session (with the work
-/// that turn leaves: compaction, memory extraction, done here, after it).
-async fn execute(env: &Env<'_>, s: &Schedule) -> Result<(String, Usage)> {
+/// What a run answered, and the work its turn left for after it (a session's compaction and
+/// memory extraction), run as after any turn.
+type Executed = (String, Usage, Vec<After>);
+
+/// Runs the schedule's prompt: on a fresh history, or as a turn of its session.
+async fn execute(env: &Env<'_>, s: &Schedule) -> Result<Executed> {
     let user = json!({"id": new_id()?, "role": "user", "parts": [{"type": "text", "text": s.prompt}]});
     match &s.session_id {
         Some(sid) => {
@@ -138,16 +145,16 @@ async fn execute(env: &Env<'_>, s: &Schedule) -> Result<(String, Usage)> {
             let ask = Ask::Message { msg: NewMessage::from_json(&user)?, parent: Parent::Latest };
             let req = TurnRequest { ask, tools: Vec::new(), memory: MemoryUse::AsConfigured };
             let done = turn(&session, req, &mut |_| Ok(())).await?;
-            after::run(env, &done.after).await;
             let usage = done.message.get("metadata").and_then(|m| m.get("usage"));
             let count = |k: &str| usage.and_then(|u| u.get(k)).and_then(Json::as_i64).unwrap_or(0);
-            Ok((reply_text(&done.message), Usage { input_tokens: count("inputTokens"), output_tokens: count("outputTokens") }))
+            let usage = Usage { input_tokens: count("inputTokens"), output_tokens: count("outputTokens") };
+            Ok((reply_text(&done.message), usage, done.after))
         }
         None => {
             let session = Session::new(env, FRESH);
             let tools = session.tools()?.into_iter().filter(|t| FRESH_TOOLS.contains(&t.name.as_str())).collect();
             let (message, usage) = fresh(&session, &user, tools).await?;
-            Ok((reply_text(&message), usage))
+            Ok((reply_text(&message), usage, Vec::new()))
         }
     }
 }
@@ -166,7 +173,14 @@ fn finish(env: &Env<'_>, s: &Schedule, run_id: &str, outcome: Result<(String, Us
     let run = atomically(env.sql, || {
         env.sql.execute(
             "UPDATE schedule_runs SET status = ?, ended_at = ?, reply = ?, usage = ?, error = ? WHERE id = ?",
-            &[status.into(), env.now.as_str().into(), reply.clone().into(), usage.clone().into(), error.clone().into(), run_id.into()],
+            &[
+                status.into(),
+                env.now.as_str().into(),
+                reply.clone().into(),
+                usage.clone().into(),
+                error.clone().into(),
+                run_id.into(),
+            ],
         )?;
         env.sql.execute(
             "DELETE FROM schedule_runs WHERE schedule_id = ? AND status IS NOT NULL AND seq <= (
@@ -184,16 +198,34 @@ fn finish(env: &Env<'_>, s: &Schedule, run_id: &str, outcome: Result<(String, Us
     Ok(run)
 }
 
+/// A run that ended: the run as the API shows it, and the work its turn left for after it.
+pub struct Ran {
+    pub run: Json,
+    pub after: Vec<After>,
+}
+
 /// One run of schedule `id` as `tick` asks: `None` when the alarm's tick was no longer due.
 /// A failure of the model or of the turn is the run's `error`, not this call's; this call fails
 /// only when the run cannot be recorded (or, by hand, is refused: `not_found`, `conflict`,
 /// `llm_unavailable` without a model).
-pub async fn tick(env: &Env<'_>, id: &str, tick: Tick) -> Result<Option<Json>> {
-    if tick == Tick::Manual && env.llm.provider == Provider::None {
-        get(env.sql, id)?;
-        return Err(Error::new(ErrorKind::LlmUnavailable, "no model is configured (LLM_PROVIDER): a schedule cannot run"));
-    }
-    let Some((s, run_id)) = claim(env, id, tick)? else { return Ok(None) };
-    let outcome = execute(env, &s).await;
-    finish(env, &s, &run_id, outcome).map(Some)
+///
+/// Boxed here, as the other futures a crate above awaits: the run's code (a whole turn) is then
+/// made once, in this crate, not again where it is awaited.
+#[inline(never)]
+pub fn tick<'a>(env: &'a Env<'a>, id: &'a str, tick: Tick) -> BoxFuture<'a, Result<Option<Ran>>> {
+    Box::pin(async move {
+        if tick == Tick::Manual && env.llm.provider == Provider::None {
+            get(env.sql, id)?;
+            return Err(Error::new(
+                ErrorKind::LlmUnavailable,
+                "no model is configured (LLM_PROVIDER): a schedule cannot run",
+            ));
+        }
+        let Some((s, run_id)) = claim(env, id, tick)? else { return Ok(None) };
+        let (outcome, after) = match execute(env, &s).await {
+            Ok((reply, usage, after)) => (Ok((reply, usage)), after),
+            Err(e) => (Err(e), Vec::new()),
+        };
+        Ok(Some(Ran { run: finish(env, &s, &run_id, outcome)?, after }))
+    })
 }

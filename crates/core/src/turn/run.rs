@@ -524,7 +524,8 @@ pub(crate) async fn fresh(session: &Session<'_>, user: &Json, tools: Vec<ToolSpe
     let system = session.context().render().await?;
     let conversation = build(std::slice::from_ref(user), 0);
     let id = new_id()?;
-    let steps = Steps { session, server: &tools, client: &[], system, memory: injected.map(|i| i.0), assistant_id: &id };
+    let steps =
+        Steps { session, server: &tools, client: &[], system, memory: injected.map(|i| i.0), assistant_id: &id };
     let (parts, usage) = steps.run(conversation.messages, AssistantParts::default(), &mut |_| Ok(())).await?;
     let mut meta = Map::new();
     meta.insert("model".into(), json!(session.env.llm.model));
