@@ -7,8 +7,8 @@ use serde_json::{json, Map, Value as Json};
 use super::call::{Answer, Call};
 use super::http::{opt_str, req_str, Response};
 use session_agent_core::error::{Error, Result};
-use session_agent_core::schedule::run::{tick, Tick};
-use session_agent_core::schedule::{self, Change, NewSchedule, Timing, MAX_PAGE};
+use session_agent_core::schedule::run::{self, tick, Tick};
+use session_agent_core::schedule::store::{self as schedule, Change, NewSchedule, Timing, MAX_PAGE};
 use session_agent_core::time::parse_iso;
 
 /// Refuses a body field this route does not take.
@@ -87,7 +87,7 @@ pub(crate) fn delete(c: &Call<'_>) -> Result<Response> {
 /// `GET /schedules/{schedule}/runs?limit=&cursor=`: newest first.
 pub(crate) fn runs(c: &Call<'_>) -> Result<Response> {
     let limit = c.query.int("limit", 1, MAX_PAGE)?;
-    let (runs, next) = schedule::runs(c.env.sql, &c.params.schedule, limit, c.query.get("cursor"))?;
+    let (runs, next) = run::list(c.env.sql, &c.params.schedule, limit, c.query.get("cursor"))?;
     Ok(Response::json(200, &json!({"runs": runs, "nextCursor": next})))
 }
 

@@ -15,7 +15,7 @@
 
 use serde_json::{json, Value as Json};
 
-use super::{get, now_ms, Schedule};
+use super::store::{get, now_ms, Schedule, DEFAULT_PAGE};
 use crate::after::After;
 use crate::blobs::BoxFuture;
 use crate::env::Env;
@@ -228,4 +228,26 @@ pub fn tick<'a>(env: &'a Env<'a>, id: &'a str, tick: Tick) -> BoxFuture<'a, Resu
         };
         Ok(Some(Ran { run: finish(env, &s, &run_id, outcome)?, after }))
     })
+}
+
+/// A page of a schedule's runs, newest first, and the cursor of the next page.
+pub fn list(sql: &dyn Sql, id: &str, limit: Option<i64>, cursor: Option<&str>) -> Result<(Vec<Json>, Option<String>)> {
+    get(sql, id)?;
+    let limit = limit.unwrap_or(DEFAULT_PAGE);
+    let before = match cursor {
+        None => i64::MAX,
+        Some(c) => c.parse::<i64>().map_err(|_| Error::invalid("cursor is not one this list handed out"))?,
+    };
+    let rows = sql.query(
+        &format!("SELECT {} FROM schedule_runs WHERE schedule_id = ? AND seq < ? ORDER BY seq DESC LIMIT ?", COLUMNS),
+        &[id.into(), before.into(), (limit + 1).into()],
+    )?;
+    let mut list = rows.iter().map(from_row).collect::<Result<Vec<_>>>()?;
+    let next = if list.len() as i64 > limit {
+        list.truncate(limit as usize);
+        list.last().map(|(seq, _)| seq.to_string())
+    } else {
+        None
+    };
+    Ok((list.into_iter().map(|(_, j)| j).collect(), next))
 }
