@@ -1,5 +1,5 @@
 //! Schedules: agent turns that run on their own (`/schedules`), on the one Durable Object
-//! alarm. A schedule is a prompt and its timing ([`Timing`]: once `at` a time, `every` so many
+//! alarm. A schedule is a prompt and its timing ([`store::Timing`]: once `at` a time, `every` so many
 //! seconds, or a [`cron::Cron`] expression in UTC); each run is recorded ([`run`]), and the
 //! alarm ([`alarm`]) runs what is due and the agent's maintenance.
 //!

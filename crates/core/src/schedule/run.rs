@@ -8,7 +8,7 @@
 //!
 //! A run without `sessionId` is a turn on a **fresh, empty history** (`turn::run::fresh`): the
 //! configured blocks with their configured content (the prompt is rendered for a session id no
-//! session can have, [`FRESH`], so no session's writable state, loaded skills or frozen prompt
+//! session can have, `FRESH`, so no session's writable state, loaded skills or frozen prompt
 //! is read), the `core` memories recalled for the prompt, and the tools that need no session
 //! ([`FRESH_TOOLS`]); nothing is stored but the run, and nothing is extracted. With
 //! `sessionId` it is that session's turn (`turn::run::turn`), history included, stored there.
