@@ -432,10 +432,12 @@ impl Agent {
         let env = || inner.env();
         let woken = alarm::wake(&env).await;
         console_log!(
-            "SessionAgent alarm: {} runs, {} expired memories purged, {} ms",
+            "SessionAgent alarm: {} runs, {} expired memories purged, {} ms; {} memories consolidated, {} retired",
             woken.runs,
             woken.purged,
-            now_ms() - started
+            now_ms() - started,
+            woken.consolidated.checked,
+            woken.consolidated.retired
         );
         self.later(woken.after);
         self.arm().await;

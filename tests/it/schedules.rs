@@ -411,3 +411,51 @@ fn the_alarm_purges_expired_memories_and_retries_left_over_work() {
     assert_eq!(api.count("SELECT count(*) FROM unembedded"), 0);
     assert_eq!(due(&api.env()).unwrap(), None);
 }
+
+#[test]
+fn sleep_time_consolidation_retires_near_duplicates_on_the_alarm() {
+    // Off by default: no pass, no alarm for it.
+    let off = Api::with_config(json!({"memory": true})).with_model();
+    off.post("/memories", json!({"content": "The user lives in Paris."}));
+    assert_eq!(due(&off.env()).unwrap(), None);
+    assert_eq!(wake_up(&off).consolidated.checked, 0);
+    assert!(off.model.requests.borrow().is_empty());
+
+    let api = Api::with_config(json!({"memory": {"maintenance": {"everyHours": 1, "batch": 1}}})).with_model();
+    let a = api.post("/memories", json!({"content": "The user lives in Paris."})).body_json();
+    let b = api.post("/memories", json!({"content": "The user lives in Paris, France."})).body_json();
+    let c = api.post("/memories", json!({"content": "The user in Paris likes green tea."})).body_json();
+    let (a, b, c) = (a["id"].as_str().unwrap(), b["id"].as_str().unwrap(), c["id"].as_str().unwrap());
+    let now = api.now.get();
+    assert_eq!(due(&api.env()).unwrap(), Some(now + 1), "a first pass at once");
+    // The first wake-up checks one memory (batch 1), the oldest change first: `a`; the model
+    // says `b` says the same.
+    let decide = json!({"memory": [{"id": b, "text": "The user lives in Paris.", "event": "DELETE"}]});
+    api.model.reply(Ok(completion(&decide.to_string())));
+    let w = wake_up(&api);
+    assert_eq!((w.consolidated.checked, w.consolidated.retired), (1, 1));
+    let sent = api.model.requests.borrow()[0].to_string();
+    assert!(sent.contains(b) && sent.contains("The user lives in Paris."), "{sent}");
+    let retired = api.get(&format!("/memories/{b}")).body_json();
+    assert_eq!(retired["supersededBy"], a);
+    assert!(retired["invalidAt"].is_string());
+    assert!(!api.get(&format!("/memories/{b}/history")).body_json()["versions"].as_array().unwrap().is_empty());
+    let listed = api.get("/memories").body_json()["memories"].as_array().unwrap().len();
+    assert_eq!(listed, 2, "the duplicate no longer holds");
+    // The pass has memories left: due at once; `b` is skipped (retired), `c` checked.
+    let now = api.now.get();
+    assert!(due(&api.env()).unwrap().is_some_and(|t| t <= now + 1));
+    api.model.reply(Ok(completion(r#"{"memory": []}"#)));
+    let w = wake_up(&api);
+    assert_eq!((w.consolidated.checked, w.consolidated.retired), (1, 0));
+    assert!(api.model.requests.borrow()[1].to_string().contains("likes green tea"), "{c} checked");
+    // Done: the next pass is due an hour after this one began.
+    let w = wake_up(&api);
+    assert_eq!(w.consolidated.checked, 0);
+    let next = due(&api.env()).unwrap().unwrap();
+    assert!(next > api.now.get() + 3_500_000 && next <= api.now.get() + 3_600_000, "{next}");
+    assert_eq!(api.model.requests.borrow().len(), 2);
+    assert!(
+        session_agent_core::config::SessionConfig::from_json(r#"{"memory": {"maintenance": {"batch": 0}}}"#).is_err()
+    );
+}

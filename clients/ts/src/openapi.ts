@@ -4511,7 +4511,8 @@ export interface components {
          *     text together; for an added block: its initial `content`) is estimated at more tokens
          *     than its `maxTokens`: `Block "<label>" exceeds maxTokens: <tokens> > <maxTokens>`. Or
          *     a new memory (`POST /memories`) while the agent already holds
-         *     `SESSION_CONFIG.memory.maxMemories` memories. Nothing changed.
+         *     `SESSION_CONFIG.memory.maxMemories` memories; or a new schedule while the agent has
+         *     `SESSION_CONFIG.schedules.maxSchedules`. Nothing changed.
          */
         OverBudget: {
             headers: {

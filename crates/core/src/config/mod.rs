@@ -25,7 +25,7 @@ pub use blocks::{
 };
 pub use chat::{ChatConfig, DEFAULT_MAX_MESSAGES, DEFAULT_MAX_STEPS};
 pub use compaction::{CompactOptions, CompactionConfig};
-pub use memory::{ExtractConfig, InjectConfig, MemoryConfig, DEFAULT_MAX_MEMORIES};
+pub use memory::{ExtractConfig, InjectConfig, MaintenanceConfig, MemoryConfig, DEFAULT_MAX_MEMORIES};
 use parts::{object, or_default, switch};
 pub use schedules::SchedulesConfig;
 

@@ -1,7 +1,8 @@
 //! The agent's one Durable Object alarm: everything the agent does without a request. A
 //! wake-up ([`wake`]) runs the schedules that are due, one after another, at most
 //! [`RUNS_PER_WAKE`] of them, then the maintenance: memories whose `expiresAt` has come purged
-//! (at most [`PURGE_BATCH`]), and the work a failure left, handed back to the caller to run as
+//! (at most [`PURGE_BATCH`]), the sleep-time consolidation when it is configured and due
+//! (`memory::maintain`: `memory.maintenance.batch` memories, one model call each), and the work a failure left, handed back to the caller to run as
 //! after an answer (`After::Sweep` for spilled objects still to delete, `After::Embed` for rows
 //! still waiting for a vector). [`due`] is the next time the alarm is needed: the earliest
 //! `nextRunAt`, the earliest `expiresAt`, and [`RETRY_MS`] from now while left-over work waits.
@@ -13,6 +14,7 @@ use crate::after::After;
 use crate::blobs::BoxFuture;
 use crate::env::Env;
 use crate::error::Result;
+use crate::memory::maintain::{self, Consolidated};
 use crate::memory::store as memories;
 use crate::sql::{atomically, Sql, Value};
 use crate::time::parse_iso;
@@ -31,6 +33,8 @@ pub struct Woken {
     pub runs: usize,
     /// Expired memories purged.
     pub purged: usize,
+    /// The sleep-time consolidation's share of this wake-up (`memory.maintenance`).
+    pub consolidated: Consolidated,
     /// Work for the caller to run now, as after an answer: what the runs' turns left (a
     /// session's compaction, memory extraction), the spill sweep, the embedding of waiting rows.
     pub after: Vec<After>,
@@ -104,6 +108,10 @@ async fn run_wake<'a>(env: &'a dyn Fn() -> Env<'a>) -> Woken {
         Ok(n) => woken.purged = n,
         Err(e) => last.events.warn(&format!("alarm: purging expired memories: {}", e.message)),
     }
+    match maintain::run(&last).await {
+        Ok(c) => woken.consolidated = c,
+        Err(e) => last.events.warn(&format!("alarm: consolidating memories: {}", e.message)),
+    }
     if !woken.after.contains(&After::Sweep) && exists(last.sql, "SELECT 1 FROM spill_garbage LIMIT 1").unwrap_or(false)
     {
         woken.after.push(After::Sweep);
@@ -115,7 +123,7 @@ async fn run_wake<'a>(env: &'a dyn Fn() -> Env<'a>) -> Woken {
 }
 
 /// The next time (ms) the alarm is needed, if ever: the earliest due schedule, the earliest
-/// expiry of a memory, and while a spill sweep or an embedding has work left, [`RETRY_MS`] after
+/// expiry of a memory, the next consolidation (when configured), and while a spill sweep or an embedding has work left, [`RETRY_MS`] after
 /// now. A time already past means at once.
 pub fn due(env: &Env<'_>) -> Result<Option<i64>> {
     let sql = env.sql;
@@ -126,6 +134,7 @@ pub fn due(env: &Env<'_>) -> Result<Option<i64>> {
     let mut times = vec![
         earliest("SELECT min(next_run_at) FROM schedules WHERE paused = 0")?,
         earliest("SELECT min(expires_at) FROM memories WHERE expires_at IS NOT NULL")?,
+        maintain::due(env)?,
     ];
     if exists(sql, "SELECT 1 FROM spill_garbage LIMIT 1")?
         || (env.embeddings.is_on() && exists(sql, "SELECT 1 FROM unembedded LIMIT 1")?)
