@@ -12,7 +12,7 @@ use crate::support::{code, completion, Api};
 use session_agent_api::access::{Claims, CLAIMS_HEADER};
 use session_agent_api::Request;
 use session_agent_core::after::After;
-use session_agent_core::schedule::alarm::{due, wake, RETRY_MS};
+use session_agent_core::schedule::alarm::{due, wake, RETRY_MS, RUNS_PER_WAKE, WAKE_BUDGET_MS};
 use session_agent_core::schedule::run::FRESH_TOOLS;
 use session_agent_core::store;
 use session_agent_core::time::{iso_millis, parse_iso};
@@ -458,4 +458,34 @@ fn sleep_time_consolidation_retires_near_duplicates_on_the_alarm() {
     assert!(
         session_agent_core::config::SessionConfig::from_json(r#"{"memory": {"maintenance": {"batch": 0}}}"#).is_err()
     );
+}
+
+#[test]
+fn a_wake_up_is_bounded_and_the_rest_is_due_at_once() {
+    let api = Api::new().with_model();
+    let due_at = at(&api, MIN);
+    for i in 0..(RUNS_PER_WAKE + 3) {
+        assert_eq!(api.post("/schedules", json!({"prompt": format!("task {i}"), "at": due_at})).status, 201);
+    }
+    api.now.set(parse_iso(&due_at).unwrap());
+    assert_eq!(wake_up(&api).runs as i64, RUNS_PER_WAKE, "at most RUNS_PER_WAKE runs");
+    let now = api.now.get();
+    assert!(due(&api.env()).unwrap().is_some_and(|t| t <= now), "the rest is due at once");
+    assert_eq!(wake_up(&api).runs, 3);
+    assert_eq!(api.count("SELECT count(*) FROM schedule_runs WHERE status = 'ok'"), RUNS_PER_WAKE + 3);
+    // A wake-up stops starting runs once WAKE_BUDGET_MS has passed (here, each request of the
+    // native clock is one ms: a budget-long stretch is simulated by a clock that jumps).
+    for i in 0..3 {
+        api.post("/schedules", json!({"prompt": format!("late {i}"), "at": at(&api, MIN)}));
+    }
+    api.now.set(api.now.get() + 2 * MIN);
+    let start = api.now.get();
+    let jumpy = || {
+        let env = api.env();
+        api.now.set(api.now.get() + WAKE_BUDGET_MS / 2);
+        env
+    };
+    let w = futures::executor::block_on(wake(&jumpy));
+    assert!(w.runs < 3, "{} runs after {} ms", w.runs, api.now.get() - start);
+    assert_eq!(api.post("/schedules", json!({"prompt": "\u{1}", "every": 60})).body_json()["name"], "schedule");
 }

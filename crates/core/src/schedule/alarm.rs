@@ -1,6 +1,6 @@
 //! The agent's one Durable Object alarm: everything the agent does without a request. A
 //! wake-up ([`wake`]) runs the schedules that are due, one after another, at most
-//! [`RUNS_PER_WAKE`] of them, then the maintenance: memories whose `expiresAt` has come purged
+//! [`RUNS_PER_WAKE`] of them and none started after [`WAKE_BUDGET_MS`], then the maintenance: memories whose `expiresAt` has come purged
 //! (at most [`PURGE_BATCH`]), the sleep-time consolidation when it is configured and due
 //! (`memory::maintain`: `memory.maintenance.batch` memories, one model call each), and the work a failure left, handed back to the caller to run as
 //! after an answer (`After::Sweep` for spilled objects still to delete, `After::Embed` for rows
@@ -21,6 +21,10 @@ use crate::time::parse_iso;
 
 /// Scheduled runs one wake-up starts at most (one after another; each is a model call).
 pub const RUNS_PER_WAKE: i64 = 10;
+/// A wake-up starts no run after this long (ms) since it began: what is left is due at once and
+/// goes to the next wake-up. (One run is bounded by its own turn: `chat.maxSteps` model calls,
+/// each within `LLM_TIMEOUT_MS`.)
+pub const WAKE_BUDGET_MS: i64 = 60_000;
 /// Expired memories one wake-up purges at most.
 pub const PURGE_BATCH: i64 = 500;
 /// How long left-over work (an embedding or a spill sweep that failed) waits for its retry.
@@ -92,8 +96,12 @@ async fn run_wake<'a>(env: &'a dyn Fn() -> Env<'a>) -> Woken {
             Vec::new()
         }
     };
+    let began = parse_iso(&first.now).unwrap_or(0);
     for id in ids {
         let now = env();
+        if parse_iso(&now.now).unwrap_or(0) - began > WAKE_BUDGET_MS {
+            break;
+        }
         match tick(&now, &id, Tick::Due).await {
             Ok(Some(ran)) => {
                 woken.runs += 1;

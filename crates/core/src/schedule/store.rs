@@ -197,6 +197,9 @@ fn default_name(prompt: &str) -> String {
     if line.chars().count() > 80 {
         name.push('…');
     }
+    if name.trim().is_empty() {
+        name = "schedule".to_owned();
+    }
     name
 }
 
