@@ -96,7 +96,7 @@ function state() {
   return JSON.stringify([tables.map((t) => [t, doRows(w.persistDir, `SELECT * FROM "${t}"`).map((r) => JSON.stringify(r)).sort()]), r2Keys(w.persistDir).sort()]);
 }
 
-const VALUES = { agent: AGENT, sid: "s1", mid: "m1", label: "memory", cid: "c1", name: "session_search", memory: "mem_x", key: "k1" };
+const VALUES = { agent: AGENT, sid: "s1", mid: "m1", label: "memory", cid: "c1", name: "session_search", memory: "mem_x", key: "k1", schedule: "sch_x" };
 
 /** Segment variants that no parameter accepts: each request carrying one must be refused. */
 const REFUSED = {
@@ -108,6 +108,7 @@ const REFUSED = {
   name: ["%00", "%FF", "%C3"],
   memory: ["%00", "a%01b", "%FF", "%C3", "%C0%AF", "a%2Fb", "x".repeat(300)],
   key: ["%00", "%FF", "%C3", "%C0%AF"],
+  schedule: ["%00", "a%01b", "%FF", "%C3", "%C0%AF", "a%2Fb", "x".repeat(300)],
 };
 /** Variants that may route elsewhere (workerd resolves dots) or be valid: no 5xx, well formed. */
 const ROUTED = ["..", "%2e%2e", ".", ";/../", "%2F", "x".repeat(10_000), ""];
