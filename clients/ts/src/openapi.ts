@@ -8271,7 +8271,7 @@ export interface operations {
             query?: {
                 /** @description Most items on the page (integer 1–100; anything else is `400`). */
                 limit?: number;
-                /** @description The `nextCursor` of the page before (anything else is `400`). */
+                /** @description The `nextCursor` of the page before (empty is absent; anything else is `400`). */
                 cursor?: string;
             };
             header?: never;
@@ -8482,7 +8482,7 @@ export interface operations {
             query?: {
                 /** @description Most items on the page (integer 1–100; anything else is `400`). */
                 limit?: number;
-                /** @description The `nextCursor` of the page before (anything else is `400`). */
+                /** @description The `nextCursor` of the page before (empty is absent; anything else is `400`). */
                 cursor?: string;
             };
             header?: never;

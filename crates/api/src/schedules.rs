@@ -50,7 +50,7 @@ pub(crate) fn create(c: &Call<'_>) -> Result<Response> {
 /// `GET /schedules?limit=&cursor=`: by `nextRunAt` ascending, finished one-shots last.
 pub(crate) fn list(c: &Call<'_>) -> Result<Response> {
     let limit = c.query.int("limit", 1, MAX_PAGE)?;
-    let (list, next) = schedule::list(c.env.sql, limit, c.query.get("cursor"))?;
+    let (list, next) = schedule::list(c.env.sql, limit, c.query.get("cursor").filter(|c| !c.is_empty()))?;
     let schedules: Vec<Json> = list.iter().map(|s| s.to_json()).collect();
     Ok(Response::json(200, &json!({"schedules": schedules, "nextCursor": next})))
 }
@@ -87,7 +87,8 @@ pub(crate) fn delete(c: &Call<'_>) -> Result<Response> {
 /// `GET /schedules/{schedule}/runs?limit=&cursor=`: newest first.
 pub(crate) fn runs(c: &Call<'_>) -> Result<Response> {
     let limit = c.query.int("limit", 1, MAX_PAGE)?;
-    let (runs, next) = run::list(c.env.sql, &c.params.schedule, limit, c.query.get("cursor"))?;
+    let (runs, next) =
+        run::list(c.env.sql, &c.params.schedule, limit, c.query.get("cursor").filter(|c| !c.is_empty()))?;
     Ok(Response::json(200, &json!({"runs": runs, "nextCursor": next})))
 }
 
