@@ -105,6 +105,7 @@ impl Inner {
             transport: &self.transport,
             events: &self.sockets,
             now: iso_millis(now_ms()),
+            clock: &now_ms,
             reach: Default::default(),
         }
     }

@@ -114,6 +114,7 @@ test("a run by hand answers the run, and a second one while it goes is 409", asy
   assert.equal(done.status, 200);
   assert.equal(done.body.status, "ok");
   assert.equal(done.body.reply, "slowly");
+  assert.ok(Date.parse(done.body.endedAt) - Date.parse(done.body.startedAt) >= 1000, "endedAt is when it ended");
   assert.equal((await call(a, "GET", `/schedules/${s.id}`)).body.nextRunAt, s.nextRunAt, "timing unchanged");
 });
 

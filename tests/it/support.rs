@@ -2,6 +2,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
+use std::rc::Rc;
 
 use serde_json::{json, Value as Json};
 use session_agent_api::{self as api, Request, Response};
@@ -51,7 +52,9 @@ pub struct Api {
     pub agent: String,
     pub llm: LlmConfig,
     pub model: Model,
-    pub now: Cell<i64>,
+    /// The clock of every request (shared with `clock`, the `Env::clock` it gives).
+    pub now: Rc<Cell<i64>>,
+    clock: Box<dyn Fn() -> i64>,
     pub frozen: bool,
     pub events: Frames,
     pub embeddings: EmbeddingsConfig,
@@ -194,6 +197,7 @@ impl Api {
     }
 
     pub fn with_db(db: SqliteDb) -> Api {
+        let now = Rc::new(Cell::new(1_795_345_200_000));
         Api {
             db,
             cache: ReadCache::new(DEFAULT_BUDGET),
@@ -202,7 +206,11 @@ impl Api {
             agent: "alice".into(),
             llm: LlmConfig::none(),
             model: Model::default(),
-            now: Cell::new(1_795_345_200_000),
+            clock: {
+                let now = now.clone();
+                Box::new(move || now.get())
+            },
+            now,
             frozen: false,
             events: Frames::default(),
             embeddings: EmbeddingsConfig::none(),
@@ -246,6 +254,7 @@ impl Api {
             transport: &self.model,
             events: &self.events,
             now: session_agent_core::time::iso_millis(self.now.get()),
+            clock: &*self.clock,
             reach: Default::default(),
         }
     }

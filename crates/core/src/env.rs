@@ -33,6 +33,9 @@ pub struct Env<'a> {
     pub events: &'a dyn Events,
     /// The request's timestamp (ISO-8601 UTC with milliseconds), used for every write it makes.
     pub now: String,
+    /// The time now (ms since the epoch), for what outlasts a request's moment: when a
+    /// scheduled run ended, how long an alarm's wake-up has run.
+    pub clock: &'a dyn Fn() -> i64,
     /// The sessions the request may see beyond its own (its token's sessions, if it is limited).
     pub reach: Reach,
 }
@@ -63,6 +66,7 @@ impl<'a> Env<'a> {
             vectors: self.vectors,
             events: self.events,
             now: self.now.clone(),
+            clock: self.clock,
             reach,
         }
     }

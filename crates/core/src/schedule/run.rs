@@ -170,12 +170,14 @@ fn finish(env: &Env<'_>, s: &Schedule, run_id: &str, outcome: Result<(String, Us
         Err(e) => ("error", None, None, Some(e.message)),
     };
     let keep = env.config.schedules.max_runs;
+    // The time it ended, not the moment it started (the request's).
+    let ended = iso_millis((env.clock)()).max(env.now.clone());
     let run = atomically(env.sql, || {
         env.sql.execute(
             "UPDATE schedule_runs SET status = ?, ended_at = ?, reply = ?, usage = ?, error = ? WHERE id = ?",
             &[
                 status.into(),
-                env.now.as_str().into(),
+                ended.as_str().into(),
                 reply.clone().into(),
                 usage.clone().into(),
                 error.clone().into(),
