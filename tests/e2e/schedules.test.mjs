@@ -2,7 +2,7 @@
 // one-shot firing through the real Durable Object alarm with the scripted model and recorded as
 // a run, the `schedule` frame on an agent-wide socket, a run
 // by hand and its 409, a schedule that came due while the runtime was down firing once after the
-// restart, and a crash in the middle of a scheduled run: the run is failed or absent, never run
+// restart (with no request to wake it), and a crash in the middle of a scheduled run: the run is failed or absent, never run
 // twice, and the alarm still fires afterwards.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
@@ -126,6 +126,8 @@ test("a schedule due while the runtime was down fires once after the restart", a
   model.reply({ content: "Back again." });
   const calls = model.requests.length;
   w = await startWorker({ persistDir: dir, vars: vars() });
+  // The alarm survived the restart: the run happens without any request waking the object.
+  await eventually("the missed run, with no request", () => doRows(dir, `SELECT status FROM schedule_runs WHERE schedule_id = '${s.id}'`).some((r) => r[0] === "ok"), 15_000);
   const runs = await eventually("the missed run", async () => {
     const r = await runsOf(a, s.id);
     return r.length === 1 && r[0].status !== "running" && r;
