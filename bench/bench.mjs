@@ -27,6 +27,8 @@
 //                       the resume request's first chunk against the floor, bytes kept per turn
 //   BENCH_CLIENTS=0     skip bench/clients.mjs: the AI SDK's chat client on a long branch, and the
 //                       sizes of the console, the client package and the Worker package
+//   BENCH_SCHEDULES_RUN=0  skip bench/schedules.mjs: the alarm's lateness for schedules due together,
+//                       a scheduled run against a plain turn, maintenance per wake-up
 import { gzipSync } from "node:zlib";
 import { readFileSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -189,3 +191,4 @@ if (process.env.BENCH_SIMILARITY !== "0") await (await import("./similarity.mjs"
 if (process.env.BENCH_TRANSFER !== "0") await import("./transfer.mjs"); // export / import, tokens: bench/transfer.mjs
 if (process.env.BENCH_TURNS !== "0") await import("./turns.mjs"); // stop and resume: bench/turns.mjs
 if (process.env.BENCH_CLIENTS !== "0") await import("./clients.mjs"); // useChat's client, package sizes: bench/clients.mjs
+if (process.env.BENCH_SCHEDULES_RUN !== "0") await import("./schedules.mjs"); // the alarm: bench/schedules.mjs

@@ -11,8 +11,8 @@ use futures::channel::mpsc;
 use futures::future::{select, Either};
 use futures::StreamExt;
 use worker::{
-    console_error, console_warn, durable_object, wasm_bindgen_futures::spawn_local, Date, DurableObject, Env, Request,
-    Response, Result, State, WebSocket, WebSocketIncomingMessage, WebSocketPair,
+    console_error, console_log, console_warn, durable_object, wasm_bindgen_futures::spawn_local, Date, DurableObject,
+    Env, Request, Response, Result, State, Storage, WebSocket, WebSocketIncomingMessage, WebSocketPair,
 };
 
 use super::{
@@ -33,6 +33,7 @@ use session_agent_core::config::SessionConfig;
 use session_agent_core::error::{Error, ErrorKind};
 use session_agent_core::llm::embeddings::EmbeddingsConfig;
 use session_agent_core::llm::LlmConfig;
+use session_agent_core::schedule::alarm;
 use session_agent_core::store;
 use session_agent_core::time::iso_millis;
 use session_agent_core::transfer::export::AgentExport;
@@ -77,6 +78,21 @@ struct Inner {
     running: Running,
     /// The turns running now: followed by resume requests, stopped by `POST …/chat/stop`.
     live: Live,
+    /// The object's storage, for its one alarm.
+    storage: Storage,
+    /// The alarm as this instance last set or read it.
+    armed: Cell<Armed>,
+}
+
+/// What this instance knows of the object's alarm.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Armed {
+    /// Not read yet (the object just started: an alarm set before survives).
+    Unknown,
+    /// None is set (it fired, or none was ever needed).
+    Unset,
+    /// Set for this time (ms).
+    At(i64),
 }
 
 impl Inner {
@@ -95,6 +111,7 @@ impl Inner {
             events: &self.sockets,
             live: &self.live,
             now: iso_millis(now_ms()),
+            clock: &now_ms,
             reach: Default::default(),
         }
     }
@@ -159,6 +176,8 @@ impl Agent {
             rate,
             running: Default::default(),
             live: Live::default(),
+            storage: state.storage(),
+            armed: Cell::new(Armed::Unknown),
         };
         Agent { inner: Rc::new(inner) }
     }
@@ -195,8 +214,11 @@ impl Agent {
             convert::drain(&mut req).await;
             return convert::error(&e);
         }
-        if !self.inner.woke.replace(true) && self.inner.embeddings.is_on() {
-            self.later(vec![After::Embed]);
+        if !self.inner.woke.replace(true) {
+            if self.inner.embeddings.is_on() {
+                self.later(vec![After::Embed]);
+            }
+            self.rearm();
         }
         let method = req.inner().method();
         let url = req.inner().url();
@@ -436,7 +458,70 @@ impl Agent {
                     api::after(&agent.inner.env(), &[After::Embed]).await;
                 }
             }
+            // What the write changed may need the alarm sooner (a schedule, an expiry, a retry).
+            agent.arm().await;
         });
+    }
+
+    /// The object's alarm (`DurableObject::alarm`): one bounded wake-up of
+    /// [`alarm::wake`] (due schedules one after another, expired memories, then the left-over
+    /// sweep and embedding as after an answer), and the alarm set again for what is left.
+    pub async fn alarm(&self) -> Result<Response> {
+        if self.inner.broken.is_some() {
+            return Response::ok("");
+        }
+        // The alarm that fired is spent.
+        self.inner.armed.set(Armed::Unset);
+        let started = now_ms();
+        let inner = &self.inner;
+        let env = || inner.env();
+        let woken = alarm::wake(&env).await;
+        console_log!(
+            "SessionAgent alarm: {} runs, {} expired memories purged, {} ms; {} memories consolidated, {} retired",
+            woken.runs,
+            woken.purged,
+            now_ms() - started,
+            woken.consolidated.checked,
+            woken.consolidated.retired
+        );
+        self.later(woken.after);
+        self.arm().await;
+        Response::ok("")
+    }
+
+    /// Sets the alarm again in the background ([`Agent::arm`]).
+    fn rearm(&self) {
+        let agent = self.clone();
+        spawn_local(async move { agent.arm().await });
+    }
+
+    /// Sets the object's alarm for the next time the agent needs it ([`alarm::due`]) when no
+    /// alarm is set for that time or sooner (a sooner one wakes it for nothing, harmlessly, and
+    /// that wake-up sets it again). Failures are logged: the next write tries again.
+    async fn arm(&self) {
+        let inner = &self.inner;
+        let due = match alarm::due(&inner.env()) {
+            Ok(Some(due)) => due,
+            Ok(None) => return,
+            Err(e) => return console_warn!("SessionAgent: the alarm's next time: {}", e.message),
+        };
+        let now = now_ms();
+        let set = match inner.armed.get() {
+            Armed::At(t) => Some(t),
+            Armed::Unset => None,
+            Armed::Unknown => match inner.storage.get_alarm().await {
+                Ok(t) => t,
+                Err(e) => return console_warn!("SessionAgent: reading the alarm: {e}"),
+            },
+        };
+        if let Some(t) = set.filter(|&t| t <= due && t > now) {
+            inner.armed.set(Armed::At(t));
+            return;
+        }
+        match inner.storage.set_alarm((due - now).max(0)).await {
+            Ok(()) => inner.armed.set(Armed::At(due)),
+            Err(e) => console_warn!("SessionAgent: setting the alarm: {e}"),
+        }
     }
 }
 
@@ -498,6 +583,10 @@ impl DurableObject for SessionAgent {
 
     async fn fetch(&self, req: Request) -> Result<Response> {
         self.agent.fetch(req).await
+    }
+
+    async fn alarm(&self) -> Result<Response> {
+        self.agent.alarm().await
     }
 
     async fn websocket_message(&self, ws: WebSocket, message: WebSocketIncomingMessage) -> Result<()> {

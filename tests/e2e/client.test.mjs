@@ -1,6 +1,6 @@
 // The TypeScript client package (clients/ts, @session-agent/client) against the built Worker in
 // workerd: builds it with tsc, imports dist/, and drives sessions, the message tree, search,
-// a streamed turn, long-term memory, typed errors (status, code, Retry-After), the Durable
+// a streamed turn, long-term memory, schedules, typed errors (status, code, Retry-After), the Durable
 // Object modes (a namespace and a stub, no token), the WebSocket with its reconnect across a
 // runtime restart, the stale-types check, and `npm pack` (what the tarball holds, its size).
 import { test, before, after, beforeEach } from "node:test";
@@ -244,6 +244,25 @@ test("long-term memory: store, recall, list, update, history, forget", async () 
   const gone = await failure(memories.get(m.id));
   assert.deepEqual([gone.status, gone.code], [404, "not_found"]);
   assert.equal(await memories.forgetAll(), 1);
+});
+
+test("schedules: create, page, update, run by hand, runs, delete", async () => {
+  const schedules = client.agent("sched").schedules;
+  const s = await schedules.create({ prompt: "Morning brief.", cron: "30 7 * * 1-5" });
+  assert.match(s.id, /^sch_/);
+  assert.deepEqual([s.at, s.every, s.cron, s.paused], [null, null, "30 7 * * 1-5", false]);
+  assert.deepEqual((await schedules.page()).schedules.map((x) => x.id), [s.id]);
+  const paused = await schedules.update(s.id, { paused: true, every: 3600 });
+  assert.deepEqual([paused.paused, paused.every, paused.cron], [true, 3600, null]);
+  model.reply({ content: "Brief: nothing today." });
+  const run = await schedules.run(s.id);
+  assert.deepEqual([run.status, run.reply], ["ok", "Brief: nothing today."]);
+  assert.deepEqual((await schedules.runs(s.id)).runs.map((r) => r.id), [run.id]);
+  const bad = await failure(schedules.create({ prompt: "p", every: 59 }));
+  assert.deepEqual([bad.status, bad.code], [400, "invalid_request"]);
+  await schedules.delete(s.id);
+  const gone = await failure(schedules.get(s.id));
+  assert.deepEqual([gone.status, gone.code], [404, "not_found"]);
 });
 
 test("errors are typed: status, code (the spec's enum), Retry-After", async () => {

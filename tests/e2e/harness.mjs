@@ -284,13 +284,14 @@ export async function startWorker({ persistDir, apiToken = "test-token", vars = 
   const dir = persistDir ?? mkdtempSync(join(tmpdir(), "sa-worker-"));
   let options = {
     ...workerOptions({ persistDir: dir, apiToken, vars, port, ai }),
-    ...extra,
     // SA_E2E_LOG=1 shows the Worker's console output and workerd's errors. Otherwise the
     // Worker's console.log (the front door's request log lines) is read and dropped: thousands
     // of lines per test would only slow the runs down; warnings and errors still show.
     ...(process.env.SA_E2E_LOG
       ? { log: new Log(LogLevel.DEBUG) }
       : { handleRuntimeStdio: (stdout, stderr) => { stdout.resume(); stderr.pipe(process.stderr); } }),
+    // Last, as documented (a caller may read the runtime's output itself: bench/schedules.mjs).
+    ...extra,
   };
   if (ai) {
     // Two workers: the shared options stay on top, the Worker's own go first in `workers`.

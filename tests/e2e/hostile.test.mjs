@@ -96,7 +96,7 @@ function state() {
   return JSON.stringify([tables.map((t) => [t, doRows(w.persistDir, `SELECT * FROM "${t}"`).map((r) => JSON.stringify(r)).sort()]), r2Keys(w.persistDir).sort()]);
 }
 
-const VALUES = { agent: AGENT, sid: "s1", mid: "m1", label: "memory", cid: "c1", name: "session_search", memory: "mem_x", key: "k1", chatId: "s1" };
+const VALUES = { agent: AGENT, sid: "s1", mid: "m1", label: "memory", cid: "c1", name: "session_search", memory: "mem_x", key: "k1", chatId: "s1", schedule: "sch_x" };
 
 /** Segment variants that no parameter accepts: each request carrying one must be refused. */
 const REFUSED = {
@@ -110,6 +110,7 @@ const REFUSED = {
   key: ["%00", "%FF", "%C3", "%C0%AF"],
   // Not checked on the session's resume route (the client may make a new one), but it must decode.
   chatId: ["%FF", "%C3", "%C0%AF"],
+  schedule: ["%00", "a%01b", "%FF", "%C3", "%C0%AF", "a%2Fb", "x".repeat(300)],
 };
 /** Variants that may route elsewhere (workerd resolves dots) or be valid: no 5xx, well formed. */
 const ROUTED = ["..", "%2e%2e", ".", ";/../", "%2F", "x".repeat(10_000), ""];

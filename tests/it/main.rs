@@ -20,6 +20,7 @@ mod mcp;
 mod memory;
 mod metadata;
 mod routes;
+mod schedules;
 mod search;
 mod sessions;
 mod spill;

@@ -2,6 +2,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
+use std::rc::Rc;
 
 use serde_json::{json, Value as Json};
 use session_agent_api::{self as api, Request, Response};
@@ -52,7 +53,9 @@ pub struct Api {
     pub agent: String,
     pub llm: LlmConfig,
     pub model: Model,
-    pub now: Cell<i64>,
+    /// The clock of every request (shared with `clock`, the `Env::clock` it gives).
+    pub now: Rc<Cell<i64>>,
+    clock: Box<dyn Fn() -> i64>,
     pub frozen: bool,
     pub events: Frames,
     pub embeddings: EmbeddingsConfig,
@@ -106,6 +109,8 @@ pub struct Model {
     pub embed_fails: Cell<bool>,
     /// When set, the next chat call waits for it before answering (a model still thinking).
     pub gate: RefCell<Option<futures::channel::oneshot::Receiver<()>>>,
+    /// Chat calls never answer while set (a model call a crash cuts short).
+    pub hangs: Cell<bool>,
 }
 
 /// A deterministic embedding for native tests: each word (lower case, letters and digits) adds
@@ -178,6 +183,9 @@ impl Transport for Model {
             });
         }
         self.requests.borrow_mut().push(serde_json::from_str(&req.body).unwrap_or(Json::Null));
+        if self.hangs.get() {
+            return Box::pin(futures::future::pending());
+        }
         let next = self.replies.borrow_mut().pop_front();
         let gate = self.gate.borrow_mut().take();
         Box::pin(async move {
@@ -198,6 +206,7 @@ impl Api {
     }
 
     pub fn with_db(db: SqliteDb) -> Api {
+        let now = Rc::new(Cell::new(1_795_345_200_000));
         Api {
             db,
             cache: ReadCache::new(DEFAULT_BUDGET),
@@ -206,7 +215,11 @@ impl Api {
             agent: "alice".into(),
             llm: LlmConfig::none(),
             model: Model::default(),
-            now: Cell::new(1_795_345_200_000),
+            clock: {
+                let now = now.clone();
+                Box::new(move || now.get())
+            },
+            now,
             frozen: false,
             events: Frames::default(),
             embeddings: EmbeddingsConfig::none(),
@@ -253,6 +266,7 @@ impl Api {
             events: &self.events,
             live: &self.live,
             now: session_agent_core::time::iso_millis(self.now.get()),
+            clock: &*self.clock,
             reach: Default::default(),
         }
     }

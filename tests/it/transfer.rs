@@ -387,6 +387,7 @@ fn entries_no_block_reads_any_more_stay_out_of_the_export() {
 fn an_erase_leaves_no_row_and_no_object_and_revokes_tokens() {
     let alice = rich("alice");
     assert!(!alice.blobs.keys().is_empty());
+    assert_eq!(alice.post("/schedules", json!({"prompt": "p", "every": 60})).status, 201);
     let r = alice.delete("/");
     assert_eq!((r.status, code(&r)), (400, "invalid_request".into()), "without Confirm: erase");
     assert_eq!(alice.count("SELECT count(*) FROM messages"), 7);

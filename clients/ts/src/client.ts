@@ -14,7 +14,8 @@ import type {
   Compaction, ContextBlock, ContinuationRequest, CreateCompactionRequest, CreateMemoryRequest,
   CreateSessionRequest, DeleteMemoriesRequest, Extracted, HistoryPage, ImportCounts, IngestEntriesRequest, IssueTokenRequest,
   IssuedToken, Memory, MemoryCategory, MemoryHit, MemoryList, MemoryVersion, Message, NewTurnRequest, ParentId,
-  Prompt, RecentHistory, Revocation, RevokeTokensRequest, SearchEntry, SearchEntryList, SearchHit, SessionExport,
+  Prompt, RecentHistory, Revocation, RevokeTokensRequest, Schedule, ScheduleRun, CreateScheduleRequest,
+  UpdateScheduleRequest, SearchEntry, SearchEntryList, SearchHit, SessionExport,
   SessionImport, SessionInfo, SplitRequest, Tool, ToolName, UpdateMemoryRequest, UpdateSessionRequest, UsageRequest,
   UserMessage,
 } from "./types.js";
@@ -234,6 +235,8 @@ export class AgentClient {
   readonly memories: Memories;
   /** Scoped tokens (admin token only; HTTP only). */
   readonly tokens: Tokens;
+  /** Scheduled turns run by the agent's alarm, and their runs. */
+  readonly schedules: Schedules;
 
   constructor(
     readonly client: SessionAgentClient,
@@ -243,6 +246,7 @@ export class AgentClient {
     this.sessions = new Sessions(this);
     this.memories = new Memories(this);
     this.tokens = new Tokens(this);
+    this.schedules = new Schedules(this);
   }
 
   /** One session of this agent. */
@@ -331,6 +335,51 @@ export class Sessions {
     return this.agent.request("post", "/agents/{agent}/sessions/import", {
       body: document as SessionImport, query: options,
     });
+  }
+}
+
+/** `/schedules…`: agent turns the agent's alarm runs (agent-wide tokens only). */
+export class Schedules {
+  constructor(private readonly agent: AgentClient) {}
+
+  /** A new schedule: `prompt` and exactly one of `at` (ISO-8601, future), `every` (seconds,
+   * ≥ 60) and `cron` (five fields, UTC); `sessionId` makes each run a turn of that session. */
+  async create(input: CreateScheduleRequest): Promise<Schedule> {
+    return this.agent.request("post", "/agents/{agent}/schedules", { body: input });
+  }
+
+  /** One page of the schedules by `nextRunAt` (finished one-shots last) and the `nextCursor`
+   * of the page after it (`null` after the last one). */
+  async page(options: { limit?: number; cursor?: string } = {}): Promise<{ schedules: Schedule[]; nextCursor: string | null }> {
+    const { schedules, nextCursor } = await this.agent.request("get", "/agents/{agent}/schedules", { query: options });
+    return { schedules, nextCursor: nextCursor ?? null };
+  }
+
+  async get(id: string): Promise<Schedule> {
+    return this.agent.request("get", "/agents/{agent}/schedules/{schedule}", { path: { schedule: id } });
+  }
+
+  /** Pauses or resumes (`paused`), renames, changes the prompt or the timing. */
+  async update(id: string, patch: UpdateScheduleRequest): Promise<Schedule> {
+    return this.agent.request("patch", "/agents/{agent}/schedules/{schedule}", { path: { schedule: id }, body: patch });
+  }
+
+  /** Deletes the schedule with its runs. */
+  async delete(id: string): Promise<void> {
+    await this.agent.request("delete", "/agents/{agent}/schedules/{schedule}", { path: { schedule: id } });
+  }
+
+  /** One page of its recorded runs, newest first. */
+  async runs(id: string, options: { limit?: number; cursor?: string } = {}): Promise<{ runs: ScheduleRun[]; nextCursor: string | null }> {
+    const { runs, nextCursor } = await this.agent.request("get", "/agents/{agent}/schedules/{schedule}/runs", {
+      path: { schedule: id }, query: options,
+    });
+    return { runs, nextCursor: nextCursor ?? null };
+  }
+
+  /** Runs it now (its timing unchanged) and answers the run; `409` while a run of it goes. */
+  async run(id: string): Promise<ScheduleRun> {
+    return this.agent.request("post", "/agents/{agent}/schedules/{schedule}/run", { path: { schedule: id } });
   }
 }
 

@@ -2530,6 +2530,162 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/agents/{agent}/schedules": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The agent: picks the Durable Object (`idFromName(agent)`), so each agent has its own
+                 *     database. 1–128 characters of `[A-Za-z0-9._:-]`, checked after percent-decoding
+                 *     (`400` otherwise). Front door only; absent when calling the DO stub directly.
+                 * @example alice
+                 */
+                agent: components["parameters"]["agent"];
+            };
+            cookie?: never;
+        };
+        /**
+         * List the agent's schedules
+         * @description The schedules by `nextRunAt` ascending (ties by creation), those with none (one-shots
+         *     that ran) last. A page of `limit` (1–100, default 50) with the `nextCursor` of the
+         *     next page (`null` at the end). Agent-wide: a token limited to sessions gets `403`.
+         */
+        get: operations["listSchedules"];
+        put?: never;
+        /**
+         * Schedule an agent turn
+         * @description A schedule runs `prompt` as an agent turn on its own, by the agent's alarm, with a
+         *     **fresh, empty history** each time (see the tag), or, with `sessionId`, as a turn of
+         *     that session. Exactly one of `at` (an ISO-8601 time in the future: once), `every`
+         *     (seconds, 60 to 31,622,400) and `cron` (five fields in UTC). `name` (1–256 characters)
+         *     defaults to the prompt's first line; `prompt` is 1 to
+         *     `SESSION_CONFIG.schedules.maxPromptChars` (default 8,000) characters, not blank.
+         *     `400` for a bad or past time, interval or expression, none or two of them, an unknown
+         *     field; `422 over_budget` when the agent already has
+         *     `SESSION_CONFIG.schedules.maxSchedules` (default 100). Nothing is stored then.
+         */
+        post: operations["createSchedule"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/agents/{agent}/schedules/{schedule}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The agent: picks the Durable Object (`idFromName(agent)`), so each agent has its own
+                 *     database. 1–128 characters of `[A-Za-z0-9._:-]`, checked after percent-decoding
+                 *     (`400` otherwise). Front door only; absent when calling the DO stub directly.
+                 * @example alice
+                 */
+                agent: components["parameters"]["agent"];
+                /**
+                 * @description Schedule id (`sch_` and a UUID v4, as the API gives them out), percent-decoded: `400`
+                 *     when that is not UTF-8, longer than 256 characters or holds a control character. Any
+                 *     other id is simply not found (`404`).
+                 * @example sch_8c1f4e2a-5b3d-4f6e-9a7b-0c1d2e3f4a5b
+                 */
+                schedule: components["parameters"]["schedule"];
+            };
+            cookie?: never;
+        };
+        /** Get one schedule */
+        get: operations["getSchedule"];
+        put?: never;
+        post?: never;
+        /** Delete a schedule and its runs */
+        delete: operations["deleteSchedule"];
+        options?: never;
+        head?: never;
+        /**
+         * Pause, resume or change a schedule
+         * @description Changes the fields given (the rules of `POST /schedules`; `null` leaves a field). A new
+         *     `at`, `every` or `cron` (at most one) replaces the timing and its `nextRunAt` is
+         *     computed from now. `paused: true` stops its runs and keeps `nextRunAt`; resumed, a
+         *     tick missed while paused runs once. `404` when there is none.
+         */
+        patch: operations["updateSchedule"];
+        trace?: never;
+    };
+    "/agents/{agent}/schedules/{schedule}/runs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The agent: picks the Durable Object (`idFromName(agent)`), so each agent has its own
+                 *     database. 1–128 characters of `[A-Za-z0-9._:-]`, checked after percent-decoding
+                 *     (`400` otherwise). Front door only; absent when calling the DO stub directly.
+                 * @example alice
+                 */
+                agent: components["parameters"]["agent"];
+                /**
+                 * @description Schedule id (`sch_` and a UUID v4, as the API gives them out), percent-decoded: `400`
+                 *     when that is not UTF-8, longer than 256 characters or holds a control character. Any
+                 *     other id is simply not found (`404`).
+                 * @example sch_8c1f4e2a-5b3d-4f6e-9a7b-0c1d2e3f4a5b
+                 */
+                schedule: components["parameters"]["schedule"];
+            };
+            cookie?: never;
+        };
+        /**
+         * The recorded runs of a schedule
+         * @description Newest first; the newest `SESSION_CONFIG.schedules.maxRuns` (default 100) are kept. A
+         *     page of `limit` (1–100, default 50) with the `nextCursor` of the next page.
+         */
+        get: operations["listScheduleRuns"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/agents/{agent}/schedules/{schedule}/run": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The agent: picks the Durable Object (`idFromName(agent)`), so each agent has its own
+                 *     database. 1–128 characters of `[A-Za-z0-9._:-]`, checked after percent-decoding
+                 *     (`400` otherwise). Front door only; absent when calling the DO stub directly.
+                 * @example alice
+                 */
+                agent: components["parameters"]["agent"];
+                /**
+                 * @description Schedule id (`sch_` and a UUID v4, as the API gives them out), percent-decoded: `400`
+                 *     when that is not UTF-8, longer than 256 characters or holds a control character. Any
+                 *     other id is simply not found (`404`).
+                 * @example sch_8c1f4e2a-5b3d-4f6e-9a7b-0c1d2e3f4a5b
+                 */
+                schedule: components["parameters"]["schedule"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Run a schedule now
+         * @description A manual tick: the schedule's prompt runs now, as the alarm would run it, and the run is
+         *     answered when it ends (a failure of the model is the run's `error`, status `error`).
+         *     `nextRunAt` is unchanged; `lastRunAt` moves to now. `409 conflict` while a run of it is
+         *     going; `503 llm_unavailable` without a model (`LLM_PROVIDER`). Body: none, or `{}`.
+         */
+        post: operations["runSchedule"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/agents/{agent}/tokens": {
         parameters: {
             query?: never;
@@ -3619,8 +3775,8 @@ export interface components {
          * @description A text frame the server sends on `GET …/ws`. `history`, `pong`, `error` and the
          *     `pending` echo of a `chat` frame's message go to the socket that sent the frame;
          *     `message`, `deleted`, `cleared`, `context`, `delta`, `tool`, `reasoning` and `status`
-         *     go to every socket of the session; `memory` goes to every socket of the agent whose
-         *     token is not limited to sessions.
+         *     go to every socket of the session; `memory` and `schedule` go to every socket of the
+         *     agent whose token is not limited to sessions.
          */
         ServerFrame: {
             /** @constant */
@@ -3717,6 +3873,86 @@ export interface components {
             /** @enum {string} */
             op: "created" | "updated" | "deleted";
             memory: components["schemas"]["Memory"];
+        } | {
+            /** @constant */
+            type: "schedule";
+            /** @enum {string} */
+            op: "run";
+            scheduleId: string;
+            run: components["schemas"]["ScheduleRun"];
+        };
+        /**
+         * @description A scheduled agent turn. Exactly one of `at`, `every` and `cron` is set; the other two
+         *     are `null`. `nextRunAt` is `null` once a one-shot ran (it stays listed).
+         * @example {
+         *       "id": "sch_8c1f4e2a-5b3d-4f6e-9a7b-0c1d2e3f4a5b",
+         *       "name": "Morning brief",
+         *       "prompt": "Summarize what I should do today.",
+         *       "at": null,
+         *       "every": null,
+         *       "cron": "30 7 * * 1-5",
+         *       "sessionId": null,
+         *       "paused": false,
+         *       "nextRunAt": "2026-11-23T07:30:00.000Z",
+         *       "lastRunAt": null,
+         *       "createdAt": "2026-11-22T11:00:00.000Z"
+         *     }
+         */
+        Schedule: {
+            id: string;
+            name: string;
+            prompt: string;
+            /** Format: date-time */
+            at: string | null;
+            every: number | null;
+            cron: string | null;
+            /** @description The session the runs are turns of; `null`, a fresh history each run. */
+            sessionId: string | null;
+            paused: boolean;
+            /** Format: date-time */
+            nextRunAt: string | null;
+            /** Format: date-time */
+            lastRunAt: string | null;
+            /** Format: date-time */
+            createdAt: string;
+        };
+        /**
+         * @description One run of a schedule. `status` is `running` from its start (recorded before the model
+         *     is called) to its end, then `ok` (with `reply` and `usage`) or `error` (with `error`;
+         *     also for a run a restart cut short, which is never run again).
+         */
+        ScheduleRun: {
+            id: string;
+            /** Format: date-time */
+            startedAt: string;
+            /** Format: date-time */
+            endedAt: string | null;
+            /** @enum {string} */
+            status: "ok" | "error" | "running";
+            reply: string | null;
+            usage: null | {
+                inputTokens: number;
+                outputTokens: number;
+            };
+            error: string | null;
+        };
+        CreateScheduleRequest: {
+            prompt: string;
+            name?: string | null;
+            /** Format: date-time */
+            at?: string | null;
+            every?: number | null;
+            cron?: string | null;
+            sessionId?: string | null;
+        };
+        UpdateScheduleRequest: {
+            paused?: boolean | null;
+            prompt?: string | null;
+            name?: string | null;
+            /** Format: date-time */
+            at?: string | null;
+            every?: number | null;
+            cron?: string | null;
         };
         /**
          * @description `core`: a permanent fact (the default). `daily`: a note that expires (at its
@@ -4448,7 +4684,8 @@ export interface components {
          *     text together; for an added block: its initial `content`) is estimated at more tokens
          *     than its `maxTokens`: `Block "<label>" exceeds maxTokens: <tokens> > <maxTokens>`. Or
          *     a new memory (`POST /memories`) while the agent already holds
-         *     `SESSION_CONFIG.memory.maxMemories` memories. Nothing changed.
+         *     `SESSION_CONFIG.memory.maxMemories` memories; or a new schedule while the agent has
+         *     `SESSION_CONFIG.schedules.maxSchedules`. Nothing changed.
          */
         OverBudget: {
             headers: {
@@ -4638,6 +4875,13 @@ export interface components {
          * @example mem_8c1f4e2a-5b3d-4f6e-9a7b-0c1d2e3f4a5b
          */
         memory: string;
+        /**
+         * @description Schedule id (`sch_` and a UUID v4, as the API gives them out), percent-decoded: `400`
+         *     when that is not UTF-8, longer than 256 characters or holds a control character. Any
+         *     other id is simply not found (`404`).
+         * @example sch_8c1f4e2a-5b3d-4f6e-9a7b-0c1d2e3f4a5b
+         */
+        schedule: string;
         /**
          * @description Entry key of a search block, percent-decoded: 1–256 characters without control
          *     characters (`400` otherwise).
@@ -8391,6 +8635,310 @@ export interface operations {
             429: components["responses"]["RateLimited"];
             500: components["responses"]["Internal"];
             503: components["responses"]["ExtractUnavailable"];
+        };
+    };
+    listSchedules: {
+        parameters: {
+            query?: {
+                /** @description Most items on the page (integer 1–100; anything else is `400`). */
+                limit?: number;
+                /** @description The `nextCursor` of the page before (empty is absent; anything else is `400`). */
+                cursor?: string;
+            };
+            header?: never;
+            path: {
+                /**
+                 * @description The agent: picks the Durable Object (`idFromName(agent)`), so each agent has its own
+                 *     database. 1–128 characters of `[A-Za-z0-9._:-]`, checked after percent-decoding
+                 *     (`400` otherwise). Front door only; absent when calling the DO stub directly.
+                 * @example alice
+                 */
+                agent: components["parameters"]["agent"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of schedules. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        schedules: components["schemas"]["Schedule"][];
+                        nextCursor: string | null;
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    createSchedule: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The agent: picks the Durable Object (`idFromName(agent)`), so each agent has its own
+                 *     database. 1–128 characters of `[A-Za-z0-9._:-]`, checked after percent-decoding
+                 *     (`400` otherwise). Front door only; absent when calling the DO stub directly.
+                 * @example alice
+                 */
+                agent: components["parameters"]["agent"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreateScheduleRequest"];
+            };
+        };
+        responses: {
+            /** @description The schedule. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Schedule"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["TooLarge"];
+            422: components["responses"]["OverBudget"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getSchedule: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The agent: picks the Durable Object (`idFromName(agent)`), so each agent has its own
+                 *     database. 1–128 characters of `[A-Za-z0-9._:-]`, checked after percent-decoding
+                 *     (`400` otherwise). Front door only; absent when calling the DO stub directly.
+                 * @example alice
+                 */
+                agent: components["parameters"]["agent"];
+                /**
+                 * @description Schedule id (`sch_` and a UUID v4, as the API gives them out), percent-decoded: `400`
+                 *     when that is not UTF-8, longer than 256 characters or holds a control character. Any
+                 *     other id is simply not found (`404`).
+                 * @example sch_8c1f4e2a-5b3d-4f6e-9a7b-0c1d2e3f4a5b
+                 */
+                schedule: components["parameters"]["schedule"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The schedule. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Schedule"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    deleteSchedule: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The agent: picks the Durable Object (`idFromName(agent)`), so each agent has its own
+                 *     database. 1–128 characters of `[A-Za-z0-9._:-]`, checked after percent-decoding
+                 *     (`400` otherwise). Front door only; absent when calling the DO stub directly.
+                 * @example alice
+                 */
+                agent: components["parameters"]["agent"];
+                /**
+                 * @description Schedule id (`sch_` and a UUID v4, as the API gives them out), percent-decoded: `400`
+                 *     when that is not UTF-8, longer than 256 characters or holds a control character. Any
+                 *     other id is simply not found (`404`).
+                 * @example sch_8c1f4e2a-5b3d-4f6e-9a7b-0c1d2e3f4a5b
+                 */
+                schedule: components["parameters"]["schedule"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted, with its runs. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    updateSchedule: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The agent: picks the Durable Object (`idFromName(agent)`), so each agent has its own
+                 *     database. 1–128 characters of `[A-Za-z0-9._:-]`, checked after percent-decoding
+                 *     (`400` otherwise). Front door only; absent when calling the DO stub directly.
+                 * @example alice
+                 */
+                agent: components["parameters"]["agent"];
+                /**
+                 * @description Schedule id (`sch_` and a UUID v4, as the API gives them out), percent-decoded: `400`
+                 *     when that is not UTF-8, longer than 256 characters or holds a control character. Any
+                 *     other id is simply not found (`404`).
+                 * @example sch_8c1f4e2a-5b3d-4f6e-9a7b-0c1d2e3f4a5b
+                 */
+                schedule: components["parameters"]["schedule"];
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["UpdateScheduleRequest"];
+            };
+        };
+        responses: {
+            /** @description The changed schedule. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Schedule"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["TooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listScheduleRuns: {
+        parameters: {
+            query?: {
+                /** @description Most items on the page (integer 1–100; anything else is `400`). */
+                limit?: number;
+                /** @description The `nextCursor` of the page before (empty is absent; anything else is `400`). */
+                cursor?: string;
+            };
+            header?: never;
+            path: {
+                /**
+                 * @description The agent: picks the Durable Object (`idFromName(agent)`), so each agent has its own
+                 *     database. 1–128 characters of `[A-Za-z0-9._:-]`, checked after percent-decoding
+                 *     (`400` otherwise). Front door only; absent when calling the DO stub directly.
+                 * @example alice
+                 */
+                agent: components["parameters"]["agent"];
+                /**
+                 * @description Schedule id (`sch_` and a UUID v4, as the API gives them out), percent-decoded: `400`
+                 *     when that is not UTF-8, longer than 256 characters or holds a control character. Any
+                 *     other id is simply not found (`404`).
+                 * @example sch_8c1f4e2a-5b3d-4f6e-9a7b-0c1d2e3f4a5b
+                 */
+                schedule: components["parameters"]["schedule"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of runs. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        runs: components["schemas"]["ScheduleRun"][];
+                        nextCursor: string | null;
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    runSchedule: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The agent: picks the Durable Object (`idFromName(agent)`), so each agent has its own
+                 *     database. 1–128 characters of `[A-Za-z0-9._:-]`, checked after percent-decoding
+                 *     (`400` otherwise). Front door only; absent when calling the DO stub directly.
+                 * @example alice
+                 */
+                agent: components["parameters"]["agent"];
+                /**
+                 * @description Schedule id (`sch_` and a UUID v4, as the API gives them out), percent-decoded: `400`
+                 *     when that is not UTF-8, longer than 256 characters or holds a control character. Any
+                 *     other id is simply not found (`404`).
+                 * @example sch_8c1f4e2a-5b3d-4f6e-9a7b-0c1d2e3f4a5b
+                 */
+                schedule: components["parameters"]["schedule"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The run. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ScheduleRun"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["ServiceUnavailable"];
         };
     };
     issueToken: {

@@ -59,6 +59,10 @@ export type MemoryHit = Schemas["MemoryHit"];
 export type MemoryVersion = Schemas["MemoryVersion"];
 export type CreateMemoryRequest = Schemas["CreateMemoryRequest"];
 export type UpdateMemoryRequest = Schemas["UpdateMemoryRequest"];
+export type Schedule = Schemas["Schedule"];
+export type ScheduleRun = Schemas["ScheduleRun"];
+export type CreateScheduleRequest = Schemas["CreateScheduleRequest"];
+export type UpdateScheduleRequest = Schemas["UpdateScheduleRequest"];
 export type DeleteMemoriesRequest = Schemas["DeleteMemoriesRequest"];
 export type Extracted = Schemas["Extracted"];
 export type TokenScope = Schemas["TokenScope"];
@@ -100,6 +104,8 @@ export type DeltaFrame = SpecFrame<"delta">;
 export type StatusFrame = SpecFrame<"status">;
 /** A long-term memory was created, updated or deleted (sockets not limited to sessions). */
 export type MemoryFrame = SpecFrame<"memory">;
+/** A schedule's run ended (sockets not limited to sessions). */
+export type ScheduleFrame = SpecFrame<"schedule">;
 /** Messages were deleted. */
 export type DeletedFrame = SpecFrame<"deleted">;
 /** The session's messages were cleared. */
@@ -123,6 +129,7 @@ export type ServerFrame =
   | DeltaFrame
   | StatusFrame
   | MemoryFrame
+  | ScheduleFrame
   | DeletedFrame
   | ClearedFrame
   | ContextFrame

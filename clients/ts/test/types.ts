@@ -80,6 +80,19 @@ export async function typed() {
   await a.memories.store({ content: "x", metadata: { nested: [1] } });
   // @ts-expect-error not a tool of the session
   await s.executeTool("rm_rf", {});
+  // Schedules.
+  const sch = await a.schedules.create({ prompt: "Morning brief", cron: "30 7 * * 1-5" });
+  assertType<Equal<typeof sch.nextRunAt, string | null>>();
+  await a.schedules.create({ prompt: "once", at: "2026-11-23T09:00:00.000Z", sessionId: "chat-1" });
+  await a.schedules.update(sch.id, { paused: true, every: 3600 });
+  const { runs } = await a.schedules.runs(sch.id, { limit: 10 });
+  assertType<Equal<typeof runs[number]["status"], "ok" | "error" | "running">>();
+  const ran = await a.schedules.run(sch.id);
+  assertType<Equal<typeof ran.reply, string | null>>();
+  // @ts-expect-error a schedule needs a prompt
+  await a.schedules.create({ every: 60 });
+  // @ts-expect-error not a field of a schedule change
+  await a.schedules.update(sch.id, { nextRunAt: "2026-11-23T09:00:00.000Z" });
   await viaStub.agent().session("s1").history();
 }
 
@@ -92,6 +105,7 @@ export function frames(f: ServerFrame): string | undefined {
     case "context": return f.label;
     case "status": return f.phase;
     case "memory": return f.op;
+    case "schedule": return `${f.scheduleId} ${f.run.status}`;
     default: return f.type;
   }
 }

@@ -44,6 +44,7 @@ pub(crate) struct Params {
     pub(crate) key: String,
     /// The resume request's `{chatId}` (decoded, unchecked: the client may make a new one).
     pub(crate) chat: String,
+    pub(crate) schedule: String,
 }
 
 /// One request on its way to its handler.

@@ -5,7 +5,7 @@
 //! Each handler parses its request, calls one operation of the core and answers. One file per
 //! resource: [`sessions`], [`messages`], [`search`], [`compactions`] (overlays, the originals
 //! behind one, and `POST …/compact`), [`context`] (blocks, prompt, tools), [`chat`] (the agent
-//! turn), [`memories`], [`mcp`] (the tools as an MCP server), [`tokens`] (revocation),
+//! turn), [`memories`], [`schedules`] (scheduled turns and their runs), [`mcp`] (the tools as an MCP server), [`tokens`] (revocation),
 //! [`transfer`] (export, import, erase, split). [`routes`] is the table of every route, with the
 //! handler ([`call`]) of each method; [`access`] says what a scoped token may do; [`ws`] maps
 //! WebSocket frames onto routes; [`socket_tags`] is what a socket is accepted with; [`front`]
@@ -24,6 +24,7 @@ pub mod memories;
 pub mod messages;
 pub mod routes;
 pub mod running;
+pub mod schedules;
 pub mod search;
 pub mod sessions;
 pub mod socket_tags;
@@ -75,6 +76,7 @@ fn matched(path: &str) -> Result<Matched> {
         memory: get("memory", &|raw| checked("memory id", raw))?,
         key: get("key", &|raw| checked("entry key", raw))?,
         chat: get("chatId", &|raw| decode_segment("chat id", raw))?,
+        schedule: get("schedule", &|raw| checked("schedule id", raw))?,
     };
     match route.names {
         Names::Session(sid) => params.sid = sid.to_owned(),

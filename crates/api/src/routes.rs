@@ -14,7 +14,7 @@ use super::access::{Needs, Who};
 use super::call::{Answer, Call, Handler};
 use super::http::Method::{self, Delete, Get, Patch, Post, Put};
 use super::http::Response;
-use super::{chat, compactions, context, mcp, memories, messages, search, sessions, tokens, transfer};
+use super::{chat, compactions, context, mcp, memories, messages, schedules, search, sessions, tokens, transfer};
 use session_agent_core::error::{Error, Result};
 
 /// What a handler does with the request body.
@@ -299,6 +299,18 @@ pub const ROUTES: &[Route] = &[
         &[get(now(memories::get), &[]), write(Patch, later(memories::patch)), bare(Delete, now(memories::delete))],
     ),
     route("/memories/{memory}/history", Who::Agent, &[get(now(memories::history), &[])]),
+    route(
+        "/schedules",
+        Who::Agent,
+        &[get(now(schedules::list), &["limit", "cursor"]), write(Post, now(schedules::create))],
+    ),
+    route(
+        "/schedules/{schedule}",
+        Who::Agent,
+        &[get(now(schedules::get), &[]), write(Patch, now(schedules::update)), bare(Delete, now(schedules::delete))],
+    ),
+    route("/schedules/{schedule}/runs", Who::Agent, &[get(now(schedules::runs), &["limit", "cursor"])]),
+    route("/schedules/{schedule}/run", Who::Agent, &[bare(Post, later(schedules::run))]),
     route("/tokens/revoke", Who::Admin, &[write(Post, now(tokens::revoke))]),
     route("/", Who::Admin, &[bare(Delete, later(transfer::erase))]),
     route("/export", Who::Admin, &[get(later(transfer::export_agent), &[])]),

@@ -37,6 +37,9 @@ pub struct Env<'a> {
     pub live: &'a Live,
     /// The request's timestamp (ISO-8601 UTC with milliseconds), used for every write it makes.
     pub now: String,
+    /// The time now (ms since the epoch), for what outlasts a request's moment: when a
+    /// scheduled run ended, how long an alarm's wake-up has run.
+    pub clock: &'a dyn Fn() -> i64,
     /// The sessions the request may see beyond its own (its token's sessions, if it is limited).
     pub reach: Reach,
 }
@@ -68,6 +71,7 @@ impl<'a> Env<'a> {
             events: self.events,
             live: self.live,
             now: self.now.clone(),
+            clock: self.clock,
             reach,
         }
     }

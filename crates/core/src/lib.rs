@@ -25,7 +25,8 @@
 //!   with the LLM;
 //! - [`reads`]: search answers and session counts, kept between writes;
 //! - [`turn`]: the agent turn;
-//! - [`transfer`]: export, import and erase of a session or the whole agent.
+//! - [`transfer`]: export, import and erase of a session or the whole agent;
+//! - [`schedule`]: scheduled turns and the one alarm (due runs, maintenance).
 
 pub mod access;
 pub mod after;
@@ -47,6 +48,7 @@ pub mod parts;
 pub mod query;
 pub(crate) mod rank;
 pub mod reads;
+pub mod schedule;
 pub mod session;
 pub mod sql;
 #[cfg(not(target_arch = "wasm32"))]

@@ -68,6 +68,9 @@ pub enum Frame<'a> {
     /// A long-term memory changed: to every socket of the agent, without `sessionId`. `memory` is
     /// the memory as the API shows it (as it was, for `deleted`).
     Memory { op: MemoryOp, memory: &'a Json },
+    /// A schedule ran (by its alarm or by hand): to every socket of the agent, without
+    /// `sessionId`. `run` is the run as `GET /schedules/{id}/runs` lists it.
+    Schedule { op: ScheduleOp, schedule_id: &'a str, run: &'a Json },
     /// The answer to a `history` frame: the branch's messages.
     History { session_id: &'a str, messages: &'a Json },
     /// The answer to a `ping` frame.
@@ -160,6 +163,14 @@ pub enum MemoryOp {
     Created,
     Updated,
     Deleted,
+}
+
+/// What happened to a schedule, for the `schedule` frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ScheduleOp {
+    /// One of its runs ended (`ok` or `error`).
+    Run,
 }
 
 /// A flag whose only value is `true` (`pending`, and the UI stream's `dynamic` and
@@ -257,6 +268,10 @@ mod tests {
         assert_eq!(
             text(Frame::Memory { op: MemoryOp::Deleted, memory: &json!({"id": "mem_1"}) }),
             r#"{"type":"memory","op":"deleted","memory":{"id":"mem_1"}}"#
+        );
+        assert_eq!(
+            text(Frame::Schedule { op: ScheduleOp::Run, schedule_id: "sch_1", run: &json!({"id": "r"}) }),
+            r#"{"type":"schedule","op":"run","scheduleId":"sch_1","run":{"id":"r"}}"#
         );
         assert_eq!(
             text(Frame::History { session_id: "s", messages: &json!([m]) }),

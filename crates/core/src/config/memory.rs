@@ -1,5 +1,5 @@
 //! `SESSION_CONFIG.memory`: long-term memory's policy (inject, extract, how long a `daily`
-//! memory lives, how many memories an agent keeps). `true` turns it on with the defaults; each of
+//! memory lives, how many memories an agent keeps, sleep-time consolidation). `true` turns it on with the defaults; each of
 //! `inject` and `extract` is on unless `false`.
 
 use serde::Deserialize;
@@ -26,6 +26,24 @@ pub struct MemoryConfig {
     pub daily_ttl_days: i64,
     /// Most memories the agent keeps; a write beyond is 422 `over_budget`.
     pub max_memories: i64,
+    /// Sleep-time consolidation on the alarm; off unless set (`true`: the defaults).
+    #[serde(deserialize_with = "switch")]
+    pub maintenance: Option<MaintenanceConfig>,
+}
+
+/// `memory.maintenance`: how often the alarm consolidates the memories changed since its last
+/// pass (`everyHours`), and how many it checks per wake-up (`batch`, one model call each).
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct MaintenanceConfig {
+    pub every_hours: i64,
+    pub batch: i64,
+}
+
+impl Default for MaintenanceConfig {
+    fn default() -> Self {
+        MaintenanceConfig { every_hours: 24, batch: 10 }
+    }
 }
 
 /// `memory.inject`: how many facts a turn is given, within how many tokens, of which categories.
@@ -65,6 +83,7 @@ impl Default for MemoryConfig {
             extract: Some(ExtractConfig::default()),
             daily_ttl_days: 7,
             max_memories: DEFAULT_MAX_MEMORIES as i64,
+            maintenance: None,
         }
     }
 }
@@ -80,6 +99,10 @@ impl MemoryConfig {
             if i.categories.is_empty() {
                 return Err(Error::invalid("memory.inject.categories must be a non-empty array"));
             }
+        }
+        if let Some(m) = &self.maintenance {
+            in_range(m.every_hours, "memory.maintenance.everyHours", 1, 720)?;
+            in_range(m.batch, "memory.maintenance.batch", 1, 50)?;
         }
         if let Some(x) = &self.extract {
             if !(0.0..=1.0).contains(&x.min_score) {

@@ -7,13 +7,15 @@
 //! - [`blocks`]: the context blocks, their kinds and scopes, the bucket's key spaces;
 //! - [`compaction`]: when and how a path is compacted;
 //! - [`chat`]: the agent turn's policy;
-//! - [`memory`]: long-term memory's policy.
+//! - [`memory`]: long-term memory's policy;
+//! - [`schedules`]: the limits of scheduled tasks.
 
 pub mod blocks;
 pub mod chat;
 pub mod compaction;
 pub mod memory;
 mod parts;
+pub mod schedules;
 
 use serde::Deserialize;
 
@@ -23,8 +25,9 @@ pub use blocks::{
 };
 pub use chat::{ChatConfig, OnDisconnect, DEFAULT_MAX_MESSAGES, DEFAULT_MAX_STEPS};
 pub use compaction::{CompactOptions, CompactionConfig};
-pub use memory::{ExtractConfig, InjectConfig, MemoryConfig, DEFAULT_MAX_MEMORIES};
+pub use memory::{ExtractConfig, InjectConfig, MaintenanceConfig, MemoryConfig, DEFAULT_MAX_MEMORIES};
 use parts::{object, or_default, switch};
+pub use schedules::SchedulesConfig;
 
 /// Everything `SESSION_CONFIG` configures. Every key is optional.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
@@ -52,6 +55,9 @@ pub struct SessionConfig {
     /// extract need it).
     #[serde(default, deserialize_with = "switch")]
     pub memory: Option<MemoryConfig>,
+    /// Limits of scheduled tasks `{maxSchedules, maxPromptChars, maxRuns}`.
+    #[serde(default, deserialize_with = "or_default")]
+    pub schedules: SchedulesConfig,
 }
 
 fn yes() -> bool {
@@ -67,6 +73,7 @@ impl Default for SessionConfig {
             compaction: None,
             chat: ChatConfig::default(),
             memory: None,
+            schedules: SchedulesConfig::default(),
         }
     }
 }
@@ -144,6 +151,7 @@ impl SessionConfig {
         self.compaction.as_ref().map_or(Ok(()), CompactionConfig::check)?;
         self.chat.check()?;
         self.memory.as_ref().map_or(Ok(()), MemoryConfig::check)?;
+        self.schedules.check()?;
         for b in &self.context {
             b.validate()?;
         }
@@ -240,6 +248,11 @@ impl SessionConfigBuilder {
     /// Long-term memory: the memory tools, inject and extract.
     pub fn memory(mut self, policy: MemoryConfig) -> Self {
         self.cfg.memory = Some(policy);
+        self
+    }
+    /// The limits of scheduled tasks.
+    pub fn schedules(mut self, limits: SchedulesConfig) -> Self {
+        self.cfg.schedules = limits;
         self
     }
     /// The validated config.

@@ -196,7 +196,7 @@ pub(crate) fn consolidation_request(fact: &Fact, similar: &[Memory]) -> ChatRequ
 }
 
 /// The model extraction uses: the configured one, or `extract.model` on the same provider.
-fn model(llm: &LlmConfig, cfg: &ExtractConfig) -> LlmConfig {
+pub(crate) fn model(llm: &LlmConfig, cfg: &ExtractConfig) -> LlmConfig {
     let mut llm = llm.clone();
     if let Some(m) = &cfg.model {
         llm.model = m.clone();

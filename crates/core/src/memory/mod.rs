@@ -10,7 +10,8 @@
 //! - [`inject`]: the `<user-memory>` block a turn gives the model, within its token budget;
 //! - [`extract`]: distilling facts from an exchange and consolidating them (add, update,
 //!   delete, nothing: the model decides);
-//! - [`tools`]: `memory_store`, `memory_recall`, `memory_forget`.
+//! - [`tools`]: `memory_store`, `memory_recall`, `memory_forget`;
+//! - [`maintain`]: sleep-time consolidation on the alarm (`memory.maintenance`, off by default).
 //!
 //! - [`memories`]: [`Memories`], the one way in: every write goes through it, so each one purges
 //!   what has expired, records its version, and tells the agent's sockets (`memory` frames);
@@ -27,6 +28,7 @@ pub mod category;
 pub(crate) mod current;
 pub mod extract;
 pub mod inject;
+pub mod maintain;
 pub mod memories;
 pub mod recall;
 pub mod store;

@@ -32,6 +32,7 @@ pub const MIGRATIONS: &[(i64, &str, &str)] = &[
     (11, "metadata", migration!("0011_metadata.sql")),
     (12, "validity", migration!("0012_validity.sql")),
     (13, "vectors", migration!("0013_vectors.sql")),
+    (14, "schedules", migration!("0014_schedules.sql")),
 ];
 
 /// Where the line that starts at `at` ends (after its `\n`, or at the end), and whether it is a

@@ -39,6 +39,9 @@ pub(crate) const ERASED: &[&str] = &[
     "vector_log",
     "sessions",
     "session_versions",
+    "schedule_runs",
+    "schedules",
+    "maintenance",
 ];
 
 /// Objects deleted per sweep round.

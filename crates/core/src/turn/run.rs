@@ -680,3 +680,26 @@ impl Steps<'_, '_> {
         Ok((results, pending))
     }
 }
+
+/// A turn on a fresh, empty history (a schedule's run, `crate::schedule`): the system prompt
+/// rendered from the blocks as `session` sees them (a session id that has no state reads the
+/// configured blocks with their configured content), the `core` memories recalled for `user` as
+/// injection is configured, `tools` only, then the same steps as any turn. Nothing is stored:
+/// the reply (an assistant message, `id` new) and the usage of all steps come back.
+pub(crate) async fn fresh(session: &Session<'_>, user: &Json, tools: Vec<ToolSpec>) -> Result<(Json, Usage)> {
+    let memory = session.env.config.memory.as_ref().and_then(|m| m.inject.as_ref());
+    let injected = match memory {
+        Some(cfg) => inject(session, &InjectConfig { categories: vec![Category::Core], ..cfg.clone() }, user).await?,
+        None => None,
+    };
+    let system = session.context().render().await?;
+    let conversation = build(std::slice::from_ref(user), 0);
+    let id = new_id()?;
+    let steps =
+        Steps { session, server: &tools, client: &[], system, memory: injected.map(|i| i.0), assistant_id: &id };
+    let (parts, usage, _) =
+        steps.run(conversation.messages, AssistantParts::default(), &Stop::default(), &mut |_| Ok(())).await?;
+    let mut meta = Map::new();
+    meta.insert("model".into(), json!(session.env.llm.model));
+    Ok((parts.message(&id, &session.env.now, meta), usage))
+}
