@@ -29,6 +29,7 @@ use super::live::{Ending, Running};
 use super::stop::{until_stopped, Stop};
 use super::AssistantParts;
 use crate::after::{After, Cap};
+use crate::blobs::BoxFuture;
 use crate::compaction::truncate::{truncate_older_messages, TruncateOptions};
 use crate::config::{InjectConfig, OnDisconnect};
 use crate::context::tools::Tool;
@@ -520,12 +521,24 @@ struct Steps<'s, 'a> {
 }
 
 impl Steps<'_, '_> {
+    /// [`Steps::steps`], boxed: a turn and a schedule's fresh run both call it, and through the
+    /// box its code is made once rather than copied into each caller (wasm gzip -9: −N KB).
+    fn run<'a>(
+        &'a self,
+        messages: Vec<ChatMessage>,
+        parts: AssistantParts,
+        stop: &'a Stop,
+        on_event: &'a mut dyn FnMut(ChatEvent) -> Result<()>,
+    ) -> BoxFuture<'a, Result<(AssistantParts, Usage, Ended)>> {
+        Box::pin(self.steps(messages, parts, stop, on_event))
+    }
+
     /// Calls the model, runs the server tools it called and calls it again, until it answers
     /// without tools, calls a client tool (the turn ends with that call pending), the
     /// configured most steps are done, or `stop` is set (the model call in flight is dropped:
     /// its connection closes). Returns the reply's parts, the usage of all steps (an estimate
     /// for a step cut short) and how the turn ended. `on_event` fails only once stopped.
-    async fn run(
+    async fn steps(
         &self,
         mut messages: Vec<ChatMessage>,
         mut parts: AssistantParts,
