@@ -522,7 +522,7 @@ struct Steps<'s, 'a> {
 
 impl Steps<'_, '_> {
     /// [`Steps::steps`], boxed: a turn and a schedule's fresh run both call it, and through the
-    /// box its code is made once rather than copied into each caller (wasm gzip -9: −N KB).
+    /// box its code is made once rather than copied into each caller (wasm gzip -9: −2 KB).
     fn run<'a>(
         &'a self,
         messages: Vec<ChatMessage>,
