@@ -1,7 +1,7 @@
 // Turns that keep going, measured against the built Worker in workerd and the scripted streaming
 // model (tests/e2e/llm-server.mjs): how long after a stop the model's connection closes (the
 // client aborting mid-stream, `POST …/chat/stop`, and a stop while the model is silent, which the
-// stream's one-second keep-alive notices), and the resume request: time to its first (replayed)
+// stream's keep-alive comment every 250 ms notices), and the resume request: time to its first (replayed)
 // chunk beside the empty-DO request (the floor), and the bytes a running turn keeps for its
 // readers (`x-replay-bytes`) by reply size. Asserts nothing.
 //
@@ -92,7 +92,7 @@ try {
     floor.push(performance.now() - t0);
   }
   log(`\nResume request: time to its first chunk, and the bytes a running turn keeps for its readers (${RUNS} each; floor = a resume request when nothing runs, ${ms(pct(floor, 50))} p50):\n`);
-  log("| reply so far | first chunk p50 | p99 | p50 / floor | x-replay-bytes | replayed bytes |");
+  log("| reply so far | first chunk p50 | p99 | p50 / floor | x-replay-bytes | first read (bytes) |");
   log("|---|---|---|---|---|---|");
   for (const pieces of [10, 1000, 10000]) {
     const firsts = [];

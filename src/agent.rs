@@ -336,11 +336,11 @@ impl Agent {
             Some(Streamed::Data(first)) => {
                 // A failure after the first event comes as the dialect's error event (Data). The
                 // guard goes with the body: dropped (the client gone), it sets `gone`. While the
-                // model is silent a comment line goes out every second, so a client that left
+                // model is silent a comment line goes out every 250 ms, so a client that left
                 // is noticed then (the runtime drops a body it cannot write), not at the next
                 // piece of the reply.
                 let rest = futures::stream::unfold((rx, guard), |(mut rx, guard)| async move {
-                    let beat = worker::Delay::from(std::time::Duration::from_secs(KEEP_ALIVE_SECS));
+                    let beat = worker::Delay::from(std::time::Duration::from_millis(KEEP_ALIVE_MS));
                     let next = match select(rx.next(), beat).await {
                         Either::Left((Some(Streamed::Data(d)), _)) => d.into_bytes(),
                         Either::Left((Some(Streamed::Fail(_)), _)) => Vec::new(),
@@ -525,8 +525,10 @@ impl Agent {
     }
 }
 
-/// Seconds of silence after which a streamed turn's body gets a [`KEEP_ALIVE`] comment.
-const KEEP_ALIVE_SECS: u64 = 1;
+/// Milliseconds of silence after which a streamed turn's body gets a [`KEEP_ALIVE`] comment:
+/// a client that left is noticed at the second write after it left (the first is taken), so
+/// a stop while the model is silent ends its call about twice this late (bench/turns.mjs).
+const KEEP_ALIVE_MS: u64 = 250;
 /// A server-sent events comment: every SSE reader skips it.
 const KEEP_ALIVE: &[u8] = b": keep-alive\n\n";
 
