@@ -8,9 +8,8 @@
 // readUIMessageStream over the raw stream.
 import { test, before, after, beforeEach } from "node:test";
 import assert from "node:assert/strict";
-import {
-  AbstractChat, DefaultChatTransport, lastAssistantMessageIsCompleteWithToolCalls, readUIMessageStream,
-} from "ai";
+import { DefaultChatTransport, lastAssistantMessageIsCompleteWithToolCalls, readUIMessageStream } from "ai";
+import { Chat } from "./ai-chat.mjs";
 import { startWorker } from "./harness.mjs";
 import { start as startModel } from "./llm-server.mjs";
 
@@ -24,32 +23,6 @@ before(async () => {
 });
 after(async () => { await w?.stop(); await model?.close(); });
 beforeEach(() => model.reset());
-
-/** The state a framework binding would give AbstractChat: an array, replaced on each change. */
-class ArrayState {
-  constructor() {
-    this.messages = [];
-    this.status = "ready";
-    this.error = undefined;
-    /** Every message the stream wrote, in order (copies): to see the reply grow. */
-    this.writes = [];
-  }
-  pushMessage = (m) => { this.messages = [...this.messages, m]; };
-  popMessage = () => { this.messages = this.messages.slice(0, -1); };
-  replaceMessage = (i, m) => {
-    this.writes.push(structuredClone(m));
-    this.messages = [...this.messages.slice(0, i), m, ...this.messages.slice(i + 1)];
-  };
-  snapshot = (x) => structuredClone(x);
-}
-
-class Chat extends AbstractChat {
-  constructor(init) {
-    const state = new ArrayState();
-    super({ ...init, state });
-    this.view = state;
-  }
-}
 
 /** A chat of session `sid` through DefaultChatTransport, as `useChat({transport})` sets it up. */
 function chatOf(sid, { body, onToolCall, sendAutomaticallyWhen, headers } = {}) {

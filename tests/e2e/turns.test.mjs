@@ -7,7 +7,8 @@
 // connection closing and the bytes a running turn keeps for its readers.
 import { test, before, after, beforeEach } from "node:test";
 import assert from "node:assert/strict";
-import { AbstractChat, DefaultChatTransport } from "ai";
+import { DefaultChatTransport } from "ai";
+import { Chat } from "./ai-chat.mjs";
 import { startWorker, eventually } from "./harness.mjs";
 import { start as startModel } from "./llm-server.mjs";
 
@@ -25,31 +26,6 @@ before(async () => {
 });
 after(async () => { await w?.stop(); await wf?.stop(); await model?.close(); });
 beforeEach(() => model.reset());
-
-/** The state a framework binding would give AbstractChat: an array, replaced on each change. */
-class ArrayState {
-  constructor(messages = []) {
-    this.messages = messages;
-    this.status = "ready";
-    this.error = undefined;
-    this.writes = [];
-  }
-  pushMessage = (m) => { this.messages = [...this.messages, m]; };
-  popMessage = () => { this.messages = this.messages.slice(0, -1); };
-  replaceMessage = (i, m) => {
-    this.writes.push(structuredClone(m));
-    this.messages = [...this.messages.slice(0, i), m, ...this.messages.slice(i + 1)];
-  };
-  snapshot = (x) => structuredClone(x);
-}
-
-class Chat extends AbstractChat {
-  constructor({ messages, ...init }) {
-    const state = new ArrayState(messages);
-    super({ ...init, state });
-    this.view = state;
-  }
-}
 
 /** A chat through DefaultChatTransport at `api` (a session's route, or the agent-level one). */
 function chatOf(worker, id, { api, messages } = {}) {
