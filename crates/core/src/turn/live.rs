@@ -26,7 +26,7 @@ pub struct Live {
 }
 
 /// One running turn.
-pub struct Running {
+struct Running {
     session: String,
     stop: Stop,
     log: RefCell<Vec<ChatEvent>>,
@@ -63,8 +63,14 @@ pub struct Follow {
 }
 
 impl Live {
-    /// A turn of `session` starts (it passed its checks): it is followed and stopped from here.
-    pub fn start(&self, session: &str, stop: &Stop) -> Rc<Running> {
+    /// A turn of `session` starts (it passed its checks): it is followed and stopped from here
+    /// until its registration ends (or is dropped: a turn whose future is dropped midway ends
+    /// as failed, so no reader waits for it forever).
+    pub fn start(&self, session: &str, stop: &Stop) -> Registered<'_> {
+        Registered { live: self, running: Some(self.register(session, stop)) }
+    }
+
+    fn register(&self, session: &str, stop: &Stop) -> Rc<Running> {
         let running = Rc::new(Running {
             session: session.to_owned(),
             stop: stop.clone(),
@@ -78,7 +84,7 @@ impl Live {
     }
 
     /// The turn ended: its followers get `ending`, and it is no longer running.
-    pub fn end(&self, running: &Rc<Running>, ending: Ending) {
+    fn end(&self, running: &Rc<Running>, ending: Ending) {
         for r in running.readers.take() {
             let _ = r.unbounded_send(Update::End(ending.clone()));
         }
@@ -109,9 +115,40 @@ impl Live {
     }
 }
 
+/// A running turn's place among the running ones ([`Live::start`]).
+pub struct Registered<'l> {
+    live: &'l Live,
+    /// `None` once ended.
+    running: Option<Rc<Running>>,
+}
+
+impl Registered<'_> {
+    /// The turn sent `event` (see [`Running::record`]).
+    pub(crate) fn record(&self, event: &ChatEvent) {
+        if let Some(r) = &self.running {
+            r.record(event);
+        }
+    }
+
+    /// The turn ended: its followers get `ending`, and it is no longer running.
+    pub fn end(mut self, ending: Ending) {
+        if let Some(r) = self.running.take() {
+            self.live.end(&r, ending);
+        }
+    }
+}
+
+impl Drop for Registered<'_> {
+    fn drop(&mut self) {
+        if let Some(r) = self.running.take() {
+            self.live.end(&r, Ending::Failed(Error::internal("the turn ended without an answer")));
+        }
+    }
+}
+
 impl Running {
     /// The turn sent `event`: kept for later followers, and passed to the present ones.
-    pub(crate) fn record(&self, event: &ChatEvent) {
+    fn record(&self, event: &ChatEvent) {
         self.readers.borrow_mut().retain(|r| r.unbounded_send(Update::Event(event.clone())).is_ok());
         if self.over.get() {
             return;
@@ -166,7 +203,7 @@ mod tests {
         running.record(&delta(" you"));
         let second = live.follow("s").expect("running");
         assert_eq!(second.replay.last(), Some(&delta("Hello you")));
-        live.end(&running, Ending::Stored(Some(serde_json::json!({"id": "m"}))));
+        running.end(Ending::Stored(Some(serde_json::json!({"id": "m"}))));
         assert!(!live.running("s") && live.follow("s").is_none(), "ended");
         let got: Vec<Update> = futures::executor::block_on(first.live.collect());
         assert!(matches!(&got[0], Update::Event(e) if *e == delta(" you")), "{got:?}");
@@ -182,6 +219,8 @@ mod tests {
         let (a, b) = (Stop::default(), Stop::default());
         let _ra = live.start("a", &a);
         let _rb = live.start("b", &b);
+        drop(live.start("c", &Stop::default()));
+        assert!(!live.running("c"), "a registration dropped ends its turn");
         assert!(live.stop("a"));
         assert!(a.is_stopped() && !b.is_stopped());
         assert!(!live.stop("c"), "no turn of c");
@@ -198,7 +237,7 @@ mod tests {
         running.record(&delta(&big));
         assert!(live.follow("s").is_none(), "past the cap: 204");
         running.record(&delta("!"));
-        live.end(&running, Ending::Failed(Error::internal("x")));
+        running.end(Ending::Failed(Error::internal("x")));
         let got: Vec<Update> = futures::executor::block_on(reader.live.collect());
         assert_eq!(got.len(), 4, "the reader that came before goes on live");
     }

@@ -25,7 +25,7 @@ use super::conversation::{
     build, client_views, cut_back, is_empty_reply, validate_continuation, with_results, Rejection, NOT_A_PREFIX,
 };
 pub use super::event::{ChatEvent, Outcome, Runner};
-use super::live::{Ending, Running};
+use super::live::{Ending, Registered};
 use super::stop::{until_stopped, Stop};
 use super::AssistantParts;
 use crate::after::{After, Cap};
@@ -179,11 +179,10 @@ pub async fn turn(
         injects: memory.is_some_and(|m| m.inject.is_some()),
     };
     let result = reply.run(conversation, &running, &stop, on_event).await;
-    let ending = match &result {
+    running.end(match &result {
         Ok(t) => Ending::Stored(t.message.clone()),
         Err(e) => Ending::Failed(e.clone()),
-    };
-    session.env.live.end(&running, ending);
+    });
     result
 }
 
@@ -228,7 +227,7 @@ impl Reply<'_, '_> {
     async fn run(
         self,
         conversation: super::conversation::Conversation,
-        running: &Running,
+        running: &Registered<'_>,
         stop: &Stop,
         on_event: &mut dyn FnMut(ChatEvent) -> Result<()>,
     ) -> Result<Turn> {
