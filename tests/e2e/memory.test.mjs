@@ -215,7 +215,8 @@ test("failing extraction and embeddings never fail a turn nor lose memories; a l
   let r = await call(F, "POST", "/memories", { content: "The user rides a red bicycle.", tags: ["cycling"] });
   assert.equal(r.status, 201, JSON.stringify(r.body));
   const bike = r.body;
-  assert.ok(model.embeddingRequests.some((e) => !e.failed && e.body.input.includes(bike.content)));
+  // Embedded after the answer (not before it: the 201 may come first).
+  await waitFor("the new memory's embedding", () => model.embeddingRequests.some((e) => !e.failed && e.body.input.includes(bike.content)));
 
   model.failEmbeddings(true);
   // 1. The extraction answer is not the JSON asked for.
