@@ -272,13 +272,14 @@ test("failing extraction and embeddings never fail a turn nor lose memories; a l
   const last = await waitFor("the write's embedding of every waiting memory", () =>
     model.embeddingRequests.filter((e) => !e.failed && Array.isArray(e.body.input) && e.body.input.length > 1).at(-1));
   assert.deepEqual(last.body.input.slice(0, 3), ["The user swims in the lake.", "The user reads at night.", "The user bakes bread on Sundays."]);
-  hits = await search(F, "swims in the lake");
-  const swimHit = hits.find((h) => h.memory.id === swim.id);
-  assert.ok(swimHit, JSON.stringify(hits));
+  // The vectors are stored once the embedding's answer is back (the request was seen going out).
+  const swimHit = await waitFor("the waiting memory's vector", async () =>
+    (await search(F, "swims in the lake")).find((h) => h.memory.id === swim.id && h.signals.semantic !== null));
   assert.ok(swimHit.signals.semantic > 0.2, JSON.stringify(swimHit.signals));
   assert.match(swimHit.why, /meaning/);
-  const reads = (await search(F, "reads at night")).find((h) => h.memory.content === "The user reads at night.");
-  assert.ok(reads?.signals.semantic > 0.2, JSON.stringify(reads));
+  const reads = await waitFor("the other waiting memory's vector", async () =>
+    (await search(F, "reads at night")).find((h) => h.memory.content === "The user reads at night." && h.signals.semantic !== null));
+  assert.ok(reads.signals.semantic > 0.2, JSON.stringify(reads));
   assert.equal((await memories(F)).length, 4, "nothing was lost");
 });
 
