@@ -125,54 +125,34 @@ const fn route(path: &'static str, who: Who, ops: &'static [Op]) -> Route {
     Route { path, who, names: Names::Nothing, writes: Needs::Write, ops }
 }
 
-/// The memory filters (`memories::filter`). A name ending in `<key>` is a family of names
-/// (`metadata.<key>`: `metadata.user`, `metadata.plan`, …; `http::Query::family`), which
-/// `docs/openapi.yaml` lists under `x-query-families`.
-const MEMORY_FILTER: &[&str] = &[
-    "category",
-    "tag",
-    "anyTag",
-    "createdAfter",
-    "createdBefore",
-    "updatedAfter",
-    "updatedBefore",
-    "metadata.<key>",
-    "sessionId",
-];
+/// The memory filters (`memories::filter`), then `more`. A name ending in `<key>` is a family
+/// of names (`metadata.<key>`: `metadata.user`, `metadata.plan`, …; `http::Query::family`),
+/// which `docs/openapi.yaml` lists under `x-query-families`.
+macro_rules! memory_filter {
+    ($($more:literal),*) => {
+        &[
+            "category",
+            "tag",
+            "anyTag",
+            "createdAfter",
+            "createdBefore",
+            "updatedAfter",
+            "updatedBefore",
+            "metadata.<key>",
+            "sessionId",
+            $($more),*
+        ]
+    };
+}
+
+/// `DELETE /memories`: the filters.
+const MEMORY_FILTER: &[&str] = memory_filter!();
 
 /// `GET /memories`: the filters, which facts (validity), then the page.
-const MEMORY_LIST: &[&str] = &[
-    "category",
-    "tag",
-    "anyTag",
-    "createdAfter",
-    "createdBefore",
-    "updatedAfter",
-    "updatedBefore",
-    "metadata.<key>",
-    "sessionId",
-    "asOf",
-    "includeSuperseded",
-    "limit",
-    "cursor",
-];
+const MEMORY_LIST: &[&str] = memory_filter!("asOf", "includeSuperseded", "limit", "cursor");
 
 /// `GET /memories/search`: the query, the filters, which facts (validity), the number of hits.
-const MEMORY_SEARCH: &[&str] = &[
-    "q",
-    "category",
-    "tag",
-    "anyTag",
-    "createdAfter",
-    "createdBefore",
-    "updatedAfter",
-    "updatedBefore",
-    "metadata.<key>",
-    "sessionId",
-    "asOf",
-    "includeSuperseded",
-    "limit",
-];
+const MEMORY_SEARCH: &[&str] = memory_filter!("q", "asOf", "includeSuperseded", "limit");
 
 /// Every route of the Durable Object.
 pub const ROUTES: &[Route] = &[

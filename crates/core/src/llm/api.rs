@@ -8,7 +8,7 @@ use serde_json::Value as Json;
 use super::model::{ChatReply, ChatRequest, Delivery, Piece, ToolCall};
 use super::sse::SseEvent;
 use super::transport::{Answer, Call, Endpoint};
-use super::wire::{parse_arguments, unavailable};
+use super::wire::{event_json, parse_arguments, unavailable};
 use crate::error::{Error, Result};
 
 /// One provider's API: how a chat step and an embeddings request are put to it, and how its
@@ -94,6 +94,21 @@ pub struct Accum {
 }
 
 impl Accum {
+    /// The JSON of one event of an OpenAI-style stream (OpenAI-compatible servers, Workers AI):
+    /// `None` for an event with no data, and for `[DONE]`, which ends the answer.
+    pub(crate) fn event(&mut self, ev: &SseEvent) -> Result<Option<Json>> {
+        let data = ev.data.trim();
+        if data == "[DONE]" {
+            self.done = true;
+            self.ended = true;
+            return Ok(None);
+        }
+        if data.is_empty() {
+            return Ok(None);
+        }
+        event_json(data).map(Some)
+    }
+
     /// The position in `calls` of the tool call that block `index` streams, if it streams one.
     pub(crate) fn block_call(&self, index: u64) -> Option<usize> {
         self.blocks.iter().find(|(i, _)| *i == index).and_then(|(_, call)| *call)

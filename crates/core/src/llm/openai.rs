@@ -11,9 +11,7 @@ use super::api::{Accum, Api, PartialCall};
 use super::model::{ChatMessage, ChatReply, ChatRequest, Delivery, Format, Piece, ToolCall, DEFAULT_MAX_TOKENS};
 use super::sse::SseEvent;
 use super::transport::{Answer, Call, Endpoint, HttpRequest};
-use super::wire::{
-    error_message, event_json, lenient, object_or_empty, parse_arguments, request_body, unavailable, CompatUsage,
-};
+use super::wire::{error_message, lenient, object_or_empty, parse_arguments, request_body, unavailable, CompatUsage};
 use crate::error::{Error, Result};
 
 /// Any OpenAI-compatible endpoint (`LLM_PROVIDER=openai`): the key as `Authorization: Bearer`.
@@ -35,7 +33,10 @@ impl Api for OpenAi {
     }
 
     fn decode(&self, acc: &mut Accum, ev: &SseEvent) -> Result<Vec<Piece>> {
-        push(acc, ev)
+        match acc.event(ev)? {
+            Some(j) => push(acc, j),
+            None => Ok(Vec::new()),
+        }
     }
 
     fn has_embeddings(&self) -> bool {
@@ -296,18 +297,9 @@ struct Chunk {
     error: Option<Json>,
 }
 
-/// Takes in one event of a streamed answer; returns the text it adds, if any.
-fn push(acc: &mut Accum, ev: &SseEvent) -> Result<Vec<Piece>> {
-    let data = ev.data.trim();
-    if data == "[DONE]" {
-        acc.done = true;
-        acc.ended = true;
-        return Ok(Vec::new());
-    }
-    if data.is_empty() {
-        return Ok(Vec::new());
-    }
-    let j = event_json(data)?;
+/// Takes in one event of a streamed answer (its JSON, [`Accum::event`]); returns the text it
+/// adds, if any. Workers AI's models that answer in OpenAI's format stream these chunks too.
+pub(crate) fn push(acc: &mut Accum, j: Json) -> Result<Vec<Piece>> {
     if !j.is_object() {
         return Ok(Vec::new());
     }

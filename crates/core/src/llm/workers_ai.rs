@@ -10,10 +10,10 @@ use serde_json::{json, Value as Json};
 
 use super::api::{Accum, Api, PartialCall};
 use super::model::{ChatMessage, ChatReply, ChatRequest, Delivery, Piece, ToolSpec, DEFAULT_MAX_TOKENS};
-use super::openai::OpenAi;
+use super::openai::{self, OpenAi};
 use super::sse::SseEvent;
 use super::transport::{Answer, Call, Endpoint, ToolUse};
-use super::wire::{error_message, event_json, lenient, object_or_empty, parse_arguments, unavailable, CompatUsage};
+use super::wire::{error_message, lenient, object_or_empty, parse_arguments, unavailable, CompatUsage};
 use crate::error::{Error, Result};
 
 /// Workers AI through the `AI` binding (`LLM_PROVIDER=workers-ai`): no URL, no key; the model
@@ -70,19 +70,10 @@ impl Api for WorkersAi {
     /// One event of a streamed answer: `{response, tool_calls?, usage?}` (the models that
     /// answer in OpenAI's format stream `choices[].delta` chunks instead), then `[DONE]`.
     fn decode(&self, acc: &mut Accum, ev: &SseEvent) -> Result<Vec<Piece>> {
-        let data = ev.data.trim();
-        if data == "[DONE]" {
-            acc.done = true;
-            acc.ended = true;
-            return Ok(Vec::new());
-        }
-        if data.is_empty() {
-            return Ok(Vec::new());
-        }
-        let j = event_json(data)?;
+        let Some(j) = acc.event(ev)? else { return Ok(Vec::new()) };
         if j.get("choices").is_some() {
             // OpenAI's chunks: a finish reason marks the answer complete, `[DONE]` still ends it.
-            return OpenAi.decode(acc, ev);
+            return openai::push(acc, j);
         }
         if let Some(detail) = error_message(j.get("error")) {
             return Err(
