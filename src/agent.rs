@@ -21,6 +21,7 @@ use super::{
     llm::{WorkersTransport, AI_BINDING},
     r2::R2Blobs,
     sockets::Sockets,
+    spaces::{WorkersSpaces, SPACE_BINDING},
 };
 use session_agent_api as api;
 use session_agent_api::access::{self, CLAIMS_HEADER};
@@ -34,6 +35,7 @@ use session_agent_core::error::{Error, ErrorKind};
 use session_agent_core::llm::embeddings::EmbeddingsConfig;
 use session_agent_core::llm::LlmConfig;
 use session_agent_core::schedule::alarm;
+use session_agent_core::space::Role;
 use session_agent_core::store;
 use session_agent_core::time::iso_millis;
 use session_agent_core::transfer::export::AgentExport;
@@ -82,6 +84,10 @@ struct Inner {
     storage: Storage,
     /// The alarm as this instance last set or read it.
     armed: Cell<Armed>,
+    /// An agent, or a memory space.
+    role: Role,
+    /// The memory spaces, reached through `MEMORY_SPACE`.
+    spaces: WorkersSpaces,
 }
 
 /// What this instance knows of the object's alarm.
@@ -113,6 +119,8 @@ impl Inner {
             now: iso_millis(now_ms()),
             clock: &now_ms,
             reach: Default::default(),
+            role: self.role,
+            spaces: &self.spaces,
         }
     }
 }
@@ -125,6 +133,12 @@ impl Agent {
     /// Opens the agent with `config`: migrates its SQLite schema (synchronous in a DO, so it is
     /// done before any request) and binds `SKILLS_BUCKET` if the Worker has it.
     pub fn new(state: &State, env: &Env, config: SessionConfig) -> Self {
+        Agent::open(state, env, config, Role::Agent)
+    }
+
+    /// Opens the Durable Object as `role`: an agent, or a memory space (the same schema and
+    /// memory code; the space's own routes, `api::routes::SPACE_ROUTES`).
+    pub fn open(state: &State, env: &Env, config: SessionConfig, role: Role) -> Self {
         let db = DoSql::new(&state.storage());
         let broken = store::open(&db, now_ms()).err().map(|e| {
             console_error!("SessionAgent: schema migration failed: {e}");
@@ -178,6 +192,8 @@ impl Agent {
             live: Live::default(),
             storage: state.storage(),
             armed: Cell::new(Armed::Unknown),
+            role,
+            spaces: WorkersSpaces::new(env.durable_object(SPACE_BINDING).ok(), var("SPACE_TIMEOUT_MS")),
         };
         Agent { inner: Rc::new(inner) }
     }
@@ -185,11 +201,16 @@ impl Agent {
     /// Opens the agent with the config of the `SESSION_CONFIG` variable. A config that does not
     /// parse makes every request a 503 `not_configured` naming the problem.
     pub fn from_env(state: &State, env: &Env) -> Self {
+        Agent::from_env_as(state, env, Role::Agent)
+    }
+
+    /// [`Agent::from_env`] as `role`.
+    pub fn from_env_as(state: &State, env: &Env, role: Role) -> Self {
         match config_text(env).and_then(|text| SessionConfig::from_json(&text)) {
-            Ok(cfg) => Agent::new(state, env, cfg),
+            Ok(cfg) => Agent::open(state, env, cfg, role),
             Err(e) => {
                 console_error!("SessionAgent: {}", e.message);
-                let mut agent = Agent::new(state, env, SessionConfig::default());
+                let mut agent = Agent::open(state, env, SessionConfig::default(), role);
                 if let Some(inner) = Rc::get_mut(&mut agent.inner) {
                     inner.broken.get_or_insert(Error::new(ErrorKind::NotConfigured, e.message));
                 }
@@ -223,13 +244,21 @@ impl Agent {
         let method = req.inner().method();
         let url = req.inner().url();
         let path = convert::split_url(&url).0;
-        if let Some(sid) = api::socket_session(&method, path) {
+        let agent = self.inner.role == Role::Agent;
+        if let Some(sid) = api::socket_session(&method, path).filter(|_| agent) {
             return self.upgrade(&req, path, sid);
         }
         let req = match convert::read(&mut req).await {
             Ok(r) => r,
             Err(e) => return convert::error(&e),
         };
+        if !agent {
+            // A memory space: its own route table, nothing streamed.
+            let mut resp = api::handle(&self.inner.env(), &req).await;
+            log(&req.method, &req.path, &resp);
+            self.later(std::mem::take(&mut resp.after));
+            return convert::write(resp);
+        }
         if let Some(dialect) = api::chat_stream(&req) {
             // Answered as a stream, outside `api::handle` (`api::stream_chat` admits it).
             return self.chat_stream(req, dialect).await;
@@ -604,5 +633,27 @@ impl DurableObject for SessionAgent {
     async fn websocket_error(&self, _ws: WebSocket, error: worker::Error) -> Result<()> {
         console_warn!("websocket error: {error}");
         Ok(())
+    }
+}
+
+/// The Durable Object class bound as `MEMORY_SPACE`: a memory space, the memories and shared
+/// blocks of the agents mapped to it (`session_agent_core::space`). The same code as
+/// [`SessionAgent`] in [`Role::Space`]: its own routes, no sessions, no sockets.
+#[durable_object]
+pub struct MemorySpace {
+    space: Agent,
+}
+
+impl DurableObject for MemorySpace {
+    fn new(state: State, env: Env) -> Self {
+        MemorySpace { space: Agent::from_env_as(&state, &env, Role::Space) }
+    }
+
+    async fn fetch(&self, req: Request) -> Result<Response> {
+        self.space.fetch(req).await
+    }
+
+    async fn alarm(&self) -> Result<Response> {
+        self.space.alarm().await
     }
 }

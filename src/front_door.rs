@@ -15,9 +15,20 @@ use session_agent_api::access::{Claims, CLAIMS_HEADER};
 use session_agent_api::front::{
     self, AgentCall, Caller, Cors, Door, Incoming, Next, Presented, Sent, Settings, Upgrade,
 };
-use session_agent_api::route_template;
+use session_agent_api::template as route_of;
 use session_agent_core::access::RateLimit;
+use session_agent_core::space::Role;
+
+use super::spaces::SPACE_BINDING;
 use session_agent_core::error::{Error, ErrorKind};
+
+/// The route template of `tail` (a path of an agent or a space) for the log line.
+fn template(role: Role, tail: &str) -> &'static str {
+    match tail {
+        "/tokens" => "/tokens",
+        _ => route_of(role, tail).unwrap_or("(no route)"),
+    }
+}
 
 #[event(fetch)]
 async fn fetch(mut req: Request, env: Env, _ctx: Context) -> Result<Response> {
@@ -77,22 +88,20 @@ async fn agent_call(
         Ok(c) => c,
         Err(e) => {
             convert::drain(req).await;
-            return (front::log_route(&format!("/agents/{}{}", call.agent, call.tail)).1, convert::error(&e));
+            return (template(call.role, call.tail), convert::error(&e));
         }
     };
     let length = req.headers().get("content-length").ok().flatten().and_then(|v| v.trim().parse::<u64>().ok());
     match front::next(call, &caller, method, Date::now().as_millis() as i64, length) {
-        Next::Issue => ("/tokens", issue(req, env, &call.agent).await),
+        Next::Issue => ("/tokens", issue(req, env, &call.agent, call.role).await),
         Next::Answer(answer) => {
             if !convert::declared_too_large(req) {
                 convert::drain(req).await;
             }
-            let route =
-                if call.tail == "/tokens" { "/tokens" } else { route_template(call.tail).unwrap_or("(no route)") };
-            (route, convert::write(answer))
+            (template(call.role, call.tail), convert::write(answer))
         }
         Next::Forward => {
-            let route = route_template(call.tail).unwrap_or("(no route)");
+            let route = template(call.role, call.tail);
             let claims = match caller {
                 Caller::Admin => None,
                 Caller::Scoped(c) => Some(c),
@@ -164,7 +173,7 @@ async fn limited(env: &Env, agent: &str) -> Option<Error> {
 
 /// `POST /agents/{agent}/tokens` (admin token only): signs the claims asked for with
 /// `TOKEN_SECRET` → 201 `{token, expiresAt, agent, scope, sessions}`.
-async fn issue(req: &mut Request, env: &Env, agent: &str) -> Result<Response> {
+async fn issue(req: &mut Request, env: &Env, agent: &str, role: Role) -> Result<Response> {
     let Some(secret) = token_secret(env) else {
         convert::drain(req).await;
         return convert::error(&Error::new(
@@ -177,7 +186,7 @@ async fn issue(req: &mut Request, env: &Env, agent: &str) -> Result<Response> {
         Ok(b) => b,
         Err(e) => return convert::error(&e),
     };
-    let claims = match Claims::issue(agent, &body, Date::now().as_millis() as i64) {
+    let claims = match Claims::issue(agent, role, &body, Date::now().as_millis() as i64) {
         Ok(c) => c,
         Err(e) => return convert::error(&e),
     };
@@ -260,7 +269,7 @@ async fn forward(
     to: &AgentCall<'_>,
     claims: Option<&Claims>,
 ) -> Result<Response> {
-    let AgentCall { agent, tail, upgrade, .. } = to;
+    let AgentCall { agent, role, tail, upgrade, .. } = to;
     let origin = url.find("://").and_then(|i| url[i + 3..].find('/').map(|j| &url[..i + 3 + j])).unwrap_or(url);
     let query = front::forwarded_query(query);
     let target = if query.is_empty() { format!("{origin}{tail}") } else { format!("{origin}{tail}?{query}") };
@@ -283,6 +292,18 @@ async fn forward(
         }
     }
     let inner = web_sys::Request::new_with_str_and_init(&target, &init)?;
-    let stub = env.durable_object("SESSION_AGENT")?.id_from_name(agent)?.get_stub()?;
+    let namespace = match role {
+        Role::Agent => "SESSION_AGENT",
+        Role::Space => SPACE_BINDING,
+    };
+    let stub = match env.durable_object(namespace) {
+        Ok(ns) => ns.id_from_name(agent)?.get_stub()?,
+        Err(_) => {
+            return convert::error(&Error::new(
+                ErrorKind::NotConfigured,
+                "memory spaces are not configured: the Worker has no MEMORY_SPACE binding (see the README)",
+            ))
+        }
+    };
     stub.fetch_with_request(Request::from(inner)).await
 }

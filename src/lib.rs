@@ -11,13 +11,15 @@
 //! - `front_door`: the Worker's `fetch`: what `session_agent_api::front` decides (CORS, health,
 //!   names, the token), with the secrets, WebCrypto, the rate-limiting binding, the console's
 //!   assets and the agent's stub;
-//! - `agent`: the `SessionAgent` Durable Object, which hands each request to the API layer;
+//! - `agent`: the `SessionAgent` Durable Object, which hands each request to the API layer, and
+//!   `MemorySpace`, the same code as a memory space;
 //! - `do_sql`: the core's SQL trait over the DO's `SqlStorage`;
 //! - `crypto`: HMAC-SHA-256 of scoped tokens through WebCrypto;
 //! - `convert`: requests and responses between `worker` types and the API layer's;
 //! - `llm`: the LLM transport (fetch with a timeout, the AI binding);
 //! - `r2`: the core's object store over the `SKILLS_BUCKET` R2 binding;
-//! - `sockets`: hibernatable WebSockets, tagged by session, as the API's event hub.
+//! - `sockets`: hibernatable WebSockets, tagged by session, as the API's event hub;
+//! - `spaces`: requests to memory spaces (the `MEMORY_SPACE` binding), with a timeout.
 
 #[cfg(target_arch = "wasm32")]
 pub mod agent;
@@ -35,6 +37,8 @@ mod llm;
 mod r2;
 #[cfg(target_arch = "wasm32")]
 mod sockets;
+#[cfg(target_arch = "wasm32")]
+mod spaces;
 
 /// The layers below, for a Durable Object of your own that embeds `agent::Agent` with a
 /// configuration built in code.

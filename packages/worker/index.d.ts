@@ -11,6 +11,10 @@ import { DurableObject, WorkerEntrypoint } from "cloudflare:workers";
 export interface SessionAgentEnv {
   /** The Durable Object namespace of the `SessionAgent` class (`class_name = "SessionAgent"`). */
   SESSION_AGENT: DurableObjectNamespace<SessionAgent>;
+  /** Optional: memory spaces shared by the agents of one user (`class_name = "MemorySpace"`). */
+  MEMORY_SPACE?: DurableObjectNamespace<MemorySpace>;
+  /** How long an agent waits for its memory space (ms, default 5000). */
+  SPACE_TIMEOUT_MS?: string;
   /** The console's static files (`[assets] binding = "ASSETS"`, `run_worker_first = true`). */
   ASSETS?: Fetcher;
   /** R2: skills, readonly texts and oversize messages. */
@@ -59,6 +63,16 @@ export declare class SessionAgent extends DurableObject<SessionAgentEnv> {
   webSocketMessage(ws: WebSocket, message: string | ArrayBuffer): Promise<void>;
   webSocketClose(ws: WebSocket, code: number, reason: string, wasClean: boolean): Promise<void>;
   webSocketError(ws: WebSocket, error: unknown): Promise<void>;
+}
+
+/**
+ * A memory space: the memories and shared blocks of the agents mapped to it (re-export it and
+ * bind it as `MEMORY_SPACE`, `class_name = "MemorySpace"`, with a `new_sqlite_classes`
+ * migration). Its DO routes are `/memories…`, `/blocks…`, `/tokens/revoke` and `DELETE /`.
+ */
+export declare class MemorySpace extends DurableObject<SessionAgentEnv> {
+  fetch(request: Request): Promise<Response>;
+  alarm(): Promise<void>;
 }
 
 /**

@@ -7,6 +7,7 @@ use crate::support::{code, Api};
 use serde_json::{json, Map, Value as Json};
 use session_agent_api::access::{self, Claims, Scope, CLAIMS_HEADER};
 use session_agent_api::Request;
+use session_agent_core::space::Role;
 
 const NOW: i64 = 1_795_345_200_000;
 
@@ -19,7 +20,7 @@ fn claims(scope: &str, sessions: Option<&[&str]>) -> Claims {
     if let Some(s) = sessions {
         b["sessions"] = json!(s);
     }
-    Claims::issue("alice", &body(b), NOW).unwrap()
+    Claims::issue("alice", Role::Agent, &body(b), NOW).unwrap()
 }
 
 fn with(c: &Claims, req: Request) -> Request {
@@ -42,12 +43,16 @@ fn a_token_request_is_checked() {
         json!({"scope": "read", "ttlSeconds": 60, "agent": "bob"}),
     ];
     for b in bad {
-        let e = Claims::issue("alice", &body(b.clone()), NOW).expect_err(&b.to_string());
+        let e = Claims::issue("alice", Role::Agent, &body(b.clone()), NOW).expect_err(&b.to_string());
         assert_eq!(e.code(), "invalid_request", "{b}");
     }
-    let c =
-        Claims::issue("alice", &body(json!({"scope": "write", "ttlSeconds": 60, "sessions": ["s1", "s1", "s2"]})), NOW)
-            .unwrap();
+    let c = Claims::issue(
+        "alice",
+        Role::Agent,
+        &body(json!({"scope": "write", "ttlSeconds": 60, "sessions": ["s1", "s1", "s2"]})),
+        NOW,
+    )
+    .unwrap();
     assert_eq!(c.sessions, Some(vec!["s1".to_owned(), "s2".to_owned()]));
     assert_eq!((c.issued_ms(), c.expires_ms()), (NOW, NOW + 60_000));
     assert_eq!(c.scope, Scope::Write);
@@ -74,11 +79,14 @@ fn a_token_is_a_jwt_whose_parts_are_read_back() {
 #[test]
 fn expired_revoked_and_foreign_tokens_are_refused() {
     let c = claims("write", None);
-    assert!(c.valid_for("alice", NOW + 1, None).is_ok());
-    assert_eq!(c.valid_for("alice", NOW + 3_600_000, None).unwrap_err().code(), "unauthorized");
-    assert_eq!(c.valid_for("alice", NOW + 1, Some(NOW + 1)).unwrap_err().code(), "unauthorized");
-    assert!(c.valid_for("alice", NOW + 1, Some(NOW)).is_ok(), "issued at the revocation time: still valid");
-    assert_eq!(c.valid_for("bob", NOW + 1, None).unwrap_err().code(), "forbidden");
+    assert!(c.valid_for("alice", Role::Agent, NOW + 1, None).is_ok());
+    assert_eq!(c.valid_for("alice", Role::Agent, NOW + 3_600_000, None).unwrap_err().code(), "unauthorized");
+    assert_eq!(c.valid_for("alice", Role::Agent, NOW + 1, Some(NOW + 1)).unwrap_err().code(), "unauthorized");
+    assert!(
+        c.valid_for("alice", Role::Agent, NOW + 1, Some(NOW)).is_ok(),
+        "issued at the revocation time: still valid"
+    );
+    assert_eq!(c.valid_for("bob", Role::Agent, NOW + 1, None).unwrap_err().code(), "forbidden");
 }
 
 #[test]
@@ -121,7 +129,9 @@ fn the_api_checks_claims_and_revocation() {
     let api = Api::new();
     api.append("s1", "m1", None, "hello");
     let now = api.now.get();
-    let c = Claims::issue("alice", &body(json!({"scope": "read", "ttlSeconds": 60, "sessions": ["s1"]})), now).unwrap();
+    let c =
+        Claims::issue("alice", Role::Agent, &body(json!({"scope": "read", "ttlSeconds": 60, "sessions": ["s1"]})), now)
+            .unwrap();
     assert_eq!(api.send(with(&c, Request::new("GET", "/sessions/s1/history"))).status, 200);
     let r = api.send(with(
         &c,
@@ -135,7 +145,7 @@ fn the_api_checks_claims_and_revocation() {
     let r = api.send(Request::new("GET", "/sessions").header(CLAIMS_HEADER, "{"));
     assert_eq!(r.status, 401);
     // Another agent's token.
-    let bob = Claims::issue("bob", &body(json!({"scope": "read", "ttlSeconds": 60})), now).unwrap();
+    let bob = Claims::issue("bob", Role::Agent, &body(json!({"scope": "read", "ttlSeconds": 60})), now).unwrap();
     assert_eq!(api.send(with(&bob, Request::new("GET", "/sessions"))).status, 403);
 
     // Nothing stored until a revocation.
@@ -153,7 +163,9 @@ fn the_api_checks_claims_and_revocation() {
     let r = api.post("/tokens/revoke", json!({"before": "2020-01-01T00:00:00.000Z"}));
     assert_eq!(r.body_json()["before"], before);
     // A token issued after it works; a scoped token may not revoke.
-    let fresh = Claims::issue("alice", &body(json!({"scope": "write", "ttlSeconds": 60})), api.now.get() + 1).unwrap();
+    let fresh =
+        Claims::issue("alice", Role::Agent, &body(json!({"scope": "write", "ttlSeconds": 60})), api.now.get() + 1)
+            .unwrap();
     assert_eq!(api.send(with(&fresh, Request::new("GET", "/sessions"))).status, 200);
     assert_eq!(api.send(with(&fresh, Request::new("POST", "/tokens/revoke").json(&json!({})))).status, 403);
 }
@@ -162,7 +174,8 @@ fn the_api_checks_claims_and_revocation() {
 fn socket_frames_are_checked_like_their_requests() {
     let api = Api::new();
     api.append("s1", "m1", None, "hello");
-    let c = Claims::issue("alice", &body(json!({"scope": "read", "ttlSeconds": 60})), api.now.get()).unwrap();
+    let c =
+        Claims::issue("alice", Role::Agent, &body(json!({"scope": "read", "ttlSeconds": 60})), api.now.get()).unwrap();
     let frame = |text: &str| {
         futures::executor::block_on(session_agent_api::ws::frame(&api.env(), "s1", Some(&c), text, &Default::default()))
             .frames
@@ -195,8 +208,13 @@ fn two_sessions() -> (Api, String) {
 
 /// A write token for `bob-chat` only.
 fn bob_token(api: &Api) -> Claims {
-    Claims::issue("alice", &body(json!({"scope": "write", "ttlSeconds": 600, "sessions": ["bob-chat"]})), api.now.get())
-        .unwrap()
+    Claims::issue(
+        "alice",
+        Role::Agent,
+        &body(json!({"scope": "write", "ttlSeconds": 600, "sessions": ["bob-chat"]})),
+        api.now.get(),
+    )
+    .unwrap()
 }
 
 #[test]

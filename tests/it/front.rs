@@ -9,6 +9,7 @@ use session_agent_api::access::Claims;
 use session_agent_api::front::{
     self, AgentCall, Caller, Cors, Door, Incoming, Next, Presented, Sent, Settings, Upgrade,
 };
+use session_agent_core::space::Role;
 
 const NOW: i64 = 1_795_345_200_000;
 
@@ -124,7 +125,9 @@ fn the_admin_token_is_compared_whole_and_api_token_must_be_set() {
     for wrong in [None, Some(""), Some("secre"), Some("secret2"), Some("Secret")] {
         assert_eq!(front::presented(wrong, Some("secret")).err().map(|e| e.code()), Some("unauthorized"), "{wrong:?}");
     }
-    let claims = Claims::issue("alice", json!({"scope": "read", "ttlSeconds": 60}).as_object().unwrap(), NOW).unwrap();
+    let claims =
+        Claims::issue("alice", Role::Agent, json!({"scope": "read", "ttlSeconds": 60}).as_object().unwrap(), NOW)
+            .unwrap();
     let token = claims.answer(b"sig")["token"].as_str().unwrap().to_owned();
     match front::presented(Some(&token), Some("secret")) {
         Ok(Presented::Scoped { claims: got, signature, .. }) => assert_eq!((got, signature), (claims, b"sig".to_vec())),
@@ -134,9 +137,16 @@ fn the_admin_token_is_compared_whole_and_api_token_must_be_set() {
 
 #[test]
 fn what_a_known_caller_may_do() {
-    let call = |tail: &'static str| AgentCall { agent: "alice".into(), tail, upgrade: Upgrade::None, token: None };
-    let scoped =
-        |body: serde_json::Value| Caller::Scoped(Claims::issue("alice", body.as_object().unwrap(), NOW).unwrap());
+    let call = |tail: &'static str| AgentCall {
+        agent: "alice".into(),
+        role: Role::Agent,
+        tail,
+        upgrade: Upgrade::None,
+        token: None,
+    };
+    let scoped = |body: serde_json::Value| {
+        Caller::Scoped(Claims::issue("alice", Role::Agent, body.as_object().unwrap(), NOW).unwrap())
+    };
     let status = |n: Next| match n {
         Next::Issue => 1,
         Next::Forward => 2,
@@ -157,7 +167,8 @@ fn what_a_known_caller_may_do() {
     let big = 32 * 1024 * 1024 + 1;
     assert_eq!(status(front::next(&call("/sessions/s1/messages"), &Caller::Admin, "POST", NOW, Some(big))), 413);
     let other = Caller::Scoped(
-        Claims::issue("bob", json!({"scope": "write", "ttlSeconds": 60}).as_object().unwrap(), NOW).unwrap(),
+        Claims::issue("bob", Role::Agent, json!({"scope": "write", "ttlSeconds": 60}).as_object().unwrap(), NOW)
+            .unwrap(),
     );
     assert_eq!(status(front::next(&call("/sessions"), &other, "GET", NOW, None)), 403, "another agent's token");
 }

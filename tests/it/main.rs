@@ -23,6 +23,7 @@ mod routes;
 mod schedules;
 mod search;
 mod sessions;
+mod spaces;
 mod spill;
 mod stop;
 mod support;

@@ -6,6 +6,7 @@ use crate::support::{code, Api};
 use serde_json::{json, Value as Json};
 use session_agent_api::access::{Claims, CLAIMS_HEADER};
 use session_agent_api::Request;
+use session_agent_core::space::Role;
 
 fn api() -> Api {
     Api::with_config(json!({"context": [
@@ -91,8 +92,13 @@ fn framing_errors_and_notifications() {
 #[test]
 fn a_read_token_lists_but_does_not_call() {
     let api = api();
-    let c =
-        Claims::issue("alice", json!({"scope": "read", "ttlSeconds": 60}).as_object().unwrap(), api.now.get()).unwrap();
+    let c = Claims::issue(
+        "alice",
+        Role::Agent,
+        json!({"scope": "read", "ttlSeconds": 60}).as_object().unwrap(),
+        api.now.get(),
+    )
+    .unwrap();
     let send = |body: Json| {
         api.send(
             Request::new("POST", "/sessions/s1/mcp")

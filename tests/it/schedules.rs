@@ -7,6 +7,7 @@
 
 use futures::FutureExt;
 use serde_json::{json, Map, Value as Json};
+use session_agent_core::space::Role;
 
 use crate::support::{code, completion, Api};
 use session_agent_api::access::{Claims, CLAIMS_HEADER};
@@ -159,7 +160,7 @@ fn schedules_are_for_agent_wide_tokens() {
     let api = Api::new();
     let now = api.now.get();
     let body = |v: Json| -> Map<String, Json> { v.as_object().unwrap().clone() };
-    let token = |v: Json| Claims::issue("alice", &body(v), now).unwrap();
+    let token = |v: Json| Claims::issue("alice", Role::Agent, &body(v), now).unwrap();
     let with = |c: &Claims, req: Request| req.header(CLAIMS_HEADER, &serde_json::to_string(c).unwrap());
     let create = || Request::new("POST", "/schedules").json(&json!({"prompt": "p", "every": 60}));
 

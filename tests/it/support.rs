@@ -14,6 +14,7 @@ use session_agent_core::env::Env;
 use session_agent_core::error::Result as CoreResult;
 use session_agent_core::llm::embeddings::EmbeddingsConfig;
 use session_agent_core::llm::{HttpRequest, HttpResponse, LlmConfig, Provider, ToolUse, Transport};
+use session_agent_core::space::{Answer as SpaceAnswer, Call as SpaceCall, NoSpaces, Role, Spaces};
 use session_agent_core::sqlite::SqliteDb;
 use session_agent_core::store;
 use session_agent_core::turn::live::Live;
@@ -63,6 +64,59 @@ pub struct Api {
     pub vectors: Vectors,
     /// The running turns, kept as the Durable Object's instance keeps them.
     pub live: Live,
+    /// An agent, or a memory space.
+    pub role: Role,
+    /// The memory spaces this object reaches (none by default).
+    pub spaces: Rc<dyn Spaces>,
+}
+
+/// Memory spaces in process: each a Durable Object of its own (an [`Api`] in `Role::Space` on
+/// its own SQLite), reached through the same `api::handle` the Workers layer calls. A space
+/// marked `down` cannot be reached (as a timeout would say).
+#[derive(Default)]
+pub struct InProcess {
+    pub spaces: RefCell<std::collections::HashMap<String, Rc<Api>>>,
+    pub down: Cell<bool>,
+    /// Requests sent, as `METHOD path`.
+    pub calls: RefCell<Vec<String>>,
+}
+
+impl InProcess {
+    /// The space `name`, made on first use (as `idFromName` would), with `config`.
+    pub fn space(&self, name: &str, config: Json) -> Rc<Api> {
+        self.spaces
+            .borrow_mut()
+            .entry(name.to_owned())
+            .or_insert_with(|| {
+                let mut api = Api::with_config(config).with_model();
+                api.role = Role::Space;
+                api.agent = name.to_owned();
+                Rc::new(api)
+            })
+            .clone()
+    }
+}
+
+impl Spaces for InProcess {
+    fn send<'a>(&'a self, space: &'a str, call: SpaceCall) -> BoxFuture<'a, CoreResult<SpaceAnswer>> {
+        Box::pin(async move {
+            self.calls.borrow_mut().push(format!("{} {}", call.method, call.path));
+            if self.down.get() {
+                return Err(session_agent_core::space::unavailable(format!("the memory space {space} did not answer")));
+            }
+            let Some(api) = self.spaces.borrow().get(space).cloned() else {
+                return Err(session_agent_core::space::unavailable(format!("no space {space} in this test")));
+            };
+            let mut req = Request::new(call.method, &call.path);
+            if let Some(b) = &call.body {
+                req = req.json(b);
+            }
+            let env = api.env();
+            let resp = api::handle(&env, &req).await;
+            api::after(&env, &resp.after).await;
+            Ok(SpaceAnswer { status: resp.status, body: resp.body_json() })
+        })
+    }
 }
 
 /// The listeners of native tests: every session listens, and every frame is recorded.
@@ -225,6 +279,8 @@ impl Api {
             embeddings: EmbeddingsConfig::none(),
             vectors: Vectors::new(),
             live: Live::default(),
+            role: Role::Agent,
+            spaces: Rc::new(NoSpaces),
         }
     }
 
@@ -268,6 +324,8 @@ impl Api {
             now: session_agent_core::time::iso_millis(self.now.get()),
             clock: &*self.clock,
             reach: Default::default(),
+            role: self.role,
+            spaces: &*self.spaces,
         }
     }
 

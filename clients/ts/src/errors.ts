@@ -14,12 +14,14 @@ export const ERROR_STATUS: Readonly<Record<ErrorCode, number>> = {
   not_a_prefix: 409,
   forged_tool_result: 409,
   forged_approval: 409,
+  version_conflict: 409,
   too_large: 413,
   over_budget: 422,
   rate_limited: 429,
   internal: 500,
   not_configured: 503,
   llm_unavailable: 503,
+  space_unavailable: 503,
 };
 
 /** Whether `code` is one of the error codes this client knows. */

@@ -3133,10 +3133,558 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/spaces/{space}/memories": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The memory space: picks the `MemorySpace` Durable Object (`idFromName(space)`), a
+                 *     namespace apart from the agents' (an agent and a space may share a name). The agent
+                 *     name syntax.
+                 * @example alice
+                 */
+                space: components["parameters"]["space"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Space: List the agent's memories, newest first
+         * @description The agent's live memories (expired ones are never returned), newest `createdAt` first
+         *     (ties: the later stored first), one page at a time. The filters combine (see
+         *     **Metadata and filters**): `category` (one or a comma list), `tag` (every one),
+         *     `anyTag` (at least one), `createdAfter`, `createdBefore`, `updatedAfter`,
+         *     `updatedBefore`, `metadata.<key>=<value>` and `sessionId` (memories whose
+         *     `source.sessionId` is that session); a bad filter is `400`. Listing does not count as
+         *     a recall (`recallCount` stays). An agent without memories answers
+         *     `{"memories": [], "nextCursor": null}`.
+         *
+         *     Pages: `limit` memories (1–100, default 50); when there are more, `nextCursor` is the
+         *     `cursor` of the next page (with the same filters), else `null`. A `cursor` this API
+         *     did not give out is `400`. Memories stored after the first page was read do not appear
+         *     on later pages.
+         */
+        get: operations["listMemoriesInSpace"];
+        put?: never;
+        /**
+         * Space: Store a memory
+         * @description Stores one fact about the user (`CreateMemoryRequest`; unknown fields are `400`):
+         *
+         *     - `content` (required): 1–4,000 characters, not blank; stored as given.
+         *     - `category`: `core` (the default: permanent), `daily` (expires: at `expiresAt`, else
+         *       `SESSION_CONFIG.memory.dailyTtlDays` days from now, default 7) or `conversation`
+         *       (belongs to the session `sessionId`, which it then requires, and is deleted with it).
+         *     - `tags`: at most 16 strings of 1–64 characters once trimmed, without control
+         *       characters; stored trimmed, duplicates dropped.
+         *     - `metadata`: the caller's own facts about the memory (`Metadata`, see **Metadata and
+         *       filters**); absent or `null`: `{}`.
+         *     - `score`: the confidence that the fact is true and lasting, a number from 0 to 1;
+         *       absent or `null`: unknown (recall then counts it as 0.5).
+         *     - `sessionId`, `messageId`: where the fact came from (`source`); a `messageId` needs a
+         *       `sessionId`. Syntax-checked only (the session id as in paths, the message id as
+         *       message ids are): neither has to exist. A `conversation` memory registers its session
+         *       (`name = id`, as any write into a session does, and as the `memory_store` tool does),
+         *       so that deleting that session deletes the memory; for the other categories the source
+         *       registers nothing.
+         *     - `expiresAt`: an ISO-8601 UTC timestamp (`Z` or `+00:00`) **in the future** (`400`
+         *       otherwise), stored with milliseconds. Absent or `null`: never (`daily`: the default
+         *       lifetime above). An expired memory is never returned again and is deleted by the
+         *       next write to the agent's memories.
+         *
+         *     **Duplicates merge.** When a live memory of the same category (and, for a
+         *     `conversation` memory, of the same session) has the same text once
+         *     both are trimmed, with runs of white space collapsed to one space and case ignored,
+         *     nothing new is stored: the request's tags are added to that memory's (at most 16 kept),
+         *     the request's `metadata` keys are set over that memory's (more than 16 keys in all is
+         *     `400`), the higher `score` is kept (a known one over an unknown one), the request's `expiresAt`
+         *     replaces the stored one if given, a version is recorded, and the answer is `200` with
+         *     that memory (its `id`, `content`, `category` and `source` unchanged). Otherwise the
+         *     answer is `201` with the new memory, whose first version is its creation.
+         *
+         *     `422 over_budget` when the agent already holds `SESSION_CONFIG.memory.maxMemories`
+         *     memories (default 10,000): forget some first (a merge is always possible). With
+         *     embeddings configured (`EMBEDDINGS_*`), the memory is embedded after the answer is
+         *     sent (`embeddedAt` is `null` in the answer and set once its vector exists); if that
+         *     fails it is kept and embedded after a later write or a restart (recall finds it by its text
+         *     meanwhile). Every socket of the agent gets a `memory` frame (`created`, or `updated`
+         *     for a merge).
+         */
+        post: operations["createMemoryInSpace"];
+        /**
+         * Space: Forget every memory a filter selects (forgetAll)
+         * @description Deletes, in one transaction, every live memory that the filters select, with its
+         *     versions and vector, and answers how many (`{"deleted": 0}` when none; expired memories
+         *     are purged too but not counted). The filters are those of `GET /memories` (see
+         *     **Metadata and filters**); they may come as query parameters or as a JSON body
+         *     `DeleteMemoriesRequest` with the same names (a field of the body wins over the query
+         *     parameters of the same name, its `metadata` object over every `metadata.<key>`;
+         *     `null` counts as absent; other fields are `400`). **No filter forgets every memory of
+         *     the agent.** Every socket of the agent gets a `memory` frame `op: "deleted"` per
+         *     memory.
+         *
+         *     Query parameters are checked as in `GET /memories` (`400` otherwise) even where the
+         *     body overrides them. A bad filter deletes nothing.
+         */
+        delete: operations["deleteMemoriesInSpace"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/spaces/{space}/memories/batch": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The memory space: picks the `MemorySpace` Durable Object (`idFromName(space)`), a
+                 *     namespace apart from the agents' (an agent and a space may share a name). The agent
+                 *     name syntax.
+                 * @example alice
+                 */
+                space: components["parameters"]["space"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Space: Store many memories
+         * @description 1–1,000 memories, each as for `POST /memories` (`createMemory`), in one transaction:
+         *     all are stored (or merged into a duplicate, also one earlier in the same batch) or
+         *     none is; an error names the item (`memories[<i>]: …`). Answers the memories in order.
+         *     With embeddings configured, the vectors are made after the answer is sent (recall finds
+         *     the memories by their text meanwhile).
+         */
+        post: operations["createMemoriesInSpace"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/spaces/{space}/memories/search": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The memory space: picks the `MemorySpace` Durable Object (`idFromName(space)`), a
+                 *     namespace apart from the agents' (an agent and a space may share a name). The agent
+                 *     name syntax.
+                 * @example alice
+                 */
+                space: components["parameters"]["space"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Space: Recall memories by rank, with why
+         * @description Ranked recall (docs/REFERENCE.md#memory-ranking), best first (ties: the later stored
+         *     first), of the live memories the filters select (as in `GET /memories`; see
+         *     **Metadata and filters**; both kinds of candidate keep to them):
+         *
+         *     - **candidates**: full text over the memories' `content` and `tags` (see `q`), and,
+         *       with embeddings configured (`EMBEDDINGS_*`), the memories nearest by meaning (at
+         *       most 50 of each): a memory no word matched needs a cosine similarity of at least 0.42
+         *       to the query (a query unrelated to everything finds nothing), one the text found too
+         *       counts its similarity from 0.2 (docs/REFERENCE.md#search-by-meaning);
+         *     - **relevance**: the text match (bm25) relative to the best candidate's; with
+         *       embeddings, the stronger of that and the similarity rescaled from [0.2, 1] to [0, 1],
+         *       plus a tenth of the weaker when both agree (at most 1);
+         *     - **score** = `0.70 · relevance + 0.15 · confidence + 0.10 · recency + 0.05 ·
+         *       frequency`, rounded to 4 decimals, where confidence is the memory's `score` (0.5
+         *       when unknown), recency halves every 30 days since its `updatedAt`, and frequency is
+         *       `ln(1 + recallCount) / ln 11` (at most 1).
+         *
+         *     Each hit (`MemoryHit`) carries the memory, its `score`, `why` (the signals in words)
+         *     and `signals` (the numbers). A search **is a recall**: each hit's `recallCount` goes up
+         *     by one and its `recalledAt` becomes now, and the memories answered already show that
+         *     (`why` and `frequency` describe the counts before). `{"results": []}` when nothing
+         *     matches.
+         */
+        get: operations["searchMemoriesInSpace"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/spaces/{space}/memories/{memory}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The memory space: picks the `MemorySpace` Durable Object (`idFromName(space)`), a
+                 *     namespace apart from the agents' (an agent and a space may share a name). The agent
+                 *     name syntax.
+                 * @example alice
+                 */
+                space: components["parameters"]["space"];
+                /**
+                 * @description Memory id (`mem_` and a UUID v4, as the API gives them out), percent-decoded: `400`
+                 *     when that is not UTF-8, longer than 256 characters or holds a control character. Any
+                 *     other id is simply not found (`404`).
+                 * @example mem_8c1f4e2a-5b3d-4f6e-9a7b-0c1d2e3f4a5b
+                 */
+                memory: components["parameters"]["memory"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Space: Get one memory
+         * @description The memory; `404` when there is none with that id or it has expired. Reading it does
+         *     not count as a recall.
+         */
+        get: operations["getMemoryInSpace"];
+        put?: never;
+        post?: never;
+        /**
+         * Space: Forget one memory
+         * @description Deletes the memory with its versions and vector. `204` on success; `404` when there
+         *     is none with that id or it has expired (so a second delete is `404`). Every socket of
+         *     the agent gets a `memory` frame `op: "deleted"`.
+         */
+        delete: operations["deleteMemoryInSpace"];
+        options?: never;
+        head?: never;
+        /**
+         * Space: Change a memory (its earlier version stays in its history)
+         * @description Changes the fields given (`UpdateMemoryRequest`; unknown fields are `400`); the others
+         *     stay:
+         *
+         *     - `content`: the new text (1–4,000 characters, not blank); `null` leaves it;
+         *     - `tags`: the new tags, replacing the old ones (the rules of `POST /memories`); `null`
+         *       leaves them;
+         *     - `metadata`: the new metadata, replacing the old whole (`{}` clears it); `null`
+         *       leaves it;
+         *     - `score`: a number from 0 to 1, or `null` to make it unknown;
+         *     - `category`: `null` leaves it. `conversation` only for a memory with a `source`
+         *       (`400` otherwise). A memory without an expiry that becomes `daily` expires
+         *       `dailyTtlDays` days from now, unless `expiresAt` is given too;
+         *     - `expiresAt`: a timestamp in the future (as in `POST /memories`), or `null`: never.
+         *
+         *     Every change (an empty or absent body too) records a version and moves `updatedAt` to now; a new
+         *     text is embedded again when embeddings are configured. `404` when the memory does not
+         *     exist or has expired. A change that would make it the duplicate of another live
+         *     memory of its category (same text once trimmed, white space collapsed, case ignored)
+         *     is `409 conflict` and changes nothing: change or forget that one instead. Every socket
+         *     of the agent gets a `memory` frame `op: "updated"`.
+         */
+        patch: operations["updateMemoryInSpace"];
+        trace?: never;
+    };
+    "/spaces/{space}/memories/{memory}/history": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The memory space: picks the `MemorySpace` Durable Object (`idFromName(space)`), a
+                 *     namespace apart from the agents' (an agent and a space may share a name). The agent
+                 *     name syntax.
+                 * @example alice
+                 */
+                space: components["parameters"]["space"];
+                /**
+                 * @description Memory id (`mem_` and a UUID v4, as the API gives them out), percent-decoded: `400`
+                 *     when that is not UTF-8, longer than 256 characters or holds a control character. Any
+                 *     other id is simply not found (`404`).
+                 * @example mem_8c1f4e2a-5b3d-4f6e-9a7b-0c1d2e3f4a5b
+                 */
+                memory: components["parameters"]["memory"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Space: Every version of a memory
+         * @description The memory's versions, oldest first: its creation, then one per change (`PATCH`, a
+         *     merged duplicate, a memory tool, an extraction), each with what the memory was after
+         *     it, when (`at`) and who made it (`by`: `api`, `tool` or `extract`). The last version
+         *     is the memory as it is. `404` when the memory does not exist or has expired; a
+         *     forgotten memory's versions are gone with it.
+         */
+        get: operations["getMemoryHistoryInSpace"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/spaces/{space}/tokens/revoke": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The memory space: picks the `MemorySpace` Durable Object (`idFromName(space)`), a
+                 *     namespace apart from the agents' (an agent and a space may share a name). The agent
+                 *     name syntax.
+                 * @example alice
+                 */
+                space: components["parameters"]["space"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Space: Revoke the agent's scoped tokens (admin token only)
+         * @description Revokes every scoped token of the agent issued (`iat`) before `before` (default: now,
+         *     the request's time). From then on such a token is `401 unauthorized` on every route
+         *     of the agent, and every WebSocket of the agent that was opened with one is closed with
+         *     code `1008` (reason `token revoked`); sockets opened with the admin token or through a
+         *     binding stay open. Tokens issued at or after the time keep working, and so do other
+         *     agents' tokens. To withdraw every token of every agent at once, change
+         *     `TOKEN_SECRET`.
+         *
+         *     The time only moves forward: a `before` earlier than the time in force changes
+         *     nothing, and the answer is always the time in force. A `before` in the future is
+         *     `400` (it would revoke tokens not issued yet), as is one that is not an ISO-8601 UTC
+         *     timestamp (`Z` or `+00:00`) or an unknown field. The agent stores this one time
+         *     (nothing until its first revocation); tokens themselves are never stored.
+         *
+         *     Admin only: with a scoped token this is `403 forbidden` (at the front door, and in the
+         *     DO). Through a binding, `POST /tokens/revoke` on the stub (without claims).
+         */
+        post: operations["revokeTokensInSpace"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/agents/{agent}/space": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The agent: picks the Durable Object (`idFromName(agent)`), so each agent has its own
+                 *     database. 1–128 characters of `[A-Za-z0-9._:-]`, checked after percent-decoding
+                 *     (`400` otherwise). Front door only; absent when calling the DO stub directly.
+                 * @example alice
+                 */
+                agent: components["parameters"]["agent"];
+            };
+            cookie?: never;
+        };
+        /**
+         * The memory space the agent uses (admin token only)
+         * @description Which space the agent uses (`space`, `null` for none), where that comes from
+         *     (`chosen`: `PUT`; `rule`: `SESSION_CONFIG.memory.space`'s separator; `none`), and
+         *     `mode` (`alongside` or `instead`).
+         */
+        get: operations["getAgentSpace"];
+        /**
+         * Choose the agent's memory space (admin token only)
+         * @description `{"space": "<name>"}` maps the agent to that space whatever the rule says; `{"space":
+         *     null}` to none. A name that is not the agent name syntax, another field or another
+         *     shape is `400`, nothing changed. Only the admin (or a binding) chooses: an agent's token
+         *     is `403`. What the agent's turns extracted into a former space stays there.
+         */
+        put: operations["setAgentSpace"];
+        post?: never;
+        /** Forget the admin's choice; the rule decides again (admin token only) */
+        delete: operations["forgetAgentSpace"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/spaces/{space}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The memory space: picks the `MemorySpace` Durable Object (`idFromName(space)`), a
+                 *     namespace apart from the agents' (an agent and a space may share a name). The agent
+                 *     name syntax.
+                 * @example alice
+                 */
+                space: components["parameters"]["space"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Erase the space's memories and shared blocks (admin token only; Confirm erase)
+         * @description As `DELETE /agents/{agent}` for the space: its memories (with their versions and
+         *     vectors) and its shared blocks go in one transaction, and its tokens are revoked. The
+         *     agents mapped to it keep their own memories; their next turns find the space empty.
+         *     Needs the header `Confirm: erase` (`400` otherwise).
+         */
+        delete: operations["eraseSpace"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/spaces/{space}/tokens": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The memory space: picks the `MemorySpace` Durable Object (`idFromName(space)`), a
+                 *     namespace apart from the agents' (an agent and a space may share a name). The agent
+                 *     name syntax.
+                 * @example alice
+                 */
+                space: components["parameters"]["space"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Issue a scoped token of the space (admin token only)
+         * @description As `POST /agents/{agent}/tokens`, for the space: the token's claims carry `kind:
+         *     "space"`, so it opens this space only (never an agent, even one of the same name, and
+         *     no other space); `sessions` is refused (`400`: a space has none). `read` reads the
+         *     memories and blocks; `write` writes them too. Revoked with `POST
+         *     /spaces/{space}/tokens/revoke`.
+         */
+        post: operations["issueSpaceToken"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/spaces/{space}/blocks": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The memory space: picks the `MemorySpace` Durable Object (`idFromName(space)`), a
+                 *     namespace apart from the agents' (an agent and a space may share a name). The agent
+                 *     name syntax.
+                 * @example alice
+                 */
+                space: components["parameters"]["space"];
+            };
+            cookie?: never;
+        };
+        /** The space's shared blocks (those written so far) */
+        get: operations["listSharedBlocks"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/spaces/{space}/blocks/{label}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The memory space: picks the `MemorySpace` Durable Object (`idFromName(space)`), a
+                 *     namespace apart from the agents' (an agent and a space may share a name). The agent
+                 *     name syntax.
+                 * @example alice
+                 */
+                space: components["parameters"]["space"];
+                /**
+                 * @description Block label: 1–64 characters of `[A-Za-z0-9_-]`, checked after percent-decoding
+                 *     (`400 invalid_request` otherwise).
+                 * @example memory
+                 */
+                label: components["parameters"]["label"];
+            };
+            cookie?: never;
+        };
+        /** One shared block (version 0 and empty when never written) */
+        get: operations["getSharedBlock"];
+        /**
+         * Replace a shared block's text, if no other write came since the version read
+         * @description `{content, version, maxTokens?}`: `version` is the version read (0 for a block never
+         *     written); another write since is `409 version_conflict`, nothing written. `maxTokens`
+         *     (a positive integer): the text's token estimate over it is `422 over_budget`. At most
+         *     262,144 bytes (`413`) and 100 blocks per space (`422`). Agents write their blocks of
+         *     `scope: "space"` through `PUT /agents/{agent}/sessions/{sid}/context/{label}`.
+         */
+        put: operations["replaceSharedBlock"];
+        post?: never;
+        /** Delete a shared block */
+        delete: operations["deleteSharedBlock"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/spaces/{space}/blocks/{label}/append": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The memory space: picks the `MemorySpace` Durable Object (`idFromName(space)`), a
+                 *     namespace apart from the agents' (an agent and a space may share a name). The agent
+                 *     name syntax.
+                 * @example alice
+                 */
+                space: components["parameters"]["space"];
+                /**
+                 * @description Block label: 1–64 characters of `[A-Za-z0-9_-]`, checked after percent-decoding
+                 *     (`400 invalid_request` otherwise).
+                 * @example memory
+                 */
+                label: components["parameters"]["label"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Append to a shared block (concurrent appends all land)
+         * @description `{content, maxTokens?}`: a newline goes between the old and new text unless the old
+         *     text is empty or the new one starts with one; the budget applies to the whole. The
+         *     space runs one write at a time, so two agents appending at once both land, in the order
+         *     they arrived.
+         */
+        post: operations["appendSharedBlock"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
+        /** @description Our addition: the memory space an agent uses. */
+        SpaceChoice: {
+            space: string | null;
+            /** @enum {string} */
+            source: "rule" | "chosen" | "none";
+            /** @enum {string} */
+            mode: "alongside" | "instead";
+        };
+        /** @description Our addition: a memory space's shared block. */
+        SharedBlock: {
+            label: string;
+            content: string;
+            /** @description Writes so far (0 for a label never written). */
+            version: number;
+            /** Format: date-time */
+            updatedAt: string | null;
+            /** @description The agent that wrote it last; `null` for a write through the space's own routes. */
+            updatedBy: string | null;
+        };
         /**
          * @description A message id, unique per session. 1–256 characters, no control characters.
          * @example m1
@@ -3296,12 +3844,13 @@ export interface components {
                 /**
                  * @description `invalid_request` 400, `unauthorized` 401, `forbidden` 403, `not_found` 404,
                  *     `method_not_allowed` 405, `conflict` 409, `too_large` 413, `over_budget` 422,
-                 *     `rate_limited` 429, `not_configured` / `llm_unavailable` 503, `internal` 500;
-                 *     `not_a_prefix` / `forged_tool_result` / `forged_approval` 409 (rejected
-                 *     `POST …/chat` continuations only).
+                 *     `rate_limited` 429, `not_configured` / `llm_unavailable` / `space_unavailable`
+                 *     503, `internal` 500; `not_a_prefix` / `forged_tool_result` / `forged_approval`
+                 *     409 (rejected `POST …/chat` continuations only); `version_conflict` 409 (a shared
+                 *     block's replace after another write).
                  * @enum {string}
                  */
-                code: "invalid_request" | "unauthorized" | "not_found" | "method_not_allowed" | "conflict" | "too_large" | "over_budget" | "not_configured" | "llm_unavailable" | "internal" | "not_a_prefix" | "forged_tool_result" | "forged_approval" | "forbidden" | "rate_limited";
+                code: "invalid_request" | "unauthorized" | "not_found" | "method_not_allowed" | "conflict" | "too_large" | "over_budget" | "not_configured" | "llm_unavailable" | "space_unavailable" | "internal" | "not_a_prefix" | "version_conflict" | "forged_tool_result" | "forged_approval" | "forbidden" | "rate_limited";
                 /** @description A human-readable explanation. */
                 message: string;
             };
@@ -3485,6 +4034,12 @@ export interface components {
              *     `searchableHistory` block are not writable.
              */
             writable: boolean;
+            /**
+             * @description Blocks of `scope: "space"` only (our addition): the version of the shared text
+             *     shown (0 until first written, when the block shows its configured `content`),
+             *     which a replace names.
+             */
+            version?: number;
         };
         /**
          * @description A block for this session (the fields of a `SESSION_CONFIG.context[]` entry). Unknown
@@ -3507,7 +4062,9 @@ export interface components {
             /** @description Skills only; the R2 key prefix, default `skills/`. */
             prefix?: string;
             /**
-             * @description Skills and writable blocks. Skills (default `agent`): `agent`: the objects under
+             * @description Skills and writable blocks. Writable blocks may also be `space` (our addition): one
+             *     text kept in the agent's memory space, read and written by every agent of it
+             *     (**Memory spaces**; `space` on a skills block is `400`). Skills (default `agent`): `agent`: the objects under
              *     `<prefix><agent>/`, writable by this agent's model; `shared`: the whole `<prefix>`, a
              *     library common to all agents, readonly. Writable: `agent` makes the block one text
              *     shared by all the agent's sessions (kept when a session is deleted); absent, each
@@ -3516,10 +4073,19 @@ export interface components {
              *     agent's own space (see `POST …/context`).
              * @enum {string}
              */
-            scope?: "agent" | "shared";
+            scope?: "agent" | "shared" | "space";
         };
         BlockContentRequest: {
             content: string;
+        };
+        BlockReplaceRequest: {
+            content: string;
+            /**
+             * @description Blocks of `scope: "space"` only (our addition; `400` on any other block): the
+             *     `version` of the text read. A replace after another write is `409
+             *     version_conflict`, nothing written. Absent: the version this session last read.
+             */
+            version?: number | null;
         };
         Prompt: {
             /**
@@ -3779,6 +4345,14 @@ export interface components {
          *     agent whose token is not limited to sessions.
          */
         ServerFrame: {
+            /** @constant */
+            type: "space";
+            sessionId: string;
+            space: string;
+            /** @constant */
+            status: "unreachable";
+            message: string;
+        } | {
             /** @constant */
             type: "history";
             sessionId: string;
@@ -4279,8 +4853,13 @@ export interface components {
          *     }
          */
         TokenClaims: {
-            /** @description The agent the token opens. */
+            /** @description The agent (or, with `kind`, the memory space) the token opens. */
             sub: string;
+            /**
+             * @description Our addition: `space` for a token of `POST /spaces/{space}/tokens`; absent for an agent's.
+             * @enum {string}
+             */
+            kind?: "space";
             scope: components["schemas"]["TokenScope"];
             /** @description The only sessions the token opens; absent → every session of the agent. */
             sessions?: string[];
@@ -4302,6 +4881,11 @@ export interface components {
             sessions?: string[] | null;
         };
         IssuedToken: {
+            /**
+             * @description Our addition: what `agent` names, an agent or a memory space.
+             * @enum {string}
+             */
+            kind: "agent" | "space";
             /** @description The scoped token: `Authorization: Bearer <token>`, or `?token=` on a WebSocket handshake. */
             token: string;
             /**
@@ -4795,6 +5379,13 @@ export interface components {
         };
     };
     parameters: {
+        /**
+         * @description The memory space: picks the `MemorySpace` Durable Object (`idFromName(space)`), a
+         *     namespace apart from the agents' (an agent and a space may share a name). The agent
+         *     name syntax.
+         * @example alice
+         */
+        space: string;
         /**
          * @description The agent: picks the Durable Object (`idFromName(agent)`), so each agent has its own
          *     database. 1–128 characters of `[A-Za-z0-9._:-]`, checked after percent-decoding
@@ -6806,7 +7397,7 @@ export interface operations {
                  *       "content": "user likes coffee"
                  *     }
                  */
-                "application/json": components["schemas"]["BlockContentRequest"];
+                "application/json": components["schemas"]["BlockReplaceRequest"];
             };
         };
         responses: {
@@ -9479,6 +10070,1228 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             413: components["responses"]["TooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listMemoriesInSpace: {
+        parameters: {
+            query?: {
+                /**
+                 * @description Only memories of this category, or of one of a comma list of them (`core,daily`); may
+                 *     be repeated (the lists add up). Anything else is `400`.
+                 */
+                category?: components["parameters"]["memoryCategory"];
+                /**
+                 * @description Only memories carrying this tag (compared exactly with the stored tags, which are
+                 *     trimmed). Repeatable (at most 16): every one must be there. A value that is empty,
+                 *     over 64 characters or holds a control character is `400`.
+                 * @example [
+                 *       "travel"
+                 *     ]
+                 */
+                tag?: components["parameters"]["memoryTag"];
+                /**
+                 * @description Only memories carrying at least one of these tags (repeatable, at most 16; checked as
+                 *     `tag`).
+                 * @example [
+                 *       "travel",
+                 *       "food"
+                 *     ]
+                 */
+                anyTag?: components["parameters"]["memoryAnyTag"];
+                /** @description Only memories whose `createdAt` is strictly after this time (`TimeFilter`; once). */
+                createdAfter?: components["parameters"]["memoryCreatedAfter"];
+                /** @description Only memories whose `createdAt` is strictly before this time (`TimeFilter`; once). */
+                createdBefore?: components["parameters"]["memoryCreatedBefore"];
+                /** @description Only memories whose `updatedAt` is strictly after this time (`TimeFilter`; once). */
+                updatedAfter?: components["parameters"]["memoryUpdatedAfter"];
+                /** @description Only memories whose `updatedAt` is strictly before this time (`TimeFilter`; once). */
+                updatedBefore?: components["parameters"]["memoryUpdatedBefore"];
+                /**
+                 * @description Only memories whose `source.sessionId` is this session: 1–128 characters of
+                 *     `[A-Za-z0-9._:-]` (`400` otherwise; once). The session need not exist.
+                 * @example chat-1
+                 */
+                sessionId?: components["parameters"]["memorySessionId"];
+                /**
+                 * @description Read the past: the memories that held at this ISO-8601 UTC time (`validFrom` at or
+                 *     before it, and `invalidAt` null or after it) instead of those that hold now. Not with
+                 *     `includeSuperseded` (`400`); a malformed time is `400`.
+                 * @example 2026-11-01T00:00:00.000Z
+                 */
+                asOf?: components["parameters"]["memoryAsOf"];
+                /** @description `1` (or `true`): superseded memories too. `0`, `false` or absent: only those that hold now. */
+                includeSuperseded?: components["parameters"]["memoryIncludeSuperseded"];
+                /** @description Most memories on the page (integer 1–100; anything else is `400`). */
+                limit?: number;
+                /**
+                 * @description Where the page starts: the `nextCursor` of the previous page, as given (opaque;
+                 *     anything else is `400`). Absent: the newest memory.
+                 * @example 2026-11-22T11:00:00.000Z~42
+                 */
+                cursor?: string;
+            };
+            header?: never;
+            path: {
+                /**
+                 * @description The memory space: picks the `MemorySpace` Durable Object (`idFromName(space)`), a
+                 *     namespace apart from the agents' (an agent and a space may share a name). The agent
+                 *     name syntax.
+                 * @example alice
+                 */
+                space: components["parameters"]["space"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of memories. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "memories": [
+                     *         {
+                     *           "id": "mem_8c1f4e2a-5b3d-4f6e-9a7b-0c1d2e3f4a5b",
+                     *           "content": "The user prefers trains to planes.",
+                     *           "category": "core",
+                     *           "tags": [
+                     *             "travel"
+                     *           ],
+                     *           "metadata": {},
+                     *           "score": 0.9,
+                     *           "source": {
+                     *             "sessionId": "chat-1",
+                     *             "messageId": "m1"
+                     *           },
+                     *           "createdAt": "2026-11-22T11:00:00.000Z",
+                     *           "updatedAt": "2026-11-22T11:00:00.000Z",
+                     *           "expiresAt": null,
+                     *           "recalledAt": "2026-11-22T11:05:00.000Z",
+                     *           "recallCount": 2,
+                     *           "validFrom": "2026-11-22T11:00:00.000Z",
+                     *           "invalidAt": null,
+                     *           "supersededBy": null,
+                     *           "embeddedAt": null
+                     *         }
+                     *       ],
+                     *       "nextCursor": null
+                     *     }
+                     */
+                    "application/json": components["schemas"]["MemoryList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    createMemoryInSpace: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The memory space: picks the `MemorySpace` Durable Object (`idFromName(space)`), a
+                 *     namespace apart from the agents' (an agent and a space may share a name). The agent
+                 *     name syntax.
+                 * @example alice
+                 */
+                space: components["parameters"]["space"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreateMemoryRequest"];
+            };
+        };
+        responses: {
+            /**
+             * @description A duplicate: merged into the live memory of the same category and text, which is
+             *     answered as it now is.
+             */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "mem_8c1f4e2a-5b3d-4f6e-9a7b-0c1d2e3f4a5b",
+                     *       "content": "The user prefers trains to planes.",
+                     *       "category": "core",
+                     *       "tags": [
+                     *         "travel",
+                     *         "transport"
+                     *       ],
+                     *       "metadata": {},
+                     *       "score": 0.95,
+                     *       "source": {
+                     *         "sessionId": "chat-1",
+                     *         "messageId": "m1"
+                     *       },
+                     *       "createdAt": "2026-11-22T11:00:00.000Z",
+                     *       "updatedAt": "2026-11-22T11:30:00.000Z",
+                     *       "expiresAt": null,
+                     *       "recalledAt": null,
+                     *       "recallCount": 0,
+                     *       "validFrom": "2026-11-22T11:00:00.000Z",
+                     *       "invalidAt": null,
+                     *       "supersededBy": null,
+                     *       "embeddedAt": null
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Memory"];
+                };
+            };
+            /** @description The new memory. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "mem_8c1f4e2a-5b3d-4f6e-9a7b-0c1d2e3f4a5b",
+                     *       "content": "The user prefers trains to planes.",
+                     *       "category": "core",
+                     *       "tags": [
+                     *         "travel"
+                     *       ],
+                     *       "metadata": {},
+                     *       "score": 0.9,
+                     *       "source": {
+                     *         "sessionId": "chat-1",
+                     *         "messageId": "m1"
+                     *       },
+                     *       "createdAt": "2026-11-22T11:00:00.000Z",
+                     *       "updatedAt": "2026-11-22T11:00:00.000Z",
+                     *       "expiresAt": null,
+                     *       "recalledAt": null,
+                     *       "recallCount": 0,
+                     *       "validFrom": "2026-11-22T11:00:00.000Z",
+                     *       "invalidAt": null,
+                     *       "supersededBy": null,
+                     *       "embeddedAt": null
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Memory"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            /** @description A memory of `supersedes` does not exist (or is not reachable); nothing is stored. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "not_found",
+                     *         "message": "memory mem_8c1f4e2a-5b3d-4f6e-9a7b-0c1d2e3f4a5b not found (supersedes)"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A memory of `supersedes` no longer holds (another memory superseded it); nothing is stored. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "conflict",
+                     *         "message": "memory mem_8c1f4e2a-5b3d-4f6e-9a7b-0c1d2e3f4a5b no longer holds (superseded by mem_1d2e3f4a-5b6c-4d7e-8f9a-0b1c2d3e4f5a)"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            413: components["responses"]["TooLarge"];
+            422: components["responses"]["OverBudget"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    deleteMemoriesInSpace: {
+        parameters: {
+            query?: {
+                /**
+                 * @description Only memories of this category, or of one of a comma list of them (`core,daily`); may
+                 *     be repeated (the lists add up). Anything else is `400`.
+                 */
+                category?: components["parameters"]["memoryCategory"];
+                /**
+                 * @description Only memories carrying this tag (compared exactly with the stored tags, which are
+                 *     trimmed). Repeatable (at most 16): every one must be there. A value that is empty,
+                 *     over 64 characters or holds a control character is `400`.
+                 * @example [
+                 *       "travel"
+                 *     ]
+                 */
+                tag?: components["parameters"]["memoryTag"];
+                /**
+                 * @description Only memories carrying at least one of these tags (repeatable, at most 16; checked as
+                 *     `tag`).
+                 * @example [
+                 *       "travel",
+                 *       "food"
+                 *     ]
+                 */
+                anyTag?: components["parameters"]["memoryAnyTag"];
+                /** @description Only memories whose `createdAt` is strictly after this time (`TimeFilter`; once). */
+                createdAfter?: components["parameters"]["memoryCreatedAfter"];
+                /** @description Only memories whose `createdAt` is strictly before this time (`TimeFilter`; once). */
+                createdBefore?: components["parameters"]["memoryCreatedBefore"];
+                /** @description Only memories whose `updatedAt` is strictly after this time (`TimeFilter`; once). */
+                updatedAfter?: components["parameters"]["memoryUpdatedAfter"];
+                /** @description Only memories whose `updatedAt` is strictly before this time (`TimeFilter`; once). */
+                updatedBefore?: components["parameters"]["memoryUpdatedBefore"];
+                /**
+                 * @description Only memories whose `source.sessionId` is this session: 1–128 characters of
+                 *     `[A-Za-z0-9._:-]` (`400` otherwise; once). The session need not exist.
+                 * @example chat-1
+                 */
+                sessionId?: components["parameters"]["memorySessionId"];
+            };
+            header?: never;
+            path: {
+                /**
+                 * @description The memory space: picks the `MemorySpace` Durable Object (`idFromName(space)`), a
+                 *     namespace apart from the agents' (an agent and a space may share a name). The agent
+                 *     name syntax.
+                 * @example alice
+                 */
+                space: components["parameters"]["space"];
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["DeleteMemoriesRequest"];
+            };
+        };
+        responses: {
+            /** @description How many memories were forgotten. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "deleted": 3
+                     *     }
+                     */
+                    "application/json": {
+                        deleted: number;
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["TooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    createMemoriesInSpace: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The memory space: picks the `MemorySpace` Durable Object (`idFromName(space)`), a
+                 *     namespace apart from the agents' (an agent and a space may share a name). The agent
+                 *     name syntax.
+                 * @example alice
+                 */
+                space: components["parameters"]["space"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "memories": [
+                 *         {
+                 *           "content": "The user prefers trains to planes."
+                 *         },
+                 *         {
+                 *           "content": "The user has a cat named Miso.",
+                 *           "tags": [
+                 *             "pets"
+                 *           ],
+                 *           "score": 0.9
+                 *         }
+                 *       ]
+                 *     }
+                 */
+                "application/json": {
+                    memories: components["schemas"]["CreateMemoryRequest"][];
+                };
+            };
+        };
+        responses: {
+            /** @description The memories, in the order given. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        memories: components["schemas"]["Memory"][];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            /** @description A memory of some item's `supersedes` does not exist (or is not reachable); nothing is stored. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A memory of some item's `supersedes` no longer holds; nothing is stored. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            413: components["responses"]["TooLarge"];
+            422: components["responses"]["OverBudget"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    searchMemoriesInSpace: {
+        parameters: {
+            query: {
+                /**
+                 * @description What to recall (required, `400` when missing; may be empty), in plain words as
+                 *     every search takes them (the `q` of message search, docs/REFERENCE.md#plain-queries):
+                 *     **any** word may match, looked up in the text and tags with porter stemming,
+                 *     case-insensitive; English stop words (`the`, `where`, `does`, `what's`, …) and `user`
+                 *     are dropped unless nothing else is left; `"phrases"` and `prefix*` as there. A word
+                 *     of 3 or more characters that no memory has is looked up as a prefix (a word typed in
+                 *     part). Nothing else is an operator, so any text is safe to pass. A query without a letter or digit finds nothing by
+                 *     text (only by meaning, with embeddings).
+                 */
+                q: string;
+                /**
+                 * @description Only memories of this category, or of one of a comma list of them (`core,daily`); may
+                 *     be repeated (the lists add up). Anything else is `400`.
+                 */
+                category?: components["parameters"]["memoryCategory"];
+                /**
+                 * @description Only memories carrying this tag (compared exactly with the stored tags, which are
+                 *     trimmed). Repeatable (at most 16): every one must be there. A value that is empty,
+                 *     over 64 characters or holds a control character is `400`.
+                 * @example [
+                 *       "travel"
+                 *     ]
+                 */
+                tag?: components["parameters"]["memoryTag"];
+                /**
+                 * @description Only memories carrying at least one of these tags (repeatable, at most 16; checked as
+                 *     `tag`).
+                 * @example [
+                 *       "travel",
+                 *       "food"
+                 *     ]
+                 */
+                anyTag?: components["parameters"]["memoryAnyTag"];
+                /** @description Only memories whose `createdAt` is strictly after this time (`TimeFilter`; once). */
+                createdAfter?: components["parameters"]["memoryCreatedAfter"];
+                /** @description Only memories whose `createdAt` is strictly before this time (`TimeFilter`; once). */
+                createdBefore?: components["parameters"]["memoryCreatedBefore"];
+                /** @description Only memories whose `updatedAt` is strictly after this time (`TimeFilter`; once). */
+                updatedAfter?: components["parameters"]["memoryUpdatedAfter"];
+                /** @description Only memories whose `updatedAt` is strictly before this time (`TimeFilter`; once). */
+                updatedBefore?: components["parameters"]["memoryUpdatedBefore"];
+                /**
+                 * @description Only memories whose `source.sessionId` is this session: 1–128 characters of
+                 *     `[A-Za-z0-9._:-]` (`400` otherwise; once). The session need not exist.
+                 * @example chat-1
+                 */
+                sessionId?: components["parameters"]["memorySessionId"];
+                /**
+                 * @description Read the past: the memories that held at this ISO-8601 UTC time (`validFrom` at or
+                 *     before it, and `invalidAt` null or after it) instead of those that hold now. Not with
+                 *     `includeSuperseded` (`400`); a malformed time is `400`.
+                 * @example 2026-11-01T00:00:00.000Z
+                 */
+                asOf?: components["parameters"]["memoryAsOf"];
+                /** @description `1` (or `true`): superseded memories too. `0`, `false` or absent: only those that hold now. */
+                includeSuperseded?: components["parameters"]["memoryIncludeSuperseded"];
+                /** @description Most hits returned (integer 1–50; anything else is `400`). */
+                limit?: number;
+            };
+            header?: never;
+            path: {
+                /**
+                 * @description The memory space: picks the `MemorySpace` Durable Object (`idFromName(space)`), a
+                 *     namespace apart from the agents' (an agent and a space may share a name). The agent
+                 *     name syntax.
+                 * @example alice
+                 */
+                space: components["parameters"]["space"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The hits, best first. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "results": [
+                     *         {
+                     *           "memory": {
+                     *             "id": "mem_8c1f4e2a-5b3d-4f6e-9a7b-0c1d2e3f4a5b",
+                     *             "content": "The user prefers trains to planes.",
+                     *             "category": "core",
+                     *             "tags": [
+                     *               "travel"
+                     *             ],
+                     *             "metadata": {},
+                     *             "score": 0.9,
+                     *             "source": {
+                     *               "sessionId": "chat-1",
+                     *               "messageId": "m1"
+                     *             },
+                     *             "createdAt": "2026-11-22T11:00:00.000Z",
+                     *             "updatedAt": "2026-11-22T11:00:00.000Z",
+                     *             "expiresAt": null,
+                     *             "recalledAt": "2026-11-22T11:10:00.000Z",
+                     *             "recallCount": 1,
+                     *             "validFrom": "2026-11-22T11:00:00.000Z",
+                     *             "invalidAt": null,
+                     *             "supersededBy": null,
+                     *             "embeddedAt": null
+                     *           },
+                     *           "score": 0.935,
+                     *           "why": "text match 1.00, confidence 0.90, changed less than an hour ago (1.00), recalled 0 times before (0.00)",
+                     *           "signals": {
+                     *             "text": 1,
+                     *             "semantic": null,
+                     *             "relevance": 1,
+                     *             "confidence": 0.9,
+                     *             "recency": 1,
+                     *             "frequency": 0
+                     *           }
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": {
+                        results: components["schemas"]["MemoryHit"][];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getMemoryInSpace: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The memory space: picks the `MemorySpace` Durable Object (`idFromName(space)`), a
+                 *     namespace apart from the agents' (an agent and a space may share a name). The agent
+                 *     name syntax.
+                 * @example alice
+                 */
+                space: components["parameters"]["space"];
+                /**
+                 * @description Memory id (`mem_` and a UUID v4, as the API gives them out), percent-decoded: `400`
+                 *     when that is not UTF-8, longer than 256 characters or holds a control character. Any
+                 *     other id is simply not found (`404`).
+                 * @example mem_8c1f4e2a-5b3d-4f6e-9a7b-0c1d2e3f4a5b
+                 */
+                memory: components["parameters"]["memory"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The memory. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Memory"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    deleteMemoryInSpace: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The memory space: picks the `MemorySpace` Durable Object (`idFromName(space)`), a
+                 *     namespace apart from the agents' (an agent and a space may share a name). The agent
+                 *     name syntax.
+                 * @example alice
+                 */
+                space: components["parameters"]["space"];
+                /**
+                 * @description Memory id (`mem_` and a UUID v4, as the API gives them out), percent-decoded: `400`
+                 *     when that is not UTF-8, longer than 256 characters or holds a control character. Any
+                 *     other id is simply not found (`404`).
+                 * @example mem_8c1f4e2a-5b3d-4f6e-9a7b-0c1d2e3f4a5b
+                 */
+                memory: components["parameters"]["memory"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Forgotten. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    updateMemoryInSpace: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The memory space: picks the `MemorySpace` Durable Object (`idFromName(space)`), a
+                 *     namespace apart from the agents' (an agent and a space may share a name). The agent
+                 *     name syntax.
+                 * @example alice
+                 */
+                space: components["parameters"]["space"];
+                /**
+                 * @description Memory id (`mem_` and a UUID v4, as the API gives them out), percent-decoded: `400`
+                 *     when that is not UTF-8, longer than 256 characters or holds a control character. Any
+                 *     other id is simply not found (`404`).
+                 * @example mem_8c1f4e2a-5b3d-4f6e-9a7b-0c1d2e3f4a5b
+                 */
+                memory: components["parameters"]["memory"];
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["UpdateMemoryRequest"];
+            };
+        };
+        responses: {
+            /** @description The changed memory. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "mem_2d4e6f80-1a3c-4b5d-8e7f-9a0b1c2d3e4f",
+                     *       "content": "The user lives in Berlin.",
+                     *       "category": "core",
+                     *       "tags": [
+                     *         "home"
+                     *       ],
+                     *       "metadata": {},
+                     *       "score": 0.95,
+                     *       "source": {
+                     *         "sessionId": "chat-1",
+                     *         "messageId": "m3"
+                     *       },
+                     *       "createdAt": "2026-11-22T11:00:00.000Z",
+                     *       "updatedAt": "2026-11-22T12:00:00.000Z",
+                     *       "expiresAt": null,
+                     *       "recalledAt": null,
+                     *       "recallCount": 0,
+                     *       "validFrom": "2026-11-22T11:00:00.000Z",
+                     *       "invalidAt": null,
+                     *       "supersededBy": null,
+                     *       "embeddedAt": null
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Memory"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["TooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getMemoryHistoryInSpace: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The memory space: picks the `MemorySpace` Durable Object (`idFromName(space)`), a
+                 *     namespace apart from the agents' (an agent and a space may share a name). The agent
+                 *     name syntax.
+                 * @example alice
+                 */
+                space: components["parameters"]["space"];
+                /**
+                 * @description Memory id (`mem_` and a UUID v4, as the API gives them out), percent-decoded: `400`
+                 *     when that is not UTF-8, longer than 256 characters or holds a control character. Any
+                 *     other id is simply not found (`404`).
+                 * @example mem_8c1f4e2a-5b3d-4f6e-9a7b-0c1d2e3f4a5b
+                 */
+                memory: components["parameters"]["memory"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The versions, oldest first. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "versions": [
+                     *         {
+                     *           "content": "The user lives in Paris.",
+                     *           "tags": [
+                     *             "home"
+                     *           ],
+                     *           "metadata": {},
+                     *           "score": 0.9,
+                     *           "category": "core",
+                     *           "at": "2026-11-22T11:00:00.000Z",
+                     *           "by": "extract"
+                     *         },
+                     *         {
+                     *           "content": "The user lives in Berlin.",
+                     *           "tags": [
+                     *             "home"
+                     *           ],
+                     *           "metadata": {},
+                     *           "score": 0.95,
+                     *           "category": "core",
+                     *           "at": "2026-11-22T12:00:00.000Z",
+                     *           "by": "api"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": {
+                        versions: components["schemas"]["MemoryVersion"][];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    revokeTokensInSpace: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The memory space: picks the `MemorySpace` Durable Object (`idFromName(space)`), a
+                 *     namespace apart from the agents' (an agent and a space may share a name). The agent
+                 *     name syntax.
+                 * @example alice
+                 */
+                space: components["parameters"]["space"];
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["RevokeTokensRequest"];
+            };
+        };
+        responses: {
+            /** @description The revocation time in force. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "before": "2026-11-22T11:00:00.000Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Revocation"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["TooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getAgentSpace: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The agent: picks the Durable Object (`idFromName(agent)`), so each agent has its own
+                 *     database. 1–128 characters of `[A-Za-z0-9._:-]`, checked after percent-decoding
+                 *     (`400` otherwise). Front door only; absent when calling the DO stub directly.
+                 * @example alice
+                 */
+                agent: components["parameters"]["agent"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The agent's space. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SpaceChoice"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    setAgentSpace: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The agent: picks the Durable Object (`idFromName(agent)`), so each agent has its own
+                 *     database. 1–128 characters of `[A-Za-z0-9._:-]`, checked after percent-decoding
+                 *     (`400` otherwise). Front door only; absent when calling the DO stub directly.
+                 * @example alice
+                 */
+                agent: components["parameters"]["agent"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    space: string | null;
+                };
+            };
+        };
+        responses: {
+            /** @description The agent's space now. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SpaceChoice"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["TooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    forgetAgentSpace: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The agent: picks the Durable Object (`idFromName(agent)`), so each agent has its own
+                 *     database. 1–128 characters of `[A-Za-z0-9._:-]`, checked after percent-decoding
+                 *     (`400` otherwise). Front door only; absent when calling the DO stub directly.
+                 * @example alice
+                 */
+                agent: components["parameters"]["agent"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The agent's space now. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SpaceChoice"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    eraseSpace: {
+        parameters: {
+            query?: never;
+            header: {
+                confirm: "erase";
+            };
+            path: {
+                /**
+                 * @description The memory space: picks the `MemorySpace` Durable Object (`idFromName(space)`), a
+                 *     namespace apart from the agents' (an agent and a space may share a name). The agent
+                 *     name syntax.
+                 * @example alice
+                 */
+                space: components["parameters"]["space"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Erased. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    issueSpaceToken: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The memory space: picks the `MemorySpace` Durable Object (`idFromName(space)`), a
+                 *     namespace apart from the agents' (an agent and a space may share a name). The agent
+                 *     name syntax.
+                 * @example alice
+                 */
+                space: components["parameters"]["space"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["IssueTokenRequest"];
+            };
+        };
+        responses: {
+            /** @description The token. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["IssuedToken"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listSharedBlocks: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The memory space: picks the `MemorySpace` Durable Object (`idFromName(space)`), a
+                 *     namespace apart from the agents' (an agent and a space may share a name). The agent
+                 *     name syntax.
+                 * @example alice
+                 */
+                space: components["parameters"]["space"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The blocks, by label. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        blocks: components["schemas"]["SharedBlock"][];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getSharedBlock: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The memory space: picks the `MemorySpace` Durable Object (`idFromName(space)`), a
+                 *     namespace apart from the agents' (an agent and a space may share a name). The agent
+                 *     name syntax.
+                 * @example alice
+                 */
+                space: components["parameters"]["space"];
+                /**
+                 * @description Block label: 1–64 characters of `[A-Za-z0-9_-]`, checked after percent-decoding
+                 *     (`400 invalid_request` otherwise).
+                 * @example memory
+                 */
+                label: components["parameters"]["label"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The block. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SharedBlock"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    replaceSharedBlock: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The memory space: picks the `MemorySpace` Durable Object (`idFromName(space)`), a
+                 *     namespace apart from the agents' (an agent and a space may share a name). The agent
+                 *     name syntax.
+                 * @example alice
+                 */
+                space: components["parameters"]["space"];
+                /**
+                 * @description Block label: 1–64 characters of `[A-Za-z0-9_-]`, checked after percent-decoding
+                 *     (`400 invalid_request` otherwise).
+                 * @example memory
+                 */
+                label: components["parameters"]["label"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    content: string;
+                    version: number;
+                    maxTokens?: number | null;
+                };
+            };
+        };
+        responses: {
+            /** @description The block as written. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SharedBlock"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["TooLarge"];
+            422: components["responses"]["OverBudget"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    deleteSharedBlock: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The memory space: picks the `MemorySpace` Durable Object (`idFromName(space)`), a
+                 *     namespace apart from the agents' (an agent and a space may share a name). The agent
+                 *     name syntax.
+                 * @example alice
+                 */
+                space: components["parameters"]["space"];
+                /**
+                 * @description Block label: 1–64 characters of `[A-Za-z0-9_-]`, checked after percent-decoding
+                 *     (`400 invalid_request` otherwise).
+                 * @example memory
+                 */
+                label: components["parameters"]["label"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    appendSharedBlock: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The memory space: picks the `MemorySpace` Durable Object (`idFromName(space)`), a
+                 *     namespace apart from the agents' (an agent and a space may share a name). The agent
+                 *     name syntax.
+                 * @example alice
+                 */
+                space: components["parameters"]["space"];
+                /**
+                 * @description Block label: 1–64 characters of `[A-Za-z0-9_-]`, checked after percent-decoding
+                 *     (`400 invalid_request` otherwise).
+                 * @example memory
+                 */
+                label: components["parameters"]["label"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    content: string;
+                    maxTokens?: number | null;
+                };
+            };
+        };
+        responses: {
+            /** @description The block as written. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SharedBlock"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["TooLarge"];
+            422: components["responses"]["OverBudget"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["Internal"];
             503: components["responses"]["ServiceUnavailable"];

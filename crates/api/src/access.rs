@@ -18,6 +18,7 @@ use serde_json::{Map, Value as Json};
 use super::http::{check_name, Request};
 use session_agent_core::access::Reach;
 use session_agent_core::error::{Error, Result};
+use session_agent_core::space::Role;
 use session_agent_core::time::iso_millis;
 
 /// The header the front door passes a verified token's claims in (JSON).
@@ -29,6 +30,13 @@ pub(crate) const MAX_TTL_SECONDS: i64 = 30 * 24 * 3600;
 /// The JWT header of every token, base64url: `{"alg":"HS256","typ":"JWT"}`. A token with any
 /// other header is refused before its signature is looked at (no algorithm confusion).
 const JWT_HEADER: &str = "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9";
+
+/// What a token opens when it is not an agent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    Space,
+}
 
 /// What a token may do.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -44,9 +52,13 @@ pub enum Scope {
 /// epoch, with milliseconds as the fraction, so a revocation is exact to the millisecond.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Claims {
-    /// The agent the token opens.
+    /// The agent (or, with `kind: "space"`, the memory space) the token opens.
     #[serde(rename = "sub")]
     pub(crate) agent: String,
+    /// What `sub` names: absent for an agent (every token issued before spaces), `"space"` for
+    /// a memory space. A token opens only what it was issued for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) kind: Option<Kind>,
     pub scope: Scope,
     /// The sessions it opens, when limited to some; absent: every session of the agent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -59,7 +71,10 @@ pub struct Claims {
 
 impl Claims {
     /// The claims `POST /agents/{agent}/tokens` asks for: `{sessions?, scope, ttlSeconds}`.
-    pub fn issue(agent: &str, body: &Map<String, Json>, now_ms: i64) -> Result<Claims> {
+    pub fn issue(agent: &str, role: Role, body: &Map<String, Json>, now_ms: i64) -> Result<Claims> {
+        if role == Role::Space && body.get("sessions").is_some_and(|s| !s.is_null()) {
+            return Err(Error::invalid("a memory space has no sessions: its tokens name none"));
+        }
         if let Some(k) = body.keys().find(|k| !matches!(k.as_str(), "sessions" | "scope" | "ttlSeconds")) {
             return Err(Error::invalid(format!(
                 "unknown field {k:?}: a token request has sessions, scope, ttlSeconds"
@@ -95,6 +110,10 @@ impl Claims {
         };
         Ok(Claims {
             agent: agent.to_owned(),
+            kind: match role {
+                Role::Agent => None,
+                Role::Space => Some(Kind::Space),
+            },
             scope,
             sessions,
             iat: now_ms as f64 / 1000.0,
@@ -124,6 +143,7 @@ impl Claims {
             "token": format!("{}.{}", self.signing_input(), B64.encode(signature)),
             "expiresAt": iso_millis(self.expires_ms()),
             "agent": self.agent,
+            "kind": match self.role() { Role::Agent => "agent", Role::Space => "space" },
             "scope": self.scope,
             "sessions": self.sessions,
         })
@@ -146,17 +166,34 @@ impl Claims {
 
     /// Refuses a token that expired (`now_ms` past `exp`), was revoked (issued before
     /// `revoked_before`), or belongs to another agent than `agent` (403).
-    pub fn valid_for(&self, agent: &str, now_ms: i64, revoked_before: Option<i64>) -> Result<()> {
+    pub fn valid_for(&self, agent: &str, role: Role, now_ms: i64, revoked_before: Option<i64>) -> Result<()> {
         if now_ms >= self.expires_ms() {
             return Err(Error::unauthorized("the token expired"));
         }
         if revoked_before.is_some_and(|b| self.issued_ms() < b) {
             return Err(Error::unauthorized("the token was revoked"));
         }
+        if self.role() != role {
+            return Err(Error::forbidden(match role {
+                Role::Agent => "the token is for a memory space, not an agent",
+                Role::Space => "the token is for an agent, not a memory space",
+            }));
+        }
         if self.agent != agent {
-            return Err(Error::forbidden("the token is for another agent"));
+            return Err(Error::forbidden(match role {
+                Role::Agent => "the token is for another agent",
+                Role::Space => "the token is for another memory space",
+            }));
         }
         Ok(())
+    }
+
+    /// What the token opens: an agent or a memory space.
+    pub fn role(&self) -> Role {
+        match self.kind {
+            None => Role::Agent,
+            Some(Kind::Space) => Role::Space,
+        }
     }
 }
 

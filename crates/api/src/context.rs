@@ -34,8 +34,15 @@ pub(crate) fn replace<'c>(c: &'c Call<'c>) -> Answer<'c> {
         let s = &c.session();
         let label = c.params.label.as_str();
         let req = c.req;
-        let content = req_str(&req.json_object()?, "content")?;
-        Ok(Response::json(200, &s.write_block(label, &content, Write::Replace).await?))
+        let body = req.json_object()?;
+        let content = req_str(&body, "content")?;
+        let version = match body.get("version") {
+            None | Some(Json::Null) => None,
+            Some(v) => Some(v.as_i64().filter(|v| *v >= 0).ok_or_else(|| {
+                Error::invalid("version must be a non-negative integer (the version of the text you read)")
+            })?),
+        };
+        Ok(Response::json(200, &s.write_block(label, &content, Write::Replace(version)).await?))
     })
 }
 

@@ -9,8 +9,9 @@ use subtle::ConstantTimeEq;
 
 use super::access::{self, Claims};
 use super::http::{check_name, decode_segment, parse_query, Response, MAX_BODY_BYTES};
-use super::{permits, route_template, socket_session};
+use super::{permits, socket_session, template};
 use session_agent_core::error::{Error, ErrorKind, Result};
+use session_agent_core::space::Role;
 
 /// What the front door knows of a request before it reads the body.
 pub struct Incoming<'a, 'h> {
@@ -60,10 +61,13 @@ pub enum Door<'a> {
     Agent(AgentCall<'a>),
 }
 
-/// A request for an agent.
+/// A request for an agent (`/agents/{agent}/…`) or a memory space (`/spaces/{space}/…`).
 #[derive(Debug)]
 pub struct AgentCall<'a> {
+    /// The agent's (or the space's) name.
     pub agent: String,
+    /// Which of the two: the Durable Object namespace it goes to.
+    pub role: Role,
     /// The path below `/agents/{agent}` (`/` for the agent itself).
     pub tail: &'a str,
     pub upgrade: Upgrade,
@@ -97,24 +101,40 @@ pub fn door<'a>(inc: &Incoming<'a, '_>, settings: &Settings<'_>) -> Door<'a> {
         return Door::Answer(if reads { Response::text(200, "ok") } else { not_read() });
     }
     let console = !matches!(settings.chat_page.trim(), "off" | "false" | "0");
-    if console && !inc.path.starts_with("/agents/") && inc.path != "/agents" {
+    let api = ["/agents", "/spaces"].iter().any(|p| inc.path == *p || inc.path.starts_with(&format!("{p}/")));
+    if console && !api {
         return if reads { Door::Console } else { Door::Answer(not_read()) };
     }
-    let Some(rest) = inc.path.strip_prefix("/agents/") else {
-        let e = Error::not_found(format!("no route for {}; the API lives under /agents/{{agent}}/", inc.path));
-        return Door::Answer(Response::error(&e));
+    let (role, rest) = match (inc.path.strip_prefix("/agents/"), inc.path.strip_prefix("/spaces/")) {
+        (Some(rest), _) => (Role::Agent, rest),
+        (None, Some(rest)) => (Role::Space, rest),
+        (None, None) => {
+            let e = Error::not_found(format!(
+                "no route for {}; the API lives under /agents/{{agent}}/ and /spaces/{{space}}/",
+                inc.path
+            ));
+            return Door::Answer(Response::error(&e));
+        }
     };
     // The DO refuses a query that is not UTF-8 too; this also covers the `token` it never sees.
     if let Err(e) = parse_query(inc.query) {
         return Door::Answer(Response::error(&e));
     }
     let (agent_raw, tail) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
-    let agent = match decode_segment("agent", agent_raw).and_then(|a| check_name("agent", &a).map(|_| a)) {
+    let what = match role {
+        Role::Agent => "agent",
+        Role::Space => "space",
+    };
+    let agent = match decode_segment(what, agent_raw).and_then(|a| check_name(what, &a).map(|_| a)) {
         Ok(a) => a,
         Err(e) => return Door::Answer(Response::error(&e)),
     };
     let tail = if tail.is_empty() { "/" } else { tail };
-    Door::Agent(AgentCall { agent, tail, upgrade, token: presented_token(inc, upgrade) })
+    // A space's `/link/…` routes are for its agents' Durable Objects only.
+    if role == Role::Space && (tail == "/link" || tail.starts_with("/link/")) {
+        return Door::Answer(Response::error(&Error::not_found(format!("no route for {}", inc.path))));
+    }
+    Door::Agent(AgentCall { agent, role, tail, upgrade, token: presented_token(inc, upgrade) })
 }
 
 /// Whether the request is an actual WebSocket upgrade of a session's socket, or no upgrade at
@@ -219,7 +239,7 @@ pub enum Next {
 /// `/tokens` is the admin's; a declared body over the limit is `413` before it is read.
 pub fn next(call: &AgentCall<'_>, caller: &Caller, method: &str, now_ms: i64, length: Option<u64>) -> Next {
     if let Caller::Scoped(c) = caller {
-        if let Err(e) = c.valid_for(&call.agent, now_ms, None).and_then(|_| permits(c, method, call.tail)) {
+        if let Err(e) = c.valid_for(&call.agent, call.role, now_ms, None).and_then(|_| permits(c, method, call.tail)) {
             return Next::Answer(Response::error(&e));
         }
     }
@@ -253,15 +273,17 @@ pub fn forwarded_query(query: &str) -> String {
 /// The agent (when its name is valid) and the route template of a request, as a log line names
 /// them: never the path's ids, a token or a body.
 pub fn log_route(path: &str) -> (String, &'static str) {
-    let Some(rest) = path.strip_prefix("/agents/") else {
-        return (String::new(), if path == "/healthz" { "/healthz" } else { "(console)" });
+    let (role, rest) = match (path.strip_prefix("/agents/"), path.strip_prefix("/spaces/")) {
+        (Some(rest), _) => (Role::Agent, rest),
+        (None, Some(rest)) => (Role::Space, rest),
+        (None, None) => return (String::new(), if path == "/healthz" { "/healthz" } else { "(console)" }),
     };
     let (agent, tail) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
     let agent = decode_segment("agent", agent).ok().filter(|a| check_name("agent", a).is_ok()).unwrap_or_default();
     let route = match tail {
         "/tokens" => "/tokens",
         "" => "/",
-        _ => route_template(tail).unwrap_or("(no route)"),
+        _ => template(role, tail).unwrap_or("(no route)"),
     };
     (agent, route)
 }

@@ -5,7 +5,7 @@
 //! Each handler parses its request, calls one operation of the core and answers. One file per
 //! resource: [`sessions`], [`messages`], [`search`], [`compactions`] (overlays, the originals
 //! behind one, and `POST …/compact`), [`context`] (blocks, prompt, tools), [`chat`] (the agent
-//! turn), [`memories`], [`schedules`] (scheduled turns and their runs), [`mcp`] (the tools as an MCP server), [`tokens`] (revocation),
+//! turn), [`memories`], [`spaces`] (a memory space's own routes, an agent's choice of space), [`schedules`] (scheduled turns and their runs), [`mcp`] (the tools as an MCP server), [`tokens`] (revocation),
 //! [`transfer`] (export, import, erase, split). [`routes`] is the table of every route, with the
 //! handler ([`call`]) of each method; [`access`] says what a scoped token may do; [`ws`] maps
 //! WebSocket frames onto routes; [`socket_tags`] is what a socket is accepted with; [`front`]
@@ -28,6 +28,7 @@ pub mod schedules;
 pub mod search;
 pub mod sessions;
 pub mod socket_tags;
+pub mod spaces;
 pub mod tokens;
 pub mod transfer;
 pub mod ui_stream;
@@ -46,6 +47,7 @@ use session_agent_core::config::check_label;
 use session_agent_core::env::Env;
 use session_agent_core::error::{Error, Result};
 use session_agent_core::session::Session;
+use session_agent_core::space::Role;
 use session_agent_core::time::parse_iso;
 use session_agent_core::turn::stop::Stop;
 
@@ -57,8 +59,8 @@ struct Matched {
 
 /// The route of `req`'s path and its path parameters (decoded and checked); `not_found` for a
 /// path no route has.
-fn matched(path: &str) -> Result<Matched> {
-    let m = router().at(path).map_err(|_| Error::not_found(format!("no route for {path}")))?;
+fn matched(role: Role, path: &str) -> Result<Matched> {
+    let m = router(role).at(path).map_err(|_| Error::not_found(format!("no route for {path}")))?;
     let route: &'static Route = m.value;
     let get = |key: &str, decode: &dyn Fn(&str) -> Result<String>| -> Result<String> {
         m.params.get(key).map(decode).transpose().map(Option::unwrap_or_default)
@@ -95,7 +97,7 @@ fn checked(what: &str, raw: &str) -> Result<String> {
 
 /// The session id of a `/sessions/{sid}/…` request, decoded and checked.
 pub(crate) fn session_of(req: &Request) -> Result<String> {
-    let m = matched(&req.path)?;
+    let m = matched(Role::Agent, &req.path)?;
     match m.params.sid.is_empty() {
         true => Err(Error::not_found(format!("no session in {}", req.path))),
         false => Ok(m.params.sid),
@@ -105,7 +107,12 @@ pub(crate) fn session_of(req: &Request) -> Result<String> {
 /// The route template a DO path matches (`/sessions/{sid}/messages`), for logs that must not
 /// carry ids; `None` when no route matches.
 pub fn route_template(path: &str) -> Option<&'static str> {
-    Some(router().at(path).ok()?.value.path)
+    template(Role::Agent, path)
+}
+
+/// The route template a path of a Durable Object of `role` matches (see [`route_template`]).
+pub fn template(role: Role, path: &str) -> Option<&'static str> {
+    Some(router(role).at(path).ok()?.value.path)
 }
 
 /// Whether `req` is the agent's export (`GET /export`), which the Durable Object streams.
@@ -117,7 +124,7 @@ pub fn is_agent_export(req: &Request) -> bool {
 /// door asks before forwarding. An unknown path is allowed here (and answered `404` by the
 /// Durable Object).
 pub fn permits(claims: &Claims, method: &str, path: &str) -> Result<()> {
-    let Ok(m) = matched(path) else { return Ok(()) };
+    let Ok(m) = matched(claims.role(), path) else { return Ok(()) };
     let who = m.route.who(method);
     let sid = (!m.params.sid.is_empty()).then_some(m.params.sid.as_str());
     permit(claims, who, sid, m.route.needs(method))
@@ -130,7 +137,7 @@ pub fn permits(claims: &Claims, method: &str, path: &str) -> Result<()> {
 pub fn admit<'a>(env: &Env<'a>, req: &Request) -> Result<Env<'a>> {
     let Some(claims) = claims_of(req)? else { return Ok(env.reaching(Reach::All)) };
     let now_ms = parse_iso(&env.now).unwrap_or(i64::MAX);
-    claims.valid_for(env.agent, now_ms, revoked_before(env.sql)?)?;
+    claims.valid_for(env.agent, env.role, now_ms, revoked_before(env.sql)?)?;
     permits(&claims, &req.method, &req.path)?;
     Ok(env.reaching(claims.reach()))
 }
@@ -155,7 +162,7 @@ pub fn is_resume(req: &Request) -> bool {
 /// stream, or `None` (`204`) when none runs.
 pub fn resume(env: &Env<'_>, req: &Request) -> Result<Option<chat::Resume>> {
     let env = admit(env, req)?;
-    let sid = chat::resumed_session(req, &matched(&req.path)?.params)?;
+    let sid = chat::resumed_session(req, &matched(Role::Agent, &req.path)?.params)?;
     Ok(env.live.follow(&sid).map(chat::Resume::new))
 }
 
@@ -194,7 +201,7 @@ pub fn socket_session(method: &str, path: &str) -> Option<Result<String>> {
     if method != "GET" || route_template(path) != Some("/sessions/{sid}/ws") {
         return None;
     }
-    Some(matched(path).map(|m| m.params.sid))
+    Some(matched(Role::Agent, path).map(|m| m.params.sid))
 }
 
 /// Answers one request. Never panics on input; every failure is a JSON error answer. (Boxed
@@ -228,7 +235,7 @@ pub fn after<'a>(env: &'a Env<'a>, work: &'a [After]) -> BoxFuture<'a, ()> {
 async fn dispatch(env: &Env<'_>, req: &Request) -> Result<Response> {
     // Every route refuses a query that is not UTF-8, whether it reads the query or not.
     http::parse_query(&req.query)?;
-    let Matched { route, params } = matched(&req.path)?;
+    let Matched { route, params } = matched(env.role, &req.path)?;
     let Some(op) = route.op(&req.method) else { return Ok(method_not_allowed(&route.methods())) };
     if op.body == Body::Unread {
         req.json_object()?;

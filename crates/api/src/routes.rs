@@ -14,8 +14,11 @@ use super::access::{Needs, Who};
 use super::call::{Answer, Call, Handler};
 use super::http::Method::{self, Delete, Get, Patch, Post, Put};
 use super::http::Response;
-use super::{chat, compactions, context, mcp, memories, messages, schedules, search, sessions, tokens, transfer};
+use super::{
+    chat, compactions, context, mcp, memories, messages, schedules, search, sessions, spaces, tokens, transfer,
+};
 use session_agent_core::error::{Error, Result};
+use session_agent_core::space::Role;
 
 /// What a handler does with the request body.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -292,6 +295,11 @@ pub const ROUTES: &[Route] = &[
     route("/schedules/{schedule}/runs", Who::Agent, &[get(now(schedules::runs), &["limit", "cursor"])]),
     route("/schedules/{schedule}/run", Who::Agent, &[bare(Post, later(schedules::run))]),
     route("/tokens/revoke", Who::Admin, &[write(Post, now(tokens::revoke))]),
+    route(
+        "/space",
+        Who::Admin,
+        &[get(now(spaces::get), &[]), write(Put, now(spaces::choose)), bare(Delete, now(spaces::forget))],
+    ),
     route("/", Who::Admin, &[bare(Delete, later(transfer::erase))]),
     route("/export", Who::Admin, &[get(later(transfer::export_agent), &[])]),
     route("/import", Who::Admin, &[write(Post, later(transfer::import_agent))]),
@@ -326,12 +334,60 @@ pub const ROUTES: &[Route] = &[
     },
 ];
 
-/// The router over [`ROUTES`]: a path to its row.
-pub(crate) fn router() -> &'static matchit::Router<&'static Route> {
-    static ROUTER: OnceLock<matchit::Router<&'static Route>> = OnceLock::new();
-    ROUTER.get_or_init(|| {
+/// Every route of a memory space's Durable Object: the memory routes of an agent, its shared
+/// blocks, and the `/link/…` routes its agents' objects call (admin only, so no token reaches
+/// them; the front door does not forward them either).
+pub const SPACE_ROUTES: &[Route] = &[
+    route(
+        "/memories",
+        Who::Agent,
+        &[
+            get(now(memories::list), MEMORY_LIST),
+            write(Post, later(memories::create)),
+            op(Delete, now(memories::delete_all), MEMORY_FILTER, Body::Unread),
+        ],
+    ),
+    route("/memories/search", Who::Agent, &[get(later(memories::search), MEMORY_SEARCH)]),
+    route("/memories/batch", Who::Agent, &[write(Post, later(memories::create_all))]),
+    route(
+        "/memories/{memory}",
+        Who::Agent,
+        &[get(now(memories::get), &[]), write(Patch, later(memories::patch)), bare(Delete, now(memories::delete))],
+    ),
+    route("/memories/{memory}/history", Who::Agent, &[get(now(memories::history), &[])]),
+    route("/blocks", Who::Agent, &[get(now(spaces::list_blocks), &[])]),
+    route(
+        "/blocks/{label}",
+        Who::Agent,
+        &[get(now(spaces::get_block), &[]), write(Put, now(spaces::replace)), bare(Delete, now(spaces::delete_block))],
+    ),
+    route("/blocks/{label}/append", Who::Agent, &[write(Post, now(spaces::append))]),
+    route("/link/extract", Who::Admin, &[write(Post, later(spaces::extract))]),
+    route("/link/blocks/{label}", Who::Admin, &[write(Put, now(spaces::link_replace))]),
+    route("/link/blocks/{label}/append", Who::Admin, &[write(Post, now(spaces::link_append))]),
+    route("/tokens/revoke", Who::Admin, &[write(Post, now(tokens::revoke))]),
+    route("/", Who::Admin, &[bare(Delete, later(transfer::erase))]),
+];
+
+/// The routes of a Durable Object of `role`.
+pub fn table(role: Role) -> &'static [Route] {
+    match role {
+        Role::Agent => ROUTES,
+        Role::Space => SPACE_ROUTES,
+    }
+}
+
+/// The router over the routes of `role` ([`table`]): a path to its row.
+pub(crate) fn router(role: Role) -> &'static matchit::Router<&'static Route> {
+    static AGENT: OnceLock<matchit::Router<&'static Route>> = OnceLock::new();
+    static SPACE: OnceLock<matchit::Router<&'static Route>> = OnceLock::new();
+    let cell = match role {
+        Role::Agent => &AGENT,
+        Role::Space => &SPACE,
+    };
+    cell.get_or_init(|| {
         let mut r = matchit::Router::new();
-        for route in ROUTES {
+        for route in table(role) {
             // The table is static and conflict-free; a clash is a bug the tests catch.
             if let Err(e) = r.insert(route.path, route) {
                 panic!("route table: {}: {e}", route.path);

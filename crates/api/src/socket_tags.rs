@@ -92,6 +92,7 @@ pub fn decode(tags: &[String], agent: &str) -> Result<SocketTags> {
                 return Err(bad("times"));
             }
             Some(Claims {
+                kind: None,
                 agent: agent.to_owned(),
                 scope,
                 sessions: (!agent_wide).then(|| vec![session.clone()]),
@@ -108,7 +109,7 @@ mod tests {
     use super::*;
 
     fn claims(scope: Scope, sessions: Option<Vec<String>>) -> Claims {
-        Claims { agent: "alice".into(), scope, sessions, iat: 1_700_000_000.123, exp: 1_700_003_600.5 }
+        Claims { agent: "alice".into(), kind: None, scope, sessions, iat: 1_700_000_000.123, exp: 1_700_003_600.5 }
     }
 
     #[test]

@@ -9,6 +9,7 @@ use crate::config::SessionConfig;
 use crate::events::Events;
 use crate::llm::embeddings::EmbeddingsConfig;
 use crate::llm::{LlmConfig, Transport};
+use crate::space::{Role, Spaces};
 use crate::sql::Sql;
 use crate::turn::live::Live;
 use crate::vectors::{Meaning, Vectors};
@@ -42,6 +43,10 @@ pub struct Env<'a> {
     pub clock: &'a dyn Fn() -> i64,
     /// The sessions the request may see beyond its own (its token's sessions, if it is limited).
     pub reach: Reach,
+    /// What this Durable Object is: an agent, or a memory space.
+    pub role: Role,
+    /// How the agent reaches its memory space (`crate::space`).
+    pub spaces: &'a dyn Spaces,
 }
 
 impl<'a> Env<'a> {
@@ -73,6 +78,8 @@ impl<'a> Env<'a> {
             now: self.now.clone(),
             clock: self.clock,
             reach,
+            role: self.role,
+            spaces: self.spaces,
         }
     }
 }

@@ -17,6 +17,8 @@ pub enum ErrorKind {
     RateLimited,
     NotConfigured,
     LlmUnavailable,
+    /// The agent's memory space could not be reached (a request that needs it: a shared block).
+    SpaceUnavailable,
     Internal,
 }
 
@@ -33,7 +35,7 @@ impl ErrorKind {
             ErrorKind::TooLarge => 413,
             ErrorKind::OverBudget => 422,
             ErrorKind::RateLimited => 429,
-            ErrorKind::NotConfigured | ErrorKind::LlmUnavailable => 503,
+            ErrorKind::NotConfigured | ErrorKind::LlmUnavailable | ErrorKind::SpaceUnavailable => 503,
             ErrorKind::Internal => 500,
         }
     }
@@ -52,8 +54,31 @@ impl ErrorKind {
             ErrorKind::RateLimited => "rate_limited",
             ErrorKind::NotConfigured => "not_configured",
             ErrorKind::LlmUnavailable => "llm_unavailable",
+            ErrorKind::SpaceUnavailable => "space_unavailable",
             ErrorKind::Internal => "internal",
         }
+    }
+
+    /// The kind whose [`ErrorKind::code`] is `code` (a more specific code is not one).
+    pub fn from_code(code: &str) -> Option<ErrorKind> {
+        use ErrorKind::*;
+        [
+            InvalidRequest,
+            Unauthorized,
+            Forbidden,
+            NotFound,
+            MethodNotAllowed,
+            Conflict,
+            TooLarge,
+            OverBudget,
+            RateLimited,
+            NotConfigured,
+            LlmUnavailable,
+            SpaceUnavailable,
+            Internal,
+        ]
+        .into_iter()
+        .find(|k| k.code() == code)
     }
 }
 

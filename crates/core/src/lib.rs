@@ -17,6 +17,8 @@
 //!   read-time truncation (pure, or reads only);
 //! - [`vectors`]: the vectors of memories, messages and search entries, the index of them kept
 //!   in memory, search of messages by words and meaning;
+//! - [`space`]: memory spaces (which one an agent uses, a space's shared blocks, how a request
+//!   reaches one);
 //! - [`context`]: context blocks, the frozen system prompt, the generated tools;
 //! - [`env`](mod@env): what an operation runs against;
 //! - [`memory`]: long-term memory of the agent's user (store, ranked recall, inject, extract,
@@ -50,6 +52,7 @@ pub(crate) mod rank;
 pub mod reads;
 pub mod schedule;
 pub mod session;
+pub mod space;
 pub mod sql;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod sqlite;

@@ -71,6 +71,9 @@ pub enum Frame<'a> {
     /// A schedule ran (by its alarm or by hand): to every socket of the agent, without
     /// `sessionId`. `run` is the run as `GET /schedules/{id}/runs` lists it.
     Schedule { op: ScheduleOp, schedule_id: &'a str, run: &'a Json },
+    /// The agent's memory space could not be reached during a turn (`status`: `unreachable`): the
+    /// turn went on with the agent's own memories.
+    Space { session_id: &'a str, space: &'a str, status: &'a str, message: &'a str },
     /// The answer to a `history` frame: the branch's messages.
     History { session_id: &'a str, messages: &'a Json },
     /// The answer to a `ping` frame.

@@ -47,6 +47,9 @@ pub enum BlockScope {
     Agent,
     /// `<prefix><key>`: a library common to all agents, readonly to the model.
     Shared,
+    /// Writable only: one text kept in the agent's memory space, which every agent of the space
+    /// reads and writes (`core::space::blocks`).
+    Space,
 }
 
 /// One context block as configured (in `SESSION_CONFIG`, a builder, or `POST …/context`).
@@ -70,7 +73,8 @@ pub struct BlockConfig {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prefix: Option<String>,
     /// Skills: `agent` (default) or `shared`. Writable: `agent` for one text shared by all the
-    /// agent's sessions (default: one per session).
+    /// agent's sessions, `space` for one text shared by the agents of its memory space (default:
+    /// one per session).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scope: Option<BlockScope>,
 }
@@ -122,9 +126,12 @@ impl BlockConfig {
         )?;
         if k == BlockKind::Writable && self.scope == Some(BlockScope::Shared) {
             return Err(Error::invalid(format!(
-                "block \"{l}\": a writable block's scope is \"agent\" (one text shared by the agent's sessions) or absent \
-                 (one per session)"
+                "block \"{l}\": a writable block's scope is \"agent\" (one text shared by the agent's sessions), \
+                 \"space\" (one text shared by the agents of its memory space) or absent (one per session)"
             )));
+        }
+        if k == BlockKind::Skills && self.scope == Some(BlockScope::Space) {
+            return Err(Error::invalid(format!("block \"{l}\": a skills block's scope is \"agent\" or \"shared\"")));
         }
         if self.content.is_some() && self.r2_key.is_some() {
             return Err(Error::invalid(format!("block \"{l}\": give content or r2Key, not both")));

@@ -29,6 +29,37 @@ pub struct MemoryConfig {
     /// Sleep-time consolidation on the alarm; off unless set (`true`: the defaults).
     #[serde(deserialize_with = "switch")]
     pub maintenance: Option<MaintenanceConfig>,
+    /// The memory space the agent shares with the others that serve its user (`true`: the
+    /// defaults; absent: only an admin's choice, `PUT /agents/{agent}/space`, gives it one).
+    #[serde(deserialize_with = "switch")]
+    pub space: Option<SpaceConfig>,
+}
+
+/// `memory.space`: which space an agent's name maps it to (the part of the name before the
+/// first `separator`: `alice:planner` → `alice`; `null`: no rule) and how it uses it.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct SpaceConfig {
+    pub separator: Option<String>,
+    pub mode: SpaceMode,
+}
+
+impl Default for SpaceConfig {
+    fn default() -> Self {
+        SpaceConfig { separator: Some(":".to_owned()), mode: SpaceMode::Alongside }
+    }
+}
+
+/// How an agent with a space uses it. Either way extraction writes into the space, and the
+/// agent's own memories (written through its API) stay private.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SpaceMode {
+    /// Recall and injection read the space and the agent's own memories.
+    #[default]
+    Alongside,
+    /// Recall and injection read the space only.
+    Instead,
 }
 
 /// `memory.maintenance`: how often the alarm consolidates the memories changed since its last
@@ -84,6 +115,7 @@ impl Default for MemoryConfig {
             daily_ttl_days: 7,
             max_memories: DEFAULT_MAX_MEMORIES as i64,
             maintenance: None,
+            space: None,
         }
     }
 }
@@ -103,6 +135,11 @@ impl MemoryConfig {
         if let Some(m) = &self.maintenance {
             in_range(m.every_hours, "memory.maintenance.everyHours", 1, 720)?;
             in_range(m.batch, "memory.maintenance.batch", 1, 50)?;
+        }
+        if let Some(sep) = self.space.as_ref().and_then(|s| s.separator.as_ref()) {
+            if sep.is_empty() || sep.chars().count() > 8 || sep.chars().any(char::is_control) {
+                return Err(Error::invalid("memory.space.separator must be 1 to 8 characters (or null)"));
+            }
         }
         if let Some(x) = &self.extract {
             if !(0.0..=1.0).contains(&x.min_score) {

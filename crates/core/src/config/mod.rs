@@ -25,7 +25,9 @@ pub use blocks::{
 };
 pub use chat::{ChatConfig, OnDisconnect, DEFAULT_MAX_MESSAGES, DEFAULT_MAX_STEPS};
 pub use compaction::{CompactOptions, CompactionConfig};
-pub use memory::{ExtractConfig, InjectConfig, MaintenanceConfig, MemoryConfig, DEFAULT_MAX_MEMORIES};
+pub use memory::{
+    ExtractConfig, InjectConfig, MaintenanceConfig, MemoryConfig, SpaceConfig, SpaceMode, DEFAULT_MAX_MEMORIES,
+};
 use parts::{object, or_default, switch};
 pub use schedules::SchedulesConfig;
 
@@ -115,6 +117,7 @@ impl SessionConfig {
             let ok = match b.scope.unwrap_or_default() {
                 BlockScope::Agent => own.contains(&p),
                 BlockScope::Shared => shared.iter().any(|s| p.starts_with(s)),
+                BlockScope::Space => false,
             };
             if !ok {
                 let allowed = match b.scope.unwrap_or_default() {
@@ -123,6 +126,7 @@ impl SessionConfig {
                     BlockScope::Shared => {
                         format!("shared skills must lie under one of the configured libraries {shared:?}")
                     }
+                    BlockScope::Space => "a skills block's scope is \"agent\" or \"shared\"".to_owned(),
                 };
                 return Err(Error::invalid(format!(
                     "block \"{l}\": prefix {p:?} is outside this agent's space: {allowed}"

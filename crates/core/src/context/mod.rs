@@ -9,12 +9,15 @@ pub mod skills;
 pub mod tools;
 
 use serde::Serialize;
+use serde_json::{json, Value as Json};
 
 use crate::access::Reach;
 use crate::blobs::{Blob, Blobs};
 use crate::config::{check_scopes, BlockConfig, BlockKind, BlockScope, SessionConfig, HISTORY_DESCRIPTION};
 use crate::context::prompt::{render, BlockView};
 use crate::error::{Error, ErrorKind, Result};
+use crate::space::blocks::Shared;
+use crate::space::{self, choice, Call, Spaces};
 use crate::sql::{Sql, Value};
 use crate::store::spill;
 use crate::tokens::estimate_str;
@@ -73,9 +76,13 @@ impl Block {
     /// writable blocks with `scope: "agent"` (a writable block is per session by default).
     pub(crate) fn agent_wide(&self) -> bool {
         match self.kind() {
-            BlockKind::Writable => self.cfg.scope == Some(BlockScope::Agent),
+            BlockKind::Writable => matches!(self.cfg.scope, Some(BlockScope::Agent | BlockScope::Space)),
             _ => true,
         }
+    }
+    /// Whether it is a writable block kept in the agent's memory space (`scope: "space"`).
+    pub(crate) fn in_space(&self) -> bool {
+        self.kind() == BlockKind::Writable && self.cfg.scope == Some(BlockScope::Space)
     }
 }
 
@@ -143,6 +150,22 @@ pub(crate) fn entry_labels<'d>(
     out
 }
 
+/// How a block kept in the agent's space is written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SharedWrite {
+    /// Its text replaced, if its version is still the one given (else the one this session
+    /// last read).
+    Replace(Option<i64>),
+    Append,
+}
+
+/// A shared block as the space answered it.
+fn shared_block(body: Json, space: &str) -> Result<Shared> {
+    serde_json::from_value(body).map_err(|e| {
+        space::unavailable(format!("space {space}: an answer that could not be read")).with_log(e.to_string())
+    })
+}
+
 /// The `session_id` under which agent-wide writable blocks keep their text.
 pub(crate) const AGENT_OWNER: &str = "";
 
@@ -157,6 +180,10 @@ pub struct LoadedBlock {
     pub(crate) max_tokens: Option<i64>,
     pub(crate) kind: &'static str,
     pub(crate) writable: bool,
+    /// A block kept in the agent's memory space: the version of the text shown, which a
+    /// replace names (`PUT …/context/{label}` `{content, version}`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) version: Option<i64>,
 }
 
 impl LoadedBlock {
@@ -186,6 +213,8 @@ pub(crate) struct Context<'a> {
     pub(crate) reach: &'a Reach,
     /// Search by meaning (search entries, the history block, `session_search`).
     pub(crate) meaning: Meaning<'a>,
+    /// How blocks kept in the agent's memory space are reached (`scope: "space"`).
+    pub(crate) spaces: &'a dyn Spaces,
 }
 
 impl<'a> Context<'a> {
@@ -214,7 +243,7 @@ impl<'a> Context<'a> {
     /// The R2 key prefix of a skills block: `<prefix><agent>/` or `<prefix>`.
     pub(crate) fn skills_root(&self, b: &Block) -> String {
         match b.scope() {
-            BlockScope::Agent => format!("{}{}/", b.cfg.skills_prefix(), self.agent),
+            BlockScope::Agent | BlockScope::Space => format!("{}{}/", b.cfg.skills_prefix(), self.agent),
             BlockScope::Shared => b.cfg.skills_prefix().to_owned(),
         }
     }
@@ -261,6 +290,7 @@ impl<'a> Context<'a> {
                 Some(key) => Ok(self.blobs.get(key).await?.map(|o| o.text).unwrap_or_default()),
                 None => Ok(b.cfg.content.clone().unwrap_or_default()),
             },
+            (BlockKind::Writable, _) if b.in_space() => Ok(self.shared(b).await?.0),
             (BlockKind::Writable, _) => self.writable_text(b),
             (BlockKind::Search, _) => entries::summary(self.sql, b.label()),
             (BlockKind::Skills, _) => {
@@ -271,10 +301,92 @@ impl<'a> Context<'a> {
         }
     }
 
+    /// The agent's space, which keeps `b`.
+    fn space_of(&self, b: &Block) -> Result<String> {
+        choice::of(self.sql, self.config, self.agent)?.space.ok_or_else(|| {
+            space::unavailable(format!(
+                "Block \"{}\" is kept in the agent's memory space, and the agent has none",
+                b.label()
+            ))
+        })
+    }
+
+    /// The text of a block kept in the agent's space (its configured text until first written)
+    /// and its version, which this session has now read (`space_block_seen`).
+    async fn shared(&self, b: &Block) -> Result<(String, i64)> {
+        let space = self.space_of(b)?;
+        let call = Call { method: "GET", path: format!("/blocks/{}", b.label()), body: None };
+        let s = shared_block(space::request(self.spaces, &space, call).await?, &space)?;
+        self.seen(b, s.version)?;
+        let text = if s.version == 0 { b.cfg.content.clone().unwrap_or_default() } else { s.content };
+        Ok((text, s.version))
+    }
+
+    fn seen(&self, b: &Block, version: i64) -> Result<()> {
+        self.sql.execute(
+            "INSERT INTO space_block_seen (session_id, label, version) VALUES (?, ?, ?)
+             ON CONFLICT (session_id, label) DO UPDATE SET version = excluded.version",
+            &[self.session.into(), b.label().into(), version.into()],
+        )
+    }
+
+    /// Writes a block kept in the agent's space: `Ok` with the text and version written, or
+    /// the space's refusal (`409 version_conflict` when a replace's version is not the current
+    /// one). A replace names `read`, else the version this session last read.
+    pub(crate) async fn write_shared(&self, b: &Block, content: &str, how: SharedWrite) -> Result<(String, i64)> {
+        if !b.writable() {
+            return Err(Error::conflict(format!("Block \"{}\" is readonly", b.label())));
+        }
+        let space = self.space_of(b)?;
+        let label = b.label();
+        let call = match how {
+            SharedWrite::Append => Call {
+                method: "POST",
+                path: format!("/link/blocks/{label}/append"),
+                body: Some(json!({
+                    "content": content, "agent": self.agent, "maxTokens": b.cfg.max_tokens, "initial": b.cfg.content,
+                })),
+            },
+            SharedWrite::Replace(read) => {
+                let read = match read {
+                    Some(v) => v,
+                    None => self
+                        .sql
+                        .query_row(
+                            "SELECT version FROM space_block_seen WHERE session_id = ? AND label = ?",
+                            &[self.session.into(), label.into()],
+                        )?
+                        .map(|r| r.int(0))
+                        .transpose()?
+                        .unwrap_or(0),
+                };
+                Call {
+                    method: "PUT",
+                    path: format!("/link/blocks/{label}"),
+                    body: Some(json!({
+                        "content": content, "version": read, "agent": self.agent, "maxTokens": b.cfg.max_tokens,
+                    })),
+                }
+            }
+        };
+        let s = shared_block(space::request(self.spaces, &space, call).await?, &space)?;
+        self.seen(b, s.version)?;
+        Ok((s.content, s.version))
+    }
+
     /// A block with its content and token count.
     pub(crate) async fn load(&self, b: &Block) -> Result<LoadedBlock> {
+        if b.in_space() {
+            let (content, version) = self.shared(b).await?;
+            return Ok(self.loaded(b, content, Some(version)));
+        }
         let content = self.content(b).await?;
-        Ok(LoadedBlock {
+        Ok(self.loaded(b, content, None))
+    }
+
+    /// `b` with `content` (and, kept in the space, its version).
+    pub(crate) fn loaded(&self, b: &Block, content: String, version: Option<i64>) -> LoadedBlock {
+        LoadedBlock {
             label: b.label().to_owned(),
             description: b.cfg.description.clone(),
             tokens: estimate_str(&content),
@@ -282,14 +394,22 @@ impl<'a> Context<'a> {
             max_tokens: b.cfg.max_tokens,
             kind: b.kind().as_str(),
             writable: b.writable(),
-        })
+            version,
+        }
     }
 
     /// Every block, loaded, in prompt order.
     pub(crate) async fn load_all(&self) -> Result<Vec<(Block, LoadedBlock)>> {
         let mut out = Vec::new();
         for b in self.blocks()? {
-            let l = self.load(&b).await?;
+            let l = match self.load(&b).await {
+                // A space that cannot be reached fails no prompt: the block shows its
+                // configured text, as before its first write.
+                Err(e) if e.kind == ErrorKind::SpaceUnavailable && b.in_space() => {
+                    self.loaded(&b, b.cfg.content.clone().unwrap_or_default(), None)
+                }
+                l => l?,
+            };
             out.push((b, l));
         }
         Ok(out)

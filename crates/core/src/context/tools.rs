@@ -9,7 +9,7 @@ use crate::context::entries;
 use crate::context::entry_key::entry_key;
 use crate::context::prompt::usage_percent;
 use crate::context::skills;
-use crate::context::{Block, Context, Origin};
+use crate::context::{Block, Context, Origin, SharedWrite};
 use crate::error::{Error, Result};
 use crate::llm::ToolSpec;
 use crate::sql::atomically;
@@ -441,9 +441,26 @@ async fn set_context_run(ctx: &Context<'_>, blocks: &[Block], input: &Map<String
         }
         return Ok(format!("Indexed \"{key}\" in {label}."));
     }
-    let b =
-        if s(input, "action") == "append" { ctx.append(label, content, now)? } else { ctx.set(label, content, now)? };
-    let tokens = estimate_str(&ctx.load(&b).await?.content);
+    let append = s(input, "action") == "append";
+    let tokens = if b.in_space() {
+        let how = if append { SharedWrite::Append } else { SharedWrite::Replace(None) };
+        match ctx.write_shared(b, content, how).await {
+            Ok((text, _)) => estimate_str(&text),
+            // The text the model replaces changed since it read it: it gets the text as it is
+            // now (read again, so its next replace names that version).
+            Err(e) if e.code() == crate::space::VERSION_CONFLICT => {
+                let now_text = ctx.load(b).await.map(|l| l.content).unwrap_or_default();
+                return Err(Error::conflict(format!(
+                    "{} Its text now:\n{now_text}\nWrite again with that in mind.",
+                    e.message
+                )));
+            }
+            Err(e) => return Err(e),
+        }
+    } else {
+        let b = if append { ctx.append(label, content, now)? } else { ctx.set(label, content, now)? };
+        estimate_str(&ctx.load(&b).await?.content)
+    };
     let usage = match b.cfg.max_tokens {
         Some(max) if max != 0 => format!("{}% ({tokens}/{max} tokens)", usage_percent(tokens, max)),
         _ => format!("{tokens} tokens"),

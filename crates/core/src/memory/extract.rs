@@ -11,9 +11,11 @@ use super::by::By;
 use super::category::Category;
 use super::memories::Memories;
 use super::recall::Query;
+use super::shared;
 use super::store::{self, Filter, Memory, NewMemory, Patch, Stored};
 use crate::access::Reach;
 use crate::config::ExtractConfig;
+use crate::env::Env;
 use crate::error::{Error, ErrorKind, Result};
 use crate::llm::{complete, ChatRequest, Format, LlmConfig, Provider, Usage};
 use crate::parts::{part_type, parts, str_field};
@@ -65,7 +67,7 @@ pub enum Decision {
 }
 
 /// What an extraction changed.
-#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Extracted {
     /// New memories (an UPDATE's new text is a new memory that supersedes the old one).
     pub(crate) added: Vec<Memory>,
@@ -74,16 +76,17 @@ pub struct Extracted {
     /// Ids of the memories that no longer hold (invalidated, not erased: their versions stay).
     pub(crate) deleted: Vec<String>,
     /// Model calls made, and their tokens.
-    #[serde(skip)]
+    #[serde(skip, default)]
     pub(crate) calls: usize,
-    #[serde(skip)]
+    #[serde(skip, default)]
     pub(crate) usage: Usage,
 }
 
 /// The exchange facts are taken from: the last user message of a path and the assistant's
-/// answer after it.
-#[derive(Clone, Debug, PartialEq)]
-pub(crate) struct Exchange {
+/// answer after it (sent as it is to the agent's space, which extracts from it).
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Exchange {
     pub(crate) user_id: String,
     pub(crate) user: String,
     pub(crate) assistant: String,
@@ -205,12 +208,23 @@ pub(crate) fn model(llm: &LlmConfig, cfg: &ExtractConfig) -> LlmConfig {
 }
 
 /// Extracts facts from the exchange ending at `leaf` (default: the latest leaf) of `session`
-/// and consolidates them into the agent's memories.
+/// and consolidates them into the agent's memories, or into its space when it has one
+/// (`memory::shared`).
 pub async fn run(memories: &Memories<'_>, session: &str, leaf: Option<&str>) -> Result<Extracted> {
+    let Some(x) = exchange(memories, session, leaf)? else { return Ok(Extracted::default()) };
+    match shared::linked(memories.env)? {
+        Some(l) => into_space(memories.env, &l.space, session, &x).await,
+        None => distill(memories, session, &x, None).await,
+    }
+}
+
+/// Distills `x`, an exchange of `session`, into these memories; `agent` is the agent it comes
+/// from when these are a space's (each memory's `metadata.agent`).
+pub async fn distill(memories: &Memories<'_>, session: &str, x: &Exchange, agent: Option<&str>) -> Result<Extracted> {
     let cfg = memories.config().extract.unwrap_or_default();
     let env = memories.env;
     let mut out = Extracted::default();
-    let Some(x) = exchange(memories, session, leaf)? else { return Ok(out) };
+    let x = Exchange { user: cut(&x.user), assistant: cut(&x.assistant), user_id: x.user_id.clone() };
     let llm = model(env.llm, &cfg);
     let reply = complete(env.transport, &llm, &extraction_request(&x)).await?;
     out.calls += 1;
@@ -245,6 +259,7 @@ pub async fn run(memories: &Memories<'_>, session: &str, leaf: Option<&str>) -> 
             score: Some(f.score),
             session_id: Some(session.to_owned()),
             message_id: Some(x.user_id.clone()).filter(|id| !id.is_empty()),
+            metadata: agent.map(|a| [("agent".to_owned(), Json::from(a))].into_iter().collect()).unwrap_or_default(),
             ..NewMemory::default()
         };
         apply(memories, &new, decisions, &mut out).await?;
@@ -359,4 +374,15 @@ pub(crate) async fn after(memories: &Memories<'_>, session: &str, leaf: &str) {
     if let Err(e) = run(memories, session, Some(leaf)).await {
         memories.env.events.warn(&format!("memory extract after the turn of {session}: {}", e.message));
     }
+}
+
+/// Hands the exchange of `session` to `space`, which distills it into its memories as the agent
+/// would into its own (`POST /link/extract`).
+async fn into_space(env: &Env<'_>, space: &str, session: &str, x: &Exchange) -> Result<Extracted> {
+    let body = json!({ "agent": env.agent, "sessionId": session, "exchange": x });
+    let call = crate::space::Call { method: "POST", path: "/link/extract".to_owned(), body: Some(body) };
+    let answer = crate::space::request(env.spaces, space, call).await?;
+    serde_json::from_value(answer).map_err(|e| {
+        crate::space::unavailable(format!("space {space}: an answer that could not be read")).with_log(e.to_string())
+    })
 }

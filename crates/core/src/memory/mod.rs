@@ -11,6 +11,8 @@
 //! - [`extract`]: distilling facts from an exchange and consolidating them (add, update,
 //!   delete, nothing: the model decides);
 //! - [`tools`]: `memory_store`, `memory_recall`, `memory_forget`;
+//! - `shared`: the agent's memory space beside its own memories (recall, inject and extract
+//!   through `crate::space`);
 //! - [`maintain`]: sleep-time consolidation on the alarm (`memory.maintenance`, off by default).
 //!
 //! - [`memories`]: [`Memories`], the one way in: every write goes through it, so each one purges
@@ -31,6 +33,7 @@ pub mod inject;
 pub mod maintain;
 pub mod memories;
 pub mod recall;
+pub(crate) mod shared;
 pub mod store;
 pub mod tools;
 

@@ -17,7 +17,7 @@
 //!
 //! Each hit says why it ranked (`why`, and the signals as numbers).
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::store::{columns, filter_sql, from_row, Filter, Memory, WIDTH};
 use crate::error::Result;
@@ -46,7 +46,7 @@ pub struct Query {
 }
 
 /// The signals a rank was made of, each in [0, 1].
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub(crate) struct Signals {
     /// Full-text relevance (bm25, relative to the best candidate); 0 when the text did not match.
     pub(crate) text: f64,
@@ -58,8 +58,8 @@ pub(crate) struct Signals {
     pub(crate) frequency: f64,
 }
 
-/// One recalled memory.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+/// One recalled memory (of the agent, or of its space).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Hit {
     pub(crate) memory: Memory,
     /// The combined rank, in [0, 1].

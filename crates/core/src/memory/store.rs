@@ -1,7 +1,7 @@
 //! The memories in SQLite: limits, duplicates by normalized text, expiry, versions, filters and
 //! newest-first pages. Plain SQL functions; [`super::memories::Memories`] wraps them in transactions.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
 
 use super::by::By;
@@ -26,18 +26,18 @@ pub const MAX_TAG_CHARS: usize = 64;
 pub const MAX_PAGE: i64 = 100;
 
 /// Where a memory came from.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct Source {
     pub(crate) session_id: String,
     pub(crate) message_id: Option<String>,
 }
 
-/// One memory, as the API shows it.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+/// One memory, as the API shows it (and as an agent reads one back from its space).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Memory {
-    #[serde(skip)]
+    #[serde(skip, default)]
     pub(crate) seq: i64,
     pub(crate) id: String,
     pub(crate) content: String,

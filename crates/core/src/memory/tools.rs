@@ -8,6 +8,7 @@ use super::by::By;
 use super::category::Category;
 use super::memories::Memories;
 use super::recall::{Query, DEFAULT_LIMIT, MAX_LIMIT};
+use super::shared;
 use super::store::{line, Filter, NewMemory, Stored};
 use crate::context::tools::{Ran, Tool};
 use crate::error::{Error, ErrorKind, Result};
@@ -87,7 +88,7 @@ pub(crate) async fn execute(memories: &Memories<'_>, session: &str, tool: Tool, 
     check_input(tool, input).map_err(|e| Error::invalid(format!("{name}: {}", e.message)))?;
     let out = match tool {
         Tool::MemoryStore => store(memories, session, input).await,
-        Tool::MemoryRecall => recall(memories, input).await,
+        Tool::MemoryRecall => recall(memories, session, input).await,
         Tool::MemoryForget => forget(memories, input).await,
         _ => return Err(Error::not_found(format!("{name} is not a memory tool"))),
     };
@@ -155,7 +156,7 @@ async fn store(memories: &Memories<'_>, session: &str, input: &Map<String, Json>
     }))
 }
 
-async fn recall(memories: &Memories<'_>, input: &Map<String, Json>) -> Result<Ran> {
+async fn recall(memories: &Memories<'_>, session: &str, input: &Map<String, Json>) -> Result<Ran> {
     let query = text(input, "query")?.ok_or_else(|| Error::invalid("input.query must be a string"))?;
     let limit = match input.get("limit") {
         None | Some(Json::Null) => DEFAULT_LIMIT,
@@ -169,7 +170,9 @@ async fn recall(memories: &Memories<'_>, input: &Map<String, Json>) -> Result<Ra
         filter: Filter { categories: category(input)?.into_iter().collect(), ..Filter::default() },
         limit,
     };
-    let hits = memories.recall(&q).await?;
+    let categories: Vec<Category> = q.filter.categories.clone();
+    let env = memories.env;
+    let hits = shared::with_space(env, session, &q.text, limit, &categories, memories.recall(&q)).await?;
     if hits.is_empty() {
         return Ok(Ran::read("No memories found.".to_owned()));
     }

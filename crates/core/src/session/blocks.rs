@@ -8,7 +8,7 @@ use crate::config::BlockConfig;
 use crate::context::entries::{self, Entry};
 use crate::context::entry_key::entry_key;
 use crate::context::tools::{self, Ran, Tool};
-use crate::context::{Block, LoadedBlock, Origin};
+use crate::context::{Block, LoadedBlock, Origin, SharedWrite};
 use crate::error::{Error, Result};
 use crate::llm::ToolSpec;
 use crate::memory::{self, Memories};
@@ -17,7 +17,9 @@ use crate::sql::atomically;
 /// How a block write treats the text already there.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Write {
-    Replace,
+    /// Replaces it; for a block kept in the agent's memory space, only if its version is still
+    /// the one given (else the one this session last read).
+    Replace(Option<i64>),
     Append,
 }
 
@@ -36,9 +38,25 @@ impl Session<'_> {
     /// Writes `content` into a writable block, within its budget.
     pub async fn write_block(&self, label: &str, content: &str, how: Write) -> Result<LoadedBlock> {
         let (c, now) = (self.context(), &self.env.now);
+        let b = c.require(label)?;
+        if b.in_space() {
+            let shared = match how {
+                Write::Replace(read) => SharedWrite::Replace(read),
+                Write::Append => SharedWrite::Append,
+            };
+            let (text, version) = c.write_shared(&b, content, shared).await?;
+            atomically(self.env.sql, || self.register())?;
+            self.publish_context(label);
+            return Ok(c.loaded(&b, text, Some(version)));
+        }
+        if let Write::Replace(Some(_)) = how {
+            return Err(Error::invalid(format!(
+                "Block \"{label}\" is not kept in a memory space: a replace of it names no version"
+            )));
+        }
         let b = atomically(self.env.sql, || {
             let b = match how {
-                Write::Replace => c.set(label, content, now)?,
+                Write::Replace(_) => c.set(label, content, now)?,
                 Write::Append => c.append(label, content, now)?,
             };
             self.register()?;

@@ -160,6 +160,7 @@ impl<'a> Session<'a> {
             session: self.id,
             reach: &e.reach,
             meaning: e.meaning(),
+            spaces: e.spaces,
         }
     }
 

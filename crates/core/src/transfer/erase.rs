@@ -8,6 +8,7 @@ use super::export::skill_prefixes;
 use crate::access::revoke;
 use crate::env::Env;
 use crate::error::Result;
+use crate::space::Role;
 use crate::sql::atomically;
 use crate::store::spill;
 use crate::time::parse_iso;
@@ -42,6 +43,9 @@ pub(crate) const ERASED: &[&str] = &[
     "schedule_runs",
     "schedules",
     "maintenance",
+    "space_choice",
+    "space_blocks",
+    "space_block_seen",
 ];
 
 /// Objects deleted per sweep round.
@@ -50,7 +54,9 @@ const SWEEP_BATCH: i64 = 500;
 /// Erases the agent. Returns the warnings of objects the sweep could not delete now.
 pub async fn erase(env: &Env<'_>) -> Result<Vec<String>> {
     let mut skills = Vec::new();
-    for prefix in skill_prefixes(env)? {
+    // A memory space has no skills: `<prefix><name>/` is the agent of that name's.
+    let prefixes = if env.role == Role::Agent { skill_prefixes(env)? } else { Vec::new() };
+    for prefix in prefixes {
         skills.extend(env.blobs.list(&format!("{prefix}{}/", env.agent)).await?.into_iter().map(|b| b.key));
     }
     let sql = env.sql;

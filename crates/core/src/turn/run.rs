@@ -39,6 +39,7 @@ use crate::llm::{chat, ChatMessage, ChatRequest, Format, Piece, ToolCall, ToolSp
 use crate::memory::category::Category;
 use crate::memory::inject::render;
 use crate::memory::recall::{Query, MAX_LIMIT};
+use crate::memory::shared;
 use crate::memory::Memories;
 use crate::parts::{parts, str_field, ToolState};
 use crate::session::{Placement, Session, TurnWrite};
@@ -338,8 +339,10 @@ async fn inject(session: &Session<'_>, cfg: &InjectConfig, question: &Json) -> R
     if text.trim().is_empty() {
         return Ok(None);
     }
-    let query = Query { text, limit: MAX_LIMIT, ..Query::default() };
-    let mut hits = Memories::new(session.env).rank(&query).await?;
+    let query = Query { text: text.clone(), limit: MAX_LIMIT, ..Query::default() };
+    let memories = Memories::new(session.env);
+    let own = memories.rank(&query);
+    let mut hits = shared::with_space(session.env, session.id, &text, MAX_LIMIT, &cfg.categories, own).await?;
     hits.retain(|h| {
         cfg.categories.contains(&h.memory.category)
             && (h.memory.category != Category::Conversation

@@ -1,0 +1,110 @@
+//! The agent's side of its memory space (`crate::space`): recall and injection read the space
+//! beside (or, `memory.space.mode: "instead"`, instead of) the agent's own memories, and
+//! extraction writes into the space, tagged with the agent's name (`metadata.agent`). Each is a
+//! request to the space's Durable Object; one that cannot be reached fails no turn: the turn
+//! goes on with the agent's own memories, its sockets get a `space` frame and the log a line.
+
+use serde_json::Value as Json;
+
+use super::category::Category;
+use super::recall::Hit;
+use super::store::normalize;
+use crate::config::SpaceMode;
+use crate::env::Env;
+use crate::error::{Error, Result};
+use crate::space::{choice, request, Call, Role};
+use crate::wire::Frame;
+
+/// The space an agent's memory uses, and how.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Linked {
+    pub(crate) space: String,
+    pub(crate) mode: SpaceMode,
+}
+
+/// The agent's space, when it has one and memory is configured (a space itself has none).
+pub(crate) fn linked(env: &Env<'_>) -> Result<Option<Linked>> {
+    if env.role != Role::Agent || env.config.memory.is_none() {
+        return Ok(None);
+    }
+    let c = choice::of(env.sql, env.config, env.agent)?;
+    Ok(c.space.map(|space| Linked { space, mode: c.mode }))
+}
+
+/// The hits of `text` in `space`: at most `limit`, of `categories` (all when empty), never a
+/// `conversation` memory (those belong to another agent's session).
+pub(crate) async fn recall(
+    env: &Env<'_>,
+    space: &str,
+    text: &str,
+    limit: i64,
+    categories: &[Category],
+) -> Result<Vec<Hit>> {
+    let mut q = form_urlencoded::Serializer::new(String::new());
+    q.append_pair("q", text).append_pair("limit", &limit.to_string());
+    let wanted: &[Category] = if categories.is_empty() { &Category::ALL } else { categories };
+    for c in wanted.iter().filter(|c| **c != Category::Conversation) {
+        q.append_pair("category", c.as_str());
+    }
+    if wanted.iter().all(|c| *c == Category::Conversation) {
+        return Ok(Vec::new());
+    }
+    let call = Call { method: "GET", path: format!("/memories/search?{}", q.finish()), body: None };
+    let body = request(env.spaces, space, call).await?;
+    let results = body.get("results").cloned().unwrap_or(Json::Null);
+    serde_json::from_value(results).map_err(|e| {
+        crate::space::unavailable(format!("space {space}: an answer that could not be read")).with_log(e.to_string())
+    })
+}
+
+/// `own` and `shared` as one list, best first, at most `limit`: a shared memory that says what
+/// one of the agent's own says (the same normalized text) is left out.
+pub(crate) fn merge(mut own: Vec<Hit>, shared: Vec<Hit>, limit: usize) -> Vec<Hit> {
+    for h in shared {
+        let text = normalize(&h.memory.content);
+        if !own.iter().any(|o| normalize(&o.memory.content) == text) {
+            own.push(h);
+        }
+    }
+    own.sort_by(|a, b| b.score.total_cmp(&a.score));
+    own.truncate(limit);
+    own
+}
+
+/// What a turn of `session` recalls for `text`: `own` (the agent's own hits, unless the mode is
+/// `instead`) and its space's, merged, at most `limit`. A space that cannot be reached leaves
+/// the agent's own hits ([`unreachable`]).
+pub(crate) async fn with_space<F>(
+    env: &Env<'_>,
+    session: &str,
+    text: &str,
+    limit: i64,
+    categories: &[Category],
+    own: F,
+) -> Result<Vec<Hit>>
+where
+    F: std::future::Future<Output = Result<Vec<Hit>>>,
+{
+    let Some(l) = linked(env)? else { return own.await };
+    let mine = if l.mode == SpaceMode::Instead { Vec::new() } else { own.await? };
+    match recall(env, &l.space, text, limit, categories).await {
+        Ok(theirs) => Ok(merge(mine, theirs, limit.max(0) as usize)),
+        Err(e) => {
+            unreachable(env, session, &l.space, &e);
+            Ok(mine)
+        }
+    }
+}
+
+/// Tells the session's sockets and the log that `space` could not be reached.
+pub(crate) fn unreachable(env: &Env<'_>, session: &str, space: &str, e: &Error) {
+    env.events.warn(&format!(
+        "memory space {space} could not be reached: {}{}",
+        e.message,
+        e.log.as_deref().map(|l| format!(" ({l})")).unwrap_or_default()
+    ));
+    if env.events.has_listeners(session) {
+        let frame = Frame::Space { session_id: session, space, status: "unreachable", message: &e.message };
+        env.events.publish(session, &frame.to_json());
+    }
+}

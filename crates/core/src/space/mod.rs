@@ -1,0 +1,89 @@
+//! Memory spaces (docs/REFERENCE.md#memory-spaces): the memories and writable blocks shared by
+//! the agents that serve one user. A space is a Durable Object of its own class (`MemorySpace`)
+//! running this same core in [`Role::Space`]: its memories are ordinary memories (validity,
+//! versions, consolidation, vectors, filters), its shared blocks are [`blocks`]; it has no
+//! sessions and no turns. An agent reaches its space only through [`Spaces`], a request to the
+//! space's Durable Object, so a space that cannot be reached costs the agent what it shares and
+//! nothing else.
+//!
+//! - [`choice`]: which space an agent uses (an admin's choice, else `memory.space`'s rule);
+//! - [`blocks`]: a space's shared writable blocks (versions, appends that keep both, a replace
+//!   refused when another write came first);
+//! - [`Spaces`]: how a request reaches a space (the Workers layer: the `MEMORY_SPACE` binding).
+
+pub mod blocks;
+pub mod choice;
+
+use serde_json::Value as Json;
+
+use crate::blobs::BoxFuture;
+use crate::error::{Error, ErrorKind, Result};
+
+/// What a Durable Object of this core is.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Role {
+    /// An agent (`SessionAgent`): sessions, turns, its own memories.
+    #[default]
+    Agent,
+    /// A memory space (`MemorySpace`): memories and shared blocks, for the agents mapped to it.
+    Space,
+}
+
+/// A request an agent sends to its space (a path of the space's routes, `/memories/search?q=…`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Call {
+    pub method: &'static str,
+    /// The path and query as the space's Durable Object sees them.
+    pub path: String,
+    pub body: Option<Json>,
+}
+
+/// What the space answered.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Answer {
+    pub status: u16,
+    pub body: Json,
+}
+
+/// How an agent's requests reach a space's Durable Object (the Workers layer: a stub of the
+/// `MEMORY_SPACE` namespace, with a timeout; natively: another object's API in process).
+pub trait Spaces {
+    /// Sends `call` to the space named `space`. `Err` when the space cannot be reached (no
+    /// binding, a timeout, a failure of the runtime): [`ErrorKind::SpaceUnavailable`].
+    fn send<'a>(&'a self, space: &'a str, call: Call) -> BoxFuture<'a, Result<Answer>>;
+}
+
+/// No space can be reached (no `MEMORY_SPACE` binding).
+pub struct NoSpaces;
+
+impl Spaces for NoSpaces {
+    fn send<'a>(&'a self, _space: &'a str, _call: Call) -> BoxFuture<'a, Result<Answer>> {
+        Box::pin(async { Err(unavailable("memory spaces are not configured: the Worker has no MEMORY_SPACE binding")) })
+    }
+}
+
+/// The `error.code` of a shared block's replace that came after another write (`409`).
+pub const VERSION_CONFLICT: &str = "version_conflict";
+
+/// The error of a space that cannot be reached.
+pub fn unavailable(why: impl Into<String>) -> Error {
+    Error::new(ErrorKind::SpaceUnavailable, why)
+}
+
+/// Sends `call` to `space` and reads its answer: a 2xx body, or the space's error as the
+/// agent's (its code and message; a status without a known code is the space unavailable).
+pub async fn request(spaces: &dyn Spaces, space: &str, call: Call) -> Result<Json> {
+    let answer = spaces.send(space, call).await?;
+    if (200..300).contains(&answer.status) {
+        return Ok(answer.body);
+    }
+    let code = answer.body.pointer("/error/code").and_then(Json::as_str).unwrap_or_default();
+    let message = answer.body.pointer("/error/message").and_then(Json::as_str).unwrap_or("the space failed");
+    let known = ErrorKind::from_code(code).filter(|k| k.status() == answer.status && *k != ErrorKind::Internal);
+    match (known, code) {
+        (Some(kind), _) => Err(Error::new(kind, message)),
+        (None, VERSION_CONFLICT) => Err(Error::conflict(message).with_code(VERSION_CONFLICT)),
+        (None, _) => Err(unavailable(format!("the memory space {space} failed ({})", answer.status))
+            .with_log(format!("space {space}: {} {message}", answer.status))),
+    }
+}

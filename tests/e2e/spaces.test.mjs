@@ -1,0 +1,208 @@
+// End-to-end: memory spaces in workerd (the MemorySpace Durable Object class beside
+// SessionAgent) against a real OpenAI-compatible HTTP peer on localhost (./llm-server.mjs).
+// Three agents, two spaces: `alice:planner` and `alice:support` share the space `alice`
+// (SESSION_CONFIG.memory.space's rule), `bob:planner` has `bob`. A fact told to the first is
+// extracted into the space and injected into the second's turn, never the third's; a
+// correction through the second supersedes it; concurrent appends to a shared block from both
+// agents all land and a stale replace is 409; tokens of an agent or a space open nothing else;
+// a Worker without the MEMORY_SPACE binding still answers every turn, with a `space` frame.
+// Mirrors tests/it/spaces.rs (the same scenarios natively).
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { startWorker, eventually, collect } from "./harness.mjs";
+import { start as startModel } from "./llm-server.mjs";
+
+/** @type {import("./llm-server.mjs").LlmServer} */
+let model;
+let w;
+const CONFIG = {
+  memory: { space: true, inject: { limit: 5 } },
+  context: [{ label: "profile", kind: "writable", scope: "space", maxTokens: 2000, content: "Profile:" }],
+};
+const VARS = {
+  LLM_PROVIDER: "openai", LLM_MODEL: "test-model", TOKEN_SECRET: "spaces-test-secret-0123456789abcdef",
+  SESSION_CONFIG: JSON.stringify(CONFIG),
+};
+
+before(async () => {
+  model = await startModel();
+  w = await startWorker({ vars: { ...VARS, LLM_BASE_URL: model.baseUrl } });
+});
+after(async () => { await w?.stop(); await model?.close(); });
+
+const user = (id, text) => ({ id, role: "user", parts: [{ type: "text", text }] });
+const facts = (list) => ({ content: JSON.stringify({ facts: list }) });
+const decide = (list) => ({ content: JSON.stringify({ memory: list }) });
+const held = async (space) => {
+  const r = await w.json("GET", `/spaces/${space}/memories`);
+  assert.equal(r.status, 200, JSON.stringify(r.body));
+  return r.body.memories;
+};
+async function chat(agent, sid, id, text) {
+  const r = await w.json("POST", `/agents/${agent}/sessions/${sid}/chat`, { message: user(id, text) });
+  assert.equal(r.status, 201, JSON.stringify(r.body));
+  return r.body.messages[0];
+}
+/** The `<user-memory>` block the model was sent in request `n` ("" when none). */
+const injected = (n) =>
+  (model.requests[n].body.messages.map((m) => m.content).find((c) => typeof c === "string" && c.startsWith("<user-memory>")) ?? "");
+const settled = (n) => eventually(`${n} model requests (got ${model.requests.length})`, () => model.requests.length >= n, 10_000);
+
+test("a fact told to one agent is recalled by the other agent of its space and not by a third", async () => {
+  model.reset();
+  model.reply({ content: "Noted." });
+  model.reply(facts([{ fact: "The user is allergic to peanuts.", score: 0.95, tags: ["food"] }]));
+  await chat("alice:planner", "s1", "u1", "I am allergic to peanuts.");
+  const stored = await eventually("the fact in the space", async () => (await held("alice")).length === 1 && (await held("alice")), 10_000);
+  assert.equal(stored[0].content, "The user is allergic to peanuts.");
+  assert.deepEqual(stored[0].metadata, { agent: "alice:planner" });
+  assert.equal((await w.json("GET", "/agents/alice:planner/memories")).body.memories.length, 0, "not in the agent's own memories");
+
+  model.reply({ content: "No peanuts then." });
+  const before = model.requests.length;
+  const reply = await chat("alice:support", "t1", "v1", "Any peanuts allergy I should know of?");
+  assert.match(injected(before), /- The user is allergic to peanuts\./);
+  assert.deepEqual(reply.metadata.memories, [stored[0].id]);
+  await settled(before + 2); // its extraction (nothing new)
+
+  model.reply({ content: "Hm?" });
+  const c = model.requests.length;
+  await chat("bob:planner", "x1", "w1", "Any peanuts allergy I should know of?");
+  assert.equal(injected(c), "", "the other space's fact never reaches agent C");
+  await settled(c + 2);
+  assert.equal((await held("bob")).length, 0);
+});
+
+test("a correction through the second agent supersedes what the first stored", async () => {
+  model.reset();
+  model.reply({ content: "Paris!" });
+  model.reply(facts([{ fact: "The user lives in Paris.", score: 0.9 }]));
+  await chat("alice:planner", "s2", "u2", "I live in Paris.");
+  const paris = await eventually("Paris stored", async () => (await held("alice")).find((m) => m.content.includes("Paris")), 10_000);
+  model.reply({ content: "Berlin, nice." });
+  model.reply(facts([{ fact: "The user moved to Berlin.", score: 0.95 }]));
+  model.reply(decide([{ id: paris.id, text: "The user lives in Berlin.", event: "UPDATE" }]));
+  await chat("alice:support", "t2", "v2", "I moved from Paris to Berlin.");
+  await eventually("Berlin stored", async () => (await held("alice")).some((m) => m.content === "The user lives in Berlin."), 10_000);
+  const now = (await held("alice")).map((m) => m.content);
+  assert.ok(!now.some((c) => c.includes("Paris")), JSON.stringify(now));
+  const old = (await w.json("GET", `/spaces/alice/memories/${paris.id}`)).body;
+  assert.ok(old.supersededBy && old.invalidAt, JSON.stringify(old));
+  // The first agent's next turn is given the correction.
+  model.reply({ content: "Berlin." });
+  const n = model.requests.length;
+  await chat("alice:planner", "s2", "u3", "Where do I live, Paris or Berlin?");
+  assert.match(injected(n), /Berlin/);
+  assert.doesNotMatch(injected(n), /Paris\./);
+  await settled(n + 2);
+});
+
+test("two agents appending to a shared block at once keep every append; a stale replace is 409", async () => {
+  const writes = [];
+  for (let i = 0; i < 10; i++) {
+    const agent = i % 2 ? "alice:support" : "alice:planner";
+    writes.push(w.json("POST", `/agents/${agent}/sessions/b${i % 2}/context/profile/append`, { content: `- fact ${i}` }));
+  }
+  const answers = await Promise.all(writes);
+  for (const r of answers) assert.equal(r.status, 200, JSON.stringify(r.body));
+  const shared = (await w.json("GET", "/spaces/alice/blocks/profile")).body;
+  assert.equal(shared.version, 10);
+  const lines = shared.content.split("\n");
+  assert.equal(lines[0], "Profile:");
+  assert.deepEqual(lines.slice(1).sort(), Array.from({ length: 10 }, (_, i) => `- fact ${i}`).sort());
+  // Both agents see the same text.
+  const seen = (await w.json("GET", "/agents/alice:support/sessions/b9/context/profile")).body;
+  assert.equal(seen.content, shared.content);
+  assert.equal(seen.version, 10);
+  // A replace naming a version another write passed: 409, nothing written.
+  const stale = await w.json("PUT", "/agents/alice:planner/sessions/b0/context/profile", { content: "Profile: reset", version: 5 });
+  assert.equal(stale.status, 409, JSON.stringify(stale.body));
+  assert.equal(stale.body.error.code, "version_conflict");
+  assert.equal((await w.json("GET", "/spaces/alice/blocks/profile")).body.version, 10);
+  const ok = await w.json("PUT", "/agents/alice:planner/sessions/b0/context/profile", { content: "Profile: reset", version: 10 });
+  assert.equal(ok.status, 200, JSON.stringify(ok.body));
+  // Two replaces of the same version at once: exactly one lands.
+  const race = await Promise.all(["x", "y"].map((t) =>
+    w.json("PUT", "/spaces/alice/blocks/profile", { content: t, version: 11 })));
+  assert.deepEqual(race.map((r) => r.status).sort(), [200, 409]);
+});
+
+test("tokens of one agent or space never open another; link routes are not served", async () => {
+  const mint = async (path, body) => {
+    const r = await w.json("POST", `${path}/tokens`, body);
+    assert.equal(r.status, 201, JSON.stringify(r.body));
+    return r.body;
+  };
+  const space = await mint("/spaces/alice", { scope: "write", ttlSeconds: 600 });
+  assert.equal(space.kind, "space");
+  const read = (await mint("/spaces/alice", { scope: "read", ttlSeconds: 600 })).token;
+  const agent = (await mint("/agents/alice", { scope: "write", ttlSeconds: 600 })).token;
+  assert.equal((await mint("/agents/alice", { scope: "write", ttlSeconds: 600 })).kind, "agent");
+  const as = (token) => ({ headers: { authorization: `Bearer ${token}` } });
+  assert.equal((await w.json("GET", "/spaces/alice/memories", undefined, as(space.token))).status, 200);
+  assert.equal((await w.json("GET", "/spaces/alice/blocks", undefined, as(read))).status, 200);
+  assert.equal((await w.json("POST", "/spaces/alice/memories", { content: "x" }, as(read))).status, 403);
+  assert.equal((await w.json("GET", "/spaces/bob/memories", undefined, as(space.token))).status, 403);
+  assert.equal((await w.json("GET", "/agents/alice/memories", undefined, as(space.token))).status, 403);
+  assert.equal((await w.json("GET", "/agents/alice:planner/memories", undefined, as(space.token))).status, 403);
+  assert.equal((await w.json("GET", "/spaces/alice/memories", undefined, as(agent))).status, 403);
+  assert.equal((await w.json("POST", "/spaces/alice/tokens", { scope: "read", ttlSeconds: 60 }, as(space.token))).status, 403);
+  assert.equal((await w.json("POST", "/spaces/alice/tokens", { scope: "read", ttlSeconds: 60, sessions: ["s"] })).status, 400);
+  for (const path of ["/spaces/alice/link/extract", "/spaces/alice/link/blocks/profile"]) {
+    assert.equal((await w.json("POST", path, {})).status, 404, path);
+  }
+  assert.equal((await w.json("GET", "/agents/alice:planner/space")).body.space, "alice");
+  assert.equal((await w.json("GET", "/agents/alice:planner/space", undefined, as(agent))).status, 403);
+  // Hostile names and bodies: 400, nothing changed.
+  for (const [method, path, body] of [
+    ["GET", "/spaces/a%2Fb/memories"], ["GET", `/spaces/${"x".repeat(129)}/memories`],
+    ["PUT", "/agents/alice:planner/space", { space: "../x" }], ["PUT", "/agents/alice:planner/space", { space: 1 }],
+    ["PUT", "/spaces/alice/blocks/profile", { content: "z", version: -1 }],
+    ["PUT", "/spaces/alice/blocks/profile", { content: "z", version: 1, agent: "spoof" }],
+  ]) {
+    assert.equal((await w.json(method, path, body)).status, 400, `${method} ${path}`);
+  }
+  assert.equal((await w.json("GET", "/agents/alice:planner/space")).body.space, "alice");
+  // Revoking the space's tokens leaves the agent's working.
+  assert.equal((await w.json("POST", "/spaces/alice/tokens/revoke", {})).status, 200);
+  assert.equal((await w.json("GET", "/spaces/alice/memories", undefined, as(space.token))).status, 401);
+  assert.equal((await w.json("GET", "/agents/alice/sessions", undefined, as(agent))).status, 200);
+});
+
+test("erasing a space erases its memories; erasing an agent leaves what it wrote into the space", async () => {
+  model.reset();
+  model.reply({ content: "ok" });
+  model.reply(facts([{ fact: "The user collects stamps.", score: 0.9 }]));
+  await chat("carol:a", "s", "u1", "I collect stamps.");
+  await eventually("stamps stored", async () => (await held("carol")).length === 1, 10_000);
+  const erase = await w.fetch("/agents/carol:a", { method: "DELETE", headers: { confirm: "erase" } });
+  assert.equal(erase.status, 204);
+  assert.equal((await held("carol")).length, 1, "the user's fact stays in the space");
+  const gone = await w.fetch("/spaces/carol", { method: "DELETE", headers: { confirm: "erase" } });
+  assert.equal(gone.status, 204);
+  assert.equal((await held("carol")).length, 0);
+});
+
+test("without the MEMORY_SPACE binding every turn still answers, with a space frame", async () => {
+  const lone = await startWorker({
+    vars: { ...VARS, LLM_BASE_URL: model.baseUrl },
+    options: { durableObjects: { SESSION_AGENT: { className: "SessionAgent", useSQLite: true } } },
+  });
+  try {
+    model.reset();
+    const ws = await lone.webSocket("/agents/dana:a/sessions/s/ws");
+    const frames = collect(ws, (f) => f.type === "space", 10_000);
+    model.reply({ content: "Still here." });
+    const r = await lone.json("POST", "/agents/dana:a/sessions/s/chat", { message: user("u1", "Hello") });
+    assert.equal(r.status, 201, JSON.stringify(r.body));
+    const got = await frames;
+    const space = got.find((f) => f.type === "space");
+    assert.deepEqual([space.space, space.status], ["dana", "unreachable"]);
+    ws.close();
+    assert.equal((await lone.json("GET", "/spaces/dana/memories")).status, 503);
+    const block = await lone.json("GET", "/agents/dana:a/sessions/s/context/profile");
+    assert.equal(block.body.error?.code, "space_unavailable", JSON.stringify(block.body));
+  } finally {
+    await lone.stop();
+  }
+});

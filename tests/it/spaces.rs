@@ -1,0 +1,332 @@
+//! Memory spaces through the DO API on real SQLite: three agents (`alice:planner` and
+//! `alice:support` of the space `alice`, `bob:planner` of `bob`), each its own database, and
+//! the spaces as Durable Objects of their own reached through `api::handle` in process: what one
+//! agent's turn teaches is recalled by the other agent of its space and not by a third; a
+//! correction through the second supersedes the first's fact; a space that cannot be reached
+//! fails no turn; shared blocks keep concurrent appends and refuse a stale replace; the admin's
+//! choice of space; the space's own routes and tokens.
+
+use std::rc::Rc;
+
+use crate::support::{completion, msg, Api, InProcess};
+use serde_json::{json, Value as Json};
+use session_agent_api::access::{Claims, CLAIMS_HEADER};
+use session_agent_api::Request;
+use session_agent_core::llm::HttpResponse;
+use session_agent_core::space::Role;
+
+fn config() -> Json {
+    json!({
+        "memory": {"space": true, "inject": {"limit": 5}},
+        "context": [
+            {"label": "profile", "kind": "writable", "scope": "space", "maxTokens": 200, "content": "Profile:"},
+            {"label": "notes", "kind": "writable"}
+        ]
+    })
+}
+
+fn agent(name: &str, spaces: &Rc<InProcess>) -> Api {
+    let mut api = Api::with_config(config()).with_model();
+    api.agent = name.to_owned();
+    api.spaces = spaces.clone();
+    api
+}
+
+fn facts(list: Json) -> HttpResponse {
+    completion(&json!({ "facts": list }).to_string())
+}
+
+fn decide(list: Json) -> HttpResponse {
+    completion(&json!({ "memory": list }).to_string())
+}
+
+/// The memories that hold now in `api` (an agent or a space).
+fn held(api: &Api) -> Vec<String> {
+    let r = api.get("/memories");
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    r.body_json()["memories"].as_array().unwrap().iter().map(|m| m["content"].as_str().unwrap().to_owned()).collect()
+}
+
+/// The `<user-memory>` block of the `n`th model request of `api`, if it had one.
+fn injected(api: &Api, n: usize) -> String {
+    let req = api.model.requests.borrow()[n].clone();
+    req["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|m| m["content"].as_str())
+        .find(|c| c.starts_with("<user-memory>"))
+        .unwrap_or_default()
+        .to_owned()
+}
+
+struct World {
+    spaces: Rc<InProcess>,
+    a: Api,
+    b: Api,
+    c: Api,
+}
+
+fn world() -> World {
+    let spaces = Rc::new(InProcess::default());
+    for s in ["alice", "bob"] {
+        spaces.space(s, config());
+    }
+    World {
+        a: agent("alice:planner", &spaces),
+        b: agent("alice:support", &spaces),
+        c: agent("bob:planner", &spaces),
+        spaces,
+    }
+}
+
+#[test]
+fn a_fact_told_to_one_agent_is_recalled_by_the_other_of_its_space_only() {
+    let w = world();
+    let alice = w.spaces.space("alice", config());
+    // Agent A's turn; its extraction runs in the space (the space's model distills it).
+    w.a.model.reply(Ok(completion("Noted.")));
+    alice
+        .model
+        .reply(Ok(facts(json!([{"fact": "The user is allergic to peanuts.", "score": 0.95, "tags": ["food"]}]))));
+    let r = w.a.post("/sessions/s1/chat", json!({"message": msg("u1", "user", "I am allergic to peanuts.")}));
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(held(&alice), ["The user is allergic to peanuts."]);
+    let m = alice.get("/memories").body_json()["memories"][0].clone();
+    assert_eq!(m["metadata"], json!({"agent": "alice:planner"}), "tagged with the agent it came from");
+    assert_eq!(m["source"]["sessionId"], "s1");
+    assert!(held(&w.a).is_empty(), "extraction went into the space, not the agent");
+    assert_eq!(w.a.model.requests.borrow().len(), 1, "the agent made no extraction call of its own");
+    // Agent B of the same space is given it; agent C of another space is not.
+    w.b.model.reply(Ok(completion("No peanuts then.")));
+    alice.model.reply(Ok(facts(json!([]))));
+    let r =
+        w.b.post("/sessions/t1/chat", json!({"message": msg("v1", "user", "Any peanuts allergy I should know of?")}));
+    assert_eq!(r.status, 201);
+    let block = injected(&w.b, 0);
+    assert!(block.contains("- The user is allergic to peanuts."), "{block}");
+    assert_eq!(r.body_json()["messages"][0]["metadata"]["memories"], json!([m["id"]]));
+    w.c.model.reply(Ok(completion("Hm?")));
+    w.spaces.space("bob", config()).model.reply(Ok(facts(json!([]))));
+    w.c.post("/sessions/x1/chat", json!({"message": msg("w1", "user", "Any peanuts allergy I should know of?")}));
+    assert_eq!(injected(&w.c, 0), "", "another space's fact never reaches agent C");
+    // The model's memory_recall reads the space too (B's own memories are empty).
+    w.b.model.reply(Ok(crate::support::tool_calls(&[("t1", "memory_recall", json!({"query": "peanuts"}))])));
+    w.b.model.reply(Ok(completion("Yes.")));
+    alice.model.reply(Ok(facts(json!([]))));
+    w.b.post("/sessions/t1/chat", json!({"message": msg("v2", "user", "check my allergies")}));
+    let reqs = w.b.model.requests.borrow();
+    let tool_msg =
+        reqs.last().unwrap()["messages"].as_array().unwrap().iter().rev().find(|m| m["role"] == "tool").cloned();
+    assert!(tool_msg.unwrap()["content"].as_str().unwrap().contains("allergic to peanuts"));
+}
+
+#[test]
+fn a_correction_through_the_second_agent_supersedes_the_first() {
+    let w = world();
+    let alice = w.spaces.space("alice", config());
+    w.a.model.reply(Ok(completion("Paris!")));
+    alice.model.reply(Ok(facts(json!([{"fact": "The user lives in Paris.", "score": 0.9}]))));
+    w.a.post("/sessions/s1/chat", json!({"message": msg("u1", "user", "I live in Paris.")}));
+    let paris = alice.get("/memories").body_json()["memories"][0]["id"].as_str().unwrap().to_owned();
+    // Through B: the space shows its model A's fact (a core memory of another agent's session)
+    // and applies the update.
+    w.b.model.reply(Ok(completion("Berlin, nice.")));
+    alice.model.reply(Ok(facts(json!([{"fact": "The user moved to Berlin.", "score": 0.95}]))));
+    alice.model.reply(Ok(decide(json!([{"id": paris, "text": "The user lives in Berlin.", "event": "UPDATE"}]))));
+    w.b.post("/sessions/t1/chat", json!({"message": msg("v1", "user", "I moved from Paris to Berlin.")}));
+    assert_eq!(held(&alice), ["The user lives in Berlin."]);
+    let old = alice.get(&format!("/memories/{paris}")).body_json();
+    assert!(old["supersededBy"].is_string() && old["invalidAt"].is_string(), "{old}");
+    let berlin = alice.get("/memories").body_json()["memories"][0].clone();
+    assert_eq!(berlin["metadata"]["agent"], "alice:support");
+    // A's next turn is given the correction, not the old fact.
+    w.a.model.reply(Ok(completion("Berlin.")));
+    alice.model.reply(Ok(facts(json!([]))));
+    w.a.post("/sessions/s1/chat", json!({"message": msg("u2", "user", "Where do I live, Paris or Berlin?")}));
+    let block = injected(&w.a, 1);
+    assert!(block.contains("Berlin") && !block.contains("Paris."), "{block}");
+}
+
+#[test]
+fn a_space_that_cannot_be_reached_fails_no_turn() {
+    let w = world();
+    w.a.post("/memories", json!({"content": "The user likes tea.", "score": 0.9}));
+    w.spaces.down.set(true);
+    w.a.model.reply(Ok(completion("Tea it is.")));
+    let r = w.a.post("/sessions/s1/chat", json!({"message": msg("u1", "user", "What tea do I like?")}));
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    assert!(injected(&w.a, 0).contains("The user likes tea."), "its own memories still inject");
+    let frames = w.a.events.take("s1");
+    let space = frames.iter().find(|f| f["type"] == "space").expect("a space frame");
+    assert_eq!((space["space"].as_str(), space["status"].as_str()), (Some("alice"), Some("unreachable")));
+    let warnings = w.a.events.warnings.borrow().join("\n");
+    assert!(warnings.contains("memory space alice could not be reached"), "{warnings}");
+    assert!(warnings.contains("memory extract"), "the extraction after it is logged too: {warnings}");
+    // The prompt still renders: the shared block shows its configured text.
+    let prompt = w.a.get("/sessions/s1/prompt");
+    assert_eq!(prompt.status, 200);
+    // A read of the shared block itself says why it cannot answer.
+    let r = w.a.get("/sessions/s1/context/profile");
+    assert_eq!((r.status, r.body_json()["error"]["code"].as_str()), (503, Some("space_unavailable")));
+}
+
+#[test]
+fn shared_blocks_keep_both_appends_and_refuse_a_stale_replace() {
+    let w = world();
+    let alice = w.spaces.space("alice", config());
+    // Both agents read the block: the configured text, version 0.
+    let r = w.a.get("/sessions/s1/context/profile").body_json();
+    assert_eq!((r["content"].as_str(), r["version"].as_i64()), (Some("Profile:"), Some(0)));
+    w.b.get("/sessions/t1/context/profile");
+    // Two appends (one each): both kept, in order, on top of the configured text.
+    let a = w.a.post("/sessions/s1/context/profile/append", json!({"content": "- vegetarian"}));
+    assert_eq!(a.status, 200, "{}", String::from_utf8_lossy(&a.body));
+    let b = w.b.post("/sessions/t1/context/profile/append", json!({"content": "- likes jazz"}));
+    assert_eq!(b.body_json()["content"], "Profile:\n- vegetarian\n- likes jazz");
+    assert_eq!(b.body_json()["version"], 2);
+    let shared = alice.get("/blocks/profile").body_json();
+    assert_eq!((shared["version"].as_i64(), shared["updatedBy"].as_str()), (Some(2), Some("alice:support")));
+    // A replace naming the version read first: A read version 1 (its append), B wrote since.
+    let r = w.a.put("/sessions/s1/context/profile", json!({"content": "Profile: vegan", "version": 1}));
+    assert_eq!((r.status, r.body_json()["error"]["code"].as_str()), (409, Some("version_conflict")));
+    assert_eq!(alice.get("/blocks/profile").body_json()["content"], "Profile:\n- vegetarian\n- likes jazz");
+    // B's first turn freezes its prompt with the block at version 2.
+    w.b.model.reply(Ok(completion("Hello.")));
+    alice.model.reply(Ok(facts(json!([]))));
+    w.b.post("/sessions/t1/chat", json!({"message": msg("v0", "user", "Hi.")}));
+    assert!(w.b.model.requests.borrow()[0]["messages"][0]["content"].as_str().unwrap().contains("- likes jazz"));
+    let r = w.a.put("/sessions/s1/context/profile", json!({"content": "Profile: vegan", "version": 2}));
+    assert_eq!((r.status, r.body_json()["version"].as_i64()), (200, Some(3)));
+    // The model's replace carries the version its session last read: B's is stale now.
+    w.b.model.reply(Ok(crate::support::tool_calls(&[(
+        "c1",
+        "set_context",
+        json!({"label": "profile", "content": "Profile: omnivore"}),
+    )])));
+    w.b.model.reply(Ok(completion("Updated.")));
+    w.spaces.space("alice", config()).model.reply(Ok(facts(json!([]))));
+    w.b.post("/sessions/t1/chat", json!({"message": msg("v1", "user", "I eat everything now.")}));
+    let reqs = w.b.model.requests.borrow();
+    let out = reqs[2]["messages"].as_array().unwrap().iter().find(|m| m["role"] == "tool").unwrap()["content"].clone();
+    let out = out.as_str().unwrap();
+    assert!(out.contains("changed since version 2") && out.contains("Profile: vegan"), "{out}");
+    assert_eq!(alice.get("/blocks/profile").body_json()["content"], "Profile: vegan");
+    drop(reqs);
+    // Over the block's budget: 422, nothing written. A version on a per-session block: 400.
+    let big = "word ".repeat(400);
+    let r = w.a.post("/sessions/s1/context/profile/append", json!({"content": big}));
+    assert_eq!(r.status, 422);
+    assert_eq!(alice.get("/blocks/profile").body_json()["version"], 3);
+    assert_eq!(w.a.put("/sessions/s1/context/notes", json!({"content": "x", "version": 1})).status, 400);
+    assert_eq!(w.a.put("/sessions/s1/context/profile", json!({"content": "x", "version": -1})).status, 400);
+}
+
+#[test]
+fn the_admin_chooses_an_agents_space() {
+    let spaces = Rc::new(InProcess::default());
+    spaces.space("team", config());
+    let plain = {
+        let mut api = Api::with_config(json!({"memory": true})).with_model();
+        api.agent = "solo".into();
+        api.spaces = spaces.clone();
+        api
+    };
+    assert_eq!(plain.get("/space").body_json(), json!({"space": null, "source": "none", "mode": "alongside"}));
+    let r = plain.put("/space", json!({"space": "team"}));
+    assert_eq!(r.body_json(), json!({"space": "team", "source": "chosen", "mode": "alongside"}));
+    for bad in [json!({"space": ""}), json!({"space": "a/b"}), json!({"space": 3}), json!({"other": 1}), json!([])] {
+        let r = plain.put("/space", bad.clone());
+        assert_eq!(r.status, 400, "{bad}");
+    }
+    assert_eq!(plain.get("/space").body_json()["space"], "team", "a refused choice changed nothing");
+    plain.model.reply(Ok(completion("ok")));
+    spaces.space("team", config()).model.reply(Ok(facts(json!([{"fact": "The user is Sam.", "score": 0.9}]))));
+    plain.post("/sessions/s/chat", json!({"message": msg("u1", "user", "I am Sam.")}));
+    assert_eq!(held(&spaces.space("team", config())), ["The user is Sam."]);
+    // null: none, whatever the rule says; DELETE: the rule again.
+    let a = agent("alice:planner", &spaces);
+    assert_eq!(a.get("/space").body_json()["source"], "rule");
+    assert_eq!(a.put("/space", json!({"space": null})).body_json()["space"], Json::Null);
+    assert_eq!(a.delete("/space").body_json(), json!({"space": "alice", "source": "rule", "mode": "alongside"}));
+    // Only the admin: a scoped token of the agent is refused.
+    let claims = Claims::issue(
+        "alice:planner",
+        Role::Agent,
+        json!({"scope": "write", "ttlSeconds": 60}).as_object().unwrap(),
+        a.now.get(),
+    )
+    .unwrap();
+    let req = Request::new("GET", "/space").header(CLAIMS_HEADER, &serde_json::to_string(&claims).unwrap());
+    assert_eq!(a.send(req).status, 403);
+}
+
+#[test]
+fn a_space_answers_its_own_routes_and_tokens_only() {
+    let spaces = Rc::new(InProcess::default());
+    let alice = spaces.space("alice", config());
+    let r = alice.post("/memories", json!({"content": "The user is left-handed.", "metadata": {"agent": "x"}}));
+    assert_eq!(r.status, 201);
+    assert_eq!(alice.get("/memories/search?q=handed").body_json()["results"].as_array().unwrap().len(), 1);
+    assert_eq!(alice.get("/memories?metadata.agent=x").body_json()["memories"].as_array().unwrap().len(), 1);
+    // No sessions, no turns, no agent routes in a space.
+    for (method, path) in [("GET", "/sessions"), ("POST", "/sessions/s/chat"), ("GET", "/space"), ("GET", "/schedules")]
+    {
+        let r = alice.send(Request::new(method, path).json(&json!({})));
+        assert_eq!(r.status, 404, "{method} {path}");
+    }
+    let with = |claims: &Claims, method: &str, path: &str, body: Json| {
+        let req = Request::new(method, path).header(CLAIMS_HEADER, &serde_json::to_string(claims).unwrap()).json(&body);
+        alice.send(req)
+    };
+    let now = alice.now.get();
+    let issue = |name: &str, role: Role, scope: &str| {
+        Claims::issue(name, role, json!({"scope": scope, "ttlSeconds": 60}).as_object().unwrap(), now + 10_000).unwrap()
+    };
+    // A token of the space opens it (a read token reads only); the link routes are the admin's.
+    let read = issue("alice", Role::Space, "read");
+    assert_eq!(with(&read, "GET", "/memories", json!({})).status, 200);
+    assert_eq!(with(&read, "POST", "/memories", json!({"content": "x"})).status, 403);
+    let write = issue("alice", Role::Space, "write");
+    assert_eq!(with(&write, "PUT", "/blocks/profile", json!({"content": "x", "version": 0})).status, 200);
+    assert_eq!(with(&write, "POST", "/link/extract", json!({})).status, 403);
+    // An agent's token never opens a space, not even one of the same name; another space's
+    // token neither.
+    assert_eq!(with(&issue("alice", Role::Agent, "write"), "GET", "/memories", json!({})).status, 403);
+    assert_eq!(with(&issue("bob", Role::Space, "write"), "GET", "/memories", json!({})).status, 403);
+    // And a space's token never opens an agent.
+    let a = agent("alice", &spaces);
+    let req = Request::new("GET", "/memories").header(CLAIMS_HEADER, &serde_json::to_string(&write).unwrap());
+    assert_eq!(a.send(req).status, 403);
+    // Tokens of a space name no sessions.
+    let e = Claims::issue(
+        "alice",
+        Role::Space,
+        json!({"scope": "read", "ttlSeconds": 60, "sessions": ["s"]}).as_object().unwrap(),
+        now,
+    );
+    assert!(e.is_err());
+    // Hostile writes change nothing.
+    for (path, body) in [
+        ("/blocks/profile", json!({"content": "y"})),
+        ("/blocks/profile", json!({"content": "y", "version": "1"})),
+        ("/blocks/profile", json!({"content": 5, "version": 1})),
+        ("/blocks/profile", json!({"content": "y", "version": 1, "agent": "spoof"})),
+        ("/blocks/bad%20label", json!({"content": "y", "version": 1})),
+    ] {
+        assert_eq!(alice.put(path, body.clone()).status, 400, "{path} {body}");
+    }
+    let before = alice.get("/blocks/profile").body_json();
+    assert_eq!(before["content"], "x");
+    assert_eq!(alice.post("/blocks/profile/append", json!({"content": "y", "initial": "z"})).status, 400);
+    assert_eq!(alice.get("/blocks/profile").body_json(), before);
+    assert_eq!(
+        alice.post("/link/extract", json!({"agent": "a", "sessionId": "s", "exchange": {"nope": 1}})).status,
+        400
+    );
+    // Erasing the space erases its memories and blocks.
+    let r = alice.send(Request::new("DELETE", "/").header("confirm", "erase"));
+    assert!(r.status < 300, "{}", String::from_utf8_lossy(&r.body));
+    assert!(held(&alice).is_empty());
+    assert_eq!(alice.get("/blocks/profile").body_json()["version"], 0);
+}
