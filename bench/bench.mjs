@@ -29,6 +29,8 @@
 //                       sizes of the console, the client package and the Worker package
 //   BENCH_SCHEDULES_RUN=0  skip bench/schedules.mjs: the alarm's lateness for schedules due together,
 //                       a scheduled run against a plain turn, maintenance per wake-up
+//   BENCH_SPACES=0      skip bench/spaces.mjs: a turn's wall and server CPU with a shared memory
+//                       space against own memories (the space reachable, then unreachable)
 import { gzipSync } from "node:zlib";
 import { readFileSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -192,3 +194,4 @@ if (process.env.BENCH_TRANSFER !== "0") await import("./transfer.mjs"); // expor
 if (process.env.BENCH_TURNS !== "0") await import("./turns.mjs"); // stop and resume: bench/turns.mjs
 if (process.env.BENCH_CLIENTS !== "0") await import("./clients.mjs"); // useChat's client, package sizes: bench/clients.mjs
 if (process.env.BENCH_SCHEDULES_RUN !== "0") await import("./schedules.mjs"); // the alarm: bench/schedules.mjs
+if (process.env.BENCH_SPACES !== "0") await import("./spaces.mjs"); // memory spaces: bench/spaces.mjs

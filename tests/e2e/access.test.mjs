@@ -192,7 +192,8 @@ test("POST /tokens issues an HS256 JWT signed with TOKEN_SECRET; bad requests ar
   const before = Date.now();
   const answer = await issue("issuer", { scope: "read", ttlSeconds: 90, sessions: ["s1", "s2", "s1"] });
   const after = Date.now();
-  assert.deepEqual(Object.keys(answer).sort(), ["agent", "expiresAt", "scope", "sessions", "token"]);
+  assert.deepEqual(Object.keys(answer).sort(), ["agent", "expiresAt", "kind", "scope", "sessions", "token"]);
+  assert.equal(answer.kind, "agent");
   assert.equal(answer.agent, "issuer");
   assert.equal(answer.scope, "read");
   assert.deepEqual(answer.sessions, ["s1", "s2"], "duplicates are dropped");

@@ -35,6 +35,9 @@ before(async () => {
   const r = await w.json("POST", `/agents/${AGENT}/sessions/s1/messages/batch`, { messages: [text("m1", "one"), text("m2", "two")] });
   assert.equal(r.status, 201);
   await w.json("POST", `/agents/${AGENT}/sessions/s1/compactions`, { summary: "sum", fromMessageId: "m1", toMessageId: "m2" });
+  // The memory space of the same name: its database exists before the hostile requests, as the
+  // agent's does (a request that reaches an object opens it, whatever it is refused for).
+  assert.equal((await w.json("GET", `/spaces/${AGENT}/blocks`)).status, 200);
 });
 after(async () => {
   await w?.stop();
@@ -96,11 +99,12 @@ function state() {
   return JSON.stringify([tables.map((t) => [t, doRows(w.persistDir, `SELECT * FROM "${t}"`).map((r) => JSON.stringify(r)).sort()]), r2Keys(w.persistDir).sort()]);
 }
 
-const VALUES = { agent: AGENT, sid: "s1", mid: "m1", label: "memory", cid: "c1", name: "session_search", memory: "mem_x", key: "k1", chatId: "s1", schedule: "sch_x" };
+const VALUES = { agent: AGENT, space: AGENT, sid: "s1", mid: "m1", label: "memory", cid: "c1", name: "session_search", memory: "mem_x", key: "k1", chatId: "s1", schedule: "sch_x" };
 
 /** Segment variants that no parameter accepts: each request carrying one must be refused. */
 const REFUSED = {
   agent: ["%00", "a%01b", "%7F", "%FF", "%C3", "%C0%AF", "a%2Fb", "a%20b", "%", "%G1", "x".repeat(129), "%E2%80%8B"],
+  space: ["%00", "a%01b", "%7F", "%FF", "%C3", "%C0%AF", "a%2Fb", "a%20b", "%", "%G1", "x".repeat(129), "%E2%80%8B"],
   sid: ["%00", "a%01b", "%7F", "%FF", "%C3", "%C0%AF", "a%2Fb", "a%20b", "%G1", "x".repeat(129), "%E2%80%8B"],
   mid: ["%00", "a%0Ab", "%7F", "%C2%85", "%FF", "%C3", "%C0%AF", "x".repeat(257)],
   label: ["%00", "%FF", "a%2Fb", "a%20b", "x".repeat(65), "%C3%A9"],
