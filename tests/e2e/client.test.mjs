@@ -246,6 +246,32 @@ test("long-term memory: store, recall, list, update, history, forget", async () 
   assert.equal(await memories.forgetAll(), 1);
 });
 
+test("memory spaces: an agent's space, shared memories and blocks, the space's tokens", async () => {
+  const agent = client.agent("solo-agent");
+  assert.deepEqual(await agent.space(), { space: null, source: "none", mode: "alongside" });
+  assert.equal((await agent.setSpace("family")).space, "family");
+  const space = client.space("family");
+  const m = await space.store("The user has two cats.");
+  assert.equal((await space.recall("cats"))[0].memory.id, m.id);
+  assert.equal((await space.memories()).memories.length, 1);
+  const b = await space.append("notes", "- feed the cats");
+  assert.deepEqual([b.version, b.content], [1, "- feed the cats"]);
+  const stale = await failure(space.replace("notes", "x", 0));
+  assert.deepEqual([stale.status, stale.code], [409, "version_conflict"]);
+  assert.equal((await space.replace("notes", "- cats fed", 1)).version, 2);
+  assert.deepEqual((await space.blocks()).map((x) => x.label), ["notes"]);
+  const t = await space.issueToken({ scope: "read", ttlSeconds: 60 });
+  assert.equal(t.kind, "space");
+  const reader = new lib.SessionAgentClient({ baseUrl: w.url, token: t.token });
+  assert.equal((await reader.space("family").block("notes")).content, "- cats fed");
+  const denied = await failure(reader.agent("solo-agent").sessions.list());
+  assert.equal(denied.status, 403);
+  await space.forget(m.id);
+  await space.erase();
+  assert.equal((await space.block("notes")).version, 0);
+  assert.equal((await agent.setSpace(null)).space, null);
+});
+
 test("schedules: create, page, update, run by hand, runs, delete", async () => {
   const schedules = client.agent("sched").schedules;
   const s = await schedules.create({ prompt: "Morning brief.", cron: "30 7 * * 1-5" });

@@ -17,7 +17,7 @@ import type {
   Prompt, RecentHistory, Revocation, RevokeTokensRequest, Schedule, ScheduleRun, CreateScheduleRequest,
   UpdateScheduleRequest, SearchEntry, SearchEntryList, SearchHit, SessionExport,
   SessionImport, SessionInfo, SplitRequest, Tool, ToolName, UpdateMemoryRequest, UpdateSessionRequest, UsageRequest,
-  UserMessage,
+  UserMessage, SpaceChoice, SharedBlock,
 } from "./types.js";
 
 /**
@@ -152,6 +152,12 @@ export class SessionAgentClient {
   agent(name?: string): AgentClient {
     if (name === undefined && !this.#fetcher) throw new TypeError("agent(name): the agent's name is needed");
     return new AgentClient(this, name);
+  }
+
+  /** One memory space (`/spaces/{space}/…`): the memories and shared blocks of the agents
+   * mapped to it. Over HTTP (`{ baseUrl }`) only. */
+  space(name: string): SpaceClient {
+    return new SpaceClient(this, name);
   }
 
   /**
@@ -298,6 +304,16 @@ export class AgentClient {
     });
   }
 
+  /** The memory space the agent uses, and why (admin token only). */
+  async space(): Promise<SpaceChoice> {
+    return this.request("get", "/agents/{agent}/space");
+  }
+
+  /** Maps the agent to `space` (`null`: none; admin token only). */
+  async setSpace(space: string | null): Promise<SpaceChoice> {
+    return this.request("put", "/agents/{agent}/space", { body: { space } });
+  }
+
   /** Erases everything the agent holds (admin; `DELETE /agents/{agent}` with `Confirm: erase`). */
   async erase(): Promise<void> {
     await this.request("delete", "/agents/{agent}", { headers: { Confirm: "erase" } });
@@ -437,6 +453,63 @@ export class Memories {
   /** Every version of a memory, and who wrote it. */
   async history(id: string): Promise<MemoryVersion[]> {
     return (await this.agent.request("get", "/agents/{agent}/memories/{memory}/history", { path: { memory: id } })).versions;
+  }
+}
+
+/** One memory space, over HTTP: its memories, shared blocks and tokens. */
+export class SpaceClient {
+  constructor(readonly client: SessionAgentClient, readonly name: string) {}
+
+  /** One page of the space's memories that hold now, newest first. */
+  async memories(options: MemoryFilters & Held & { limit?: number; cursor?: string } = {}): Promise<MemoryList> {
+    return this.client.request("get", "/spaces/{space}/memories", { path: { space: this.name }, query: memoryQuery(options) });
+  }
+
+  /** Stores a fact in the space (every agent of it recalls it). */
+  async store(input: string | CreateMemoryRequest): Promise<Memory> {
+    const body = typeof input === "string" ? { content: input } : input;
+    return this.client.request("post", "/spaces/{space}/memories", { path: { space: this.name }, body });
+  }
+
+  /** Ranked recall in the space. */
+  async recall(q: string, options: MemoryFilters & Held & { limit?: number } = {}): Promise<MemoryHit[]> {
+    const query = { q, ...memoryQuery(options) };
+    return (await this.client.request("get", "/spaces/{space}/memories/search", { path: { space: this.name }, query })).results;
+  }
+
+  /** Forgets one memory of the space. */
+  async forget(id: string): Promise<void> {
+    await this.client.request("delete", "/spaces/{space}/memories/{memory}", { path: { space: this.name, memory: id } });
+  }
+
+  /** The space's shared blocks written so far. */
+  async blocks(): Promise<SharedBlock[]> {
+    return (await this.client.request("get", "/spaces/{space}/blocks", { path: { space: this.name } })).blocks;
+  }
+
+  /** One shared block (version 0, empty, when never written). */
+  async block(label: string): Promise<SharedBlock> {
+    return this.client.request("get", "/spaces/{space}/blocks/{label}", { path: { space: this.name, label } });
+  }
+
+  /** Replaces a shared block's text if its version is still `version` (else `version_conflict`). */
+  async replace(label: string, content: string, version: number): Promise<SharedBlock> {
+    return this.client.request("put", "/spaces/{space}/blocks/{label}", { path: { space: this.name, label }, body: { content, version } });
+  }
+
+  /** Appends to a shared block. */
+  async append(label: string, content: string): Promise<SharedBlock> {
+    return this.client.request("post", "/spaces/{space}/blocks/{label}/append", { path: { space: this.name, label }, body: { content } });
+  }
+
+  /** A scoped token of the space (admin token only). */
+  async issueToken(input: Omit<IssueTokenRequest, "sessions">): Promise<IssuedToken> {
+    return this.client.request("post", "/spaces/{space}/tokens", { path: { space: this.name }, body: input });
+  }
+
+  /** Erases the space's memories and blocks (admin; `Confirm: erase`). */
+  async erase(): Promise<void> {
+    await this.client.request("delete", "/spaces/{space}", { path: { space: this.name }, headers: { confirm: "erase" } });
   }
 }
 

@@ -1,7 +1,7 @@
 // @session-agent/client: a typed client for session-agent over HTTP (browsers, Node), straight
 // to its Durable Object from a Worker, and over a session's WebSocket.
 export {
-  SessionAgentClient, AgentClient, SessionClient, Sessions, Memories, Schedules, Tokens, ContextBlocks, textMessage,
+  SessionAgentClient, AgentClient, SessionClient, SpaceClient, Sessions, Memories, Schedules, Tokens, ContextBlocks, textMessage,
   type ClientOptions, type HttpClientOptions, type FetcherClientOptions, type NamespaceClientOptions,
   type FetchLike, type FetcherLike, type NamespaceLike, type ChatOptions, type ContinueOptions, type Held,
   type MemoryFilters, type MetadataFilter,
