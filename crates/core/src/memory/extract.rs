@@ -67,7 +67,7 @@ pub enum Decision {
 }
 
 /// What an extraction changed.
-#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
 pub struct Extracted {
     /// New memories (an UPDATE's new text is a new memory that supersedes the old one).
     pub(crate) added: Vec<Memory>,
@@ -76,9 +76,9 @@ pub struct Extracted {
     /// Ids of the memories that no longer hold (invalidated, not erased: their versions stay).
     pub(crate) deleted: Vec<String>,
     /// Model calls made, and their tokens.
-    #[serde(skip, default)]
+    #[serde(skip)]
     pub(crate) calls: usize,
-    #[serde(skip, default)]
+    #[serde(skip)]
     pub(crate) usage: Usage,
 }
 
@@ -382,7 +382,20 @@ async fn into_space(env: &Env<'_>, space: &str, session: &str, x: &Exchange) -> 
     let body = json!({ "agent": env.agent, "sessionId": session, "exchange": x });
     let call = crate::space::Call { method: "POST", path: "/link/extract".to_owned(), body: Some(body) };
     let answer = crate::space::request(env.spaces, space, call).await?;
-    serde_json::from_value(answer).map_err(|e| {
-        crate::space::unavailable(format!("space {space}: an answer that could not be read")).with_log(e.to_string())
-    })
+    let memories =
+        |k: &str| -> Option<Vec<Memory>> { answer.get(k)?.as_array()?.iter().map(Memory::from_json).collect() };
+    let read = || {
+        Some(Extracted {
+            added: memories("added")?,
+            updated: memories("updated")?,
+            deleted: answer
+                .get("deleted")?
+                .as_array()?
+                .iter()
+                .map(|d| d.as_str().map(str::to_owned))
+                .collect::<Option<_>>()?,
+            ..Extracted::default()
+        })
+    };
+    read().ok_or_else(|| crate::space::unavailable(format!("space {space}: an answer that could not be read")))
 }

@@ -17,7 +17,8 @@
 //!
 //! Each hit says why it ranked (`why`, and the signals as numbers).
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
+use serde_json::Value as Json;
 
 use super::store::{columns, filter_sql, from_row, Filter, Memory, WIDTH};
 use crate::error::Result;
@@ -46,7 +47,7 @@ pub struct Query {
 }
 
 /// The signals a rank was made of, each in [0, 1].
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub(crate) struct Signals {
     /// Full-text relevance (bm25, relative to the best candidate); 0 when the text did not match.
     pub(crate) text: f64,
@@ -59,7 +60,7 @@ pub(crate) struct Signals {
 }
 
 /// One recalled memory (of the agent, or of its space).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Hit {
     pub(crate) memory: Memory,
     /// The combined rank, in [0, 1].
@@ -67,6 +68,28 @@ pub struct Hit {
     /// Why it ranked, in words.
     pub(crate) why: String,
     pub(crate) signals: Signals,
+}
+
+impl Hit {
+    /// A hit as `GET /memories/search` shows it, read back (a memory space's answer); `None`
+    /// when it is not one.
+    pub(crate) fn from_json(j: &Json) -> Option<Hit> {
+        let s = j.get("signals")?;
+        let num = |k: &str| s.get(k).and_then(Json::as_f64).unwrap_or(0.0);
+        Some(Hit {
+            memory: Memory::from_json(j.get("memory")?)?,
+            score: j.get("score")?.as_f64()?,
+            why: j.get("why").and_then(Json::as_str).unwrap_or_default().to_owned(),
+            signals: Signals {
+                text: num("text"),
+                semantic: s.get("semantic").and_then(Json::as_f64),
+                relevance: num("relevance"),
+                confidence: num("confidence"),
+                recency: num("recency"),
+                frequency: num("frequency"),
+            },
+        })
+    }
 }
 
 /// Words dropped from a recall's query beside the English stop words: the subject of every

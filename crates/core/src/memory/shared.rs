@@ -51,10 +51,12 @@ pub(crate) async fn recall(
     }
     let call = Call { method: "GET", path: format!("/memories/search?{}", q.finish()), body: None };
     let body = request(env.spaces, space, call).await?;
-    let results = body.get("results").cloned().unwrap_or(Json::Null);
-    serde_json::from_value(results).map_err(|e| {
-        crate::space::unavailable(format!("space {space}: an answer that could not be read")).with_log(e.to_string())
-    })
+    let results = body.get("results").and_then(Json::as_array).cloned().unwrap_or_default();
+    results
+        .iter()
+        .map(Hit::from_json)
+        .collect::<Option<Vec<_>>>()
+        .ok_or_else(|| crate::space::unavailable(format!("space {space}: an answer that could not be read")))
 }
 
 /// `own` and `shared` as one list, best first, at most `limit`: a shared memory that says what

@@ -1,7 +1,7 @@
 //! The memories in SQLite: limits, duplicates by normalized text, expiry, versions, filters and
 //! newest-first pages. Plain SQL functions; [`super::memories::Memories`] wraps them in transactions.
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::Value as Json;
 
 use super::by::By;
@@ -26,18 +26,19 @@ pub const MAX_TAG_CHARS: usize = 64;
 pub const MAX_PAGE: i64 = 100;
 
 /// Where a memory came from.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct Source {
     pub(crate) session_id: String,
     pub(crate) message_id: Option<String>,
 }
 
-/// One memory, as the API shows it (and as an agent reads one back from its space).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+/// One memory, as the API shows it (and as an agent reads one back from its space:
+/// [`Memory::from_json`]).
+#[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Memory {
-    #[serde(skip, default)]
+    #[serde(skip)]
     pub(crate) seq: i64,
     pub(crate) id: String,
     pub(crate) content: String,
@@ -61,6 +62,46 @@ pub struct Memory {
     /// When the vector of its text (by the embeddings model in use) was made; `None` until it
     /// exists, and always without embeddings.
     pub(crate) embedded_at: Option<String>,
+}
+
+impl Memory {
+    /// A memory as the API shows it (`GET /memories/{id}` of a memory space), read back; `None`
+    /// when it is not one. (Read by hand: a derived `Deserialize` of this struct costs the wasm
+    /// more than this does.)
+    pub(crate) fn from_json(j: &Json) -> Option<Memory> {
+        let text = |k: &str| j.get(k).and_then(Json::as_str).map(str::to_owned);
+        let opt = |k: &str| match j.get(k) {
+            None | Some(Json::Null) => Some(None),
+            Some(Json::String(s)) => Some(Some(s.clone())),
+            Some(_) => None,
+        };
+        let source = match j.get("source") {
+            None | Some(Json::Null) => None,
+            Some(s) => Some(Source {
+                session_id: s.get("sessionId")?.as_str()?.to_owned(),
+                message_id: s.get("messageId").and_then(Json::as_str).map(str::to_owned),
+            }),
+        };
+        Some(Memory {
+            seq: 0,
+            id: text("id")?,
+            content: text("content")?,
+            category: Category::parse(j.get("category")?.as_str()?).ok()?,
+            tags: j.get("tags")?.as_array()?.iter().map(|t| t.as_str().map(str::to_owned)).collect::<Option<_>>()?,
+            metadata: j.get("metadata").and_then(Json::as_object).cloned().unwrap_or_default(),
+            score: j.get("score").and_then(Json::as_f64),
+            source,
+            created_at: text("createdAt")?,
+            updated_at: text("updatedAt")?,
+            expires_at: opt("expiresAt")?,
+            recalled_at: opt("recalledAt")?,
+            recall_count: j.get("recallCount").and_then(Json::as_i64).unwrap_or(0),
+            valid_from: text("validFrom")?,
+            invalid_at: opt("invalidAt")?,
+            superseded_by: opt("supersededBy")?,
+            embedded_at: opt("embeddedAt")?,
+        })
+    }
 }
 
 /// A memory to store.
