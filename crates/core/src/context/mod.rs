@@ -12,7 +12,7 @@ use serde::Serialize;
 use serde_json::{json, Value as Json};
 
 use crate::access::Reach;
-use crate::blobs::{Blob, Blobs};
+use crate::blobs::{Blob, Blobs, BoxFuture};
 use crate::config::{check_scopes, BlockConfig, BlockKind, BlockScope, SessionConfig, HISTORY_DESCRIPTION};
 use crate::context::prompt::{render, BlockView};
 use crate::error::{Error, ErrorKind, Result};
@@ -313,13 +313,15 @@ impl<'a> Context<'a> {
 
     /// The text of a block kept in the agent's space (its configured text until first written)
     /// and its version, which this session has now read (`space_block_seen`).
-    async fn shared(&self, b: &Block) -> Result<(String, i64)> {
-        let space = self.space_of(b)?;
-        let call = Call { method: "GET", path: format!("/blocks/{}", b.label()), body: None };
-        let s = shared_block(space::request(self.spaces, &space, call).await?, &space)?;
-        self.seen(b, s.version)?;
-        let text = if s.version == 0 { b.cfg.content.clone().unwrap_or_default() } else { s.content };
-        Ok((text, s.version))
+    fn shared<'s>(&'s self, b: &'s Block) -> BoxFuture<'s, Result<(String, i64)>> {
+        Box::pin(async move {
+            let space = self.space_of(b)?;
+            let call = Call { method: "GET", path: format!("/blocks/{}", b.label()), body: None };
+            let s = shared_block(space::request(self.spaces, &space, call).await?, &space)?;
+            self.seen(b, s.version)?;
+            let text = if s.version == 0 { b.cfg.content.clone().unwrap_or_default() } else { s.content };
+            Ok((text, s.version))
+        })
     }
 
     fn seen(&self, b: &Block, version: i64) -> Result<()> {
@@ -333,45 +335,53 @@ impl<'a> Context<'a> {
     /// Writes a block kept in the agent's space: `Ok` with the text and version written, or
     /// the space's refusal (`409 version_conflict` when a replace's version is not the current
     /// one). A replace names `read`, else the version this session last read.
-    pub(crate) async fn write_shared(&self, b: &Block, content: &str, how: SharedWrite) -> Result<(String, i64)> {
-        if !b.writable() {
-            return Err(Error::conflict(format!("Block \"{}\" is readonly", b.label())));
-        }
-        let space = self.space_of(b)?;
-        let label = b.label();
-        let call = match how {
-            SharedWrite::Append => Call {
-                method: "POST",
-                path: format!("/link/blocks/{label}/append"),
-                body: Some(json!({
-                    "content": content, "agent": self.agent, "maxTokens": b.cfg.max_tokens, "initial": b.cfg.content,
-                })),
-            },
-            SharedWrite::Replace(read) => {
-                let read = match read {
-                    Some(v) => v,
-                    None => self
-                        .sql
-                        .query_row(
-                            "SELECT version FROM space_block_seen WHERE session_id = ? AND label = ?",
-                            &[self.session.into(), label.into()],
-                        )?
-                        .map(|r| r.int(0))
-                        .transpose()?
-                        .unwrap_or(0),
-                };
-                Call {
-                    method: "PUT",
-                    path: format!("/link/blocks/{label}"),
-                    body: Some(json!({
-                        "content": content, "version": read, "agent": self.agent, "maxTokens": b.cfg.max_tokens,
-                    })),
-                }
+    /// (Boxed: the tool runs that await it stay small.)
+    pub(crate) fn write_shared<'s>(
+        &'s self,
+        b: &'s Block,
+        content: &'s str,
+        how: SharedWrite,
+    ) -> BoxFuture<'s, Result<(String, i64)>> {
+        Box::pin(async move {
+            if !b.writable() {
+                return Err(Error::conflict(format!("Block \"{}\" is readonly", b.label())));
             }
-        };
-        let s = shared_block(space::request(self.spaces, &space, call).await?, &space)?;
-        self.seen(b, s.version)?;
-        Ok((s.content, s.version))
+            let space = self.space_of(b)?;
+            let label = b.label();
+            let call = match how {
+                SharedWrite::Append => Call {
+                    method: "POST",
+                    path: format!("/link/blocks/{label}/append"),
+                    body: Some(json!({
+                        "content": content, "agent": self.agent, "maxTokens": b.cfg.max_tokens, "initial": b.cfg.content,
+                    })),
+                },
+                SharedWrite::Replace(read) => {
+                    let read = match read {
+                        Some(v) => v,
+                        None => self
+                            .sql
+                            .query_row(
+                                "SELECT version FROM space_block_seen WHERE session_id = ? AND label = ?",
+                                &[self.session.into(), label.into()],
+                            )?
+                            .map(|r| r.int(0))
+                            .transpose()?
+                            .unwrap_or(0),
+                    };
+                    Call {
+                        method: "PUT",
+                        path: format!("/link/blocks/{label}"),
+                        body: Some(json!({
+                            "content": content, "version": read, "agent": self.agent, "maxTokens": b.cfg.max_tokens,
+                        })),
+                    }
+                }
+            };
+            let s = shared_block(space::request(self.spaces, &space, call).await?, &space)?;
+            self.seen(b, s.version)?;
+            Ok((s.content, s.version))
+        })
     }
 
     /// A block with its content and token count.
