@@ -106,7 +106,12 @@ async fn agent_call(
                 Caller::Admin => None,
                 Caller::Scoped(c) => Some(c),
             };
-            let answer = match limited(env, &call.agent).await {
+            // A space's key cannot be an agent's name (`/` is in neither).
+            let key = match call.role {
+                Role::Agent => call.agent.clone(),
+                Role::Space => format!("spaces/{}", call.agent),
+            };
+            let answer = match limited(env, &key).await {
                 Some(e) => {
                     convert::drain(req).await;
                     convert::error(&e)
@@ -151,13 +156,13 @@ fn log_request(agent: &str, method: &str, route: &str, status: u16, ms: u64) {
 /// says the agent is over its limit; the limit is the binding's, and `Retry-After` is the period
 /// of `RATE_LIMIT` when that is set too (else 60 s, the binding's longest period). `RATE_LIMIT`
 /// itself is counted by the agent (see `Agent`): with both set, both apply.
-async fn limited(env: &Env, agent: &str) -> Option<Error> {
+async fn limited(env: &Env, key: &str) -> Option<Error> {
     use worker::js_sys::{Function, Object, Promise, Reflect};
     use worker::wasm_bindgen::JsCast;
     let binding = Reflect::get(env.as_ref(), &"RATE_LIMITER".into()).ok().filter(|b| b.is_object())?;
     let limit: Function = Reflect::get(&binding, &"limit".into()).ok()?.dyn_into().ok()?;
     let arg = Object::new();
-    Reflect::set(&arg, &"key".into(), &agent.into()).ok()?;
+    Reflect::set(&arg, &"key".into(), &key.into()).ok()?;
     let promise: Promise = limit.call1(&binding, &arg).ok()?.dyn_into().ok()?;
     let outcome = worker::wasm_bindgen_futures::JsFuture::from(promise).await.ok()?;
     if Reflect::get(&outcome, &"success".into()).ok()?.as_bool() != Some(false) {
