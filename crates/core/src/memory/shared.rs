@@ -59,18 +59,25 @@ pub(crate) async fn recall(
         .ok_or_else(|| crate::space::unavailable(format!("space {space}: an answer that could not be read")))
 }
 
-/// `own` and `shared` as one list, best first, at most `limit`: a shared memory that says what
-/// one of the agent's own says (the same normalized text) is left out.
-pub(crate) fn merge(mut own: Vec<Hit>, shared: Vec<Hit>, limit: usize) -> Vec<Hit> {
-    for h in shared {
-        let text = normalize(&h.memory.content);
-        if !own.iter().any(|o| normalize(&o.memory.content) == text) {
-            own.push(h);
-        }
+/// `own` and `shared` as one list, at most `limit`: the two merged by rank, each keeping its
+/// own order (a correction that a list put before the fact it corrects stays before it, as
+/// `current` ordered it); a shared memory that says what one of the agent's own says (the
+/// same normalized text) is left out.
+pub(crate) fn merge(own: Vec<Hit>, shared: Vec<Hit>, limit: usize) -> Vec<Hit> {
+    let said: Vec<String> = own.iter().map(|h| normalize(&h.memory.content)).collect();
+    let mut theirs = shared.into_iter().filter(|h| !said.contains(&normalize(&h.memory.content))).peekable();
+    let mut mine = own.into_iter().peekable();
+    let mut out = Vec::new();
+    while out.len() < limit {
+        let take_mine = match (mine.peek(), theirs.peek()) {
+            (Some(a), Some(b)) => a.score >= b.score,
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+            (None, None) => break,
+        };
+        out.extend(if take_mine { mine.next() } else { theirs.next() });
     }
-    own.sort_by(|a, b| b.score.total_cmp(&a.score));
-    own.truncate(limit);
-    own
+    out
 }
 
 /// What a turn of `session` recalls for `text`: `own` (the agent's own hits, unless the mode is
@@ -108,5 +115,31 @@ pub(crate) fn unreachable(env: &Env<'_>, session: &str, space: &str, e: &Error) 
     if env.events.has_listeners(session) {
         let frame = Frame::Space { session_id: session, space, status: "unreachable", message: &e.message };
         env.events.publish(session, &frame.to_json());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn hit(content: &str, score: f64) -> Hit {
+        let m = json!({
+            "id": format!("mem_{content}"), "content": content, "category": "core", "tags": [], "metadata": {},
+            "score": null, "source": null, "createdAt": "2026-01-01T00:00:00.000Z", "updatedAt": "2026-01-01T00:00:00.000Z",
+            "expiresAt": null, "recalledAt": null, "recallCount": 0, "validFrom": "2026-01-01T00:00:00.000Z",
+            "invalidAt": null, "supersededBy": null, "embeddedAt": null,
+        });
+        Hit::from_json(&json!({"memory": m, "score": score, "why": "", "signals": {}})).expect("a hit")
+    }
+
+    #[test]
+    fn merge_keeps_each_lists_order_and_drops_what_the_agent_already_says() {
+        // The agent's own list put a correction (lower score) before what it corrects.
+        let own = vec![hit("moved to Berlin", 0.4), hit("lives in Paris", 0.8)];
+        let shared = vec![hit("Lives in  PARIS", 0.99), hit("likes tea", 0.6), hit("owns a bike", 0.1)];
+        let got: Vec<String> = merge(own, shared, 3).into_iter().map(|h| h.memory.content).collect();
+        assert_eq!(got, ["likes tea", "moved to Berlin", "lives in Paris"]);
+        assert!(Hit::from_json(&json!({"memory": {"id": "x"}, "score": 1.0})).is_none(), "not a hit");
     }
 }
