@@ -11,6 +11,10 @@ import { DurableObject, WorkerEntrypoint } from "cloudflare:workers";
 export interface SessionAgentEnv {
   /** The Durable Object namespace of the `SessionAgent` class (`class_name = "SessionAgent"`). */
   SESSION_AGENT: DurableObjectNamespace<SessionAgent>;
+  /** The directory's shards (`class_name = "AgentDirectory"`): optional; see README.md, "The directory". */
+  AGENT_DIRECTORY?: DurableObjectNamespace<AgentDirectory>;
+  /** Milliseconds an agent's directory report waits after its first write (default 2000). */
+  DIRECTORY_REPORT_MS?: string;
   /** The console's static files (`[assets] binding = "ASSETS"`, `run_worker_first = true`). */
   ASSETS?: Fetcher;
   /** R2: skills, readonly texts and oversize messages. */
@@ -59,6 +63,16 @@ export declare class SessionAgent extends DurableObject<SessionAgentEnv> {
   webSocketMessage(ws: WebSocket, message: string | ArrayBuffer): Promise<void>;
   webSocketClose(ws: WebSocket, code: number, reason: string, wasClean: boolean): Promise<void>;
   webSocketError(ws: WebSocket, error: unknown): Promise<void>;
+}
+
+/**
+ * One shard of the directory of agents (`GET /directory…` at the front door, admin token).
+ * Re-export it and bind it as `AGENT_DIRECTORY` (`class_name = "AgentDirectory"`, with a
+ * `new_sqlite_classes` migration) to keep the directory; without the binding nothing is
+ * reported. Only the Workers layer talks to it.
+ */
+export declare class AgentDirectory extends DurableObject<SessionAgentEnv> {
+  fetch(request: Request): Promise<Response>;
 }
 
 /**

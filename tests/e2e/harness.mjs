@@ -66,7 +66,10 @@ export function workerOptions({ persistDir, apiToken, vars = {}, port, ai } = {}
     modulesRoot: BUILD,
     modulesRules: [{ type: "CompiledWasm", include: ["**/*.wasm"] }],
     compatibilityDate: cfg.compatibilityDate,
-    durableObjects: { SESSION_AGENT: { className: "SessionAgent", useSQLite: true } },
+    durableObjects: {
+      SESSION_AGENT: { className: "SessionAgent", useSQLite: true },
+      AGENT_DIRECTORY: { className: "AgentDirectory", useSQLite: true },
+    },
     r2Buckets: ["SKILLS_BUCKET"],
     // wrangler.toml's [assets]: the console, with the Worker run first for every path.
     assets: { directory: join(BUILD, "console"), binding: "ASSETS",

@@ -89,10 +89,14 @@ function wellFormed(r, what) {
   }
 }
 
+const MOVES_ON_ITS_OWN = ["spill_garbage", "directory_report", "directory_entries"];
+
 /** The agent's whole stored state, from the files: every table of every DO database, R2 keys. */
 function state() {
   const tables = doRows(w.persistDir, "SELECT name FROM sqlite_master WHERE type = 'table' AND sql NOT LIKE 'CREATE VIRTUAL%' AND name NOT LIKE 'sqlite_%'")
-    .map((r) => r[0]).filter((t, i, all) => all.indexOf(t) === i && t !== "spill_garbage").sort();
+    // The directory report (its own row, and the shards' rows) moves on the alarm a moment
+    // after the setup's writes, not with any request: left out, as the sweep's garbage is.
+    .map((r) => r[0]).filter((t, i, all) => all.indexOf(t) === i && !MOVES_ON_ITS_OWN.includes(t)).sort();
   return JSON.stringify([tables.map((t) => [t, doRows(w.persistDir, `SELECT * FROM "${t}"`).map((r) => JSON.stringify(r)).sort()]), r2Keys(w.persistDir).sort()]);
 }
 

@@ -14,7 +14,9 @@ use super::access::{Needs, Who};
 use super::call::{Answer, Call, Handler};
 use super::http::Method::{self, Delete, Get, Patch, Post, Put};
 use super::http::Response;
-use super::{chat, compactions, context, mcp, memories, messages, schedules, search, sessions, tokens, transfer};
+use super::{
+    chat, compactions, context, directory, mcp, memories, messages, schedules, search, sessions, tokens, transfer,
+};
 use session_agent_core::error::{Error, Result};
 
 /// What a handler does with the request body.
@@ -291,6 +293,7 @@ pub const ROUTES: &[Route] = &[
     ),
     route("/schedules/{schedule}/runs", Who::Agent, &[get(now(schedules::runs), &["limit", "cursor"])]),
     route("/schedules/{schedule}/run", Who::Agent, &[bare(Post, later(schedules::run))]),
+    route("/usage", Who::Agent, &[get(now(directory::usage), &["from", "to"])]),
     route("/tokens/revoke", Who::Admin, &[write(Post, now(tokens::revoke))]),
     route("/", Who::Admin, &[bare(Delete, later(transfer::erase))]),
     route("/export", Who::Admin, &[get(later(transfer::export_agent), &[])]),

@@ -33,6 +33,7 @@ pub const MIGRATIONS: &[(i64, &str, &str)] = &[
     (12, "validity", migration!("0012_validity.sql")),
     (13, "vectors", migration!("0013_vectors.sql")),
     (14, "schedules", migration!("0014_schedules.sql")),
+    (16, "directory", migration!("0016_directory.sql")),
 ];
 
 /// Where the line that starts at `at` ends (after its `\n`, or at the end), and whether it is a

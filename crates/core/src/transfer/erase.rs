@@ -42,6 +42,7 @@ pub(crate) const ERASED: &[&str] = &[
     "schedule_runs",
     "schedules",
     "maintenance",
+    "usage_ledger",
 ];
 
 /// Objects deleted per sweep round.
