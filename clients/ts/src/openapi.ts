@@ -3093,8 +3093,9 @@ export interface paths {
          *     (`POST …/chat`, the agent-level chat, a WebSocket chat frame, a scheduled run; a
          *     stopped turn too, with `estimated` counts when the provider had not said; a failed
          *     turn stores nothing and counts nothing), written in the transaction that stores the
-         *     turn, at the turn's time. `bySession`: the 100 sessions with the most tokens in the
-         *     range. An erase (`DELETE /agents/{agent}`) empties the ledger. Agent-wide: a token
+         *     turn, at the turn's time (a scheduled run on a fresh history, which stores no turn, is
+         *     recorded with its run, under the session id `#schedule`). `bySession`: the 100 sessions
+         *     with the most tokens in the range. An erase (`DELETE /agents/{agent}`) empties the ledger. Agent-wide: a token
          *     limited to sessions is `403`; scope `read` is enough.
          */
         get: operations["agentUsage"];
