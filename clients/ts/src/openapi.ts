@@ -9527,10 +9527,10 @@ export interface operations {
                 kind?: "agent" | "space";
                 /** @description Only names that start with this (compared as bytes; an agent name's characters, `400` otherwise). */
                 prefix?: string;
-                /** @description Only entries whose `lastActiveAt` is at or after this ISO-8601 time (`400` if it is none). */
-                activeAfter?: string;
-                /** @description Only entries whose `lastActiveAt` is before this ISO-8601 time (`400` if it is none). */
-                activeBefore?: string;
+                /** @description Only entries whose `lastActiveAt` is at or after this time (`TimeFilter`; `400` if it is none). */
+                activeAfter?: components["schemas"]["TimeFilter"];
+                /** @description Only entries whose `lastActiveAt` is before this time (`TimeFilter`; `400` if it is none). */
+                activeBefore?: components["schemas"]["TimeFilter"];
                 /** @description At most this many entries (1–1,000, default 50; `400` otherwise). */
                 limit?: number;
                 /**
@@ -9566,10 +9566,10 @@ export interface operations {
     directoryUsage: {
         parameters: {
             query?: {
-                /** @description The range's start, ISO-8601 (inclusive). Absent, the epoch. */
-                from?: string;
-                /** @description The range's end, ISO-8601 (exclusive; not before `from`, `400` otherwise). Absent, now. */
-                to?: string;
+                /** @description The range's start (`TimeFilter`; inclusive). Absent, the epoch. */
+                from?: components["schemas"]["TimeFilter"];
+                /** @description The range's end (`TimeFilter`; exclusive; not before `from`, `400` otherwise). Absent, now. */
+                to?: components["schemas"]["TimeFilter"];
                 /** @description Only agents whose names start with this. */
                 prefix?: string;
                 /** @description At most this many agents (1–1,000, default 50; `400` otherwise). */
@@ -9643,10 +9643,10 @@ export interface operations {
     agentUsage: {
         parameters: {
             query?: {
-                /** @description The range's start, ISO-8601 (inclusive). Absent, the epoch. */
-                from?: string;
-                /** @description The range's end, ISO-8601 (exclusive; not before `from`, `400` otherwise). Absent, now. */
-                to?: string;
+                /** @description The range's start (`TimeFilter`; inclusive). Absent, the epoch. */
+                from?: components["schemas"]["TimeFilter"];
+                /** @description The range's end (`TimeFilter`; exclusive; not before `from`, `400` otherwise). Absent, now. */
+                to?: components["schemas"]["TimeFilter"];
             };
             header?: never;
             path: {

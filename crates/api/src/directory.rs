@@ -10,7 +10,7 @@ use super::call::Call;
 use super::http::{parse_query, Request, Response};
 use session_agent_core::directory::shard::{self, MAX_REPORTS};
 use session_agent_core::directory::usage;
-use session_agent_core::directory::{entries_of, merge, After, Kind, Listing, Page, Report};
+use session_agent_core::directory::{entries_of, instant, merge, After, Kind, Listing, Page, Report};
 use session_agent_core::error::{Error, ErrorKind, Result};
 use session_agent_core::sql::Sql;
 use session_agent_core::time::parse_iso;
@@ -91,7 +91,7 @@ pub fn shard_answer(status: u16, body: &[u8]) -> Result<Json> {
 /// `now`): `[from, to)`.
 fn range(from: Option<String>, to: Option<String>, now: &str) -> Result<(String, String)> {
     let time = |k: &str, v: Option<String>, default: &str| -> Result<(String, i64)> {
-        let t = v.filter(|t| !t.is_empty()).unwrap_or_else(|| default.to_owned());
+        let t = instant(k, &v.unwrap_or_else(|| default.to_owned()))?;
         let ms = parse_iso(&t).ok_or_else(|| Error::invalid(format!("{k} must be an ISO-8601 time")))?;
         Ok((t, ms))
     };

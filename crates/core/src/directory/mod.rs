@@ -13,7 +13,7 @@ use serde_json::{Map, Value as Json};
 
 use crate::error::{Error, Result};
 use crate::ids::check_name;
-use crate::time::parse_iso;
+use crate::time::{iso_millis, parse_iso};
 
 /// How many directory objects the directory is spread over. Fixed: an object's shard is a hash
 /// of its kind and name modulo this number, so changing it would strand every row.
@@ -48,6 +48,22 @@ impl Kind {
             _ => Err(Error::invalid("kind must be agent or space")),
         }
     }
+}
+
+/// A time a query parameter `name` gives: an ISO-8601 UTC timestamp, or a date `YYYY-MM-DD`
+/// (its midnight, UTC), as the memory filters take them; normalized to milliseconds, so it
+/// compares with the stored times as text.
+pub fn instant(name: &str, text: &str) -> Result<String> {
+    let t = text.trim();
+    let ms = match t.len() {
+        10 => parse_iso(&format!("{t}T00:00:00Z")),
+        _ => parse_iso(t),
+    };
+    ms.map(iso_millis).ok_or_else(|| {
+        Error::invalid(format!(
+            "{name} must be an ISO-8601 UTC timestamp like 2026-11-22T11:00:00.000Z or a date like 2026-11-22"
+        ))
+    })
 }
 
 /// FNV-1a (32 bits) of `text`: stable across builds and platforms.
@@ -199,22 +215,15 @@ pub struct Listing {
 
 impl Listing {
     /// The listing of the query parameters `get` gives (`kind`, `prefix`, `activeAfter`,
-    /// `activeBefore`, `limit`, `cursor`), checked: anything wrong is `invalid_request`.
+    /// `activeBefore`, `limit`, `cursor`), checked: anything wrong (an empty value too) is
+    /// `invalid_request`.
     pub fn parse(get: &dyn Fn(&str) -> Option<String>) -> Result<Listing> {
-        let kind = get("kind").filter(|k| !k.is_empty()).map(|k| Kind::parse(&k)).transpose()?;
-        let prefix = get("prefix").filter(|p| !p.is_empty());
+        let kind = get("kind").map(|k| Kind::parse(&k)).transpose()?;
+        let prefix = get("prefix");
         if let Some(p) = &prefix {
             check_name("prefix", p)?;
         }
-        let time = |k: &str| -> Result<Option<String>> {
-            match get(k).filter(|t| !t.is_empty()) {
-                None => Ok(None),
-                Some(t) => match parse_iso(&t) {
-                    Some(_) => Ok(Some(t)),
-                    None => Err(Error::invalid(format!("{k} must be an ISO-8601 time"))),
-                },
-            }
-        };
+        let time = |k: &str| get(k).map(|t| instant(k, &t)).transpose();
         let (active_after, active_before) = (time("activeAfter")?, time("activeBefore")?);
         let limit = match get("limit") {
             None => DEFAULT_LIMIT,
@@ -223,7 +232,7 @@ impl Listing {
                 _ => return Err(Error::invalid(format!("limit must be an integer from 1 to {MAX_LIMIT}"))),
             },
         };
-        let after = get("cursor").filter(|c| !c.is_empty()).map(|c| After::parse(&c)).transpose()?;
+        let after = get("cursor").map(|c| After::parse(&c)).transpose()?;
         Ok(Listing { kind, prefix, active_after, active_before, after, limit })
     }
 
