@@ -27,6 +27,8 @@
 //                       the resume request's first chunk against the floor, bytes kept per turn
 //   BENCH_CLIENTS=0     skip bench/clients.mjs: the AI SDK's chat client on a long branch, and the
 //                       sizes of the console, the client package and the Worker package
+//   BENCH_DIRECTORY=0   skip bench/directory.mjs: a write's cost with and without the directory, the
+//                       alarm's report, pages of 100 of 10,000 entries, the cross-agent export
 //   BENCH_SCHEDULES_RUN=0  skip bench/schedules.mjs: the alarm's lateness for schedules due together,
 //                       a scheduled run against a plain turn, maintenance per wake-up
 //   BENCH_SPACES=0      skip bench/spaces.mjs: a turn's wall and server CPU with a shared memory
@@ -195,3 +197,4 @@ if (process.env.BENCH_TURNS !== "0") await import("./turns.mjs"); // stop and re
 if (process.env.BENCH_CLIENTS !== "0") await import("./clients.mjs"); // useChat's client, package sizes: bench/clients.mjs
 if (process.env.BENCH_SCHEDULES_RUN !== "0") await import("./schedules.mjs"); // the alarm: bench/schedules.mjs
 if (process.env.BENCH_SPACES !== "0") await import("./spaces.mjs"); // memory spaces: bench/spaces.mjs
+if (process.env.BENCH_DIRECTORY !== "0") await import("./directory.mjs"); // the directory of agents: bench/directory.mjs

@@ -17,6 +17,7 @@ use worker::{
 
 use super::{
     convert,
+    directory::{self, AGENT_DIRECTORY},
     do_sql::DoSql,
     llm::{WorkersTransport, AI_BINDING},
     r2::R2Blobs,
@@ -31,11 +32,14 @@ use session_agent_core::access::RateLimit;
 use session_agent_core::after::{After, Ask, Flight, Next as FlightNext};
 use session_agent_core::cache::{self, ReadCache};
 use session_agent_core::config::SessionConfig;
+use session_agent_core::directory::report::{self, REPORT_DELAY_MS};
+use session_agent_core::directory::Kind;
 use session_agent_core::error::{Error, ErrorKind};
 use session_agent_core::llm::embeddings::EmbeddingsConfig;
 use session_agent_core::llm::LlmConfig;
 use session_agent_core::schedule::alarm;
 use session_agent_core::space::Role;
+use session_agent_core::sql::Sql;
 use session_agent_core::store;
 use session_agent_core::time::iso_millis;
 use session_agent_core::transfer::export::AgentExport;
@@ -88,6 +92,18 @@ struct Inner {
     role: Role,
     /// The memory spaces, reached through `MEMORY_SPACE`.
     spaces: WorkersSpaces,
+    /// The directory's shards (`AGENT_DIRECTORY`), if the Worker binds them: every write then
+    /// marks the object dirty and its alarm reports it (none bound: nothing is marked).
+    directory: Option<worker::ObjectNamespace>,
+    /// What the object is in the directory (`Agent::reporting_as`).
+    kind: Cell<Kind>,
+    /// The object's `idFromName` name when the runtime told it (not when an alarm woke it).
+    named: Option<String>,
+    /// How long (ms) a report waits after the write that needs it (`DIRECTORY_REPORT_MS`).
+    report_delay: i64,
+    /// `db.changes()` when the object was last marked dirty or reported: a count that moved
+    /// since means a write.
+    marked: Cell<u64>,
 }
 
 /// What this instance knows of the object's alarm.
@@ -146,7 +162,8 @@ impl Agent {
         });
         // The name given to idFromName; an object made otherwise keys its skills by its id.
         let id = state.id();
-        let name = id.name().unwrap_or_else(|| id.to_string());
+        let named = id.name();
+        let name = named.clone().unwrap_or_else(|| id.to_string());
         // LLM_API_KEY is a secret; a plain var is accepted too (local .dev.vars sets either).
         let var = |k: &str| env.secret(k).map(|v| v.to_string()).or_else(|_| env.var(k).map(|v| v.to_string())).ok();
         let (llm, llm_error) = match LlmConfig::from_vars(var) {
@@ -173,6 +190,9 @@ impl Agent {
         };
         let broken = broken.or(llm_error).or(embeddings_error).or(rate_error).or(vectors_error);
         let transport = WorkersTransport { ai: env.ai(AI_BINDING).ok() };
+        let report_delay =
+            var("DIRECTORY_REPORT_MS").and_then(|v| v.trim().parse::<i64>().ok()).unwrap_or(REPORT_DELAY_MS);
+        let marked = Cell::new(db.changes());
         let inner = Inner {
             db,
             cache: ReadCache::new(cache::DEFAULT_BUDGET),
@@ -194,6 +214,14 @@ impl Agent {
             armed: Cell::new(Armed::Unknown),
             role,
             spaces: WorkersSpaces::new(env.durable_object(SPACE_BINDING).ok(), var("SPACE_TIMEOUT_MS")),
+            directory: env.durable_object(AGENT_DIRECTORY).ok(),
+            kind: Cell::new(match role {
+                Role::Agent => Kind::Agent,
+                Role::Space => Kind::Space,
+            }),
+            named,
+            report_delay: report_delay.clamp(0, 3_600_000),
+            marked,
         };
         Agent { inner: Rc::new(inner) }
     }
@@ -222,6 +250,13 @@ impl Agent {
     /// The agent's name (its `idFromName` name).
     pub fn name(&self) -> &str {
         &self.inner.name
+    }
+
+    /// The same object, listed in the directory as `kind` (a `SessionAgent` is an
+    /// [`Kind::Agent`]; a Durable Object of your own that embeds `Agent` may be another kind).
+    pub fn reporting_as(self, kind: Kind) -> Self {
+        self.inner.kind.set(kind);
+        self
     }
 
     /// Answers one request of the DO API (`docs/openapi.yaml`): WebSocket upgrades, streamed
@@ -467,6 +502,7 @@ impl Agent {
     /// Runs the work an answer left for after it is sent (memory extraction after a turn) in
     /// its own task, so the answer goes out first.
     fn later(&self, mut work: Vec<After>) {
+        self.mark();
         let embeds = work.contains(&After::Embed);
         work.retain(|w| *w != After::Embed);
         if embeds && self.inner.embedding.ask() == Ask::Run {
@@ -487,6 +523,8 @@ impl Agent {
                     api::after(&agent.inner.env(), &[After::Embed]).await;
                 }
             }
+            // What the work wrote (memories extracted, say) is reported too.
+            agent.mark();
             // What the write changed may need the alarm sooner (a schedule, an expiry, a retry).
             agent.arm().await;
         });
@@ -514,8 +552,73 @@ impl Agent {
             woken.consolidated.retired
         );
         self.later(woken.after);
+        self.report().await;
         self.arm().await;
         Response::ok("")
+    }
+
+    /// Marks the object dirty after a write (when the Worker binds the directory): in the same
+    /// turn as the write, so both commit together, with the alarm set for its report (the
+    /// alarm's call is made now, not awaited: the write is queued in this turn). A crash after
+    /// the write is then repaired by that alarm, with no request.
+    fn mark(&self) {
+        let inner = &self.inner;
+        if inner.directory.is_none() || inner.db.changes() == inner.marked.get() {
+            return;
+        }
+        let due = match report::mark(&inner.db, now_ms(), inner.report_delay, inner.named.as_deref()) {
+            Ok(due) => due,
+            Err(e) => return console_warn!("SessionAgent: marking the directory report: {}", e.message),
+        };
+        inner.marked.set(inner.db.changes());
+        if matches!(inner.armed.get(), Armed::At(t) if t <= due && t > now_ms()) {
+            return;
+        }
+        match inner.db.set_alarm_now(due) {
+            Ok(promise) => {
+                inner.armed.set(Armed::At(due));
+                spawn_local(async move {
+                    if let Err(e) = worker::wasm_bindgen_futures::JsFuture::from(promise).await {
+                        console_warn!("SessionAgent: setting the alarm: {e:?}");
+                    }
+                });
+            }
+            Err(e) => console_warn!("SessionAgent: setting the alarm: {e:?}"),
+        }
+    }
+
+    /// The object's report to its directory shard, when one is due: its figures (or its
+    /// removal when it holds nothing), then the mark cleared; a failure is retried later.
+    async fn report(&self) {
+        let inner = &self.inner;
+        let generation = match report::pending(&inner.db, now_ms()) {
+            Ok(Some(g)) => g,
+            Ok(None) => return,
+            Err(e) => return console_warn!("SessionAgent: the directory report: {}", e.message),
+        };
+        let Some(ns) = &inner.directory else {
+            // Marked while the Worker bound the directory, which it no longer does.
+            if let Err(e) = report::forget(&inner.db) {
+                console_warn!("SessionAgent: the directory report: {}", e.message);
+            }
+            return inner.marked.set(inner.db.changes());
+        };
+        let started = now_ms();
+        let done = match report::stats(&inner.db, inner.kind.get(), &inner.name, inner.db.database_size(), started) {
+            Ok(r) => match directory::send(ns, &r).await {
+                Ok(()) => report::sent(&inner.db, &r, generation, now_ms(), inner.report_delay),
+                Err(e) => Err(e),
+            },
+            Err(e) => Err(e),
+        };
+        if let Err(e) = done {
+            console_warn!("SessionAgent: the directory report failed (retried later): {}", e.message);
+            if let Err(e) = report::failed(&inner.db, now_ms()) {
+                console_warn!("SessionAgent: the directory report: {}", e.message);
+            }
+        }
+        console_log!("SessionAgent: directory report, {} ms", now_ms() - started);
+        inner.marked.set(inner.db.changes());
     }
 
     /// Sets the alarm again in the background ([`Agent::arm`]).

@@ -32,6 +32,11 @@ extern "C" {
         this: &TxStorage,
         f: &mut dyn FnMut() -> std::result::Result<JsValue, JsValue>,
     ) -> std::result::Result<JsValue, JsValue>;
+
+    /// Sets the alarm: the call itself queues the write, in the current turn (its promise only
+    /// says when it is stored), so it commits with that turn's SQL writes.
+    #[wasm_bindgen(method, catch, js_name = setAlarm)]
+    fn set_alarm(this: &TxStorage, at_ms: f64) -> std::result::Result<js_sys::Promise, JsValue>;
 }
 
 /// A Durable Object's SQLite database.
@@ -44,6 +49,17 @@ pub(crate) struct DoSql {
 }
 
 impl DoSql {
+    /// The database's size in bytes (`SqlStorage.databaseSize`), 0 if the runtime has none.
+    pub(crate) fn database_size(&self) -> i64 {
+        js_sys::Reflect::get(&self.sql, &"databaseSize".into()).ok().and_then(|v| v.as_f64()).unwrap_or(0.0) as i64
+    }
+
+    /// Sets the object's alarm for `at_ms` now, in this turn (see `TxStorage::set_alarm`); the
+    /// promise it returns, which says when the alarm is stored.
+    pub(crate) fn set_alarm_now(&self, at_ms: i64) -> std::result::Result<js_sys::Promise, JsValue> {
+        self.storage.set_alarm(at_ms as f64)
+    }
+
     pub(crate) fn new(storage: &Storage) -> Self {
         DoSql {
             sql: AsRef::<JsValue>::as_ref(&storage.sql()).clone(),

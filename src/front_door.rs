@@ -1,4 +1,5 @@
-//! The front door Worker: `GET /healthz`, the console (static assets), and `/agents/{agent}/…` forwarded to
+//! The front door Worker: `GET /healthz`, the console (static assets), the directory's reads
+//! (`GET /directory…`, admin only, in `directory`), and `/agents/{agent}/…` forwarded to
 //! that agent's `SessionAgent` after the bearer-token check. Another Worker that binds the class
 //! calls the DO directly and skips this (a binding is already a capability).
 //!
@@ -11,9 +12,10 @@ use worker::{console_log, event, Context, Date, Env, Request, Response, Result};
 
 use super::convert::{self, split_url};
 use super::crypto;
+use super::directory;
 use session_agent_api::access::{Claims, CLAIMS_HEADER};
 use session_agent_api::front::{
-    self, AgentCall, Caller, Cors, Door, Incoming, Next, Presented, Sent, Settings, Upgrade,
+    self, AgentCall, Caller, Cors, DirectoryCall, Door, Incoming, Listed, Next, Presented, Sent, Settings, Upgrade,
 };
 use session_agent_api::template as route_of;
 use session_agent_core::access::RateLimit;
@@ -49,6 +51,10 @@ async fn fetch(mut req: Request, env: Env, _ctx: Context) -> Result<Response> {
             let (route, answer) = agent_call(&mut req, &env, &method, &url, query, &call).await;
             (call.agent, route, answer)
         }
+        Door::Directory(call) => {
+            let (agent, route) = front::log_route(path);
+            (agent, route, read_directory(&mut req, &env, query, &call).await)
+        }
         Door::Console => {
             let (agent, route) = front::log_route(path);
             (agent, route, console(&req, &env, path).await)
@@ -72,6 +78,20 @@ async fn fetch(mut req: Request, env: Env, _ctx: Context) -> Result<Response> {
 /// A var's text (empty when unset).
 fn var(env: &Env, name: &str) -> String {
     env.var(name).map(|v| v.to_string()).unwrap_or_default()
+}
+
+/// A read of the directory (`GET /directory…`): the admin token only, then the shards asked.
+async fn read_directory(req: &mut Request, env: &Env, query: &str, call: &DirectoryCall) -> Result<Response> {
+    convert::drain(req).await;
+    let caller = authorize(env, call.token.as_deref()).await;
+    if let Err(e) = caller.and_then(|c| front::directory_caller(&c)) {
+        return convert::error(&e);
+    }
+    match call.what {
+        Listed::Entries => directory::list(env, query).await,
+        Listed::Usage => directory::usage(env, query).await,
+        Listed::Export => directory::export(env, query).await,
+    }
 }
 
 /// A request for an agent: its caller (the token), then issued, refused or forwarded; with the

@@ -13,6 +13,8 @@
 //!   assets and the agent's stub;
 //! - `agent`: the `SessionAgent` Durable Object, which hands each request to the API layer, and
 //!   `MemorySpace`, the same code as a memory space;
+//! - `directory`: the `AgentDirectory` Durable Object (a shard of the directory of agents and
+//!   spaces), an object's report to it, and the front door's `GET /directory…` reads;
 //! - `do_sql`: the core's SQL trait over the DO's `SqlStorage`;
 //! - `crypto`: HMAC-SHA-256 of scoped tokens through WebCrypto;
 //! - `convert`: requests and responses between `worker` types and the API layer's;
@@ -27,6 +29,8 @@ pub mod agent;
 mod convert;
 #[cfg(target_arch = "wasm32")]
 mod crypto;
+#[cfg(target_arch = "wasm32")]
+mod directory;
 #[cfg(target_arch = "wasm32")]
 mod do_sql;
 #[cfg(target_arch = "wasm32")]

@@ -15,6 +15,10 @@ export interface SessionAgentEnv {
   MEMORY_SPACE?: DurableObjectNamespace<MemorySpace>;
   /** How long an agent waits for its memory space (ms, default 5000). */
   SPACE_TIMEOUT_MS?: string;
+  /** The directory's shards (`class_name = "AgentDirectory"`): optional; see README.md, "The directory". */
+  AGENT_DIRECTORY?: DurableObjectNamespace<AgentDirectory>;
+  /** Milliseconds an agent's directory report waits after its first write (default 2000). */
+  DIRECTORY_REPORT_MS?: string;
   /** The console's static files (`[assets] binding = "ASSETS"`, `run_worker_first = true`). */
   ASSETS?: Fetcher;
   /** R2: skills, readonly texts and oversize messages. */
@@ -73,6 +77,16 @@ export declare class SessionAgent extends DurableObject<SessionAgentEnv> {
 export declare class MemorySpace extends DurableObject<SessionAgentEnv> {
   fetch(request: Request): Promise<Response>;
   alarm(): Promise<void>;
+}
+
+/**
+ * One shard of the directory of agents (`GET /directory…` at the front door, admin token).
+ * Re-export it and bind it as `AGENT_DIRECTORY` (`class_name = "AgentDirectory"`, with a
+ * `new_sqlite_classes` migration) to keep the directory; without the binding nothing is
+ * reported. Only the Workers layer talks to it.
+ */
+export declare class AgentDirectory extends DurableObject<SessionAgentEnv> {
+  fetch(request: Request): Promise<Response>;
 }
 
 /**

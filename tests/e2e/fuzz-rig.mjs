@@ -64,6 +64,9 @@ export async function setUp() {
     vars: {
       LLM_PROVIDER: "openai", LLM_BASE_URL: model.baseUrl, LLM_MODEL: "fuzz-model", LLM_TIMEOUT_MS: "5000",
       SESSION_CONFIG: JSON.stringify(CONFIG), TOKEN_SECRET: "fuzz-token-secret-fuzz-token-secret",
+      // Directory reports wait an hour: the alarm that sends one (and the shard it creates)
+      // would change the stored state on its own, between a rejected request's two readings.
+      DIRECTORY_REPORT_MS: "3600000",
     },
   });
   // The data the spec's examples name (agent alice, session chat-1, messages m1..m4 and one

@@ -69,6 +69,7 @@ export function workerOptions({ persistDir, apiToken, vars = {}, port, ai } = {}
     durableObjects: {
       SESSION_AGENT: { className: "SessionAgent", useSQLite: true },
       MEMORY_SPACE: { className: "MemorySpace", useSQLite: true },
+      AGENT_DIRECTORY: { className: "AgentDirectory", useSQLite: true },
     },
     r2Buckets: ["SKILLS_BUCKET"],
     // wrangler.toml's [assets]: the console, with the Worker run first for every path.

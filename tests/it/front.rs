@@ -36,7 +36,26 @@ fn answer(d: Door<'_>) -> (u16, Option<String>) {
         Door::Answer(r) => (r.status, r.header("allow").map(str::to_owned)),
         Door::Console => (0, Some("console".into())),
         Door::Agent(a) => (1, Some(format!("{} {} {:?} {:?}", a.agent, a.tail, a.upgrade, a.token))),
+        Door::Directory(d) => (2, Some(format!("{:?} {:?}", d.what, d.token))),
     }
+}
+
+#[test]
+fn the_directory_is_read_with_get_and_the_admin_token_only() {
+    let bearer = [("authorization", "Bearer t")];
+    for (path, what) in [("/directory", "Entries"), ("/directory/usage", "Usage"), ("/directory/export", "Export")] {
+        let d = answer(door_of("GET", &format!("{path}?limit=5"), &bearer, Sent::Nothing, &PLAIN));
+        assert_eq!(d, (2, Some(format!("{what} Some(\"t\")"))));
+        assert_eq!(answer(door_of("POST", path, &bearer, Sent::Body, &PLAIN)), (405, Some("GET, HEAD".into())));
+        assert_eq!(answer(door_of("GET", &format!("{path}?x=%FF"), &bearer, Sent::Nothing, &PLAIN)).0, 400);
+        assert_eq!(front::log_route(path), (String::new(), path));
+    }
+    // Other paths under it are the console's (or 404 without it).
+    assert_eq!(answer(door_of("GET", "/directory/other", &[], Sent::Nothing, &PLAIN)).0, 0);
+    assert!(front::directory_caller(&Caller::Admin).is_ok());
+    let claims = Claims::issue("a", Role::Agent, json!({"scope": "read", "ttlSeconds": 60}).as_object().unwrap(), NOW).unwrap();
+    let e = front::directory_caller(&Caller::Scoped(claims)).unwrap_err();
+    assert_eq!(e.kind.status(), 403);
 }
 
 const KEYS: [(&str, &str); 3] =

@@ -12,6 +12,7 @@ mod compact_api;
 mod compaction;
 mod context;
 mod conversation;
+mod directory;
 mod expand;
 mod front;
 mod layout;

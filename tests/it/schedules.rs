@@ -260,6 +260,30 @@ fn a_schedule_with_a_session_runs_as_a_turn_there() {
     assert_eq!(history[2]["parts"][0]["text"], "You said earlier words.");
     let r = runs(&api, s["id"].as_str().unwrap());
     assert_eq!(r[0]["reply"], "You said earlier words.");
+    // Its turn's row of the usage ledger, once.
+    let usage = api.get("/usage").body_json();
+    assert_eq!((usage["turns"].as_i64(), usage["bySession"][0]["sessionId"].as_str()), (Some(1), Some("s1")));
+}
+
+#[test]
+fn a_run_on_a_fresh_history_counts_in_the_usage_ledger() {
+    let api = Api::new().with_model();
+    let s = api.post("/schedules", json!({"prompt": "Say hi.", "every": 60})).body_json();
+    api.now.set(api.now.get() + MIN);
+    api.model.reply(Ok(completion("Hi.")));
+    assert_eq!(wake_up(&api).runs, 1);
+    let usage = api.get("/usage").body_json();
+    assert_eq!(
+        (usage["turns"].as_i64(), usage["inputTokens"].as_i64(), usage["outputTokens"].as_i64()),
+        (Some(1), Some(100), Some(20))
+    );
+    assert_eq!(usage["bySession"][0]["sessionId"], "#schedule");
+    // A failed run counts nothing.
+    api.now.set(api.now.get() + MIN);
+    api.model.reply(Err(session_agent_core::error::Error::internal("down")));
+    assert_eq!(wake_up(&api).runs, 1);
+    assert_eq!(runs(&api, s["id"].as_str().unwrap())[0]["status"], "error");
+    assert_eq!(api.get("/usage").body_json()["turns"], 1);
 }
 
 #[test]

@@ -2988,6 +2988,125 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/directory": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A page of the directory of agents (admin token only)
+         * @description The objects that hold data (a session, a message, a memory or a schedule), with the
+         *     figures of their last report, in name order (then kind), one page of at most `limit`
+         *     and the `nextCursor` of the page after it (`null` after the last page); pass it back
+         *     as `cursor`. Answered by the front door, which asks the 16 directory shards in
+         *     parallel and merges their pages by name, so every entry comes once across the pages.
+         *
+         *     An agent reports itself a moment after its writes (by default 2 s after the first
+         *     write of a burst; the var `DIRECTORY_REPORT_MS`), from its alarm, never on the answer
+         *     path: a write shows up here shortly after its answer, an erased agent goes away the
+         *     same way. A report that fails is retried 30 s later; a crash between a write and its
+         *     report is repaired by the alarm the write set. Agents that hold data from before the
+         *     `AGENT_DIRECTORY` binding appear after their next write.
+         *
+         *     Admin token only: a scoped token is `403 forbidden`, none or a wrong one `401`.
+         *     Without the `AGENT_DIRECTORY` binding, `503 not_configured`.
+         */
+        get: operations["listDirectory"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/directory/usage": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A page of agents with their usage over a time range (admin token only)
+         * @description A page of the directory's agents (as `GET /directory?kind=agent`: name order, `prefix`,
+         *     `limit`, `cursor`), each with the sums of its usage ledger over `[from, to)` (its
+         *     `GET /agents/{agent}/usage`, asked in parallel). An agent with no turn in the range
+         *     is listed with zeros. Admin token only.
+         */
+        get: operations["directoryUsage"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/directory/export": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Every agent's export, one after another, as NDJSON (admin token only)
+         * @description For each agent of the directory in name order after `cursor` (with `prefix`), its
+         *     `GET /agents/{agent}/export` (format `session-agent/2`), every line wrapped as
+         *     `{"agent": "<name>", "record": <the line>}`; after each agent's `end` record a line
+         *     `{"cursor": "agent:<name>"}`: an export that stops (a dropped connection, an error)
+         *     is resumed with the last such cursor and goes on with the next agent, so every agent
+         *     comes whole and once. Streamed one agent at a time, as it is read (the front door
+         *     holds at most a line and a page of 20 names): an error midway ends the body early,
+         *     without that agent's cursor line (logged). Admin token only.
+         */
+        get: operations["exportDirectory"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/agents/{agent}/usage": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The agent: picks the Durable Object (`idFromName(agent)`), so each agent has its own
+                 *     database. 1–128 characters of `[A-Za-z0-9._:-]`, checked after percent-decoding
+                 *     (`400` otherwise). Front door only; absent when calling the DO stub directly.
+                 * @example alice
+                 */
+                agent: components["parameters"]["agent"];
+            };
+            cookie?: never;
+        };
+        /**
+         * The agent's usage ledger over a time range
+         * @description The sums of the agent's usage ledger over `[from, to)`: one row per turn that ran
+         *     (`POST …/chat`, the agent-level chat, a WebSocket chat frame, a scheduled run; a
+         *     stopped turn too, with `estimated` counts when the provider had not said; a failed
+         *     turn stores nothing and counts nothing), written in the transaction that stores the
+         *     turn, at the turn's time (a scheduled run on a fresh history, which stores no turn, is
+         *     recorded with its run, under the session id `#schedule`). `bySession`: the 100 sessions
+         *     with the most tokens in the range. An erase (`DELETE /agents/{agent}`) empties the ledger. Agent-wide: a token
+         *     limited to sessions is `403`; scope `read` is enough.
+         */
+        get: operations["agentUsage"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/agents/{agent}/import": {
         parameters: {
             query?: never;
@@ -3838,6 +3957,63 @@ export interface components {
              * @description When the message was stored (server time, not the message's own `createdAt`).
              */
             createdAt: string;
+        };
+        /** @description One object of the directory, as its last report gave it. */
+        DirectoryEntry: {
+            /** @enum {string} */
+            kind: "agent" | "space";
+            /** @description Its `idFromName` name (the agent). */
+            name: string;
+            sessions: number;
+            /** @description Stored messages */
+            messages: number;
+            memories: number;
+            /** @description The size of its SQLite database (the runtime's `databaseSize`). */
+            sqliteBytes: number;
+            /** @description The bytes of its message fields spilled to R2 (what its `spills` rows record); shared skill files are not counted. */
+            r2Bytes: number;
+            /**
+             * Format: date-time
+             * @description When it first reported holding data (else its oldest session or memory).
+             */
+            createdAt: string;
+            /**
+             * Format: date-time
+             * @description Its last write.
+             */
+            lastActiveAt: string;
+            /**
+             * Format: date-time
+             * @description When its shard took the report.
+             */
+            reportedAt: string;
+        };
+        DirectoryPage: {
+            items: components["schemas"]["DirectoryEntry"][];
+            /** @description The next page's `cursor`; `null` after the last page. */
+            nextCursor: string | null;
+        };
+        UsageTotals: {
+            turns: number;
+            inputTokens: number;
+            outputTokens: number;
+            /** @description Turns whose counts were estimated (stopped before the provider said). */
+            estimatedTurns: number;
+        };
+        AgentUsage: components["schemas"]["UsageTotals"] & {
+            /** Format: date-time */
+            from: string;
+            /** Format: date-time */
+            to: string;
+            bySession: (components["schemas"]["UsageTotals"] & {
+                sessionId: string;
+            })[];
+        };
+        DirectoryUsagePage: {
+            items: (components["schemas"]["UsageTotals"] & {
+                name: string;
+            })[];
+            nextCursor: string | null;
         };
         Error: {
             error: {
@@ -9930,6 +10106,185 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listDirectory: {
+        parameters: {
+            query?: {
+                /** @description Only this kind (`agent` or `space`; `400` otherwise). Absent, both. */
+                kind?: "agent" | "space";
+                /** @description Only names that start with this (compared as bytes; an agent name's characters, `400` otherwise). */
+                prefix?: string;
+                /** @description Only entries whose `lastActiveAt` is at or after this time (`TimeFilter`; `400` if it is none). */
+                activeAfter?: components["schemas"]["TimeFilter"];
+                /** @description Only entries whose `lastActiveAt` is before this time (`TimeFilter`; `400` if it is none). */
+                activeBefore?: components["schemas"]["TimeFilter"];
+                /** @description At most this many entries (1–1,000, default 50; `400` otherwise). */
+                limit?: number;
+                /**
+                 * @description Where the page starts: the `nextCursor` of the previous page, as given
+                 *     (`<kind>:<name>`; anything else is `400`). Absent: the first name.
+                 * @example agent:alice
+                 */
+                cursor?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of the directory. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DirectoryPage"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            405: components["responses"]["MethodNotAllowed"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    directoryUsage: {
+        parameters: {
+            query?: {
+                /** @description The range's start (`TimeFilter`; inclusive). Absent, the epoch. */
+                from?: components["schemas"]["TimeFilter"];
+                /** @description The range's end (`TimeFilter`; exclusive; not before `from`, `400` otherwise). Absent, now. */
+                to?: components["schemas"]["TimeFilter"];
+                /** @description Only agents whose names start with this. */
+                prefix?: string;
+                /** @description At most this many agents (1–1,000, default 50; `400` otherwise). */
+                limit?: number;
+                /** @description The `nextCursor` of the previous page, as given (anything else is `400`). */
+                cursor?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The page's agents with their usage. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DirectoryUsagePage"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            405: components["responses"]["MethodNotAllowed"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    exportDirectory: {
+        parameters: {
+            query?: {
+                /** @description Only agents whose names start with this. */
+                prefix?: string;
+                /**
+                 * @description A `cursor` line's value, as given (anything else is `400`). Absent, the first agent.
+                 * @example agent:alice
+                 */
+                cursor?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The agents' exports, streamed. */
+            200: {
+                headers: {
+                    "Cache-Control"?: "no-store";
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {"agent":"alice","record":{"format":"session-agent/2","kind":"agent"}}
+                     *     {"agent":"alice","record":{"kind":"end","counts":{"sessions":0,"messages":0,"memories":0,"memoryVersions":0,"entries":0,"skills":0}}}
+                     *     {"cursor":"agent:alice"}
+                     */
+                    "application/x-ndjson": string;
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            405: components["responses"]["MethodNotAllowed"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    agentUsage: {
+        parameters: {
+            query?: {
+                /** @description The range's start (`TimeFilter`; inclusive). Absent, the epoch. */
+                from?: components["schemas"]["TimeFilter"];
+                /** @description The range's end (`TimeFilter`; exclusive; not before `from`, `400` otherwise). Absent, now. */
+                to?: components["schemas"]["TimeFilter"];
+            };
+            header?: never;
+            path: {
+                /**
+                 * @description The agent: picks the Durable Object (`idFromName(agent)`), so each agent has its own
+                 *     database. 1–128 characters of `[A-Za-z0-9._:-]`, checked after percent-decoding
+                 *     (`400` otherwise). Front door only; absent when calling the DO stub directly.
+                 * @example alice
+                 */
+                agent: components["parameters"]["agent"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The usage over the range. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "from": "2026-11-01T00:00:00.000Z",
+                     *       "to": "2026-12-01T00:00:00.000Z",
+                     *       "turns": 2,
+                     *       "inputTokens": 200,
+                     *       "outputTokens": 40,
+                     *       "estimatedTurns": 0,
+                     *       "bySession": [
+                     *         {
+                     *           "sessionId": "s1",
+                     *           "turns": 2,
+                     *           "inputTokens": 200,
+                     *           "outputTokens": 40,
+                     *           "estimatedTurns": 0
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AgentUsage"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            405: components["responses"]["MethodNotAllowed"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["Internal"];
             503: components["responses"]["ServiceUnavailable"];

@@ -59,6 +59,46 @@ pub enum Door<'a> {
     Console,
     /// A request for an agent, once its caller is known.
     Agent(AgentCall<'a>),
+    /// A read of the directory (`GET /directory…`), the admin's once its caller is known.
+    Directory(DirectoryCall),
+}
+
+/// What a read of the directory asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Listed {
+    /// `GET /directory`: a page of entries.
+    Entries,
+    /// `GET /directory/usage`: a page of agents with their usage over a range.
+    Usage,
+    /// `GET /directory/export`: every agent's export, streamed.
+    Export,
+}
+
+/// A read of the directory.
+#[derive(Debug)]
+pub struct DirectoryCall {
+    pub what: Listed,
+    /// The token it presented (`Authorization: Bearer`).
+    pub token: Option<String>,
+}
+
+/// The directory's path `path` names, if it is one.
+fn listed(path: &str) -> Option<Listed> {
+    match path {
+        "/directory" => Some(Listed::Entries),
+        "/directory/usage" => Some(Listed::Usage),
+        "/directory/export" => Some(Listed::Export),
+        _ => None,
+    }
+}
+
+/// Whether `caller` may read the directory: the admin token only (a scoped token opens one
+/// agent, never the list of all of them).
+pub fn directory_caller(caller: &Caller) -> Result<()> {
+    match caller {
+        Caller::Admin => Ok(()),
+        Caller::Scoped(_) => Err(Error::forbidden("only the admin token reads the directory")),
+    }
 }
 
 /// A request for an agent (`/agents/{agent}/…`) or a memory space (`/spaces/{space}/…`).
@@ -99,6 +139,15 @@ pub fn door<'a>(inc: &Incoming<'a, '_>, settings: &Settings<'_>) -> Door<'a> {
     let not_read = || refusal(&Error::new(ErrorKind::MethodNotAllowed, "allowed methods: GET, HEAD"), "GET, HEAD");
     if inc.path == "/healthz" {
         return Door::Answer(if reads { Response::text(200, "ok") } else { not_read() });
+    }
+    if let Some(what) = listed(inc.path) {
+        if !reads {
+            return Door::Answer(not_read());
+        }
+        if let Err(e) = parse_query(inc.query) {
+            return Door::Answer(Response::error(&e));
+        }
+        return Door::Directory(DirectoryCall { what, token: presented_token(inc, Upgrade::None) });
     }
     let console = !matches!(settings.chat_page.trim(), "off" | "false" | "0");
     let api = ["/agents", "/spaces"].iter().any(|p| inc.path == *p || inc.path.starts_with(&format!("{p}/")));
@@ -276,7 +325,16 @@ pub fn log_route(path: &str) -> (String, &'static str) {
     let (role, rest) = match (path.strip_prefix("/agents/"), path.strip_prefix("/spaces/")) {
         (Some(rest), _) => (Role::Agent, rest),
         (None, Some(rest)) => (Role::Space, rest),
-        (None, None) => return (String::new(), if path == "/healthz" { "/healthz" } else { "(console)" }),
+        (None, None) => {
+            let route = match path {
+                "/healthz" => "/healthz",
+                "/directory" => "/directory",
+                "/directory/usage" => "/directory/usage",
+                "/directory/export" => "/directory/export",
+                _ => "(console)",
+            };
+            return (String::new(), route);
+        }
     };
     let (agent, tail) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
     let agent = decode_segment("agent", agent).ok().filter(|a| check_name("agent", a).is_ok()).unwrap_or_default();

@@ -6,7 +6,7 @@
 //! resource: [`sessions`], [`messages`], [`search`], [`compactions`] (overlays, the originals
 //! behind one, and `POST …/compact`), [`context`] (blocks, prompt, tools), [`chat`] (the agent
 //! turn), [`memories`], [`spaces`] (a memory space's own routes, an agent's choice of space), [`schedules`] (scheduled turns and their runs), [`mcp`] (the tools as an MCP server), [`tokens`] (revocation),
-//! [`transfer`] (export, import, erase, split). [`routes`] is the table of every route, with the
+//! [`transfer`] (export, import, erase, split), [`directory`] (the usage ledger's route, the directory shards' API and what the front door's `/directory` routes need). [`routes`] is the table of every route, with the
 //! handler ([`call`]) of each method; [`access`] says what a scoped token may do; [`ws`] maps
 //! WebSocket frames onto routes; [`socket_tags`] is what a socket is accepted with; [`front`]
 //! is what the front door Worker decides before a request reaches an agent; [`running`] keeps
@@ -17,6 +17,7 @@ pub mod call;
 pub mod chat;
 pub mod compactions;
 pub mod context;
+pub mod directory;
 pub mod front;
 pub mod http;
 pub mod mcp;

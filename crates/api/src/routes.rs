@@ -15,7 +15,8 @@ use super::call::{Answer, Call, Handler};
 use super::http::Method::{self, Delete, Get, Patch, Post, Put};
 use super::http::Response;
 use super::{
-    chat, compactions, context, mcp, memories, messages, schedules, search, sessions, spaces, tokens, transfer,
+    chat, compactions, context, directory, mcp, memories, messages, schedules, search, sessions, spaces, tokens,
+    transfer,
 };
 use session_agent_core::error::{Error, Result};
 use session_agent_core::space::Role;
@@ -294,6 +295,7 @@ pub const ROUTES: &[Route] = &[
     ),
     route("/schedules/{schedule}/runs", Who::Agent, &[get(now(schedules::runs), &["limit", "cursor"])]),
     route("/schedules/{schedule}/run", Who::Agent, &[bare(Post, later(schedules::run))]),
+    route("/usage", Who::Agent, &[get(now(directory::usage), &["from", "to"])]),
     route("/tokens/revoke", Who::Admin, &[write(Post, now(tokens::revoke))]),
     route(
         "/space",

@@ -11,6 +11,8 @@
 //!   of a safe FTS5 query) and `rank` (FTS5 rows ranked for a query at a bounded cost);
 //! - [`store`]: the message store of one agent (schema, messages, trees, oversize fields in
 //!   R2, compaction overlays, history, estimates, sessions, search);
+//! - [`directory`]: the directory of agents and spaces (shards, an object's report, the usage
+//!   ledger);
 //! - [`config`]: `SESSION_CONFIG` and the policies it carries;
 //! - [`llm`]: the one LLM client (providers, streaming) over a transport;
 //! - [`compaction`]: what to summarize and the summary prompt, the originals behind a summary,
@@ -37,6 +39,7 @@ pub mod cache;
 pub mod compaction;
 pub mod config;
 pub mod context;
+pub mod directory;
 pub mod env;
 pub mod error;
 pub mod events;

@@ -14,11 +14,11 @@
  * `/notes` has no authentication of its own, as written: put yours in front of `?user=`
  * before you deploy it. The front door's API is protected by API_TOKEN (or scoped tokens).
  */
-import FrontDoor, { SessionAgent } from "@session-agent/worker";
+import FrontDoor, { AgentDirectory, SessionAgent } from "@session-agent/worker";
 
-// The Durable Object class must be exported by the Worker's main module, under the
-// class_name of wrangler.toml's binding.
-export { SessionAgent };
+// The Durable Object classes must be exported by the Worker's main module, under the
+// class_name of wrangler.toml's bindings.
+export { AgentDirectory, SessionAgent };
 
 // `Env` is generated from wrangler.toml by `npx wrangler types` (worker-configuration.d.ts).
 export default {

@@ -12,6 +12,7 @@
 use super::run::{tick, Tick};
 use crate::after::After;
 use crate::blobs::BoxFuture;
+use crate::directory::report;
 use crate::env::Env;
 use crate::error::Result;
 use crate::memory::maintain::{self, Consolidated};
@@ -131,7 +132,8 @@ async fn run_wake<'a>(env: &'a dyn Fn() -> Env<'a>) -> Woken {
 }
 
 /// The next time (ms) the alarm is needed, if ever: the earliest due schedule, the earliest
-/// expiry of a memory, the next consolidation (when configured), and while a spill sweep or an embedding has work left, [`RETRY_MS`] after
+/// expiry of a memory, the next consolidation (when configured), the object's directory report
+/// (`directory::report::due`), and while a spill sweep or an embedding has work left, [`RETRY_MS`] after
 /// now. A time already past means at once.
 pub fn due(env: &Env<'_>) -> Result<Option<i64>> {
     let sql = env.sql;
@@ -143,6 +145,7 @@ pub fn due(env: &Env<'_>) -> Result<Option<i64>> {
         earliest("SELECT min(next_run_at) FROM schedules WHERE paused = 0")?,
         earliest("SELECT min(expires_at) FROM memories WHERE expires_at IS NOT NULL")?,
         maintain::due(env)?,
+        report::due(sql)?,
     ];
     if exists(sql, "SELECT 1 FROM spill_garbage LIMIT 1")?
         || (env.embeddings.is_on() && exists(sql, "SELECT 1 FROM unembedded LIMIT 1")?)

@@ -18,6 +18,7 @@ use serde_json::{json, Value as Json};
 use super::store::{get, now_ms, Schedule, DEFAULT_PAGE};
 use crate::after::After;
 use crate::blobs::BoxFuture;
+use crate::directory::usage::{self as ledger, Measured};
 use crate::env::Env;
 use crate::error::{Error, ErrorKind, Result};
 use crate::ids::new_id;
@@ -165,6 +166,12 @@ async fn execute(env: &Env<'_>, s: &Schedule) -> Result<Executed> {
 /// Records how run `run_id` ended, keeps the newest runs of its schedule, and tells the agent's
 /// sockets. Returns the run as the API shows it.
 fn finish(env: &Env<'_>, s: &Schedule, run_id: &str, outcome: Result<(String, Usage)>) -> Result<Json> {
+    // A run on a fresh history stores no turn: its row of the usage ledger is written here (a
+    // run in a session got its row with its turn).
+    let fresh_tokens = match (&outcome, &s.session_id) {
+        (Ok((_, u)), None) => Some((u.input_tokens, u.output_tokens)),
+        _ => None,
+    };
     let (status, reply, usage, error) = match outcome {
         Ok((reply, u)) => {
             let usage = json!({"inputTokens": u.input_tokens, "outputTokens": u.output_tokens}).to_string();
@@ -187,6 +194,9 @@ fn finish(env: &Env<'_>, s: &Schedule, run_id: &str, outcome: Result<(String, Us
                 run_id.into(),
             ],
         )?;
+        if let Some(tokens) = fresh_tokens {
+            ledger::record(env.sql, &ended, FRESH, &env.llm.model, tokens, Measured::Provider)?;
+        }
         env.sql.execute(
             "DELETE FROM schedule_runs WHERE schedule_id = ? AND status IS NOT NULL AND seq <= (
                SELECT seq FROM schedule_runs WHERE schedule_id = ? ORDER BY seq DESC LIMIT 1 OFFSET ?)",

@@ -28,6 +28,7 @@ use serde::Serialize;
 
 use crate::cache::{Key, Read, Version};
 use crate::context::Context;
+use crate::directory::usage::{self as ledger, Measured};
 use crate::env::Env;
 use crate::error::{Error, Result, Warned};
 use crate::llm::Usage;
@@ -110,6 +111,9 @@ pub(crate) struct TurnWrite {
     pub(crate) freeze: Option<String>,
     /// Ids of the memories the turn was given: their recall counters move with the commit.
     pub(crate) recalled: Vec<String>,
+    /// The turn's row of the usage ledger, and how its counts were had (none for a write that
+    /// called no model: the user message stored first).
+    pub(crate) ledger: Option<Measured>,
 }
 
 /// Where a turn's assistant message goes.
@@ -495,7 +499,7 @@ impl<'a> Session<'a> {
     /// Writes a finished agent turn in one transaction (see [`TurnWrite`]) and tells the
     /// sockets, in the order written: the user message, the answered messages, the reply.
     pub(crate) async fn commit_turn(&self, turn: TurnWrite) -> Result<Vec<String>> {
-        let TurnWrite { user, updates, assistant, placement, parent, usage, freeze, recalled } = turn;
+        let TurnWrite { user, updates, assistant, placement, parent, usage, freeze, recalled, ledger } = turn;
         let has_user = user.is_some();
         let n_updates = updates.len();
         let has_reply = assistant.is_some();
@@ -535,6 +539,10 @@ impl<'a> Session<'a> {
                     context.freeze(p, &e.now)?;
                 }
                 recall::count_ids(e.sql, &recalled, &e.now)?;
+                if let Some(measured) = ledger {
+                    let tokens = (usage.input_tokens, usage.output_tokens);
+                    ledger::record(e.sql, &e.now, self.id, &e.llm.model, tokens, measured)?;
+                }
                 Ok(appended)
             })
             .await?;

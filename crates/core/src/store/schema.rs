@@ -34,6 +34,7 @@ pub const MIGRATIONS: &[(i64, &str, &str)] = &[
     (13, "vectors", migration!("0013_vectors.sql")),
     (14, "schedules", migration!("0014_schedules.sql")),
     (15, "spaces", migration!("0015_spaces.sql")),
+    (16, "directory", migration!("0016_directory.sql")),
 ];
 
 /// Where the line that starts at `at` ends (after its `\n`, or at the end), and whether it is a

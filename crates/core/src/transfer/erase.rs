@@ -46,6 +46,7 @@ pub(crate) const ERASED: &[&str] = &[
     "space_choice",
     "space_blocks",
     "space_block_seen",
+    "usage_ledger",
 ];
 
 /// Objects deleted per sweep round.

@@ -33,6 +33,7 @@ use crate::blobs::BoxFuture;
 use crate::compaction::truncate::{truncate_older_messages, TruncateOptions};
 use crate::config::{InjectConfig, OnDisconnect};
 use crate::context::tools::Tool;
+use crate::directory::usage::Measured;
 use crate::error::{Error, ErrorKind, Result};
 use crate::ids::new_id;
 use crate::llm::{chat, ChatMessage, ChatRequest, Format, Piece, ToolCall, ToolSpec, Usage};
@@ -201,6 +202,7 @@ async fn store_user_first(session: &Session<'_>, start: &mut Start) -> Result<()
         usage: Usage::default(),
         freeze: None,
         recalled: Vec::new(),
+        ledger: None,
     };
     session.commit_turn(write).await?;
     start.parent = Some(id);
@@ -304,6 +306,8 @@ impl Reply<'_, '_> {
             usage,
             freeze,
             recalled,
+            // A stopped turn's input tokens are estimated when the provider had not said.
+            ledger: Some(if ended == Ended::Stopped { Measured::Estimated } else { Measured::Provider }),
         };
         session.commit_turn(write).await?;
         // After the answer: compaction as after an append, or, when the cap left messages out

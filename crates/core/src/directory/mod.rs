@@ -1,0 +1,343 @@
+//! The directory of agents and spaces: every object that holds data reports its figures
+//! ([`Entry`]) to one of [`DIRECTORY_SHARDS`] directory objects, the one [`shard_of`] its kind
+//! and name; a listing asks every shard for a page ([`Listing`]) and [`merge`]s them by name.
+//! [`shard`] is a shard's table, [`report`] an object's side (marked dirty by its writes,
+//! reported by its alarm), [`usage`] the per-turn usage ledger.
+
+pub mod report;
+pub mod shard;
+pub mod usage;
+
+use serde::Serialize;
+use serde_json::{Map, Value as Json};
+
+use crate::error::{Error, Result};
+use crate::ids::check_name;
+use crate::time::{iso_millis, parse_iso};
+
+/// How many directory objects the directory is spread over. Fixed: an object's shard is a hash
+/// of its kind and name modulo this number, so changing it would strand every row.
+pub const DIRECTORY_SHARDS: u32 = 16;
+
+/// A listing's page size when none is asked for, and the largest one.
+pub const DEFAULT_LIMIT: i64 = 50;
+pub const MAX_LIMIT: i64 = 1000;
+
+/// What kind of object an entry is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Kind {
+    /// A `SessionAgent` (one agent's memory).
+    Agent,
+    /// A shared memory space.
+    Space,
+}
+
+impl Kind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Agent => "agent",
+            Kind::Space => "space",
+        }
+    }
+
+    /// `agent` or `space`; anything else is `invalid_request`.
+    pub fn parse(text: &str) -> Result<Kind> {
+        match text {
+            "agent" => Ok(Kind::Agent),
+            "space" => Ok(Kind::Space),
+            _ => Err(Error::invalid("kind must be agent or space")),
+        }
+    }
+}
+
+/// A time a query parameter `name` gives: an ISO-8601 UTC timestamp, or a date `YYYY-MM-DD`
+/// (its midnight, UTC), as the memory filters take them; normalized to milliseconds, so it
+/// compares with the stored times as text.
+pub fn instant(name: &str, text: &str) -> Result<String> {
+    let t = text.trim();
+    let ms = match t.len() {
+        10 => parse_iso(&format!("{t}T00:00:00Z")),
+        _ => parse_iso(t),
+    };
+    ms.map(iso_millis).ok_or_else(|| {
+        Error::invalid(format!(
+            "{name} must be an ISO-8601 UTC timestamp like 2026-11-22T11:00:00.000Z or a date like 2026-11-22"
+        ))
+    })
+}
+
+/// FNV-1a (32 bits) of `text`: stable across builds and platforms.
+fn fnv1a(text: &str) -> u32 {
+    text.bytes().fold(0x811c_9dc5u32, |h, b| (h ^ u32::from(b)).wrapping_mul(0x0100_0193))
+}
+
+/// The shard (`0..DIRECTORY_SHARDS`) that keeps the entry of `kind` called `name`.
+pub fn shard_of(kind: Kind, name: &str) -> u32 {
+    fnv1a(&format!("{}:{name}", kind.as_str())) % DIRECTORY_SHARDS
+}
+
+/// The name of shard `n`'s Durable Object (`idFromName`).
+pub fn shard_name(n: u32) -> String {
+    format!("directory-{n}")
+}
+
+/// One object's row: what it reported last.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Entry {
+    #[serde(serialize_with = "kind_text")]
+    pub kind: Kind,
+    pub name: String,
+    pub sessions: i64,
+    pub messages: i64,
+    pub memories: i64,
+    pub sqlite_bytes: i64,
+    pub r2_bytes: i64,
+    pub created_at: String,
+    pub last_active_at: String,
+    /// When the shard took the report (set by the shard).
+    pub reported_at: String,
+}
+
+fn kind_text<S: serde::Serializer>(k: &Kind, s: S) -> std::result::Result<S::Ok, S::Error> {
+    s.serialize_str(k.as_str())
+}
+
+/// What an object tells its shard.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Report {
+    /// It holds data: these are its figures.
+    Holds(Entry),
+    /// It holds nothing (new, or erased): its row goes.
+    Removed { kind: Kind, name: String },
+}
+
+impl Report {
+    /// The kind and name it is about.
+    pub fn key(&self) -> (Kind, &str) {
+        match self {
+            Report::Holds(e) => (e.kind, &e.name),
+            Report::Removed { kind, name } => (*kind, name),
+        }
+    }
+
+    /// As JSON (`{kind, name, removed: true}`, or the entry without `reportedAt`).
+    pub fn to_json(&self) -> Json {
+        match self {
+            Report::Holds(e) => {
+                let mut v = serde_json::to_value(e).unwrap_or_default();
+                if let Some(o) = v.as_object_mut() {
+                    o.remove("reportedAt");
+                }
+                v
+            }
+            Report::Removed { kind, name } => {
+                serde_json::json!({"kind": kind.as_str(), "name": name, "removed": true})
+            }
+        }
+    }
+
+    /// A report as [`Report::to_json`] writes it, checked (names, counts, times).
+    pub fn from_json(v: &Json) -> Result<Report> {
+        let o = v.as_object().ok_or_else(|| Error::invalid("a report must be a JSON object"))?;
+        let text = |k: &str| o.get(k).and_then(Json::as_str).ok_or_else(|| Error::invalid(format!("{k} is required")));
+        let kind = Kind::parse(text("kind")?)?;
+        let name = text("name")?.to_owned();
+        check_name("name", &name)?;
+        if o.get("removed").and_then(Json::as_bool) == Some(true) {
+            return Ok(Report::Removed { kind, name });
+        }
+        let count = |k: &str| match o.get(k).and_then(Json::as_i64) {
+            Some(n) if n >= 0 => Ok(n),
+            _ => Err(Error::invalid(format!("{k} must be a whole number, 0 or more"))),
+        };
+        let time = |k: &str| {
+            let t = text(k)?;
+            parse_iso(t).ok_or_else(|| Error::invalid(format!("{k} must be an ISO-8601 time")))?;
+            Ok::<_, Error>(t.to_owned())
+        };
+        Ok(Report::Holds(Entry {
+            kind,
+            name,
+            sessions: count("sessions")?,
+            messages: count("messages")?,
+            memories: count("memories")?,
+            sqlite_bytes: count("sqliteBytes")?,
+            r2_bytes: count("r2Bytes")?,
+            created_at: time("createdAt")?,
+            last_active_at: time("lastActiveAt")?,
+            reported_at: String::new(),
+        }))
+    }
+}
+
+/// Where a page of the directory ended: the name, then the kind, of its last entry. As text
+/// `<kind>:<name>` (a kind has no `:`, a name may).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct After {
+    pub name: String,
+    pub kind: Kind,
+}
+
+impl After {
+    /// The cursor the API gave out; anything else is `invalid_request`.
+    pub fn parse(text: &str) -> Result<After> {
+        let bad = || Error::invalid("cursor is not one this API gave out");
+        let (kind, name) = text.split_once(':').ok_or_else(bad)?;
+        let kind = Kind::parse(kind).map_err(|_| bad())?;
+        check_name("cursor", name).map_err(|_| bad())?;
+        Ok(After { name: name.to_owned(), kind })
+    }
+
+    pub fn text(&self) -> String {
+        format!("{}:{}", self.kind.as_str(), self.name)
+    }
+
+    /// The cursor after `e`.
+    pub fn of(e: &Entry) -> After {
+        After { name: e.name.clone(), kind: e.kind }
+    }
+}
+
+/// A page of the directory asked for: the filters, where it starts, how many.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Listing {
+    pub kind: Option<Kind>,
+    /// Names that start with this.
+    pub prefix: Option<String>,
+    /// `lastActiveAt` at or after this (ISO).
+    pub active_after: Option<String>,
+    /// `lastActiveAt` before this (ISO).
+    pub active_before: Option<String>,
+    pub after: Option<After>,
+    pub limit: i64,
+}
+
+impl Listing {
+    /// The listing of the query parameters `get` gives (`kind`, `prefix`, `activeAfter`,
+    /// `activeBefore`, `limit`, `cursor`), checked: anything wrong (an empty value too) is
+    /// `invalid_request`.
+    pub fn parse(get: &dyn Fn(&str) -> Option<String>) -> Result<Listing> {
+        let kind = get("kind").map(|k| Kind::parse(&k)).transpose()?;
+        let prefix = get("prefix");
+        if let Some(p) = &prefix {
+            check_name("prefix", p)?;
+        }
+        let time = |k: &str| get(k).map(|t| instant(k, &t)).transpose();
+        let (active_after, active_before) = (time("activeAfter")?, time("activeBefore")?);
+        let limit = match get("limit") {
+            None => DEFAULT_LIMIT,
+            Some(v) => match v.trim().parse::<i64>() {
+                Ok(n) if (1..=MAX_LIMIT).contains(&n) => n,
+                _ => return Err(Error::invalid(format!("limit must be an integer from 1 to {MAX_LIMIT}"))),
+            },
+        };
+        let after = get("cursor").map(|c| After::parse(&c)).transpose()?;
+        Ok(Listing { kind, prefix, active_after, active_before, after, limit })
+    }
+
+    /// The query string a shard is asked with: the same filters, one more row than the page
+    /// (so the merge knows whether more follow).
+    pub fn shard_query(&self) -> String {
+        let mut q = form_pairs();
+        if let Some(k) = self.kind {
+            q.append_pair("kind", k.as_str());
+        }
+        if let Some(p) = &self.prefix {
+            q.append_pair("prefix", p);
+        }
+        if let Some(t) = &self.active_after {
+            q.append_pair("activeAfter", t);
+        }
+        if let Some(t) = &self.active_before {
+            q.append_pair("activeBefore", t);
+        }
+        if let Some(a) = &self.after {
+            q.append_pair("cursor", &a.text());
+        }
+        q.append_pair("limit", &(self.limit + 1).min(MAX_LIMIT + 1).to_string());
+        q.finish()
+    }
+}
+
+/// A tiny `application/x-www-form-urlencoded` writer (the core has no URL crate).
+struct Pairs(String);
+
+fn form_pairs() -> Pairs {
+    Pairs(String::new())
+}
+
+impl Pairs {
+    fn append_pair(&mut self, k: &str, v: &str) {
+        if !self.0.is_empty() {
+            self.0.push('&');
+        }
+        self.0.push_str(&encode(k));
+        self.0.push('=');
+        self.0.push_str(&encode(v));
+    }
+
+    fn finish(self) -> String {
+        self.0
+    }
+}
+
+fn encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => out.push(b as char),
+            _ => out.push_str(&format!("%{b:02X}")),
+        }
+    }
+    out
+}
+
+/// A page of the directory: entries in (name, kind) order, and the cursor of the next page.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Page {
+    pub items: Vec<Entry>,
+    pub next: Option<After>,
+}
+
+impl Page {
+    /// `{items, nextCursor}`.
+    pub fn to_json(&self) -> Json {
+        let mut o = Map::new();
+        o.insert("items".into(), serde_json::to_value(&self.items).unwrap_or_default());
+        o.insert("nextCursor".into(), self.next.as_ref().map_or(Json::Null, |a| Json::String(a.text())));
+        Json::Object(o)
+    }
+}
+
+/// The page of `limit` entries that the shards' pages make together: each shard's page holds
+/// its first rows after the cursor in (name, kind) order (up to `limit + 1`), so the first
+/// `limit` of all of them, merged, are the directory's; one more means a next page.
+pub fn merge(pages: Vec<Vec<Entry>>, limit: i64) -> Page {
+    let mut all: Vec<Entry> = pages.into_iter().flatten().collect();
+    all.sort_by(|a, b| (a.name.as_str(), a.kind).cmp(&(b.name.as_str(), b.kind)));
+    all.dedup_by(|a, b| a.name == b.name && a.kind == b.kind);
+    let limit = limit.max(0) as usize;
+    let more = all.len() > limit;
+    all.truncate(limit);
+    let next = if more { all.last().map(After::of) } else { None };
+    Page { items: all, next }
+}
+
+/// A shard page read back from its JSON (`{items: [...]}`); a malformed one is an error.
+pub fn entries_of(v: &Json) -> Result<Vec<Entry>> {
+    let items = v.get("items").and_then(Json::as_array).ok_or_else(|| Error::internal("a shard answered no items"))?;
+    items
+        .iter()
+        .map(|i| {
+            let reported = i.get("reportedAt").and_then(Json::as_str).unwrap_or_default().to_owned();
+            match Report::from_json(i)? {
+                Report::Holds(mut e) => {
+                    e.reported_at = reported;
+                    Ok(e)
+                }
+                Report::Removed { .. } => Err(Error::internal("a shard listed a removed entry")),
+            }
+        })
+        .collect()
+}
