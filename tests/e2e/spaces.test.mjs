@@ -21,6 +21,7 @@ const CONFIG = {
 };
 const VARS = {
   LLM_PROVIDER: "openai", LLM_MODEL: "test-model", TOKEN_SECRET: "spaces-test-secret-0123456789abcdef",
+  DIRECTORY_REPORT_MS: "100",
   SESSION_CONFIG: JSON.stringify(CONFIG),
 };
 
@@ -169,18 +170,34 @@ test("tokens of one agent or space never open another; link routes are not serve
   assert.equal((await w.json("GET", "/agents/alice/sessions", undefined, as(agent))).status, 200);
 });
 
+test("the directory lists spaces as spaces and agents as agents", async () => {
+  const entries = async (q) => (await w.json("GET", `/directory?${q}`)).body.items;
+  const space = await eventually("the space alice listed", async () =>
+    (await entries("kind=space&prefix=alice")).find((e) => e.name === "alice"), 10_000);
+  assert.equal(space.kind, "space");
+  assert.ok(space.memories >= 1, JSON.stringify(space));
+  assert.equal(space.sessions, 0);
+  const agents = (await entries("kind=agent&prefix=alice")).map((e) => e.name);
+  assert.ok(agents.includes("alice:planner") && !agents.includes("alice"), JSON.stringify(agents));
+});
+
 test("erasing a space erases its memories; erasing an agent leaves what it wrote into the space", async () => {
   model.reset();
   model.reply({ content: "ok" });
   model.reply(facts([{ fact: "The user collects stamps.", score: 0.9 }]));
   await chat("carol:a", "s", "u1", "I collect stamps.");
   await eventually("stamps stored", async () => (await held("carol")).length === 1, 10_000);
+  await eventually("carol and carol:a in the directory", async () =>
+    (await w.json("GET", "/directory?prefix=carol")).body.items.length === 2, 10_000);
   const erase = await w.fetch("/agents/carol:a", { method: "DELETE", headers: { confirm: "erase" } });
   assert.equal(erase.status, 204);
   assert.equal((await held("carol")).length, 1, "the user's fact stays in the space");
   const gone = await w.fetch("/spaces/carol", { method: "DELETE", headers: { confirm: "erase" } });
   assert.equal(gone.status, 204);
   assert.equal((await held("carol")).length, 0);
+  // Neither holds anything now: both leave the directory.
+  await eventually("carol and carol:a out of the directory", async () =>
+    (await w.json("GET", "/directory?prefix=carol")).body.items.length === 0, 10_000);
 });
 
 test("without the MEMORY_SPACE binding every turn still answers, with a space frame", async () => {
