@@ -53,7 +53,8 @@ fn the_directory_is_read_with_get_and_the_admin_token_only() {
     // Other paths under it are the console's (or 404 without it).
     assert_eq!(answer(door_of("GET", "/directory/other", &[], Sent::Nothing, &PLAIN)).0, 0);
     assert!(front::directory_caller(&Caller::Admin).is_ok());
-    let claims = Claims::issue("a", Role::Agent, json!({"scope": "read", "ttlSeconds": 60}).as_object().unwrap(), NOW).unwrap();
+    let claims =
+        Claims::issue("a", Role::Agent, json!({"scope": "read", "ttlSeconds": 60}).as_object().unwrap(), NOW).unwrap();
     let e = front::directory_caller(&Caller::Scoped(claims)).unwrap_err();
     assert_eq!(e.kind.status(), 403);
 }

@@ -158,6 +158,26 @@ const MEMORY_LIST: &[&str] = memory_filter!("asOf", "includeSuperseded", "limit"
 /// `GET /memories/search`: the query, the filters, which facts (validity), the number of hits.
 const MEMORY_SEARCH: &[&str] = memory_filter!("q", "asOf", "includeSuperseded", "limit");
 
+/// The memory routes: the same rows in an agent's table and a memory space's.
+const MEMORIES: Route = route(
+    "/memories",
+    Who::Agent,
+    &[
+        get(now(memories::list), MEMORY_LIST),
+        write(Post, later(memories::create)),
+        op(Delete, now(memories::delete_all), MEMORY_FILTER, Body::Unread),
+    ],
+);
+const MEMORIES_SEARCH: Route = route("/memories/search", Who::Agent, &[get(later(memories::search), MEMORY_SEARCH)]);
+// A memory id is never "batch" (ids are mem_…), so only POST is routed here.
+const MEMORIES_BATCH: Route = route("/memories/batch", Who::Agent, &[write(Post, later(memories::create_all))]);
+const A_MEMORY: Route = route(
+    "/memories/{memory}",
+    Who::Agent,
+    &[get(now(memories::get), &[]), write(Patch, later(memories::patch)), bare(Delete, now(memories::delete))],
+);
+const A_MEMORY_HISTORY: Route = route("/memories/{memory}/history", Who::Agent, &[get(now(memories::history), &[])]);
+
 /// Every route of the Durable Object.
 pub const ROUTES: &[Route] = &[
     route(
@@ -265,24 +285,11 @@ pub const ROUTES: &[Route] = &[
         ops: &[get(now(not_an_upgrade), &[])],
     },
     route("/sessions/{sid}/memories/extract", Who::Session, &[write(Post, later(memories::extract))]),
-    route(
-        "/memories",
-        Who::Agent,
-        &[
-            get(now(memories::list), MEMORY_LIST),
-            write(Post, later(memories::create)),
-            op(Delete, now(memories::delete_all), MEMORY_FILTER, Body::Unread),
-        ],
-    ),
-    route("/memories/search", Who::Agent, &[get(later(memories::search), MEMORY_SEARCH)]),
-    // A memory id is never "batch" (ids are mem_…), so only POST is routed here.
-    route("/memories/batch", Who::Agent, &[write(Post, later(memories::create_all))]),
-    route(
-        "/memories/{memory}",
-        Who::Agent,
-        &[get(now(memories::get), &[]), write(Patch, later(memories::patch)), bare(Delete, now(memories::delete))],
-    ),
-    route("/memories/{memory}/history", Who::Agent, &[get(now(memories::history), &[])]),
+    MEMORIES,
+    MEMORIES_SEARCH,
+    MEMORIES_BATCH,
+    A_MEMORY,
+    A_MEMORY_HISTORY,
     route(
         "/schedules",
         Who::Agent,
@@ -340,23 +347,11 @@ pub const ROUTES: &[Route] = &[
 /// blocks, and the `/link/…` routes its agents' objects call (admin only, so no token reaches
 /// them; the front door does not forward them either).
 pub const SPACE_ROUTES: &[Route] = &[
-    route(
-        "/memories",
-        Who::Agent,
-        &[
-            get(now(memories::list), MEMORY_LIST),
-            write(Post, later(memories::create)),
-            op(Delete, now(memories::delete_all), MEMORY_FILTER, Body::Unread),
-        ],
-    ),
-    route("/memories/search", Who::Agent, &[get(later(memories::search), MEMORY_SEARCH)]),
-    route("/memories/batch", Who::Agent, &[write(Post, later(memories::create_all))]),
-    route(
-        "/memories/{memory}",
-        Who::Agent,
-        &[get(now(memories::get), &[]), write(Patch, later(memories::patch)), bare(Delete, now(memories::delete))],
-    ),
-    route("/memories/{memory}/history", Who::Agent, &[get(now(memories::history), &[])]),
+    MEMORIES,
+    MEMORIES_SEARCH,
+    MEMORIES_BATCH,
+    A_MEMORY,
+    A_MEMORY_HISTORY,
     route("/blocks", Who::Agent, &[get(now(spaces::list_blocks), &[])]),
     route(
         "/blocks/{label}",
