@@ -149,7 +149,11 @@ impl Agent {
         // The name given to idFromName; an object made otherwise keys its skills by its id.
         let id = state.id();
         let named = id.name();
-        let name = named.clone().unwrap_or_else(|| id.to_string());
+        // Started by its alarm (or a hibernated socket) the object is not told its name: the
+        // one its writes kept for the directory, else its id. (Its skills, spilled objects and
+        // tokens are keyed by the name: with the id, a token for the agent would be refused.)
+        let kept = || broken.is_none().then(|| report::kept_name(&db).ok().flatten()).flatten();
+        let name = named.clone().or_else(kept).unwrap_or_else(|| id.to_string());
         // LLM_API_KEY is a secret; a plain var is accepted too (local .dev.vars sets either).
         let var = |k: &str| env.secret(k).map(|v| v.to_string()).or_else(|_| env.var(k).map(|v| v.to_string())).ok();
         let (llm, llm_error) = match LlmConfig::from_vars(var) {
@@ -279,6 +283,11 @@ impl Agent {
         }
         let mut resp = api::handle(&self.inner.env(), &req).await;
         log(&req.method, &req.path, &resp);
+        // Only an answer that succeeded wrote something: a refused one changes nothing, not
+        // even the directory's mark (its rolled-back writes still count in `changes`).
+        if (200..300).contains(&resp.status) {
+            self.mark();
+        }
         self.later(std::mem::take(&mut resp.after));
         convert::write(resp)
     }
@@ -307,6 +316,14 @@ impl Agent {
         let pair = WebSocketPair::new()?;
         if let Err(e) = self.inner.sockets.accept(&pair.server, &sid, claims.as_ref()) {
             return convert::error(&e);
+        }
+        // The socket's frames may come after the object was evicted, which is then not told
+        // its name: kept for the directory report their writes make.
+        if let (Some(_), Some(name)) = (&self.inner.directory, &self.inner.named) {
+            if let Err(e) = report::name(&self.inner.db, name) {
+                console_warn!("SessionAgent: keeping the name for the directory: {}", e.message);
+            }
+            self.inner.marked.set(self.inner.db.changes());
         }
         Response::from_websocket(pair.client)
     }
@@ -356,6 +373,7 @@ impl Agent {
             // The stream ends here; the sweep and the work the turn left come after the answer
             // (the embeddings through the one flight).
             drop(tx);
+            agent.mark();
             agent.later(after);
         });
         match rx.next().await {
@@ -450,6 +468,7 @@ impl Agent {
         for f in answer.frames {
             let _ = ws.send_with_str(f.to_string());
         }
+        self.mark();
         self.later(answer.after);
         Ok(())
     }
@@ -470,7 +489,6 @@ impl Agent {
     /// Runs the work an answer left for after it is sent (memory extraction after a turn) in
     /// its own task, so the answer goes out first.
     fn later(&self, mut work: Vec<After>) {
-        self.mark();
         let embeds = work.contains(&After::Embed);
         work.retain(|w| *w != After::Embed);
         if embeds && self.inner.embedding.ask() == Ask::Run {
@@ -511,6 +529,7 @@ impl Agent {
         let inner = &self.inner;
         let env = || inner.env();
         let woken = alarm::wake(&env).await;
+        self.mark();
         console_log!(
             "SessionAgent alarm: {} runs, {} expired memories purged, {} ms; {} memories consolidated, {} retired",
             woken.runs,
@@ -525,8 +544,10 @@ impl Agent {
         Response::ok("")
     }
 
-    /// Marks the object dirty after a write (when the Worker binds the directory): in the same
-    /// turn as the write, so both commit together, with the alarm set for its report (the
+    /// Marks the object dirty after a write (when the Worker binds the directory; called after
+    /// a request answered 2xx, a socket's frame, a streamed turn, the alarm's wake-up and the
+    /// work after an answer, and a no-op when nothing was written since the last mark): in the
+    /// same turn as the write, so both commit together, with the alarm set for its report (the
     /// alarm's call is made now, not awaited: the write is queued in this turn). A crash after
     /// the write is then repaired by that alarm, with no request.
     fn mark(&self) {

@@ -222,6 +222,13 @@ test("a crash between a write and its report is repaired after the restart, with
     }, 20_000);
     assert.equal(entry.name, "crashed");
     assert.equal(entry.messages, 1);
+    // The alarm started the object without telling it its name: it took the one its write
+    // kept, so a token for the agent still opens it (and its data is keyed right).
+    const issued = await api("POST", "/agents/crashed/tokens", { scope: "read", ttlSeconds: 600 });
+    assert.equal(issued.status, 201);
+    const r2 = await fetch(new URL("/agents/crashed/sessions/s/history", rt.url), { headers: { authorization: `Bearer ${issued.body.token}` } });
+    assert.equal(r2.status, 200, await r2.clone().text());
+    assert.equal((await r2.json()).messages.length, 1);
   } finally {
     await rt.kill();
     rmSync(dir, { recursive: true, force: true });
