@@ -284,9 +284,11 @@ impl Agent {
         let mut resp = api::handle(&self.inner.env(), &req).await;
         log(&req.method, &req.path, &resp);
         // Only an answer that succeeded wrote something: a refused one changes nothing, not
-        // even the directory's mark (its rolled-back writes still count in `changes`).
-        if (200..300).contains(&resp.status) {
-            self.mark();
+        // even the directory's mark, now or after it (its rolled-back writes still count in
+        // `changes`: they are taken as seen).
+        match resp.status {
+            200..=299 => self.mark(),
+            _ => self.unmarked(),
         }
         self.later(std::mem::take(&mut resp.after));
         convert::write(resp)
@@ -465,10 +467,15 @@ impl Agent {
         for w in &answer.warnings {
             console_warn!("ws {sid}: {w}");
         }
+        // A frame answered with an error changed nothing (as a refused request).
+        let refused = answer.frames.iter().any(|f| f["type"] == "error");
         for f in answer.frames {
             let _ = ws.send_with_str(f.to_string());
         }
-        self.mark();
+        match refused {
+            true => self.unmarked(),
+            false => self.mark(),
+        }
         self.later(answer.after);
         Ok(())
     }
@@ -509,8 +516,11 @@ impl Agent {
                     api::after(&agent.inner.env(), &[After::Embed]).await;
                 }
             }
-            // What the work wrote (memories extracted, say) is reported too.
-            agent.mark();
+            // What the work wrote (memories extracted, say) is reported too; the sweep of
+            // spilled objects alone (after every write, refused ones included) is housekeeping.
+            if work.iter().any(|w| *w != After::Sweep) {
+                agent.mark();
+            }
             // What the write changed may need the alarm sooner (a schedule, an expiry, a retry).
             agent.arm().await;
         });
@@ -574,6 +584,12 @@ impl Agent {
             }
             Err(e) => console_warn!("SessionAgent: setting the alarm: {e:?}"),
         }
+    }
+
+    /// Takes every write counted so far as seen without a mark: those of a request that was
+    /// refused (rolled back, yet counted in `changes`).
+    fn unmarked(&self) {
+        self.inner.marked.set(self.inner.db.changes());
     }
 
     /// The object's report to its directory shard, when one is due: its figures (or its
