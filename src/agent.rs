@@ -369,13 +369,25 @@ impl Agent {
         let guard = SetOnDrop(gone.clone());
         spawn_local(async move {
             let env = agent.inner.env();
-            let mut send =
-                |s: Streamed| tx.unbounded_send(s).map_err(|_| Error::new(ErrorKind::Conflict, "the client went away"));
+            // Whether the turn was refused (its first item an error, answered as JSON: it
+            // stored nothing), or streamed.
+            let (refused, streamed) = (Cell::new(false), Cell::new(false));
+            let mut send = |s: Streamed| {
+                match &s {
+                    Streamed::Fail(_) if !streamed.get() => refused.set(true),
+                    Streamed::Fail(_) => {}
+                    Streamed::Data(_) => streamed.set(true),
+                }
+                tx.unbounded_send(s).map_err(|_| Error::new(ErrorKind::Conflict, "the client went away"))
+            };
             let after = api::stream_chat(&env, &req, dialect, &gone, &mut send).await;
             // The stream ends here; the sweep and the work the turn left come after the answer
             // (the embeddings through the one flight).
             drop(tx);
-            agent.mark();
+            match refused.get() {
+                true => agent.unmarked(),
+                false => agent.mark(),
+            }
             agent.later(after);
         });
         match rx.next().await {

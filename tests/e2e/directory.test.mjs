@@ -78,6 +78,27 @@ test("the directory lists exactly the agents that hold data; an erase removes on
   await eventually("the erased agent gone", async () => (await listed("dir-")).join() === "dir-a,dir-c", 10_000);
 });
 
+test("a refused request leaves no mark for the directory (its rolled-back writes included)", async () => {
+  const a = "refused-a";
+  assert.equal((await append(a, "s1", "m1")).status, 201);
+  await eventually("the agent listed", async () => (await listed(a)).length === 1, 10_000);
+  const mark = () => JSON.stringify(doRows(w.persistDir, `SELECT * FROM directory_report WHERE name = '${a}'`));
+  const before = mark();
+  assert.match(before, /refused-a/);
+  const refused = [
+    ["POST", `/agents/${a}/memories`, { content: "x", supersedes: ["mem_nope"] }],
+    ["POST", `/agents/${a}/sessions/s1/chat`, { id: "s1", messages: [text("m9", "assistant", "last")], trigger: "submit-message" }],
+    ["POST", `/agents/${a}/sessions/s1/messages`, { message: { id: "", role: "user", parts: [] } }],
+    ["POST", `/agents/${a}/sessions/s1/messages/batch`, { messages: [text("n1", "user", "x"), { id: "n2" }] }],
+  ];
+  for (const [method, path, body] of refused) {
+    const r = await w.json(method, path, body);
+    assert.ok(r.status >= 400 && r.status < 500, `${path}: ${r.status}`);
+  }
+  await new Promise((r) => setTimeout(r, 500));
+  assert.equal(mark(), before);
+});
+
 test("only the admin token reads the directory: a scoped token is 403, none 401; bad parameters 400", async () => {
   const issued = await w.json("POST", "/agents/dir-a/tokens", { scope: "read", ttlSeconds: 600 });
   assert.equal(issued.status, 201, JSON.stringify(issued.body));
