@@ -163,7 +163,11 @@ impl Agent {
         // The name given to idFromName; an object made otherwise keys its skills by its id.
         let id = state.id();
         let named = id.name();
-        let name = named.clone().unwrap_or_else(|| id.to_string());
+        // Started by its alarm (or a hibernated socket) the object is not told its name: the
+        // one its writes kept for the directory, else its id. (Its skills, spilled objects and
+        // tokens are keyed by the name: with the id, a token for the agent would be refused.)
+        let kept = || broken.is_none().then(|| report::kept_name(&db).ok().flatten()).flatten();
+        let name = named.clone().or_else(kept).unwrap_or_else(|| id.to_string());
         // LLM_API_KEY is a secret; a plain var is accepted too (local .dev.vars sets either).
         let var = |k: &str| env.secret(k).map(|v| v.to_string()).or_else(|_| env.var(k).map(|v| v.to_string())).ok();
         let (llm, llm_error) = match LlmConfig::from_vars(var) {
@@ -311,6 +315,13 @@ impl Agent {
         }
         let mut resp = api::handle(&self.inner.env(), &req).await;
         log(&req.method, &req.path, &resp);
+        // Only an answer that succeeded wrote something: a refused one changes nothing, not
+        // even the directory's mark, now or after it (its rolled-back writes still count in
+        // `changes`: they are taken as seen).
+        match resp.status {
+            200..=299 => self.mark(),
+            _ => self.unmarked(),
+        }
         self.later(std::mem::take(&mut resp.after));
         convert::write(resp)
     }
@@ -339,6 +350,14 @@ impl Agent {
         let pair = WebSocketPair::new()?;
         if let Err(e) = self.inner.sockets.accept(&pair.server, &sid, claims.as_ref()) {
             return convert::error(&e);
+        }
+        // The socket's frames may come after the object was evicted, which is then not told
+        // its name: kept for the directory report their writes make.
+        if let (Some(_), Some(name)) = (&self.inner.directory, &self.inner.named) {
+            if let Err(e) = report::name(&self.inner.db, name) {
+                console_warn!("SessionAgent: keeping the name for the directory: {}", e.message);
+            }
+            self.inner.marked.set(self.inner.db.changes());
         }
         Response::from_websocket(pair.client)
     }
@@ -382,12 +401,25 @@ impl Agent {
         let guard = SetOnDrop(gone.clone());
         spawn_local(async move {
             let env = agent.inner.env();
-            let mut send =
-                |s: Streamed| tx.unbounded_send(s).map_err(|_| Error::new(ErrorKind::Conflict, "the client went away"));
+            // Whether the turn was refused (its first item an error, answered as JSON: it
+            // stored nothing), or streamed.
+            let (refused, streamed) = (Cell::new(false), Cell::new(false));
+            let mut send = |s: Streamed| {
+                match &s {
+                    Streamed::Fail(_) if !streamed.get() => refused.set(true),
+                    Streamed::Fail(_) => {}
+                    Streamed::Data(_) => streamed.set(true),
+                }
+                tx.unbounded_send(s).map_err(|_| Error::new(ErrorKind::Conflict, "the client went away"))
+            };
             let after = api::stream_chat(&env, &req, dialect, &gone, &mut send).await;
             // The stream ends here; the sweep and the work the turn left come after the answer
             // (the embeddings through the one flight).
             drop(tx);
+            match refused.get() {
+                true => agent.unmarked(),
+                false => agent.mark(),
+            }
             agent.later(after);
         });
         match rx.next().await {
@@ -479,8 +511,14 @@ impl Agent {
         for w in &answer.warnings {
             console_warn!("ws {sid}: {w}");
         }
+        // A frame answered with an error changed nothing (as a refused request).
+        let refused = answer.frames.iter().any(|f| f["type"] == "error");
         for f in answer.frames {
             let _ = ws.send_with_str(f.to_string());
+        }
+        match refused {
+            true => self.unmarked(),
+            false => self.mark(),
         }
         self.later(answer.after);
         Ok(())
@@ -502,7 +540,6 @@ impl Agent {
     /// Runs the work an answer left for after it is sent (memory extraction after a turn) in
     /// its own task, so the answer goes out first.
     fn later(&self, mut work: Vec<After>) {
-        self.mark();
         let embeds = work.contains(&After::Embed);
         work.retain(|w| *w != After::Embed);
         if embeds && self.inner.embedding.ask() == Ask::Run {
@@ -523,8 +560,11 @@ impl Agent {
                     api::after(&agent.inner.env(), &[After::Embed]).await;
                 }
             }
-            // What the work wrote (memories extracted, say) is reported too.
-            agent.mark();
+            // What the work wrote (memories extracted, say) is reported too; the sweep of
+            // spilled objects alone (after every write, refused ones included) is housekeeping.
+            if work.iter().any(|w| *w != After::Sweep) {
+                agent.mark();
+            }
             // What the write changed may need the alarm sooner (a schedule, an expiry, a retry).
             agent.arm().await;
         });
@@ -543,6 +583,7 @@ impl Agent {
         let inner = &self.inner;
         let env = || inner.env();
         let woken = alarm::wake(&env).await;
+        self.mark();
         console_log!(
             "SessionAgent alarm: {} runs, {} expired memories purged, {} ms; {} memories consolidated, {} retired",
             woken.runs,
@@ -557,8 +598,10 @@ impl Agent {
         Response::ok("")
     }
 
-    /// Marks the object dirty after a write (when the Worker binds the directory): in the same
-    /// turn as the write, so both commit together, with the alarm set for its report (the
+    /// Marks the object dirty after a write (when the Worker binds the directory; called after
+    /// a request answered 2xx, a socket's frame, a streamed turn, the alarm's wake-up and the
+    /// work after an answer, and a no-op when nothing was written since the last mark): in the
+    /// same turn as the write, so both commit together, with the alarm set for its report (the
     /// alarm's call is made now, not awaited: the write is queued in this turn). A crash after
     /// the write is then repaired by that alarm, with no request.
     fn mark(&self) {
@@ -585,6 +628,12 @@ impl Agent {
             }
             Err(e) => console_warn!("SessionAgent: setting the alarm: {e:?}"),
         }
+    }
+
+    /// Takes every write counted so far as seen without a mark: those of a request that was
+    /// refused (rolled back, yet counted in `changes`).
+    fn unmarked(&self) {
+        self.inner.marked.set(self.inner.db.changes());
     }
 
     /// The object's report to its directory shard, when one is due: its figures (or its

@@ -78,6 +78,27 @@ test("the directory lists exactly the agents that hold data; an erase removes on
   await eventually("the erased agent gone", async () => (await listed("dir-")).join() === "dir-a,dir-c", 10_000);
 });
 
+test("a refused request leaves no mark for the directory (its rolled-back writes included)", async () => {
+  const a = "refused-a";
+  assert.equal((await append(a, "s1", "m1")).status, 201);
+  await eventually("the agent listed", async () => (await listed(a)).length === 1, 10_000);
+  const mark = () => JSON.stringify(doRows(w.persistDir, `SELECT * FROM directory_report WHERE name = '${a}'`));
+  const before = mark();
+  assert.match(before, /refused-a/);
+  const refused = [
+    ["POST", `/agents/${a}/memories`, { content: "x", supersedes: ["mem_nope"] }],
+    ["POST", `/agents/${a}/sessions/s1/chat`, { id: "s1", messages: [text("m9", "assistant", "last")], trigger: "submit-message" }],
+    ["POST", `/agents/${a}/sessions/s1/messages`, { message: { id: "", role: "user", parts: [] } }],
+    ["POST", `/agents/${a}/sessions/s1/messages/batch`, { messages: [text("n1", "user", "x"), { id: "n2" }] }],
+  ];
+  for (const [method, path, body] of refused) {
+    const r = await w.json(method, path, body);
+    assert.ok(r.status >= 400 && r.status < 500, `${path}: ${r.status}`);
+  }
+  await new Promise((r) => setTimeout(r, 500));
+  assert.equal(mark(), before);
+});
+
 test("only the admin token reads the directory: a scoped token is 403, none 401; bad parameters 400", async () => {
   const issued = await w.json("POST", "/agents/dir-a/tokens", { scope: "read", ttlSeconds: 600 });
   assert.equal(issued.status, 201, JSON.stringify(issued.body));
@@ -222,6 +243,13 @@ test("a crash between a write and its report is repaired after the restart, with
     }, 20_000);
     assert.equal(entry.name, "crashed");
     assert.equal(entry.messages, 1);
+    // The alarm started the object without telling it its name: it took the one its write
+    // kept, so a token for the agent still opens it (and its data is keyed right).
+    const issued = await api("POST", "/agents/crashed/tokens", { scope: "read", ttlSeconds: 600 });
+    assert.equal(issued.status, 201);
+    const r2 = await fetch(new URL("/agents/crashed/sessions/s/history", rt.url), { headers: { authorization: `Bearer ${issued.body.token}` } });
+    assert.equal(r2.status, 200, await r2.clone().text());
+    assert.equal((await r2.json()).messages.length, 1);
   } finally {
     await rt.kill();
     rmSync(dir, { recursive: true, force: true });

@@ -11,7 +11,10 @@ only hold its schema version rows.
 Only files whose size or modification time changed are read again, so a call costs a few `stat`s
 plus a read of the database it touched. Left out, with reason: `spill_garbage`, the list of R2
 objects waiting for deletion, which the sweep after any non-GET request works off whatever that
-request's outcome (housekeeping, not the request's effect).
+request's outcome (housekeeping, not the request's effect); and `directory_report`, the agent's
+mark for its directory report, which the work after an earlier answer (a turn's compaction or
+extraction) writes when it ends, possibly while a later request is answered (bookkeeping of the
+earlier request; a refused request itself leaves no mark: tests/e2e/directory.test.mjs).
 
 An error's message never names the storage: no SQL, no table, column, index or trigger name (every
 name with an underscore in the statements of migrations/*.sql, and SQLite's own phrases), the same
@@ -35,7 +38,7 @@ import sqlite3
 import schemathesis
 
 STATE_DIR = os.environ.get("SA_FUZZ_STATE_DIR", "")
-IGNORED_TABLES = {"spill_garbage"}
+IGNORED_TABLES = {"spill_garbage", "directory_report"}
 # Tables that hold rows in a freshly migrated, empty agent database: the schema versions, and
 # the structure records FTS5 writes when an index is created.
 SCHEMA_TABLES = ("schema_version", "_fts_data", "_fts_config")

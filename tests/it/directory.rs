@@ -256,6 +256,12 @@ fn an_objects_report_is_marked_by_writes_and_cleared_only_by_one_that_saw_them_a
     // The name the writes kept wins over one the runtime did not tell (an alarm after a restart).
     let Report::Holds(again) = report::stats(sql, Kind::Space, "0123abcd", 1, 20_000).unwrap() else { panic!() };
     assert_eq!((again.created_at, again.kind, again.name.as_str()), (e.created_at.clone(), Kind::Space, "alice"));
+    // A name told without a write (a socket's handshake) is kept, and changes nothing else.
+    report::name(sql, "alice-renamed").unwrap();
+    report::name(sql, "alice-renamed").unwrap();
+    assert_eq!(report::due(sql).unwrap(), None);
+    let Report::Holds(named) = report::stats(sql, Kind::Agent, "0123abcd", 1, 20_000).unwrap() else { panic!() };
+    assert_eq!(named.name, "alice-renamed");
     // A failure is retried later; forgetting clears it.
     report::mark(sql, 30_000, 2_000, None).unwrap();
     report::failed(sql, 32_000).unwrap();

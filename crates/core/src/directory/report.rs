@@ -31,6 +31,23 @@ pub fn mark(sql: &dyn Sql, now_ms: i64, delay_ms: i64, name: Option<&str>) -> Re
     row.map_or(Ok(now_ms + delay_ms), |r| r.int(0))
 }
 
+/// Keeps the object's name for its reports, told by a request that writes nothing (a
+/// WebSocket handshake: an object woken later by that socket's frames, or by its alarm, is not
+/// told its name). Writes only when the name kept differs.
+pub fn name(sql: &dyn Sql, name: &str) -> Result<()> {
+    sql.execute(
+        "INSERT INTO directory_report (id, name) VALUES (1, ?)
+         ON CONFLICT (id) DO UPDATE SET name = excluded.name WHERE name IS NOT excluded.name",
+        &[name.into()],
+    )
+}
+
+/// The name the object's writes kept, if any: the name of an object that the runtime started
+/// without telling it (an alarm, a hibernated socket's frame after an eviction).
+pub fn kept_name(sql: &dyn Sql) -> Result<Option<String>> {
+    Ok(sql.query_row("SELECT name FROM directory_report", &[])?.map(|r| r.opt_text(0)).transpose()?.flatten())
+}
+
 /// When the report is due (ms), if one waits.
 pub fn due(sql: &dyn Sql) -> Result<Option<i64>> {
     sql.query_row("SELECT due_at FROM directory_report WHERE dirty_since IS NOT NULL AND due_at IS NOT NULL", &[])?
@@ -63,7 +80,7 @@ fn count(sql: &dyn Sql, query: &str) -> Result<i64> {
 /// files are shared, not counted). `createdAt` is when it first reported holding data (else
 /// its oldest session or memory); `lastActiveAt` its last write.
 pub fn stats(sql: &dyn Sql, kind: Kind, name: &str, sqlite_bytes: i64, now_ms: i64) -> Result<Report> {
-    let kept = sql.query_row("SELECT name FROM directory_report", &[])?.map(|r| r.opt_text(0)).transpose()?.flatten();
+    let kept = kept_name(sql)?;
     let name = kept.as_deref().unwrap_or(name);
     let sessions = count(sql, "SELECT count(*) FROM sessions")?;
     let memories = count(sql, "SELECT count(*) FROM memories")?;
