@@ -291,22 +291,16 @@ impl Agent {
             Ok(r) => r,
             Err(e) => return convert::error(&e),
         };
-        if !agent {
-            // A memory space: its own route table, nothing streamed.
-            let mut resp = api::handle(&self.inner.env(), &req).await;
-            log(&req.method, &req.path, &resp);
-            self.later(std::mem::take(&mut resp.after));
-            return convert::write(resp);
-        }
-        if let Some(dialect) = api::chat_stream(&req) {
+        // A memory space streams nothing: every request of its own route table goes below.
+        if let Some(dialect) = api::chat_stream(&req).filter(|_| agent) {
             // Answered as a stream, outside `api::handle` (`api::stream_chat` admits it).
             return self.chat_stream(req, dialect).await;
         }
-        if api::is_resume(&req) {
+        if agent && api::is_resume(&req) {
             // Answered as a stream, outside `api::handle` (`api::resume` admits it).
             return self.resume_stream(&req);
         }
-        if api::is_agent_export(&req) {
+        if agent && api::is_agent_export(&req) {
             // Answered as a stream, outside `api::handle`: the token is checked here.
             if let Err(e) = api::admit(&self.inner.env(), &req) {
                 return convert::error(&e);

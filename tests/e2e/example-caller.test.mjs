@@ -139,7 +139,7 @@ test("the DO's errors surface as the typed error code", { skip }, async () => {
 test("POST /token hands a browser a scoped token for its user only, never the admin token", { skip }, async () => {
   const r = await call("POST", "/token?user=ada&session=trip");
   assert.equal(r.status, 201, JSON.stringify(r.body));
-  assert.deepEqual(Object.keys(r.body).sort(), ["agent", "expiresAt", "scope", "sessions", "token"]);
+  assert.deepEqual(Object.keys(r.body).sort(), ["agent", "expiresAt", "kind", "scope", "sessions", "token"]);
   assert.notEqual(r.body.token, TOKEN);
   const as = (path) => agent.fetch(`http://agent${path}`, { headers: { authorization: `Bearer ${r.body.token}` } });
   assert.equal((await as("/agents/ada/sessions/trip/history")).status, 200);
