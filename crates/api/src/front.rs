@@ -159,7 +159,7 @@ pub fn door<'a>(inc: &Incoming<'a, '_>, settings: &Settings<'_>) -> Door<'a> {
         (None, Some(rest)) => (Role::Space, rest),
         (None, None) => {
             let e = Error::not_found(format!(
-                "no route for {}; the API lives under /agents/{{agent}}/ and /spaces/{{space}}/",
+                "no route for {}; the API lives under /agents/{{agent}}/, /spaces/{{space}}/ and /directory",
                 inc.path
             ));
             return Door::Answer(Response::error(&e));

@@ -34,7 +34,7 @@ pub(crate) struct Source {
 }
 
 /// One memory, as the API shows it (and as an agent reads one back from its space:
-/// [`Memory::from_json`]).
+/// `Memory::from_json`).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Memory {
