@@ -13,7 +13,7 @@ use serde_json::{Map, Value as Json};
 
 use crate::error::{Error, Result};
 use crate::ids::check_name;
-use crate::time::{iso_millis, parse_iso};
+use crate::time::parse_iso;
 
 /// How many directory objects the directory is spread over. Fixed: an object's shard is a hash
 /// of its kind and name modulo this number, so changing it would strand every row.
@@ -54,16 +54,7 @@ impl Kind {
 /// (its midnight, UTC), as the memory filters take them; normalized to milliseconds, so it
 /// compares with the stored times as text.
 pub fn instant(name: &str, text: &str) -> Result<String> {
-    let t = text.trim();
-    let ms = match t.len() {
-        10 => parse_iso(&format!("{t}T00:00:00Z")),
-        _ => parse_iso(t),
-    };
-    ms.map(iso_millis).ok_or_else(|| {
-        Error::invalid(format!(
-            "{name} must be an ISO-8601 UTC timestamp like 2026-11-22T11:00:00.000Z or a date like 2026-11-22"
-        ))
-    })
+    crate::memory::store::Span::bound(name, text)
 }
 
 /// FNV-1a (32 bits) of `text`: stable across builds and platforms.
