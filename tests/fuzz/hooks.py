@@ -149,6 +149,10 @@ def rejected_request_changes_nothing(ctx, response, case):
     changed = []
     for path, tables in after.items():
         old = before.get(path)
+        # A database read while its object was still migrating (one transaction per version)
+        # shows fewer tables than it has: it is judged as a new one, by its rows.
+        if old is not None and set(old) < set(tables):
+            old = None
         if old is None:
             changed += [f"{os.path.basename(path)}:{t}" for t in tables if not t.endswith(SCHEMA_TABLES) and _row_count(path, t)]
             continue
