@@ -270,7 +270,8 @@ impl<'a> Context<'a> {
         }
     }
 
-    /// A block's current content, read from wherever it lives.
+    /// A block's current content, read from wherever it lives (a block kept in the agent's
+    /// space: [`Context::load`], which reads its version with it).
     pub(crate) async fn content(&self, b: &Block) -> Result<String> {
         match (b.kind(), b.origin) {
             (BlockKind::Search, Origin::History) => {
@@ -290,7 +291,6 @@ impl<'a> Context<'a> {
                 Some(key) => Ok(self.blobs.get(key).await?.map(|o| o.text).unwrap_or_default()),
                 None => Ok(b.cfg.content.clone().unwrap_or_default()),
             },
-            (BlockKind::Writable, _) if b.in_space() => Ok(self.shared(b).await?.0),
             (BlockKind::Writable, _) => self.writable_text(b),
             (BlockKind::Search, _) => entries::summary(self.sql, b.label()),
             (BlockKind::Skills, _) => {
