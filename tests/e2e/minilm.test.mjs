@@ -17,7 +17,11 @@ let w;
 before(async () => {
   model = await startMiniLm();
   w = await startWorker({
-    vars: { EMBEDDINGS_PROVIDER: "openai", EMBEDDINGS_BASE_URL: model.baseUrl, EMBEDDINGS_MODEL: EMBEDDING_MODEL },
+    vars: {
+      EMBEDDINGS_PROVIDER: "openai", EMBEDDINGS_BASE_URL: model.baseUrl, EMBEDDINGS_MODEL: EMBEDDING_MODEL,
+      // The memory tools (memory_forget) need long-term memory configured; no turn runs here.
+      SESSION_CONFIG: JSON.stringify({ memory: {} }),
+    },
   });
 });
 after(async () => { await w?.stop(); await model?.close(); });
@@ -189,4 +193,40 @@ test("messages the embeddings endpoint failed for are caught up by a later write
     return h.length > 0 && h;
   });
   assert.equal(hits[0].id, "m1", JSON.stringify(hits));
+});
+
+test("with real vectors, a query that quotes a fact finds it first, and memory_forget {query} forgets only a clear best match", async () => {
+  const A = "quotes-and-forgets";
+  /** Stores `texts` one by one, a moment apart (each newer than the last), and waits for their vectors. */
+  const storeApart = async (texts) => {
+    for (const content of texts) {
+      const r = await call(A, "POST", "/memories", { content });
+      assert.equal(r.status, 201, JSON.stringify(r.body));
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    await waitFor("the memories' embeddings", () => embedded(texts));
+  };
+  const colour = "Favourite colour is teal, like the old front door.";
+  await storeApart([colour, "Teal ducks live near the lake behind the house."]);
+  const hits = await waitFor("both found by meaning", async () => {
+    const h = await search(A, "favourite colour is teal");
+    return h.length >= 2 && h.every((x) => x.signals.semantic != null) && h;
+  });
+  assert.equal(hits[0].memory.content, colour, show(hits));
+
+  const pizza = "Favourite pizza is margherita from the Kestrel Lane corner shop.";
+  await storeApart(["Old phone number is 555 0142, from the Kestrel Lane flat.", pizza, "Keep the bicycle in the Kestrel Lane shed."]);
+  const forget = async (query) => {
+    const r = await call(A, "POST", "/sessions/s/tools/memory_forget", { input: { query } });
+    assert.equal(r.status, 200, JSON.stringify(r.body));
+    return r.body.output;
+  };
+  const held = async () => (await call(A, "GET", "/memories?limit=100")).body.memories.map((m) => m.content);
+  let out = await forget("favourite pizza margherita Kestrel Lane");
+  assert.ok(out.startsWith("Forgot memory mem_") && out.endsWith(pizza), out);
+  assert.equal((await held()).length, 4);
+  // The phone number and the bicycle match "Kestrel Lane" about as well: nothing goes.
+  out = await forget("Kestrel Lane");
+  assert.match(out, /^Several memories match "Kestrel Lane"/, out);
+  assert.equal((await held()).length, 4, "nothing forgotten");
 });

@@ -372,6 +372,35 @@ fn memory_tools_are_offered_only_when_configured() {
 }
 
 #[test]
+fn forget_by_query_acts_only_on_a_clear_best_match() {
+    for api in [memory_api(), memory_api().with_embeddings()] {
+        let run = |input: Json| -> String {
+            let r = api.post("/sessions/s/tools/memory_forget", json!({ "input": input }));
+            assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+            r.body_json()["output"].as_str().unwrap().to_owned()
+        };
+        // Three facts a moment apart, sharing one rare word: the newest is not the best match.
+        for text in [
+            "The user's old phone number is 555 0199 zqx.",
+            "The user's favourite pizza is margherita with basil zqx.",
+            "The user wants to keep the bicycle in the hallway zqx.",
+        ] {
+            store(&api, json!({ "content": text }));
+            api.now.set(api.now.get() + 1_000);
+        }
+        let out = run(json!({"query": "favourite pizza margherita zqx"}));
+        assert!(out.starts_with("Forgot memory mem_"), "{out}");
+        assert!(out.ends_with("The user's favourite pizza is margherita with basil zqx."), "{out}");
+        assert_eq!(list(&api, "").len(), 2);
+        // Two facts that match about as well: nothing is forgotten, both are named.
+        let out = run(json!({"query": "zqx"}));
+        assert!(out.starts_with("Several memories match \"zqx\""), "{out}");
+        assert!(out.contains("old phone number") && out.contains("keep the bicycle"), "{out}");
+        assert_eq!(list(&api, "").len(), 2, "nothing forgotten");
+    }
+}
+
+#[test]
 fn inject_sends_the_facts_after_an_unchanged_frozen_prompt() {
     let api = memory_api();
     let tea = store(&api, json!({"content": "The user likes green tea.", "score": 0.9}));

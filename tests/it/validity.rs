@@ -135,6 +135,74 @@ fn the_newer_of_two_facts_about_one_subject_ranks_first() {
 }
 
 #[test]
+fn a_query_that_quotes_a_fact_finds_it_first() {
+    for api in [Api::new(), Api::new().with_embeddings()] {
+        // A newer fact that shares words (by its vector, it looks like the same subject) is
+        // not a correction of a fact the query states: the stated fact comes first.
+        for other in
+            ["The user lives in Lisbon.", "The user has two cats.", "The user works nights.", "The user reads sci-fi."]
+        {
+            store(&api, json!({ "content": other }));
+        }
+        store(&api, json!({"content": "The user's favourite colour is teal."}));
+        api.now.set(api.now.get() + 60_000);
+        store(&api, json!({"content": "Teal ducks are the user's favourite birds at the lake."}));
+        let r = api.get("/memories/search?q=favourite+colour+is+teal");
+        let hits = r.body_json()["results"].as_array().unwrap().clone();
+        assert_eq!(hits[0]["memory"]["content"], "The user's favourite colour is teal.", "{hits:#?}");
+        assert!(hits[0]["score"].as_f64() >= hits[1]["score"].as_f64());
+        assert!(hits[0]["why"].as_str().unwrap().ends_with("the query quotes it"), "{}", hits[0]["why"]);
+    }
+    for api in [Api::new(), Api::new().with_embeddings()] {
+        store(&api, json!({"content": "The user's sister drives a red Volvo car.", "score": 0.9}));
+        api.now.set(api.now.get() + 30 * DAY);
+        store(&api, json!({"content": "The user's sister sold the Volvo and drives a bike now.", "score": 0.5}));
+        // A question about a fact is no quote: its correction still comes first...
+        let order = contents(&api, "/memories/search?q=what+car+does+my+sister+drive+volvo");
+        assert_eq!(order[0], "The user's sister sold the Volvo and drives a bike now.");
+        // ...and quoting the outdated fact finds it first: what it says is what was asked for.
+        let order = contents(&api, "/memories/search?q=sister+drives+a+red+Volvo");
+        assert_eq!(order[0], "The user's sister drives a red Volvo car.");
+    }
+}
+
+#[test]
+fn consolidate_honours_what_supersedes_names() {
+    let api = Api::new().with_model();
+    let decide = |list: Json| completion(&json!({ "memory": list }).to_string());
+    let tea = store(&api, json!({"content": "The user likes green tea."}));
+    let acme = store(&api, json!({"content": "The user works at Acme."}));
+    let count = || api.count("SELECT count(*) FROM memories") + api.count("SELECT count(*) FROM memory_versions");
+    let before = count();
+    // Checked before the model is asked: unknown 404, retired 409, nothing stored, no model call.
+    for (ids, status) in [(json!(["mem_nope"]), 404), (json!([id(&acme), "mem_nope"]), 404)] {
+        let r = api
+            .post("/memories", json!({"content": "The user likes black tea.", "consolidate": true, "supersedes": ids}));
+        assert_eq!(r.status, status, "{}", String::from_utf8_lossy(&r.body));
+    }
+    assert_eq!((count(), api.model.requests.borrow().len()), (before, 0));
+    // The model says the fact is already known (NONE): still stored, superseding what was named.
+    api.model.reply(Ok(decide(json!([{"id": id(&tea), "event": "NONE"}]))));
+    let r = api.post(
+        "/memories",
+        json!({"content": "The user likes black tea.", "consolidate": true, "supersedes": [id(&acme)]}),
+    );
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    let black = r.body_json();
+    assert_eq!(black["content"], "The user likes black tea.");
+    assert_eq!(api.get(&format!("/memories/{}", id(&acme))).body_json()["supersededBy"], black["id"]);
+    assert_eq!(api.get(&format!("/memories/{}", id(&tea))).body_json()["invalidAt"], Json::Null);
+    // Acme no longer holds: naming it again is 409, before any model call.
+    let asked = api.model.requests.borrow().len();
+    let r = api.post(
+        "/memories",
+        json!({"content": "The user likes oolong.", "consolidate": true, "supersedes": [id(&acme)]}),
+    );
+    assert_eq!(r.status, 409, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(api.model.requests.borrow().len(), asked);
+}
+
+#[test]
 fn consolidate_asks_the_model_and_retires_what_it_replaces() {
     let api = Api::new().with_model();
     // Nothing similar: stored without a model call.

@@ -31,12 +31,7 @@ pub(crate) const LEAST_MEANING: f64 = 0.7;
 
 /// The content words of a fact, cut to their first five letters (a light stem: "lives"/"lived").
 fn words(text: &str) -> Vec<String> {
-    let mut words: Vec<String> = text
-        .split(|c: char| !c.is_alphanumeric())
-        .map(str::to_lowercase)
-        .filter(|w| !w.is_empty() && w != "s" && w != "user" && !is_stopword(w))
-        .map(|w| w.chars().take(5).collect())
-        .collect();
+    let mut words = phrase(text);
     words.sort();
     words.dedup();
     words
@@ -163,6 +158,48 @@ pub(crate) fn newer_first(sql: &dyn Sql, hits: &mut Vec<Hit>) -> Result<Vec<i64>
         hits.insert(i, hit);
     }
     Ok(moved)
+}
+
+/// Least content words a query has for it to quote a fact: fewer say too little to single one
+/// out, unless they are the whole fact.
+pub(crate) const QUOTE_WORDS: usize = 3;
+
+/// The content words of a text in their order, cut as [`words`] cuts them.
+fn phrase(text: &str) -> Vec<String> {
+    text.split(|c: char| !c.is_alphanumeric())
+        .map(str::to_lowercase)
+        .filter(|w| !w.is_empty() && w != "s" && w != "user" && !is_stopword(w))
+        .map(|w| w.chars().take(5).collect())
+        .collect()
+}
+
+/// Moves the fact `query` quotes to the front of `hits` (best first), whatever reordering
+/// ranked it lower: a query that states a stored fact finds that fact first. The query quotes a
+/// fact when its content words ([`phrase`]) are a run of the fact's, in order, and they are at
+/// least [`QUOTE_WORDS`] or the whole fact; and exactly one hit is quoted so. A question about
+/// a fact is no quote ("what car does my sister drive" of "my sister drives a red Volvo car"):
+/// a correction may still rank above what it corrects. The quoted fact takes the first place's
+/// score and says why.
+pub(crate) fn quoted_first(query: &str, hits: &mut [Hit]) {
+    let asked = phrase(query);
+    if asked.is_empty() {
+        return;
+    }
+    let quotes = |h: &Hit| {
+        let fact = phrase(&h.memory.content);
+        let long_enough = asked.len() >= QUOTE_WORDS || asked.len() == fact.len();
+        long_enough && fact.windows(asked.len()).any(|run| run == asked.as_slice())
+    };
+    let mut quoted = hits.iter().enumerate().filter(|(_, h)| quotes(h)).map(|(i, _)| i);
+    let (Some(i), None) = (quoted.next(), quoted.next()) else { return };
+    if i == 0 {
+        return;
+    }
+    let first = hits[0].score;
+    hits[..=i].rotate_right(1);
+    let hit = &mut hits[0];
+    hit.score = hit.score.max(first);
+    hit.why.push_str(", the query quotes it");
 }
 
 #[cfg(test)]

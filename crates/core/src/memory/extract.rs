@@ -271,10 +271,13 @@ pub async fn distill(memories: &Memories<'_>, session: &str, x: &Exchange, agent
 /// memories that hold now, as extraction does with a fact, and stored as it decides: memories it
 /// updates or deletes stop holding, superseded by `new`; when it finds `new` already said, the
 /// most similar memory is the answer, unchanged (`Stored::Merged`). The model is asked before
-/// anything is written.
+/// anything is written. What the caller named comes first: the memories `new.supersedes` names
+/// are checked before the model is asked (`not_found`, `conflict`: nothing stored), and when it
+/// names any, `new` is stored superseding them whatever the model answers.
 pub async fn consolidate(memories: &Memories<'_>, new: NewMemory, by: By) -> Result<(Memory, Stored)> {
     let env = memories.env;
     store::check_new(&new, &env.now)?;
+    store::check_supersedes(env.sql, &new.supersedes, &env.reach, &env.now)?;
     if env.llm.provider == Provider::None {
         return Err(Error::new(ErrorKind::NotConfigured, "consolidate needs a model: no LLM is configured"));
     }
@@ -300,7 +303,7 @@ pub async fn consolidate(memories: &Memories<'_>, new: NewMemory, by: By) -> Res
             Decision::Nothing => {}
         }
     }
-    if !said && supersedes.len() == new.supersedes.len() {
+    if !said && supersedes.len() == new.supersedes.len() && new.supersedes.is_empty() {
         return Ok((similar[0].clone(), Stored::Merged));
     }
     memories.remember(NewMemory { supersedes, ..new }, by).await

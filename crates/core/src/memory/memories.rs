@@ -8,6 +8,8 @@ use super::category::Category;
 use super::current;
 use super::recall;
 use super::store::{self, Filter, Held, Memory, NewMemory, Patch, Stored};
+use std::rc::Rc;
+
 use crate::access::Reach;
 use crate::config::MemoryConfig;
 use crate::env::Env;
@@ -18,6 +20,22 @@ use crate::wire::Frame;
 /// What a memory change was, for the `memory` frame (the frame's own enum, under the name the
 /// memory code knows it by).
 pub use crate::wire::MemoryOp as Op;
+
+/// How far ahead of the next match the best must be for `memory_forget {query}` to forget it:
+/// the next one's relevance below this share of the best's. Closer than that, the query does
+/// not say which memory it means, and nothing is forgotten.
+pub(crate) const CLEAR_LEAD: f64 = 0.8;
+/// Most memories a [`Match::Several`] names.
+const MAX_SHOWN: usize = 5;
+
+/// The memories a query names for forgetting.
+pub(crate) enum Match {
+    None,
+    /// One memory, clearly the best match.
+    One(Memory),
+    /// Several that match about as well (best first): the query is ambiguous.
+    Several(Vec<Memory>),
+}
 
 /// The agent's long-term memory, as one request sees it.
 pub struct Memories<'a> {
@@ -168,8 +186,29 @@ impl<'a> Memories<'a> {
     }
 
     /// The ranking of a recall without moving its counters (a turn's inject: the counters move
-    /// with the turn's commit, so a failed turn counts nothing).
+    /// with the turn's commit, so a failed turn counts nothing): the candidates by relevance
+    /// and what the agent knows of them ([`recall::rank`]), the newer of two facts about one
+    /// subject first ([`current`]), and a fact the query quotes first of all
+    /// ([`current::quoted_first`]).
     pub(crate) async fn rank(&self, query: &recall::Query) -> Result<Vec<recall::Hit>> {
+        let e = self.env;
+        let (mut hits, vector) = self.candidates(query).await?;
+        let limit = query.limit.clamp(1, recall::MAX_LIMIT) as usize;
+        let meaning = e.meaning();
+        match &vector {
+            Some(v) => current::with_corrections(&meaning, &mut hits, v, &query.filter, limit, &e.now)?,
+            None => {
+                current::newer_first(e.sql, &mut hits)?;
+            }
+        }
+        current::quoted_first(&query.text, &mut hits);
+        hits.truncate(limit);
+        Ok(hits)
+    }
+
+    /// Every candidate of a recall, ranked by [`recall::rank`] alone (no reordering), within the
+    /// request's reach; and the query's vector, when embeddings are on and it could be made.
+    async fn candidates(&self, query: &recall::Query) -> Result<(Vec<recall::Hit>, Option<Rc<[f32]>>)> {
         let e = self.env;
         // The request's reach, unless the query keeps to a narrower one itself.
         let narrowed;
@@ -191,16 +230,8 @@ impl<'a> Memories<'a> {
             },
             false => None,
         };
-        let mut hits = recall::rank(&meaning, query, vector.as_deref(), &e.now)?;
-        let limit = query.limit.clamp(1, recall::MAX_LIMIT) as usize;
-        match &vector {
-            Some(v) => current::with_corrections(&meaning, &mut hits, v, &query.filter, limit, &e.now)?,
-            None => {
-                current::newer_first(e.sql, &mut hits)?;
-            }
-        }
-        hits.truncate(limit);
-        Ok(hits)
+        let hits = recall::rank(&meaning, query, vector.as_deref(), &e.now)?;
+        Ok((hits, vector))
     }
 
     /// The memories most like `query`, ranked as a recall would rank them but without counting
@@ -209,9 +240,26 @@ impl<'a> Memories<'a> {
         Ok(self.rank(query).await?.into_iter().map(|h| h.memory).collect())
     }
 
-    /// The best match for `query`, if any (`memory_forget {query}`).
-    pub(crate) async fn best(&self, query: &recall::Query) -> Result<Option<Memory>> {
-        Ok(self.similar(query).await?.into_iter().next())
+    /// What `memory_forget {query}` may forget: the memories that hold now and match `query`,
+    /// by relevance to it alone (no recency, confidence or newer-first reordering: a deletion
+    /// acts on what was named, never on a guess). [`Match::One`] only when the best is clearly
+    /// ahead of the next ([`CLEAR_LEAD`]).
+    pub(crate) async fn to_forget(&self, query: &recall::Query) -> Result<Match> {
+        let (mut hits, _) = self.candidates(query).await?;
+        hits.sort_by(|a, b| b.signals.relevance.total_cmp(&a.signals.relevance));
+        let mut hits = hits.into_iter();
+        Ok(match (hits.next(), hits.next()) {
+            (None, _) => Match::None,
+            (Some(best), None) => Match::One(best.memory),
+            (Some(best), Some(next)) if next.signals.relevance < CLEAR_LEAD * best.signals.relevance => {
+                Match::One(best.memory)
+            }
+            (Some(best), Some(next)) => {
+                let close = CLEAR_LEAD * best.signals.relevance;
+                let rest = hits.take_while(|h| h.signals.relevance >= close).take(MAX_SHOWN - 2);
+                Match::Several([best.memory, next.memory].into_iter().chain(rest.map(|h| h.memory)).collect())
+            }
+        })
     }
 
     /// Tells every socket of the agent about a change (`{type:"memory", op, memory}`).

@@ -611,18 +611,31 @@ pub(crate) fn supersede(sql: &dyn Sql, new: &Memory, ids: &[String], reach: &Rea
         if done.iter().any(|m| m.id == *id) {
             continue;
         }
-        let old = get(sql, id, now)?
-            .filter(|m| within(reach, m))
-            .ok_or_else(|| Error::not_found(format!("memory {id} not found (supersedes)")))?;
-        if old.invalid_at.is_some() {
-            return Err(Error::conflict(format!(
-                "memory {id} no longer holds (superseded by {})",
-                old.superseded_by.as_deref().unwrap_or("nothing")
-            )));
-        }
+        let old = superseded(sql, id, reach, now)?;
         done.push(invalidate(sql, &old, &new.valid_from, Some(&new.id), now)?);
     }
     Ok(done)
+}
+
+/// Memory `id` as one that `supersedes` may name: there, within `reach`, and holding now
+/// (`not_found`, `conflict` otherwise).
+fn superseded(sql: &dyn Sql, id: &str, reach: &Reach, now: &str) -> Result<Memory> {
+    let old = get(sql, id, now)?
+        .filter(|m| within(reach, m))
+        .ok_or_else(|| Error::not_found(format!("memory {id} not found (supersedes)")))?;
+    if old.invalid_at.is_some() {
+        return Err(Error::conflict(format!(
+            "memory {id} no longer holds (superseded by {})",
+            old.superseded_by.as_deref().unwrap_or("nothing")
+        )));
+    }
+    Ok(old)
+}
+
+/// Checks, writing nothing, that [`supersede`] could retire every memory `ids` names: what a
+/// write that asks someone first (a consolidation asks the model) checks before asking.
+pub(crate) fn check_supersedes(sql: &dyn Sql, ids: &[String], reach: &Reach, now: &str) -> Result<()> {
+    ids.iter().try_for_each(|id| superseded(sql, id, reach, now).map(|_| ()))
 }
 
 fn by_seq(sql: &dyn Sql, seq: i64) -> Result<Memory> {

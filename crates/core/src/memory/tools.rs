@@ -6,7 +6,7 @@ use serde_json::{json, Map, Value as Json};
 
 use super::by::By;
 use super::category::Category;
-use super::memories::Memories;
+use super::memories::{Match, Memories};
 use super::recall::{Query, DEFAULT_LIMIT, MAX_LIMIT};
 use super::shared;
 use super::store::{line, Filter, NewMemory, Stored};
@@ -183,10 +183,18 @@ async fn forget(memories: &Memories<'_>, input: &Map<String, Json>) -> Result<Ra
     let id = match (text(input, "id")?, text(input, "query")?) {
         (Some(id), _) => id.to_owned(),
         (None, Some(query)) => {
-            let q = Query { text: query.to_owned(), limit: 1, ..Query::default() };
-            match memories.best(&q).await? {
-                Some(m) => m.id,
-                None => return Ok(Ran::read(format!("No memory matches {query:?}."))),
+            let q = Query { text: query.to_owned(), limit: MAX_LIMIT, ..Query::default() };
+            match memories.to_forget(&q).await? {
+                Match::One(m) => m.id,
+                Match::None => return Ok(Ran::read(format!("No memory matches {query:?}."))),
+                Match::Several(all) => {
+                    let lines: Vec<String> = all.iter().map(line).collect();
+                    return Ok(Ran::read(format!(
+                        "Several memories match {query:?} about as well; nothing was forgotten. \
+                         Forget one by its id:\n{}",
+                        lines.join("\n")
+                    )));
+                }
             }
         }
         (None, None) => return Err(Error::invalid("give the id of the memory to forget, or a query")),
