@@ -32,7 +32,7 @@ const MAX_SHOWN: usize = 5;
 pub(crate) enum Match {
     None,
     /// One memory, clearly the best match.
-    One(Memory),
+    One(Box<Memory>),
     /// Several that match about as well (best first): the query is ambiguous.
     Several(Vec<Memory>),
 }
@@ -250,9 +250,9 @@ impl<'a> Memories<'a> {
         let mut hits = hits.into_iter();
         Ok(match (hits.next(), hits.next()) {
             (None, _) => Match::None,
-            (Some(best), None) => Match::One(best.memory),
+            (Some(best), None) => Match::One(Box::new(best.memory)),
             (Some(best), Some(next)) if next.signals.relevance < CLEAR_LEAD * best.signals.relevance => {
-                Match::One(best.memory)
+                Match::One(Box::new(best.memory))
             }
             (Some(best), Some(next)) => {
                 let close = CLEAR_LEAD * best.signals.relevance;
