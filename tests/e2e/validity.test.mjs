@@ -135,6 +135,36 @@ test("consolidate: true asks the model and stores as it decides", async () => {
   assert.deepEqual(await everything(A), before);
 });
 
+test("consolidate: true checks supersedes first and honours it whatever the model answers, on an agent and in a space", async () => {
+  for (const base of ["/agents/consolidates-named", "/spaces/consolidates-named"]) {
+    const at = async (method, path, body) => (await w.json(method, `${base}${path}`, body));
+    const tea = (await at("POST", "/memories", { content: "The user likes green tea." })).body;
+    const acme = (await at("POST", "/memories", { content: "The user works at Acme." })).body;
+    await embedded([tea.content, acme.content]);
+    const held = async () => (await at("GET", "/memories?includeSuperseded=1&limit=100")).body.memories.length;
+    llm.reset();
+    // Checked before the model is asked: nothing stored, no model call.
+    for (const [supersedes, status] of [[["mem_nope"], 404], [[acme.id, "mem_nope"], 404]]) {
+      const r = await at("POST", "/memories", { content: "The user likes black tea.", consolidate: true, supersedes });
+      assert.equal(r.status, status, `${base}: ${JSON.stringify(r.body)}`);
+    }
+    assert.equal(llm.requests.length, 0, "no model call");
+    assert.equal(await held(), 2);
+    // The model says it is already known: stored all the same, superseding what was named.
+    llm.reply({ content: JSON.stringify({ memory: [{ id: tea.id, event: "NONE" }] }) });
+    const r = await at("POST", "/memories", { content: "The user likes black tea.", consolidate: true, supersedes: [acme.id] });
+    assert.equal(r.status, 201, `${base}: ${JSON.stringify(r.body)}`);
+    assert.equal(r.body.content, "The user likes black tea.");
+    assert.equal((await at("GET", `/memories/${acme.id}`)).body.supersededBy, r.body.id);
+    assert.equal((await at("GET", `/memories/${tea.id}`)).body.invalidAt, null);
+    // Acme no longer holds: 409 before any model call.
+    const asked = llm.requests.length;
+    const again = await at("POST", "/memories", { content: "The user likes oolong.", consolidate: true, supersedes: [acme.id] });
+    assert.equal(again.status, 409, JSON.stringify(again.body));
+    assert.equal(llm.requests.length, asked);
+  }
+});
+
 test("with a real embedding model, an unmarked correction ranks above the fact it corrects, in recall and in a turn", async () => {
   const A = "unmarked";
   const facts = [
