@@ -3,13 +3,13 @@
 //! frames). A new or changed text waits for its vector, made after the answer
 //! (`crate::vectors::embed`, `Memory::embedded_at` says when).
 
+use std::rc::Rc;
+
 use super::by::By;
 use super::category::Category;
 use super::current;
 use super::recall;
 use super::store::{self, Filter, Held, Memory, NewMemory, Patch, Stored};
-use std::rc::Rc;
-
 use crate::access::Reach;
 use crate::config::MemoryConfig;
 use crate::env::Env;
