@@ -3694,7 +3694,7 @@ export interface paths {
             };
             cookie?: never;
         };
-        /** The space's shared blocks (those written so far) */
+        /** The space's shared blocks (those that hold a text; deleted ones are left out) */
         get: operations["listSharedBlocks"];
         put?: never;
         post?: never;
@@ -3725,19 +3725,25 @@ export interface paths {
             };
             cookie?: never;
         };
-        /** One shared block (version 0 and empty when never written) */
+        /** One shared block (empty, `updatedAt` null, when never written or deleted) */
         get: operations["getSharedBlock"];
         /**
          * Replace a shared block's text, if no other write came since the version read
-         * @description `{content, version, maxTokens?}`: `version` is the version read (0 for a block never
-         *     written); another write since is `409 version_conflict`, nothing written. `maxTokens`
+         * @description `{content, version, maxTokens?}`: `version` is the version read (a block never written
+         *     reads as 0, or the space's floor); another write or a delete since is `409
+         *     version_conflict`, nothing written: a label's versions never repeat. `maxTokens`
          *     (a positive integer): the text's token estimate over it is `422 over_budget`. At most
          *     262,144 bytes (`413`) and 100 blocks per space (`422`). Agents write their blocks of
          *     `scope: "space"` through `PUT /agents/{agent}/sessions/{sid}/context/{label}`.
          */
         put: operations["replaceSharedBlock"];
         post?: never;
-        /** Delete a shared block */
+        /**
+         * Delete a shared block
+         * @description The delete counts a version: the label keeps its row as a tombstone (no text), a read
+         *     shows the delete's version, the next write the one after it, and a replace naming an
+         *     earlier version is `409 version_conflict`. `404` when the label holds no text.
+         */
         delete: operations["deleteSharedBlock"];
         options?: never;
         head?: never;
@@ -3797,9 +3803,16 @@ export interface components {
         SharedBlock: {
             label: string;
             content: string;
-            /** @description Writes so far (0 for a label never written). */
+            /**
+             * @description One more with each write and each delete of the label, never repeated. A label
+             *     never written reads as 0, or as the space's floor once it rose (dropping the oldest
+             *     of its 1,000 tombstones, or an erase, raises it to the highest version gone).
+             */
             version: number;
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description `null` when the label holds no text: never written, or deleted.
+             */
             updatedAt: string | null;
             /** @description The agent that wrote it last; `null` for a write through the space's own routes. */
             updatedBy: string | null;
