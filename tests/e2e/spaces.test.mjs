@@ -5,7 +5,8 @@
 // extracted into the space and injected into the second's turn, never the third's; a
 // correction through the second supersedes it; concurrent appends to a shared block from both
 // agents all land and a stale replace is 409, also one naming a version read before a delete
-// (a label's versions never repeat); tokens of an agent or a space open nothing else;
+// (a label's versions never repeat); a space refuses conversation memories (it has no
+// sessions); tokens of an agent or a space open nothing else;
 // a Worker without the MEMORY_SPACE binding still answers every turn, with a `space` frame.
 // Mirrors tests/it/spaces.rs (the same scenarios natively).
 import { test, before, after } from "node:test";
@@ -166,6 +167,27 @@ test("a replace naming a version read before a delete is 409, through the agent 
   assert.equal(r.body.version, 3, JSON.stringify(r.body));
   conflict(await w.json("PUT", "/spaces/alice/blocks/agenda", { content: "A: no standup", version: 1 }), "through the space");
   assert.equal((await w.json("GET", "/spaces/alice/blocks/agenda")).body.content, "B: 10:00 standup");
+});
+
+test("a space refuses conversation memories on every write path, storing nothing", async () => {
+  const talk = { content: "We talked about ferries.", category: "conversation", sessionId: "s1" };
+  const refused = (r, what) => {
+    assert.equal(r.status, 400, `${what}: ${JSON.stringify(r.body)}`);
+    assert.equal(r.body.error.code, "invalid_request", what);
+    assert.match(r.body.error.message, /no sessions.*conversation/, what);
+  };
+  const before = (await held("alice")).length;
+  refused(await w.json("POST", "/spaces/alice/memories", talk), "POST");
+  refused(await w.json("POST", "/spaces/alice/memories/batch", { memories: [{ content: "The user likes ferries." }, talk] }), "batch");
+  const core = await w.json("POST", "/spaces/alice/memories", { content: "The user likes ferries.", sessionId: "s1" });
+  assert.equal(core.status, 201, JSON.stringify(core.body));
+  refused(await w.json("PATCH", `/spaces/alice/memories/${core.body.id}`, { category: "conversation" }), "PATCH");
+  assert.equal((await w.json("GET", `/spaces/alice/memories/${core.body.id}`)).body.category, "core");
+  const now = await held("alice");
+  assert.equal(now.length, before + 1, JSON.stringify(now));
+  assert.ok(!now.some((m) => m.category === "conversation"));
+  // The agents' extraction into it stored core memories only.
+  assert.equal((await w.json("GET", "/spaces/alice/memories?category=conversation")).body.memories.length, 0);
 });
 
 test("tokens of one agent or space never open another; link routes are not served", async () => {

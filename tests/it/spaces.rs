@@ -5,11 +5,12 @@
 //! correction through the second supersedes the first's fact; a space that cannot be reached
 //! fails no turn; shared blocks keep concurrent appends and refuse a stale replace, and a
 //! label's versions never repeat, across a delete, the bound on tombstones and an erase; the
-//! admin's choice of space; the space's own routes and tokens.
+//! admin's choice of space; the space's own routes and tokens; a space refuses `conversation`
+//! memories (it has no sessions).
 
 use std::rc::Rc;
 
-use crate::support::{completion, db, db_at, msg, Api, InProcess};
+use crate::support::{code, completion, db, db_at, msg, Api, InProcess};
 use serde_json::{json, Value as Json};
 use session_agent_api::access::{Claims, CLAIMS_HEADER};
 use session_agent_api::Request;
@@ -100,6 +101,8 @@ fn a_fact_told_to_one_agent_is_recalled_by_the_other_of_its_space_only() {
     let m = alice.get("/memories").body_json()["memories"][0].clone();
     assert_eq!(m["metadata"], json!({"agent": "alice:planner"}), "tagged with the agent it came from");
     assert_eq!(m["source"]["sessionId"], "s1");
+    assert_eq!(m["category"], "core", "extraction into a space stores no conversation memory");
+    assert_eq!(alice.count("SELECT count(*) FROM sessions"), 0, "a space has no sessions");
     assert!(held(&w.a).is_empty(), "extraction went into the space, not the agent");
     assert_eq!(w.a.model.requests.borrow().len(), 1, "the agent made no extraction call of its own");
     // Agent B of the same space is given it; agent C of another space is not.
@@ -327,6 +330,43 @@ fn shared_blocks_written_before_the_tombstones_migration_keep_their_versions() {
     assert_eq!((b.content.as_str(), b.version, b.has_text()), ("p", 7, true));
     assert!(blocks::delete(&db, "plan", "t2").unwrap());
     assert_eq!(blocks::get(&db, "plan").unwrap().version, 8);
+}
+
+#[test]
+fn a_space_refuses_conversation_memories_on_every_write_path() {
+    let w = world();
+    let alice = w.spaces.space("alice", config());
+    let talk = json!({"content": "We talked about trains.", "category": "conversation", "sessionId": "s1"});
+    let refused = |r: session_agent_api::Response, what: &str| {
+        assert_eq!((r.status, code(&r).as_str()), (400, "invalid_request"), "{what}");
+        let message = r.body_json()["error"]["message"].as_str().unwrap().to_owned();
+        assert!(message.contains("no sessions") && message.contains("conversation"), "{what}: {message}");
+        message
+    };
+    refused(alice.post("/memories", talk.clone()), "POST /memories");
+    let mut consolidated = talk.clone();
+    consolidated["consolidate"] = json!(true);
+    refused(alice.post("/memories", consolidated), "POST /memories with consolidate");
+    assert!(alice.model.requests.borrow().is_empty(), "refused before the model is asked");
+    let batch = json!({"memories": [{"content": "The user likes trains."}, talk]});
+    let message = refused(alice.post("/memories/batch", batch), "POST /memories/batch");
+    assert!(message.starts_with("memories[1]: "), "{message}");
+    // A core memory of an agent's session (as extraction stores) may not become one either.
+    let core = alice.post("/memories", json!({"content": "The user likes buses.", "sessionId": "s1"}));
+    assert_eq!(core.status, 201);
+    let id = core.body_json()["id"].as_str().unwrap().to_owned();
+    refused(alice.patch(&format!("/memories/{id}"), json!({"category": "conversation"})), "PATCH");
+    // Nothing stored but the core memory, unchanged, and no session.
+    assert_eq!(held(&alice), ["The user likes buses."]);
+    assert_eq!(alice.get(&format!("/memories/{id}")).body_json()["category"], "core");
+    assert_eq!(alice.count("SELECT count(*) FROM memory_versions"), 1);
+    assert_eq!(alice.count("SELECT count(*) FROM sessions"), 0);
+    // An agent keeps its own conversation memories, as before.
+    let r = w.a.post(
+        "/memories",
+        json!({"content": "We talked about trains.", "category": "conversation", "sessionId": "s1"}),
+    );
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
 }
 
 #[test]
