@@ -3163,7 +3163,10 @@ export interface paths {
          *       sessions share (`scope: "agent"`, configured or added at run time by an imported
          *       session); memory ids unique, no two memories of one category with the same
          *       normalized text (for `conversation` memories: of one session), a `conversation`
-         *       memory naming a session of the export, a `messageId` only with a `sessionId`;
+         *       memory naming a session of the export, a `messageId` only with a `sessionId`, a
+         *       `supersededBy` only on a retired memory (`invalidAt`) and naming another memory of
+         *       the export, the chain of replacements ending (a circle, A → B → A, would leave none
+         *       of them holding);
          *       each `memoryVersion` of a memory of the export, none repeated; each entry of a search
          *       block (configured, or added at run time by an imported session), one per label and
          *       key; one skill per prefix and key;
