@@ -276,6 +276,15 @@ fn a_replace_naming_a_version_read_before_a_delete_is_refused() {
     // Erasing the space keeps the highest version it gave: a label written again goes on from it.
     let r = alice.send(Request::new("DELETE", "/").header("confirm", "erase"));
     assert!(r.status < 300, "{}", String::from_utf8_lossy(&r.body));
+    let kept = ["schema_version", "revocation", "embedding_model", "sqlite_sequence", "space_block_floor"];
+    let tables = alice.db.query("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT GLOB '*_fts_*'", &[]);
+    for t in tables.unwrap().iter().map(|r| r.text(0).unwrap()).filter(|t| !kept.contains(&t.as_str())) {
+        assert_eq!(
+            alice.count(&format!("SELECT count(*) FROM \"{t}\"")),
+            0,
+            "table {t} still has rows after the erase"
+        );
+    }
     assert_eq!(alice.get("/blocks/plan").body_json()["version"], 4);
     assert_eq!(alice.get("/blocks/profile").body_json()["version"], 4, "every label starts from the floor");
     let r = alice.put("/blocks/plan", json!({"content": "again", "version": 1}));
