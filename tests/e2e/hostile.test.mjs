@@ -234,6 +234,28 @@ test("every body: deep nesting, duplicate keys, wrong types and content types, i
   sent.bodies += 3;
 });
 
+test("a memory space refuses conversation memories on every write path and changes nothing", async () => {
+  const send = (method, path, body) => raw(method, `/spaces/${AGENT}${path}`, { body: JSON.stringify(body), headers: { "content-type": "application/json" } });
+  const core = await send("POST", "/memories", { content: "The user likes ferries.", sessionId: "s1" });
+  assert.equal(core.status, 201, JSON.stringify(core.body));
+  const talk = { content: "We talked about ferries.", category: "conversation", sessionId: "s1" };
+  const before = state();
+  for (const [what, method, path, body] of [
+    ["one", "POST", "/memories", talk],
+    ["one, consolidated", "POST", "/memories", { ...talk, consolidate: true }],
+    ["one without a session", "POST", "/memories", { content: "We talked.", category: "conversation" }],
+    ["in a batch", "POST", "/memories/batch", { memories: [{ content: "The user likes boats." }, talk] }],
+    ["a change of category", "PATCH", `/memories/${core.body.id}`, { category: "conversation" }],
+  ]) {
+    const r = await send(method, path, body);
+    sent.conversation = (sent.conversation ?? 0) + 1;
+    wellFormed(r, what);
+    assert.equal(r.status, 400, `${what}: ${JSON.stringify(r.body)}`);
+    assert.equal(r.body.error.code, "invalid_request", what);
+  }
+  assert.equal(state(), before, "refused conversation memories changed the stored state");
+});
+
 /** Metadata at and just over its limits (16 keys of 64 characters, strings of 512 characters,
  * not bytes), on sessions and memories, and the filters' (16 `metadata.<key>`, 16 `tag`). */
 function metadataLimits(post) {

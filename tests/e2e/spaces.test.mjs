@@ -4,7 +4,9 @@
 // (SESSION_CONFIG.memory.space's rule), `bob:planner` has `bob`. A fact told to the first is
 // extracted into the space and injected into the second's turn, never the third's; a
 // correction through the second supersedes it; concurrent appends to a shared block from both
-// agents all land and a stale replace is 409; tokens of an agent or a space open nothing else;
+// agents all land and a stale replace is 409, also one naming a version read before a delete
+// (a label's versions never repeat); a space refuses conversation memories (it has no
+// sessions); tokens of an agent or a space open nothing else;
 // a Worker without the MEMORY_SPACE binding still answers every turn, with a `space` frame.
 // Mirrors tests/it/spaces.rs (the same scenarios natively).
 import { test, before, after } from "node:test";
@@ -17,7 +19,10 @@ let model;
 let w;
 const CONFIG = {
   memory: { space: true, inject: { limit: 5 } },
-  context: [{ label: "profile", kind: "writable", scope: "space", maxTokens: 2000, content: "Profile:" }],
+  context: [
+    { label: "profile", kind: "writable", scope: "space", maxTokens: 2000, content: "Profile:" },
+    { label: "plan", kind: "writable", scope: "space" },
+  ],
 };
 const VARS = {
   LLM_PROVIDER: "openai", LLM_MODEL: "test-model", TOKEN_SECRET: "spaces-test-secret-0123456789abcdef",
@@ -126,6 +131,63 @@ test("two agents appending to a shared block at once keep every append; a stale 
   const race = await Promise.all(["x", "y"].map((t) =>
     w.json("PUT", "/spaces/alice/blocks/profile", { content: t, version: 11 })));
   assert.deepEqual(race.map((r) => r.status).sort(), [200, 409]);
+});
+
+test("a replace naming a version read before a delete is 409, through the agent and the space's own route", async () => {
+  const ctx = (agent, sid) => `/agents/${agent}/sessions/${sid}/context/plan`;
+  const conflict = (r, why) => {
+    assert.equal(r.status, 409, `${why}: ${JSON.stringify(r.body)}`);
+    assert.equal(r.body.error.code, "version_conflict");
+  };
+  // B writes the plan (version 1); A reads version 1.
+  let r = await w.json("PUT", ctx("alice:support", "p1"), { content: "B: fly on Monday", version: 0 });
+  assert.equal(r.status, 200, JSON.stringify(r.body));
+  assert.equal(r.body.version, 1);
+  assert.equal((await w.json("GET", ctx("alice:planner", "p0"))).body.version, 1);
+  // The block is deleted: the delete is a version of its own; the label lists no more.
+  assert.equal((await w.fetch("/spaces/alice/blocks/plan", { method: "DELETE" })).status, 204);
+  assert.deepEqual((await w.json("GET", "/spaces/alice/blocks/plan")).body,
+    { label: "plan", content: "", version: 2, updatedAt: null, updatedBy: null });
+  assert.ok(!(await w.json("GET", "/spaces/alice/blocks")).body.blocks.some((b) => b.label === "plan"));
+  // B writes it again: version 3, not 1 again.
+  r = await w.json("POST", `${ctx("alice:support", "p1")}/append`, { content: "B: fly on Tuesday" });
+  assert.equal(r.status, 200, JSON.stringify(r.body));
+  assert.deepEqual([r.body.content, r.body.version], ["B: fly on Tuesday", 3]);
+  // A's replace naming the version it read: refused, B's text stays.
+  conflict(await w.json("PUT", ctx("alice:planner", "p0"), { content: "A: stay home", version: 1 }), "through the agent");
+  for (const version of [1, 2]) {
+    conflict(await w.json("PUT", "/spaces/alice/blocks/plan", { content: "A: stay home", version }), `through the space, version ${version}`);
+  }
+  assert.equal((await w.json("GET", "/spaces/alice/blocks/plan")).body.content, "B: fly on Tuesday");
+  // The same, through the space's own routes only.
+  r = await w.json("PUT", "/spaces/alice/blocks/agenda", { content: "B: 9:00 standup", version: 0 });
+  assert.equal(r.body.version, 1, JSON.stringify(r.body));
+  assert.equal((await w.fetch("/spaces/alice/blocks/agenda", { method: "DELETE" })).status, 204);
+  r = await w.json("PUT", "/spaces/alice/blocks/agenda", { content: "B: 10:00 standup", version: 2 });
+  assert.equal(r.body.version, 3, JSON.stringify(r.body));
+  conflict(await w.json("PUT", "/spaces/alice/blocks/agenda", { content: "A: no standup", version: 1 }), "through the space");
+  assert.equal((await w.json("GET", "/spaces/alice/blocks/agenda")).body.content, "B: 10:00 standup");
+});
+
+test("a space refuses conversation memories on every write path, storing nothing", async () => {
+  const talk = { content: "We talked about ferries.", category: "conversation", sessionId: "s1" };
+  const refused = (r, what) => {
+    assert.equal(r.status, 400, `${what}: ${JSON.stringify(r.body)}`);
+    assert.equal(r.body.error.code, "invalid_request", what);
+    assert.match(r.body.error.message, /no sessions.*conversation/, what);
+  };
+  const before = (await held("alice")).length;
+  refused(await w.json("POST", "/spaces/alice/memories", talk), "POST");
+  refused(await w.json("POST", "/spaces/alice/memories/batch", { memories: [{ content: "The user likes ferries." }, talk] }), "batch");
+  const core = await w.json("POST", "/spaces/alice/memories", { content: "The user likes ferries.", sessionId: "s1" });
+  assert.equal(core.status, 201, JSON.stringify(core.body));
+  refused(await w.json("PATCH", `/spaces/alice/memories/${core.body.id}`, { category: "conversation" }), "PATCH");
+  assert.equal((await w.json("GET", `/spaces/alice/memories/${core.body.id}`)).body.category, "core");
+  const now = await held("alice");
+  assert.equal(now.length, before + 1, JSON.stringify(now));
+  assert.ok(!now.some((m) => m.category === "conversation"));
+  // The agents' extraction into it stored core memories only.
+  assert.equal((await w.json("GET", "/spaces/alice/memories?category=conversation")).body.memories.length, 0);
 });
 
 test("tokens of one agent or space never open another; link routes are not served", async () => {

@@ -5,7 +5,7 @@
 // search-block entries) exported as NDJSON through the streamed GET /export and imported into
 // fresh agents exports byte for byte the same, also after a restart of workerd; a session's
 // document round-trips under its id and another; bad, newer, cut-off and misplaced imports are
-// refused whole; only the admin token exports, imports and erases; an erase leaves no row, no
+// refused whole, a circle of replacements (supersededBy) too; only the admin token exports, imports and erases; an erase leaves no row, no
 // R2 object and no working old token (open sockets closed), and touches no other agent; a split
 // over HTTP starts a session from the summary and tells the old session's sockets.
 import { test, before, after } from "node:test";
@@ -349,6 +349,26 @@ test("bad, newer, cut-off and misplaced imports are refused whole; only the admi
   assert.equal(await exported(RICH), good, "nothing changed");
   await empty("after the scoped tokens");
   assert.equal((await exportAgent(RICH, false)).status, 401, "no token");
+});
+
+test("an import whose replacements go round in a circle (A <-> B) is refused whole; the chain itself imports", async () => {
+  const src = "circle-src";
+  const paris = ok(await call(src, "POST", "/memories", { content: "The user lives in Paris." }), 201);
+  ok(await call(src, "POST", "/memories", { content: "The user lives in Berlin.", supersedes: [paris.id] }), 201);
+  const good = await exported(src);
+  ok(await importAgent("circle-chain", good), 201, "A -> B, B holding");
+  assert.deepEqual(ok(await call("circle-chain", "GET", "/memories"), 200).memories.map((m) => m.content), ["The user lives in Berlin."]);
+  // B retired too, replaced by A: no memory would hold, none would ever be found.
+  const recs = lines(good);
+  const a = recs.find((r) => r.kind === "memory" && r.id === paris.id);
+  const b = recs.find((r) => r.kind === "memory" && r.id !== paris.id);
+  assert.equal(a.supersededBy, b.id);
+  b.supersededBy = a.id;
+  b.invalidAt = b.validFrom;
+  const r = await importAgent("circle-dst", recs.map((x) => JSON.stringify(x)).join("\n") + "\n");
+  assertError(r, 400, "invalid_request", "a circle of replacements");
+  assert.match(r.body.error.message, /supersededBy chain comes back to it \(2 memories in a circle\)/);
+  assert.deepEqual(ok(await call("circle-dst", "GET", "/memories?includeSuperseded=true"), 200).memories, [], "nothing imported");
 });
 
 // ── Erase ────────────────────────────────────────────────────────────────────────────────────

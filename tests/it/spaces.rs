@@ -3,23 +3,29 @@
 //! the spaces as Durable Objects of their own reached through `api::handle` in process: what one
 //! agent's turn teaches is recalled by the other agent of its space and not by a third; a
 //! correction through the second supersedes the first's fact; a space that cannot be reached
-//! fails no turn; shared blocks keep concurrent appends and refuse a stale replace; the admin's
-//! choice of space; the space's own routes and tokens.
+//! fails no turn; shared blocks keep concurrent appends and refuse a stale replace, and a
+//! label's versions never repeat, across a delete, the bound on tombstones and an erase; the
+//! admin's choice of space; the space's own routes and tokens; a space refuses `conversation`
+//! memories (it has no sessions).
 
 use std::rc::Rc;
 
-use crate::support::{completion, msg, Api, InProcess};
+use crate::support::{code, completion, db, db_at, msg, Api, InProcess};
 use serde_json::{json, Value as Json};
 use session_agent_api::access::{Claims, CLAIMS_HEADER};
 use session_agent_api::Request;
 use session_agent_core::llm::HttpResponse;
+use session_agent_core::space::blocks::{self, Write, MAX_BLOCKS, MAX_TOMBSTONES};
 use session_agent_core::space::Role;
+use session_agent_core::sql::Sql;
+use session_agent_core::store::schema;
 
 fn config() -> Json {
     json!({
         "memory": {"space": true, "inject": {"limit": 5}},
         "context": [
             {"label": "profile", "kind": "writable", "scope": "space", "maxTokens": 200, "content": "Profile:"},
+            {"label": "plan", "kind": "writable", "scope": "space"},
             {"label": "notes", "kind": "writable"}
         ]
     })
@@ -95,6 +101,8 @@ fn a_fact_told_to_one_agent_is_recalled_by_the_other_of_its_space_only() {
     let m = alice.get("/memories").body_json()["memories"][0].clone();
     assert_eq!(m["metadata"], json!({"agent": "alice:planner"}), "tagged with the agent it came from");
     assert_eq!(m["source"]["sessionId"], "s1");
+    assert_eq!(m["category"], "core", "extraction into a space stores no conversation memory");
+    assert_eq!(alice.count("SELECT count(*) FROM sessions"), 0, "a space has no sessions");
     assert!(held(&w.a).is_empty(), "extraction went into the space, not the agent");
     assert_eq!(w.a.model.requests.borrow().len(), 1, "the agent made no extraction call of its own");
     // Agent B of the same space is given it; agent C of another space is not.
@@ -223,6 +231,154 @@ fn shared_blocks_keep_both_appends_and_refuse_a_stale_replace() {
 }
 
 #[test]
+fn a_replace_naming_a_version_read_before_a_delete_is_refused() {
+    let w = world();
+    let alice = w.spaces.space("alice", config());
+    let code = |r: &session_agent_api::Response| r.body_json()["error"]["code"].as_str().map(str::to_owned);
+    // B writes the plan (version 1); A reads version 1.
+    let r = w.b.put("/sessions/t1/context/plan", json!({"content": "B: fly on Monday", "version": 0}));
+    assert_eq!((r.status, r.body_json()["version"].as_i64()), (200, Some(1)));
+    assert_eq!(w.a.get("/sessions/s1/context/plan").body_json()["version"], 1);
+    // The block is deleted: the delete counts a version; the label holds no text, lists no more.
+    assert_eq!(alice.delete("/blocks/plan").status, 204);
+    let gone = alice.get("/blocks/plan").body_json();
+    assert_eq!(gone, json!({"label": "plan", "content": "", "version": 2, "updatedAt": null, "updatedBy": null}));
+    assert!(alice.get("/blocks").body_json()["blocks"].as_array().unwrap().iter().all(|b| b["label"] != "plan"));
+    assert_eq!(alice.delete("/blocks/plan").status, 404, "nothing left to delete");
+    assert_eq!(alice.get("/blocks/plan").body_json()["version"], 2, "a refused delete counts nothing");
+    // B writes it again: the version after the delete's, never 1 again.
+    let r = w.b.post("/sessions/t1/context/plan/append", json!({"content": "B: fly on Tuesday"}));
+    assert_eq!(
+        (r.body_json()["content"].as_str(), r.body_json()["version"].as_i64()),
+        (Some("B: fly on Tuesday"), Some(3))
+    );
+    // A's replace naming the version it read before the delete: 409, B's text stays.
+    let r = w.a.put("/sessions/s1/context/plan", json!({"content": "A: stay home", "version": 1}));
+    assert_eq!((r.status, code(&r).as_deref()), (409, Some("version_conflict")));
+    // The same through the space's own route, and naming the delete's version.
+    for stale in [0, 1, 2] {
+        let r = alice.put("/blocks/plan", json!({"content": "A: stay home", "version": stale}));
+        assert_eq!((r.status, code(&r).as_deref()), (409, Some("version_conflict")), "version {stale}");
+    }
+    assert_eq!(alice.get("/blocks/plan").body_json()["content"], "B: fly on Tuesday");
+    // The current version goes through.
+    let r = alice.put("/blocks/plan", json!({"content": "A: fly on Wednesday", "version": 3}));
+    assert_eq!((r.status, r.body_json()["version"].as_i64()), (200, Some(4)));
+    // A deleted block shows the agent its configured text again, at the delete's version, and
+    // an append starts from that text.
+    assert_eq!(alice.delete("/blocks/profile").status, 404, "never written");
+    w.a.post("/sessions/s1/context/profile/append", json!({"content": "- vegan"}));
+    assert_eq!(alice.delete("/blocks/profile").status, 204);
+    let r = w.a.get("/sessions/s1/context/profile").body_json();
+    assert_eq!((r["content"].as_str(), r["version"].as_i64()), (Some("Profile:"), Some(2)));
+    let r = w.b.post("/sessions/t1/context/profile/append", json!({"content": "- jazz"})).body_json();
+    assert_eq!((r["content"].as_str(), r["version"].as_i64()), (Some("Profile:\n- jazz"), Some(3)));
+    // Erasing the space keeps the highest version it gave: a label written again goes on from it.
+    let r = alice.send(Request::new("DELETE", "/").header("confirm", "erase"));
+    assert!(r.status < 300, "{}", String::from_utf8_lossy(&r.body));
+    let kept = ["schema_version", "revocation", "embedding_model", "sqlite_sequence", "space_block_floor"];
+    let tables = alice.db.query("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT GLOB '*_fts_*'", &[]);
+    for t in tables.unwrap().iter().map(|r| r.text(0).unwrap()).filter(|t| !kept.contains(&t.as_str())) {
+        assert_eq!(
+            alice.count(&format!("SELECT count(*) FROM \"{t}\"")),
+            0,
+            "table {t} still has rows after the erase"
+        );
+    }
+    assert_eq!(alice.get("/blocks/plan").body_json()["version"], 4);
+    assert_eq!(alice.get("/blocks/profile").body_json()["version"], 4, "every label starts from the floor");
+    let r = alice.put("/blocks/plan", json!({"content": "again", "version": 1}));
+    assert_eq!(r.status, 409, "a version read before the erase");
+    assert_eq!(alice.put("/blocks/plan", json!({"content": "again", "version": 4})).body_json()["version"], 5);
+}
+
+#[test]
+fn tombstones_are_bounded_and_a_dropped_label_never_repeats_a_version() {
+    let db = db();
+    let w = |content| Write { content, by: None, max_tokens: None, initial: None };
+    let (tombstones, floor) =
+        ("SELECT count(*) FROM space_blocks WHERE deleted_at IS NOT NULL", "SELECT version FROM space_block_floor");
+    let count = |q: &str| db.query_row(q, &[]).unwrap().map_or(0, |r| r.int(0).unwrap());
+    // The first label is written twice and deleted (version 3); then as many as the bound.
+    blocks::append(&db, "first", &w("a"), "2026-01-01T00:00:00.000Z").unwrap();
+    blocks::append(&db, "first", &w("b"), "2026-01-01T00:00:00.000Z").unwrap();
+    assert!(blocks::delete(&db, "first", "2026-01-01T00:00:00.000Z").unwrap());
+    for i in 0..MAX_TOMBSTONES {
+        blocks::append(&db, &format!("l{i}"), &w("x"), "2026-01-02T00:00:00.000Z").unwrap();
+        assert!(blocks::delete(&db, &format!("l{i}"), "2026-01-02T00:00:00.000Z").unwrap());
+    }
+    // The oldest went; the floor rose to its version, so it and every new label read from there.
+    assert_eq!(count(tombstones), MAX_TOMBSTONES);
+    assert_eq!(count(floor), 3);
+    assert_eq!(blocks::get(&db, "first").unwrap().version, 3);
+    assert_eq!(blocks::get(&db, "new").unwrap().version, 3);
+    assert_eq!(blocks::get(&db, "l0").unwrap().version, 2, "a kept tombstone keeps its own version");
+    let r = blocks::replace(&db, "first", 2, &w("stale"), "2026-01-03T00:00:00.000Z");
+    assert_eq!(r.unwrap_err().kind, session_agent_core::error::ErrorKind::Conflict);
+    assert_eq!(blocks::replace(&db, "first", 3, &w("c"), "2026-01-03T00:00:00.000Z").unwrap().version, 4);
+    // Tombstones take no room in the list or the limit; a tombstone written again does.
+    assert_eq!(blocks::list(&db).unwrap().len(), 1);
+    for i in 1..MAX_BLOCKS {
+        blocks::append(&db, &format!("live{i}"), &w("y"), "2026-01-03T00:00:00.000Z").unwrap();
+    }
+    let e = blocks::append(&db, "l5", &w("again"), "2026-01-03T00:00:00.000Z").unwrap_err();
+    assert_eq!(e.kind, session_agent_core::error::ErrorKind::OverBudget);
+    assert_eq!(blocks::get(&db, "l5").unwrap().version, 2, "refused: nothing written");
+}
+
+#[test]
+fn shared_blocks_written_before_the_tombstones_migration_keep_their_versions() {
+    let db = db_at(16);
+    db.execute(
+        "INSERT INTO space_blocks (label, content, version, updated_at, updated_by) VALUES ('plan', 'p', 7, 't', 'a')",
+        &[],
+    )
+    .unwrap();
+    schema::migrate(&db, "t").unwrap();
+    let b = blocks::get(&db, "plan").unwrap();
+    assert_eq!((b.content.as_str(), b.version, b.has_text()), ("p", 7, true));
+    assert!(blocks::delete(&db, "plan", "t2").unwrap());
+    assert_eq!(blocks::get(&db, "plan").unwrap().version, 8);
+}
+
+#[test]
+fn a_space_refuses_conversation_memories_on_every_write_path() {
+    let w = world();
+    let alice = w.spaces.space("alice", config());
+    let talk = json!({"content": "We talked about trains.", "category": "conversation", "sessionId": "s1"});
+    let refused = |r: session_agent_api::Response, what: &str| {
+        assert_eq!((r.status, code(&r).as_str()), (400, "invalid_request"), "{what}");
+        let message = r.body_json()["error"]["message"].as_str().unwrap().to_owned();
+        assert!(message.contains("no sessions") && message.contains("conversation"), "{what}: {message}");
+        message
+    };
+    refused(alice.post("/memories", talk.clone()), "POST /memories");
+    let mut consolidated = talk.clone();
+    consolidated["consolidate"] = json!(true);
+    refused(alice.post("/memories", consolidated), "POST /memories with consolidate");
+    assert!(alice.model.requests.borrow().is_empty(), "refused before the model is asked");
+    let batch = json!({"memories": [{"content": "The user likes trains."}, talk]});
+    let message = refused(alice.post("/memories/batch", batch), "POST /memories/batch");
+    assert!(message.starts_with("memories[1]: "), "{message}");
+    // A core memory of an agent's session (as extraction stores) may not become one either.
+    let core = alice.post("/memories", json!({"content": "The user likes buses.", "sessionId": "s1"}));
+    assert_eq!(core.status, 201);
+    let id = core.body_json()["id"].as_str().unwrap().to_owned();
+    refused(alice.patch(&format!("/memories/{id}"), json!({"category": "conversation"})), "PATCH");
+    // Nothing stored but the core memory, unchanged, and no session.
+    assert_eq!(held(&alice), ["The user likes buses."]);
+    assert_eq!(alice.get(&format!("/memories/{id}")).body_json()["category"], "core");
+    assert_eq!(alice.count("SELECT count(*) FROM memory_versions"), 1);
+    assert_eq!(alice.count("SELECT count(*) FROM sessions"), 0);
+    // An agent keeps its own conversation memories, as before.
+    let r = w.a.post(
+        "/memories",
+        json!({"content": "We talked about trains.", "category": "conversation", "sessionId": "s1"}),
+    );
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+}
+
+#[test]
 fn the_admin_chooses_an_agents_space() {
     let spaces = Rc::new(InProcess::default());
     spaces.space("team", config());
@@ -328,5 +484,7 @@ fn a_space_answers_its_own_routes_and_tokens_only() {
     let r = alice.send(Request::new("DELETE", "/").header("confirm", "erase"));
     assert!(r.status < 300, "{}", String::from_utf8_lossy(&r.body));
     assert!(held(&alice).is_empty());
-    assert_eq!(alice.get("/blocks/profile").body_json()["version"], 0);
+    let gone = alice.get("/blocks/profile").body_json();
+    assert_eq!((gone["content"].as_str(), gone["updatedAt"].as_str()), (Some(""), None));
+    assert!(alice.get("/blocks").body_json()["blocks"].as_array().unwrap().is_empty());
 }

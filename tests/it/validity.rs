@@ -1,6 +1,7 @@
 //! What is true now: `supersedes` and `validFrom` on `POST /memories`, `asOf` and
 //! `includeSuperseded` on reads, `consolidate: true` (a scripted model), the newer of two facts
-//! about one subject first, and what a superseded memory keeps (versions, export, import).
+//! about one subject first, and what a superseded memory keeps (versions, export, import; an
+//! import refuses a circle of replacements).
 
 use crate::support::{code, completion, Api};
 use serde_json::{json, Value as Json};
@@ -266,6 +267,61 @@ fn validity_travels_through_export_and_import_and_bad_records_are_refused() {
         let r = import(&fresh, &bad);
         assert_eq!(r.status, 400, "{}", String::from_utf8_lossy(&r.body));
         assert_eq!(fresh.count("SELECT count(*) FROM memories"), 0);
+    }
+}
+
+#[test]
+fn an_import_refuses_a_circle_of_replacements_and_takes_a_chain() {
+    let api = Api::new();
+    let a = store(&api, json!({"content": "The user lives in Paris."}));
+    let b = store(&api, json!({"content": "The user lives in Berlin.", "supersedes": [id(&a)]}));
+    store(&api, json!({"content": "The user lives in Oslo.", "supersedes": [id(&b)]}));
+    let text = String::from_utf8(api.get("/export").body).unwrap();
+    // A → B → C, C holding: taken, and exported again byte for byte.
+    let fresh = |name: &str| {
+        let mut other = Api::new();
+        other.agent = name.into();
+        other
+    };
+    let chain = fresh("chain");
+    let r = import(&chain, &text);
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(contents(&chain, "/memories"), ["The user lives in Oslo."]);
+    assert_eq!(String::from_utf8(chain.get("/export").body).unwrap(), text);
+    // The same memories with their chain closed into a circle: no memory would hold.
+    let lines: Vec<Json> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let memory = |ls: &mut Vec<Json>, content: &str| -> usize {
+        ls.iter().position(|l| l["kind"] == "memory" && l["content"] == content).unwrap()
+    };
+    let circle = |close: &dyn Fn(&mut Vec<Json>)| {
+        let mut ls = lines.clone();
+        close(&mut ls);
+        ls.iter().map(|l| l.to_string()).collect::<Vec<_>>().join("\n") + "\n"
+    };
+    let two = circle(&|ls| {
+        // A ↔ B: B, retired by C, names A instead.
+        let (a, b) = (memory(ls, "The user lives in Paris."), memory(ls, "The user lives in Berlin."));
+        ls[b]["supersededBy"] = ls[a]["id"].clone();
+    });
+    let three = circle(&|ls| {
+        // A → B → C → A: C retired too, replaced by A.
+        let (a, c) = (memory(ls, "The user lives in Paris."), memory(ls, "The user lives in Oslo."));
+        ls[c]["supersededBy"] = ls[a]["id"].clone();
+        ls[c]["invalidAt"] = ls[c]["validFrom"].clone();
+    });
+    for (what, bad, n) in [("A <-> B", two, 2), ("A -> B -> C -> A", three, 3)] {
+        let to = fresh("circle");
+        let r = import(&to, &bad);
+        assert_eq!(
+            (r.status, code(&r)),
+            (400, "invalid_request".to_owned()),
+            "{what}: {}",
+            String::from_utf8_lossy(&r.body)
+        );
+        let message = r.body_json()["error"]["message"].as_str().unwrap().to_owned();
+        assert!(message.contains(&format!("comes back to it ({n} memories in a circle)")), "{what}: {message}");
+        assert_eq!(to.count("SELECT count(*) FROM memories"), 0, "{what}: nothing imported");
+        assert_eq!(to.count("SELECT count(*) FROM memory_versions"), 0, "{what}: nothing imported");
     }
 }
 

@@ -482,12 +482,12 @@ export class SpaceClient {
     await this.client.request("delete", "/spaces/{space}/memories/{memory}", { path: { space: this.name, memory: id } });
   }
 
-  /** The space's shared blocks written so far. */
+  /** The space's shared blocks that hold a text. */
   async blocks(): Promise<SharedBlock[]> {
     return (await this.client.request("get", "/spaces/{space}/blocks", { path: { space: this.name } })).blocks;
   }
 
-  /** One shared block (version 0, empty, when never written). */
+  /** One shared block (empty, `updatedAt` null, when never written or deleted). */
   async block(label: string): Promise<SharedBlock> {
     return this.client.request("get", "/spaces/{space}/blocks/{label}", { path: { space: this.name, label } });
   }

@@ -3163,7 +3163,10 @@ export interface paths {
          *       sessions share (`scope: "agent"`, configured or added at run time by an imported
          *       session); memory ids unique, no two memories of one category with the same
          *       normalized text (for `conversation` memories: of one session), a `conversation`
-         *       memory naming a session of the export, a `messageId` only with a `sessionId`;
+         *       memory naming a session of the export, a `messageId` only with a `sessionId`, a
+         *       `supersededBy` only on a retired memory (`invalidAt`) and naming another memory of
+         *       the export, the chain of replacements ending (a circle, A → B → A, would leave none
+         *       of them holding);
          *       each `memoryVersion` of a memory of the export, none repeated; each entry of a search
          *       block (configured, or added at run time by an imported session), one per label and
          *       key; one skill per prefix and key;
@@ -3290,9 +3293,9 @@ export interface paths {
          * @description Stores one fact about the user (`CreateMemoryRequest`; unknown fields are `400`):
          *
          *     - `content` (required): 1–4,000 characters, not blank; stored as given.
-         *     - `category`: `core` (the default: permanent), `daily` (expires: at `expiresAt`, else
-         *       `SESSION_CONFIG.memory.dailyTtlDays` days from now, default 7) or `conversation`
-         *       (belongs to the session `sessionId`, which it then requires, and is deleted with it).
+         *     - `category`: `core` (the default: permanent) or `daily` (expires: at `expiresAt`, else
+         *       `SESSION_CONFIG.memory.dailyTtlDays` days from now, default 7). A space has no
+         *       sessions: `conversation` is `400`, nothing stored.
          *     - `tags`: at most 16 strings of 1–64 characters once trimmed, without control
          *       characters; stored trimmed, duplicates dropped.
          *     - `metadata`: the caller's own facts about the memory (`Metadata`, see **Metadata and
@@ -3301,17 +3304,13 @@ export interface paths {
          *       absent or `null`: unknown (recall then counts it as 0.5).
          *     - `sessionId`, `messageId`: where the fact came from (`source`); a `messageId` needs a
          *       `sessionId`. Syntax-checked only (the session id as in paths, the message id as
-         *       message ids are): neither has to exist. A `conversation` memory registers its session
-         *       (`name = id`, as any write into a session does, and as the `memory_store` tool does),
-         *       so that deleting that session deletes the memory; for the other categories the source
-         *       registers nothing.
+         *       message ids are): neither has to exist, and the source registers nothing.
          *     - `expiresAt`: an ISO-8601 UTC timestamp (`Z` or `+00:00`) **in the future** (`400`
          *       otherwise), stored with milliseconds. Absent or `null`: never (`daily`: the default
          *       lifetime above). An expired memory is never returned again and is deleted by the
          *       next write to the agent's memories.
          *
-         *     **Duplicates merge.** When a live memory of the same category (and, for a
-         *     `conversation` memory, of the same session) has the same text once
+         *     **Duplicates merge.** When a live memory of the same category has the same text once
          *     both are trimmed, with runs of white space collapsed to one space and case ignored,
          *     nothing new is stored: the request's tags are added to that memory's (at most 16 kept),
          *     the request's `metadata` keys are set over that memory's (more than 16 keys in all is
@@ -3371,7 +3370,8 @@ export interface paths {
          * Space: Store many memories
          * @description 1–1,000 memories, each as for `POST /memories` (`createMemory`), in one transaction:
          *     all are stored (or merged into a duplicate, also one earlier in the same batch) or
-         *     none is; an error names the item (`memories[<i>]: …`). Answers the memories in order.
+         *     none is; an error names the item (`memories[<i>]: …`; a `conversation` one is `400`: a
+         *     space has no sessions). Answers the memories in order.
          *     With embeddings configured, the vectors are made after the answer is sent (recall finds
          *     the memories by their text meanwhile).
          */
@@ -3481,8 +3481,8 @@ export interface paths {
          *     - `metadata`: the new metadata, replacing the old whole (`{}` clears it); `null`
          *       leaves it;
          *     - `score`: a number from 0 to 1, or `null` to make it unknown;
-         *     - `category`: `null` leaves it. `conversation` only for a memory with a `source`
-         *       (`400` otherwise). A memory without an expiry that becomes `daily` expires
+         *     - `category`: `null` leaves it. `conversation` is `400` (a space has no sessions). A
+         *       memory without an expiry that becomes `daily` expires
          *       `dailyTtlDays` days from now, unless `expiresAt` is given too;
          *     - `expiresAt`: a timestamp in the future (as in `POST /memories`), or `null`: never.
          *
@@ -3694,7 +3694,7 @@ export interface paths {
             };
             cookie?: never;
         };
-        /** The space's shared blocks (those written so far) */
+        /** The space's shared blocks (those that hold a text; deleted ones are left out) */
         get: operations["listSharedBlocks"];
         put?: never;
         post?: never;
@@ -3725,19 +3725,25 @@ export interface paths {
             };
             cookie?: never;
         };
-        /** One shared block (version 0 and empty when never written) */
+        /** One shared block (empty, `updatedAt` null, when never written or deleted) */
         get: operations["getSharedBlock"];
         /**
          * Replace a shared block's text, if no other write came since the version read
-         * @description `{content, version, maxTokens?}`: `version` is the version read (0 for a block never
-         *     written); another write since is `409 version_conflict`, nothing written. `maxTokens`
+         * @description `{content, version, maxTokens?}`: `version` is the version read (a block never written
+         *     reads as 0, or the space's floor); another write or a delete since is `409
+         *     version_conflict`, nothing written: a label's versions never repeat. `maxTokens`
          *     (a positive integer): the text's token estimate over it is `422 over_budget`. At most
          *     262,144 bytes (`413`) and 100 blocks per space (`422`). Agents write their blocks of
          *     `scope: "space"` through `PUT /agents/{agent}/sessions/{sid}/context/{label}`.
          */
         put: operations["replaceSharedBlock"];
         post?: never;
-        /** Delete a shared block */
+        /**
+         * Delete a shared block
+         * @description The delete counts a version: the label keeps its row as a tombstone (no text), a read
+         *     shows the delete's version, the next write the one after it, and a replace naming an
+         *     earlier version is `409 version_conflict`. `404` when the label holds no text.
+         */
         delete: operations["deleteSharedBlock"];
         options?: never;
         head?: never;
@@ -3797,9 +3803,16 @@ export interface components {
         SharedBlock: {
             label: string;
             content: string;
-            /** @description Writes so far (0 for a label never written). */
+            /**
+             * @description One more with each write and each delete of the label, never repeated. A label
+             *     never written reads as 0, or as the space's floor once it rose (dropping the oldest
+             *     of its 1,000 tombstones, or an erase, raises it to the highest version gone).
+             */
             version: number;
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description `null` when the label holds no text: never written, or deleted.
+             */
             updatedAt: string | null;
             /** @description The agent that wrote it last; `null` for a write through the space's own routes. */
             updatedBy: string | null;

@@ -52,15 +52,16 @@ pub(crate) fn list_blocks(c: &Call<'_>) -> Result<Response> {
     Ok(Response::json(200, &json!({ "blocks": blocks::list(c.env.sql)? })))
 }
 
-/// `GET /blocks/{label}`: version 0 and empty when never written.
+/// `GET /blocks/{label}`: empty (`updatedAt` null) when never written or deleted, at the label's
+/// last version.
 pub(crate) fn get_block(c: &Call<'_>) -> Result<Response> {
     Ok(Response::json(200, &blocks::get(c.env.sql, &c.params.label)?))
 }
 
-/// `DELETE /blocks/{label}` → 204; 404 when never written.
+/// `DELETE /blocks/{label}` → 204 (the delete counts a version); 404 when it holds no text.
 pub(crate) fn delete_block(c: &Call<'_>) -> Result<Response> {
     let label = &c.params.label;
-    match atomically(c.env.sql, || blocks::delete(c.env.sql, label))? {
+    match atomically(c.env.sql, || blocks::delete(c.env.sql, label, &c.env.now))? {
         true => Ok(Response::no_content()),
         false => Err(Error::not_found(format!("Block \"{label}\" not found"))),
     }

@@ -311,15 +311,16 @@ impl<'a> Context<'a> {
         })
     }
 
-    /// The text of a block kept in the agent's space (its configured text until first written)
-    /// and its version, which this session has now read (`space_block_seen`).
+    /// The text of a block kept in the agent's space (its configured text while the space holds
+    /// none: never written, or deleted) and its version, which this session has now read
+    /// (`space_block_seen`).
     fn shared<'s>(&'s self, b: &'s Block) -> BoxFuture<'s, Result<(String, i64)>> {
         Box::pin(async move {
             let space = self.space_of(b)?;
             let call = Call { method: "GET", path: format!("/blocks/{}", b.label()), body: None };
             let s = shared_block(space::request(self.spaces, &space, call).await?, &space)?;
             self.seen(b, s.version)?;
-            let text = if s.version == 0 { b.cfg.content.clone().unwrap_or_default() } else { s.content };
+            let text = if s.has_text() { s.content } else { b.cfg.content.clone().unwrap_or_default() };
             Ok((text, s.version))
         })
     }

@@ -277,6 +277,7 @@ pub async fn distill(memories: &Memories<'_>, session: &str, x: &Exchange, agent
 pub async fn consolidate(memories: &Memories<'_>, new: NewMemory, by: By) -> Result<(Memory, Stored)> {
     let env = memories.env;
     store::check_new(&new, &env.now)?;
+    memories.admits(new.category)?;
     store::check_supersedes(env.sql, &new.supersedes, &env.reach, &env.now)?;
     if env.llm.provider == Provider::None {
         return Err(Error::new(ErrorKind::NotConfigured, "consolidate needs a model: no LLM is configured"));

@@ -14,6 +14,7 @@ use crate::access::Reach;
 use crate::config::MemoryConfig;
 use crate::env::Env;
 use crate::error::{Error, Result};
+use crate::space::Role;
 use crate::sql::atomically;
 use crate::store::sessions;
 use crate::wire::Frame;
@@ -64,6 +65,17 @@ impl<'a> Memories<'a> {
         })
     }
 
+    /// Refuses what these memories cannot hold: a memory space has no sessions, so a
+    /// `conversation` memory (one session's) would be one no route recalls or deletes.
+    pub(crate) fn admits(&self, category: Category) -> Result<()> {
+        if self.env.role == Role::Space && category == Category::Conversation {
+            return Err(Error::invalid(
+                "a memory space has no sessions, so it keeps no conversation memory: store it as core or daily",
+            ));
+        }
+        Ok(())
+    }
+
     /// Registers the session a `conversation` memory belongs to (`name = id`), as any write
     /// into a session does: the memory then goes when that session is deleted. Inside the
     /// memory's transaction.
@@ -81,6 +93,7 @@ impl<'a> Memories<'a> {
     /// `extract::consolidate` asks the model first, then calls this.
     pub async fn remember(&self, new: NewMemory, by: By) -> Result<(Memory, Stored)> {
         let e = self.env;
+        self.admits(new.category)?;
         let (m, stored, replaced) = self.write(|cfg| {
             let (m, stored) = store::remember(e.sql, cfg, &new, by, &e.now)?;
             self.register_session(&m)?;
@@ -118,6 +131,7 @@ impl<'a> Memories<'a> {
             let mut replaced = Vec::new();
             for (i, new) in all.iter().enumerate() {
                 let at = |err: Error| Error::new(err.kind, format!("memories[{i}]: {}", err.message));
+                self.admits(new.category).map_err(at)?;
                 let one = store::remember(e.sql, cfg, new, by, &e.now).map_err(at)?;
                 self.register_session(&one.0)?;
                 replaced.extend(store::supersede(e.sql, &one.0, &new.supersedes, &e.reach, &e.now).map_err(at)?);
@@ -137,6 +151,9 @@ impl<'a> Memories<'a> {
     /// Changes a memory; its earlier version stays in its history.
     pub async fn patch(&self, id: &str, patch: &Patch, by: By) -> Result<Memory> {
         let e = self.env;
+        if let Some(c) = patch.category {
+            self.admits(c)?;
+        }
         let m = self.write(|cfg| {
             let m = store::patch(e.sql, cfg, id, patch, by, &e.now)?;
             self.register_session(&m)?;

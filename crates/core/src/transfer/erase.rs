@@ -8,14 +8,15 @@ use super::export::skill_prefixes;
 use crate::access::revoke;
 use crate::env::Env;
 use crate::error::Result;
-use crate::space::Role;
+use crate::space::{blocks, Role};
 use crate::sql::atomically;
 use crate::store::spill;
 use crate::time::parse_iso;
 
 /// Every table that holds the agent's data or what is derived from it. (`schema_version`, the
-/// revocation time, `spill_garbage`, the objects still to delete, and `embedding_model`, the
-/// model in use, stay.) A test checks that
+/// revocation time, `spill_garbage`, the objects still to delete, `embedding_model`, the
+/// model in use, and a space's `space_block_floor`, so no shared block's version repeats,
+/// stay.) A test checks that
 /// after an erase no other table holds a row, so a new table cannot be forgotten here.
 pub(crate) const ERASED: &[&str] = &[
     "messages",
@@ -68,6 +69,7 @@ pub async fn erase(env: &Env<'_>) -> Result<Vec<String>> {
         }
         sql.execute("INSERT OR IGNORE INTO spill_garbage (key) SELECT key FROM spill_pending", &[])?;
         sql.execute("INSERT OR IGNORE INTO spill_garbage (key) SELECT key FROM spills", &[])?;
+        blocks::keep_floor(sql)?;
         for t in ERASED {
             sql.execute(&format!("DELETE FROM {t}"), &[])?;
         }

@@ -454,6 +454,34 @@ fn key_of(t: &Table, values: &[Value], fields: &[&str]) -> String {
     key
 }
 
+/// A chain of replacements (`supersededBy`, `id → by`) ends: one that comes back to a memory it
+/// passed (A → B → A) would retire every memory on it, and none would ever be found again.
+fn no_circle(next: &[(&str, &str)]) -> Result<()> {
+    let by: HashMap<&str, &str> = next.iter().copied().collect();
+    let mut ends: HashSet<&str> = HashSet::new();
+    for &(start, _) in next {
+        // The memories of this walk, each with its place on it.
+        let mut walk: HashMap<&str, usize> = HashMap::new();
+        let mut at = start;
+        while !ends.contains(at) {
+            if let Some(from) = walk.get(at) {
+                return Err(Error::invalid(format!(
+                    "memory {at}: its supersededBy chain comes back to it ({} memories in a circle), so none of them \
+                     would hold: a chain of replacements ends at a memory that names no supersededBy",
+                    walk.len() - from
+                )));
+            }
+            walk.insert(at, walk.len());
+            match by.get(at) {
+                Some(b) => at = b,
+                None => break,
+            }
+        }
+        ends.extend(walk.into_keys());
+    }
+    Ok(())
+}
+
 /// Refuses a second occurrence of any key in `keys`: `400` saying `twice`.
 fn unique(mut keys: Vec<String>, twice: &str) -> Result<()> {
     keys.sort();
@@ -499,7 +527,8 @@ impl Plan {
                 )));
             }
         }
-        // Memories: ids and texts unique; a conversation memory of a session of the export.
+        // Memories: ids and texts unique; a conversation memory of a session of the export;
+        // supersededBy names another memory of it, and a chain of them ends.
         let text = |v: &'_ Vec<Value>, f: &str| text_of(&MEMORIES, v, f).unwrap_or_default().to_owned();
         unique(self.of(&MEMORIES).map(|v| text(v, "id")).collect(), "two memory records with the same id")?;
         let mut said = Vec::new();
@@ -525,15 +554,18 @@ impl Plan {
         unique(said, twice)?;
         let mut memories: Vec<String> = self.of(&MEMORIES).map(|v| text(v, "id")).collect();
         memories.sort();
+        let mut next: Vec<(&str, &str)> = Vec::new();
         for v in self.of(&MEMORIES) {
             let Some(by) = text_of(&MEMORIES, v, "supersededBy") else { continue };
-            let id = text(v, "id");
+            let id = text_of(&MEMORIES, v, "id").unwrap_or_default();
             if by == id || memories.binary_search_by(|m| m.as_str().cmp(by)).is_err() {
                 return Err(Error::invalid(format!(
                     "memory {id}: supersededBy names {by}, which is not another memory of the export"
                 )));
             }
+            next.push((id, by));
         }
+        no_circle(&next)?;
         for v in self.of(&MEMORY_VERSIONS) {
             let of = text_of(&MEMORY_VERSIONS, v, "memoryId").unwrap_or_default();
             if memories.binary_search_by(|m| m.as_str().cmp(of)).is_err() {
