@@ -134,9 +134,16 @@ pub(crate) fn newer_first(sql: &dyn Sql, hits: &mut Vec<Hit>) -> Result<Vec<i64>
     // Each fact's content words once, not once per pair it is compared in.
     let words: Vec<(i64, Vec<String>)> = hits.iter().map(|h| (h.memory.seq, words(&h.memory.content))).collect();
     let words_of = |h: &Hit| words.iter().find(|(seq, _)| *seq == h.memory.seq).map_or(&[][..], |(_, w)| w.as_slice());
-    let same = |a: &Hit, b: &Hit| match (vector(a), vector(b)) {
-        (Some(x), Some(y)) if x.len() == y.len() => cosine(x, y) >= SAME_SUBJECT,
-        _ => shared_words(words_of(a), words_of(b)) >= SAME_WORDS,
+    // How alike two facts are, and whether that is enough for one subject.
+    let likeness = |a: &Hit, b: &Hit| match (vector(a), vector(b)) {
+        (Some(x), Some(y)) if x.len() == y.len() => {
+            let c = cosine(x, y);
+            (c, c >= SAME_SUBJECT)
+        }
+        _ => {
+            let w = shared_words(words_of(a), words_of(b));
+            (w, w >= SAME_WORDS)
+        }
     };
     // Facts stored in the same instant (one batch) are not newer than one another.
     let newer = |a: &Hit, b: &Hit| a.memory.valid_from > b.memory.valid_from;
@@ -146,7 +153,17 @@ pub(crate) fn newer_first(sql: &dyn Sql, hits: &mut Vec<Hit>) -> Result<Vec<i64>
             let meaning = matches!((new.semantic, old.semantic), (Some(n), Some(o)) if n >= LEAST_MEANING * o);
             meaning || new.relevance >= LEAST_RELEVANCE * old.relevance
         };
-        let Some(i) = (0..j).find(|&i| newer(&hits[j], &hits[i]) && relevant(i) && same(&hits[j], &hits[i])) else {
+        // The fact a newer one corrects is the older fact most like it, wherever it ranks: a
+        // newer fact near several older ones ("switched to a Pixel" near "has an iPhone" and
+        // "hates phone calls") takes the place of that one only, never of another it is merely
+        // near.
+        let corrected = (0..hits.len())
+            .filter(|&i| i != j && newer(&hits[j], &hits[i]))
+            .map(|i| (i, likeness(&hits[j], &hits[i])))
+            .filter(|(_, (_, same))| *same)
+            .max_by(|a, b| a.1 .0.total_cmp(&b.1 .0))
+            .map(|(i, _)| i);
+        let Some(i) = corrected.filter(|&i| i < j && relevant(i)) else {
             continue;
         };
         let mut hit = hits.remove(j);
