@@ -121,8 +121,9 @@ pub(crate) fn with_corrections(
 }
 
 /// Reorders `hits` (best first) so that of two facts about the same subject the newer (by
-/// `validFrom`) comes first: the newer takes the place of the first older one it is about the
-/// same subject as, and its score, and each says why. Returns the seqs of the hits it moved.
+/// `validFrom`) comes first: the newer takes the place of the older one most like it (the fact it
+/// corrects), if that ranks above it, and its score, and each says why. Returns the seqs of the
+/// hits it moved.
 pub(crate) fn newer_first(sql: &dyn Sql, hits: &mut Vec<Hit>) -> Result<Vec<i64>> {
     let mut moved = Vec::new();
     if hits.len() < 2 {
