@@ -211,7 +211,9 @@ export interface paths {
          *     modified.
          *
          *     `404` when `{sid}` is not registered or `atMessageId` is not a message of it;
-         *     `400` when `atMessageId` is missing or not a string.
+         *     `400` when `atMessageId` is missing or not a string. A token limited to some sessions
+         *     gets `403` and nothing is copied: the copy's new id is in no token's list, so such a
+         *     token could make sessions it cannot open (the admin token and agent-wide tokens fork).
          */
         post: operations["forkSession"];
         delete?: never;
@@ -316,7 +318,9 @@ export interface paths {
          *     none yet. A summary that makes the new message's JSON longer than 1,800,000 bytes is
          *     `413` (it is not moved to R2). `404` when `{sid}` is not registered. Unknown body
          *     fields, a blank `summary`, a `name` or `summary` that is not a string (or `null`) are
-         *     `400`. A session may be split again: its `endReason` stays `split`.
+         *     `400`. A session may be split again: its `endReason` stays `split`. A token limited to
+         *     some sessions gets `403` and nothing changes (no summary is made either): the new
+         *     session would be outside its list (the admin token and agent-wide tokens split).
          */
         post: operations["splitSession"];
         delete?: never;
@@ -2717,8 +2721,13 @@ export interface paths {
          *
          *     - `scope` (required): `read` or `write` (see `bearerAuth` for what each allows);
          *     - `ttlSeconds` (required): an integer from 1 to 2,592,000 (30 days);
-         *     - `sessions` (optional): 1–100 session ids; the token opens those sessions only and
-         *       no agent-wide route. Absent or `null`: every session of the agent.
+         *     - `sessions` (optional): 1–500 session ids; the token opens those sessions only and
+         *       no agent-wide route (nor a fork or a split: the session made would be outside it).
+         *       Absent or `null`: every session of the agent. The ids are in the token: 500 ids of
+         *       the longest (128 characters) make a token of about 88 KB, within the 128 KB that
+         *       Cloudflare allows a request's headers (and ids of a UUID's 36 characters, about
+         *       26 KB). On a WebSocket, where browsers send the token as `?token=` in the URL
+         *       (at most 16 KB on Cloudflare), ask for a token of the socket's session (or a few).
          *
          *     Anything else (another field, a wrong type, a value out of range, a body that is not
          *     a JSON object) is `400 invalid_request`. Hand the token to the browser or client that
@@ -5050,9 +5059,10 @@ export interface components {
             /** @description The token's life in seconds: 1 to 2,592,000 (30 days). A JSON integer (`60.0` is refused). */
             ttlSeconds: number;
             /**
-             * @description 1–100 session ids (the session id syntax; the sessions need not exist); the token
+             * @description 1–500 session ids (the session id syntax; the sessions need not exist); the token
              *     opens only these, and no agent-wide route. Duplicates are dropped. Absent or
-             *     `null`: every session of the agent.
+             *     `null`: every session of the agent. The token carries them (see `issueToken` for
+             *     its size).
              */
             sessions?: string[] | null;
         };
