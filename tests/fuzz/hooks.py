@@ -44,7 +44,7 @@ IGNORED_TABLES = {"spill_garbage", "directory_report"}
 # Its other columns still count (a refused PATCH changes none of them); a refused run by hand is
 # checked by tests/e2e/schedules.test.mjs.
 ALARM_TABLES = {"schedule_runs", "maintenance"}
-ALARM_COLUMNS = {"schedules": "id, name, prompt, kind, spec, session_id, paused, created_at"}
+ALARM_COLUMNS = {"schedules": "id, name, prompt, kind, spec, session_id, reach, paused, created_at"}
 # Tables that hold rows in a freshly migrated, empty agent database: the schema versions, and
 # the structure records FTS5 writes when an index is created.
 SCHEMA_TABLES = ("schema_version", "_fts_data", "_fts_config")

@@ -2565,6 +2565,8 @@ export interface paths {
          *     (seconds, 60 to 31,622,400) and `cron` (five fields in UTC). `name` (1–256 characters)
          *     defaults to the prompt's first line; `prompt` is 1 to
          *     `SESSION_CONFIG.schedules.maxPromptChars` (default 8,000) characters, not blank.
+         *     `reach` (`session` or `agent`) is what its runs read across sessions (see the tag): by
+         *     default `session` with `sessionId` (that session only), `agent` without.
          *     `400` for a bad or past time, interval or expression, none or two of them, an unknown
          *     field; `422 over_budget` when the agent already has
          *     `SESSION_CONFIG.schedules.maxSchedules` (default 100). Nothing is stored then.
@@ -2611,7 +2613,8 @@ export interface paths {
          * @description Changes the fields given (the rules of `POST /schedules`; `null` leaves a field). A new
          *     `at`, `every` or `cron` (at most one) replaces the timing and its `nextRunAt` is
          *     computed from now. `paused: true` stops its runs and keeps `nextRunAt`; resumed, a
-         *     tick missed while paused runs once. `404` when there is none.
+         *     tick missed while paused runs once. `reach` changes what its next runs read across
+         *     sessions; `sessionId` is kept. `404` when there is none.
          */
         patch: operations["updateSchedule"];
         trace?: never;
@@ -4651,6 +4654,7 @@ export interface components {
          *       "every": null,
          *       "cron": "30 7 * * 1-5",
          *       "sessionId": null,
+         *       "reach": "agent",
          *       "paused": false,
          *       "nextRunAt": "2026-11-23T07:30:00.000Z",
          *       "lastRunAt": null,
@@ -4667,6 +4671,7 @@ export interface components {
             cron: string | null;
             /** @description The session the runs are turns of; `null`, a fresh history each run. */
             sessionId: string | null;
+            reach: components["schemas"]["ScheduleReach"];
             paused: boolean;
             /** Format: date-time */
             nextRunAt: string | null;
@@ -4695,6 +4700,15 @@ export interface components {
             };
             error: string | null;
         };
+        /**
+         * @description What a run reads across sessions (`session_search`, the history block's search, the
+         *     memory tools, the memories injected into its prompt). `session`: the schedule's
+         *     `sessionId` only, as a token limited to that session would (none for a run without
+         *     one); `agent`: every session of the agent. A run in a session stores its turn there,
+         *     where that session's tokens read it, so `agent` there is said explicitly.
+         * @enum {string}
+         */
+        ScheduleReach: "session" | "agent";
         CreateScheduleRequest: {
             prompt: string;
             name?: string | null;
@@ -4703,6 +4717,8 @@ export interface components {
             every?: number | null;
             cron?: string | null;
             sessionId?: string | null;
+            /** @description Absent or `null`: `session` with `sessionId`, `agent` without. */
+            reach?: components["schemas"]["ScheduleReach"] | null;
         };
         UpdateScheduleRequest: {
             paused?: boolean | null;
@@ -4712,6 +4728,7 @@ export interface components {
             at?: string | null;
             every?: number | null;
             cron?: string | null;
+            reach?: components["schemas"]["ScheduleReach"] | null;
         };
         /**
          * @description `core`: a permanent fact (the default). `daily`: a note that expires (at its
