@@ -206,7 +206,7 @@ pub struct NewSchedule {
     pub name: Option<String>,
     pub timing: Timing,
     pub session_id: Option<String>,
-    /// `None`: [`RunReach::default_for`] its session.
+    /// `None`: `session` with a session, `agent` without.
     pub reach: Option<RunReach>,
 }
 
