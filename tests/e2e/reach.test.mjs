@@ -3,7 +3,7 @@
 // whose model calls each tool); a conversation memory registers its session; an agent import the
 // API could never have written is refused whole; a streamed answer whose UTF-16 surrogate pairs
 // are split across deltas (as a JavaScript proxy slicing by code units sends them) is stored
-// whole; a token of 500 sessions (the most, with the longest ids: an 88 KB bearer header) goes
+// whole; a token of 500 sessions (the most, with the longest ids: an 87 KB bearer header) goes
 // everywhere such a token may, its list bound to SQL as one parameter, and reaches no other
 // session; a session-limited token may not fork or split (it could not open what it made).
 // Every error these provoke is checked by the harness for storage words.

@@ -2727,7 +2727,7 @@ export interface paths {
          *     - `sessions` (optional): 1–500 session ids; the token opens those sessions only and
          *       no agent-wide route (nor a fork or a split: the session made would be outside it).
          *       Absent or `null`: every session of the agent. The ids are in the token: 500 ids of
-         *       the longest (128 characters) make a token of about 88 KB, within the 128 KB that
+         *       the longest (128 characters) make a token of about 87 KB, within the 128 KB that
          *       Cloudflare allows a request's headers (and ids of a UUID's 36 characters, about
          *       26 KB). On a WebSocket, where browsers send the token as `?token=` in the URL
          *       (at most 16 KB on Cloudflare), ask for a token of the socket's session (or a few).

@@ -198,7 +198,7 @@ impl Claims {
 }
 
 /// The most sessions one token may name. The token carries them: 500 ids of the longest (128
-/// characters) make a token of about 88 KB, within the 128 KB Cloudflare allows a request's
+/// characters) make a token of about 87 KB, within the 128 KB Cloudflare allows a request's
 /// headers, with room for the others. (A reach is bound as one statement parameter, whatever
 /// its length: the limit is the header's, not the database's.)
 pub const MAX_SESSIONS: usize = 500;
