@@ -3,7 +3,10 @@
 // whose model calls each tool); a conversation memory registers its session; an agent import the
 // API could never have written is refused whole; a streamed answer whose UTF-16 surrogate pairs
 // are split across deltas (as a JavaScript proxy slicing by code units sends them) is stored
-// whole. Every error these provoke is checked by the harness for storage words.
+// whole; a token of 500 sessions (the most, with the longest ids: an 87 KB bearer header) goes
+// everywhere such a token may, its list bound to SQL as one parameter, and reaches no other
+// session; a session-limited token may not fork or split (it could not open what it made).
+// Every error these provoke is checked by the harness for storage words.
 import { test, before, after, beforeEach } from "node:test";
 import assert from "node:assert/strict";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
@@ -192,4 +195,99 @@ test("a streamed answer cut at every UTF-16 offset (emoji, combining marks) is s
     const stored = await w.json("GET", `${A}/sessions/s/messages/${encodeURIComponent(done.message.id)}`);
     assert.equal(stored.body.parts.at(-1).text, reply, `cut at ${cut}`);
   }
+});
+
+test("a token of 500 sessions with the longest ids works everywhere such a token may go, and reaches no other session", async () => {
+  const { A, secret } = await seed("reach6");
+  // 499 ids of 128 characters beside bob-chat: the largest token that may be asked for.
+  const far = Array.from({ length: 499 }, (_, i) => `far-${String(i).padStart(4, "0")}-`.padEnd(128, "x"));
+  const mine = far[450];
+  assert.equal((await w.json("POST", `${A}/sessions/${mine}/messages`, { message: text("f1", "user", "the spare card PIN is 8765") })).status, 201);
+  const m = await w.json("POST", `${A}/memories`, { content: "The spare card PIN is 8765", category: "conversation", sessionId: mine });
+  assert.equal(m.status, 201, JSON.stringify(m.body));
+  const many = await mint("reach6", { scope: "write", sessions: ["bob-chat", ...far] });
+  console.log(`a token of 500 sessions of 128 characters: ${many.length} bytes`);
+  assert.ok(many.length > 80_000 && many.length < 128 * 1024, `${many.length}`);
+  const tool = async (sid, name, input) => {
+    const r = await w.json("POST", `${A}/sessions/${sid}/tools/${name}`, { input }, { auth: many });
+    assert.equal(r.status, 200, `${name}: ${JSON.stringify(r.body)}`);
+    return r.body.output;
+  };
+  for (const [name, input] of [["session_search", { query: "card PIN" }], ["search_context", { label: "history", query: "card PIN" }]]) {
+    const out = await tool("bob-chat", name, input);
+    assert.match(out, /8765/, `${name}: its own sessions: ${out}`);
+    assert.match(out, /again\?/, `${name}: ${out}`);
+    assert.doesNotMatch(out, new RegExp(SECRET), `${name}: ${out}`);
+  }
+  const recalled = await tool("bob-chat", "memory_recall", { query: "card PIN" });
+  assert.match(recalled, /8765/);
+  assert.doesNotMatch(recalled, new RegExp(SECRET), recalled);
+  assert.match(await tool("bob-chat", "memory_forget", { id: secret }), /^Error: .*not found/);
+  assert.doesNotMatch(await tool(mine, "memory_forget", { query: "Alice card PIN" }), new RegExp(SECRET));
+
+  // The official MCP SDK client, with the token as its bearer header.
+  const transport = new StreamableHTTPClientTransport(new URL(`${A}/sessions/${mine}/mcp`, w.url),
+    { requestInit: { headers: { authorization: `Bearer ${many}` } } });
+  const client = new Client({ name: "reach-e2e-500", version: "1.0.0" });
+  await client.connect(transport);
+  try {
+    const r = await client.callTool({ name: "session_search", arguments: { query: "card PIN" } });
+    const out = r.content.map((c) => c.text).join("");
+    assert.match(out, /again\?/);
+    assert.doesNotMatch(out, new RegExp(SECRET), out);
+  } finally {
+    await client.close();
+  }
+
+  // A turn whose model calls session_search: shown the token's sessions, never alice-chat.
+  model.reply({ toolCalls: [{ id: "c1", name: "session_search", arguments: { query: "card PIN" } }] }, { content: "The spare one is 8765." });
+  const turn = await w.fetch(`${A}/sessions/bob-chat/chat`, {
+    method: "POST", auth: many, headers: { "content-type": "application/json", accept: "text/event-stream" },
+    body: JSON.stringify({ message: text("q1", "user", "find my card PIN") }),
+  });
+  const streamed = await turn.text();
+  assert.equal(turn.status, 200, streamed);
+  const seen = JSON.stringify(model.requests.map((q) => q.body));
+  assert.match(seen, /8765/);
+  assert.doesNotMatch(seen, new RegExp(`PIN is ${SECRET}`), "the model was shown alice-chat");
+
+  // The routes of its sessions, and nothing else.
+  const found = await w.json("GET", `${A}/sessions/${mine}/search?q=PIN`, undefined, { auth: many });
+  assert.equal(found.status, 200, JSON.stringify(found.body));
+  assert.equal(found.body.results[0].content, "the spare card PIN is 8765");
+  assert.equal((await w.json("GET", `${A}/sessions/${far[498]}/history`, undefined, { auth: many })).status, 200);
+  assert.equal((await w.json("GET", `${A}/sessions/bob-chat/prompt`, undefined, { auth: many })).status, 200);
+  for (const path of ["/sessions/alice-chat/history", "/sessions", "/search?q=PIN", "/memories/search?q=PIN"]) {
+    const r = await w.json("GET", `${A}${path}`, undefined, { auth: many });
+    assert.equal(r.status, 403, `${path}: ${JSON.stringify(r.body)}`);
+  }
+  // One more session than the limit is refused when asked for.
+  const over = await w.json("POST", "/agents/reach6/tokens", { scope: "read", ttlSeconds: 60, sessions: ["bob-chat", "x", ...far] });
+  assert.equal(over.status, 400, JSON.stringify(over.body));
+});
+
+test("a session-limited token may not fork or split (nothing is made); an agent-wide token may", async () => {
+  const { A, bob } = await seed("reach7");
+  await w.json("POST", `${A}/sessions/bob-chat/messages`, { message: text("b2", "assistant", "It is in your banking app."), parentId: "b1" });
+  const sessions = async () => (await w.json("GET", `${A}/sessions`)).body.sessions.map((s) => s.id).sort();
+  const before = await sessions();
+  const messages = (await w.json("GET", `${A}/sessions/bob-chat/history`)).body.messages;
+  for (const [path, body] of [["fork", { atMessageId: "b1", name: "copy" }], ["split", { summary: "Asked for the PIN." }], ["split", {}]]) {
+    const r = await w.json("POST", `${A}/sessions/bob-chat/${path}`, body, { auth: bob });
+    assert.equal(r.status, 403, `${path}: ${JSON.stringify(r.body)}`);
+    assert.equal(r.body.error.code, "forbidden");
+    assert.match(r.body.error.message, new RegExp(`nor make a session.*${path}`));
+  }
+  assert.equal(model.requests.length, 0, "no summary was asked of the model");
+  assert.deepEqual(await sessions(), before, "no session made");
+  const after = await w.json("GET", `${A}/sessions/bob-chat`);
+  assert.equal(after.body.endReason, null, "bob-chat was not ended by a split");
+  assert.deepEqual((await w.json("GET", `${A}/sessions/bob-chat/history`)).body.messages, messages);
+  // An agent-wide write token forks and splits.
+  const wide = await mint("reach7", { scope: "write" });
+  const fork = await w.json("POST", `${A}/sessions/bob-chat/fork`, { atMessageId: "b1" }, { auth: wide });
+  assert.equal(fork.status, 201, JSON.stringify(fork.body));
+  const split = await w.json("POST", `${A}/sessions/bob-chat/split`, { summary: "Asked for the PIN." }, { auth: wide });
+  assert.equal(split.status, 201, JSON.stringify(split.body));
+  assert.equal((await sessions()).length, before.length + 2);
 });

@@ -3,7 +3,8 @@
 // a run, the `schedule` frame on an agent-wide socket, a run
 // by hand and its 409, a schedule that came due while the runtime was down firing once after the
 // restart (with no request to wake it), and a crash in the middle of a scheduled run: the run is failed or absent, never run
-// twice, and the alarm still fires afterwards.
+// twice, and the alarm still fires afterwards. A run in a session reads other sessions only when
+// its schedule says `reach: "agent"`, whoever runs it.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -18,7 +19,10 @@ let model;
 let w;
 const dir = mkdtempSync(join(tmpdir(), "sa-schedules-"));
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-const vars = () => ({ LLM_PROVIDER: "openai", LLM_BASE_URL: model.baseUrl, LLM_MODEL: "test-model", LLM_TIMEOUT_MS: "10000" });
+const vars = () => ({
+  LLM_PROVIDER: "openai", LLM_BASE_URL: model.baseUrl, LLM_MODEL: "test-model", LLM_TIMEOUT_MS: "10000",
+  TOKEN_SECRET: "schedules-test-token-secret-schedules-test",
+});
 
 before(async () => {
   model = await startModel();
@@ -99,6 +103,49 @@ test("a one-shot fires through the alarm, is recorded, and agent-wide sockets he
   assert.ok(after.lastRunAt);
   assert.equal((await call(a, "GET", "/sessions")).body.sessions.length, 0, "no session written");
   ws.close();
+});
+
+test("a run in a session reaches other sessions only when its schedule says so, through the alarm and by hand", async () => {
+  const a = "sched-reach";
+  const text = (id, t) => ({ id, role: "user", parts: [{ type: "text", text: t }] });
+  assert.equal((await call(a, "POST", "/sessions/alice-chat/messages", { message: text("a1", "my locker code is zebra 7731") })).status, 201);
+  assert.equal((await call(a, "POST", "/sessions/bob-chat/messages", { message: text("b1", "hello, what is the locker code?") })).status, 201);
+  const search = { toolCalls: [{ id: "c1", name: "session_search", arguments: { query: "locker code zebra" } }] };
+  const seen = (from) => JSON.stringify(model.requests.slice(from).map((q) => q.body));
+  // By default a run in bob-chat reaches bob-chat alone, as bob's own token would.
+  model.reply(search, { content: "I cannot find it." });
+  let from = model.requests.length;
+  const s = (await call(a, "POST", "/schedules", { prompt: "Find the locker code.", at: inMs(1_500), sessionId: "bob-chat" })).body;
+  assert.equal(s.reach, "session");
+  await eventually("the alarm's run", async () => (await runsOf(a, s.id)).some((r) => r.status === "ok"), 15_000);
+  assert.match(seen(from), /locker code\?/, "the run saw its own session");
+  assert.doesNotMatch(seen(from), /7731/, "the run was shown alice-chat");
+  // By hand with the admin token: still the schedule's reach, not the caller's.
+  from = model.requests.length;
+  model.reply(search, { content: "Still nothing." });
+  assert.equal((await call(a, "POST", `/schedules/${s.id}/run`)).body.status, "ok");
+  assert.doesNotMatch(seen(from), /7731/);
+  const bob = await w.json("POST", `/agents/${a}/tokens`, { scope: "read", ttlSeconds: 600, sessions: ["bob-chat"] });
+  const history = await w.json("GET", `/agents/${a}/sessions/bob-chat/history`, undefined, { auth: bob.body.token });
+  assert.equal(history.status, 200);
+  assert.doesNotMatch(JSON.stringify(history.body), /7731/, "alice-chat's words were copied where bob's token reads");
+  // Said explicitly: every session.
+  assert.equal((await call(a, "PATCH", `/schedules/${s.id}`, { reach: "agent" })).body.reach, "agent");
+  assert.equal((await call(a, "PATCH", `/schedules/${s.id}`, { reach: "everyone" })).status, 400);
+  from = model.requests.length;
+  model.reply(search, { content: "It is zebra 7731." });
+  assert.equal((await call(a, "POST", `/schedules/${s.id}/run`)).body.status, "ok");
+  assert.match(seen(from), /7731/);
+  // A fresh run: every session unless it says "session".
+  const fresh = (await call(a, "POST", "/schedules", { prompt: "Find the locker code.", every: 3600 })).body;
+  assert.equal(fresh.reach, "agent");
+  const only = (await call(a, "POST", "/schedules", { prompt: "Find the locker code.", every: 3600, reach: "session" })).body;
+  for (const [sch, finds] of [[fresh, true], [only, false]]) {
+    from = model.requests.length;
+    model.reply(search, { content: "done" });
+    assert.equal((await call(a, "POST", `/schedules/${sch.id}/run`)).body.status, "ok");
+    assert.equal(/7731/.test(seen(from)), finds, `a fresh run with reach ${sch.reach}`);
+  }
 });
 
 test("a run by hand answers the run, and a second one while it goes is 409", async () => {

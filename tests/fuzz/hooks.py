@@ -43,8 +43,11 @@ IGNORED_TABLES = {"spill_garbage", "directory_report"}
 # earlier request created (due a few seconds later) runs, records its run and moves its times.
 # Its other columns still count (a refused PATCH changes none of them); a refused run by hand is
 # checked by tests/e2e/schedules.test.mjs.
-ALARM_TABLES = {"schedule_runs", "maintenance"}
-ALARM_COLUMNS = {"schedules": "id, name, prompt, kind, spec, session_id, paused, created_at"}
+# The runtime's own record of when the alarm is set (`_cf_METADATA`) is re-set by every wake-up,
+# and a fresh run records its model usage in the ledger under the session id `#schedule`.
+ALARM_TABLES = {"schedule_runs", "maintenance", "_cf_METADATA"}
+ALARM_COLUMNS = {"schedules": "id, name, prompt, kind, spec, session_id, reach, paused, created_at"}
+ALARM_ROWS = {"usage_ledger": "session_id <> '#schedule'"}
 # Tables that hold rows in a freshly migrated, empty agent database: the schema versions, and
 # the structure records FTS5 writes when an index is created.
 SCHEMA_TABLES = ("schema_version", "_fts_data", "_fts_config")
@@ -102,7 +105,9 @@ def _tables(path):
                 continue
             h = hashlib.sha256()
             columns = ALARM_COLUMNS.get(name, "*")
-            for row in sorted(repr(r) for r in con.execute(f'SELECT {columns} FROM "{name}"')):
+            rows = ALARM_ROWS.get(name)
+            where = f" WHERE {rows}" if rows else ""
+            for row in sorted(repr(r) for r in con.execute(f'SELECT {columns} FROM "{name}"{where}')):
                 h.update(row.encode())
             out[name] = h.hexdigest()
         return out

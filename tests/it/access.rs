@@ -300,3 +300,128 @@ fn a_session_limited_token_never_recalls_or_forgets_another_sessions_conversatio
     assert_eq!(api.get(&format!("/memories/{secret}")).body_json()["tags"], json!([]), "alice-chat's is untouched");
     assert_eq!(api.count("SELECT count(*) FROM memories WHERE category = 'conversation'"), 2);
 }
+
+/// `bob-chat` and 499 other sessions (`far-0001`…), never `alice-chat`: the most a token names.
+fn five_hundred_sessions() -> Vec<String> {
+    let mut list = vec!["bob-chat".to_owned()];
+    list.extend((1..500).map(|i| format!("far-{i:04}")));
+    list
+}
+
+/// A session-limited token of 500 sessions does everything such a token may, in each of them:
+/// its list becomes one statement parameter wherever it is asked for (a Durable Object binds at
+/// most 100, which a list of the sessions as `IN (?, …)` passed at about 95).
+#[test]
+fn a_token_of_500_sessions_reaches_each_of_them_and_no_other() {
+    for meaning in ["words", "words and meaning"] {
+        let (api, secret) = two_sessions();
+        let api = if meaning == "words" { api } else { api.with_embeddings() };
+        // A far session of the token's holds words and a conversation memory of its own.
+        api.append("far-0450", "f1", None, "the spare card PIN is 8765");
+        let r = api.post(
+            "/memories",
+            json!({"content": "The spare card PIN is 8765", "category": "conversation", "sessionId": "far-0450"}),
+        );
+        assert_eq!(r.status, 201);
+        // Everything written so far gets its vector (with embeddings on).
+        api.get("/sessions/bob-chat");
+        let list = five_hundred_sessions();
+        let many = Claims::issue(
+            "alice",
+            Role::Agent,
+            &body(json!({"scope": "write", "ttlSeconds": 600, "sessions": list})),
+            api.now.get(),
+        )
+        .unwrap_or_else(|e| panic!("a token of 500 sessions: {}", e.message));
+        assert_eq!(many.sessions.as_ref().map(Vec::len), Some(500));
+        let send = |req: Request| {
+            let r = api.send(with(&many, req));
+            assert!(r.status < 300, "{meaning}: {} {}", r.status, String::from_utf8_lossy(&r.body));
+            r
+        };
+        let tool = |sid: &str, name: &str, input: Json| {
+            let req = Request::new("POST", &format!("/sessions/{sid}/tools/{name}")).json(&json!({"input": input}));
+            send(req).body_json()["output"].as_str().unwrap().to_owned()
+        };
+        for (name, input) in [
+            ("session_search", json!({"query": "card PIN"})),
+            ("search_context", json!({"label": "history", "query": "card PIN"})),
+        ] {
+            let out = tool("bob-chat", name, input);
+            assert!(out.contains("8765") && out.contains("again?"), "{meaning}, {name}: its sessions: {out}");
+            assert!(!out.contains("4321"), "{meaning}, {name}: another session: {out}");
+        }
+        let out = tool("bob-chat", "memory_recall", json!({"query": "card PIN"}));
+        assert!(out.contains("8765") && out.contains("Acme") && !out.contains("4321"), "{meaning}: {out}");
+        let out = tool("far-0450", "memory_recall", json!({"query": "card PIN", "category": "conversation"}));
+        assert!(out.contains("8765") && !out.contains("4321"), "{meaning}: {out}");
+        let out = tool("bob-chat", "memory_forget", json!({"query": "Alice's card PIN 4321"}));
+        assert!(!out.contains("4321"), "{meaning}: {out}");
+        let out = tool("bob-chat", "memory_forget", json!({"id": secret}));
+        assert!(out.starts_with("Error:") && out.contains("not found"), "{meaning}: {out}");
+        // MCP: the same tools.
+        let r = send(Request::new("POST", "/sessions/far-0450/mcp").json(&json!({"jsonrpc": "2.0", "id": 1,
+            "method": "tools/call", "params": {"name": "session_search", "arguments": {"query": "card PIN"}}})));
+        let text = r.body_json()["result"]["content"][0]["text"].as_str().unwrap().to_owned();
+        assert!(text.contains("again?") && !text.contains("is 4321"), "{meaning}: MCP: {text}");
+        // A turn whose model calls session_search: it is shown the token's sessions, not another.
+        api.model.requests.borrow_mut().clear();
+        api.model.reply(Ok(crate::support::tool_calls(&[("c1", "session_search", json!({"query": "card PIN"}))])));
+        api.model.reply(Ok(crate::support::completion("The spare one is 8765.")));
+        let r = send(
+            Request::new("POST", "/sessions/bob-chat/chat")
+                .json(&json!({"message": crate::support::msg("q1", "user", "find my card PIN")})),
+        );
+        assert_eq!(r.status, 201);
+        let seen = api.model.requests.borrow().iter().map(Json::to_string).collect::<String>();
+        assert!(seen.contains("8765") && !seen.contains("is 4321"), "{meaning}: the model saw: {seen}");
+        // The routes of its sessions.
+        let found = send(Request::new("GET", "/sessions/far-0450/search?q=PIN")).body_json();
+        assert_eq!(found["results"][0]["content"], "the spare card PIN is 8765", "{meaning}");
+        let history = send(Request::new("GET", "/sessions/bob-chat/history")).body_json();
+        assert_eq!(history["messages"].as_array().unwrap().len(), 3, "{meaning}");
+        send(Request::new("GET", "/sessions/far-0450/prompt"));
+        send(Request::new("GET", "/sessions/far-0450/context"));
+        send(Request::new("GET", "/sessions/far-0499/history"));
+        // The same words stored as a conversation memory make bob-chat's own memory.
+        let out = tool(
+            "bob-chat",
+            "memory_store",
+            json!({"content": "alice's card PIN is 4321", "category": "conversation"}),
+        );
+        assert!(out.starts_with("Stored memory") && !out.contains(&secret), "{meaning}: {out}");
+        // And nothing else: another session, the agent-wide routes.
+        for path in ["/sessions/alice-chat/history", "/sessions", "/search?q=PIN", "/memories/search?q=PIN"] {
+            let r = api.send(with(&many, Request::new("GET", path)));
+            assert_eq!((r.status, code(&r)), (403, "forbidden".into()), "{meaning}: {path}");
+        }
+    }
+}
+
+/// A fork or a split makes a session of a new id, which a token limited to some sessions could
+/// not open: such a token is refused (and nothing is made), an agent-wide one is not.
+#[test]
+fn a_session_limited_token_may_not_fork_or_split() {
+    let api = Api::new();
+    api.append("s1", "m1", None, "hello");
+    api.append("s1", "m2", Some(Some("m1")), "and more");
+    let limited = claims("write", Some(&["s1"]));
+    let wide = claims("write", None);
+    let fork = || Request::new("POST", "/sessions/s1/fork").json(&json!({"atMessageId": "m1", "name": "copy"}));
+    let split = || Request::new("POST", "/sessions/s1/split").json(&json!({"summary": "Said hello."}));
+    let state = || (api.count("SELECT count(*) FROM sessions"), api.count("SELECT count(*) FROM messages"));
+    for (what, req) in [("fork", fork()), ("split", split())] {
+        let before = state();
+        let r = api.send(with(&limited, req));
+        assert_eq!((r.status, code(&r)), (403, "forbidden".into()), "{what}");
+        let message = r.body_json()["error"]["message"].as_str().unwrap().to_owned();
+        assert!(message.contains("nor make a session") && message.contains(what), "{what}: {message}");
+        assert_eq!(state(), before, "{what}: no session made, no message copied");
+        assert!(session_agent_api::permits(&limited, "POST", &format!("/sessions/s1/{what}")).is_err());
+    }
+    for (what, req) in [("fork", fork()), ("split", split())] {
+        let r = api.send(with(&wide, req));
+        assert_eq!(r.status, 201, "{what}: {}", String::from_utf8_lossy(&r.body));
+    }
+    assert_eq!(api.count("SELECT count(*) FROM sessions"), 3);
+}

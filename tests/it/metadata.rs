@@ -458,3 +458,59 @@ fn version_10_data_migrates_to_empty_metadata() {
     assert_eq!(ok(&api.get("/memories/mem_old/history"), 200)["versions"][0]["metadata"], json!({}));
     assert_eq!(contents(&api.get("/memories?metadata.k=1")), Vec::<String>::new());
 }
+
+/// Every filter at its most (16 `metadata.<key>`, 16 `tag`, 16 `anyTag`, the three categories,
+/// the four times, `asOf`, `sessionId`), with a query of the most words and a page's cursor: a
+/// Durable Object binds at most 100 parameters per statement, and a list bound as `IN (?, …)`
+/// or four per metadata key passed it. Each list is one parameter: every route answers, and
+/// still selects exactly.
+#[test]
+fn the_widest_filters_fit_in_one_statement() {
+    let api = Api::new();
+    let tags: Vec<String> = (0..16).map(|i| format!("t{i}")).collect();
+    let meta: serde_json::Map<String, Json> = (0..16).map(|i| (format!("k{i}"), json!(format!("v{i}")))).collect();
+    let words = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda omicron";
+    for n in 0..3 {
+        let r = api.post(
+            "/memories",
+            json!({"content": format!("{words} note {n}"), "category": "conversation", "sessionId": "s1",
+                   "tags": tags, "metadata": meta}),
+        );
+        ok(&r, 201);
+    }
+    ok(&api.post("/memories", json!({"content": format!("{words} other"), "tags": tags})), 201);
+    api.append("s1", "m1", None, words);
+    ok(&api.patch("/sessions/s1", json!({"metadata": meta})), 200);
+    let mut filters: Vec<String> = meta.iter().map(|(k, v)| format!("metadata.{k}={}", v.as_str().unwrap())).collect();
+    filters.extend(tags.iter().map(|t| format!("tag={t}")));
+    filters.extend(tags.iter().map(|t| format!("anyTag={t}")));
+    filters.push("category=core,daily,conversation".into());
+    filters.extend(
+        [
+            "createdAfter=2000-01-01T00:00:00Z",
+            "createdBefore=2999-01-01T00:00:00Z",
+            "updatedAfter=2000-01-01T00:00:00Z",
+            "updatedBefore=2999-01-01T00:00:00Z",
+            "sessionId=s1",
+        ]
+        .map(str::to_owned),
+    );
+    let all = filters.join("&");
+    let page = ok(&api.get(&format!("/memories?{all}&asOf=2999-01-01T00:00:00Z&limit=2")), 200);
+    assert_eq!(page["memories"].as_array().unwrap().len(), 2);
+    let next = page["nextCursor"].as_str().expect("a second page").to_owned();
+    let rest = contents(&api.get(&format!("/memories?{all}&asOf=2999-01-01T00:00:00Z&limit=2&cursor={next}")));
+    assert_eq!(rest.len(), 1, "the three memories of s1, not the agent's");
+    let q = words.replace(' ', "+");
+    let found = contents(&api.get(&format!("/memories/search?q={q}&{all}&asOf=2999-01-01T00:00:00Z&limit=50")));
+    assert_eq!(found.len(), 3, "{found:?}");
+    // One key with another value: nothing.
+    let other = all.replace("metadata.k15=v15", "metadata.k15=v16");
+    assert_eq!(contents(&api.get(&format!("/memories/search?q={q}&{other}"))).len(), 0);
+    let meta_filters = filters[..16].join("&");
+    assert_eq!(ids(&api.get(&format!("/sessions?{meta_filters}&limit=1")), "sessions"), ["s1"]);
+    let hits = ok(&api.get(&format!("/search?q={q}&{meta_filters}")), 200);
+    assert_eq!(hits["results"].as_array().unwrap().len(), 1);
+    let r = api.send(Request::new("DELETE", &format!("/memories?{all}")));
+    assert_eq!(ok(&r, 200), json!({"deleted": 3}));
+}

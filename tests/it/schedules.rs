@@ -514,3 +514,115 @@ fn a_wake_up_is_bounded_and_the_rest_is_due_at_once() {
     assert!(w.runs < 3, "{} runs after {} ms", w.runs, api.now.get() - start);
     assert_eq!(api.post("/schedules", json!({"prompt": "\u{1}", "every": 60})).body_json()["name"], "schedule");
 }
+
+/// An agent where `alice-chat` holds a word (a message and a conversation memory) that
+/// `bob-chat` never heard, with the searchable-history block and memory.
+fn alice_and_bob() -> Api {
+    let api = Api::with_config(json!({"memory": {}, "searchableHistory": "history"})).with_model();
+    api.append("alice-chat", "a1", None, "my locker code is zebra 7731");
+    let r = api.post(
+        "/memories",
+        json!({"content": "Alice's locker code is zebra 7731", "category": "conversation", "sessionId": "alice-chat"}),
+    );
+    assert_eq!(r.status, 201);
+    api.append("bob-chat", "b1", None, "hello, what is the locker code?");
+    api
+}
+
+/// What the model was sent since `from`, as text.
+fn seen_since(api: &Api, from: usize) -> String {
+    api.model.requests.borrow()[from..].iter().map(Json::to_string).collect()
+}
+
+/// A run in `bob-chat` is a turn stored there, read by bob-chat's own tokens: it reads across
+/// sessions as such a token would (bob-chat only), whoever runs it (the alarm, the admin by
+/// hand), unless the schedule says `"reach": "agent"`. A run without a session reaches every
+/// session by default (its reply is the agent-wide tokens'), and none with `"reach": "session"`.
+#[test]
+fn a_run_in_a_session_reaches_other_sessions_only_when_its_schedule_says_so() {
+    let api = alice_and_bob();
+    let s = api
+        .post("/schedules", json!({"prompt": "Find the locker code.", "every": 60, "sessionId": "bob-chat"}))
+        .body_json();
+    assert_eq!(s["reach"], "session", "a run in a session reaches it alone by default");
+    let id = s["id"].as_str().unwrap().to_owned();
+    let tools = [
+        ("session_search", json!({"query": "locker code zebra"})),
+        ("search_context", json!({"label": "history", "query": "locker code zebra"})),
+        ("memory_recall", json!({"query": "locker code zebra"})),
+    ];
+    // Through the alarm, then by hand with the admin token: the schedule's reach either way.
+    for (i, (name, input)) in tools.iter().enumerate() {
+        let from = api.model.requests.borrow().len();
+        api.model.reply(Ok(crate::support::tool_calls(&[("c1", name, input.clone())])));
+        api.model.reply(Ok(completion("I cannot find it.")));
+        if i == 0 {
+            api.now.set(api.now.get() + MIN);
+            assert_eq!(wake_up(&api).runs, 1);
+        } else {
+            assert_eq!(api.post(&format!("/schedules/{id}/run"), json!({})).status, 200);
+        }
+        let seen = seen_since(&api, from);
+        assert!(seen.contains("locker code?"), "{name}: the run saw its own session: {seen}");
+        assert!(!seen.contains("7731"), "{name}: the run was shown alice-chat: {seen}");
+    }
+    let history = api.get("/sessions/bob-chat/history").body_json().to_string();
+    assert!(!history.contains("7731"), "alice-chat's words were copied into bob-chat: {history}");
+
+    // Said explicitly, it reaches every session, and what it finds is stored in bob-chat.
+    let p = api.patch(&format!("/schedules/{id}"), json!({"reach": "agent"}));
+    assert_eq!((p.status, p.body_json()["reach"].clone()), (200, json!("agent")));
+    let from = api.model.requests.borrow().len();
+    api.model.reply(Ok(crate::support::tool_calls(&[("c1", "session_search", tools[0].1.clone())])));
+    api.model.reply(Ok(completion("It is zebra 7731.")));
+    assert_eq!(api.post(&format!("/schedules/{id}/run"), json!({})).status, 200);
+    assert!(seen_since(&api, from).contains("7731"));
+    assert!(api.get("/sessions/bob-chat/history").body_json().to_string().contains("7731"));
+    let made = api.post("/schedules", json!({"prompt": "p", "every": 60, "sessionId": "bob-chat", "reach": "agent"}));
+    assert_eq!(made.body_json()["reach"], "agent");
+
+    // A fresh run: every session by default, none with "session".
+    let fresh = api.post("/schedules", json!({"prompt": "Find the locker code.", "every": 60})).body_json();
+    assert_eq!(fresh["reach"], "agent");
+    let fid = fresh["id"].as_str().unwrap().to_owned();
+    for (reach, finds) in [("agent", true), ("session", false)] {
+        assert_eq!(api.patch(&format!("/schedules/{fid}"), json!({"reach": reach})).status, 200);
+        let from = api.model.requests.borrow().len();
+        api.model.reply(Ok(crate::support::tool_calls(&[("c1", "session_search", tools[0].1.clone())])));
+        api.model.reply(Ok(completion("done")));
+        assert_eq!(api.post(&format!("/schedules/{fid}/run"), json!({})).status, 200);
+        assert_eq!(seen_since(&api, from).contains("7731"), finds, "a fresh run with reach {reach}");
+    }
+}
+
+#[test]
+fn reach_is_checked_and_migrated() {
+    let api = Api::new();
+    let s = api.post("/schedules", json!({"prompt": "p", "every": 60, "sessionId": "s1"})).body_json();
+    let path = format!("/schedules/{}", s["id"].as_str().unwrap());
+    for bad in [json!("all"), json!(1), json!(["agent"]), json!("Agent")] {
+        let r = api.post("/schedules", json!({"prompt": "p", "every": 60, "reach": bad}));
+        assert_eq!((r.status, code(&r)), (400, "invalid_request".into()), "{bad}");
+        assert_eq!(api.patch(&path, json!({"reach": bad})).status, 400, "{bad}");
+    }
+    assert_eq!(schedules(&api), 1);
+    assert_eq!(api.get(&path).body_json(), s, "unchanged");
+    assert_eq!(api.patch(&path, json!({"reach": null, "paused": true})).body_json()["reach"], "session");
+
+    // Schedules stored before the reach: one in a session reaches it alone, a fresh one every session.
+    use session_agent_core::sql::Sql;
+    let db = crate::support::db_at(16);
+    for (id, session) in [("sch_a", Json::from("s1")), ("sch_b", Json::Null)] {
+        let session = session.as_str().map(str::to_owned);
+        db.execute(
+            "INSERT INTO schedules (id, name, prompt, kind, spec, session_id, created_at)
+             VALUES (?, 'n', 'p', 'every', '60', ?, '2026-11-22T11:00:00.000Z')",
+            &[id.into(), session.into()],
+        )
+        .unwrap();
+    }
+    store::open(&db, 0).unwrap();
+    let api = Api::with_db(db);
+    assert_eq!(api.get("/schedules/sch_a").body_json()["reach"], "session");
+    assert_eq!(api.get("/schedules/sch_b").body_json()["reach"], "agent");
+}

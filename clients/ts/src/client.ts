@@ -577,7 +577,7 @@ export class SessionClient {
     await this.agent.request("delete", "/agents/{agent}/sessions/{sid}", { path: this.path });
   }
 
-  /** Copies the path root → `atMessageId` into a new session. */
+  /** Copies the path root → `atMessageId` into a new session (not with a token limited to sessions: `403`). */
   async fork(input: { atMessageId: string; name?: string | null }): Promise<SessionInfo> {
     return this.agent.request("post", "/agents/{agent}/sessions/{sid}/fork", { path: this.path, body: input });
   }
@@ -587,7 +587,10 @@ export class SessionClient {
     return this.agent.request("post", "/agents/{agent}/sessions/{sid}/usage", { path: this.path, body: usage });
   }
 
-  /** Ends this session and goes on in a new one that starts from its summary. */
+  /**
+   * Ends this session and goes on in a new one that starts from its summary (not with a token
+   * limited to sessions: `403`).
+   */
   async split(input: SplitRequest = {}): Promise<SessionInfo> {
     return this.agent.request("post", "/agents/{agent}/sessions/{sid}/split", { path: this.path, body: input });
   }

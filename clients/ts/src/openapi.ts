@@ -211,7 +211,9 @@ export interface paths {
          *     modified.
          *
          *     `404` when `{sid}` is not registered or `atMessageId` is not a message of it;
-         *     `400` when `atMessageId` is missing or not a string.
+         *     `400` when `atMessageId` is missing or not a string. A token limited to some sessions
+         *     gets `403` and nothing is copied: the copy's new id is in no token's list, so such a
+         *     token could make sessions it cannot open (the admin token and agent-wide tokens fork).
          */
         post: operations["forkSession"];
         delete?: never;
@@ -316,7 +318,9 @@ export interface paths {
          *     none yet. A summary that makes the new message's JSON longer than 1,800,000 bytes is
          *     `413` (it is not moved to R2). `404` when `{sid}` is not registered. Unknown body
          *     fields, a blank `summary`, a `name` or `summary` that is not a string (or `null`) are
-         *     `400`. A session may be split again: its `endReason` stays `split`.
+         *     `400`. A session may be split again: its `endReason` stays `split`. A token limited to
+         *     some sessions gets `403` and nothing changes (no summary is made either): the new
+         *     session would be outside its list (the admin token and agent-wide tokens split).
          */
         post: operations["splitSession"];
         delete?: never;
@@ -2561,6 +2565,8 @@ export interface paths {
          *     (seconds, 60 to 31,622,400) and `cron` (five fields in UTC). `name` (1–256 characters)
          *     defaults to the prompt's first line; `prompt` is 1 to
          *     `SESSION_CONFIG.schedules.maxPromptChars` (default 8,000) characters, not blank.
+         *     `reach` (`session` or `agent`) is what its runs read across sessions (see the tag): by
+         *     default `session` with `sessionId` (that session only), `agent` without.
          *     `400` for a bad or past time, interval or expression, none or two of them, an unknown
          *     field; `422 over_budget` when the agent already has
          *     `SESSION_CONFIG.schedules.maxSchedules` (default 100). Nothing is stored then.
@@ -2607,7 +2613,8 @@ export interface paths {
          * @description Changes the fields given (the rules of `POST /schedules`; `null` leaves a field). A new
          *     `at`, `every` or `cron` (at most one) replaces the timing and its `nextRunAt` is
          *     computed from now. `paused: true` stops its runs and keeps `nextRunAt`; resumed, a
-         *     tick missed while paused runs once. `404` when there is none.
+         *     tick missed while paused runs once. `reach` changes what its next runs read across
+         *     sessions; `sessionId` is kept. `404` when there is none.
          */
         patch: operations["updateSchedule"];
         trace?: never;
@@ -2717,8 +2724,13 @@ export interface paths {
          *
          *     - `scope` (required): `read` or `write` (see `bearerAuth` for what each allows);
          *     - `ttlSeconds` (required): an integer from 1 to 2,592,000 (30 days);
-         *     - `sessions` (optional): 1–100 session ids; the token opens those sessions only and
-         *       no agent-wide route. Absent or `null`: every session of the agent.
+         *     - `sessions` (optional): 1–500 session ids; the token opens those sessions only and
+         *       no agent-wide route (nor a fork or a split: the session made would be outside it).
+         *       Absent or `null`: every session of the agent. The ids are in the token: 500 ids of
+         *       the longest (128 characters) make a token of about 87 KB, within the 128 KB that
+         *       Cloudflare allows a request's headers (and ids of a UUID's 36 characters, about
+         *       26 KB). On a WebSocket, where browsers send the token as `?token=` in the URL
+         *       (at most 16 KB on Cloudflare), ask for a token of the socket's session (or a few).
          *
          *     Anything else (another field, a wrong type, a value out of range, a body that is not
          *     a JSON object) is `400 invalid_request`. Hand the token to the browser or client that
@@ -4655,6 +4667,7 @@ export interface components {
          *       "every": null,
          *       "cron": "30 7 * * 1-5",
          *       "sessionId": null,
+         *       "reach": "agent",
          *       "paused": false,
          *       "nextRunAt": "2026-11-23T07:30:00.000Z",
          *       "lastRunAt": null,
@@ -4671,6 +4684,7 @@ export interface components {
             cron: string | null;
             /** @description The session the runs are turns of; `null`, a fresh history each run. */
             sessionId: string | null;
+            reach: components["schemas"]["ScheduleReach"];
             paused: boolean;
             /** Format: date-time */
             nextRunAt: string | null;
@@ -4699,6 +4713,15 @@ export interface components {
             };
             error: string | null;
         };
+        /**
+         * @description What a run reads across sessions (`session_search`, the history block's search, the
+         *     memory tools, the memories injected into its prompt). `session`: the schedule's
+         *     `sessionId` only, as a token limited to that session would (none for a run without
+         *     one); `agent`: every session of the agent. A run in a session stores its turn there,
+         *     where that session's tokens read it, so `agent` there is said explicitly.
+         * @enum {string}
+         */
+        ScheduleReach: "session" | "agent";
         CreateScheduleRequest: {
             prompt: string;
             name?: string | null;
@@ -4707,6 +4730,8 @@ export interface components {
             every?: number | null;
             cron?: string | null;
             sessionId?: string | null;
+            /** @description Absent or `null`: `session` with `sessionId`, `agent` without. */
+            reach?: components["schemas"]["ScheduleReach"] | null;
         };
         UpdateScheduleRequest: {
             paused?: boolean | null;
@@ -4716,6 +4741,7 @@ export interface components {
             at?: string | null;
             every?: number | null;
             cron?: string | null;
+            reach?: components["schemas"]["ScheduleReach"] | null;
         };
         /**
          * @description `core`: a permanent fact (the default). `daily`: a note that expires (at its
@@ -5063,9 +5089,10 @@ export interface components {
             /** @description The token's life in seconds: 1 to 2,592,000 (30 days). A JSON integer (`60.0` is refused). */
             ttlSeconds: number;
             /**
-             * @description 1–100 session ids (the session id syntax; the sessions need not exist); the token
+             * @description 1–500 session ids (the session id syntax; the sessions need not exist); the token
              *     opens only these, and no agent-wide route. Duplicates are dropped. Absent or
-             *     `null`: every session of the agent.
+             *     `null`: every session of the agent. The token carries them (see `issueToken` for
+             *     its size).
              */
             sessions?: string[] | null;
         };

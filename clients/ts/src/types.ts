@@ -61,6 +61,8 @@ export type CreateMemoryRequest = Schemas["CreateMemoryRequest"];
 export type UpdateMemoryRequest = Schemas["UpdateMemoryRequest"];
 export type Schedule = Schemas["Schedule"];
 export type ScheduleRun = Schemas["ScheduleRun"];
+/** What a scheduled run reads across sessions: its session only, or every session. */
+export type ScheduleReach = Schemas["ScheduleReach"];
 export type CreateScheduleRequest = Schemas["CreateScheduleRequest"];
 export type UpdateScheduleRequest = Schemas["UpdateScheduleRequest"];
 export type DeleteMemoriesRequest = Schemas["DeleteMemoriesRequest"];

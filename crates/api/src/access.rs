@@ -197,8 +197,11 @@ impl Claims {
     }
 }
 
-/// The most sessions one token may name.
-pub const MAX_SESSIONS: usize = 100;
+/// The most sessions one token may name. The token carries them: 500 ids of the longest (128
+/// characters) make a token of about 87 KB, within the 128 KB Cloudflare allows a request's
+/// headers, with room for the others. (A reach is bound as one statement parameter, whatever
+/// its length: the limit is the header's, not the database's.)
+pub const MAX_SESSIONS: usize = 500;
 
 /// A presented token taken apart: what its signature covers, the signature, the claims. Anything
 /// that is not one of our tokens is `unauthorized` (the signature is checked by the caller).
@@ -249,7 +252,8 @@ pub(crate) fn permit(claims: &Claims, who: Who, sid: Option<&str>, needs: Needs)
         (Who::Admin, _) => return Err(Error::forbidden("this route needs the admin token (API_TOKEN)")),
         (Who::Agent, _) if claims.limited() => {
             return Err(Error::forbidden(
-                "a token limited to some sessions may not use agent-wide routes (the session list, search, memories)",
+                "a token limited to some sessions may not use agent-wide routes (the session list, search, memories, \
+                 schedules) nor make a session (create, import, fork, split), which it could not open",
             ))
         }
         (Who::Session, Some(sid)) if !claims.opens(sid) => {

@@ -125,6 +125,12 @@ const fn bare(method: Method, handler: Handler) -> Op {
     op(method, handler, &[], Body::Unread)
 }
 
+/// A `POST` that makes a session of a new id (a fork, a split) from the route's session:
+/// agent-wide, since a token limited to some sessions could not open what it made.
+const fn makes_session(handler: Handler) -> Op {
+    Op { who: Some(Who::Agent), ..write(Post, handler) }
+}
+
 const fn route(path: &'static str, who: Who, ops: &'static [Op]) -> Route {
     Route { path, who, names: Names::Nothing, writes: Needs::Write, ops }
 }
@@ -190,7 +196,7 @@ pub const ROUTES: &[Route] = &[
         Who::Session,
         &[get(now(sessions::get), &[]), write(Patch, now(sessions::update)), bare(Delete, later(sessions::delete))],
     ),
-    route("/sessions/{sid}/fork", Who::Session, &[write(Post, now(sessions::fork))]),
+    route("/sessions/{sid}/fork", Who::Session, &[makes_session(now(sessions::fork))]),
     route("/sessions/{sid}/usage", Who::Session, &[write(Post, now(sessions::usage))]),
     route("/search", Who::Agent, &[get(later(search::across), &["q", "limit", "metadata.<key>"])]),
     route(
@@ -332,7 +338,7 @@ pub const ROUTES: &[Route] = &[
         ],
     },
     route("/sessions/{sid}/export", Who::Session, &[get(later(transfer::export_session), &[])]),
-    route("/sessions/{sid}/split", Who::Session, &[write(Post, later(transfer::split))]),
+    route("/sessions/{sid}/split", Who::Session, &[makes_session(later(transfer::split))]),
     // A `read` token may initialize and list tools; `mcp` refuses its `tools/call`.
     Route {
         path: "/sessions/{sid}/mcp",

@@ -8,7 +8,7 @@ use super::call::{Answer, Call};
 use super::http::{opt_str, req_str, Response};
 use session_agent_core::error::{Error, Result};
 use session_agent_core::schedule::run::{self, tick, Tick};
-use session_agent_core::schedule::store::{self as schedule, Change, NewSchedule, Timing, MAX_PAGE};
+use session_agent_core::schedule::store::{self as schedule, Change, NewSchedule, RunReach, Timing, MAX_PAGE};
 use session_agent_core::time::parse_iso;
 
 /// Refuses a body field this route does not take.
@@ -34,15 +34,25 @@ fn timing(body: &Map<String, Json>, now: &str) -> Result<Option<Timing>> {
     }
 }
 
-/// `POST /schedules` `{prompt, name?, at? | every? | cron?, sessionId?}` → 201 Schedule.
+/// The body's `reach` (`null` counts as absent).
+fn reach(body: &Map<String, Json>) -> Result<Option<RunReach>> {
+    match body.get("reach") {
+        None | Some(Json::Null) => Ok(None),
+        Some(Json::String(s)) => RunReach::parse(s).map(Some),
+        Some(_) => Err(Error::invalid("reach must be \"session\" or \"agent\"")),
+    }
+}
+
+/// `POST /schedules` `{prompt, name?, at? | every? | cron?, sessionId?, reach?}` → 201 Schedule.
 pub(crate) fn create(c: &Call<'_>) -> Result<Response> {
     let body = c.req.json_object()?;
-    known(&body, &["prompt", "name", "at", "every", "cron", "sessionId"])?;
+    known(&body, &["prompt", "name", "at", "every", "cron", "sessionId", "reach"])?;
     let new = NewSchedule {
         prompt: req_str(&body, "prompt")?,
         name: opt_str(&body, "name")?,
         timing: timing(&body, &c.env.now)?.ok_or_else(|| Error::invalid("give one of at, every and cron"))?,
         session_id: opt_str(&body, "sessionId")?,
+        reach: reach(&body)?,
     };
     Ok(Response::json(201, &schedule::create(c.env, new)?.to_json()))
 }
@@ -60,10 +70,10 @@ pub(crate) fn get(c: &Call<'_>) -> Result<Response> {
     Ok(Response::json(200, &schedule::get(c.env.sql, &c.params.schedule)?.to_json()))
 }
 
-/// `PATCH /schedules/{schedule}` `{paused?, prompt?, name?, at? | every? | cron?}`.
+/// `PATCH /schedules/{schedule}` `{paused?, prompt?, name?, at? | every? | cron?, reach?}`.
 pub(crate) fn update(c: &Call<'_>) -> Result<Response> {
     let body = c.req.json_object()?;
-    known(&body, &["paused", "prompt", "name", "at", "every", "cron"])?;
+    known(&body, &["paused", "prompt", "name", "at", "every", "cron", "reach"])?;
     let paused = match body.get("paused") {
         None | Some(Json::Null) => None,
         Some(Json::Bool(b)) => Some(*b),
@@ -74,6 +84,7 @@ pub(crate) fn update(c: &Call<'_>) -> Result<Response> {
         prompt: opt_str(&body, "prompt")?,
         name: opt_str(&body, "name")?,
         timing: timing(&body, &c.env.now)?,
+        reach: reach(&body)?,
     };
     Ok(Response::json(200, &schedule::update(c.env, &c.params.schedule, change)?.to_json()))
 }

@@ -14,7 +14,7 @@ use crate::sql::Sql;
 pub enum Reach {
     #[default]
     All,
-    /// Only these sessions (a token's `sessions` claim: 1–100 ids).
+    /// Only these sessions (a token's `sessions` claim: 1–500 ids).
     Sessions(Vec<String>),
 }
 

@@ -148,20 +148,27 @@ impl Filter {
         self.pairs.is_empty()
     }
 
-    /// The condition "every filter matches" on the metadata column `column` (e.g. `m.metadata`),
-    /// one per pair, and their values.
-    pub(crate) fn conditions(&self, column: &str) -> (Vec<String>, Vec<Value>) {
-        let mut conds = Vec::with_capacity(self.pairs.len());
-        let mut params = Vec::with_capacity(4 * self.pairs.len());
-        for (k, v) in &self.pairs {
-            // Keys hold no quote or backslash: `$."<key>"` is the one member, dots and all.
-            let path = format!("$.\"{k}\"");
-            conds.push(format!(
-                "(CASE json_type({column}, ?) WHEN 'text' THEN json_extract({column}, ?) ELSE {column} -> ? END) = ?"
-            ));
-            params.extend([path.as_str().into(), path.as_str().into(), path.into(), v.as_str().into()]);
+    /// The condition "every filter matches" on the metadata column `column` (e.g. `m.metadata`)
+    /// and its one parameter, the pairs as a JSON array of `[key, value]` (a filter of 16 keys
+    /// binds one parameter, not four per key); `None` without filters. A pair matches a stored
+    /// string by its text, any other value by its JSON text.
+    pub(crate) fn condition(&self, column: &str) -> Option<(String, Value)> {
+        if self.pairs.is_empty() {
+            return None;
         }
-        (conds, params)
+        let pairs = Json::Array(
+            self.pairs
+                .iter()
+                .map(|(k, v)| Json::Array(vec![Json::String(k.clone()), Json::String(v.clone())]))
+                .collect(),
+        );
+        // Keys hold no quote or backslash: `$."<key>"` is the one member, dots and all.
+        let path = "('$.\"' || (kv.value ->> 0) || '\"')";
+        let cond = format!(
+            "NOT EXISTS (SELECT 1 FROM json_each(?) kv WHERE (CASE json_type({column}, {path}) \
+             WHEN 'text' THEN json_extract({column}, {path}) ELSE {column} -> {path} END) IS NOT (kv.value ->> 1))"
+        );
+        Some((cond, pairs.to_string().into()))
     }
 }
 

@@ -12,7 +12,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::ids::new_id;
 use crate::metadata::{self, Metadata};
 use crate::page::Cursor;
-use crate::sql::{Row, Sql, Value};
+use crate::sql::{json_texts, Row, Sql, Value};
 use crate::table::{Col, Table, Ty};
 use crate::time::{iso_millis, parse_iso};
 
@@ -734,41 +734,46 @@ fn patch_memory(sql: &dyn Sql, old: &Memory, p: &Patch, by: By, now: &str) -> Re
     Ok(m)
 }
 
-/// The SQL condition and parameters of `filter` on alias `m` (live memories only).
+/// The SQL condition and parameters of `filter` on alias `m` (live memories only). Each list
+/// (categories, tags, the sessions of the reach, the metadata pairs) is one parameter, so the
+/// filter binds a dozen at most whatever it holds (a Durable Object binds at most 100 per
+/// statement, and a ranking adds its own).
 pub(crate) fn filter_sql(filter: &Filter, now: &str) -> (String, Vec<Value>) {
     let mut cond = vec![LIVE.to_owned()];
     let mut params: Vec<Value> = vec![now.into()];
     let (held, values) = filter.held.cond();
     cond.push(held);
     params.extend(values);
-    let marks = |n: usize| vec!["?"; n].join(", ");
     if !filter.categories.is_empty() {
-        cond.push(format!("m.category IN ({})", marks(filter.categories.len())));
-        params.extend(filter.categories.iter().map(|c| Value::from(c.as_str())));
+        cond.push("m.category IN (SELECT value FROM json_each(?))".into());
+        params.push(json_texts(filter.categories.iter().map(|c| c.as_str())).into());
     }
-    for t in &filter.tags {
-        cond.push("EXISTS (SELECT 1 FROM json_each(m.tags) WHERE json_each.value = ?)".into());
-        params.push(t.as_str().into());
+    if !filter.tags.is_empty() {
+        cond.push(
+            "NOT EXISTS (SELECT 1 FROM json_each(?) w WHERE w.value NOT IN (SELECT value FROM json_each(m.tags)))"
+                .into(),
+        );
+        params.push(json_texts(filter.tags.iter().map(String::as_str)).into());
     }
     if !filter.any_tags.is_empty() {
-        cond.push(format!(
-            "EXISTS (SELECT 1 FROM json_each(m.tags) WHERE json_each.value IN ({}))",
-            marks(filter.any_tags.len())
-        ));
-        params.extend(filter.any_tags.iter().map(|t| Value::from(t.as_str())));
+        cond.push(
+            "EXISTS (SELECT 1 FROM json_each(m.tags) t WHERE t.value IN (SELECT value FROM json_each(?)))".into(),
+        );
+        params.push(json_texts(filter.any_tags.iter().map(String::as_str)).into());
     }
     filter.created.conditions("m.created_at", &mut cond, &mut params);
     filter.updated.conditions("m.updated_at", &mut cond, &mut params);
-    let (meta, values) = filter.metadata.conditions("m.metadata");
-    cond.extend(meta);
-    params.extend(values);
+    if let Some((meta, value)) = filter.metadata.condition("m.metadata") {
+        cond.push(meta);
+        params.push(value);
+    }
     if let Some(s) = &filter.session_id {
         cond.push("m.session_id = ?".into());
         params.push(s.as_str().into());
     }
     if let Reach::Sessions(list) = &filter.reach {
-        cond.push(format!("(m.category <> 'conversation' OR m.session_id IN ({}))", marks(list.len())));
-        params.extend(list.iter().map(|s| Value::from(s.as_str())));
+        cond.push("(m.category <> 'conversation' OR m.session_id IN (SELECT value FROM json_each(?)))".into());
+        params.push(json_texts(list.iter().map(String::as_str)).into());
     }
     (cond.join(" AND "), params)
 }

@@ -12,6 +12,13 @@
 //! is read), the `core` memories recalled for the prompt, and the tools that need no session
 //! ([`FRESH_TOOLS`]); nothing is stored but the run, and nothing is extracted. With
 //! `sessionId` it is that session's turn (`turn::run::turn`), history included, stored there.
+//!
+//! What a run reads across sessions (`session_search`, the history block, the memory tools and
+//! the memories injected) is its schedule's [`reach`](super::store::RunReach), never the
+//! alarm's or the caller's: a run in a session reaches that session only, as a token limited to
+//! it would, unless the schedule says `"reach": "agent"`. A turn stored in a session is read by
+//! that session's tokens, so a wider reach would let the run copy another session's words into
+//! it (and let this session's messages, in the run's context, ask for them).
 
 use serde_json::{json, Value as Json};
 
@@ -138,8 +145,10 @@ fn reply_text(message: &Json) -> String {
 /// memory extraction), run as after any turn.
 type Executed = (String, Usage, Vec<After>);
 
-/// Runs the schedule's prompt: on a fresh history, or as a turn of its session.
+/// Runs the schedule's prompt: on a fresh history, or as a turn of its session; either reads
+/// across sessions within the schedule's reach only, whoever started the run.
 async fn execute(env: &Env<'_>, s: &Schedule) -> Result<Executed> {
+    let env = &env.reaching(s.reaches());
     let user = json!({"id": new_id()?, "role": "user", "parts": [{"type": "text", "text": s.prompt}]});
     match &s.session_id {
         Some(sid) => {

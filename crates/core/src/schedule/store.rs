@@ -1,10 +1,12 @@
 //! The store of schedules: [`Timing`] (once `at` a time, `every` so many seconds, a cron
-//! expression) and when it runs next, [`Schedule`] as stored and shown, and create, list, change,
-//! delete (a schedule's runs are [`super::run`]'s).
+//! expression) and when it runs next, [`RunReach`] (what its runs read across sessions),
+//! [`Schedule`] as stored and shown, and create, list, change, delete (a schedule's runs are
+//! [`super::run`]'s).
 
 use serde_json::{json, Value as Json};
 
 use super::cron::Cron;
+use crate::access::Reach;
 use crate::env::Env;
 use crate::error::{Error, ErrorKind, Result};
 use crate::ids::{check_name, new_id};
@@ -100,6 +102,44 @@ impl Timing {
     }
 }
 
+/// What a run reads across sessions: its schedule's sessions only, or every session.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RunReach {
+    /// The schedule's session only (none for a run without one), as a token limited to it: a
+    /// run in a session stores its turn there, for that session's tokens to read.
+    Session,
+    /// Every session of the agent, as the schedule says explicitly.
+    Agent,
+}
+
+impl RunReach {
+    /// `"session"` or `"agent"`.
+    pub fn parse(text: &str) -> Result<RunReach> {
+        match text {
+            "session" => Ok(RunReach::Session),
+            "agent" => Ok(RunReach::Agent),
+            _ => Err(Error::invalid(format!("reach must be \"session\" or \"agent\" (got {text:?})"))),
+        }
+    }
+
+    fn as_str(self) -> &'static str {
+        match self {
+            RunReach::Session => "session",
+            RunReach::Agent => "agent",
+        }
+    }
+
+    /// What a schedule of `session_id` reaches when it does not say: its session, if it has
+    /// one; every session for a run without one (it stores nothing in a session, and its reply
+    /// is read by agent-wide tokens only).
+    fn default_for(session_id: Option<&str>) -> RunReach {
+        match session_id {
+            Some(_) => RunReach::Session,
+            None => RunReach::Agent,
+        }
+    }
+}
+
 /// A stored schedule.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Schedule {
@@ -108,6 +148,7 @@ pub struct Schedule {
     pub prompt: String,
     pub timing: Timing,
     pub session_id: Option<String>,
+    pub reach: RunReach,
     pub paused: bool,
     pub next_run_at: Option<String>,
     pub last_run_at: Option<String>,
@@ -115,7 +156,8 @@ pub struct Schedule {
     seq: i64,
 }
 
-const COLUMNS: &str = "seq, id, name, prompt, kind, spec, session_id, paused, next_run_at, last_run_at, created_at";
+const COLUMNS: &str =
+    "seq, id, name, prompt, kind, spec, session_id, paused, next_run_at, last_run_at, created_at, reach";
 
 impl Schedule {
     fn from_row(r: &Row) -> Result<Schedule> {
@@ -130,7 +172,17 @@ impl Schedule {
             next_run_at: r.opt_text(8)?,
             last_run_at: r.opt_text(9)?,
             created_at: r.text(10)?,
+            reach: RunReach::parse(&r.text(11)?)?,
         })
+    }
+
+    /// The sessions its runs read across sessions (`session_search`, the history block, the
+    /// memory tools and the memories injected).
+    pub(crate) fn reaches(&self) -> Reach {
+        match self.reach {
+            RunReach::Agent => Reach::All,
+            RunReach::Session => Reach::Sessions(self.session_id.iter().cloned().collect()),
+        }
     }
 
     /// The schedule as the API shows it: `at`, `every` and `cron` all present, the two that do
@@ -142,7 +194,7 @@ impl Schedule {
             Timing::Cron(c) => (Json::Null, Json::Null, json!(c)),
         };
         json!({"id": self.id, "name": self.name, "prompt": self.prompt, "at": at, "every": every, "cron": cron,
-               "sessionId": self.session_id, "paused": self.paused, "nextRunAt": self.next_run_at,
+               "sessionId": self.session_id, "reach": self.reach.as_str(), "paused": self.paused, "nextRunAt": self.next_run_at,
                "lastRunAt": self.last_run_at, "createdAt": self.created_at})
     }
 }
@@ -154,6 +206,8 @@ pub struct NewSchedule {
     pub name: Option<String>,
     pub timing: Timing,
     pub session_id: Option<String>,
+    /// `None`: `session` with a session, `agent` without.
+    pub reach: Option<RunReach>,
 }
 
 /// A change (`PATCH /schedules/{id}`): each field set replaces the stored one.
@@ -163,6 +217,7 @@ pub struct Change {
     pub prompt: Option<String>,
     pub name: Option<String>,
     pub timing: Option<Timing>,
+    pub reach: Option<RunReach>,
 }
 
 /// The request's time in ms.
@@ -236,9 +291,10 @@ pub fn create(env: &Env<'_>, new: NewSchedule) -> Result<Schedule> {
                 format!("this agent has {n} schedules, the most it may have (SESSION_CONFIG.schedules.maxSchedules)"),
             ));
         }
+        let reach = new.reach.unwrap_or(RunReach::default_for(new.session_id.as_deref()));
         env.sql.execute(
-            "INSERT INTO schedules (id, name, prompt, kind, spec, session_id, next_run_at, created_at)
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO schedules (id, name, prompt, kind, spec, session_id, reach, next_run_at, created_at)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             &[
                 id.as_str().into(),
                 name.into(),
@@ -246,6 +302,7 @@ pub fn create(env: &Env<'_>, new: NewSchedule) -> Result<Schedule> {
                 new.timing.kind().into(),
                 new.timing.spec().into(),
                 new.session_id.into(),
+                reach.as_str().into(),
                 next.into(),
                 env.now.as_str().into(),
             ],
@@ -272,7 +329,8 @@ pub fn update(env: &Env<'_>, id: &str, change: Change) -> Result<Schedule> {
             None => s.next_run_at.clone(),
         };
         env.sql.execute(
-            "UPDATE schedules SET name = ?, prompt = ?, kind = ?, spec = ?, paused = ?, next_run_at = ? WHERE id = ?",
+            "UPDATE schedules SET name = ?, prompt = ?, kind = ?, spec = ?, paused = ?, next_run_at = ?, reach = ?
+             WHERE id = ?",
             &[
                 change.name.clone().unwrap_or(s.name).into(),
                 change.prompt.clone().unwrap_or(s.prompt).into(),
@@ -280,6 +338,7 @@ pub fn update(env: &Env<'_>, id: &str, change: Change) -> Result<Schedule> {
                 timing.spec().into(),
                 Value::Int(change.paused.unwrap_or(s.paused).into()),
                 next.into(),
+                change.reach.unwrap_or(s.reach).as_str().into(),
                 id.into(),
             ],
         )

@@ -133,6 +133,14 @@ pub(crate) fn json_ids(ids: impl IntoIterator<Item = i64>) -> String {
     out
 }
 
+/// Texts as one JSON array text (`["a","b"]`): a list of any length as a single statement
+/// parameter, read back with `json_each(?)` (as [`json_ids`]). Every list a request gives (the
+/// sessions of a token, the tags and categories of a memory filter) is bound this way, never
+/// as `IN (?, …)`.
+pub(crate) fn json_texts<'a>(texts: impl IntoIterator<Item = &'a str>) -> String {
+    serde_json::Value::Array(texts.into_iter().map(|t| serde_json::Value::String(t.to_owned())).collect()).to_string()
+}
+
 /// Runs `f` inside `sql.transaction`, carrying its value out.
 pub fn atomically<T>(sql: &dyn Sql, f: impl FnOnce() -> Result<T, Error>) -> Result<T, Error> {
     let mut f = Some(f);

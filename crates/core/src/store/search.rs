@@ -5,11 +5,11 @@
 use serde::Serialize;
 
 use crate::access::Reach;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::metadata;
 use crate::query::Query;
 use crate::rank::{rank, rowids, Index, Ranked, Scope, Unmatched};
-use crate::sql::{Sql, Value};
+use crate::sql::{json_texts, Sql, Value};
 
 /// Default number of results.
 pub const DEFAULT_LIMIT: i64 = 20;
@@ -75,7 +75,7 @@ pub(crate) fn across_sessions(
             let tokens: Vec<String> = list.iter().map(|s| format!("\"{}\"", session_token(s))).collect();
             let scope = Scope { words: Some(format!("session : ({})", tokens.join(" OR "))), rows: None };
             let ranked = rank(sql, &MESSAGES, &scope, query, Unmatched::Nothing, limit)?;
-            let sessions = serde_json::to_string(list).map_err(|e| Error::internal(e.to_string()))?;
+            let sessions = json_texts(list.iter().map(String::as_str));
             hits(
                 sql,
                 &ranked,
@@ -90,8 +90,10 @@ pub(crate) fn across_sessions(
 /// The sessions within `reach` whose metadata matches `metadata` (a non-empty filter), as a
 /// reach: what a search across sessions with a metadata filter keeps to, by words and by meaning.
 pub(crate) fn narrow(sql: &dyn Sql, reach: &Reach, metadata: &metadata::Filter) -> Result<Reach> {
-    let (conds, params) = metadata.conditions("s.metadata");
-    let rows = sql.query(&format!("SELECT s.id FROM sessions s WHERE {}", conds.join(" AND ")), &params)?;
+    let rows = match metadata.condition("s.metadata") {
+        Some((cond, value)) => sql.query(&format!("SELECT s.id FROM sessions s WHERE {cond}"), &[value])?,
+        None => sql.query("SELECT s.id FROM sessions s", &[])?,
+    };
     let mut ids: Vec<String> = rows.iter().map(|r| r.text(0)).collect::<Result<_>>()?;
     if let Reach::Sessions(list) = reach {
         ids.retain(|id| list.contains(id));

@@ -162,7 +162,8 @@ pub(crate) fn require(sql: &dyn Sql, id: &str) -> Result<SessionInfo> {
 /// Every session `page.metadata` selects, most recently updated first (ties: the later update
 /// first), with its counts from `counts_of`.
 pub(crate) fn list_with(sql: &dyn Sql, counts_of: CountsOf, page: &Page) -> Result<(Vec<SessionInfo>, Option<Cursor>)> {
-    let (mut conds, mut params) = page.metadata.conditions("s.metadata");
+    let (mut conds, mut params): (Vec<String>, Vec<Value>) =
+        page.metadata.condition("s.metadata").map(|(c, v)| (vec![c], vec![v])).unwrap_or_default();
     if let Some(c) = &page.after {
         let (cond, values) = c.after("s.updated_at", "s.touch_seq");
         conds.push(cond);
