@@ -37,6 +37,9 @@
 // Options (environment variables):
 //   BENCH_CONV_COUNT        conversations (default 8; each ~300–450 turns, ~40 questions)
 //   BENCH_CONV_SEED         the corpus's seed (default 20261127)
+//   BENCH_CONV_CORPUS       ours (default: bench/conversations-corpus.mjs), or the path of a LoCoMo
+//                           JSON file or folder (bench/locomo.mjs: a corpus we did not write; its
+//                           question kinds are LoCoMo's categories)
 //   BENCH_CONV_EMBEDDINGS   auto (default: minilm if tests/e2e/minilm.mjs exists, else hashed),
 //                           minilm, hashed, or off (the "with embeddings" Worker is left out)
 //   BENCH_CONV_PARTS        history,memory (default both)
@@ -52,6 +55,7 @@ import { fileURLToPath, pathToFileURL } from "node:url";
 import { startWorker } from "../tests/e2e/harness.mjs";
 import { start as startScripted, EMBEDDING_DIMS } from "../tests/e2e/llm-server.mjs";
 import { buildConversations, checkCorpus, corpusStats } from "./conversations-corpus.mjs";
+import { loadLocomo } from "./locomo.mjs";
 import { bm25Index, bm25Rank } from "./fts.mjs";
 import { pct, ms, int, log, progress as progressFor, timed, client as textClient } from "./lib.mjs";
 
@@ -63,7 +67,7 @@ const RESEED = process.env.BENCH_CONV_RESEED === "1";
 const MISSES = process.env.BENCH_CONV_MISSES;
 /** The weight of the frequency signal in a memory hit's score (docs/openapi.yaml, MemoryHit). */
 const FREQUENCY_WEIGHT = 0.05;
-const KINDS = ["paraphrase", "lexical", "current"];
+const CORPUS = process.env.BENCH_CONV_CORPUS ?? "ours";
 const MINILM = join(dirname(fileURLToPath(import.meta.url)), "..", "tests", "e2e", "minilm.mjs");
 
 const progress = progressFor("bench conversations");
@@ -144,16 +148,47 @@ async function countingProxy(upstream) {
 
 // ── Set-up ─────────────────────────────────────────────────────────────────────────────────────────
 const started = performance.now();
-const corpus = buildConversations({ count: COUNT, seed: SEED });
-for (const p of checkCorpus(corpus)) progress(`corpus problem: ${p}`);
-const stats = corpusStats(corpus);
+const corpus = CORPUS === "ours" ? buildConversations({ count: COUNT, seed: SEED }) : loadLocomo(CORPUS);
+if (CORPUS === "ours") for (const p of checkCorpus(corpus)) progress(`corpus problem: ${p}`);
+const stats = corpus.stats ?? corpusStats(corpus);
+const KINDS = corpus.kinds ?? ["paraphrase", "lexical", "current"];
 const dir = mkdtempSync(join(tmpdir(), "sa-bench-conv-"));
 const upstream = await embeddingsServer(EMBEDDINGS);
 const proxy = upstream ? await countingProxy(upstream) : null;
 const workers = {};
 const MODES = [["full text", "text"], ...(proxy ? [["with embeddings", "hybrid"]] : [])];
-const SYSTEMS = [...MODES.map(([, k]) => k), "bm25"];
-const LABEL = { text: "full text", hybrid: "with embeddings", bm25: "bm25 OR (JS)" };
+// The same-run baselines: bm25 here, and with an embeddings server the same model's vectors
+// ranked here by cosine alone (dense) and fused with bm25 by reciprocal rank (1 : 1, K = 60).
+// BENCH_CONV_FUSIONS=w1,w2,…: also the service's own full-text list (top 50) fused here with the
+// dense list by weighted reciprocal rank, meaning weighed w against the words' 1 (to choose the
+// service's fusion by measurement).
+const FUSIONS = (process.env.BENCH_CONV_FUSIONS ?? "").split(",").filter(Boolean).map(Number);
+const SYSTEMS = [...MODES.map(([, k]) => k), "bm25", ...(upstream ? ["dense", "rrf", ...FUSIONS.map((w) => `text+dense ${w}`)] : [])];
+const LABEL = { text: "full text", hybrid: "with embeddings", bm25: "bm25 OR (JS)", dense: "dense (JS)", rrf: "bm25+dense RRF (JS)",
+  ...Object.fromEntries(FUSIONS.map((w) => [`text+dense ${w}`, `text+dense 1:${w}`])) };
+
+/** `texts` embedded by the embeddings server itself (not through the proxy), 64 a request. */
+async function embedAll(texts) {
+  const out = [];
+  for (let i = 0; i < texts.length; i += 64) {
+    const r = await fetch(`${upstream.baseUrl}/embeddings`, { method: "POST", headers: { "content-type": "application/json" },
+      body: JSON.stringify({ model: upstream.model, input: texts.slice(i, i + 64) }) });
+    if (!r.ok) throw new Error(`embeddings for the dense baseline: ${r.status} ${await r.text()}`);
+    for (const d of (await r.json()).data) out.push(d.embedding);
+  }
+  return out;
+}
+const cos = (a, b) => {
+  let d = 0, x = 0, y = 0;
+  for (let i = 0; i < a.length; i++) { d += a[i] * b[i]; x += a[i] * a[i]; y += b[i] * b[i]; }
+  return d / (Math.sqrt(x * y) || 1);
+};
+/** Reciprocal rank fusion of lists of ids (best first), K = 60, list i weighed weights[i] (1). */
+function rrf(lists, n, weights = []) {
+  const score = new Map();
+  lists.forEach((list, l) => list.forEach((id, r) => score.set(id, (score.get(id) ?? 0) + (weights[l] ?? 1) / (60 + r + 1))));
+  return [...score].sort((a, b) => b[1] - a[1]).slice(0, n).map(([id]) => id);
+}
 
 /**
  * Waits until the service has embedded what it embeds after a write: at least `texts` more
@@ -298,15 +333,27 @@ try {
     // The questions.
     const index = bm25Index(turns.map((t) => t.text));
     const corrected = { text: new Map(), hybrid: new Map() };
-    for (const q of conv.questions) {
+    const turnVectors = upstream ? await embedAll(turns.map((t) => t.text)) : null;
+    const questionVectors = upstream ? await embedAll(conv.questions.map((q) => q.q)) : null;
+    for (const [qi, q] of conv.questions.entries()) {
       const [tb, ranked] = await timed(async () => bm25Rank(index, q.q).slice(0, 10).map((i) => turns[i].id));
       for (const part of ["history", "memory"]) if (PARTS.has(part)) { record(part, "bm25", q, ranked); lat[part].bm25.push(tb); }
+      if (upstream) {
+        const dense = turnVectors.map((v, i) => [i, cos(v, questionVectors[qi])]).sort((a, b) => b[1] - a[1]).slice(0, 100).map(([i]) => turns[i].id);
+        const fused = rrf([bm25Rank(index, q.q).slice(0, 100).map((i) => turns[i].id), dense], 10);
+        for (const part of ["history", "memory"]) if (PARTS.has(part)) { record(part, "dense", q, dense); record(part, "rrf", q, fused); }
+      }
       for (const [, key] of MODES) {
         const call = calls[key];
         if (PARTS.has("history")) {
           const [t, r] = await timed(() => call("GET", `/search?q=${encodeURIComponent(q.q)}&limit=10`));
           lat.history[key].push(t);
           record("history", key, q, r.results.map((h) => h.id));
+          if (key === "text" && FUSIONS.length && upstream) {
+            const words = (await call("GET", `/search?q=${encodeURIComponent(q.q)}&limit=50`)).results.map((h) => h.id);
+            const dense = turnVectors.map((v, i) => [i, cos(v, questionVectors[qi])]).sort((a, b) => b[1] - a[1]).slice(0, 50).map(([i]) => turns[i].id);
+            for (const w of FUSIONS) record("history", `text+dense ${w}`, q, rrf([words, dense], 10, [1, w]));
+          }
         }
         if (PARTS.has("memory")) {
           if (RESEED) await seedMemories(key);
@@ -341,7 +388,7 @@ try {
 
   // ── Printing ───────────────────────────────────────────────────────────────────────────────────
   const k = stats.byKind;
-  log(`── retrieval over long conversations (bench/conversations.mjs; corpus bench/conversations-corpus.mjs, seed ${SEED}) ──`);
+  log(`── retrieval over long conversations (bench/conversations.mjs; corpus ${CORPUS === "ours" ? `bench/conversations-corpus.mjs, seed ${SEED}` : `LoCoMo (bench/locomo.mjs) from ${CORPUS}`}) ──`);
   log(`corpus: ${stats.conversations} conversation${stats.conversations === 1 ? "" : "s"} (one agent each), ${stats.sessions} sessions of ${stats.turnsPerSession.join("–")} turns, ` +
     `${int(stats.turns)} turns (${stats.turnsPerConversation.join("–")} per conversation, ${int(stats.userTurns)} by the user, ${int(stats.words)} words); ` +
     `${stats.facts} facts, ${stats.changed} of them changed later; ${stats.questions} questions: ${KINDS.map((x) => `${k[x] ?? 0} ${x}`).join(", ")}; ` +
@@ -364,7 +411,7 @@ try {
       log(`  ${`${name} (${n})`.padEnd(18)}${SYSTEMS.map((s) => cell(part, s, kinds).padEnd(22)).join("")}`);
     }
     const st = (s) => `${stale[part][s].outranked}/${stale[part][s].n}` + (stale[part][s].missing ? ` (newest not in top 10: ${stale[part][s].missing})` : "");
-    log(`  outdated turn above its correction (current questions, top 10): ${SYSTEMS.map((s) => `${LABEL[s]} ${st(s)}`).join("; ")}`);
+    if (KINDS.includes("current")) log(`  outdated turn above its correction (current questions, top 10): ${SYSTEMS.map((s) => `${LABEL[s]} ${st(s)}`).join("; ")}`);
     log(`  latency p50 / p95: ${MODES.map(([label, key]) => `${label} ${ms(pct(lat[part][key], 50))} / ${ms(pct(lat[part][key], 95))}`).join("; ")}`);
   };
   if (PARTS.has("history")) table("history", "history search, GET /search?q=<question>&limit=10 across sessions: hit@10 / recall@10 / MRR@10");

@@ -6,7 +6,7 @@ use crate::error::{Error, Result};
 use crate::query::compile;
 use crate::rank::{rank, rowids, Index, Rows, Scope, Unmatched};
 use crate::sql::{json_ids, Sql, Value};
-use crate::vectors::fuse::fuse;
+use crate::vectors::fuse::{fuse, CANDIDATES};
 use crate::vectors::index::Within;
 use crate::vectors::{evidence, Kind, Meaning, SUPPORT};
 
@@ -73,7 +73,9 @@ pub(crate) async fn search(meaning: &Meaning<'_>, label: &str, query: &str) -> R
     let params = [Value::from(label)];
     let rows = Rows { join: "CROSS JOIN search_entries e ON e.seq = f.rowid", cond: "e.label = ?", params: &params };
     let scope = Scope { words: None, rows: Some(rows) };
-    let ranked = rank(sql, &ENTRIES, &scope, &words, Unmatched::Nothing, SEARCH_LIMIT as usize)?;
+    // With meaning, more of the words' candidates than the hits: meaning may move one up.
+    let wide = if meaning.is_on() { CANDIDATES.max(SEARCH_LIMIT as usize) } else { SEARCH_LIMIT as usize };
+    let ranked = rank(sql, &ENTRIES, &scope, &words, Unmatched::Nothing, wide)?;
     let mut found: Vec<(i64, String, String)> = Vec::with_capacity(ranked.len());
     if !ranked.is_empty() {
         for r in sql.query(
@@ -88,6 +90,7 @@ pub(crate) async fn search(meaning: &Meaning<'_>, label: &str, query: &str) -> R
             Ok(v) => found = with_meaning(meaning, label, &v, found)?,
             Err(e) => meaning.events.warn(&format!("search_context by meaning: {} (by words only)", e.message)),
         }
+        found.truncate(SEARCH_LIMIT as usize);
     }
     if found.is_empty() {
         return Ok(None);
@@ -105,7 +108,7 @@ fn with_meaning(
     lexical: Vec<(i64, String, String)>,
 ) -> Result<Vec<(i64, String, String)>> {
     let n = SEARCH_LIMIT as usize;
-    let near = meaning.nearest(Kind::Entry, v, Within::Scopes(&[label]), n, SUPPORT)?;
+    let near = meaning.nearest(Kind::Entry, v, Within::Scopes(&[label]), CANDIDATES.max(n), SUPPORT)?;
     let near = evidence(near, &lexical.iter().map(|e| e.0).collect::<Vec<_>>());
     let ids = json_ids(near.iter().map(|(seq, _)| *seq));
     let rows = meaning.sql.query(

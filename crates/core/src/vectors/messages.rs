@@ -7,7 +7,7 @@
 //! full-text search as it was; a query that cannot be embedded now is searched by its words,
 //! with a warning.
 
-use super::fuse::fuse;
+use super::fuse::{fuse, CANDIDATES};
 use super::index::{Kind, Within};
 use super::{evidence, Meaning, SUPPORT};
 use crate::access::Reach;
@@ -34,9 +34,11 @@ pub(crate) async fn search(
 ) -> Result<Warned<Vec<Hit>>> {
     let sql = meaning.sql;
     let Some(words) = query::compile(query) else { return Ok(Warned::clean(Vec::new())) };
-    let lexical = match scope {
-        Scope::Session(s) => search::in_session(sql, s, &words, limit)?,
-        Scope::Across(reach) => search::across_sessions(sql, &words, limit, reach, &Default::default())?,
+    // With meaning, more of the words' candidates than the hits asked for: meaning may move one up.
+    let wide = if meaning.is_on() { limit.max(CANDIDATES as i64) } else { limit };
+    let mut lexical = match scope {
+        Scope::Session(s) => search::in_session(sql, s, &words, wide)?,
+        Scope::Across(reach) => search::across_sessions(sql, &words, wide, reach, &Default::default())?,
     };
     if !meaning.is_on() {
         return Ok(Warned::clean(lexical));
@@ -45,6 +47,7 @@ pub(crate) async fn search(
         Ok(v) => v,
         Err(e) => {
             let warning = format!("search by meaning: {} (answered by words only)", e.message);
+            lexical.truncate(limit.max(0) as usize);
             return Ok(Warned { value: lexical, warnings: vec![warning] });
         }
     };
@@ -57,7 +60,7 @@ pub(crate) async fn search(
         Scope::Across(Reach::All) => Within::All,
         _ => Within::Scopes(&sessions),
     };
-    let near = meaning.nearest(Kind::Message, &vector, within, limit.max(0) as usize, SUPPORT)?;
+    let near = meaning.nearest(Kind::Message, &vector, within, wide.max(0) as usize, SUPPORT)?;
     let key = |h: &Hit| (h.session_id.clone(), h.id.clone());
     let lexical_keys: Vec<_> = lexical.iter().map(key).collect();
     // Each near message as a hit, with its similarity (one without text has no hit).
