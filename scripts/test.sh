@@ -10,7 +10,8 @@
 #   5. node --test tests/e2e/      every *.test.mjs against the built Worker in workerd, serially
 # Runs every step it can even after a failure, then prints one last line "N passed, N failed":
 # the test counts of cargo and node; a step that fails without test results (compile error,
-# build, dry run) counts as one failure. Exit status 0 only when nothing failed.
+# build, dry run) counts as one failure. Exit status 0 only when nothing failed. Before it: the
+# time of each step and of each end-to-end file.
 # Logs stay in $SA_TEST_LOGS (default: a new temporary directory, printed at the end).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
@@ -27,6 +28,10 @@ fail_step() { failed=$((failed + 1)); failures+=("$1"); sa_log "FAILED: $1"; }
 timed() { timings+=("$1 $(($SECONDS - $2)) s"); }
 summary() {
   echo
+  # Each end-to-end file's time (tests/e2e/file-times.mjs), the longest first.
+  local times
+  times="$(cat "$logs"/e2e*.times 2>/dev/null | sort -rn | sed 's|tests/e2e/||; s|\.test\.mjs||' | awk '{printf "%s%s %.0f", (NR > 1 ? ", " : ""), $2, $1}')"
+  [ -z "$times" ] || sa_log "e2e files (s): $times"
   sa_log "steps: $(IFS=','; echo "${timings[*]}" | sed 's/,/, /g'); total $((SECONDS - t0)) s; logs in $logs"
   [ ${#failures[@]} -eq 0 ] || sa_log "failed: ${failures[*]}"
   echo "$passed passed, $failed failed"
@@ -127,12 +132,14 @@ fi
 timed "dry-run" "$s"
 
 # 5. End to end in workerd. One file at a time (each starts its own runtimes and ports). Human
-# output on the terminal, TAP to a file for the counts ("cancelled" = hook failures, timeouts).
+# output on the terminal, TAP to a file for the counts ("cancelled" = hook failures, timeouts),
+# and each file's time (tests/e2e/file-times.mjs) for the summary.
 # node:test has no default timeout: a hung test would hang CI, so each test (and each file, which
 # node runs as a test too) gets SA_E2E_TIMEOUT_MS (default 120 s) unless it sets its own
-# { timeout }. The Schemathesis files run three tokens' worth of generated requests, which takes
-# over two minutes on a loaded 2-core machine: they run apart, with SA_E2E_FUZZ_TIMEOUT_MS
-# (default 15 min) for the file.
+# { timeout }. A file with a test that sets more than 120 s (the crash, fuzz, hostile and
+# concurrency tests among them: restarts, kills, thousands of requests) can itself take longer on
+# a loaded 2-core machine: those files run apart, with SA_E2E_LONG_TIMEOUT_MS (default 15 min)
+# for the file (and for their tests that set none).
 sa_log "== 5/5 end-to-end tests: node --test tests/e2e/"
 s=$SECONDS
 # run_e2e NAME TIMEOUT FILE…: one node --test run; adds its counts to passed/failed.
@@ -143,6 +150,7 @@ run_e2e() {
   node --test --test-concurrency=1 --test-timeout="$timeout" \
     --test-reporter=spec --test-reporter-destination=stdout \
     --test-reporter=tap --test-reporter-destination="$logs/$name.tap" \
+    --test-reporter=./tests/e2e/file-times.mjs --test-reporter-destination="$logs/$name.times" \
     "$@" 2>&1 | tee "$logs/$name.log"
   local rc=${PIPESTATUS[0]}
   set -e
@@ -159,10 +167,12 @@ run_e2e() {
 if [ "$built" = 1 ]; then
   e2e_pass=0
   e2e_fail=0
-  mapfile -t fuzz_files < <(ls tests/e2e/fuzz*.test.mjs)
-  mapfile -t other_files < <(ls tests/e2e/*.test.mjs | grep -v '^tests/e2e/fuzz')
+  # A `timeout:` of 121,000 ms or more (written with or without `_`) marks a long file.
+  long_test='timeout: *(1(2[1-9]|[3-9][0-9])|[2-9][0-9][0-9])_?[0-9]{3}\b|timeout: *[0-9]_?[0-9]{3}_?[0-9]{3}\b'
+  mapfile -t long_files < <(grep -lE "$long_test" tests/e2e/*.test.mjs)
+  mapfile -t other_files < <(grep -LE "$long_test" tests/e2e/*.test.mjs)
   run_e2e e2e "${SA_E2E_TIMEOUT_MS:-120000}" "${other_files[@]}"
-  run_e2e e2e-fuzz "${SA_E2E_FUZZ_TIMEOUT_MS:-900000}" "${fuzz_files[@]}"
+  run_e2e e2e-long "${SA_E2E_LONG_TIMEOUT_MS:-900000}" "${long_files[@]}"
   passed=$((passed + e2e_pass))
   failed=$((failed + e2e_fail))
   [ "$e2e_fail" -eq 0 ] || failures+=("e2e ($e2e_fail)")

@@ -12,6 +12,12 @@ model = SentenceTransformer("all-MiniLM-L6-v2"), rounded there to 4 decimals:
 Ours must be within TOLERANCE of every one of them. 1e-4 leaves the 5e-5 of the printed
 rounding plus float32 noise, and still fails the tanh approximation of GELU (off by 1.8e-4 on
 these pairs), let alone a wrong layer, mask or pooling.
+
+Two vectors of one text that must be the same (the text alone or in a padded batch, a long text
+with or without what follows its 256th token) are compared within SAME_VECTOR: float32 matrix
+products give the rows of a batch in the last bits differently with another CPU or BLAS build
+(the order of the sums depends on the row's place and the kernel), about 1e-7 on these unit
+vectors; what follows the 256th token, if it were not cut, moves the vector by about 1e-2.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ import model  # noqa: E402  (first: it sets up numpy's BLAS threads)
 import numpy as np  # noqa: E402
 
 TOLERANCE = 1e-4
+SAME_VECTOR = 1e-5
 
 # (source page, sentences a, sentences b, printed cosine of a[i] and b[j] as rows i, columns j)
 REFERENCES = [
@@ -73,11 +80,11 @@ def main() -> int:
     check(vecs.shape == (3, model.DIMS) and vecs.dtype == np.float32, f"shape {vecs.shape}, {vecs.dtype}")
     check(bool(np.allclose(np.linalg.norm(vecs, axis=1), 1, atol=1e-5)), "unit vectors (the empty text too)")
     alone = m.embed(texts[:1])[0]
-    check(float(np.abs(alone - vecs[0]).max()) < 1e-5, "a text's vector does not depend on its batch's padding")
+    check(float(np.abs(alone - vecs[0]).max()) <= SAME_VECTOR, "a text's vector does not depend on its batch's padding")
     ids, _ = m.tokenize(["word " * 400])
     check(ids.shape[1] == model.MAX_SEQ_LENGTH, f"a long text is cut at {model.MAX_SEQ_LENGTH} tokens ({ids.shape[1]})")
     long_a, long_b = m.embed(["word " * 300 + "alpha", "word " * 300 + "omega"])
-    check(float(np.abs(long_a - long_b).max()) == 0.0, "what follows the 256th token changes nothing")
+    check(float(np.abs(long_a - long_b).max()) <= SAME_VECTOR, "what follows the 256th token changes nothing")
 
     # Speed: short sentences in batches of 32, as the Worker sends them (32 memories a batch).
     short = [f"The user mentioned fact number {i} about their {w} this week."

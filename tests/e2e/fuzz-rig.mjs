@@ -5,7 +5,10 @@
 // as tests/fuzz/schemathesis.toml sets them (no 5xx, response time, status codes, content types, headers and bodies as the spec says, schema-valid requests
 // accepted and schema-violating ones refused, Allow headers, auth, links), plus our own check from
 // tests/fuzz/hooks.py: a request answered 4xx changed nothing stored (every table of every agent's
-// SQLite and local R2, compared before and after the call).
+// SQLite and local R2, compared before and after the call, but for what only background work
+// writes; each call waits until the Worker's model calls, which only background work makes
+// then, are over, and a change while the model was called anyway is let go: each run prints how
+// many calls were judged and changes let go, and fails if none was judged).
 //
 // The WebSocket route (GET …/ws) is left out: an upgrade is not an HTTP exchange Schemathesis can
 // drive (tests/e2e/chat.test.mjs and holes.test.mjs cover it). Answers that depend on stored data
@@ -56,8 +59,8 @@ let dir;
 
 /** Starts the Worker (with the scripted model) and stores the data the spec's examples name. */
 export async function setUp() {
-  model = await startModel();
   dir = mkdtempSync(join(tmpdir(), "sa-fuzz-"));
+  model = await startModel({ activityFile: join(dir, "model-activity.json") });
   w = await startWorker({
     persistDir: dir,
     apiToken: TOKEN,
@@ -163,8 +166,10 @@ export async function fuzz(t, paths) {
     { kind: "admin", token: TOKEN, examples: EXAMPLES, seed: SEED, secrets: [] },
   ];
   const failed = [];
+  const tallyFile = join(dir, "state-check.json");
   for (const run of runs) {
     const started = Date.now();
+    rmSync(tallyFile, { force: true });
     const { code, out } = await schemathesis([
       "--config-file", run.config ?? join(ROOT, "tests/fuzz/schemathesis.toml"),
       "run", join(ROOT, "docs/openapi.yaml"),
@@ -180,15 +185,25 @@ export async function fuzz(t, paths) {
       SCHEMATHESIS_HOOKS: "hooks",
       PYTHONPATH: join(ROOT, "tests/fuzz"),
       SA_FUZZ_STATE_DIR: dir,
+      SA_FUZZ_MODEL_ACTIVITY: join(dir, "model-activity.json"),
       SA_FUZZ_SECRETS: run.secrets.join("|"),
     });
+    // hooks.py's tally: refused calls judged and not (the model was called meanwhile), and the
+    // names of its list of what background work writes that no database had.
+    const tally = existsSync(tallyFile) ? JSON.parse(readFileSync(tallyFile, "utf8")) : null;
     const seconds = ((Date.now() - started) / 1000).toFixed(0);
     const generated = /(\d+) generated/.exec(out)?.[1] ?? "?";
     const kinds = [...out.matchAll(/❌ (.+)$/gm)].map((m) => m[1]).filter((k) => !/^(Examples|Coverage|Fuzzing|Stateful)$/.test(k));
+    const judged = !tally ? "no tally" : `${tally.judged} refused requests judged, ${tally.model_busy} changes let go (the model ` +
+      `was called meanwhile${tally.model_busy ? `: ${tally.model_busy_tables.join(" ")}` : ""}), ${(tally.waited_ms / 1000).toFixed(1)} s waited for it`;
     const line = `fuzz (${run.kind} token, seed ${run.seed}, ${run.examples} per operation): ${generated} requests, ` +
-      `${kinds.length ? kinds.join("; ") : "0 failures"} (${seconds} s)`;
+      `${kinds.length ? kinds.join("; ") : "0 failures"}; ${judged} (${seconds} s)`;
     t.diagnostic(line);
     console.log(line);
+    if (!tally || tally.judged === 0 || tally.unseen.length > 0) {
+      failed.push(`${run.kind} token: the refused-request check ${!tally ? "wrote no tally" : tally.judged === 0
+        ? "judged no request" : `lists what no database has: ${tally.unseen.join(", ")} (tests/fuzz/hooks.py BACKGROUND)`}`);
+    }
     if (code !== 0) {
       // The failures with their reproductions, then the summary, and how to run it again.
       const from = out.search(/^=+ (FAILURES|ERRORS) =+$/m);

@@ -7,6 +7,11 @@
 // deterministic vectors (see embedVector): its requests go to `embeddingRequests`, never to
 // `requests`, so tests that count chat completions see only those; `failEmbeddings(true)` makes
 // it answer HTTP 500 until `failEmbeddings(false)` (or reset()).
+// With `start({activityFile})` it keeps `{inFlight, lastMs}` in that file (replaced whole at each
+// change): the model requests (of both kinds) being answered now, and when (Date.now()) the last
+// one came in or ended, for a check in another process that must know whether the Worker is
+// calling its model (tests/fuzz/hooks.py).
+import { renameSync, writeFileSync } from "node:fs";
 import http from "node:http";
 
 /** The default summary: a valid, non-skeleton answer to the compaction prompt. */
@@ -150,9 +155,10 @@ async function streamReply(res, r) {
 
 /**
  * Starts the scripted model on a free port of 127.0.0.1.
+ * @param {{activityFile?: string}} [o] `activityFile`: where to keep `{inFlight, lastMs}`
  * @returns {Promise<LlmServer>}
  */
-export async function start() {
+export async function start({ activityFile } = {}) {
   /** @type {RecordedRequest[]} */
   const requests = [];
   /** @type {Reply[]} */
@@ -162,7 +168,18 @@ export async function start() {
   let embeddingsFail = false;
   /** @type {number[]} */
   const cutOff = [];
+  const activity = { inFlight: 0, lastMs: 0 };
+  const note = (change) => {
+    activity.inFlight += change;
+    activity.lastMs = Date.now();
+    if (activityFile) {
+      writeFileSync(`${activityFile}.tmp`, JSON.stringify(activity));
+      renameSync(`${activityFile}.tmp`, activityFile);
+    }
+  };
   const server = http.createServer((req, res) => {
+    note(1);
+    res.on("close", () => note(-1));
     const chunks = [];
     req.on("data", (c) => chunks.push(c));
     req.on("end", async () => {

@@ -9,12 +9,25 @@ that did not exist before (the first request to a new agent creates it and appli
 only hold its schema version rows.
 
 Only files whose size or modification time changed are read again, so a call costs a few `stat`s
-plus a read of the database it touched. Left out, with reason: `spill_garbage`, the list of R2
-objects waiting for deletion, which the sweep after any non-GET request works off whatever that
-request's outcome (housekeeping, not the request's effect); and `directory_report`, the agent's
-mark for its directory report, which the work after an earlier answer (a turn's compaction or
-extraction) writes when it ends, possibly while a later request is answered (bookkeeping of the
-earlier request; a refused request itself leaves no mark: tests/e2e/directory.test.mjs).
+plus a read of the database it touched.
+
+Background work writes too, whatever request is being checked: the alarm (a due schedule's run,
+the memory consolidation, the directory report), the work after an earlier answer (the spill
+sweep, a turn's compaction and memory extraction, the embeddings) and workerd itself (the alarm's
+time). Two rules keep it out of the comparison, and nothing else is left out:
+  - BACKGROUND lists, in one place, the tables (and columns) that only background work writes,
+    each with the work that writes it; they are not compared. Every name must be a table (or
+    column) the run has seen: the run fails on a name that is not (`unseen` in the tally).
+  - Background work that writes what a request writes (a scheduled run's turn and usage row, a
+    compaction, an extraction, a consolidation, an embedding) calls the model first, and its
+    writes follow the model's answer within milliseconds; a refused request never calls it.
+    So before each call the check waits until the scripted model has been quiet for
+    MODEL_QUIET_MS (only calls right after a model call wait), and a change seen after a
+    refused call during which the model was called anyway (a schedule fell due) is let go.
+    The tally counts the refused calls judged and the changes let go (with their tables);
+    tests/e2e/fuzz-rig.mjs prints it and fails a run that judged none.
+A refused request that leaks a write is caught unless the model happened to be called during that
+very call: the tally shows how often that was.
 
 An error's message never names the storage: no SQL, no table, column, index or trigger name (every
 name with an underscore in the statements of migrations/*.sql, and SQLite's own phrases), the same
@@ -29,28 +42,72 @@ generator at the token's session, the tools that search and words the secrets ho
 Loaded with SCHEMATHESIS_HOOKS=hooks and this directory on PYTHONPATH; run with one worker.
 """
 
+import atexit
 import glob
 import hashlib
+import json
 import os
 import re
 import sqlite3
+import time
 
 import schemathesis
 
 STATE_DIR = os.environ.get("SA_FUZZ_STATE_DIR", "")
-IGNORED_TABLES = {"spill_garbage", "directory_report"}
-# What the object's alarm writes on its own, whatever request is being checked: a schedule an
-# earlier request created (due a few seconds later) runs, records its run and moves its times.
-# Its other columns still count (a refused PATCH changes none of them); a refused run by hand is
-# checked by tests/e2e/schedules.test.mjs.
-# The runtime's own record of when the alarm is set (`_cf_METADATA`) is re-set by every wake-up,
-# and a fresh run records its model usage in the ledger under the session id `#schedule`.
-ALARM_TABLES = {"schedule_runs", "maintenance", "_cf_METADATA"}
-ALARM_COLUMNS = {"schedules": "id, name, prompt, kind, spec, session_id, reach, paused, created_at"}
-ALARM_ROWS = {"usage_ledger": "session_id <> '#schedule'"}
+# Where the scripted model (tests/e2e/llm-server.mjs) keeps `{inFlight, lastMs}`: whether the
+# Worker is calling it, and when it last did.
+MODEL_ACTIVITY = os.environ.get("SA_FUZZ_MODEL_ACTIVITY", "")
+# What background work writes that no request writes in its own transaction: table (or
+# "table.column") -> the work that writes it. Left out of the comparison.
+BACKGROUND = {
+    "_cf_METADATA": "workerd's record of the object's alarm time: set again after an answer"
+    " (Agent::arm, in the background) and when the alarm has run",
+    "directory_report": "the agent's mark for its directory report, written by the work after an"
+    " earlier answer when it ends and by the alarm that reports (a refused request leaves no"
+    " mark: tests/e2e/directory.test.mjs)",
+    "directory_entries": "the directory's shard, written by the reports the objects' alarms send",
+    "spill_garbage": "the R2 objects waiting for deletion, which the sweep after any write works"
+    " off, whatever request is being answered",
+    "maintenance": "when the alarm's memory consolidation last ran",
+    "schedule_runs": "a due schedule's run, claimed by the alarm (a refused run by hand:"
+    " tests/e2e/schedules.test.mjs)",
+    "schedules.next_run_at": "moved by the alarm when it claims a due schedule's run",
+    "schedules.last_run_at": "set by the alarm when it claims a due schedule's run",
+    "vectors": "the embeddings, made after the answer that wrote their rows",
+    "vector_log": "every write of `vectors` (a trigger)",
+    "unembedded": "the rows waiting for their vector: filled by triggers from the rows compared"
+    " here, emptied by the embedding work",
+    "embedding_model": "the embeddings model in use, set when the object starts",
+}
+BACKGROUND_TABLES = {k for k in BACKGROUND if "." not in k}
+BACKGROUND_COLUMNS = {}
+for _k in BACKGROUND:
+    if "." in _k:
+        _t, _c = _k.split(".", 1)
+        BACKGROUND_COLUMNS.setdefault(_t, set()).add(_c)
+# Before each call the check waits until the model has been quiet this long: the writes of
+# background work land within milliseconds of its model's answer (half a second covers a loaded
+# machine). Only the calls right after a model call wait (a few dozen in a run).
+MODEL_QUIET_MS = 500
 # Tables that hold rows in a freshly migrated, empty agent database: the schema versions, and
 # the structure records FTS5 writes when an index is created.
 SCHEMA_TABLES = ("schema_version", "_fts_data", "_fts_config")
+
+# What the check did, written to SA_FUZZ_STATE_DIR/state-check.json at exit for fuzz-rig.mjs:
+# refused calls judged, changes let go (the model was called meanwhile) and their tables, and the
+# names of BACKGROUND no database of the run had (a name that is not a table or column: a mistake).
+_tally = {"judged": 0, "model_busy": 0, "model_busy_tables": [], "waited_ms": 0}
+_seen = set()
+
+
+def _write_tally():
+    if STATE_DIR:
+        unseen = sorted(set(BACKGROUND) - _seen)
+        with open(os.path.join(STATE_DIR, "state-check.json"), "w", encoding="utf-8") as f:
+            json.dump({**_tally, "unseen": unseen}, f)
+
+
+atexit.register(_write_tally)
 
 SECRETS = [t for t in os.environ.get("SA_FUZZ_SECRETS", "").split("|") if t]
 
@@ -101,13 +158,17 @@ def _tables(path):
         out = {}
         rows = con.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")
         for name, sql in rows.fetchall():
-            if name in IGNORED_TABLES or name in ALARM_TABLES or (sql or "").upper().startswith("CREATE VIRTUAL"):
+            if name in BACKGROUND_TABLES:
+                _seen.add(name)
                 continue
+            if (sql or "").upper().startswith("CREATE VIRTUAL"):
+                continue
+            columns = [c[1] for c in con.execute(f'PRAGMA table_info("{name}")')]
+            left_out = BACKGROUND_COLUMNS.get(name, set())
+            _seen.update(f"{name}.{c}" for c in left_out.intersection(columns))
+            listed = ", ".join(f'"{c}"' for c in columns if c not in left_out)
             h = hashlib.sha256()
-            columns = ALARM_COLUMNS.get(name, "*")
-            rows = ALARM_ROWS.get(name)
-            where = f" WHERE {rows}" if rows else ""
-            for row in sorted(repr(r) for r in con.execute(f'SELECT {columns} FROM "{name}"{where}')):
+            for row in sorted(repr(r) for r in con.execute(f'SELECT {listed} FROM "{name}"')):
                 h.update(row.encode())
             out[name] = h.hexdigest()
         return out
@@ -139,15 +200,38 @@ def _row_count(path, table):
         con.close()
 
 
+def _model_activity():
+    """The scripted model's `{inFlight, lastMs}` (none yet: quiet since ever)."""
+    try:
+        with open(MODEL_ACTIVITY, encoding="utf-8") as f:
+            return json.load(f)
+    except FileNotFoundError:
+        return {"inFlight": 0, "lastMs": 0}
+
+
+def _wait_for_quiet_model():
+    """Waits (at most 30 s) until no model call is going and the last ended MODEL_QUIET_MS ago."""
+    start = time.time()
+    while time.time() < start + 30:
+        model = _model_activity()
+        quiet_for = time.time() * 1000 - model["lastMs"]
+        if model["inFlight"] == 0 and quiet_for >= MODEL_QUIET_MS:
+            break
+        time.sleep(max(0.01, (MODEL_QUIET_MS - quiet_for) / 1000) if model["inFlight"] == 0 else 0.02)
+    _tally["waited_ms"] += round((time.time() - start) * 1000)
+
+
 @schemathesis.hook
 def before_call(context, case, kwargs):
     if STATE_DIR:
-        _before[id(case)] = _fingerprints()
+        if MODEL_ACTIVITY:
+            _wait_for_quiet_model()
+        _before[id(case)] = (time.time() * 1000, _fingerprints())
 
 
 @schemathesis.check
 def rejected_request_changes_nothing(ctx, response, case):
-    before = _before.get(id(case))
+    began, before = _before.get(id(case), (None, None))
     if before is None or not 400 <= response.status_code < 500:
         return None
     after = _fingerprints()
@@ -163,11 +247,20 @@ def rejected_request_changes_nothing(ctx, response, case):
             continue
         changed += [f"{os.path.basename(path)}:{t}" for t in set(tables) | set(old) if tables.get(t) != old.get(t)]
     changed += [f"{os.path.basename(p)} (deleted)" for p in before if p not in after]
-    if changed:
-        raise AssertionError(
-            f"a request answered {response.status_code} changed stored state: {', '.join(sorted(changed)[:8])}"
-        )
-    return None
+    if not changed:
+        _tally["judged"] += 1
+        return None
+    # Asked after the reading: a model call that began before it is seen.
+    if MODEL_ACTIVITY:
+        model = _model_activity()
+        if model["inFlight"] > 0 or model["lastMs"] >= began:
+            _tally["model_busy"] += 1
+            _tally["model_busy_tables"] = sorted(set(_tally["model_busy_tables"]) | {c.split(":")[-1] for c in changed})
+            return None
+    _tally["judged"] += 1
+    raise AssertionError(
+        f"a request answered {response.status_code} changed stored state: {', '.join(sorted(changed)[:8])}"
+    )
 
 
 @schemathesis.check

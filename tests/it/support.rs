@@ -167,6 +167,17 @@ pub struct Model {
     pub hangs: Cell<bool>,
 }
 
+/// Asserts a computed float is within `1e-9` of `expected` (a sum, a ratio, a cosine: the last
+/// bits depend on the order of the operations, which the test does not fix). `None`, or a JSON
+/// value that is not a number, fails.
+#[track_caller]
+pub fn assert_near(actual: Option<f64>, expected: f64) {
+    match actual {
+        Some(a) if (a - expected).abs() <= 1e-9 => {}
+        _ => panic!("expected {expected} (within 1e-9), got {actual:?}"),
+    }
+}
+
 /// A deterministic embedding for native tests: each word (lower case, letters and digits) adds
 /// 1 to one of 64 dimensions chosen by its hash, so texts that share words are similar.
 pub fn embedding(text: &str) -> Vec<f32> {

@@ -228,9 +228,11 @@ mod tests {
     fn shared_words_of_the_shorter_fact() {
         let a = words("The user lives in Paris.");
         let b = words("The user still lives in Paris but works in Berlin.");
-        assert_eq!(shared_words(&a, &b), 1.0);
+        // A ratio: compared within a tolerance.
+        let near = |x: f64, want: f64| (x - want).abs() < 1e-12;
+        assert!(near(shared_words(&a, &b), 1.0));
         let c = words("The user likes green tea.");
-        assert_eq!(shared_words(&a, &c), 0.0);
-        assert_eq!(shared_words(&words("the and of"), &c), 0.0);
+        assert!(near(shared_words(&a, &c), 0.0));
+        assert!(near(shared_words(&words("the and of"), &c), 0.0));
     }
 }
