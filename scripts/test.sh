@@ -6,7 +6,9 @@
 #      tsc of it and of examples/caller), cargo test (native tests of the core on real SQLite
 #      via rusqlite, and tests/it/layout.rs: module graph, layers, citations)
 #   3. scripts/build.sh            the wasm Worker (release unless SA_BUILD_PROFILE=dev)
-#   4. wrangler deploy --dry-run   the deployable bundle builds (no account needed); gzip size
+#   4. wrangler deploy --dry-run   the deployable bundle builds (no account needed); gzip size,
+#                                  and the wasm's budget: gzip -9 of build/index_bg.wasm at most
+#                                  800,000 bytes (SA_WASM_BUDGET)
 #   5. node --test tests/e2e/      every *.test.mjs against the built Worker in workerd, serially
 # Runs every step it can even after a failure, then prints one last line "N passed, N failed":
 # the test counts of cargo and node; a step that fails without test results (compile error,
@@ -121,6 +123,15 @@ if [ "$built" = 1 ]; then
     sa_log "bundle: wasm $(cat "$logs/bundle"/*.wasm | wc -c) bytes, $(cat "$logs/bundle"/*.wasm | gzip -9 | wc -c) gzipped;" \
       "js $(cat "$logs/bundle"/*.js | wc -c) bytes, $(cat "$logs/bundle"/*.js | gzip -9 | wc -c) gzipped"
     sa_log "bundle (wrangler): $(grep -o 'Total Upload: .*' "$logs/deploy.log" || echo '?')"
+    # The wasm's size is a product metric: a budget the build may not pass (gzip -9 of the
+    # release build/index_bg.wasm; SA_WASM_BUDGET to move it, e.g. for a dev build).
+    wasm_gz=$(gzip -9 -c build/index_bg.wasm | wc -c)
+    budget="${SA_WASM_BUDGET:-800000}"
+    if [ "$wasm_gz" -gt "$budget" ]; then
+      fail_step "wasm size: gzip -9 of build/index_bg.wasm is $wasm_gz bytes, over the budget of $budget"
+    else
+      sa_log "wasm size: $wasm_gz bytes gzip -9, within the budget of $budget"
+    fi
   else
     cat "$logs/deploy.log" >&2
     ls -la "$logs/bundle" >&2 2>/dev/null || true
