@@ -4970,7 +4970,9 @@ export interface components {
              *     the model, as extraction does, and store it as the model decides (waits for the
              *     model; `503` without one): memories it updates or deletes stop holding, superseded by
              *     this one; when it finds the fact already said, the answer is `200` with that memory,
-             *     unchanged.
+             *     unchanged. `supersedes` is checked first (`404`/`409` before the model is asked) and,
+             *     when it names any memory, this one is stored superseding them (`201`) whatever the
+             *     model answers.
              */
             consolidate?: boolean | null;
         } & (unknown & unknown);
