@@ -273,7 +273,7 @@ fn a_replace_naming_a_version_read_before_a_delete_is_refused() {
     assert_eq!((r["content"].as_str(), r["version"].as_i64()), (Some("Profile:"), Some(2)));
     let r = w.b.post("/sessions/t1/context/profile/append", json!({"content": "- jazz"})).body_json();
     assert_eq!((r["content"].as_str(), r["version"].as_i64()), (Some("Profile:\n- jazz"), Some(3)));
-    // Erasing the space keeps the highest version it gave: a label written again goes on from it.
+    // Erasing the space counts a version past the highest it gave: a label goes on from there.
     let r = alice.send(Request::new("DELETE", "/").header("confirm", "erase"));
     assert!(r.status < 300, "{}", String::from_utf8_lossy(&r.body));
     let kept = ["schema_version", "revocation", "embedding_model", "sqlite_sequence", "space_block_floor"];
@@ -285,11 +285,13 @@ fn a_replace_naming_a_version_read_before_a_delete_is_refused() {
             "table {t} still has rows after the erase"
         );
     }
-    assert_eq!(alice.get("/blocks/plan").body_json()["version"], 4);
-    assert_eq!(alice.get("/blocks/profile").body_json()["version"], 4, "every label starts from the floor");
-    let r = alice.put("/blocks/plan", json!({"content": "again", "version": 1}));
-    assert_eq!(r.status, 409, "a version read before the erase");
-    assert_eq!(alice.put("/blocks/plan", json!({"content": "again", "version": 4})).body_json()["version"], 5);
+    assert_eq!(alice.get("/blocks/plan").body_json()["version"], 5);
+    assert_eq!(alice.get("/blocks/profile").body_json()["version"], 5, "every label starts from the floor");
+    for read in [1, 4] {
+        let r = alice.put("/blocks/plan", json!({"content": "again", "version": read}));
+        assert_eq!(r.status, 409, "version {read}, read before the erase");
+    }
+    assert_eq!(alice.put("/blocks/plan", json!({"content": "again", "version": 5})).body_json()["version"], 6);
 }
 
 #[test]

@@ -8,7 +8,8 @@
 //! new text's: a delete counts a version too and keeps the label's row as a tombstone (no
 //! text), from which the next write goes on. Tombstones are bounded ([`MAX_TOMBSTONES`]): the
 //! oldest go, and the space's floor (the version a label without a row reads as) rises to the
-//! highest version they held; an erase of the space raises it to the highest it gave.
+//! highest version they held; an erase of the space raises it past the highest it gave (the
+//! erase counts a version, as a delete does).
 
 use serde::{Deserialize, Serialize};
 
@@ -199,11 +200,11 @@ pub fn delete(sql: &dyn Sql, label: &str, now: &str) -> Result<bool> {
     Ok(true)
 }
 
-/// Before the space is erased: the floor raised to the highest version it gave, so a label
-/// written after the erase never repeats one.
+/// Before the space is erased: the floor raised past the highest version it gave (the erase
+/// counts one, as a delete does), so no label reads or is written again at a version it had.
 pub(crate) fn keep_floor(sql: &dyn Sql) -> Result<()> {
     match sql.query_row("SELECT max(version) FROM space_blocks HAVING count(*) > 0", &[])? {
-        Some(r) => raise_floor(sql, r.int(0)?),
+        Some(r) => raise_floor(sql, r.int(0)? + 1),
         None => Ok(()),
     }
 }
