@@ -3818,7 +3818,8 @@ export interface components {
             /**
              * @description One more with each write and each delete of the label, never repeated. A label
              *     never written reads as 0, or as the space's floor once it rose (dropping the oldest
-             *     of its 1,000 tombstones, or an erase, raises it to the highest version gone).
+             *     of its 1,000 tombstones raises it to the highest version gone; an erase, one past the
+             *     highest version the space gave).
              */
             version: number;
             /**
