@@ -154,6 +154,11 @@ pub(crate) fn newer_first(sql: &dyn Sql, hits: &mut Vec<Hit>) -> Result<Vec<i64>
             let meaning = matches!((new.semantic, old.semantic), (Some(n), Some(o)) if n >= LEAST_MEANING * o);
             meaning || new.relevance >= LEAST_RELEVANCE * old.relevance
         };
+        // Nothing above it that it could take the place of: nothing to look for (the common
+        // case, at the cost the rule had before it was narrowed).
+        if !(0..j).any(|i| newer(&hits[j], &hits[i]) && relevant(i) && likeness(&hits[j], &hits[i]).1) {
+            continue;
+        }
         // The fact a newer one corrects is the older fact most like it, wherever it ranks: a
         // newer fact near several older ones ("switched to a Pixel" near "has an iPhone" and
         // "hates phone calls") takes the place of that one only, never of another it is merely
