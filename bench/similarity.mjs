@@ -50,9 +50,23 @@ export const UNRELATED = [
   "What causes the aurora borealis?",
 ];
 
-/** crates/core/src/vectors/mod.rs */
+/** crates/core/src/vectors/mod.rs: the fixed floor and support the service had, and the scale that
+ * replaced them (Scale: a store's baseline, the mean cosine over pairs of a spread sample of 256 of
+ * its vectors; the floor ABOVE_BASELINE of the way from it to 1; the support the baseline). */
 const MIN_SIMILARITY = 0.42;
 const SUPPORT = 0.2;
+const ABOVE_BASELINE = 0.275;
+const SAMPLE = 256;
+/** The second model of scripts/minilm/server.py (the wheel's word-piece vectors averaged). */
+const STATIC_MODEL = "minilm-static-average";
+/** The baseline of `vectors` (unit length) as the service measures it: a spread sample of SAMPLE. */
+function baselineOf(vectors) {
+  const pick = vectors.length <= SAMPLE ? vectors : Array.from({ length: SAMPLE }, (_, i) => vectors[Math.floor((i * vectors.length) / SAMPLE)]);
+  const sum = pick[0].map((_, d) => pick.reduce((s, v) => s + v[d], 0));
+  const k = pick.length;
+  return (dot(sum, sum) - k) / (k * (k - 1));
+}
+const floorOf = (b) => b + (1 - b) * ABOVE_BASELINE;
 /** Reciprocal rank fusion with these weights (crates/core/src/vectors/fuse.rs: K = 60). */
 const rrf = (wl, ws) => (lexical, semantic) => {
   const score = new Map();
@@ -64,8 +78,9 @@ const FUSIONS = {
   "words only (BM25 OR)": (l) => l,
   "meaning only": (l, s) => s,
   "RRF 1 : 1": rrf(1, 1),
+  "RRF 1 : 0.25 (the service's)": rrf(1, 0.25),
   "RRF 1 : 0.5": rrf(1, 0.5),
-  "RRF 1 : 2 (chosen)": rrf(1, 2),
+  "RRF 1 : 2": rrf(1, 2),
   "RRF 1 : 3": rrf(1, 3),
   "meaning first, then words": (l, s) => [...new Set([...s, ...l])],
 };
@@ -73,10 +88,10 @@ const FUSIONS = {
 const dot = (a, b) => a.reduce((s, x, i) => s + x * b[i], 0);
 const norm = (v) => { const n = Math.sqrt(dot(v, v)); return v.map((x) => x / n); };
 
-async function embedAll(server, texts) {
+async function embedAll(server, texts, model) {
   const out = [];
   for (let i = 0; i < texts.length; i += 64) {
-    out.push(...(await server.embed(texts.slice(i, i + 64))).map(norm));
+    out.push(...(await server.embed(texts.slice(i, i + 64), model)).map(norm));
     if (i % 640 === 0) progress(`embedded ${i + 64 > texts.length ? texts.length : i + 64}/${texts.length}`);
   }
   return out;
@@ -156,6 +171,7 @@ export async function main() {
     for (const t of [0.2, 0.25, 0.3, 0.35, 0.4, 0.42, 0.45, 0.5]) {
       log(`| ${t.toFixed(2)} | ${share(relatedMem, (s) => s >= t)} | ${share(relatedMsg, (s) => s >= t)} | ${share(unrelatedMax, (s) => s < t)} |`);
     }
+    await floorFollowsTheModel(server, users);
     log(`\n## Fusion of message search (${CONVERSATIONS} conversations, ${relatedMsg.length} questions; hit@10 / MRR@10)\n`);
     const kinds = ["paraphrase", "lexical", "current", "all"];
     log(`| fusion | ${kinds.join(" | ")} |`);
@@ -165,6 +181,47 @@ export async function main() {
     }
   } finally {
     await server.close();
+  }
+}
+
+/**
+ * The floor of a hit by meaning alone, fixed (0.42) and measured from each store's own vectors
+ * (Scale), for two models: all-MiniLM-L6-v2 and the static average of its word-piece vectors. A
+ * store is one user's facts, or one conversation's turns. "kept": questions whose answering text is
+ * at least the floor; "unrelated nothing": UNRELATED questions whose nearest text of the store is
+ * below it.
+ */
+async function floorFollowsTheModel(server, users) {
+  log("\n## The floor follows the model (Scale: baseline of each store's own vectors)\n");
+  log("| model | store | baseline (mean) | floor (mean) | kept: fixed 0.42 → scaled | unrelated nothing: fixed 0.42 → scaled |");
+  log("|---|---|---|---|---|---|");
+  const stores = [
+    ["facts", users.map((u) => ({ items: u.facts.map((f) => ({ id: f.id, text: f.content })), questions: u.queries.filter((q) => q.kind !== "exact").map((q) => ({ q: q.q, answers: q.relevant })) }))],
+    ["turns", buildConversations({ count: CONVERSATIONS }).conversations.map((c) => ({ items: c.sessions.flatMap((s) => s.turns), questions: c.questions }))],
+  ];
+  for (const model of [undefined, STATIC_MODEL]) {
+    const uv = await embedAll(server, UNRELATED, model);
+    for (const [name, list] of stores) {
+      const bases = [], floors = [], keptFixed = [], keptScaled = [], nothingFixed = [], nothingScaled = [];
+      for (const store of list) {
+        const iv = await embedAll(server, store.items.map((t) => t.text), model);
+        const qv = await embedAll(server, store.questions.map((q) => q.q), model);
+        const floor = floorOf(baselineOf(iv));
+        bases.push(baselineOf(iv)); floors.push(floor);
+        store.questions.forEach((q, i) => {
+          const best = Math.max(...store.items.map((t, j) => (q.answers.includes(t.id) ? dot(qv[i], iv[j]) : -1)));
+          if (best < -0.5) return;
+          keptFixed.push(best >= MIN_SIMILARITY); keptScaled.push(best >= floor);
+        });
+        for (const v of uv) {
+          const nearest = Math.max(...iv.map((t) => dot(v, t)));
+          nothingFixed.push(nearest < MIN_SIMILARITY); nothingScaled.push(nearest < floor);
+        }
+      }
+      const mean = (xs) => xs.reduce((a, b) => a + b, 0) / xs.length;
+      const share = (xs) => `${((100 * xs.filter(Boolean).length) / xs.length).toFixed(0)} %`;
+      log(`| ${model ?? "all-MiniLM-L6-v2"} | ${name} (${list.length}) | ${f3(mean(bases))} | ${f3(mean(floors))} | ${share(keptFixed)} → ${share(keptScaled)} | ${share(nothingFixed)} → ${share(nothingScaled)} |`);
+    }
   }
 }
 

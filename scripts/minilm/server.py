@@ -8,8 +8,10 @@ Listens on 127.0.0.1 once the model is loaded (about 1.5 s) and then prints one 
   POST /v1/embeddings (and /embeddings)  {"model", "input": string | [string], "encoding_format"?,
         "dimensions"?} -> {"object": "list", "data": [{"object": "embedding", "index": i,
         "embedding": [384 floats]}], "model", "usage": {"prompt_tokens", "total_tokens"}}
-        `model` is all-MiniLM-L6-v2 (any case, "sentence-transformers/" in front or not; anything
-        else is 404 model_not_found); `encoding_format` "float" (default) or "base64"
+        `model` is all-MiniLM-L6-v2 (any case, "sentence-transformers/" in front or not), or
+        minilm-static-average (model.py's embed_static: the wheel's word-piece vectors averaged, a
+        second model whose similarities sit far higher, for tests of what follows the model);
+        anything else is 404 model_not_found; `encoding_format` "float" (default) or "base64"
         (little-endian float32); `dimensions` 384 if given; at most 2,048 inputs. Tokens count
         [CLS] and [SEP]; a text longer than 256 tokens is cut there (as sentence-transformers
         does). Errors are OpenAI error objects: {"error": {"message", "type", "code"}}.
@@ -136,7 +138,8 @@ def make_handler(model: minilm.MiniLM, state: State):
             name = body.get("model")
             if not isinstance(name, str):
                 return error(400, "model is required", "invalid_request_error")
-            if name.lower() not in NAMES:
+            static = name.lower() == minilm.STATIC_NAME
+            if name.lower() not in NAMES and not static:
                 return error(404, f"the model {name!r} does not exist; this server has {minilm.NAME}",
                              "invalid_request_error", "model_not_found")
             texts = body.get("input")
@@ -151,7 +154,7 @@ def make_handler(model: minilm.MiniLM, state: State):
                 return error(400, 'encoding_format must be "float" or "base64"', "invalid_request_error")
             if body.get("dimensions", minilm.DIMS) != minilm.DIMS:
                 return error(400, f"this model has {minilm.DIMS} dimensions only", "invalid_request_error")
-            vectors, tokens = model.embed_counted(texts)
+            vectors, tokens = model.embed_static(texts) if static else model.embed_counted(texts)
             if fmt == "base64":
                 coded = [base64.b64encode(v.astype("<f4").tobytes()).decode() for v in vectors]
             else:
@@ -159,7 +162,7 @@ def make_handler(model: minilm.MiniLM, state: State):
             return 200, {
                 "object": "list",
                 "data": [{"object": "embedding", "index": i, "embedding": e} for i, e in enumerate(coded)],
-                "model": minilm.NAME,
+                "model": minilm.STATIC_NAME if static else minilm.NAME,
                 "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
             }
 

@@ -44,7 +44,8 @@ export const CHECK = join(ROOT, "scripts", "minilm", "check.py");
  *   server's log lines arrive, just before its answer is sent)
  * @property {(n?: number, status?: number) => Promise<void>} fail the next `n` embeddings
  *   requests (default 1) answer `status` (default 500) with an OpenAI error object; fail(0) ends it
- * @property {(input: string | string[]) => Promise<number[][]>} embed the vectors of `input`,
+ * @property {(input: string | string[], model?: string) => Promise<number[][]>} embed the vectors of `input`
+ *   (by `model`: all-MiniLM-L6-v2 unless "minilm-static-average", the server's second model),
  *   asked of the server directly (logged like any request)
  * @property {() => Promise<void>} close stops the server
  */
@@ -102,10 +103,10 @@ export function start({ timeoutMs = 60_000 } = {}) {
         const r = await fetch(`${origin}/control`, { method: "POST", body: JSON.stringify({ fail: n, status }) });
         if (!r.ok) throw new Error(`POST /control answered ${r.status}: ${await r.text()}`);
       },
-      async embed(input) {
+      async embed(input, model = EMBEDDING_MODEL) {
         const r = await fetch(`${baseUrl}/embeddings`, {
           method: "POST", headers: { "content-type": "application/json" },
-          body: JSON.stringify({ model: EMBEDDING_MODEL, input }),
+          body: JSON.stringify({ model, input }),
         });
         const body = await r.json();
         if (!r.ok) throw new Error(`POST /v1/embeddings answered ${r.status}: ${JSON.stringify(body)}`);

@@ -230,3 +230,63 @@ test("with real vectors, a query that quotes a fact finds it first, and memory_f
   assert.match(out, /^Several memories match "Kestrel Lane"/, out);
   assert.equal((await held()).length, 4, "nothing forgotten");
 });
+
+test("the least similarity of a hit by meaning alone follows the model: unrelated questions find nothing with either of two models, paraphrases still find their facts", { timeout: 120_000 }, async () => {
+  // Twenty-four facts of one user (past the 16 a baseline needs), no word in common with the
+  // questions below.
+  const facts = [
+    "My sister drives a red Volvo now.", "I am allergic to peanuts.", "Our daughter Maya started violin lessons in March.",
+    "I work as a nurse at the city hospital.", "We adopted a grey cat called Pixel.", "My favourite food is spicy Thai curry.",
+    "I run five kilometres every Sunday morning.", "The wifi password at home is written on the fridge.", "My brother lives in Toronto.",
+    "I prefer window seats on flights.", "Our wedding anniversary is on the ninth of October.", "I am learning Portuguese before our trip to Lisbon.",
+    "My dentist appointment moved to Friday afternoon.", "I drink my coffee black without sugar.", "We are renovating the upstairs bathroom.",
+    "My manager is called Priya.", "I keep my passport in the blue drawer of the desk.", "Our son plays goalkeeper for the school football team.",
+    "I grow tomatoes and basil on the balcony.", "My laptop is a ten-year-old ThinkPad.", "I get migraines when I skip breakfast.",
+    "We take the train to visit my parents at Christmas.", "I collect vinyl records of jazz from the sixties.", "My car insurance renews in January.",
+  ];
+  // With the second model (the wheel's word-piece vectors averaged: scripts/minilm/model.py
+  // embed_static) these reach 0.47–0.52 to their nearest fact, above the fixed 0.42 the floor
+  // was; its facts are 0.44 alike on average, so its floor is about 0.60. With all-MiniLM-L6-v2
+  // they reach at most 0.21 (its facts: 0.10 alike, floor about 0.35).
+  const unrelated = ["How many moons does Neptune have?", "Who wrote the Treaty of Westphalia?"];
+  const stat = await startWorker({
+    vars: {
+      EMBEDDINGS_PROVIDER: "openai", EMBEDDINGS_BASE_URL: model.baseUrl, EMBEDDINGS_MODEL: "minilm-static-average",
+      SESSION_CONFIG: JSON.stringify({ memory: {} }),
+    },
+  });
+  try {
+    for (const [label, worker] of [["all-MiniLM-L6-v2", w], ["minilm-static-average", stat]]) {
+      const A = `floor-follows-${label.toLowerCase()}`;
+      const ids = [];
+      for (const content of facts) {
+        const r = await worker.json("POST", `/agents/${A}/memories`, { content });
+        assert.equal(r.status, 201, JSON.stringify(r.body));
+        ids.push(r.body.id);
+      }
+      await waitFor(`${label}: every fact's vector`, async () => {
+        for (const id of ids) {
+          if (!(await worker.json("GET", `/agents/${A}/memories/${id}`)).body.embeddedAt) return false;
+        }
+        return true;
+      }, 60_000);
+      const recall = async (q) => {
+        const r = await worker.json("GET", `/agents/${A}/memories/search?q=${encodeURIComponent(q)}`);
+        assert.equal(r.status, 200, JSON.stringify(r.body));
+        return r.body.results;
+      };
+      for (const q of unrelated) assert.deepEqual(await recall(q), [], `${label}: ${q}`);
+      // Words still find a fact whatever the model.
+      assert.equal((await recall("peanuts"))[0]?.memory.content, "I am allergic to peanuts.", label);
+      if (label === "all-MiniLM-L6-v2") {
+        // The floor measured from this user's own facts (about 0.35) keeps the paraphrases (0.45–0.57).
+        for (const [q, fact] of [["what vehicle does my sibling use?", facts[0]], ["which nuts must I avoid?", facts[1]], ["what instrument is our kid studying?", facts[2]]]) {
+          const hits = await recall(q);
+          assert.equal(hits[0]?.memory.content, fact, `${q}\n${show(hits)}`);
+        }
+      }
+    }
+  } finally {
+    await stat.stop();
+  }
+});

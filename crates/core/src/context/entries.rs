@@ -8,7 +8,7 @@ use crate::rank::{rank, rowids, Index, Rows, Scope, Unmatched};
 use crate::sql::{json_ids, Sql, Value};
 use crate::vectors::fuse::{fuse, CANDIDATES};
 use crate::vectors::index::Within;
-use crate::vectors::{evidence, Kind, Meaning, SUPPORT};
+use crate::vectors::{evidence, Kind, Meaning};
 
 /// How many entries `search_context` returns.
 pub(crate) const SEARCH_LIMIT: i64 = 10;
@@ -108,8 +108,9 @@ fn with_meaning(
     lexical: Vec<(i64, String, String)>,
 ) -> Result<Vec<(i64, String, String)>> {
     let n = SEARCH_LIMIT as usize;
-    let near = meaning.nearest(Kind::Entry, v, Within::Scopes(&[label]), CANDIDATES.max(n), SUPPORT)?;
-    let near = evidence(near, &lexical.iter().map(|e| e.0).collect::<Vec<_>>());
+    let scale = meaning.scale(Kind::Entry)?;
+    let near = meaning.nearest(Kind::Entry, v, Within::Scopes(&[label]), CANDIDATES.max(n), scale.support())?;
+    let near = evidence(near, &lexical.iter().map(|e| e.0).collect::<Vec<_>>(), &scale);
     let ids = json_ids(near.iter().map(|(seq, _)| *seq));
     let rows = meaning.sql.query(
         "SELECT e.seq, e.key, e.content FROM json_each(?) j CROSS JOIN search_entries e ON e.seq = j.value

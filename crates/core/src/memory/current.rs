@@ -88,6 +88,7 @@ pub(crate) fn with_corrections(
     let firsts: Vec<i64> = hits.iter().take(n).map(|h| h.memory.seq).collect();
     let own = vectors(sql, &firsts)?;
     let mut found: Vec<i64> = Vec::new();
+    let scale = meaning.scale(Kind::Memory)?;
     for (seq, v) in &own {
         for (item, _) in meaning.nearest(Kind::Memory, v, Within::All, NEIGHBOURS, SAME_SUBJECT)? {
             if item != *seq && !hits.iter().any(|h| h.memory.seq == item) && !found.contains(&item) {
@@ -111,7 +112,7 @@ pub(crate) fn with_corrections(
             let newer = hits.iter().take(n).any(|h| h.memory.valid_from < m.valid_from);
             if newer && v.len() == query.len() {
                 extra.push(m.seq);
-                hits.push(recall::by_meaning(m, cosine(query, v), now));
+                hits.push(recall::by_meaning(m, cosine(query, v), &scale, now));
             }
         }
     }

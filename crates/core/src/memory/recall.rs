@@ -27,7 +27,7 @@ use crate::rank::{self, Index, Rows, Scope, Unmatched};
 use crate::sql::{json_ids, Sql, Value};
 use crate::time::parse_iso;
 use crate::vectors::index::Within;
-use crate::vectors::{Kind, Meaning, MIN_SIMILARITY, SUPPORT};
+use crate::vectors::{Kind, Meaning, Scale};
 
 /// Hits of `GET /memories/search` and `memory_recall` by default.
 pub const DEFAULT_LIMIT: i64 = 10;
@@ -140,12 +140,16 @@ pub(crate) fn count(sql: &dyn Sql, hits: &mut [Hit], now: &str) -> Result<()> {
 /// [`count`].
 pub(crate) fn rank(meaning: &Meaning<'_>, query: &Query, vector: Option<&[f32]>, now: &str) -> Result<Vec<Hit>> {
     let mut found = text_candidates(meaning.sql, query, now)?;
+    let scale = match vector {
+        Some(_) => meaning.scale(Kind::Memory)?,
+        None => Scale::default(),
+    };
     if let Some(v) = vector {
-        for (memory, similarity) in vector_candidates(meaning, &query.filter, v, now)? {
+        for (memory, similarity) in vector_candidates(meaning, &query.filter, v, &scale, now)? {
             match found.iter_mut().find(|c| c.memory.seq == memory.seq) {
                 Some(c) => c.similarity = Some(similarity),
                 // Found by meaning alone: only when near enough (an unrelated query finds nothing).
-                None if similarity >= MIN_SIMILARITY => {
+                None if similarity >= scale.floor() => {
                     found.push(Candidate { memory, bm25: None, similarity: Some(similarity) })
                 }
                 None => {}
@@ -161,7 +165,7 @@ pub(crate) fn rank(meaning: &Meaning<'_>, query: &Query, vector: Option<&[f32]>,
                 (Some(b), true) => b / best_bm25,
                 _ => 0.0,
             };
-            let meaning = c.similarity.map_or(0.0, |s| ((s - SUPPORT) / (1.0 - SUPPORT)).clamp(0.0, 1.0));
+            let meaning = c.similarity.map_or(0.0, |s| scale.strength(s));
             let relevance = (text.max(meaning) + 0.1 * text.min(meaning)).min(1.0);
             score(c.memory, text, c.similarity, relevance, now_ms)
         })
@@ -171,9 +175,9 @@ pub(crate) fn rank(meaning: &Meaning<'_>, query: &Query, vector: Option<&[f32]>,
 }
 
 /// A memory no word of the query matched, as a hit by its `similarity` to the query alone
-/// (relevance as [`rank`] gives it).
-pub(crate) fn by_meaning(memory: Memory, similarity: f64, now: &str) -> Hit {
-    let relevance = ((similarity - SUPPORT) / (1.0 - SUPPORT)).clamp(0.0, 1.0);
+/// (relevance as [`rank`] gives it, on the memories' `scale`).
+pub(crate) fn by_meaning(memory: Memory, similarity: f64, scale: &Scale, now: &str) -> Hit {
+    let relevance = scale.strength(similarity);
     score(memory, 0.0, Some(similarity), relevance, parse_iso(now).unwrap_or(0))
 }
 
@@ -240,11 +244,18 @@ fn text_candidates(sql: &dyn Sql, query: &Query, now: &str) -> Result<Vec<Candid
     Ok(found)
 }
 
-/// The memories `filter` selects whose vectors are nearest to `v` (at least [`SUPPORT`]),
+/// The memories `filter` selects whose vectors are nearest to `v` (at least the `scale`'s
+/// [`Scale::support`]),
 /// most similar first. A filter that narrows (a category, a tag, a session) names the memories
 /// the index may return; the reach of a limited token only drops the other sessions'
 /// `conversation` memories from the nearest of all.
-fn vector_candidates(meaning: &Meaning<'_>, filter: &Filter, v: &[f32], now: &str) -> Result<Vec<(Memory, f64)>> {
+fn vector_candidates(
+    meaning: &Meaning<'_>,
+    filter: &Filter,
+    v: &[f32],
+    scale: &Scale,
+    now: &str,
+) -> Result<Vec<(Memory, f64)>> {
     let sql = meaning.sql;
     let (cond, params) = filter_sql(filter, now);
     let narrowing = Filter { reach: Default::default(), ..filter.clone() } != Filter::default();
@@ -256,7 +267,7 @@ fn vector_candidates(meaning: &Meaning<'_>, filter: &Filter, v: &[f32], now: &st
         false => Vec::new(),
     };
     let within = if narrowing { Within::Items(&allowed) } else { Within::All };
-    let near = meaning.nearest(Kind::Memory, v, within, CANDIDATES as usize, SUPPORT)?;
+    let near = meaning.nearest(Kind::Memory, v, within, CANDIDATES as usize, scale.support())?;
     if near.is_empty() {
         return Ok(Vec::new());
     }

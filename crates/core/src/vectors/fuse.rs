@@ -21,7 +21,7 @@
 //! 3 of 89), ours 0.44 / 0.32 → 0.48 / 0.36 (every kind ≥); at 2, the weight it replaces (chosen
 //! when full-text search asked every word to match), LoCoMo fell to 0.52 / 0.35 with embeddings.
 //! On ours the service stays below the fusion computed in the bench (0.60) because a hit by
-//! meaning alone needs [`MIN_SIMILARITY`](super::MIN_SIMILARITY).
+//! meaning alone needs the [`Scale::floor`](super::Scale::floor).
 
 /// The constant of reciprocal rank fusion (60, as the paper and most search engines use).
 pub(crate) const K: f64 = 60.0;

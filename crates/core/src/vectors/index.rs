@@ -90,6 +90,8 @@ pub(crate) struct Index {
     cap: usize,
     /// Whether older items were left out past the cap.
     pub(crate) capped: bool,
+    /// The baseline of its items (`super::Scale`) and how many items it held when measured.
+    pub(crate) baseline: Option<(usize, f64)>,
 }
 
 impl Index {
@@ -107,6 +109,7 @@ impl Index {
             mark: 0,
             cap,
             capped: false,
+            baseline: None,
         }
     }
 
@@ -145,6 +148,15 @@ impl Index {
     /// How many items it holds.
     pub(crate) fn len(&self) -> usize {
         self.ids.len()
+    }
+
+    /// At most `n` of its items, spread evenly over them (oldest to newest).
+    pub(crate) fn spread(&self, n: usize) -> Vec<i64> {
+        let len = self.ids.len();
+        if len <= n {
+            return self.ids.clone();
+        }
+        (0..n).map(|i| self.ids[i * len / n]).collect()
     }
 
     /// Bytes its items take in memory (codes, seqs, scopes).

@@ -1,15 +1,15 @@
 //! Search of messages by their words and by their meaning: the full-text hits
 //! ([`store::search`](crate::store::search)) and the nearest message vectors of the same reach
 //! (the session searched; across sessions, the sessions a limited token opens: invariant 38),
-//! fused by rank ([`fuse`](super::fuse)). A message found by meaning alone is at least
-//! [`MIN_SIMILARITY`](super::MIN_SIMILARITY) from the query; one the words found too counts
-//! its meaning from [`SUPPORT`]. Without embeddings, or with nothing to search for, it is
+//! fused by rank ([`fuse`](super::fuse)). A message found by meaning alone is at least the
+//! [`Scale::floor`](super::Scale::floor) of the object's messages from the query; one the words
+//! found too counts its meaning from their [`Scale::support`](super::Scale::support). Without embeddings, or with nothing to search for, it is
 //! full-text search as it was; a query that cannot be embedded now is searched by its words,
 //! with a warning.
 
 use super::fuse::{fuse, CANDIDATES};
 use super::index::{Kind, Within};
-use super::{evidence, Meaning, SUPPORT};
+use super::{evidence, Meaning};
 use crate::access::Reach;
 use crate::error::{Result, Warned};
 use crate::query;
@@ -60,7 +60,8 @@ pub(crate) async fn search(
         Scope::Across(Reach::All) => Within::All,
         _ => Within::Scopes(&sessions),
     };
-    let near = meaning.nearest(Kind::Message, &vector, within, wide.max(0) as usize, SUPPORT)?;
+    let scale = meaning.scale(Kind::Message)?;
+    let near = meaning.nearest(Kind::Message, &vector, within, wide.max(0) as usize, scale.support())?;
     let key = |h: &Hit| (h.session_id.clone(), h.id.clone());
     let lexical_keys: Vec<_> = lexical.iter().map(key).collect();
     // Each near message as a hit, with its similarity (one without text has no hit).
@@ -69,7 +70,7 @@ pub(crate) async fn search(
         read.into_iter().filter_map(|(seq, h)| near.iter().find(|n| n.0 == seq).map(|n| ((key(&h), h), n.1))).collect();
     let (pairs, similarity): (Vec<_>, Vec<f64>) = similar.into_iter().unzip();
     let (keys, semantic): (Vec<_>, Vec<Hit>) = pairs.into_iter().unzip();
-    let kept = evidence(keys.into_iter().zip(similarity).collect(), &lexical_keys);
+    let kept = evidence(keys.into_iter().zip(similarity).collect(), &lexical_keys, &scale);
     let semantic: Vec<Hit> = semantic.into_iter().filter(|h| kept.iter().any(|(k, _)| *k == key(h))).collect();
     let semantic_keys: Vec<_> = semantic.iter().map(key).collect();
     let order = fuse(&lexical_keys, &semantic_keys, limit.max(0) as usize);

@@ -7,7 +7,8 @@
 //! and following every later write of a vector through `vector_log` (migration 0013) before each
 //! search: whoever wrote a vector, a search sees it (invariant 39). A search takes the
 //! [`RERANK`] items whose codes are nearest to the query's, reads their vectors by seq and ranks
-//! them by exact cosine; a hit found by meaning alone needs [`MIN_SIMILARITY`].
+//! them by exact cosine; a hit found by meaning alone needs the `Scale::floor` of the object's own
+//! vectors.
 //!
 //! `messages` fuses it with full-text search of messages; `fuse` is the fusion.
 
@@ -30,23 +31,107 @@ use crate::llm::embeddings::{embed_one, EmbeddingsConfig};
 use crate::llm::Transport;
 use crate::sql::{atomically, json_ids, Sql, Value};
 
-/// Least cosine similarity of a row found by meaning alone (no word of the query matched it).
-/// Measured with all-MiniLM-L6-v2 (`bench/similarity.mjs`, docs/REFERENCE.md#search-by-meaning):
-/// questions about nothing stored reach at most 0.41 to the nearest of 1,113 facts and turns
-/// (median 0.27), so at 0.42 they find nothing, while 65 % of questions still reach the fact that
-/// answers them by meaning alone (those that share a word with it are found by it anyway).
-pub const MIN_SIMILARITY: f64 = 0.42;
+/// How much a similarity means in one object, for one kind of row: its **baseline**, how similar
+/// two of its rows are on average (the mean cosine over pairs of a spread sample of
+/// [`SAMPLE`] stored vectors). It is a property of the model and of what the object holds: all
+/// vectors of a model share a direction (all-MiniLM-L6-v2: two facts of one user 0.20 on average,
+/// two turns of our corpus 0.08, of a LoCoMo conversation, whose turns all begin with a speaker's
+/// name, 0.35; token vectors averaged, a static model, 0.59–0.76), and a cosine says something only
+/// above it. Measured again when the kind's items double or halve. With fewer than
+/// [`MIN_SAMPLE`] vectors stored, [`DEFAULT_BASELINE`] (all-MiniLM-L6-v2's, facts of one user).
+///
+/// - A row found by meaning alone (no word of the query matched it) needs [`Scale::floor`]: the
+///   baseline and [`ABOVE_BASELINE`] of the way from it to 1.
+/// - Beside a word match, a similarity counts from the baseline ([`Scale::support`]), as
+///   [`Scale::strength`] from 0 at the baseline to 1 at the same text.
+///
+/// Measured by `bench/similarity.mjs` (docs/REFERENCE.md#search-by-meaning): with
+/// all-MiniLM-L6-v2, questions about nothing stored find nothing by meaning alone in 100 % of
+/// cases on facts (floor 0.43), 92 % on our conversations (0.34) and 100 % on LoCoMo (0.54),
+/// where the fixed 0.42 it replaces kept them out too; with the static model, 100 %, 86 % and 100 %
+/// (the fixed 0.42: 25 %, 0 % and 6 %).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct Scale {
+    baseline: f64,
+}
 
-/// Least cosine similarity counted as evidence beside a word match (a row the full-text search
-/// found too): below it, a similarity says nothing (the nearest unrelated text of a question
-/// measures 0.2 and more in 95 % of cases).
-pub const SUPPORT: f64 = 0.2;
+/// The baseline of a store too small to measure: all-MiniLM-L6-v2's between facts of one user,
+/// which makes the floor 0.42 (the constant measured with that model before the floor followed
+/// the model).
+pub(crate) const DEFAULT_BASELINE: f64 = 0.2;
 
-/// Keeps of `near` (item, similarity) the rows found by meaning alone with at least
-/// [`MIN_SIMILARITY`], and the rows the full-text search found too (`lexical`) with at least
-/// [`SUPPORT`] (what `nearest` asked for).
-pub(crate) fn evidence<T: PartialEq>(near: Vec<(T, f64)>, lexical: &[T]) -> Vec<(T, f64)> {
-    near.into_iter().filter(|(t, s)| *s >= MIN_SIMILARITY || lexical.contains(t)).collect()
+/// How far from the baseline to 1 a hit by meaning alone must be: 0.275 gives all-MiniLM-L6-v2's
+/// measured 0.42 on facts (baseline 0.2).
+pub(crate) const ABOVE_BASELINE: f64 = 0.275;
+
+/// Vectors read to measure a baseline (at 384 dimensions, 384 KB).
+pub(crate) const SAMPLE: usize = 256;
+
+/// Fewer stored vectors than this: [`DEFAULT_BASELINE`].
+pub(crate) const MIN_SAMPLE: usize = 16;
+
+impl Scale {
+    /// The scale of a store whose rows are `baseline` similar on average (clamped to [0, 0.95]:
+    /// a baseline near 1 would leave no room above it).
+    pub(crate) fn new(baseline: f64) -> Scale {
+        Scale { baseline: if baseline.is_finite() { baseline.clamp(0.0, 0.95) } else { DEFAULT_BASELINE } }
+    }
+
+    /// Least similarity of a row found by meaning alone.
+    pub(crate) fn floor(&self) -> f64 {
+        self.baseline + (1.0 - self.baseline) * ABOVE_BASELINE
+    }
+
+    /// Least similarity that counts beside a word match.
+    pub(crate) fn support(&self) -> f64 {
+        self.baseline
+    }
+
+    /// `similarity` as evidence: 0 at the baseline (and below), 1 at the same text.
+    pub(crate) fn strength(&self, similarity: f64) -> f64 {
+        ((similarity - self.baseline) / (1.0 - self.baseline)).clamp(0.0, 1.0)
+    }
+}
+
+impl Default for Scale {
+    fn default() -> Scale {
+        Scale::new(DEFAULT_BASELINE)
+    }
+}
+
+/// The mean cosine over the pairs of `vectors` (each of length 1 after normalizing; none with
+/// fewer than [`MIN_SAMPLE`]): `(|Σv|² − n) / (n(n − 1))`, the sum's square without each vector's
+/// similarity to itself.
+pub(crate) fn baseline(vectors: &[Vec<f32>]) -> Option<f64> {
+    let n = vectors.len();
+    if n < MIN_SAMPLE {
+        return None;
+    }
+    let dims = vectors.iter().map(Vec::len).max()?;
+    let mut sum = vec![0.0_f64; dims];
+    let mut counted = 0usize;
+    for v in vectors {
+        let norm = v.iter().map(|x| f64::from(*x) * f64::from(*x)).sum::<f64>().sqrt();
+        if norm == 0.0 || v.len() != dims {
+            continue;
+        }
+        counted += 1;
+        for (s, x) in sum.iter_mut().zip(v) {
+            *s += f64::from(*x) / norm;
+        }
+    }
+    if counted < MIN_SAMPLE {
+        return None;
+    }
+    let k = counted as f64;
+    Some((sum.iter().map(|s| s * s).sum::<f64>() - k) / (k * (k - 1.0)))
+}
+
+/// Keeps of `near` (item, similarity) the rows found by meaning alone with at least the
+/// [`Scale::floor`], and the rows the full-text search found too (`lexical`; `nearest` asked
+/// for them from the [`Scale::support`]).
+pub(crate) fn evidence<T: PartialEq>(near: Vec<(T, f64)>, lexical: &[T], scale: &Scale) -> Vec<(T, f64)> {
+    near.into_iter().filter(|(t, s)| *s >= scale.floor() || lexical.contains(t)).collect()
 }
 
 /// Candidates whose vectors a search reads and ranks exactly (at least; four times the hits
@@ -126,6 +211,64 @@ impl Meaning<'_> {
         Ok(v)
     }
 
+    /// Runs `f` on the index of `kind`, loaded (or loaded again) and following every write.
+    fn with_index<T>(&self, kind: Kind, f: impl FnOnce(&mut Index) -> T) -> Result<T> {
+        let model = self.embeddings.model.as_str();
+        let mut indexes = self.vectors.indexes.borrow_mut();
+        let slot = &mut indexes[kind.slot()];
+        let cap = self.vectors.cap.unwrap_or(MAX_ITEMS);
+        let fresh = match slot.as_mut() {
+            Some(ix) if ix.model() == model => ix.follow(self.sql)? == Followed::Lost,
+            _ => true,
+        };
+        if fresh {
+            *slot = Some(Index::load(self.sql, kind, model, cap)?);
+        }
+        Ok(f(slot.as_mut().expect("loaded above")))
+    }
+
+    /// The [`Scale`] of `kind` in this object: its baseline measured on a spread sample of its
+    /// vectors, kept until the kind's items double or halve.
+    pub(crate) fn scale(&self, kind: Kind) -> Result<Scale> {
+        let (kept, len, sample) = self.with_index(kind, |ix| {
+            let len = ix.len();
+            match ix.baseline {
+                Some((at, b)) if len <= 2 * at && 2 * len >= at && (at >= MIN_SAMPLE || len < MIN_SAMPLE) => {
+                    (Some(b), len, Vec::new())
+                }
+                _ => (None, len, ix.spread(SAMPLE)),
+            }
+        })?;
+        if let Some(b) = kept {
+            return Ok(Scale::new(b));
+        }
+        let measured = match sample.len() >= MIN_SAMPLE {
+            true => baseline(&self.vectors_of(kind, &sample)?.into_iter().map(|(_, v)| v).collect::<Vec<_>>()),
+            false => None,
+        };
+        let b = measured.unwrap_or(DEFAULT_BASELINE);
+        self.with_index(kind, |ix| ix.baseline = Some((len, b)))?;
+        Ok(Scale::new(b))
+    }
+
+    /// The stored vectors of `items` of `kind` made by the model in use (the missing left out).
+    fn vectors_of(&self, kind: Kind, items: &[i64]) -> Result<Vec<(i64, Vec<f32>)>> {
+        let ids = json_ids(items.iter().copied());
+        // CROSS JOIN keeps the items outside: each is one index lookup (with a plain JOIN
+        // SQLite may scan every vector of the kind and probe the list for each).
+        let rows = self.sql.query(
+            "SELECT v.item, v.vector FROM json_each(?) j CROSS JOIN vectors v ON v.kind = ? AND v.item = j.value
+              WHERE v.model = ?",
+            &[ids.into(), Value::Int(kind.number()), self.embeddings.model.as_str().into()],
+        )?;
+        let mut out = Vec::with_capacity(rows.len());
+        for r in &rows {
+            let Some(Value::Blob(b)) = r.0.get(1) else { continue };
+            out.push((r.int(0)?, decode(b)));
+        }
+        Ok(out)
+    }
+
     /// The (at most) `n` rows of `kind` within `within` most similar to `query`, with their
     /// cosine similarity (at least `min`), most similar first (ties: the newer first).
     pub(crate) fn nearest(
@@ -136,40 +279,16 @@ impl Meaning<'_> {
         n: usize,
         min: f64,
     ) -> Result<Vec<(i64, f64)>> {
-        let model = self.embeddings.model.as_str();
-        let candidates = {
-            let mut indexes = self.vectors.indexes.borrow_mut();
-            let slot = &mut indexes[kind.slot()];
-            let cap = self.vectors.cap.unwrap_or(MAX_ITEMS);
-            let fresh = match slot.as_mut() {
-                Some(ix) if ix.model() == model => ix.follow(self.sql)? == Followed::Lost,
-                _ => true,
-            };
-            if fresh {
-                *slot = Some(Index::load(self.sql, kind, model, cap)?);
-            }
-            let ix = slot.as_ref().expect("loaded above");
-            ix.nearest(&sign_code(query), within, RERANK.max(4 * n))
-        };
+        let candidates = self.with_index(kind, |ix| ix.nearest(&sign_code(query), within, RERANK.max(4 * n)))?;
         if candidates.is_empty() {
             return Ok(Vec::new());
         }
-        let ids = json_ids(candidates.iter().copied());
-        // CROSS JOIN keeps the candidates outside: each is one index lookup (with a plain JOIN
-        // SQLite may scan every vector of the kind and probe the list for each).
-        let rows = self.sql.query(
-            "SELECT v.item, v.vector FROM json_each(?) j CROSS JOIN vectors v ON v.kind = ? AND v.item = j.value
-              WHERE v.model = ?",
-            &[ids.into(), Value::Int(kind.number()), model.into()],
-        )?;
-        let mut out = Vec::with_capacity(rows.len());
-        for r in &rows {
-            let Some(Value::Blob(b)) = r.0.get(1) else { continue };
-            let s = cosine(query, &decode(b));
-            if s >= min {
-                out.push((r.int(0)?, s));
-            }
-        }
+        let mut out: Vec<(i64, f64)> = self
+            .vectors_of(kind, &candidates)?
+            .into_iter()
+            .map(|(item, v)| (item, cosine(query, &v)))
+            .filter(|(_, s)| *s >= min)
+            .collect();
         out.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0)));
         out.truncate(n);
         Ok(out)
@@ -229,7 +348,7 @@ pub fn adopt(sql: &dyn Sql, embeddings: &EmbeddingsConfig) -> Result<()> {
 mod tests {
     use super::code::{cosine, sign_code};
     use super::index::{Index, Kind, Within};
-    use super::RERANK;
+    use super::{baseline, Scale, DEFAULT_BASELINE, MIN_SAMPLE, RERANK};
 
     /// A deterministic stream of numbers in [-1, 1) (xorshift).
     struct Noise(u64);
@@ -276,5 +395,42 @@ mod tests {
         let recall = found as f64 / wanted as f64;
         eprintln!("recall@10 of the {RERANK} candidates among {ITEMS} items: {recall}");
         assert!(recall >= 0.9, "recall@10 of the candidates {recall}");
+    }
+
+    /// The baseline is the mean cosine over pairs, whatever the vectors' lengths: about 0 for
+    /// vectors in no common direction, about `c² / (c² + 1)` for vectors sharing a direction of
+    /// weight `c` (noise of length ~1 besides); the floor and support follow it.
+    #[test]
+    fn the_baseline_is_the_mean_similarity_of_pairs_and_the_floor_follows_it() {
+        const DIMS: usize = 384;
+        let mut noise = Noise(0x2545_f491_4f6c_dd1d);
+        let common: Vec<f32> = (0..DIMS).map(|_| noise.next()).collect();
+        let norm = common.iter().map(|x| x * x).sum::<f32>().sqrt();
+        let mut draw = |weight: f32| -> Vec<Vec<f32>> {
+            (0..256)
+                .map(|_| {
+                    let v: Vec<f32> = (0..DIMS).map(|_| noise.next() * 3.0_f32.sqrt()).collect();
+                    let n = (v.iter().map(|x| x * x).sum::<f32>()).sqrt();
+                    v.iter().zip(&common).map(|(x, c)| 2.0 * x / n + weight * c / norm).collect()
+                })
+                .collect()
+        };
+        // Noise of length 2 and a shared direction of length 0, 2, 4: pairs 0, 0.5, 0.8 alike.
+        for (weight, expected) in [(0.0, 0.0), (2.0, 0.5), (4.0, 0.8)] {
+            let vs = draw(weight);
+            let b = baseline(&vs).expect("enough vectors");
+            assert!((b - expected).abs() < 0.03, "weight {weight}: baseline {b}, expected {expected}");
+            let pairs: Vec<f64> = (0..40).map(|i| cosine(&vs[i], &vs[i + 100])).collect();
+            let mean = pairs.iter().sum::<f64>() / pairs.len() as f64;
+            assert!((b - mean).abs() < 0.05, "weight {weight}: baseline {b}, sampled pairs {mean}");
+            let scale = Scale::new(b);
+            assert!(scale.floor() > b && scale.floor() < 1.0);
+            assert!((scale.strength(b) - 0.0).abs() < 1e-9 && (scale.strength(1.0) - 1.0).abs() < 1e-9);
+        }
+        assert!(Scale::new(0.8).floor() > Scale::new(0.5).floor() + 0.1, "the floor rises with the baseline");
+        assert_eq!(baseline(&draw(2.0)[..MIN_SAMPLE - 1]), None, "too few to measure");
+        assert!((Scale::default().floor() - 0.42).abs() < 1e-9, "the default: all-MiniLM-L6-v2's measured floor");
+        assert!((Scale::new(DEFAULT_BASELINE).support() - 0.2).abs() < 1e-9);
+        assert_eq!(Scale::new(f64::NAN), Scale::default());
     }
 }
