@@ -412,7 +412,7 @@ try {
     }
     const st = (s) => `${stale[part][s].outranked}/${stale[part][s].n}` + (stale[part][s].missing ? ` (newest not in top 10: ${stale[part][s].missing})` : "");
     if (KINDS.includes("current")) log(`  outdated turn above its correction (current questions, top 10): ${SYSTEMS.map((s) => `${LABEL[s]} ${st(s)}`).join("; ")}`);
-    log(`  latency p50 / p95: ${MODES.map(([label, key]) => `${label} ${ms(pct(lat[part][key], 50))} / ${ms(pct(lat[part][key], 95))}`).join("; ")}`);
+    log(`  latency p50 / p95 / p99: ${MODES.map(([label, key]) => `${label} ${ms(pct(lat[part][key], 50))} / ${ms(pct(lat[part][key], 95))} / ${ms(pct(lat[part][key], 99))}`).join("; ")}`);
   };
   if (PARTS.has("history")) table("history", "history search, GET /search?q=<question>&limit=10 across sessions: hit@10 / recall@10 / MRR@10");
   if (PARTS.has("memory")) {

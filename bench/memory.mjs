@@ -191,6 +191,27 @@ try {
   const rels = () => Object.fromEntries(RELATIONS.map((r) => [r, { outranked: 0, n: 0 }]));
   for (const [, s] of SYSTEMS) { scores[s] = Object.fromEntries(KINDS.map((k) => [k, []])); stale[s] = { outranked: 0, missing: 0, n: 0, by: rels() }; }
   const reseeds = { text: 0, hybrid: 0, minilm: 0 };
+  // Each reordering rule measured both ways: the order before the rules is the hits by the score
+  // their signals give (relevance and what the agent knows, docs/openapi.yaml MemoryHit.score: a
+  // rule that moves a hit changes its score, never its signals, and says so in `why`); a query a
+  // rule moved counts as better, worse or the same by nDCG@10, then MRR@10
+  // (rules: system -> rule -> kind -> {fired, better, worse}).
+  const RULES = { "newer first (and its corrections search)": (h) => h.why.includes(", newer than "), "quoted first": (h) => h.why.includes("the query quotes it") };
+  const rules = {};
+  const plainScore = (h) => 0.7 * h.signals.relevance + 0.15 * h.signals.confidence + 0.1 * h.signals.recency + 0.05 * h.signals.frequency;
+  const judge = (s, q, hits, idOf) => {
+    const plain = [...hits].sort((a, b) => plainScore(b) - plainScore(a)).map(idOf);
+    const now = hits.map(idOf);
+    const [a, b] = [metrics(plain, q.relevant), metrics(now, q.relevant)];
+    const d = b.ndcg - a.ndcg || b.mrr - a.mrr;
+    for (const [rule, fired] of Object.entries(RULES)) {
+      if (!hits.some(fired)) continue;
+      const m = ((rules[s] ??= {})[rule] ??= {})[q.kind] ??= { fired: 0, better: 0, worse: 0 };
+      m.fired++;
+      if (d > 1e-9) m.better++;
+      if (d < -1e-9) m.worse++;
+    }
+  };
   const record = (s, q, ranked) => {
     scores[s][q.kind].push(metrics(ranked, q.relevant));
     if (process.env.BENCH_MEMORY_MISSES && s !== "bm25" && !q.relevant.includes(ranked[0])) {
@@ -241,7 +262,9 @@ try {
           await seedUser();
           hits = await search(call, q.q);
         }
-        record(key, q, hits.map((h) => byContent.get(h.memory.content) ?? `?${h.memory.content}`));
+        const idOf = (h) => byContent.get(h.memory.content) ?? `?${h.memory.content}`;
+        record(key, q, hits.map(idOf));
+        judge(key, q, hits, idOf);
       }
     }
     progress(`quality: ${user.agent} done`);
@@ -255,8 +278,19 @@ try {
     const cell = (s) => { const xs = scores[s][k]; const avg = (f) => xs.reduce((a, m) => a + m[f], 0) / xs.length; return `${f2(avg("r5"))} / ${f2(avg("mrr"))} / ${f2(avg("ndcg"))}`; };
     log(`  ${k.padEnd(10)} (${String(n).padStart(3)} queries): full text ${cell("text")}; hybrid ${cell("hybrid")}${minilm ? `; hybrid, all-MiniLM-L6-v2 ${cell("minilm")}` : ""}; bm25 ${cell("bm25")}`);
   }
+  {
+    const all = (s) => { const xs = KINDS.flatMap((k) => scores[s][k]); const avg = (f) => xs.reduce((a, m) => a + m[f], 0) / xs.length; return `${f2(avg("r5"))} / ${f2(avg("mrr"))} / ${f2(avg("ndcg"))}`; };
+    log(`  all        (${String(nQueries).padStart(3)} queries): full text ${all("text")}; hybrid ${all("hybrid")}${minilm ? `; hybrid, all-MiniLM-L6-v2 ${all("minilm")}` : ""}; bm25 ${all("bm25")}`);
+  }
   const staleCell = (s) => `${stale[s].outranked}/${stale[s].n}` + (stale[s].missing ? ` (correction not in the top 10 at all: ${stale[s].missing})` : "");
   log(`  outdated fact above its correction ("current" queries, top 10): full text ${staleCell("text")}; hybrid ${staleCell("hybrid")}${minilm ? `; hybrid, all-MiniLM-L6-v2 ${staleCell("minilm")}` : ""}; bm25 ${staleCell("bm25")}`);
+  for (const [, s] of QUALITY_MODES) {
+    for (const [rule, byKind] of Object.entries(rules[s] ?? {})) {
+      const all = Object.values(byKind).reduce((t, m) => ({ fired: t.fired + m.fired, better: t.better + m.better, worse: t.worse + m.worse }), { fired: 0, better: 0, worse: 0 });
+      log(`  rule "${rule}" (${s}): moved ${all.fired} rankings, ${all.better} better, ${all.worse} worse (by nDCG@10, then MRR@10, against the hits by their signals' score)` +
+        `; by kind: ${KINDS.filter((k) => byKind[k]).map((k) => `${k} ${byKind[k].fired}/+${byKind[k].better}/−${byKind[k].worse}`).join(", ")}`);
+    }
+  }
   const byRel = (s) => RELATIONS.map((r) => `${r} ${stale[s].by[r].outranked}/${stale[s].by[r].n}`).join(", ");
   log(`  the same by the correction's score vs the fact's: full text ${byRel("text")}; hybrid ${byRel("hybrid")}`);
   log(`  (hybrid: the test server's embeddings are a ${EMBEDDING_DIMS}-dim hashed bag of words, so paraphrase gains are bounded by it: texts without a shared word are similar only by hash collisions${minilm ? "; hybrid, all-MiniLM-L6-v2: the real 384-dim sentence model, tests/e2e/minilm.mjs" : "; the real model did not start"})`);

@@ -4,22 +4,34 @@
 //! Berlin": whichever matched the query better, Berlin comes first).
 //!
 //! "The same subject" is read from the two facts themselves, never from the query's wording: with
-//! embeddings, the cosine similarity of their vectors ([`SAME_SUBJECT`], chosen on the bench's
-//! corrections with all-MiniLM-L6-v2: 94 % of fact/correction pairs reach it); without, the share
-//! of content words (their first five letters, stop words left out) the shorter fact has in
-//! common with the other ([`SAME_WORDS`]).
+//! embeddings, the cosine similarity of their vectors ([`SAME_SUBJECT`] of the way from the
+//! memories' baseline to 1, [`Scale`]: 0.3 with all-MiniLM-L6-v2, where 94 % of the bench's
+//! fact/correction pairs reach it); without, the share of content words (their first five letters,
+//! stop words left out) the shorter fact has in common with the other ([`SAME_WORDS`]).
+//!
+//! A query that names a fact keeps it above a newer one ([`names`]): one that is not a question
+//! and whose every content word the fact has ("knee surgery", "working remotely") finds that
+//! fact first, even when a newer fact near it ("stopped running after a knee injury") would
+//! otherwise take its place. A question may still find the correction first ("what car does my
+//! sister drive?": "sold the Volvo" above "drives a red Volvo car").
 
 use super::recall::{self, Hit};
-use super::store::{columns, filter_sql, from_row, Filter};
+use super::store::{columns, filter_sql, from_row};
 use crate::error::Result;
 use crate::query::is_stopword;
 use crate::sql::{json_ids, Sql, Value};
 use crate::vectors::code::{cosine, decode};
 use crate::vectors::index::{Kind, Within};
-use crate::vectors::Meaning;
+use crate::vectors::{Meaning, Scale};
 
-/// Least cosine similarity of two facts' vectors for them to be about the same subject.
-pub(crate) const SAME_SUBJECT: f64 = 0.3;
+/// How far from the memories' baseline to 1 the cosine similarity of two facts' vectors is for
+/// them to be about the same subject (0.3 at all-MiniLM-L6-v2's baseline 0.2).
+pub(crate) const SAME_SUBJECT: f64 = 0.125;
+
+/// Least cosine similarity of two facts about the same subject on `scale`.
+fn same_subject(scale: &Scale) -> f64 {
+    scale.support() + (1.0 - scale.support()) * SAME_SUBJECT
+}
 /// Least share of shared content words, when a fact has no vector.
 pub(crate) const SAME_WORDS: f64 = 0.5;
 /// Least relevance to the query, relative to the older fact's, for a newer fact to move above
@@ -71,18 +83,20 @@ const CORRECTED: usize = 3;
 /// most [`CORRECTED`]) that
 /// the query did not find (a correction seldom shares the question's words, nor is it always
 /// near the question: "sold the Zoe and bought an ID.3" for "which car do I drive these
-/// days?"): each hit's own nearest vectors at least [`SAME_SUBJECT`] from it, holding now
-/// within `filter`, stated later. They count by their similarity to the `query` vector and stay
+/// days?"): each hit's own nearest vectors about the same subject ([`SAME_SUBJECT`]), holding now
+/// within the recall's filter (`asked`), stated later. They count by their similarity to the
+/// `query` vector and stay
 /// only if [`newer_first`] moves them above the fact they correct: a query unrelated to
 /// everything still finds nothing. Then [`newer_first`] over all of them.
 pub(crate) fn with_corrections(
     meaning: &Meaning<'_>,
     hits: &mut Vec<Hit>,
+    asked: &recall::Query,
     query: &[f32],
-    filter: &Filter,
     n: usize,
     now: &str,
 ) -> Result<()> {
+    let (filter, query_text) = (&asked.filter, asked.text.as_str());
     let sql = meaning.sql;
     let n = n.min(CORRECTED);
     let firsts: Vec<i64> = hits.iter().take(n).map(|h| h.memory.seq).collect();
@@ -90,7 +104,7 @@ pub(crate) fn with_corrections(
     let mut found: Vec<i64> = Vec::new();
     let scale = meaning.scale(Kind::Memory)?;
     for (seq, v) in &own {
-        for (item, _) in meaning.nearest(Kind::Memory, v, Within::All, NEIGHBOURS, SAME_SUBJECT)? {
+        for (item, _) in meaning.nearest(Kind::Memory, v, Within::All, NEIGHBOURS, same_subject(&scale))? {
             if item != *seq && !hits.iter().any(|h| h.memory.seq == item) && !found.contains(&item) {
                 found.push(item);
             }
@@ -116,7 +130,7 @@ pub(crate) fn with_corrections(
             }
         }
     }
-    let moved = newer_first(sql, hits)?;
+    let moved = newer_first(sql, hits, Some(&scale), query_text)?;
     hits.retain(|h| !extra.contains(&h.memory.seq) || moved.contains(&h.memory.seq));
     Ok(())
 }
@@ -124,8 +138,8 @@ pub(crate) fn with_corrections(
 /// Reorders `hits` (best first) so that of two facts about the same subject the newer (by
 /// `validFrom`) comes first: the newer takes the place of the older one most like it (the fact it
 /// corrects), if that ranks above it, and its score, and each says why. Returns the seqs of the
-/// hits it moved.
-pub(crate) fn newer_first(sql: &dyn Sql, hits: &mut Vec<Hit>) -> Result<Vec<i64>> {
+/// hits it moved. `scale`: the memories' (with embeddings); `query`: the words of the recall.
+pub(crate) fn newer_first(sql: &dyn Sql, hits: &mut Vec<Hit>, scale: Option<&Scale>, query: &str) -> Result<Vec<i64>> {
     let mut moved = Vec::new();
     if hits.len() < 2 {
         return Ok(moved);
@@ -137,10 +151,12 @@ pub(crate) fn newer_first(sql: &dyn Sql, hits: &mut Vec<Hit>) -> Result<Vec<i64>
     let words: Vec<(i64, Vec<String>)> = hits.iter().map(|h| (h.memory.seq, words(&h.memory.content))).collect();
     let words_of = |h: &Hit| words.iter().find(|(seq, _)| *seq == h.memory.seq).map_or(&[][..], |(_, w)| w.as_slice());
     // How alike two facts are, and whether that is enough for one subject.
+    let same = same_subject(scale.unwrap_or(&Scale::default()));
+    let named: Vec<bool> = hits.iter().map(|h| names(query, &h.memory.content)).collect();
     let likeness = |a: &Hit, b: &Hit| match (vector(a), vector(b)) {
         (Some(x), Some(y)) if x.len() == y.len() => {
             let c = cosine(x, y);
-            (c, c >= SAME_SUBJECT)
+            (c, c >= same)
         }
         _ => {
             let w = shared_words(words_of(a), words_of(b));
@@ -173,6 +189,9 @@ pub(crate) fn newer_first(sql: &dyn Sql, hits: &mut Vec<Hit>) -> Result<Vec<i64>
         let Some(i) = corrected.filter(|&i| i < j && relevant(i)) else {
             continue;
         };
+        if named[i] && !named[j] {
+            continue;
+        }
         let mut hit = hits.remove(j);
         let older = &mut hits[i];
         hit.score = hit.score.max(older.score);
@@ -182,6 +201,30 @@ pub(crate) fn newer_first(sql: &dyn Sql, hits: &mut Vec<Hit>) -> Result<Vec<i64>
         hits.insert(i, hit);
     }
     Ok(moved)
+}
+
+/// The content words of `text` cut to their first four letters (a stem loose enough for word
+/// forms: "working"/"works", "remotely"/"remote").
+fn stems(text: &str) -> Vec<String> {
+    phrase(text).into_iter().map(|w| w.chars().take(4).collect()).collect()
+}
+
+/// Words that open a question (a query opening with one asks about a fact, it does not name one).
+const QUESTION_WORDS: [&str; 24] = [
+    "what", "which", "where", "when", "who", "whom", "whose", "why", "how", "does", "do", "did", "is", "are", "was",
+    "were", "can", "could", "has", "have", "had", "will", "would", "should",
+];
+
+/// Whether `query` names `fact`: it is no question (no question mark, no question word first) and
+/// the fact has every one of its content words ([`stems`]); a query without content words names
+/// nothing.
+fn names(query: &str, fact: &str) -> bool {
+    let first = query.split_whitespace().next().unwrap_or("").to_lowercase();
+    if query.contains('?') || QUESTION_WORDS.contains(&first.as_str()) {
+        return false;
+    }
+    let (asked, have) = (stems(query), stems(fact));
+    !asked.is_empty() && asked.iter().all(|w| have.contains(w))
 }
 
 /// Least content words a query has for it to quote a fact: fewer say too little to single one

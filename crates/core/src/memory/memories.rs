@@ -213,9 +213,9 @@ impl<'a> Memories<'a> {
         let limit = query.limit.clamp(1, recall::MAX_LIMIT) as usize;
         let meaning = e.meaning();
         match &vector {
-            Some(v) => current::with_corrections(&meaning, &mut hits, v, &query.filter, limit, &e.now)?,
+            Some(v) => current::with_corrections(&meaning, &mut hits, query, v, limit, &e.now)?,
             None => {
-                current::newer_first(e.sql, &mut hits)?;
+                current::newer_first(e.sql, &mut hits, None, &query.text)?;
             }
         }
         current::quoted_first(&query.text, &mut hits);
