@@ -204,12 +204,17 @@ try {
     const now = hits.map(idOf);
     const [a, b] = [metrics(plain, q.relevant), metrics(now, q.relevant)];
     const d = b.ndcg - a.ndcg || b.mrr - a.mrr;
+    // A loss where what moved above the asked fact is that fact's own correction (its id + ".now"):
+    // the rule did what it is for, the corpus holds only the original relevant to this query.
+    const above = (order) => { const i = order.findIndex((id) => q.relevant.includes(id)); return new Set(i < 0 ? order.slice(0, 10) : order.slice(0, i)); };
+    const rose = [...above(now)].filter((id) => !above(plain).has(id));
+    const ownCorrection = rose.length > 0 && rose.every((id) => q.relevant.some((r) => id === `${r}.now`));
     for (const [rule, fired] of Object.entries(RULES)) {
       if (!hits.some(fired)) continue;
-      const m = ((rules[s] ??= {})[rule] ??= {})[q.kind] ??= { fired: 0, better: 0, worse: 0 };
+      const m = ((rules[s] ??= {})[rule] ??= {})[q.kind] ??= { fired: 0, better: 0, worse: 0, own: 0 };
       m.fired++;
       if (d > 1e-9) m.better++;
-      if (d < -1e-9) m.worse++;
+      if (d < -1e-9) { m.worse++; if (ownCorrection) m.own++; }
     }
   };
   const record = (s, q, ranked) => {
@@ -286,9 +291,9 @@ try {
   log(`  outdated fact above its correction ("current" queries, top 10): full text ${staleCell("text")}; hybrid ${staleCell("hybrid")}${minilm ? `; hybrid, all-MiniLM-L6-v2 ${staleCell("minilm")}` : ""}; bm25 ${staleCell("bm25")}`);
   for (const [, s] of QUALITY_MODES) {
     for (const [rule, byKind] of Object.entries(rules[s] ?? {})) {
-      const all = Object.values(byKind).reduce((t, m) => ({ fired: t.fired + m.fired, better: t.better + m.better, worse: t.worse + m.worse }), { fired: 0, better: 0, worse: 0 });
-      log(`  rule "${rule}" (${s}): moved ${all.fired} rankings, ${all.better} better, ${all.worse} worse (by nDCG@10, then MRR@10, against the hits by their signals' score)` +
-        `; by kind: ${KINDS.filter((k) => byKind[k]).map((k) => `${k} ${byKind[k].fired}/+${byKind[k].better}/−${byKind[k].worse}`).join(", ")}`);
+      const all = Object.values(byKind).reduce((t, m) => ({ fired: t.fired + m.fired, better: t.better + m.better, worse: t.worse + m.worse, own: t.own + m.own }), { fired: 0, better: 0, worse: 0, own: 0 });
+      log(`  rule "${rule}" (${s}): moved ${all.fired} rankings, ${all.better} better, ${all.worse} worse, ${all.own} of them only by the asked fact's own correction ranking above it (by nDCG@10, then MRR@10, against the hits by their signals' score)` +
+        `; by kind (moved/+better/−worse (own correction)): ${KINDS.filter((k) => byKind[k]).map((k) => `${k} ${byKind[k].fired}/+${byKind[k].better}/−${byKind[k].worse} (${byKind[k].own})`).join(", ")}`);
     }
   }
   const byRel = (s) => RELATIONS.map((r) => `${r} ${stale[s].by[r].outranked}/${stale[s].by[r].n}`).join(", ");
