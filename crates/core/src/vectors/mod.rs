@@ -24,9 +24,10 @@ use code::{cosine, decode, sign_code};
 pub use index::Kind;
 use index::{Followed, Index, Within, MAX_ITEMS};
 
-use crate::error::Result;
+use crate::error::{Result, Warned};
 use crate::events::Events;
 use crate::llm::embeddings::{embed_one, EmbeddingsConfig};
+use crate::llm::rerank::{self, RerankConfig};
 use crate::llm::Transport;
 use crate::sql::{atomically, json_ids, Sql, Value};
 
@@ -101,6 +102,8 @@ pub(crate) struct Meaning<'a> {
     pub(crate) sql: &'a dyn Sql,
     pub(crate) vectors: &'a Vectors,
     pub(crate) embeddings: &'a EmbeddingsConfig,
+    /// The re-ranker of the best hits (`crate::llm::rerank`).
+    pub(crate) rerank: &'a RerankConfig,
     pub(crate) transport: &'a dyn Transport,
     pub(crate) events: &'a dyn Events,
 }
@@ -109,6 +112,15 @@ impl Meaning<'_> {
     /// Whether embeddings are configured.
     pub(crate) fn is_on(&self) -> bool {
         self.embeddings.is_on()
+    }
+
+    /// `items` with their best re-ordered for `query` by the re-ranker, if one is configured
+    /// ([`rerank::reorder`]: nothing dropped; a failure keeps the order, with a warning). The
+    /// model reads the beginning of each text and of the query, as an embeddings model does
+    /// ([`embed::beginning`]).
+    pub(crate) async fn reranked<T>(&self, query: &str, items: Vec<T>, text: impl Fn(&T) -> &str) -> Warned<Vec<T>> {
+        let cut = text_of(move |item: &T| embed::beginning(text(item)));
+        rerank::reorder(self.transport, self.rerank, embed::beginning(query), items, cut).await
     }
 
     /// The vector of `text` as a query (kept for the next searches of the same text).
@@ -174,6 +186,12 @@ impl Meaning<'_> {
         out.truncate(n);
         Ok(out)
     }
+}
+
+/// `f` as a function from an item to a text borrowed from it (what the compiler does not infer
+/// of a closure).
+fn text_of<T, F: Fn(&T) -> &str>(f: F) -> F {
+    f
 }
 
 /// Makes the stored state agree with the embeddings model in use, when the object starts:
