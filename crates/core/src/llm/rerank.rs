@@ -1,6 +1,6 @@
-//! The re-ranker (`RERANK_*`; off unless `RERANK_PROVIDER` is set): a model that reads the query
-//! beside each of the best hits of a search and scores how well the hit answers it; the scores
-//! then re-order those hits. Two shapes of model:
+//! The re-ranker (`RERANK_*`, off unless `RERANK_PROVIDER` is set; docs/REFERENCE.md#re-ranking):
+//! a model that reads the query beside each of the best hits of a search and scores how well the
+//! hit answers it; the scores then re-order those hits. Two shapes of model:
 //!
 //! - `workers-ai`: `@cf/baai/bge-reranker-base` (or `RERANK_MODEL`) through the `AI` binding,
 //!   `{query, contexts: [{text}], top_k}` in, `{response: [{id, score}]}` out;
@@ -190,7 +190,7 @@ async fn call(t: &dyn Transport, cfg: &RerankConfig, query: &str, texts: &[&str]
         RerankProvider::WorkersAi => {
             let contexts: Vec<Json> = texts.iter().map(|t| json!({ "text": t })).collect();
             let input = json!({ "query": query, "contexts": contexts, "top_k": n });
-            let answer = t.workers_ai(&cfg.model, input).await.map_err(|e| unavailable(e.message))?;
+            let answer = t.workers_ai(&cfg.model, input).await?;
             ranked(&answer, ["response", "id", "score"], n)
         }
         RerankProvider::Http => {
@@ -233,7 +233,7 @@ async fn read_capped(t: &dyn Transport, req: HttpRequest) -> Result<(u16, String
     match sent {
         Ok(status) => Ok((status, body)),
         Err(_) if over => Err(unavailable(format!("the re-ranker's answer is over {MAX_ANSWER_BYTES} bytes"))),
-        Err(e) => Err(unavailable(e.message)),
+        Err(e) => Err(e),
     }
 }
 
