@@ -4,7 +4,8 @@
 //! `search_context` of entries and memory recall are re-ordered, with or without embeddings,
 //! over HTTP and through the `AI` binding; only the first `RERANK_CANDIDATES` move, nothing is
 //! dropped; a failing, late, unreadable, oversized or hostile answer leaves the order as it was
-//! (or uses what can be used) with a warning, never a failed request.
+//! (or uses what can be used) with a warning, never a failed request; a turn's memories are
+//! re-ranked, extraction's look at what it knows is not.
 
 use serde_json::{json, Value as Json};
 use session_agent_core::llm::rerank::{
@@ -323,4 +324,28 @@ fn the_rerank_variables() {
     ] {
         assert_eq!(vars(&list).unwrap_err().message, error);
     }
+}
+
+#[test]
+fn extraction_looks_at_what_it_knows_without_the_reranker_and_a_turn_is_given_reranked_memories() {
+    let api = Api::with_config(json!({"memory": {}})).with_model().with_rerank(RerankProvider::Http);
+    for m in ["The user lives in Paris.", "The user lives near the Paris river."] {
+        assert_eq!(api.post("/memories", json!({ "content": m })).status, 201);
+    }
+    // A turn: its memories come re-ranked (one call); the extraction after it compares the new
+    // fact with the two stored (the decision call shows them) and asks no re-ranker.
+    api.model.reply(Ok(crate::support::completion("Noted.")));
+    let facts = json!({"facts": [{"fact": "The user lives in Paris now.", "score": 0.9}]}).to_string();
+    api.model.reply(Ok(crate::support::completion(&facts)));
+    api.model.reply(Ok(crate::support::completion(&json!({"memory": []}).to_string())));
+    let r =
+        api.post("/sessions/s/chat", json!({"message": crate::support::msg("u1", "user", "Where do I live? Paris?")}));
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    let requests = api.model.requests.borrow().clone();
+    assert_eq!(requests.len(), 3, "the turn, the extraction and the decision");
+    let asked = requests[2]["messages"][1]["content"].as_str().unwrap();
+    assert!(asked.contains("The user lives in Paris.") && asked.contains("Paris river"), "{asked}");
+    let calls = api.model.rerank_calls.borrow();
+    assert_eq!(calls.len(), 1, "only the turn's recall: {calls:?}");
+    assert_eq!(calls[0]["body"]["query"], "Where do I live? Paris?");
 }

@@ -127,11 +127,10 @@ impl RerankConfig {
 
 /// `items` with their first [`RerankConfig::candidates`] in the order the re-ranker scores them
 /// for `query` (the text of an item: `text`; both as the model should read them, cut to what it
-/// reads), the rest below as they were. Without a re-ranker, a query or two items to order,
-/// `items` as they are, without a call; when the call fails,
-/// `items` as they are with a warning. An answer with entries that name no candidate (an index
-/// out of range, one given twice, a score that is not a number) is used without them, with a
-/// warning.
+/// reads), the rest below as they were. Without a re-ranker, a query or two items to order:
+/// `items` as they are, without a call. When the call fails: `items` as they are, with a
+/// warning. An answer with entries that name no candidate (an index out of range, one given
+/// twice, a score that is not a number) is used without them, with a warning.
 pub(crate) async fn reorder<T>(
     t: &dyn Transport,
     cfg: &RerankConfig,
@@ -146,7 +145,6 @@ pub(crate) async fn reorder<T>(
     }
     let texts: Vec<&str> = items[..n].iter().map(&text).collect();
     let ranked = bounded(t, cfg, query, &texts).await;
-    drop(texts);
     let (order, warnings) = match ranked {
         Ok(Ranked { order, ignored: 0 }) => (order, Vec::new()),
         Ok(Ranked { order, ignored }) => {
