@@ -8,9 +8,9 @@
 //!   `{model, query, documents: [string], top_n}` in, `{results: [{index, relevance_score}]}` out
 //!   (`Authorization: Bearer RERANK_API_KEY` when the secret is set).
 //!
-//! It only re-orders (`reorder`): the first [`RerankConfig::candidates`] hits of an answer are
-//! put in the order of their scores, best first, and the hits after them stay below in their
-//! order. Nothing is dropped or added, so what the words found (an exact match) is still in the
+//! It only re-orders (`order`, `put_in_order`): the first [`RerankConfig::candidates`] hits of
+//! an answer are put in the order of their scores, best first, and the hits after them stay
+//! below in their order. Nothing is dropped or added, so what the words found (an exact match) is still in the
 //! answer. A hit the model did not score (an answer with fewer results than asked, an index out
 //! of range or given twice) follows the scored ones in its old order. Every call is bounded in
 //! time (`RERANK_TIMEOUT_MS`, the whole call, answer read included) and in size (an HTTP answer
@@ -125,43 +125,38 @@ impl RerankConfig {
     }
 }
 
-/// `items` with their first [`RerankConfig::candidates`] in the order the re-ranker scores them
-/// for `query` (the text of an item: `text`; both as the model should read them, cut to what it
-/// reads), the rest below as they were. Without a re-ranker, a query or two items to order:
-/// `items` as they are, without a call. When the call fails: `items` as they are, with a
-/// warning. An answer with entries that name no candidate (an index out of range, one given
-/// twice, a score that is not a number) is used without them, with a warning.
-pub(crate) async fn reorder<T>(
-    t: &dyn Transport,
-    cfg: &RerankConfig,
-    query: &str,
-    mut items: Vec<T>,
-    text: impl Fn(&T) -> &str,
-) -> Warned<Vec<T>> {
+/// The order the re-ranker gives to `texts` for `query` (both as the model should read them, cut
+/// to what it reads): every index once, best first; none, for the order as it is. Without a
+/// re-ranker, a query or two texts to order: none, without a call. When the call fails: none,
+/// with a warning. An answer with entries that name no candidate (an index out of range, one
+/// given twice, a score that is not a number) is used without them, with a warning. The caller
+/// sends the first [`RerankConfig::candidates`] texts of its hits and puts them in this order
+/// ([`put_in_order`]).
+pub(crate) async fn order(t: &dyn Transport, cfg: &RerankConfig, query: &str, texts: &[&str]) -> Warned<Vec<usize>> {
     let query = query.trim();
-    let n = items.len().min(cfg.candidates);
-    if !cfg.is_on() || query.is_empty() || n < 2 {
-        return Warned::clean(items);
+    if !cfg.is_on() || query.is_empty() || texts.len() < 2 {
+        return Warned::clean(Vec::new());
     }
-    let texts: Vec<&str> = items[..n].iter().map(&text).collect();
-    let ranked = bounded(t, cfg, query, &texts).await;
-    let (order, warnings) = match ranked {
-        Ok(Ranked { order, ignored: 0 }) => (order, Vec::new()),
-        Ok(Ranked { order, ignored }) => {
-            (order, vec![format!("re-ranking: {ignored} entries of the answer name no candidate (left out)")])
-        }
+    match bounded(t, cfg, query, texts).await {
+        Ok(Ranked { order, ignored: 0 }) => Warned::clean(order),
+        Ok(Ranked { order, ignored }) => Warned {
+            value: order,
+            warnings: vec![format!("re-ranking: {ignored} entries of the answer name no candidate (left out)")],
+        },
         Err(e) => {
             let why = e.log.unwrap_or(e.message);
-            return Warned {
-                value: items,
-                warnings: vec![format!("re-ranking: {why} (the order is as ranked before)")],
-            };
+            Warned { value: Vec::new(), warnings: vec![format!("re-ranking: {why} (the order is as ranked before)")] }
         }
-    };
-    let mut head: Vec<Option<T>> = items.drain(..n).map(Some).collect();
-    let ordered: Vec<T> = order.iter().filter_map(|&i| head[i].take()).collect();
-    items.splice(0..0, ordered);
-    Warned { value: items, warnings }
+    }
+}
+
+/// `items` with their first `order.len()` in `order` (the indexes of [`order`]), the rest below
+/// as they were.
+pub(crate) fn put_in_order<T>(items: Vec<T>, order: &[usize]) -> Vec<T> {
+    let mut slots: Vec<Option<T>> = items.into_iter().map(Some).collect();
+    let mut out: Vec<T> = order.iter().filter_map(|&i| slots.get_mut(i).and_then(Option::take)).collect();
+    out.extend(slots.into_iter().flatten());
+    out
 }
 
 /// A re-ranker's answer, read: every candidate's index once, best first.
@@ -253,7 +248,10 @@ fn ranked(answer: &Json, [list, index, score]: [&str; 3], n: usize) -> Result<Ra
         match (i, s) {
             (Some(i), Some(s)) if !seen[i] => {
                 seen[i] = true;
-                scored.push((i, s));
+                // Kept in order as they come (at most MAX_CANDIDATES: a sort of the standard
+                // library would weigh more in the wasm than this loop costs).
+                let at = scored.iter().position(|&(j, t)| s.total_cmp(&t).then(j.cmp(&i)).is_gt());
+                scored.insert(at.unwrap_or(scored.len()), (i, s));
             }
             _ => ignored += 1,
         }
@@ -261,7 +259,6 @@ fn ranked(answer: &Json, [list, index, score]: [&str; 3], n: usize) -> Result<Ra
     if scored.is_empty() && n > 0 {
         return Err(unavailable(format!("the re-ranker's answer scores none of the {n} candidates")));
     }
-    scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
     let mut order: Vec<usize> = scored.into_iter().map(|(i, _)| i).collect();
     order.extend((0..n).filter(|&i| !seen[i]));
     Ok(Ranked { order, ignored })
@@ -271,7 +268,7 @@ fn ranked(answer: &Json, [list, index, score]: [&str; 3], n: usize) -> Result<Ra
 mod tests {
     use serde_json::json;
 
-    use super::{ranked, Ranked};
+    use super::{put_in_order, ranked, Ranked};
 
     const HTTP: [&str; 3] = ["results", "index", "relevance_score"];
 
@@ -292,6 +289,12 @@ mod tests {
             {"id": 0, "score": 0.1}
         ]});
         assert_eq!(ranked(&a, ["response", "id", "score"], 3).unwrap(), Ranked { order: vec![1, 0, 2], ignored: 8 });
+    }
+
+    #[test]
+    fn the_order_moves_the_first_items_and_leaves_the_rest_below() {
+        assert_eq!(put_in_order(vec!["a", "b", "c", "d"], &[2, 0, 1]), ["c", "a", "b", "d"]);
+        assert_eq!(put_in_order(vec!["a", "b"], &[]), ["a", "b"]);
     }
 
     #[test]

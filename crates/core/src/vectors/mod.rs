@@ -114,13 +114,15 @@ impl Meaning<'_> {
         self.embeddings.is_on()
     }
 
-    /// `items` with their best re-ordered for `query` by the re-ranker, if one is configured
-    /// ([`rerank::reorder`]: nothing dropped; a failure keeps the order, with a warning). The
-    /// model reads the beginning of each text and of the query, as an embeddings model does
-    /// ([`embed::beginning`]).
+    /// `items` with their first [`RerankConfig::candidates`] re-ordered for `query` by the
+    /// re-ranker, if one is configured ([`rerank::order`]: nothing dropped; a failure keeps the
+    /// order, with a warning). The model reads the beginning of each text and of the query, as
+    /// an embeddings model does ([`embed::beginning`]).
     pub(crate) async fn reranked<T>(&self, query: &str, items: Vec<T>, text: impl Fn(&T) -> &str) -> Warned<Vec<T>> {
-        let cut = text_of(move |item: &T| embed::beginning(text(item)));
-        rerank::reorder(self.transport, self.rerank, embed::beginning(query), items, cut).await
+        let texts: Vec<&str> = items.iter().take(self.rerank.candidates).map(|i| embed::beginning(text(i))).collect();
+        let Warned { value: order, warnings } =
+            rerank::order(self.transport, self.rerank, embed::beginning(query), &texts).await;
+        Warned { value: rerank::put_in_order(items, &order), warnings }
     }
 
     /// The vector of `text` as a query (kept for the next searches of the same text).
@@ -186,12 +188,6 @@ impl Meaning<'_> {
         out.truncate(n);
         Ok(out)
     }
-}
-
-/// `f` as a function from an item to a text borrowed from it (what the compiler does not infer
-/// of a closure).
-fn text_of<T, F: Fn(&T) -> &str>(f: F) -> F {
-    f
 }
 
 /// Makes the stored state agree with the embeddings model in use, when the object starts:
