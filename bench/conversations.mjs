@@ -47,6 +47,10 @@
 //   BENCH_CONV_MISSES=text|hybrid|bm25  list on stderr, for that system, the questions whose
 //                           answering turns are not in the history search's top 10
 //   BENCH_CONVERSATIONS=0   (read by bench/bench.mjs) skip this benchmark under `npm run bench`
+//   RERANK_*                passed to every Worker as they are (docs/REFERENCE.md#re-ranking):
+//                           RERANK_PROVIDER=http RERANK_BASE_URL=… RERANK_MODEL=… measures the
+//                           history search with a real re-ranker (the memory part re-sorts the
+//                           hits by their scores, so it measures the ranking without it)
 import http from "node:http";
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -280,7 +284,10 @@ function freshOrder(results, order) {
 }
 
 try {
-  const vars = (key) => (key === "hybrid" ? { EMBEDDINGS_PROVIDER: "openai", EMBEDDINGS_BASE_URL: proxy.baseUrl, EMBEDDINGS_MODEL: upstream.model } : {});
+  const rerank = Object.fromEntries(Object.entries(process.env).filter(([k]) => k.startsWith("RERANK_")));
+  if (rerank.RERANK_PROVIDER) progress(`re-ranked by ${rerank.RERANK_PROVIDER} ${rerank.RERANK_MODEL ?? ""} ${rerank.RERANK_BASE_URL ?? ""}`);
+  const vars = (key) => ({ ...rerank,
+    ...(key === "hybrid" ? { EMBEDDINGS_PROVIDER: "openai", EMBEDDINGS_BASE_URL: proxy.baseUrl, EMBEDDINGS_MODEL: upstream.model } : {}) });
   for (const [, key] of MODES) workers[key] = await startWorker({ persistDir: join(dir, key), apiToken: "bench", vars: vars(key) });
 
   for (const conv of corpus.conversations) {

@@ -36,6 +36,7 @@ use session_agent_core::directory::report::{self, REPORT_DELAY_MS};
 use session_agent_core::directory::Kind;
 use session_agent_core::error::{Error, ErrorKind};
 use session_agent_core::llm::embeddings::EmbeddingsConfig;
+use session_agent_core::llm::rerank::RerankConfig;
 use session_agent_core::llm::LlmConfig;
 use session_agent_core::schedule::alarm;
 use session_agent_core::space::Role;
@@ -66,6 +67,8 @@ struct Inner {
     config: SessionConfig,
     llm: LlmConfig,
     embeddings: EmbeddingsConfig,
+    /// The re-ranker of searches and recalls (`RERANK_*`).
+    rerank: RerankConfig,
     transport: WorkersTransport,
     sockets: Sockets,
     name: String,
@@ -129,6 +132,7 @@ impl Inner {
             agent: &self.name,
             llm: &self.llm,
             embeddings: &self.embeddings,
+            rerank: &self.rerank,
             transport: &self.transport,
             events: &self.sockets,
             live: &self.live,
@@ -178,6 +182,10 @@ impl Agent {
             Ok(e) => (e, None),
             Err(e) => (EmbeddingsConfig::none(), Some(Error::new(ErrorKind::NotConfigured, e.message))),
         };
+        let (rerank, rerank_error) = match RerankConfig::from_vars(var) {
+            Ok(r) => (r, None),
+            Err(e) => (RerankConfig::none(), Some(Error::new(ErrorKind::NotConfigured, e.message))),
+        };
         let (rate, rate_error) = match var("RATE_LIMIT").filter(|v| !v.trim().is_empty()).map(|v| RateLimit::parse(&v))
         {
             None => (None, None),
@@ -192,7 +200,7 @@ impl Agent {
             }),
             false => None,
         };
-        let broken = broken.or(llm_error).or(embeddings_error).or(rate_error).or(vectors_error);
+        let broken = broken.or(llm_error).or(embeddings_error).or(rerank_error).or(rate_error).or(vectors_error);
         let transport = WorkersTransport { ai: env.ai(AI_BINDING).ok() };
         let report_delay =
             var("DIRECTORY_REPORT_MS").and_then(|v| v.trim().parse::<i64>().ok()).unwrap_or(REPORT_DELAY_MS);
@@ -205,6 +213,7 @@ impl Agent {
             config,
             llm,
             embeddings,
+            rerank,
             transport,
             sockets: Sockets::new(state),
             name,

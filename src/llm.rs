@@ -134,6 +134,10 @@ impl Transport for WorkersTransport {
         })
     }
 
+    fn sleep(&self, ms: u64) -> BoxFuture<'_, ()> {
+        Box::pin(Delay::from(Duration::from_millis(ms)))
+    }
+
     fn workers_ai<'a>(&'a self, model: &'a str, input: Json) -> BoxFuture<'a, Result<Json>> {
         Box::pin(async move {
             match run_binding(self.ai.as_ref(), model, &input).await? {

@@ -39,13 +39,20 @@ export interface SessionAgentEnv {
   EMBEDDINGS_BASE_URL?: string;
   EMBEDDINGS_MODEL?: string;
   EMBEDDINGS_API_KEY?: string;
+  /** `workers-ai` (`@cf/baai/bge-reranker-base` through `AI`), `http` (a Cohere/Jina-shaped `/rerank`) or `none` (default). */
+  RERANK_PROVIDER?: string;
+  RERANK_BASE_URL?: string;
+  RERANK_MODEL?: string;
+  RERANK_API_KEY?: string;
+  RERANK_CANDIDATES?: string;
+  RERANK_TIMEOUT_MS?: string;
   /** Comma-separated origins (or `*`) whose pages may call the API. */
   CORS_ORIGINS?: string;
   /** `"<requests>/<seconds>"` per agent, counted in its Durable Object. */
   RATE_LIMIT?: string;
   /** `off` hides the console at `/`. */
   CHAT_PAGE?: string;
-  /** Workers AI, for `LLM_PROVIDER` / `EMBEDDINGS_PROVIDER` = `workers-ai`. */
+  /** Workers AI, for `LLM_PROVIDER` / `EMBEDDINGS_PROVIDER` / `RERANK_PROVIDER` = `workers-ai`. */
   AI?: unknown;
   /** A Workers rate-limiting binding (`[[ratelimits]]`), keyed by agent name. */
   RATE_LIMITER?: unknown;

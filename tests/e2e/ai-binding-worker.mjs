@@ -4,6 +4,9 @@
 // records every run and says what the model answers; this module only speaks the formats:
 //  - an embedding model's input `{text: [...]}`: `{shape: [n, 8], data: [[...], ...]}`, a
 //    deterministic vector per text (from its words);
+//  - a re-ranker's input `{query, contexts: [{text}], top_k}`: `{response: [{id, score}]}`, best
+//    first, scores that put the contexts in the reverse of their order (or the script's
+//    `answer` as it is);
 //  - a chat input without `stream`: `{response, tool_calls?, usage}`, tool calls as
 //    `{name, arguments}` (arguments an object);
 //  - with `stream: true`: a ReadableStream of server-sent events, one `data: {"response": piece}`
@@ -41,6 +44,10 @@ class Ai {
       return { shape: [inputs.text.length, 8], data: inputs.text.map(vector) };
     }
     if (script.error) throw new Error(script.error);
+    if (Array.isArray(inputs?.contexts)) {
+      const n = inputs.contexts.length;
+      return script.answer ?? { response: inputs.contexts.map((_, i) => ({ id: n - 1 - i, score: (n - i) / n })) };
+    }
     const text = script.response ?? "";
     const toolCalls = script.toolCalls ?? [];
     const usage = script.usage ?? { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 };

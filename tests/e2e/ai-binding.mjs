@@ -27,6 +27,10 @@ export const AI_BINDING_WORKER = "ai-binding";
  * @property {object} worker the stand-in's Miniflare worker options (startWorker's `ai` adds it)
  * @property {AiRun[]} runs every chat run (inputs with `messages`), oldest first
  * @property {AiRun[]} embeddingRuns every embeddings run (inputs with `text`), oldest first
+ * @property {AiRun[]} rerankRuns every re-ranker run (inputs with `contexts`), oldest first
+ * @property {(...scripts: {answer?: any, error?: string}[]) => void} rerank queues answers for
+ *   the next re-ranker runs (`answer` as it is, or the run fails with `error`); with none queued
+ *   the contexts are scored in the reverse of their order
  * @property {(...scripts: AiScript[]) => void} reply queues answers for the next chat runs;
  *   with none queued a run answers "ok"
  */
@@ -35,12 +39,18 @@ export const AI_BINDING_WORKER = "ai-binding";
 export function aiBinding() {
   const runs = [];
   const embeddingRuns = [];
+  const rerankRuns = [];
   const queue = [];
+  const rerankQueue = [];
   return {
     runs,
     embeddingRuns,
+    rerankRuns,
     reply(...scripts) {
       queue.push(...scripts);
+    },
+    rerank(...scripts) {
+      rerankQueue.push(...scripts);
     },
     worker: {
       name: AI_BINDING_WORKER,
@@ -52,6 +62,10 @@ export function aiBinding() {
           if (Array.isArray(run.inputs?.text)) {
             embeddingRuns.push(run);
             return Response.json({});
+          }
+          if (Array.isArray(run.inputs?.contexts)) {
+            rerankRuns.push(run);
+            return Response.json(rerankQueue.shift() ?? {});
           }
           runs.push(run);
           return Response.json(queue.shift() ?? { response: "ok" });

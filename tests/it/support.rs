@@ -13,6 +13,7 @@ use session_agent_core::config::SessionConfig;
 use session_agent_core::env::Env;
 use session_agent_core::error::Result as CoreResult;
 use session_agent_core::llm::embeddings::EmbeddingsConfig;
+use session_agent_core::llm::rerank::{RerankConfig, RerankProvider};
 use session_agent_core::llm::{HttpRequest, HttpResponse, LlmConfig, Provider, ToolUse, Transport};
 use session_agent_core::space::{Answer as SpaceAnswer, Call as SpaceCall, NoSpaces, Role, Spaces};
 use session_agent_core::sqlite::SqliteDb;
@@ -60,6 +61,8 @@ pub struct Api {
     pub frozen: bool,
     pub events: Frames,
     pub embeddings: EmbeddingsConfig,
+    /// The re-ranker (none by default; [`Api::with_rerank`]), answered by [`Model`].
+    pub rerank: RerankConfig,
     /// The vector indexes, kept as the Durable Object's instance keeps them.
     pub vectors: Vectors,
     /// The running turns, kept as the Durable Object's instance keeps them.
@@ -165,6 +168,23 @@ pub struct Model {
     pub gate: RefCell<Option<futures::channel::oneshot::Receiver<()>>>,
     /// Chat calls never answer while set (a model call a crash cuts short).
     pub hangs: Cell<bool>,
+    /// How the next re-ranking calls are answered, in turn (with none queued:
+    /// [`Rerank::Reversed`]).
+    pub rerank_replies: RefCell<VecDeque<Rerank>>,
+    /// Every re-ranking call: `{url, authorization, body}` over HTTP, `{model, input}` through
+    /// the binding.
+    pub rerank_calls: RefCell<Vec<Json>>,
+}
+
+/// How [`Model`] answers a re-ranking call (`POST …/rerank`, or a binding run with `contexts`).
+pub enum Rerank {
+    /// Scores that put the candidates in the reverse of their order (the last first), in the
+    /// shape of the call (`results` over HTTP, `response` through the binding).
+    Reversed,
+    /// This HTTP status and body (over HTTP; through the binding: the body parsed as the answer).
+    Answer(u16, String),
+    /// No answer ever (time runs out: [`Model`]'s clock is always past due).
+    Never,
 }
 
 /// Asserts a computed float is within `1e-9` of `expected` (a sum, a ratio, a cosine: the last
@@ -222,8 +242,34 @@ impl Model {
     }
 }
 
+impl Model {
+    /// The answer to a re-ranking call of `n` candidates: the queued [`Rerank`], else
+    /// [`Rerank::Reversed`] in the shape `[list, index, score]`. `None`: it never comes.
+    fn rerank_answer(&self, n: usize, [list, index, score]: [&str; 3]) -> Option<(u16, String)> {
+        match self.rerank_replies.borrow_mut().pop_front().unwrap_or(Rerank::Reversed) {
+            Rerank::Reversed => {
+                let entries: Vec<Json> =
+                    (0..n).rev().map(|i| json!({ index: i, score: i as f64 / n as f64 })).collect();
+                Some((200, json!({ list: entries }).to_string()))
+            }
+            Rerank::Answer(status, body) => Some((status, body)),
+            Rerank::Never => None,
+        }
+    }
+}
+
 impl Transport for Model {
     fn send(&self, req: HttpRequest) -> BoxFuture<'_, CoreResult<HttpResponse>> {
+        if req.url.ends_with("/rerank") {
+            let body: Json = serde_json::from_str(&req.body).unwrap_or(Json::Null);
+            let authorization = req.headers.iter().find(|(k, _)| k == "authorization").map(|(_, v)| v.clone());
+            let n = body["documents"].as_array().map_or(0, Vec::len);
+            self.rerank_calls.borrow_mut().push(json!({"url": req.url, "authorization": authorization, "body": body}));
+            return match self.rerank_answer(n, ["results", "index", "relevance_score"]) {
+                Some((status, body)) => Box::pin(async move { Ok(HttpResponse { status, body }) }),
+                None => Box::pin(futures::future::pending()),
+            };
+        }
         if req.url.ends_with("/embeddings") {
             self.embed_calls.set(self.embed_calls.get() + 1);
             let fails = self.embed_fails.get();
@@ -260,8 +306,22 @@ impl Transport for Model {
             next.unwrap_or_else(|| Ok(completion("## Topic\nA test chat.\n\n## Key Points\n- summarized")))
         })
     }
-    fn workers_ai<'a>(&'a self, _model: &'a str, _input: Json) -> BoxFuture<'a, CoreResult<Json>> {
+    fn workers_ai<'a>(&'a self, model: &'a str, input: Json) -> BoxFuture<'a, CoreResult<Json>> {
+        if let Some(n) = input["contexts"].as_array().map(Vec::len) {
+            self.rerank_calls.borrow_mut().push(json!({"model": model, "input": input}));
+            return match self.rerank_answer(n, ["response", "id", "score"]) {
+                Some((_, body)) => {
+                    Box::pin(async move { Ok(serde_json::from_str(&body).unwrap_or(Json::String(body))) })
+                }
+                None => Box::pin(futures::future::pending()),
+            };
+        }
         Box::pin(async { Ok(json!({"response": "unused"})) })
+    }
+    /// Always past due: a call bounded by it (a re-ranking call) that does not answer at once
+    /// is late.
+    fn sleep(&self, _ms: u64) -> BoxFuture<'_, ()> {
+        Box::pin(async {})
     }
 }
 
@@ -288,6 +348,7 @@ impl Api {
             frozen: false,
             events: Frames::default(),
             embeddings: EmbeddingsConfig::none(),
+            rerank: RerankConfig::none(),
             vectors: Vectors::new(),
             live: Live::default(),
             role: Role::Agent,
@@ -329,6 +390,7 @@ impl Api {
             agent: &self.agent,
             llm: &self.llm,
             embeddings: &self.embeddings,
+            rerank: &self.rerank,
             transport: &self.model,
             events: &self.events,
             live: &self.live,
@@ -391,6 +453,20 @@ impl Api {
         };
         vectors::adopt(&self.db, &self.embeddings).expect("adopt the model");
         self.vectors = Vectors::new();
+        self
+    }
+
+    /// The same API with a re-ranker of `provider` (`Http`: `http://rerank.test/v1`, model
+    /// `test-rerank`, key `rerank-key`), answered by [`Model`].
+    pub fn with_rerank(mut self, provider: RerankProvider) -> Api {
+        let http = provider == RerankProvider::Http;
+        self.rerank = RerankConfig {
+            provider,
+            base_url: if http { "http://rerank.test/v1".into() } else { String::new() },
+            model: if http { "test-rerank".into() } else { "@cf/baai/bge-reranker-base".into() },
+            api_key: http.then(|| "rerank-key".into()),
+            ..RerankConfig::none()
+        };
         self
     }
 

@@ -8,6 +8,7 @@ use crate::cache::ReadCache;
 use crate::config::SessionConfig;
 use crate::events::Events;
 use crate::llm::embeddings::EmbeddingsConfig;
+use crate::llm::rerank::RerankConfig;
 use crate::llm::{LlmConfig, Transport};
 use crate::space::{Role, Spaces};
 use crate::sql::Sql;
@@ -29,6 +30,9 @@ pub struct Env<'a> {
     /// The embeddings model: memories, messages and search entries get vectors, and searches
     /// rank by meaning too (off unless `EMBEDDINGS_PROVIDER` is set).
     pub embeddings: &'a EmbeddingsConfig,
+    /// The re-ranker: the best hits of history search, `search_context` and memory recall
+    /// re-ordered by a model's scores (off unless `RERANK_PROVIDER` is set).
+    pub rerank: &'a RerankConfig,
     /// The vector indexes kept in memory (the Durable Object's instance).
     pub vectors: &'a Vectors,
     /// The sessions' listeners (WebSocket clients).
@@ -56,6 +60,7 @@ impl<'a> Env<'a> {
             sql: self.sql,
             vectors: self.vectors,
             embeddings: self.embeddings,
+            rerank: self.rerank,
             transport: self.transport,
             events: self.events,
         }
@@ -72,6 +77,7 @@ impl<'a> Env<'a> {
             llm: self.llm,
             transport: self.transport,
             embeddings: self.embeddings,
+            rerank: self.rerank,
             vectors: self.vectors,
             events: self.events,
             live: self.live,

@@ -6,6 +6,8 @@
 //!   [`store::search`](crate::store::search)); with embeddings, searched by meaning too
 //!   (`vectors::messages`), each until any write (a vector stored
 //!   after an answer is one) and under the words as written as well (they are what is embedded);
+//!   with a re-ranker (`crate::llm::rerank`), with or without embeddings, the same way (it reads
+//!   the words as written);
 //! - the counts of each session in the sessions registry (its messages, its active path, a walk
 //!   of up to 10,001 rows), until the session's next write.
 
@@ -23,11 +25,12 @@ use crate::store::sessions::{self, Counts, SessionInfo};
 use crate::vectors::messages::{self as by_meaning, Scope};
 
 /// The answer `{"results": […]}` to a search of `session` for `query`, best match first
-/// (`search::in_session`; with embeddings, fused with the nearest messages by meaning).
+/// (`search::in_session`; with embeddings, fused with the nearest messages by meaning; with a
+/// re-ranker, re-ordered by it).
 pub async fn search_in_session(session: &Session<'_>, query: &str, limit: i64) -> Result<String> {
     let Some(compiled) = query::compile(query) else { return answer(&[]) };
     let env = session.env;
-    if env.embeddings.is_on() {
+    if beyond_words(env) {
         let key = Key::Search { session: session.id.to_owned(), limit, query: as_written(compiled.fts(), query) };
         let read = || by_meaning_read(env, Scope::Session(session.id), query, limit);
         let now = || Ok(Version { newest: env.sql.changes(), writes: 0 });
@@ -38,6 +41,12 @@ pub async fn search_in_session(session: &Session<'_>, query: &str, limit: i64) -
         Ok(Read::text(answer(&search::in_session(session.env.sql, session.id, &compiled, limit)?)?, Vec::new()))
     };
     Ok(session.kept(key, session.version()?, read).await?.value)
+}
+
+/// Whether a search is more than full-text search: by meaning too, or re-ranked
+/// (`vectors::messages`, kept under the words as written).
+fn beyond_words(env: &Env<'_>) -> bool {
+    env.embeddings.is_on() || env.rerank.is_on()
 }
 
 /// The key's query of a search by meaning too: the compiled query and the words as written.
@@ -55,12 +64,12 @@ async fn by_meaning_read(env: &Env<'_>, scope: Scope<'_>, query: &str, limit: i6
 
 /// The answer `{"results": […]}` to a search of every session of the agent of `env` whose
 /// metadata matches `metadata` (`search::across_sessions`; with embeddings, fused with the
-/// nearest messages by meaning of the same sessions). Its version is
+/// nearest messages by meaning of the same sessions; with a re-ranker, re-ordered by it). Its version is
 /// [`Sql::changes`](crate::sql::Sql::changes): any row written (a session's metadata too).
 pub async fn search_across(env: &Env<'_>, query: &str, limit: i64, metadata: &metadata::Filter) -> Result<String> {
     let Some(compiled) = query::compile(query) else { return answer(&[]) };
     let now = || Ok(Version { newest: env.sql.changes(), writes: 0 });
-    if env.embeddings.is_on() {
+    if beyond_words(env) {
         let key = Key::Across {
             reach: env.reach.clone(),
             limit,

@@ -66,7 +66,8 @@ const ENTRIES: Index = Index { fts: "search_entries_fts", column: None, weights:
 
 /// The best [`SEARCH_LIMIT`] entries of `label` for `query` (a plain-language query, as message
 /// search takes; with embeddings, the entries nearest by meaning too, fused by rank as message
-/// search fuses them), as `[key]\ncontent` joined by a blank line; `None` when nothing matches.
+/// search fuses them; with a re-ranker, re-ordered by it), as `[key]\ncontent` joined by a blank
+/// line; `None` when nothing matches.
 pub(crate) async fn search(meaning: &Meaning<'_>, label: &str, query: &str) -> Result<Option<String>> {
     let sql = meaning.sql;
     let Some(words) = compile(query) else { return Ok(None) };
@@ -92,6 +93,9 @@ pub(crate) async fn search(meaning: &Meaning<'_>, label: &str, query: &str) -> R
         }
         found.truncate(SEARCH_LIMIT as usize);
     }
+    let reranked = meaning.reranked(query, found, |e| &e.2).await;
+    reranked.warnings.iter().for_each(|w| meaning.events.warn(w));
+    let found = reranked.value;
     if found.is_empty() {
         return Ok(None);
     }

@@ -12,7 +12,8 @@
 //! - [`sse`]: the server-sent-events decoder;
 //! - `stream`: a streamed answer put together event by event, and the streamed call;
 //! - `surrogates`: UTF-16 surrogate pairs split across streamed events, made whole;
-//! - [`embeddings`]: the embeddings client (memory recall by meaning), through the same providers.
+//! - [`embeddings`]: the embeddings client (memory recall by meaning), through the same providers;
+//! - [`rerank`]: the re-ranker (`RERANK_*`), which re-orders the best hits of a search.
 //!
 //! Providers (`LLM_PROVIDER`): `openai` (any OpenAI-compatible `/chat/completions`: OpenAI,
 //! Groq, vLLM, Ollama, AI Gateway, Workers AI's own `/ai/v1`), `anthropic` (Messages API),
@@ -24,6 +25,7 @@ pub mod embeddings;
 mod model;
 pub mod openai;
 mod registry;
+pub mod rerank;
 pub mod sse;
 mod stream;
 mod surrogates;

@@ -75,6 +75,12 @@ pub trait Transport {
     ) -> BoxFuture<'a, Result<()>> {
         Box::pin(async move { on_chunk(&self.workers_ai(model, input).await?.to_string()) })
     }
+    /// Resolves after `ms` milliseconds: what bounds a call as a whole (a re-ranking call,
+    /// `super::rerank`, answer read included). The default never resolves: a transport without
+    /// a clock bounds its calls by their own `timeout_ms` only.
+    fn sleep(&self, _ms: u64) -> BoxFuture<'_, ()> {
+        Box::pin(futures::future::pending())
+    }
 }
 
 /// One request to a model as a provider builds it: the [`Transport`] method that carries it

@@ -29,6 +29,15 @@ pub(crate) const CLEAR_LEAD: f64 = 0.8;
 /// Most memories a [`Match::Several`] names.
 const MAX_SHOWN: usize = 5;
 
+/// Whether a recall's best are re-ordered by the re-ranker (`crate::llm::rerank`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Order {
+    /// As ranked and re-ranked: what a recall shows.
+    Reranked,
+    /// As ranked: the same memories without the re-ranker's call.
+    Ranked,
+}
+
 /// The memories a query names for forgetting.
 pub(crate) enum Match {
     None,
@@ -204,14 +213,27 @@ impl<'a> Memories<'a> {
 
     /// The ranking of a recall without moving its counters (a turn's inject: the counters move
     /// with the turn's commit, so a failed turn counts nothing): the candidates by relevance
-    /// and what the agent knows of them ([`recall::rank`]), the newer of two facts about one
-    /// subject first ([`current`]), and a fact the query quotes first of all
-    /// ([`current::quoted_first`]).
+    /// and what the agent knows of them ([`recall::rank`]), the best of them re-ordered by the
+    /// re-ranker when one is configured (the same ones: [`crate::llm::rerank`]), the newer of
+    /// two facts about one subject first ([`current`]), and a fact the query quotes first of
+    /// all ([`current::quoted_first`]).
     pub(crate) async fn rank(&self, query: &recall::Query) -> Result<Vec<recall::Hit>> {
+        self.ranked(query, Order::Reranked).await
+    }
+
+    /// [`Memories::rank`], re-ranked or not.
+    async fn ranked(&self, query: &recall::Query, order: Order) -> Result<Vec<recall::Hit>> {
         let e = self.env;
         let (mut hits, vector) = self.candidates(query).await?;
         let limit = query.limit.clamp(1, recall::MAX_LIMIT) as usize;
         let meaning = e.meaning();
+        if order == Order::Reranked {
+            let rest = hits.split_off(limit.min(hits.len()));
+            let reranked = meaning.reranked(&query.text, hits, |h| &h.memory.content).await;
+            reranked.warnings.iter().for_each(|w| e.events.warn(w));
+            hits = reranked.value;
+            hits.extend(rest);
+        }
         match &vector {
             Some(v) => current::with_corrections(&meaning, &mut hits, query, v, limit, &e.now)?,
             None => {
@@ -252,9 +274,10 @@ impl<'a> Memories<'a> {
     }
 
     /// The memories most like `query`, ranked as a recall would rank them but without counting
-    /// as one (extraction's look at what is already known).
+    /// as one, nor asking the re-ranker (extraction's look at what is already known: the same
+    /// memories, whatever their order).
     pub(crate) async fn similar(&self, query: &recall::Query) -> Result<Vec<Memory>> {
-        Ok(self.rank(query).await?.into_iter().map(|h| h.memory).collect())
+        Ok(self.ranked(query, Order::Ranked).await?.into_iter().map(|h| h.memory).collect())
     }
 
     /// What `memory_forget {query}` may forget: the memories that hold now and match `query`,

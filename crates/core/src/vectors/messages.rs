@@ -5,7 +5,8 @@
 //! [`Scale::floor`](super::Scale::floor) of the object's messages from the query; one the words
 //! found too counts its meaning from their [`Scale::support`](super::Scale::support). Without embeddings, or with nothing to search for, it is
 //! full-text search as it was; a query that cannot be embedded now is searched by its words,
-//! with a warning.
+//! with a warning. The hits found are then re-ordered by the re-ranker, if one is configured
+//! (`crate::llm::rerank`: the same hits, its best first).
 
 use super::fuse::{fuse, CANDIDATES};
 use super::index::{Kind, Within};
@@ -25,13 +26,22 @@ pub(crate) enum Scope<'a> {
     Across(&'a Reach),
 }
 
-/// The best `limit` messages for `query` within `scope`, best first.
+/// The best `limit` messages for `query` within `scope`, best first (re-ranked when a re-ranker
+/// is configured).
 pub(crate) async fn search(
     meaning: &Meaning<'_>,
     scope: Scope<'_>,
     query: &str,
     limit: i64,
 ) -> Result<Warned<Vec<Hit>>> {
+    let Warned { value: hits, mut warnings } = found(meaning, scope, query, limit).await?;
+    let reranked = meaning.reranked(query, hits, |h| &h.content).await;
+    warnings.extend(reranked.warnings);
+    Ok(Warned { value: reranked.value, warnings })
+}
+
+/// The best `limit` messages for `query` within `scope` by words and meaning, best first.
+async fn found(meaning: &Meaning<'_>, scope: Scope<'_>, query: &str, limit: i64) -> Result<Warned<Vec<Hit>>> {
     let sql = meaning.sql;
     let Some(words) = query::compile(query) else { return Ok(Warned::clean(Vec::new())) };
     // With meaning, more of the words' candidates than the hits asked for: meaning may move one up.

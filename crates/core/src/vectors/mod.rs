@@ -25,9 +25,10 @@ use code::{cosine, decode, sign_code};
 pub use index::Kind;
 use index::{Followed, Index, Within, MAX_ITEMS};
 
-use crate::error::Result;
+use crate::error::{Result, Warned};
 use crate::events::Events;
 use crate::llm::embeddings::{embed_one, EmbeddingsConfig};
+use crate::llm::rerank::{self, RerankConfig};
 use crate::llm::Transport;
 use crate::sql::{atomically, json_ids, Sql, Value};
 
@@ -186,6 +187,8 @@ pub(crate) struct Meaning<'a> {
     pub(crate) sql: &'a dyn Sql,
     pub(crate) vectors: &'a Vectors,
     pub(crate) embeddings: &'a EmbeddingsConfig,
+    /// The re-ranker of the best hits (`crate::llm::rerank`).
+    pub(crate) rerank: &'a RerankConfig,
     pub(crate) transport: &'a dyn Transport,
     pub(crate) events: &'a dyn Events,
 }
@@ -194,6 +197,17 @@ impl Meaning<'_> {
     /// Whether embeddings are configured.
     pub(crate) fn is_on(&self) -> bool {
         self.embeddings.is_on()
+    }
+
+    /// `items` with their first [`RerankConfig::candidates`] re-ordered for `query` by the
+    /// re-ranker, if one is configured ([`rerank::order`]: nothing dropped; a failure keeps the
+    /// order, with a warning). The model reads the beginning of each text and of the query, as
+    /// an embeddings model does ([`embed::beginning`]).
+    pub(crate) async fn reranked<T>(&self, query: &str, items: Vec<T>, text: impl Fn(&T) -> &str) -> Warned<Vec<T>> {
+        let texts: Vec<&str> = items.iter().take(self.rerank.candidates).map(|i| embed::beginning(text(i))).collect();
+        let Warned { value: order, warnings } =
+            rerank::order(self.transport, self.rerank, embed::beginning(query), &texts).await;
+        Warned { value: rerank::put_in_order(items, &order), warnings }
     }
 
     /// The vector of `text` as a query (kept for the next searches of the same text).
