@@ -35,17 +35,17 @@ use session_agent_core::config::SessionConfig;
 use session_agent_core::directory::report::{self, REPORT_DELAY_MS};
 use session_agent_core::directory::Kind;
 use session_agent_core::error::{Error, ErrorKind};
+use session_agent_core::live::stop::Stop;
+use session_agent_core::live::Live;
 use session_agent_core::llm::embeddings::EmbeddingsConfig;
 use session_agent_core::llm::rerank::RerankConfig;
 use session_agent_core::llm::LlmConfig;
-use session_agent_core::schedule::alarm;
+use session_agent_core::schedule::{self, alarm};
 use session_agent_core::space::Role;
 use session_agent_core::sql::Sql;
 use session_agent_core::store;
 use session_agent_core::time::iso_millis;
 use session_agent_core::transfer::export::AgentExport;
-use session_agent_core::turn::live::Live;
-use session_agent_core::turn::stop::Stop;
 use session_agent_core::vectors::{self, Vectors};
 
 /// The binding of the skills bucket.
@@ -160,7 +160,10 @@ impl Agent {
     /// memory code; the space's own routes, `api::routes::SPACE_ROUTES`).
     pub fn open(state: &State, env: &Env, config: SessionConfig, role: Role) -> Self {
         let db = DoSql::new(&state.storage());
-        let broken = store::open(&db, now_ms()).err().map(|e| {
+        // The store (migrations, spill recovery), then the schedule runs a crash cut short.
+        let now = now_ms();
+        let opened = store::open(&db, now).and_then(|_| schedule::run::recover(&db, &iso_millis(now)));
+        let broken = opened.err().map(|e| {
             console_error!("SessionAgent: schema migration failed: {e}");
             Error::internal(format!("storage is not ready: {e}"))
         });

@@ -446,7 +446,7 @@ fn a_streamed_turn_ends_its_stream_before_the_compaction_it_calls_for_starts() {
         }
         Ok(())
     };
-    let gone = session_agent_core::turn::stop::Stop::default();
+    let gone = session_agent_core::live::stop::Stop::default();
     let after = futures::executor::block_on(api::stream_chat(&env, &req, api::chat::Dialect::Events, &gone, &mut send));
     assert_eq!(calls_at_done, Some(1), "only the turn's call before the stream ended");
     assert_eq!(api.model.requests.borrow().len(), 1, "no summarizer call yet");

@@ -641,3 +641,96 @@ fn paths_named_in_the_docs_exist() {
     assert!(named > 50, "found only {named} paths");
     assert!(missing.is_empty(), "the docs name paths that do not exist: {missing:?}");
 }
+
+/// The folder order of `crates/core/src/` as `docs/ARCHITECTURE.md`'s folder map gives it (the one
+/// place it is written): each `### ` heading of the map is one level (`### \`store/\``, `###
+/// \`env.rs\``), and under `### Leaf modules` each row of the table is one (`\`ids.rs\`,
+/// \`time.rs\`` two modules at the same level). Module name → level, leaves first.
+fn folder_order() -> BTreeMap<String, usize> {
+    let doc = read(&root().join("docs/ARCHITECTURE.md"));
+    let start = doc.find("\n## Folder map\n").expect("docs/ARCHITECTURE.md has no `## Folder map`");
+    let map = &doc[start..];
+    let end = map.find("\n### `crates/api/src/`").expect("the folder map ends with `### `crates/api/src/``");
+    let module = |name: &str| name.split(['/', '.']).next().unwrap_or("").to_owned();
+    let (mut order, mut level, mut in_leaves) = (BTreeMap::new(), 0, false);
+    for line in map[..end].lines() {
+        if let Some(heading) = line.strip_prefix("### ") {
+            in_leaves = heading == "Leaf modules";
+            if !in_leaves {
+                let name = heading.split('`').nth(1).unwrap_or_else(|| panic!("a heading without a module: {line}"));
+                level += 1;
+                order.insert(module(name), level);
+            }
+        } else if in_leaves && line.starts_with("| `") {
+            let first_cell = line.split('|').nth(1).unwrap_or("");
+            let names: Vec<String> = first_cell.split('`').skip(1).step_by(2).map(module).collect();
+            // `sql/mod.rs` then `sql/packed.rs`: one module, one level.
+            if names.iter().all(|n| order.contains_key(n)) {
+                continue;
+            }
+            level += 1;
+            for n in names {
+                order.entry(n).or_insert(level);
+            }
+        }
+    }
+    order
+}
+
+/// The top module of a `core::…` module path (`core::store::tree` → `store`), `None` for the crate
+/// root and the other crates.
+fn core_top(module: &str) -> Option<&str> {
+    let mut segs = module.split("::");
+    (segs.next() == Some("core")).then(|| segs.next()).flatten()
+}
+
+/// The imports of `crates/core` that climb the folder order: a file of one top module naming a
+/// module at the same level or after it in the map (a module uses itself freely).
+fn climbing_imports() -> Vec<String> {
+    let order = folder_order();
+    let graph = file_graph();
+    let unmapped: BTreeSet<&str> =
+        graph.keys().filter_map(|m| core_top(m)).filter(|t| !order.contains_key(*t)).collect();
+    assert!(
+        unmapped.is_empty(),
+        "modules of crates/core the folder map of docs/ARCHITECTURE.md does not place: {unmapped:?}"
+    );
+    let mut out = Vec::new();
+    for (m, targets) in &graph {
+        let Some(top) = core_top(m) else { continue };
+        for t in targets {
+            match core_top(t) {
+                Some(other) if other != top && order[other] >= order[top] => out.push(format!("{m} → {t}")),
+                _ => {}
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn each_folder_of_the_core_uses_only_those_above_it_in_the_map() {
+    let order = folder_order();
+    assert!(order.len() > 30, "read only {} modules from the folder map", order.len());
+    assert!(order["error"] < order["store"] && order["turn"] < order["schedule"], "the map reads in another order");
+    // `lib.rs` lists the folders in short, in the map's order.
+    let lib = read(&root().join("crates/core/src/lib.rs"));
+    let listed: Vec<&str> = lib
+        .lines()
+        .take_while(|l| l.starts_with("//!"))
+        .flat_map(|l| l.split('`').skip(1).step_by(2))
+        .filter(|n| order.contains_key(*n))
+        .collect();
+    assert!(listed.len() > 30, "crates/core/src/lib.rs lists only {} modules", listed.len());
+    let out_of_order: Vec<_> = listed.windows(2).filter(|w| order[w[0]] > order[w[1]]).collect();
+    assert!(
+        out_of_order.is_empty(),
+        "crates/core/src/lib.rs lists modules in another order than the map: {out_of_order:?}"
+    );
+    let climbing = climbing_imports();
+    assert!(
+        climbing.is_empty(),
+        "imports that name a module at the same level or below in docs/ARCHITECTURE.md's folder map (move the code \
+         where the order allows): {climbing:#?}"
+    );
+}

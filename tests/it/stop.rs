@@ -8,8 +8,8 @@ use crate::support::{completion, msg, Api};
 use serde_json::{json, Value as Json};
 use session_agent_api::{self as api, Request};
 use session_agent_core::error::Error;
+use session_agent_core::live::stop::Stop;
 use session_agent_core::llm::HttpResponse;
-use session_agent_core::turn::stop::Stop;
 
 fn api_with(chat: Json) -> Api {
     Api::with_config(json!({"chat": chat})).with_model()

@@ -12,13 +12,13 @@ use session_agent_core::cache::{ReadCache, DEFAULT_BUDGET};
 use session_agent_core::config::SessionConfig;
 use session_agent_core::env::Env;
 use session_agent_core::error::Result as CoreResult;
+use session_agent_core::live::Live;
 use session_agent_core::llm::embeddings::EmbeddingsConfig;
 use session_agent_core::llm::rerank::{RerankConfig, RerankProvider};
 use session_agent_core::llm::{HttpRequest, HttpResponse, LlmConfig, Provider, ToolUse, Transport};
 use session_agent_core::space::{Answer as SpaceAnswer, Call as SpaceCall, NoSpaces, Role, Spaces};
 use session_agent_core::sqlite::SqliteDb;
 use session_agent_core::store;
-use session_agent_core::turn::live::Live;
 use session_agent_core::vectors::{self, Vectors};
 
 /// A fresh in-memory database with the schema applied.

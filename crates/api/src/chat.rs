@@ -21,12 +21,12 @@ use session_agent_core::after::After;
 use session_agent_core::config::is_label;
 use session_agent_core::config::OnDisconnect;
 use session_agent_core::error::{Error, Result};
+use session_agent_core::live::stop::Stop;
+use session_agent_core::live::{Ending, Follow, Update};
 use session_agent_core::llm::ToolSpec;
 use session_agent_core::session::Session;
 use session_agent_core::store::message::NewMessage;
-use session_agent_core::turn::live::{Ending, Follow, Update};
 use session_agent_core::turn::run::{turn, Ask, ChatEvent, Ended, MemoryUse, Trigger, Turn, TurnRequest};
-use session_agent_core::turn::stop::Stop;
 use session_agent_core::wire::{Delta, Failure, Whole};
 
 /// The caller's tools: offered to the model, answered by the caller.

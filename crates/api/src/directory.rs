@@ -10,10 +10,10 @@ use super::call::Call;
 use super::http::{parse_query, Request, Response};
 use session_agent_core::directory::shard::{self, MAX_REPORTS};
 use session_agent_core::directory::usage;
-use session_agent_core::directory::{entries_of, instant, merge, After, Kind, Listing, Page, Report};
+use session_agent_core::directory::{entries_of, merge, After, Kind, Listing, Page, Report};
 use session_agent_core::error::{Error, ErrorKind, Result};
 use session_agent_core::sql::Sql;
-use session_agent_core::time::parse_iso;
+use session_agent_core::time::{instant, parse_iso};
 
 /// The earliest time a usage range starts at when `from` is not given.
 const EPOCH: &str = "1970-01-01T00:00:00.000Z";

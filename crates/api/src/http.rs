@@ -24,7 +24,7 @@ pub struct Request {
     pub body: Vec<u8>,
     /// The stop signal of the agent turn this request runs (a WebSocket `cancel` frame sets
     /// it; the Durable Object sets a streamed turn's when its client goes away).
-    pub stop: Option<session_agent_core::turn::stop::Stop>,
+    pub stop: Option<session_agent_core::live::stop::Stop>,
 }
 
 impl Request {

@@ -47,10 +47,10 @@ use session_agent_core::blobs::BoxFuture;
 use session_agent_core::config::check_label;
 use session_agent_core::env::Env;
 use session_agent_core::error::{Error, Result};
+use session_agent_core::live::stop::Stop;
 use session_agent_core::session::Session;
 use session_agent_core::space::Role;
 use session_agent_core::time::parse_iso;
-use session_agent_core::turn::stop::Stop;
 
 /// A request matched to its route: the row, the decoded path parameters.
 struct Matched {

@@ -13,6 +13,7 @@ use session_agent_core::memory::recall::{Query, DEFAULT_LIMIT, MAX_LIMIT};
 use session_agent_core::memory::store::{self, Span, MAX_PAGE, MAX_TAG_CHARS};
 use session_agent_core::memory::{By, Category, Filter, Held, Memories, NewMemory, Patch, Stored};
 use session_agent_core::metadata;
+use session_agent_core::time;
 
 /// Default page of `GET /memories`.
 const DEFAULT_PAGE: i64 = 50;
@@ -68,8 +69,8 @@ fn filter(values: &dyn Fn(&str) -> Vec<String>, metadata: Vec<(String, String)>)
     };
     let span = |after: &str, before: &str| -> Result<Span> {
         Ok(Span {
-            after: one(after)?.map(|t| Span::bound(after, &t)).transpose()?,
-            before: one(before)?.map(|t| Span::bound(before, &t)).transpose()?,
+            after: one(after)?.map(|t| time::instant(after, &t)).transpose()?,
+            before: one(before)?.map(|t| time::instant(before, &t)).transpose()?,
         })
     };
     let session_id = one("sessionId")?;

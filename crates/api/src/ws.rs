@@ -50,7 +50,7 @@ pub struct Answer {
 
 /// A frame's own stop signal: set by a later `cancel` frame of the same socket to stop the turn
 /// this frame runs (the Workers layer keeps the signal of each socket's running frame).
-pub type CancelFlag = session_agent_core::turn::stop::Stop;
+pub type CancelFlag = session_agent_core::live::stop::Stop;
 
 /// The echo a socket gets of the user message its `chat` frame sends, before the turn runs:
 /// `{type:"message", sessionId, message, pending: true}` (stored with the reply, all or nothing;

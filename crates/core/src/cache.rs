@@ -22,23 +22,12 @@ use crate::access::Reach;
 use crate::error::{Result, Warned};
 use crate::metadata;
 use crate::store::history::Overlays;
+use crate::store::sessions::Version;
 
 /// Bytes a cache holds by default: the whole history of a 10,000-message session of about
 /// 500 bytes per message, and a few smaller ones. A Durable Object shares its isolate's memory
 /// (128 MB) with the other objects of the isolate.
 pub const DEFAULT_BUDGET: usize = 8 * 1024 * 1024;
-
-/// What a text was read at: two counters that change with every write to what it was read
-/// from, and never come back.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Version {
-    /// A session's newest message's seq (an insert moves it); across sessions,
-    /// [`Sql::changes`](crate::sql::Sql::changes).
-    pub(crate) newest: u64,
-    /// A session's row of `session_versions`, which triggers count up on every other write to
-    /// its messages and overlays; 0 across sessions.
-    pub(crate) writes: u64,
-}
 
 /// What a text kept is: the read that made it, with what it depends on.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -253,8 +242,9 @@ impl State {
 
 #[cfg(test)]
 mod tests {
-    use super::{Key, Read, ReadCache, Version};
+    use super::{Key, Read, ReadCache};
     use crate::store::history::Overlays;
+    use crate::store::sessions::Version;
 
     fn v(newest: u64) -> Version {
         Version { newest, writes: 0 }

@@ -1,16 +1,18 @@
 //! The runtime-independent core: everything the agent remembers, over the small [`sql::Sql`]
 //! trait. Nothing here knows about Workers; it is tested natively against real SQLite.
 //!
-//! Leaves first (each folder uses only the ones above it in this list; `tests/it/layout.rs` checks
-//! that the module graph has no cycle):
-//! - leaf modules: [`error`], [`sql`], `sqlite` (native only), [`blobs`], [`ids`], [`time`],
-//!   [`js`], [`parts`], [`wire`] (the WebSocket frames, typed), [`tokens`], [`events`], [`access`]
-//!   (the token revocation time), [`cache`] (texts kept between writes), [`page`] (cursors of
-//!   newest-first pages), [`table`] (a kind of row as data), [`metadata`] (a caller's flat JSON
-//!   object on sessions and memories, and the filters by it), [`query`] (user text → the terms
-//!   of a safe FTS5 query) and `rank` (FTS5 rows ranked for a query at a bounded cost);
+//! Leaves first: each folder uses only the ones above it. The order is the folder map of
+//! `docs/ARCHITECTURE.md` (the one place it is written: `tests/it/layout.rs` reads it there and
+//! fails on an import that names a module at the same place or below); in short:
+//! - leaf modules: [`error`], [`sql`], [`ids`], [`time`], [`page`] (cursors of newest-first
+//!   pages), [`metadata`] (a caller's flat JSON object on sessions and memories, and the filters
+//!   by it), [`table`] (a kind of row as data), `sqlite` (native only), [`blobs`], [`js`],
+//!   [`parts`], [`wire`] (the WebSocket frames, typed), [`tokens`], [`events`], [`access`] (the
+//!   token revocation time), [`query`] (user text → the terms of a safe FTS5 query) and `rank`
+//!   (FTS5 rows ranked for a query at a bounded cost);
 //! - [`store`]: the message store of one agent (schema, messages, trees, oversize fields in
 //!   R2, compaction overlays, history, estimates, sessions, search);
+//! - [`cache`]: texts kept between writes;
 //! - [`directory`]: the directory of agents and spaces (shards, an object's report, the usage
 //!   ledger);
 //! - [`config`]: `SESSION_CONFIG` and the policies it carries;
@@ -22,11 +24,13 @@
 //! - [`space`]: memory spaces (which one an agent uses, a space's shared blocks, how a request
 //!   reaches one);
 //! - [`context`]: context blocks, the frozen system prompt, the generated tools;
+//! - [`live`]: the turns running now (their events, their stop signals);
 //! - [`env`](mod@env): what an operation runs against;
 //! - [`memory`]: long-term memory of the agent's user (store, ranked recall, inject, extract,
 //!   the memory tools);
 //! - [`session`]: one session's operations and the one write path of its messages, compaction
 //!   with the LLM;
+//! - [`after`]: the work an answer leaves for after it is sent;
 //! - [`reads`]: search answers and session counts, kept between writes;
 //! - [`turn`]: the agent turn;
 //! - [`transfer`]: export, import and erase of a session or the whole agent;
@@ -45,6 +49,7 @@ pub mod error;
 pub mod events;
 pub mod ids;
 pub mod js;
+pub mod live;
 pub mod llm;
 pub mod memory;
 pub mod metadata;

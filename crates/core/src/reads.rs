@@ -13,7 +13,7 @@
 
 use serde::Serialize;
 
-use crate::cache::{Key, Read, Version};
+use crate::cache::{Key, Read};
 use crate::env::Env;
 use crate::error::{Error, Result};
 use crate::metadata;
@@ -21,7 +21,7 @@ use crate::page::Cursor;
 use crate::query;
 use crate::session::Session;
 use crate::store::search::{self, Hit};
-use crate::store::sessions::{self, Counts, SessionInfo};
+use crate::store::sessions::{self, Counts, SessionInfo, Version};
 use crate::vectors::messages::{self as by_meaning, Scope};
 
 /// The answer `{"results": […]}` to a search of `session` for `query`, best match first

@@ -2,6 +2,8 @@
 
 use std::time::{Duration, UNIX_EPOCH};
 
+use crate::error::{Error, Result};
+
 /// Formats milliseconds since the Unix epoch. Negative inputs clamp to the epoch.
 pub fn iso_millis(ms: i64) -> String {
     let t = UNIX_EPOCH + Duration::from_millis(ms.max(0) as u64);
@@ -13,6 +15,23 @@ pub fn iso_millis(ms: i64) -> String {
 pub fn parse_iso(text: &str) -> Option<i64> {
     let t = humantime::parse_rfc3339(text.trim()).ok()?;
     i64::try_from(t.duration_since(UNIX_EPOCH).ok()?.as_millis()).ok()
+}
+
+/// A time a filter or query parameter `name` gives (`name` for errors): an ISO-8601 UTC
+/// timestamp as `expiresAt` takes it, or a date `YYYY-MM-DD` (its midnight, UTC). Normalized to
+/// milliseconds, so it compares with the stored times as text.
+pub fn instant(name: &str, text: &str) -> Result<String> {
+    let t = text.trim();
+    let ms = match t.len() {
+        10 => parse_iso(&format!("{t}T00:00:00Z")),
+        _ => parse_iso(t),
+    };
+    ms.map(iso_millis).ok_or_else(|| {
+        Error::invalid(format!(
+            "{name} must be an ISO-8601 UTC timestamp like 2026-11-22T11:00:00.000Z or a date like 2026-11-22 (got {:?})",
+            t.chars().take(40).collect::<String>()
+        ))
+    })
 }
 
 #[cfg(test)]

@@ -4,9 +4,9 @@
 
 use serde::Deserialize;
 
+use super::category::Category;
 use super::parts::switch;
 use crate::error::{Error, Result};
-use crate::memory::category::Category;
 
 /// Memories an agent may hold by default (`SESSION_CONFIG.memory.maxMemories`).
 pub const DEFAULT_MAX_MEMORIES: usize = 10_000;

@@ -5,12 +5,14 @@
 //! part's `check` of its values.
 //!
 //! - [`blocks`]: the context blocks, their kinds and scopes, the bucket's key spaces;
+//! - [`category`]: the three kinds of memory (`core`, `daily`, `conversation`);
 //! - [`compaction`]: when and how a path is compacted;
 //! - [`chat`]: the agent turn's policy;
 //! - [`memory`]: long-term memory's policy;
 //! - [`schedules`]: the limits of scheduled tasks.
 
 pub mod blocks;
+pub mod category;
 pub mod chat;
 pub mod compaction;
 pub mod memory;

@@ -13,7 +13,7 @@ use serde_json::{Map, Value as Json};
 
 use crate::error::{Error, Result};
 use crate::ids::check_name;
-use crate::time::parse_iso;
+use crate::time::{instant, parse_iso};
 
 /// How many directory objects the directory is spread over. Fixed: an object's shard is a hash
 /// of its kind and name modulo this number, so changing it would strand every row.
@@ -48,13 +48,6 @@ impl Kind {
             _ => Err(Error::invalid("kind must be agent or space")),
         }
     }
-}
-
-/// A time a query parameter `name` gives: an ISO-8601 UTC timestamp, or a date `YYYY-MM-DD`
-/// (its midnight, UTC), as the memory filters take them; normalized to milliseconds, so it
-/// compares with the stored times as text.
-pub fn instant(name: &str, text: &str) -> Result<String> {
-    crate::memory::store::Span::bound(name, text)
 }
 
 /// FNV-1a (32 bits) of `text`: stable across builds and platforms.

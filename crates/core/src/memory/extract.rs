@@ -8,12 +8,12 @@
 use serde_json::{json, Value as Json};
 
 use super::by::By;
-use super::category::Category;
 use super::memories::Memories;
 use super::recall::Query;
 use super::shared;
 use super::store::{self, Filter, Memory, NewMemory, Patch, Stored};
 use crate::access::Reach;
+use crate::config::category::Category;
 use crate::config::ExtractConfig;
 use crate::env::Env;
 use crate::error::{Error, ErrorKind, Result};

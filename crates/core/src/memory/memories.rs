@@ -6,11 +6,11 @@
 use std::rc::Rc;
 
 use super::by::By;
-use super::category::Category;
 use super::current;
 use super::recall;
 use super::store::{self, Filter, Held, Memory, NewMemory, Patch, Stored};
 use crate::access::Reach;
+use crate::config::category::Category;
 use crate::config::MemoryConfig;
 use crate::env::Env;
 use crate::error::{Error, Result};

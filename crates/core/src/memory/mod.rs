@@ -18,7 +18,8 @@
 //! - [`memories`]: [`Memories`], the one way in: every write goes through it, so each one purges
 //!   what has expired, records its version, and tells the agent's sockets (`memory` frames);
 //!   its vector is made after the answer (`crate::vectors::embed`);
-//! - [`category`], [`by`]: what kind of fact a memory is, who made a version of it.
+//! - [`by`]: who made a version of a memory; [`Category`], what kind of fact it is, is
+//!   `crate::config::category`'s (the memory policy names categories too).
 //!
 //! Invariants: an expired memory is never returned; a superseded one only when the past is
 //! asked for (`asOf`, `includeSuperseded`); an outdated fact never ranks above its correction; `core`/`daily` memories outlive every
@@ -26,7 +27,6 @@
 //! same normalized text; a failed embedding never loses a memory (it waits for its vector).
 
 pub mod by;
-pub mod category;
 pub(crate) mod current;
 pub mod extract;
 pub mod inject;
@@ -37,8 +37,8 @@ pub(crate) mod shared;
 pub mod store;
 pub mod tools;
 
+pub use crate::config::category::Category;
 pub use crate::config::{ExtractConfig, InjectConfig, MemoryConfig, DEFAULT_MAX_MEMORIES};
 pub use by::By;
-pub use category::Category;
 pub use memories::{Memories, Op};
 pub use store::{Filter, Held, Memory, NewMemory, Patch, Stored};

@@ -6,9 +6,9 @@
 
 use serde_json::Value as Json;
 
-use super::category::Category;
 use super::recall::Hit;
 use super::store::normalize;
+use crate::config::category::Category;
 use crate::config::SpaceMode;
 use crate::env::Env;
 use crate::error::{Error, Result};

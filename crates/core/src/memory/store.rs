@@ -5,8 +5,8 @@ use serde::Serialize;
 use serde_json::Value as Json;
 
 use super::by::By;
-use super::category::Category;
 use crate::access::Reach;
+use crate::config::category::Category;
 use crate::config::MemoryConfig;
 use crate::error::{Error, ErrorKind, Result};
 use crate::ids::new_id;
@@ -192,7 +192,7 @@ pub fn check_as_of(at: &str) -> Result<String> {
 }
 
 /// Times strictly after `after` and strictly before `before` (each ISO-8601 with milliseconds,
-/// as stored: see [`Span::bound`]).
+/// as stored: see [`crate::time::instant`]).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Span {
     pub after: Option<String>,
@@ -200,23 +200,6 @@ pub struct Span {
 }
 
 impl Span {
-    /// A bound as a filter gives it (`name` for errors): an ISO-8601 UTC timestamp as
-    /// `expiresAt` takes it, or a date `YYYY-MM-DD` (its midnight, UTC). Normalized to
-    /// milliseconds, so it compares with the stored times as text.
-    pub fn bound(name: &str, text: &str) -> Result<String> {
-        let t = text.trim();
-        let ms = match t.len() {
-            10 => parse_iso(&format!("{t}T00:00:00Z")),
-            _ => parse_iso(t),
-        };
-        ms.map(iso_millis).ok_or_else(|| {
-            Error::invalid(format!(
-                "{name} must be an ISO-8601 UTC timestamp like 2026-11-22T11:00:00.000Z or a date like 2026-11-22 (got {:?})",
-                t.chars().take(40).collect::<String>()
-            ))
-        })
-    }
-
     fn conditions(&self, column: &str, cond: &mut Vec<String>, params: &mut Vec<Value>) {
         for (bound, op) in [(&self.after, '>'), (&self.before, '<')] {
             if let Some(at) = bound {

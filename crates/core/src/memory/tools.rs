@@ -5,11 +5,11 @@
 use serde_json::{json, Map, Value as Json};
 
 use super::by::By;
-use super::category::Category;
 use super::memories::{Match, Memories};
 use super::recall::{Query, DEFAULT_LIMIT, MAX_LIMIT};
 use super::shared;
 use super::store::{line, Filter, NewMemory, Stored};
+use crate::config::category::Category;
 use crate::context::tools::{Ran, Tool};
 use crate::error::{Error, ErrorKind, Result};
 use crate::llm::ToolSpec;

@@ -29,6 +29,7 @@ use crate::directory::usage::{self as ledger, Measured};
 use crate::env::Env;
 use crate::error::{Error, ErrorKind, Result};
 use crate::ids::new_id;
+use crate::live::stop::Stop;
 use crate::llm::{Provider, Usage};
 use crate::parts::{parts, str_field};
 use crate::session::Session;
@@ -37,7 +38,6 @@ use crate::store::message::NewMessage;
 use crate::store::tree::Parent;
 use crate::time::iso_millis;
 use crate::turn::run::{fresh, turn, Ask, MemoryUse, TurnRequest};
-use crate::turn::stop::Stop;
 use crate::wire::{Frame, ScheduleOp};
 
 /// The session id a fresh run renders its prompt for: `#` is in no session id, so it has no

@@ -26,7 +26,7 @@ pub mod split;
 
 use serde::Serialize;
 
-use crate::cache::{Key, Read, Version};
+use crate::cache::{Key, Read};
 use crate::context::Context;
 use crate::directory::usage::{self as ledger, Measured};
 use crate::env::Env;
@@ -38,6 +38,7 @@ use crate::store::history::{history_json, history_walked, recent, Overlays};
 use crate::store::message::{raw, NewMessage, RawMessage};
 use crate::store::overlay;
 use crate::store::sessions;
+use crate::store::sessions::Version;
 use crate::store::spill;
 use crate::store::tree::{Parent, Tree, MAX_PATH_ROWS};
 pub use report::AutoReport;

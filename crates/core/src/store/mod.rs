@@ -18,11 +18,10 @@ use crate::time::iso_millis;
 
 /// Opens the store: brings the schema up to date (returns the versions applied now) and
 /// recovers from a crash mid-write (spilled objects of writes that never committed become
-/// garbage for the next sweep; schedule runs a crash cut short are marked failed, never run
-/// again). The Durable Object calls this once when it starts.
+/// garbage for the next sweep). The Durable Object calls this once when it starts, then
+/// `schedule::run::recover` (the schedule runs a crash cut short), which sits above the store.
 pub fn open(sql: &dyn Sql, now_ms: i64) -> Result<Vec<i64>> {
     let applied = schema::migrate(sql, &iso_millis(now_ms))?;
     spill::recover(sql)?;
-    crate::schedule::run::recover(sql, &iso_millis(now_ms))?;
     Ok(applied)
 }

@@ -3,7 +3,6 @@
 use serde::Serialize;
 use serde_json::Value as Json;
 
-use crate::cache::Version;
 use crate::error::{Error, Result};
 use crate::ids::new_id;
 use crate::metadata::{self, Metadata};
@@ -94,6 +93,18 @@ pub(crate) struct Counts {
     pub(crate) total: i64,
     /// On the active path.
     pub(crate) path: i64,
+}
+
+/// What a text was read at: two counters that change with every write to what it was read
+/// from, and never come back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Version {
+    /// A session's newest message's seq (an insert moves it); across sessions,
+    /// [`Sql::changes`](crate::sql::Sql::changes).
+    pub(crate) newest: u64,
+    /// A session's row of `session_versions`, which triggers count up on every other write to
+    /// its messages and overlays; 0 across sessions.
+    pub(crate) writes: u64,
 }
 
 /// Where the counts of a session come from: given its id and its version, the counts.

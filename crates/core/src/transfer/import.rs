@@ -14,13 +14,13 @@ use super::tables::{
 };
 use super::{check_format, Counts};
 use crate::blobs::Blob;
+use crate::config::category::Category;
 use crate::config::{check_label, BlockConfig};
 use crate::context::entries;
 use crate::context::{compose, entry_labels, Block, Origin};
 use crate::env::Env;
 use crate::error::{Error, Result};
 use crate::ids::check_name;
-use crate::memory::category::Category;
 use crate::memory::store::{self as memory_store, check_content, check_score, check_tags, normalize};
 use crate::sql::{atomically, Sql, Value};
 use crate::store::message::{check_id, NewMessage, MAX_INDEXED_BYTES};

@@ -3,10 +3,7 @@
 //! calls (as `dynamic-tool` parts with their input and output).
 
 pub mod conversation;
-pub mod event;
-pub mod live;
 pub mod run;
-pub mod stop;
 
 use serde_json::{json, Map, Value as Json};
 

@@ -24,20 +24,20 @@ use serde_json::{json, Map, Value as Json};
 use super::conversation::{
     build, client_views, cut_back, is_empty_reply, validate_continuation, with_results, Rejection, NOT_A_PREFIX,
 };
-pub use super::event::{ChatEvent, Outcome, Runner};
-use super::live::{Ending, Registered};
-use super::stop::{until_stopped, Stop};
 use super::AssistantParts;
 use crate::after::{After, Cap};
 use crate::blobs::BoxFuture;
 use crate::compaction::truncate::{truncate_older_messages, TruncateOptions};
+use crate::config::category::Category;
 use crate::config::{InjectConfig, OnDisconnect};
 use crate::context::tools::Tool;
 use crate::directory::usage::Measured;
 use crate::error::{Error, ErrorKind, Result};
 use crate::ids::new_id;
+pub use crate::live::event::{ChatEvent, Outcome, Runner};
+use crate::live::stop::{until_stopped, Stop};
+use crate::live::{Ending, Registered};
 use crate::llm::{chat, ChatMessage, ChatRequest, Format, Piece, ToolCall, ToolSpec, Usage};
-use crate::memory::category::Category;
 use crate::memory::inject::render;
 use crate::memory::recall::{Query, MAX_LIMIT};
 use crate::memory::shared;

@@ -3,6 +3,16 @@
 //! client that reloaded can follow it from the beginning (the resume request, [`Live::follow`]),
 //! and its stop signal, so `POST …/chat/stop` can stop it ([`Live::stop`]). Kept in memory
 //! only: a turn lives no longer than the object that runs it.
+//!
+//! - [`event`]: what a turn tells its caller as it goes ([`event::ChatEvent`]), which a running
+//!   turn keeps for its followers;
+//! - [`stop`]: a turn's stop signal ([`stop::Stop`]).
+//!
+//! Below `env` (which holds the [`Live`] of the object) and `turn` (which registers each turn
+//! here), so it knows nothing of either.
+
+pub mod event;
+pub mod stop;
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
@@ -10,9 +20,9 @@ use std::rc::Rc;
 use futures::channel::mpsc::{unbounded, UnboundedReceiver, UnboundedSender};
 use serde_json::Value as Json;
 
-use super::event::{ChatEvent, Outcome};
-use super::stop::Stop;
 use crate::error::Error;
+use event::{ChatEvent, Outcome};
+use stop::Stop;
 
 /// Most bytes of events a running turn keeps for its followers (4 MiB, more than the largest
 /// stored message). A turn whose log grows past it can no longer be followed from its start:
