@@ -186,6 +186,7 @@ test("a schedule due while the runtime was down fires once after the restart", a
   assert.equal(model.requests.length, calls + 1);
 });
 
+// invariant 42 (docs/ARCHITECTURE.md): a run a crash cut short is marked failed when the object starts again.
 test("a crash in the middle of a scheduled run: failed or absent, never run twice, the alarm goes on", async () => {
   const a = "sched-crash";
   const kdir = mkdtempSync(join(tmpdir(), "sa-schedules-crash-"));

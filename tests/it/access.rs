@@ -89,6 +89,7 @@ fn expired_revoked_and_foreign_tokens_are_refused() {
     assert_eq!(c.valid_for("bob", Role::Agent, NOW + 1, None).unwrap_err().code(), "forbidden");
 }
 
+// invariant 30 (docs/ARCHITECTURE.md)
 #[test]
 fn routes_allow_what_the_scope_and_sessions_say() {
     let read = claims("read", None);
@@ -124,6 +125,7 @@ fn routes_allow_what_the_scope_and_sessions_say() {
     }
 }
 
+// invariant 30 (docs/ARCHITECTURE.md)
 #[test]
 fn the_api_checks_claims_and_revocation() {
     let api = Api::new();
@@ -217,6 +219,7 @@ fn bob_token(api: &Api) -> Claims {
     .unwrap()
 }
 
+// invariant 38 (docs/ARCHITECTURE.md)
 #[test]
 fn a_session_limited_token_searches_only_its_sessions_through_tools_mcp_and_turns() {
     let (api, _) = two_sessions();
@@ -264,6 +267,7 @@ fn a_session_limited_token_searches_only_its_sessions_through_tools_mcp_and_turn
     }
 }
 
+// invariant 38 (docs/ARCHITECTURE.md)
 #[test]
 fn a_session_limited_token_never_recalls_or_forgets_another_sessions_conversation_memory() {
     let (api, secret) = two_sessions();

@@ -87,6 +87,7 @@ fn bad_bodies_are_400_and_change_nothing() {
     assert_eq!(before["updatedAt"], after["updatedAt"]);
 }
 
+// invariant 16 (docs/ARCHITECTURE.md)
 #[test]
 fn unspillable_messages_and_oversize_bodies_are_413() {
     let api = Api::new();
@@ -121,6 +122,7 @@ fn messages_round_trip_verbatim() {
     assert_eq!(String::from_utf8(back.body).unwrap(), m.to_string());
 }
 
+// invariant 8 (docs/ARCHITECTURE.md)
 #[test]
 fn batch_chains_in_order_and_is_all_or_nothing() {
     let api = Api::new();
@@ -166,6 +168,7 @@ fn migrations_are_recorded_and_idempotent() {
     assert_eq!(rows[0].text(1).unwrap(), "foundation");
 }
 
+// invariant 8 (docs/ARCHITECTURE.md)
 #[test]
 fn a_failing_write_rolls_back_completely() {
     // A fork whose copy cannot be written (a trigger makes the 3rd insert fail) leaves no

@@ -127,6 +127,7 @@ fn code(r: &api::Response) -> String {
     r.body_json()["error"]["code"].as_str().unwrap_or_default().to_owned()
 }
 
+// invariant 22 (docs/ARCHITECTURE.md)
 #[test]
 fn forged_continuations_are_409_and_change_nothing() {
     let api = api();
@@ -168,6 +169,7 @@ fn forged_continuations_are_409_and_change_nothing() {
     assert_eq!(api.model.requests.borrow().len(), requests, "the model was not called");
 }
 
+// invariant 21 (docs/ARCHITECTURE.md)
 #[test]
 fn a_failing_provider_or_tool_leaves_history_as_it_was() {
     let api = api();
@@ -402,6 +404,7 @@ fn capped_session() -> Api {
     api
 }
 
+// invariant 24 (docs/ARCHITECTURE.md)
 #[test]
 fn the_cap_keeps_the_summary_and_what_it_drops_gets_compacted() {
     let api = capped_session();
@@ -427,6 +430,7 @@ fn the_cap_keeps_the_summary_and_what_it_drops_gets_compacted() {
     assert_eq!(status_phases(&api), ["compacting", "idle"]);
 }
 
+// invariant 35 (docs/ARCHITECTURE.md)
 #[test]
 fn a_streamed_turn_ends_its_stream_before_the_compaction_it_calls_for_starts() {
     let api = capped_session();

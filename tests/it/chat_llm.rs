@@ -248,6 +248,7 @@ fn sse_decoder_handles_splits_line_endings_multiline_and_comments() {
     assert_eq!(d.finish(), vec![]);
 }
 
+// invariant 26 (docs/ARCHITECTURE.md): Anthropic's cache reads and writes count as input.
 #[test]
 fn whole_answers_parse() {
     let ok = HttpResponse {
@@ -668,6 +669,7 @@ fn a_provider_ignoring_stream_answers_plain_json() {
     assert_eq!(out.unwrap_err().kind, ErrorKind::LlmUnavailable);
 }
 
+// invariant 37 (docs/ARCHITECTURE.md)
 #[test]
 fn http_errors_log_the_providers_message() {
     for (c, body, want) in [

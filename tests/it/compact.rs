@@ -438,6 +438,7 @@ fn tool_lines() {
 
 // ── Summaries ────────────────────────────────────────────────────────────────────────────────────────
 
+// invariant 17 (docs/ARCHITECTURE.md)
 #[test]
 fn skeleton_and_blank_summaries_are_rejected() {
     let template = "## Topic

@@ -85,6 +85,7 @@ fn iterative_compaction_grows_one_overlay_per_branch() {
     assert_eq!(b, ["m1", "m2", "m3", "b1"]);
 }
 
+// invariant 17 (docs/ARCHITECTURE.md)
 #[test]
 fn failures_store_nothing() {
     let api = api(json!({"protectHead": 1, "tailTokenBudget": 10, "minTailMessages": 1}));
@@ -157,6 +158,7 @@ fn auto_compaction_after_appends_never_fails_the_append() {
     assert!(r.body_json().get("compaction").is_none());
 }
 
+// invariant 19 (docs/ARCHITECTURE.md)
 #[test]
 fn synthetic_compaction_messages_from_clients_are_not_stored() {
     let api = api(json!({"protectHead": 1, "tailTokenBudget": 10, "minTailMessages": 1}));
@@ -177,6 +179,7 @@ fn synthetic_compaction_messages_from_clients_are_not_stored() {
     assert_eq!(ids(&api.get("/sessions/s/history?raw=1").body_json()), ["m1", "m2", "m3", "m4", "m5", "m6", "m7"]);
 }
 
+// invariant 18 (docs/ARCHITECTURE.md)
 #[test]
 fn the_incremental_estimate_equals_a_full_recount() {
     let api = api(json!({"protectHead": 1, "tailTokenBudget": 10, "minTailMessages": 1}));
@@ -277,6 +280,7 @@ fn kinds(api: &Api, sid: &str) -> Vec<String> {
 /// Every write reaches the session's sockets, not only appends: update, delete and clear send
 /// their change and an `idle` status; a manual compaction sends `compacting` then `idle`; block
 /// writes (routes and tools) send `context` frames.
+// invariant 23 (docs/ARCHITECTURE.md)
 #[test]
 fn every_write_sends_its_frames() {
     let api = api(json!({"protectHead": 1, "tailTokenBudget": 10, "minTailMessages": 1}));

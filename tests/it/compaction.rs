@@ -19,6 +19,7 @@ fn overlay(api: &Api, sid: &str, from: &str, to: &str, summary: &str) -> String 
     r.body_json()["id"].as_str().unwrap().to_string()
 }
 
+// invariant 5 (docs/ARCHITECTURE.md)
 #[test]
 fn an_overlay_replaces_its_run_and_raw_shows_the_originals() {
     let api = Api::new();

@@ -135,6 +135,7 @@ fn writes_respect_kinds_and_budgets_and_change_nothing_on_error() {
     assert_eq!(api.get("/sessions/s/context/soul").body_json()["content"], "You are helpful.");
 }
 
+// invariant 15 (docs/ARCHITECTURE.md): a session's writable texts go with it (not that entries and skills stay).
 #[test]
 fn writable_blocks_belong_to_their_session_and_start_from_the_configured_text() {
     let api = Api::with_config(json!({"context": [{"label": "memory", "kind": "writable", "content": "start"}]}));
@@ -148,6 +149,7 @@ fn writable_blocks_belong_to_their_session_and_start_from_the_configured_text() 
     assert_eq!(int(&api, "SELECT (SELECT count(*) FROM context_blocks) + (SELECT count(*) FROM prompts)"), 0);
 }
 
+// invariant 12 (docs/ARCHITECTURE.md)
 #[test]
 fn the_prompt_is_frozen_until_refreshed_or_cleared() {
     let api = golden();
@@ -368,6 +370,7 @@ fn skills_are_listed_per_scope_and_only_the_agents_own_are_writable() {
     assert_eq!(bob.get("/sessions/s/context/skills").body_json()["content"], "- secret: not for alice");
 }
 
+// invariant 14 (docs/ARCHITECTURE.md)
 #[test]
 fn loading_and_unloading_skills_persists_and_rewrites_history() {
     let api = skills_api();
@@ -621,6 +624,7 @@ fn clearing_an_unregistered_session_stores_nothing() {
 /// Blocks added at run time reach only the agent's own space in the bucket, whatever prefix,
 /// scope or r2Key they name; every refusal stores nothing and leaves the other agent's skills
 /// (and its prompt) as they were.
+// invariant 13 (docs/ARCHITECTURE.md)
 #[test]
 fn runtime_blocks_are_confined_to_the_agents_own_space() {
     let api = skills_api(); // agent alice; skills/ (agent) and lib/ (shared) configured
@@ -700,6 +704,7 @@ fn without_configured_skills_only_the_default_agent_prefix_is_open() {
 
 /// A runtime block stored before it was confined (or before the config changed) is left out
 /// of the session's blocks, its prompt and its tools.
+// invariant 13 (docs/ARCHITECTURE.md)
 #[test]
 fn stored_runtime_blocks_outside_the_agents_space_are_ignored() {
     let api = skills_api();

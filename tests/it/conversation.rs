@@ -605,6 +605,7 @@ fn a_rejection_is_a_409_naming_its_code() {
 
 /// A compacted branch whose tail alone passes the cap: the protected head and the summary are
 /// always sent, the newest tail messages fill the rest, and the drop is counted.
+// invariant 24 (docs/ARCHITECTURE.md)
 #[test]
 fn the_cap_never_drops_a_summary_or_the_head_before_it() {
     use session_agent_core::turn::conversation::build;

@@ -223,6 +223,7 @@ fn shards_are_a_stable_hash_of_kind_and_name() {
     assert_eq!(used.len() as u32, DIRECTORY_SHARDS, "200 names reach every shard");
 }
 
+// invariant 46 (docs/ARCHITECTURE.md)
 #[test]
 fn an_objects_report_is_marked_by_writes_and_cleared_only_by_one_that_saw_them_all() {
     let api = Api::new();

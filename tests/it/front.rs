@@ -62,6 +62,7 @@ fn the_directory_is_read_with_get_and_the_admin_token_only() {
 const KEYS: [(&str, &str); 3] =
     [("upgrade", "websocket"), ("sec-websocket-key", "dGhlIHNhbXBsZSBub25jZQ=="), ("sec-websocket-version", "13")];
 
+// invariant 25 (docs/ARCHITECTURE.md)
 #[test]
 fn only_a_genuine_handshake_of_a_sessions_socket_is_an_upgrade() {
     let ws = "/agents/alice/sessions/s1/ws";
@@ -80,6 +81,7 @@ fn only_a_genuine_handshake_of_a_sessions_socket_is_an_upgrade() {
     assert_eq!(answer(door_of("GET", ws, &[], Sent::Nothing, &PLAIN)).1.unwrap(), "alice /sessions/s1/ws None None");
 }
 
+// invariant 25 (docs/ARCHITECTURE.md)
 #[test]
 fn a_token_comes_from_the_header_and_from_the_url_only_on_a_handshake() {
     let bearer = [("authorization", "Bearer  abc ")];
@@ -137,6 +139,7 @@ fn cors_preflights_and_headers() {
     assert!(!star.headers(200).iter().any(|(k, _)| *k == "vary"));
 }
 
+// invariant 11 (docs/ARCHITECTURE.md)
 #[test]
 fn the_admin_token_is_compared_whole_and_api_token_must_be_set() {
     assert_eq!(front::presented(Some("secret"), None).err().map(|e| e.code()), Some("not_configured"));

@@ -1,7 +1,8 @@
 //! Rules about the code base itself, so CI keeps them: no import cycle between the files of
 //! any crate (read from `use` trees, grouped and nested, and from every `crate::`, `super::`,
-//! `self::` and crate-name path in the code), the module graph that `docs/ARCHITECTURE.md` shows
-//! is the one the code has, every `module::item` the docs name exists, a `//!` line opens every
+//! `self::` and crate-name path in the code), each folder of the core uses only those above it in
+//! `docs/ARCHITECTURE.md`'s folder map, every invariant the map numbers is cited by a test, the
+//! module graph that `docs/ARCHITECTURE.md` shows is the one the code has, every `module::item` the docs name exists, a `//!` line opens every
 //! module, every `docs/REFERENCE.md#…` citation points at an anchor that exists, and nothing
 //! names a path outside the repository. (Which crate may use which is the compiler's to check:
 //! the crates are the layers.)
@@ -732,5 +733,58 @@ fn each_folder_of_the_core_uses_only_those_above_it_in_the_map() {
         climbing.is_empty(),
         "imports that name a module at the same level or below in docs/ARCHITECTURE.md's folder map (move the code \
          where the order allows): {climbing:#?}"
+    );
+}
+
+/// The numbered invariants of `docs/ARCHITECTURE.md`: `N. **…**` list items and `**N. …**`.
+fn invariants() -> BTreeSet<u32> {
+    let doc = read(&root().join("docs/ARCHITECTURE.md"));
+    let mut out = BTreeSet::new();
+    for line in doc.lines() {
+        let l = line.trim_start().trim_start_matches("Kept here: ");
+        let l = l.strip_prefix("**").unwrap_or(l);
+        let digits: String = l.chars().take_while(char::is_ascii_digit).collect();
+        let rest = &l[digits.len()..];
+        if !digits.is_empty()
+            && (rest.starts_with(". **") || line.trim_start().len() > l.len() && rest.starts_with(". "))
+        {
+            out.insert(digits.parse().unwrap());
+        }
+    }
+    out
+}
+
+/// The invariant numbers a text cites: `invariant N` (the number whole: `invariant 2` is not 20).
+fn cited(text: &str) -> BTreeSet<u32> {
+    text.split("invariant ")
+        .skip(1)
+        .filter_map(|s| s.chars().take_while(char::is_ascii_digit).collect::<String>().parse().ok())
+        .collect()
+}
+
+#[test]
+fn every_numbered_invariant_is_cited_by_a_test() {
+    let all = invariants();
+    assert!(all.len() > 40 && all.contains(&1) && all.contains(&47), "read only {all:?} from docs/ARCHITECTURE.md");
+    // The tests: the native suite, the end-to-end tests, and the unit tests of the crates.
+    let mut texts: Vec<String> = files("tests", &[".rs", ".mjs"])
+        .iter()
+        .filter(|p| !p.ends_with("tests/it/layout.rs"))
+        .map(|p| read(p))
+        .collect();
+    texts.extend(
+        files("crates", &[".rs"]).iter().filter_map(|p| read(p).split_once("#[cfg(test)]").map(|(_, t)| t.to_owned())),
+    );
+    let mut seen = BTreeSet::new();
+    for t in &texts {
+        seen.extend(cited(t));
+    }
+    let unknown: Vec<_> = seen.difference(&all).collect();
+    assert!(unknown.is_empty(), "tests cite invariants docs/ARCHITECTURE.md does not number: {unknown:?}");
+    let uncited: Vec<_> = all.difference(&seen).collect();
+    assert!(
+        uncited.is_empty(),
+        "invariants of docs/ARCHITECTURE.md no test cites (a comment `// invariant N` by the test that checks it): \
+         {uncited:?}"
     );
 }

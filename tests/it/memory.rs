@@ -42,6 +42,7 @@ fn search(api: &Api, q: &str) -> Vec<Json> {
     r.body_json()["results"].as_array().unwrap().clone()
 }
 
+// invariant 28 (docs/ARCHITECTURE.md)
 #[test]
 fn store_merges_duplicates_and_keeps_the_shape() {
     let api = Api::new();
@@ -148,6 +149,7 @@ fn pages_filters_and_order() {
     assert_eq!(api.get("/memories?category=nope").status, 400);
 }
 
+// invariant 28 (docs/ARCHITECTURE.md)
 #[test]
 fn patch_keeps_versions_and_refuses_duplicates() {
     let api = Api::new();
@@ -173,6 +175,7 @@ fn patch_keeps_versions_and_refuses_duplicates() {
     assert!(search(&api, "tea").len() == 1);
 }
 
+// invariant 27 (docs/ARCHITECTURE.md)
 #[test]
 fn daily_memories_expire_and_are_purged() {
     let api = Api::with_config(json!({"memory": {"dailyTtlDays": 2}}));
@@ -528,6 +531,7 @@ fn extraction_adds_updates_deletes_and_ignores() {
     assert_eq!(api.post("/sessions/s/memories/extract", json!({"leafId": "nope"})).status, 404);
 }
 
+// invariant 29 (docs/ARCHITECTURE.md)
 #[test]
 fn bad_or_failed_extraction_writes_nothing_and_never_fails_the_turn() {
     let api = Api::with_config(json!({"memory": {"inject": false}})).with_model();
@@ -598,6 +602,7 @@ fn parsing_model_answers() {
     assert!(parse_decisions("{\"memory\":[{\"id\":\"m1\",\"event\":\"MERGE\"}]}", &known, "f").is_err());
 }
 
+// invariant 29 (docs/ARCHITECTURE.md)
 #[test]
 fn embeddings_are_stored_fused_and_caught_up_after_a_failure() {
     let api = Api::new().with_embeddings();

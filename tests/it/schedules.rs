@@ -286,6 +286,7 @@ fn a_run_on_a_fresh_history_counts_in_the_usage_ledger() {
     assert_eq!(api.get("/usage").body_json()["turns"], 1);
 }
 
+// invariant 42 (docs/ARCHITECTURE.md)
 #[test]
 fn a_missed_tick_runs_once_and_the_next_is_after_now() {
     let api = Api::new().with_model();
@@ -327,6 +328,7 @@ fn a_paused_schedule_waits_and_a_cron_one_follows_its_expression() {
     assert_eq!(after, next + 15 * MIN);
 }
 
+// invariant 42 (docs/ARCHITECTURE.md)
 #[test]
 fn an_alarm_delivered_again_or_cut_short_never_runs_a_tick_twice() {
     let api = Api::new().with_model();
@@ -486,6 +488,7 @@ fn sleep_time_consolidation_retires_near_duplicates_on_the_alarm() {
     );
 }
 
+// invariant 43 (docs/ARCHITECTURE.md)
 #[test]
 fn a_wake_up_is_bounded_and_the_rest_is_due_at_once() {
     let api = Api::new().with_model();
@@ -539,6 +542,7 @@ fn seen_since(api: &Api, from: usize) -> String {
 /// sessions as such a token would (bob-chat only), whoever runs it (the alarm, the admin by
 /// hand), unless the schedule says `"reach": "agent"`. A run without a session reaches every
 /// session by default (its reply is the agent-wide tokens'), and none with `"reach": "session"`.
+// invariant 47 (docs/ARCHITECTURE.md)
 #[test]
 fn a_run_in_a_session_reaches_other_sessions_only_when_its_schedule_says_so() {
     let api = alice_and_bob();

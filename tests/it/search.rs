@@ -153,6 +153,7 @@ fn limits_are_checked() {
     assert_eq!(api.get("/sessions/s1/search").status, 400);
 }
 
+// invariant 7 (docs/ARCHITECTURE.md)
 #[test]
 fn hostile_queries_never_fail() {
     let api = seeded();
@@ -231,6 +232,7 @@ fn only_text_parts_are_indexed() {
 
 /// A NUL or any other control character in a query is a word separator, never FTS5 syntax:
 /// both search routes, `session_search` and `search_context` answer normally.
+// invariant 7 (docs/ARCHITECTURE.md)
 #[test]
 fn control_characters_in_queries_never_reach_fts5_as_syntax() {
     let api = seeded();

@@ -67,6 +67,7 @@ fn list_is_newest_update_first_with_insertion_tie_breaks() {
     assert_eq!(order(&api), [b.clone(), a.clone()]);
 }
 
+// invariant 9 (docs/ARCHITECTURE.md)
 #[test]
 fn writes_register_unknown_sessions_and_reads_do_not() {
     let api = Api::new();
@@ -92,6 +93,7 @@ fn rename_and_its_errors() {
     assert_eq!(api.get(&format!("/sessions/{id}")).body_json()["name"], "new");
 }
 
+// invariant 6 (docs/ARCHITECTURE.md)
 #[test]
 fn delete_removes_everything_of_that_session_only() {
     let api = Api::new();

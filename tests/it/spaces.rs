@@ -156,6 +156,7 @@ fn a_correction_through_the_second_agent_supersedes_the_first() {
     assert!(block.contains("Berlin") && !block.contains("Paris."), "{block}");
 }
 
+// invariant 44 (docs/ARCHITECTURE.md)
 #[test]
 fn a_space_that_cannot_be_reached_fails_no_turn() {
     let w = world();
@@ -230,6 +231,7 @@ fn shared_blocks_keep_both_appends_and_refuse_a_stale_replace() {
     assert_eq!(w.a.put("/sessions/s1/context/profile", json!({"content": "x", "version": -1})).status, 400);
 }
 
+// invariant 44 (docs/ARCHITECTURE.md)
 #[test]
 fn a_replace_naming_a_version_read_before_a_delete_is_refused() {
     let w = world();
@@ -294,6 +296,7 @@ fn a_replace_naming_a_version_read_before_a_delete_is_refused() {
     assert_eq!(alice.put("/blocks/plan", json!({"content": "again", "version": 5})).body_json()["version"], 6);
 }
 
+// invariant 44 (docs/ARCHITECTURE.md)
 #[test]
 fn tombstones_are_bounded_and_a_dropped_label_never_repeats_a_version() {
     let db = db();
@@ -343,6 +346,7 @@ fn shared_blocks_written_before_the_tombstones_migration_keep_their_versions() {
     assert_eq!(blocks::get(&db, "plan").unwrap().version, 8);
 }
 
+// invariant 44 (docs/ARCHITECTURE.md)
 #[test]
 fn a_space_refuses_conversation_memories_on_every_write_path() {
     let w = world();
@@ -419,6 +423,7 @@ fn the_admin_chooses_an_agents_space() {
     assert_eq!(a.send(req).status, 403);
 }
 
+// invariant 44 (docs/ARCHITECTURE.md)
 #[test]
 fn a_space_answers_its_own_routes_and_tokens_only() {
     let spaces = Rc::new(InProcess::default());

@@ -201,6 +201,7 @@ fn the_summarizer_reads_placeholders_and_expand_reads_whole() {
     assert_eq!(m2, tool_msg("m2", 3_000_000));
 }
 
+// invariant 13 (docs/ARCHITECTURE.md)
 #[test]
 fn skills_prefixes_may_not_reach_spilled_objects() {
     for (prefix, scope, ok) in [
@@ -220,6 +221,7 @@ fn skills_prefixes_may_not_reach_spilled_objects() {
 /// A crash after an oversize field is in the store but before its row commits: the key is still
 /// pending when the Durable Object starts again, becomes garbage, and the next write request
 /// deletes the object. Committed spills are never touched by that recovery.
+// invariant 16 (docs/ARCHITECTURE.md)
 #[test]
 fn objects_of_a_write_cut_short_by_a_crash_are_swept_after_restart() {
     use session_agent_core::store::message::NewMessage;

@@ -67,6 +67,7 @@ fn ui_body(sid: &str, messages: &[Json]) -> Json {
     json!({"id": sid, "messages": messages, "trigger": "submit-message"})
 }
 
+// invariant 21 (docs/ARCHITECTURE.md)
 #[test]
 fn a_stop_mid_stream_stores_what_was_shown_and_the_client_continues_from_its_copy() {
     let api = api_with(json!({}));
@@ -144,6 +145,7 @@ fn the_same_user_message_sent_again_after_a_stop_is_answered_beside_the_stopped_
     assert_eq!(r.status, 409);
 }
 
+// invariant 21 (docs/ARCHITECTURE.md)
 #[test]
 fn a_failure_stays_all_or_nothing() {
     let api = api_with(json!({}));

@@ -557,6 +557,7 @@ pub fn storage_word_in(text: &str) -> Option<&'static str> {
     })
 }
 
+// invariant 37 (docs/ARCHITECTURE.md): checked on every request of every test.
 /// Panics when an error answer carries a storage word (`storage_words`): errors say what went
 /// wrong in the API's terms, never in SQL, table or column names.
 pub fn assert_speaks_no_storage(req: &Request, resp: &Response) {

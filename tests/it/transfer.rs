@@ -115,6 +115,7 @@ fn tables(api: &Api) -> Vec<(String, i64)> {
     names.into_iter().map(|n| (n.clone(), api.count(&format!("SELECT count(*) FROM \"{n}\"")))).collect()
 }
 
+// invariant 33 (docs/ARCHITECTURE.md)
 #[test]
 fn an_agent_export_imports_into_a_fresh_agent_byte_for_byte() {
     let alice = rich("alice");
@@ -190,6 +191,7 @@ fn a_session_export_round_trips_under_its_id_or_another() {
     assert_eq!(alice.get("/sessions/nope/export").status, 404);
 }
 
+// invariant 31, invariant 32 (docs/ARCHITECTURE.md)
 #[test]
 fn a_bad_import_is_refused_whole() {
     let alice = rich("alice");
@@ -281,6 +283,7 @@ fn recounted(lines: &[String]) -> String {
     out.join("\n")
 }
 
+// invariant 31 (docs/ARCHITECTURE.md)
 #[test]
 fn an_import_the_api_could_never_have_written_is_refused_whole() {
     let alice = rich("alice");
@@ -383,6 +386,7 @@ fn entries_no_block_reads_any_more_stay_out_of_the_export() {
     assert_eq!(export_agent(&bob), export);
 }
 
+// invariant 34 (docs/ARCHITECTURE.md)
 #[test]
 fn an_erase_leaves_no_row_and_no_object_and_revokes_tokens() {
     let alice = rich("alice");

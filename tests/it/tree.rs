@@ -16,6 +16,7 @@ fn absent_parent_attaches_to_the_latest_leaf_and_null_starts_a_root() {
     assert_eq!(api.history_ids("/sessions/s/history?leaf=b"), ["a", "b"]);
 }
 
+// invariant 2 (docs/ARCHITECTURE.md)
 #[test]
 fn unknown_parent_is_404_and_changes_nothing() {
     let api = Api::new();
@@ -45,6 +46,7 @@ fn duplicate_id_is_a_no_op_and_first_write_wins() {
     assert_eq!(api.get("/sessions/s/messages/a").body_json()["parts"][0]["text"], "first");
 }
 
+// invariant 1 (docs/ARCHITECTURE.md)
 #[test]
 fn ids_are_unique_per_session_not_per_agent() {
     let api = Api::new();
@@ -73,6 +75,7 @@ fn branches_are_oldest_first_and_a_branch_append_becomes_active() {
     assert_eq!(api.get("/sessions/s/messages/a1/branches").body_json()["messages"], json!([]));
 }
 
+// invariant 3 (docs/ARCHITECTURE.md)
 #[test]
 fn deleting_an_interior_message_orphans_its_children() {
     let api = Api::new();
@@ -94,6 +97,7 @@ fn deleting_an_interior_message_orphans_its_children() {
     assert_eq!(api.get("/sessions/s/leaf").body_json()["id"], "b");
 }
 
+// invariant 6 (docs/ARCHITECTURE.md)
 #[test]
 fn update_replaces_content_in_place_and_reindexes() {
     let api = Api::new();
@@ -115,6 +119,7 @@ fn update_replaces_content_in_place_and_reindexes() {
     assert_eq!(api.get("/sessions/s/search?q=x").body_json()["results"], json!([]));
 }
 
+// invariant 6 (docs/ARCHITECTURE.md)
 #[test]
 fn clear_removes_messages_compactions_and_index_rows() {
     let api = Api::new();
@@ -139,6 +144,7 @@ fn chain(api: &Api, sid: &str, n: usize, text: &dyn Fn(usize) -> String) -> Vec<
     (0..n).map(|i| format!("m{i:05}")).collect()
 }
 
+// invariant 4 (docs/ARCHITECTURE.md)
 #[test]
 fn history_crosses_chunk_boundaries_in_order() {
     for n in [1, 49, 50, 51, 100, 120] {
@@ -149,6 +155,7 @@ fn history_crosses_chunk_boundaries_in_order() {
     }
 }
 
+// invariant 4 (docs/ARCHITECTURE.md)
 #[test]
 fn multi_megabyte_paths_come_back_whole() {
     let api = Api::new();
@@ -195,6 +202,7 @@ fn unknown_leaf_is_404_and_empty_sessions_are_empty() {
     assert_eq!(api.get("/sessions/s/path-length?leaf=zz").status, 404);
 }
 
+// invariant 2 (docs/ARCHITECTURE.md)
 #[test]
 fn latest_leaf_survives_a_reopen_without_scanning() {
     let dir = std::env::temp_dir().join(format!("sa-tree-{}", std::process::id()));

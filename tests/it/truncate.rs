@@ -210,6 +210,7 @@ fn a_text_of_exactly_the_limit_is_kept_and_options_apply() {
 
 // ── GET /sessions/{sid}/history?truncate= ────────────────────────────────────────────────────────
 
+// invariant 20 (docs/ARCHITECTURE.md)
 #[test]
 fn history_truncates_on_request_only() {
     let api = Api::new();

@@ -33,6 +33,7 @@ fn id(m: &Json) -> String {
     m["id"].as_str().unwrap().to_owned()
 }
 
+// invariant 41 (docs/ARCHITECTURE.md)
 #[test]
 fn supersedes_retires_the_old_fact_and_reads_see_what_holds_now() {
     let api = Api::new();

@@ -41,6 +41,7 @@ fn memory(api: &Api, content: &str) -> Json {
     r.body_json()
 }
 
+// invariant 39 (docs/ARCHITECTURE.md)
 #[test]
 fn messages_get_vectors_after_the_answer_and_search_fuses_words_and_meaning() {
     let api = Api::new().with_embeddings();
@@ -67,6 +68,7 @@ fn messages_get_vectors_after_the_answer_and_search_fuses_words_and_meaning() {
     assert_eq!(hits(&plain, "/search?q=release"), Vec::<String>::new(), "no word in common: nothing");
 }
 
+// invariant 39 (docs/ARCHITECTURE.md)
 #[test]
 fn a_failed_call_is_caught_up_by_the_next_write() {
     let api = Api::new().with_embeddings();
@@ -110,6 +112,7 @@ fn search_entries_are_found_by_meaning_through_search_context() {
     assert_eq!(search("release deploys production friday review"), "No results found.");
 }
 
+// invariant 40 (docs/ARCHITECTURE.md)
 #[test]
 fn memory_recall_by_meaning_alone_needs_the_minimum_similarity() {
     let api = Api::with_config(json!({"memory": {}})).with_embeddings();

@@ -72,6 +72,7 @@ fn a_version_moves_with_its_sessions_messages_and_overlays_only() {
     moved("the session's delete");
 }
 
+// invariant 36 (docs/ARCHITECTURE.md)
 #[test]
 fn reads_kept_follow_every_write_and_equal_a_fresh_read() {
     let api = Api::new();
@@ -354,6 +355,7 @@ fn pick(ids: &[String], rng: &mut Rng) -> Option<String> {
     ids.get(rng.below(ids.len().max(1))).cloned()
 }
 
+// invariant 36 (docs/ARCHITECTURE.md)
 #[test]
 fn kept_reads_equal_fresh_reads_through_random_writes() {
     let api = Api::new();

@@ -156,6 +156,7 @@ fn llm_tools_decides_which_models_get_tools() {
     assert!(e.message.contains("LLM_TOOLS"), "{}", e.message);
 }
 
+// invariant 26 (docs/ARCHITECTURE.md)
 #[test]
 fn whole_answers_with_tool_calls_in_either_shape() {
     let reply = |answer: Json| {

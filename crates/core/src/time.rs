@@ -38,6 +38,7 @@ pub fn instant(name: &str, text: &str) -> Result<String> {
 mod tests {
     use super::*;
 
+    // invariant 10 (docs/ARCHITECTURE.md): the format (not that a request takes the time once).
     #[test]
     fn formats_with_milliseconds_and_z() {
         assert_eq!(iso_millis(0), "1970-01-01T00:00:00.000Z");
