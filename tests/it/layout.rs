@@ -2,10 +2,10 @@
 //! any crate (read from `use` trees, grouped and nested, and from every `crate::`, `super::`,
 //! `self::` and crate-name path in the code), each folder of the core uses only those above it in
 //! `docs/ARCHITECTURE.md`'s folder map, every invariant the map numbers is cited by a test, the
-//! module graph that `docs/ARCHITECTURE.md` shows is the one the code has, every `module::item` the docs name exists, a `//!` line opens every
-//! module, every `docs/REFERENCE.md#…` citation points at an anchor that exists, and nothing
-//! names a path outside the repository. (Which crate may use which is the compiler's to check:
-//! the crates are the layers.)
+//! module graph that `docs/ARCHITECTURE.md` shows is the one the code has, every `module::item`
+//! the docs name exists, a `//!` line opens every module, every `docs/REFERENCE.md#…` citation
+//! points at an anchor that exists, and nothing names a path outside the repository. (Which crate
+//! may use which is the compiler's to check: the crates are the layers.)
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
