@@ -164,7 +164,7 @@ impl Agent {
         let now = now_ms();
         let opened = store::open(&db, now).and_then(|_| schedule::run::recover(&db, &iso_millis(now)));
         let broken = opened.err().map(|e| {
-            console_error!("SessionAgent: schema migration failed: {e}");
+            console_error!("SessionAgent: opening the storage failed: {e}");
             Error::internal(format!("storage is not ready: {e}"))
         });
         // The name given to idFromName; an object made otherwise keys its skills by its id.
