@@ -218,3 +218,33 @@ fn repeated_texts_are_embedded_once() {
     assert_eq!(api.model.embed_calls.get() - before, 1, "one call per new text; the copies reuse its vector");
     assert_eq!(api.count("SELECT count(*) FROM vectors WHERE kind = 2"), 3);
 }
+
+#[test]
+fn a_batch_is_embedded_by_calls_at_once_and_a_failed_call_keeps_only_its_rows_waiting() {
+    let api = Api::new().with_embeddings();
+    *api.model.embed_refuses.borrow_mut() = Some("poison".into());
+    let before = api.model.embed_calls.get();
+    // 100 messages: one batch of calls, 32 texts each (32 + 32 + 32 + 4); the second call
+    // holds the refused text.
+    let messages: Vec<Json> = (0..100)
+        .map(|i| {
+            let text = if i == 40 {
+                "poison ivy in the garden".to_owned()
+            } else {
+                format!("note number {i} about the garden")
+            };
+            json!({"id": format!("m{i}"), "role": "user", "parts": [{"type": "text", "text": text}]})
+        })
+        .collect();
+    let r = api.post("/sessions/s1/messages/batch", json!({ "messages": messages }));
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(api.model.embed_calls.get() - before, 4, "the four calls of one batch, made at once");
+    assert_eq!(api.count("SELECT count(*) FROM vectors WHERE kind = 2"), 68, "the three calls answered are stored");
+    assert_eq!(api.count("SELECT count(*) FROM unembedded"), 32, "the failed call's texts wait");
+    assert_eq!(api.count("SELECT count(*) FROM unembedded u JOIN messages m ON m.seq = u.item WHERE m.id = 'm40'"), 1);
+    // The next write's run embeds them once the endpoint takes the text.
+    *api.model.embed_refuses.borrow_mut() = None;
+    api.append("s1", "late", None, "one more note");
+    assert_eq!(api.count("SELECT count(*) FROM unembedded"), 0);
+    assert_eq!(api.count("SELECT count(*) FROM vectors WHERE kind = 2"), 101);
+}
