@@ -22,7 +22,9 @@
 //     write's answer to its vector, p50 / p99 over single writes (a message: polling a search of
 //     its session by a query that shares no word with it, so only its vector finds it; a
 //     memory: polling GET /memories/{id} until `embeddedAt`), and for a batch of 1,000 (one
-//     POST …/messages/batch, one POST /memories/batch) until the last of it has its vector
+//     POST …/messages/batch, one POST /memories/batch) until the last of it has its vector; and
+//     1,000 memories against the stand-in answering each call after 200 ms, side by side (a
+//     hosted endpoint's latency: what calls at once gain when the endpoint is not the bottleneck)
 //
 // Options (environment variables):
 //   BENCH_VECTORS_SIZES   store sizes (default 1000,10000,100000)
@@ -67,7 +69,8 @@ function standIn(text) {
   const n = Math.hypot(...v) || 1;
   return Array.from(v, (x) => x / n);
 }
-function startStandIn() {
+/** The stand-in endpoint; each call answered after `delayMs` (a hosted endpoint's latency). */
+function startStandIn(delayMs = 0) {
   const requests = [];
   const server = http.createServer((req, res) => {
     let body = "";
@@ -76,7 +79,7 @@ function startStandIn() {
       const input = [JSON.parse(body).input].flat();
       requests.push(input.length);
       res.setHeader("content-type", "application/json");
-      res.end(JSON.stringify({ object: "list", data: input.map((t, index) => ({ object: "embedding", index, embedding: standIn(t) })) }));
+      setTimeout(() => res.end(JSON.stringify({ object: "list", data: input.map((t, index) => ({ object: "embedding", index, embedding: standIn(t) })) })), delayMs);
     });
   });
   return new Promise((resolve) => server.listen(0, "127.0.0.1", () => resolve({
@@ -256,6 +259,23 @@ async function freshness(dir, upstream, label) {
   }
 }
 
+/** A batch of 1,000 memories against an endpoint that answers each call after `upstream`'s delay
+ * and answers calls side by side (as a hosted one does): the time until the last is embedded. */
+async function latencyBound(dir, upstream, delayMs) {
+  const vars = { ...CONFIG, EMBEDDINGS_PROVIDER: "openai", EMBEDDINGS_BASE_URL: upstream.baseUrl, EMBEDDINGS_MODEL: upstream.model };
+  const w = await startWorker({ persistDir: join(dir, "fresh-slow"), apiToken: "bench", vars });
+  const call = client(w, "slow");
+  try {
+    const calls0 = upstream.requests.length;
+    const stored = JSON.parse(await call("POST", "/memories/batch", { memories: Array.from({ length: 1000 }, (_, k) => ({ content: fact(40_000 + k) })) }));
+    const last = stored.memories.at(-1).id;
+    const t = await until(async () => JSON.parse(await call("GET", `/memories/${last}`)).embeddedAt != null, 100);
+    log(`a batch of 1,000 memories with an endpoint that answers each call after ${delayMs} ms, side by side (the stand-in, delayed): ${(t / 1000).toFixed(1)} s until the last has embeddedAt (${upstream.requests.length - calls0} calls)`);
+  } finally {
+    await w.stop();
+  }
+}
+
 export async function main() {
   const dir = mkdtempSync(join(tmpdir(), "sa-bench-vectors-"));
   const standin = await startStandIn();
@@ -284,6 +304,12 @@ export async function main() {
       if (PARTS.has("fresh")) {
         if (real) await freshness(dir, real, "all-MiniLM-L6-v2, local");
         else log("\n(how soon a write is searchable by meaning: needs all-MiniLM-L6-v2, which did not start)");
+        const slow = await startStandIn(200);
+        try {
+          await latencyBound(dir, slow, 200);
+        } finally {
+          await slow.close();
+        }
       }
     } finally {
       await real?.close();
