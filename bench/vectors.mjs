@@ -18,11 +18,20 @@
 //     embeddings on and off (the answer does not wait for the vector)
 //  3. the index's memory at 100,000 items (computed from its layout: 48 bytes of code for 384
 //     dimensions, 8 of seq and 4 of scope per item; docs/REFERENCE.md#search-by-meaning)
+//  4. how soon a write is searchable by meaning (with the real model when it starts): from a
+//     write's answer to its vector, p50 / p99 over single writes (a message: polling a search of
+//     its session by a query that shares no word with it, so only its vector finds it; a
+//     memory: polling GET /memories/{id} until `embeddedAt`), and for a batch of 1,000 (one
+//     POST …/messages/batch, one POST /memories/batch) until the last of it has its vector; and
+//     1,000 memories against the stand-in answering each call after 200 ms, side by side (a
+//     hosted endpoint's latency: what calls at once gain when the endpoint is not the bottleneck)
 //
 // Options (environment variables):
 //   BENCH_VECTORS_SIZES   store sizes (default 1000,10000,100000)
 //   BENCH_VECTORS_QUERIES distinct queries per size and kind (default 40)
-//   BENCH_VECTORS_MODEL   auto (default: minilm if it starts), minilm, standin: the model of part 2
+//   BENCH_VECTORS_MODEL   auto (default: minilm if it starts), minilm, standin: the model of parts 2 and 4
+//   BENCH_VECTORS_PARTS   scale,writes,fresh (default all three)
+//   BENCH_VECTORS_FRESH   single writes of each kind in part 4 (default 20)
 //   BENCH_VECTORS=0       (read by bench/bench.mjs) skip this benchmark under `npm run bench`
 import http from "node:http";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -34,6 +43,8 @@ import { mulberry32, pct, ms, int, log, progress as progressFor, timed, client, 
 const SIZES = (process.env.BENCH_VECTORS_SIZES ?? "1000,10000,100000").split(",").map(Number).sort((a, b) => a - b);
 const QUERIES = Number(process.env.BENCH_VECTORS_QUERIES ?? 40);
 const MODEL = process.env.BENCH_VECTORS_MODEL ?? "auto";
+const PARTS = new Set((process.env.BENCH_VECTORS_PARTS ?? "scale,writes,fresh").split(","));
+const FRESH = Number(process.env.BENCH_VECTORS_FRESH ?? 20);
 const DIMS = 384;
 const progress = progressFor("bench vectors");
 /** Room for 100,000+ memories (the default limit is 10,000); no extraction. */
@@ -58,7 +69,8 @@ function standIn(text) {
   const n = Math.hypot(...v) || 1;
   return Array.from(v, (x) => x / n);
 }
-function startStandIn() {
+/** The stand-in endpoint; each call answered after `delayMs` (a hosted endpoint's latency). */
+function startStandIn(delayMs = 0) {
   const requests = [];
   const server = http.createServer((req, res) => {
     let body = "";
@@ -67,7 +79,7 @@ function startStandIn() {
       const input = [JSON.parse(body).input].flat();
       requests.push(input.length);
       res.setHeader("content-type", "application/json");
-      res.end(JSON.stringify({ object: "list", data: input.map((t, index) => ({ object: "embedding", index, embedding: standIn(t) })) }));
+      setTimeout(() => res.end(JSON.stringify({ object: "list", data: input.map((t, index) => ({ object: "embedding", index, embedding: standIn(t) })) })), delayMs);
     });
   });
   return new Promise((resolve) => server.listen(0, "127.0.0.1", () => resolve({
@@ -186,30 +198,119 @@ async function perWrite(dir, upstream, label) {
   }
 }
 
+// ── How soon a write is searchable by meaning ────────────────────────────────────────────────
+/** A text and a query that share no word (so only the text's vector finds it) and are near for
+ * all-MiniLM-L6-v2 (cosine 0.52, above the 0.42 a hit by meaning alone needs); `i` makes each
+ * text distinct (a text embedded before would reuse its vector without a call). */
+const FRESH_TEXT = (i) => `We adopted a beagle puppy from the rescue shelter on Saturday (${i}).`;
+const FRESH_QUERY = "our new family dog?";
+
+/** Milliseconds until `found()` is true, polling every `everyMs` (give up after `timeoutMs`). A
+ * poll is a request the object serves between its embedding calls: a batch is polled less often,
+ * so that polling takes little of the time measured. */
+async function until(found, everyMs = 10, timeoutMs = 300_000) {
+  const t0 = performance.now();
+  for (;;) {
+    if (await found()) return performance.now() - t0;
+    if (performance.now() - t0 > timeoutMs) throw new Error(`not embedded after ${timeoutMs / 1000} s`);
+    await new Promise((r) => setTimeout(r, everyMs));
+  }
+}
+
+async function freshness(dir, upstream, label) {
+  const vars = { ...CONFIG, EMBEDDINGS_PROVIDER: "openai", EMBEDDINGS_BASE_URL: upstream.baseUrl, EMBEDDINGS_MODEL: upstream.model };
+  const w = await startWorker({ persistDir: join(dir, "fresh"), apiToken: "bench", vars });
+  const call = client(w, "fresh");
+  const json = async (...a) => JSON.parse(await call(...a));
+  /** Whether message `id` of session `sid` is found by the query of meaning. */
+  const found = (sid, id) => async () => (await json("GET", `/sessions/${sid}/search?q=${encodeURIComponent(FRESH_QUERY)}&limit=5`)).results.some((h) => h.id === id);
+  const embedded = (id) => async () => (await json("GET", `/memories/${id}`)).embeddedAt != null;
+  try {
+    // The query's vector is kept by the service after its first search: ask it once first.
+    await call("GET", `/search?q=${encodeURIComponent(FRESH_QUERY)}&limit=5`);
+    const single = { message: [], memory: [] };
+    for (let i = 0; i < FRESH; i++) {
+      const m = { id: `f${i}`, role: "user", parts: [{ type: "text", text: FRESH_TEXT(i) }] };
+      await call("POST", `/sessions/f${i}/messages`, { message: m });
+      single.message.push(await until(found(`f${i}`, m.id)));
+      const mem = await json("POST", "/memories", { content: FRESH_TEXT(1000 + i) });
+      single.memory.push(await until(embedded(mem.id ?? mem.memory?.id)));
+    }
+    const batch = {};
+    const N = 1000;
+    const messages = Array.from({ length: N }, (_, k) => ({ id: `b${k}`, role: "user", parts: [{ type: "text", text: k === N - 1 ? FRESH_TEXT(5000) : fact(20_000 + k) }] }));
+    const calls0 = upstream.requests.length;
+    await call("POST", "/sessions/batch/messages/batch", { messages });
+    batch.message = await until(found("batch", `b${N - 1}`), 100);
+    batch.messageCalls = upstream.requests.length - calls0;
+    await drain(upstream.requests);
+    const memories = Array.from({ length: N }, (_, k) => ({ content: k === N - 1 ? FRESH_TEXT(6000) : fact(30_000 + k) }));
+    const stored = await json("POST", "/memories/batch", { memories });
+    const last = stored.memories.at(-1);
+    batch.memory = await until(embedded(last.id), 100);
+    log(`\n## How soon a write is searchable by meaning (${label})\n`);
+    log(`from a write's answer to its vector (${FRESH} single writes of each kind, each waited for, polled every 10 ms; a batch polled every 100 ms):`);
+    log(`one message (a search of its session by a query sharing no word with it finds it): p50 ${ms(pct(single.message, 50))} / p99 ${ms(pct(single.message, 99))}`);
+    log(`one memory (GET /memories/{id} has embeddedAt): p50 ${ms(pct(single.memory, 50))} / p99 ${ms(pct(single.memory, 99))}`);
+    log(`a batch of ${int(N)} messages (one POST …/messages/batch) until the last is found by meaning: ${(batch.message / 1000).toFixed(1)} s (${batch.messageCalls} embeddings calls)`);
+    log(`a batch of ${int(N)} memories (one POST /memories/batch) until the last has embeddedAt: ${(batch.memory / 1000).toFixed(1)} s`);
+  } finally {
+    await w.stop();
+  }
+}
+
+/** A batch of 1,000 memories against an endpoint that answers each call after `upstream`'s delay
+ * and answers calls side by side (as a hosted one does): the time until the last is embedded. */
+async function latencyBound(dir, upstream, delayMs) {
+  const vars = { ...CONFIG, EMBEDDINGS_PROVIDER: "openai", EMBEDDINGS_BASE_URL: upstream.baseUrl, EMBEDDINGS_MODEL: upstream.model };
+  const w = await startWorker({ persistDir: join(dir, "fresh-slow"), apiToken: "bench", vars });
+  const call = client(w, "slow");
+  try {
+    const calls0 = upstream.requests.length;
+    const stored = JSON.parse(await call("POST", "/memories/batch", { memories: Array.from({ length: 1000 }, (_, k) => ({ content: fact(40_000 + k) })) }));
+    const last = stored.memories.at(-1).id;
+    const t = await until(async () => JSON.parse(await call("GET", `/memories/${last}`)).embeddedAt != null, 100);
+    log(`a batch of 1,000 memories with an endpoint that answers each call after ${delayMs} ms, side by side (the stand-in, delayed): ${(t / 1000).toFixed(1)} s until the last has embeddedAt (${upstream.requests.length - calls0} calls)`);
+  } finally {
+    await w.stop();
+  }
+}
+
 export async function main() {
   const dir = mkdtempSync(join(tmpdir(), "sa-bench-vectors-"));
   const standin = await startStandIn();
   try {
-    const rows = [];
-    await scale(dir, standin, rows);
-    await scale(dir, null, rows);
-    report(rows);
+    if (PARTS.has("scale")) {
+      const rows = [];
+      await scale(dir, standin, rows);
+      await scale(dir, null, rows);
+      report(rows);
+    }
     let real = null;
-    if (MODEL !== "standin") {
+    if (MODEL !== "standin" && (PARTS.has("writes") || PARTS.has("fresh"))) {
       try {
         const { start, EMBEDDING_MODEL } = await import("../tests/e2e/minilm.mjs");
         const s = await start();
-        const requests = [];
         const origin = s.requests;
         real = { baseUrl: s.baseUrl, model: EMBEDDING_MODEL, get requests() { return origin; }, close: () => s.close() };
-        void requests;
       } catch (e) {
         if (MODEL === "minilm") throw e;
         progress(`all-MiniLM-L6-v2 did not start (${e.message.split("\n")[0]}); per-write figures with the stand-in`);
       }
     }
     try {
-      await perWrite(dir, real ?? standin, real ? "all-MiniLM-L6-v2, local" : "stand-in vectors");
+      if (PARTS.has("writes")) await perWrite(dir, real ?? standin, real ? "all-MiniLM-L6-v2, local" : "stand-in vectors");
+      // The stand-in's vectors are words: a query sharing none with a text is not near it.
+      if (PARTS.has("fresh")) {
+        if (real) await freshness(dir, real, "all-MiniLM-L6-v2, local");
+        else log("\n(how soon a write is searchable by meaning: needs all-MiniLM-L6-v2, which did not start)");
+        const slow = await startStandIn(200);
+        try {
+          await latencyBound(dir, slow, 200);
+        } finally {
+          await slow.close();
+        }
+      }
     } finally {
       await real?.close();
     }

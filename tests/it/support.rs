@@ -164,6 +164,8 @@ pub struct Model {
     /// `/embeddings` calls answered (with [`embedding`] vectors), and whether they fail.
     pub embed_calls: Cell<usize>,
     pub embed_fails: Cell<bool>,
+    /// An `/embeddings` call with a text containing this fails (the others are answered).
+    pub embed_refuses: RefCell<Option<String>>,
     /// When set, the next chat call waits for it before answering (a model still thinking).
     pub gate: RefCell<Option<futures::channel::oneshot::Receiver<()>>>,
     /// Chat calls never answer while set (a model call a crash cuts short).
@@ -272,8 +274,11 @@ impl Transport for Model {
         }
         if req.url.ends_with("/embeddings") {
             self.embed_calls.set(self.embed_calls.get() + 1);
-            let fails = self.embed_fails.get();
             let body: Json = serde_json::from_str(&req.body).unwrap_or(Json::Null);
+            let refused = self.embed_refuses.borrow().clone().is_some_and(|word| {
+                body["input"].as_array().is_some_and(|a| a.iter().any(|t| t.as_str().unwrap_or("").contains(&word)))
+            });
+            let fails = self.embed_fails.get() || refused;
             let data: Vec<Json> = body["input"]
                 .as_array()
                 .map(|a| {

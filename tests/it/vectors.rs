@@ -221,3 +221,59 @@ fn repeated_texts_are_embedded_once() {
     assert_eq!(api.model.embed_calls.get() - before, 1, "one call per new text; the copies reuse its vector");
     assert_eq!(api.count("SELECT count(*) FROM vectors WHERE kind = 2"), 3);
 }
+
+#[test]
+fn a_batch_is_embedded_by_calls_at_once_and_a_failed_call_keeps_only_its_rows_waiting() {
+    let api = Api::new().with_embeddings();
+    *api.model.embed_refuses.borrow_mut() = Some("poison".into());
+    let before = api.model.embed_calls.get();
+    // 100 messages: one batch of calls, 32 texts each (32 + 32 + 32 + 4); the second call
+    // holds the refused text.
+    let messages: Vec<Json> = (0..100)
+        .map(|i| {
+            let text = if i == 40 {
+                "poison ivy in the garden".to_owned()
+            } else {
+                format!("note number {i} about the garden")
+            };
+            json!({"id": format!("m{i}"), "role": "user", "parts": [{"type": "text", "text": text}]})
+        })
+        .collect();
+    let r = api.post("/sessions/s1/messages/batch", json!({ "messages": messages }));
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(api.model.embed_calls.get() - before, 4, "the four calls of one batch, made at once");
+    assert_eq!(api.count("SELECT count(*) FROM vectors WHERE kind = 2"), 68, "the three calls answered are stored");
+    assert_eq!(api.count("SELECT count(*) FROM unembedded"), 32, "the failed call's texts wait");
+    assert_eq!(api.count("SELECT count(*) FROM unembedded u JOIN messages m ON m.seq = u.item WHERE m.id = 'm40'"), 1);
+    // The next write's run embeds them once the endpoint takes the text.
+    *api.model.embed_refuses.borrow_mut() = None;
+    api.append("s1", "late", None, "one more note");
+    assert_eq!(api.count("SELECT count(*) FROM unembedded"), 0);
+    assert_eq!(api.count("SELECT count(*) FROM vectors WHERE kind = 2"), 101);
+}
+
+#[test]
+fn a_turn_is_embedded_alone_so_an_edit_of_the_turn_before_leaves_its_vector() {
+    // docs/REFERENCE.md#turn-context: the previous turn, the role and the date before a turn
+    // each measured worse; a vector is of its message's own text.
+    let api = Api::new().with_embeddings();
+    api.append("s1", "a", None, "We deploy to production on Friday");
+    api.append("s1", "b", None, "Lunch is at noon");
+    let hash_of = |id: &str| {
+        api.count(&format!(
+            "SELECT v.hash FROM vectors v JOIN messages m ON m.seq = v.item WHERE v.kind = 2 AND m.id = '{id}'"
+        ))
+    };
+    let own = Api::new().with_embeddings();
+    own.append("s9", "x", None, "Lunch is at noon");
+    assert_eq!(hash_of("b"), own.count("SELECT hash FROM vectors WHERE kind = 2"), "the hash of its own text alone");
+    let (before, edited) = (hash_of("b"), hash_of("a"));
+    let r = api.put(
+        "/sessions/s1/messages/a",
+        json!({"message": crate::support::msg("a", "user", "The deploy moved to Monday")}),
+    );
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(api.count("SELECT count(*) FROM unembedded"), 0);
+    assert_eq!(hash_of("b"), before, "the next turn keeps its vector");
+    assert_ne!(hash_of("a"), edited, "the edited turn has the vector of its new text");
+}
