@@ -152,7 +152,9 @@ pub(crate) fn newer_first(sql: &dyn Sql, hits: &mut Vec<Hit>, scale: Option<&Sca
     let words_of = |h: &Hit| words.iter().find(|(seq, _)| *seq == h.memory.seq).map_or(&[][..], |(_, w)| w.as_slice());
     // How alike two facts are, and whether that is enough for one subject.
     let same = same_subject(scale.unwrap_or(&Scale::default()));
-    let named: Vec<bool> = hits.iter().map(|h| names(query, &h.memory.content)).collect();
+    // By seq, as the words: the loop below moves hits.
+    let named: Vec<i64> = hits.iter().filter(|h| names(query, &h.memory.content)).map(|h| h.memory.seq).collect();
+    let is_named = |h: &Hit| named.contains(&h.memory.seq);
     let likeness = |a: &Hit, b: &Hit| match (vector(a), vector(b)) {
         (Some(x), Some(y)) if x.len() == y.len() => {
             let c = cosine(x, y);
@@ -189,7 +191,7 @@ pub(crate) fn newer_first(sql: &dyn Sql, hits: &mut Vec<Hit>, scale: Option<&Sca
         let Some(i) = corrected.filter(|&i| i < j && relevant(i)) else {
             continue;
         };
-        if named[i] && !named[j] {
+        if is_named(&hits[i]) && !is_named(&hits[j]) {
             continue;
         }
         let mut hit = hits.remove(j);
