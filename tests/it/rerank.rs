@@ -12,7 +12,7 @@ use session_agent_core::llm::rerank::{
     RerankConfig, RerankProvider, DEFAULT_CANDIDATES, DEFAULT_RERANK_TIMEOUT_MS, MAX_ANSWER_BYTES, WORKERS_AI_MODEL,
 };
 
-use crate::support::{ids, Api, Rerank};
+use crate::support::{hits, Api, Rerank};
 
 /// Four messages of session `s1` that all match "deploy", by id.
 const DEPLOYS: [(&str, &str); 4] = [
@@ -30,12 +30,6 @@ fn deploys(api: &Api) {
 
 fn text_of(id: &str) -> &'static str {
     DEPLOYS.iter().find(|(i, _)| *i == id).map(|(_, t)| *t).unwrap()
-}
-
-fn hits(api: &Api, path: &str) -> Vec<String> {
-    let r = api.get(path);
-    assert_eq!(r.status, 200, "{path}: {}", String::from_utf8_lossy(&r.body));
-    ids(&r.body_json()["results"])
 }
 
 fn recall(api: &Api, q: &str, limit: usize) -> Vec<String> {

@@ -3,7 +3,7 @@
 //! table bigger than its candidate cap), cross-session hits, and hostile input that must never
 //! become an FTS syntax error.
 
-use crate::support::{code, ids, Api};
+use crate::support::{code, hits, Api};
 use serde_json::json;
 
 fn seeded() -> Api {
@@ -13,12 +13,6 @@ fn seeded() -> Api {
     api.append("s1", "c", None, "Production builds: deploying needs approval; deploy deploy deploy");
     api.append("s2", "x", None, "The production deploy failed on Friday");
     api
-}
-
-fn hits(api: &Api, path: &str) -> Vec<String> {
-    let r = api.get(path);
-    assert_eq!(r.status, 200, "{path}: {}", String::from_utf8_lossy(&r.body));
-    ids(&r.body_json()["results"])
 }
 
 #[test]

@@ -526,6 +526,13 @@ pub fn ids(list: &Json) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// The ids of the hits of a search at `path` (its `results`), which must answer 200.
+pub fn hits(api: &Api, path: &str) -> Vec<String> {
+    let r = api.get(path);
+    assert_eq!(r.status, 200, "{path}: {}", String::from_utf8_lossy(&r.body));
+    ids(&r.body_json()["results"])
+}
+
 /// The words of the storage that no answer may carry: every name with an underscore in the
 /// statements of `migrations/` (tables, columns, indexes, triggers; comments left out), and
 /// SQLite's own phrases.

@@ -3,15 +3,9 @@
 //! vectors after the answer, searches fuse words and meaning, the index loads on start, follows
 //! writes, a model change re-embeds, and past its ceiling the newest items are kept.
 
-use crate::support::{ids, Api};
+use crate::support::{hits, Api};
 use serde_json::{json, Value as Json};
 use session_agent_core::vectors::{Kind, Vectors};
-
-fn hits(api: &Api, path: &str) -> Vec<String> {
-    let r = api.get(path);
-    assert_eq!(r.status, 200, "{path}: {}", String::from_utf8_lossy(&r.body));
-    ids(&r.body_json()["results"])
-}
 
 fn recall(api: &Api, q: &str) -> Vec<String> {
     let r = api.get(&format!("/memories/search?q={}", q.replace(' ', "+")));
