@@ -244,7 +244,9 @@ impl Meaning<'_> {
     /// The [`Scale`] of `kind` in this object: its baseline measured on a spread sample of its
     /// vectors, kept until the kind's items double or halve.
     pub(crate) fn scale(&self, kind: Kind) -> Result<Scale> {
-        let (kept, len, sample) = self.with_index(kind, |ix| {
+        // The index as loaded, without following the log when it is: a search follows it anyway,
+        // and a baseline a few writes behind is the same figure.
+        let read = |ix: &Index| {
             let len = ix.len();
             match ix.baseline {
                 Some((at, b)) if len <= 2 * at && 2 * len >= at && (at >= MIN_SAMPLE || len < MIN_SAMPLE) => {
@@ -252,7 +254,15 @@ impl Meaning<'_> {
                 }
                 _ => (None, len, ix.spread(SAMPLE)),
             }
-        })?;
+        };
+        let loaded = self.vectors.indexes.borrow()[kind.slot()]
+            .as_ref()
+            .filter(|ix| ix.model() == self.embeddings.model)
+            .map(&read);
+        let (kept, len, sample) = match loaded {
+            Some(found) => found,
+            None => self.with_index(kind, |ix| read(ix))?,
+        };
         if let Some(b) = kept {
             return Ok(Scale::new(b));
         }
@@ -261,7 +271,9 @@ impl Meaning<'_> {
             false => None,
         };
         let b = measured.unwrap_or(DEFAULT_BASELINE);
-        self.with_index(kind, |ix| ix.baseline = Some((len, b)))?;
+        if let Some(ix) = self.vectors.indexes.borrow_mut()[kind.slot()].as_mut() {
+            ix.baseline = Some((len, b));
+        }
         Ok(Scale::new(b))
     }
 
