@@ -43,6 +43,10 @@
 //   BENCH_CONV_EMBEDDINGS   auto (default: minilm if tests/e2e/minilm.mjs exists, else hashed),
 //                           minilm, hashed, or off (the "with embeddings" Worker is left out)
 //   BENCH_CONV_PARTS        history,memory (default both)
+//   BENCH_CONV_JOIN=G       each session's turns joined G at a time into one message (a long
+//                           message: its answers are the messages holding an answering turn), to
+//                           measure how long messages are found (neither corpus has a turn past
+//                           800 bytes; the service embeds a message in parts of ~1,000 bytes)
 //   BENCH_CONV_RESEED=1     memory recall on a freshly seeded store for every question
 //   BENCH_CONV_MISSES=text|hybrid|bm25  list on stderr, for that system, the questions whose
 //                           answering turns are not in the history search's top 10
@@ -154,6 +158,29 @@ async function countingProxy(upstream) {
 const started = performance.now();
 const corpus = CORPUS === "ours" ? buildConversations({ count: COUNT, seed: SEED }) : loadLocomo(CORPUS);
 if (CORPUS === "ours") for (const p of checkCorpus(corpus)) progress(`corpus problem: ${p}`);
+const JOIN = Number(process.env.BENCH_CONV_JOIN ?? 1);
+if (JOIN > 1) joinTurns(corpus, JOIN);
+
+/** Joins each session's turns `g` at a time into one (the first one's id and role), in place. */
+function joinTurns(corpus, g) {
+  const bytes = [];
+  for (const conv of corpus.conversations) {
+    const groupOf = new Map();
+    for (const ses of conv.sessions) {
+      const joined = [];
+      for (let i = 0; i < ses.turns.length; i += g) {
+        const ts = ses.turns.slice(i, i + g);
+        ts.forEach((t) => groupOf.set(t.id, ts[0].id));
+        joined.push({ ...ts[0], text: ts.map((t) => t.text).join("\n") });
+        bytes.push(Buffer.byteLength(joined.at(-1).text));
+      }
+      ses.turns = joined;
+    }
+    for (const q of conv.questions) q.answers = [...new Set(q.answers.map((a) => groupOf.get(a) ?? a))];
+  }
+  bytes.sort((a, b) => a - b);
+  progress(`turns joined ${g} at a time: ${bytes.length} messages, bytes p50 ${bytes[bytes.length >> 1]}, p90 ${bytes[Math.floor(bytes.length * 0.9)]}`);
+}
 const stats = corpus.stats ?? corpusStats(corpus);
 const KINDS = corpus.kinds ?? ["paraphrase", "lexical", "current"];
 const dir = mkdtempSync(join(tmpdir(), "sa-bench-conv-"));

@@ -271,3 +271,70 @@ fn a_turn_is_embedded_alone_so_an_edit_of_the_turn_before_leaves_its_vector() {
     assert_eq!(hash_of("b"), before, "the next turn keeps its vector");
     assert_ne!(hash_of("a"), edited, "the edited turn has the vector of its new text");
 }
+
+/// A query of words that no message has, each on the same dimension of the test embedding as
+/// one of `words` (`support::embedding`): what a model's synonyms are, so only meaning finds.
+fn synonyms(words: &[&str]) -> String {
+    let dim = |w: &str| crate::support::embedding(w).iter().position(|x| *x > 0.0);
+    let found: Vec<String> = words
+        .iter()
+        .map(|w| (0..).map(|n| format!("syn{n}")).find(|s| dim(s) == dim(w)).expect("one of 64 dimensions"))
+        .collect();
+    found.join("%20")
+}
+
+/// A long answer whose middle says what is asked: a paragraph about the garden, `middle` said
+/// over a part's length, and the garden again.
+fn long_answer(middle: &str) -> String {
+    let filler = "The roses in the garden bloom each spring and need water twice a week. ";
+    format!("{}{} {}", filler.repeat(30), format!("{middle} ").repeat(20), filler.repeat(30))
+}
+
+#[test]
+fn a_long_message_is_found_by_what_its_middle_says() {
+    use session_agent_core::vectors::{PARTS, PART_BYTES};
+    let api = Api::new().with_embeddings();
+    let text = long_answer("We migrate the postgres database cluster to kubernetes next quarter.");
+    assert!(text.len() > 4 * PART_BYTES);
+    api.append("s1", "long", None, &text);
+    api.append("s1", "short", None, "Lunch is at noon");
+    let parts = api.count("SELECT count(*) FROM vectors WHERE kind = 4");
+    assert!((4..PARTS).contains(&parts), "its parts after the first: {parts}");
+    assert_eq!(api.count("SELECT count(*) FROM vectors WHERE kind = 2"), 2);
+    // The words find nothing: meaning alone, by the middle part (the first is about roses).
+    let q = synonyms(&["postgres", "database", "cluster", "kubernetes"]);
+    assert_eq!(hits(&api, &format!("/sessions/s1/search?q={q}")), ["long"]);
+    assert_eq!(hits(&api, &format!("/search?q={q}")), ["long"]);
+    // An edit takes the parts along and embeds the new text's; a delete takes them along.
+    let r = api.put("/sessions/s1/messages/long", json!({"message": crate::support::msg("long", "user", "Short now")}));
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(api.count("SELECT count(*) FROM vectors WHERE kind = 4"), 0, "one part now");
+    assert!(hits(&api, &format!("/search?q={q}")).is_empty());
+    api.append("s1", "again", None, &text);
+    assert_eq!(api.count("SELECT count(*) FROM vectors WHERE kind = 4"), parts, "a copy's parts reuse the vectors");
+    let r = api.delete("/sessions/s1/messages/again");
+    assert!(r.status == 200 || r.status == 204, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(api.count("SELECT count(*) FROM vectors WHERE kind = 4"), 0);
+}
+
+#[test]
+fn a_message_is_stored_with_all_its_parts_or_waits_whole() {
+    let api = Api::new().with_embeddings();
+    // The refused word is in a later part only: the call holding it fails, so none of the
+    // message's vectors are stored and it waits whole.
+    *api.model.embed_refuses.borrow_mut() = Some("kubernetes".into());
+    api.append(
+        "s1",
+        "long",
+        None,
+        &long_answer("We migrate the postgres database cluster to kubernetes next quarter."),
+    );
+    assert_eq!(api.count("SELECT count(*) FROM vectors WHERE kind IN (2, 4)"), 0);
+    assert_eq!(api.count("SELECT count(*) FROM unembedded WHERE kind = 2"), 1);
+    *api.model.embed_refuses.borrow_mut() = None;
+    api.append("s1", "next", None, "Lunch is at noon");
+    assert_eq!(api.count("SELECT count(*) FROM unembedded"), 0);
+    assert!(api.count("SELECT count(*) FROM vectors WHERE kind = 4") >= 4);
+    let q = synonyms(&["postgres", "database", "cluster", "kubernetes"]);
+    assert_eq!(hits(&api, &format!("/search?q={q}")), ["long"]);
+}

@@ -5,10 +5,12 @@
 //! (the other calls' rows are stored); a row changed or deleted during the call is not given
 //! the vector of its old text.
 //!
-//! What is embedded: a memory's content, a message's indexed text (its text parts, as full-text
-//! search has it; a message without text has no vector), a search entry's content; of a long
-//! text, its beginning ([`beginning`]). A text embedded before (a fork's copies, an edit that
-//! kept the words, the same entry ingested twice) reuses that vector without a call.
+//! What is embedded: a memory's content, a search entry's content, each by its beginning
+//! ([`beginning`]); a message's indexed text (its text parts, as full-text search has it; a
+//! message without text has no vector) in [`parts`] of at most [`PART_BYTES`]: the first is the
+//! message's vector ([`Kind::Message`]), each further one a [`Kind::Part`] of it, so a long
+//! answer is found by what its middle says. A text embedded before (a fork's copies, an edit
+//! that kept the words, the same entry ingested twice) reuses that vector without a call.
 //!
 //! A turn is embedded alone: each context tried, measured alone with all-MiniLM-L6-v2
 //! (`bench/embed-context.mjs`, the service's fusion; hit@10 / MRR@10, ours · LoCoMo), lost on
@@ -16,11 +18,10 @@
 //! bytes before it 0.47 / 0.35 · 0.69 / 0.41 (the service: 0.46 / 0.35 · 0.68 / 0.40); the
 //! role 0.49 / 0.36 · 0.69 / 0.42; the session's date 0.47 / 0.37 (one date: ours has none) ·
 //! 0.69 / 0.43. So a vector depends on its own text only, and an edit of the previous turn
-//! leaves the next one's right. No turn of either corpus passes 800 bytes, so chunks would
-//! change none; on messages of 10 turns each (LoCoMo, a median 1,265 bytes, past the 256
-//! tokens the model reads) a message's best chunk of at most 600 bytes found more (0.89 / 0.66
-//! → 0.92 / 0.72; ours, 874 bytes, 0.60 / 0.42 → 0.59 / 0.44): not done yet (a vector per
-//! chunk needs the vectors' key and the index to change). docs/REFERENCE.md#search-by-meaning.
+//! leaves the next one's right. No turn of either corpus passes 800 bytes, so parts change
+//! none of them; on messages of 10 turns each (`bench/embed-chunks.mjs`: LoCoMo, a median 1,265
+//! bytes, past the 256 tokens the model reads), a message's best part found more than one
+//! vector of its beginning (see [`PART_BYTES`]). docs/REFERENCE.md#search-by-meaning.
 
 use futures::future::join4;
 
@@ -53,51 +54,118 @@ const LOG_KEPT: i64 = 10_000;
 /// Most batches of one run (a run goes on until nothing waits; a later write starts another).
 const ROUNDS: usize = 10_000;
 
+/// Bytes of one part of a message ([`parts`]): about 250 English tokens, all-MiniLM-L6-v2's window (256
+/// tokens; `@cf/baai/bge-*` read 512). On messages of 10 LoCoMo turns (a median 1,265 bytes),
+/// with the model, hit@10 / MRR@10 by meaning alone and fused as the service fuses
+/// (`bench/embed-chunks.mjs`): one vector of the first 2,000 bytes CHUNK_FIGURES.
+pub const PART_BYTES: usize = 1000;
+
+/// Most parts of one message, its first included: the rest of a longer message is found by its
+/// words. A part `p` of message `seq` (p ≥ 1) is stored as item `seq × PARTS + p` of
+/// [`Kind::Part`].
+pub const PARTS: i64 = 16;
+
+/// The item of part `p` (≥ 1) of message `seq`.
+pub(crate) fn part_item(seq: i64, p: usize) -> i64 {
+    seq * PARTS + p as i64
+}
+
+/// The message a [`Kind::Part`] item is a part of.
+pub(crate) fn message_of(part: i64) -> i64 {
+    part.div_euclid(PARTS)
+}
+
 /// The beginning of `text` that is embedded: at most [`MAX_TEXT_BYTES`], cut after the last
 /// white space of the second half when there is one (else at a character).
 pub fn beginning(text: &str) -> &str {
-    let text = text.trim();
-    if text.len() <= MAX_TEXT_BYTES {
+    cut(text.trim(), MAX_TEXT_BYTES)
+}
+
+/// At most `max` bytes of the beginning of `text`, cut after the last white space of the second
+/// half when there is one (else at a character).
+fn cut(text: &str, max: usize) -> &str {
+    if text.len() <= max {
         return text;
     }
-    let mut end = MAX_TEXT_BYTES;
+    let mut end = max;
     while !text.is_char_boundary(end) {
         end -= 1;
     }
     let cut = &text[..end];
     match cut.rfind(char::is_whitespace) {
-        Some(i) if i > MAX_TEXT_BYTES / 2 => cut[..i].trim_end(),
+        Some(i) if i > max / 2 => cut[..i].trim_end(),
         _ => cut,
     }
 }
 
-/// The text of row `item` of `kind` as it is now, its scope (a message's session, an entry's
-/// label) and when it was written; `None` when the row is gone or has no text.
-fn text_of(sql: &dyn Sql, kind: Kind, item: i64) -> Result<Option<(Option<String>, String, String)>> {
+/// The parts of a message's text that are embedded, in order: pieces of at most [`PART_BYTES`],
+/// each cut at a word as [`beginning`] cuts, at most [`PARTS`] of them.
+pub fn parts(text: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut rest = text.trim();
+    while !rest.is_empty() && out.len() < PARTS as usize {
+        let piece = cut(rest, PART_BYTES);
+        out.push(piece);
+        rest = rest[piece.len()..].trim_start();
+    }
+    out
+}
+
+/// The texts embedded for row `item` of `kind` as it is now (a message's [`parts`], a part's
+/// own, another row's [`beginning`]), its scope (a message's session, an entry's label) and when
+/// it was written; `None` when the row is gone or has no text.
+fn text_of(sql: &dyn Sql, kind: Kind, item: i64) -> Result<Option<Texts>> {
     let q = match kind {
         Kind::Memory => "SELECT NULL, content, updated_at FROM memories WHERE seq = ?",
-        Kind::Message => {
+        Kind::Message | Kind::Part => {
             "SELECT m.session_id, (SELECT content FROM messages_fts WHERE rowid = m.seq), m.created_at
                FROM messages m WHERE m.seq = ?"
         }
         Kind::Entry => "SELECT label, content, updated_at FROM search_entries WHERE seq = ?",
     };
-    let Some(r) = sql.query_row(q, &[Value::Int(item)])? else { return Ok(None) };
-    let text = r.opt_text(1)?.map(|t| beginning(&t).to_owned()).filter(|t| !t.is_empty());
-    text.map(|t| Ok((r.opt_text(0)?, t, r.text(2)?))).transpose()
+    let row = if kind == Kind::Part { message_of(item) } else { item };
+    let Some(r) = sql.query_row(q, &[Value::Int(row)])? else { return Ok(None) };
+    let Some(text) = r.opt_text(1)? else { return Ok(None) };
+    let texts: Vec<String> = match kind {
+        Kind::Memory | Kind::Entry => vec![beginning(&text).to_owned()],
+        Kind::Message => parts(&text).into_iter().map(str::to_owned).collect(),
+        Kind::Part => parts(&text).get((item - row * PARTS) as usize).map(|t| (*t).to_owned()).into_iter().collect(),
+    };
+    if texts.first().is_none_or(|t| t.is_empty()) {
+        return Ok(None);
+    }
+    Ok(Some(Texts { scope: r.opt_text(0)?, texts, written: r.text(2)? }))
 }
 
-/// One row to embed.
+/// What [`text_of`] reads of a row.
+struct Texts {
+    scope: Option<String>,
+    texts: Vec<String>,
+    written: String,
+}
+
+/// One row to embed: one text, or a message's parts (stored together or not at all).
 struct Work {
     kind: Kind,
     item: i64,
     scope: Option<String>,
-    text: String,
-    hash: i64,
-    vector: Option<Vec<f32>>,
-    /// When its vector is made: the run's time, or the row's own when it was written after
+    texts: Vec<String>,
+    hashes: Vec<i64>,
+    vectors: Vec<Option<Vec<f32>>>,
+    /// When its vectors are made: the run's time, or the row's own when it was written after
     /// the run began (a run goes on with what later writes queue).
     at: String,
+}
+
+impl Work {
+    /// The kind and item each of its vectors is stored as: a message's first part as the
+    /// message, the others as its [`Kind::Part`]s.
+    fn keys(&self) -> impl Iterator<Item = (Kind, i64)> + '_ {
+        (0..self.texts.len()).map(|p| match (self.kind, p) {
+            (Kind::Message, p) if p > 0 => (Kind::Part, part_item(self.item, p)),
+            (kind, _) => (kind, self.item),
+        })
+    }
 }
 
 /// Embeds every row waiting for its vector (nothing without embeddings); a failing call is a
@@ -132,42 +200,54 @@ struct Round {
 
 /// One batch; `None` when nothing waits.
 async fn round(sql: &dyn Sql, t: &dyn Transport, cfg: &EmbeddingsConfig, now: &str) -> Result<Option<Round>> {
-    let queued = sql
-        .query("SELECT kind, item FROM unembedded ORDER BY kind, item LIMIT ?", &[Value::Int(BATCH * CALLS as i64)])?;
+    let most = BATCH as usize * CALLS;
+    let queued =
+        sql.query("SELECT kind, item FROM unembedded ORDER BY kind, item LIMIT ?", &[Value::Int(most as i64)])?;
     if queued.is_empty() {
         return Ok(None);
     }
     let model = cfg.model.as_str();
-    let mut work = Vec::with_capacity(queued.len());
+    let mut work: Vec<Work> = Vec::with_capacity(queued.len());
     let mut gone = Vec::new();
+    let mut texts = 0;
     for r in &queued {
         let (number, item) = (r.int(0)?, r.int(1)?);
         let text = match Kind::from_number(number) {
-            Some(kind) => text_of(sql, kind, item)?.map(|(scope, text, written)| (kind, scope, text, written)),
+            Some(kind) => text_of(sql, kind, item)?.map(|t| (kind, t)),
             None => None,
         };
-        match text {
-            Some((kind, scope, text, written)) => {
-                let hash = text_hash(&text);
-                // The same text embedded by this model before: its vector, without a call.
-                let vector = sql
-                    .query_row(
-                        "SELECT vector FROM vectors WHERE model = ? AND hash = ? LIMIT 1",
-                        &[model.into(), Value::Int(hash)],
-                    )?
-                    .and_then(|r| match r.0.into_iter().next() {
-                        Some(Value::Blob(b)) => Some(decode(&b)),
-                        _ => None,
-                    });
-                let at = if written.as_str() > now { written } else { now.to_owned() };
-                work.push(Work { kind, item, scope, text, hash, vector, at });
-            }
-            None => gone.push((number, item)),
+        let Some((kind, Texts { scope, texts: row_texts, written })) = text else {
+            gone.push((number, item));
+            continue;
+        };
+        // A batch asks for at most `most` texts: a message's parts go whole, in a later batch if
+        // they do not fit in this one.
+        if texts + row_texts.len() > most && !work.is_empty() {
+            break;
         }
+        texts += row_texts.len();
+        let hashes: Vec<i64> = row_texts.iter().map(|t| text_hash(t)).collect();
+        let mut vectors = Vec::with_capacity(hashes.len());
+        for hash in &hashes {
+            // The same text embedded by this model before: its vector, without a call.
+            let found = sql.query_row(
+                "SELECT vector FROM vectors WHERE model = ? AND hash = ? LIMIT 1",
+                &[model.into(), Value::Int(*hash)],
+            )?;
+            vectors.push(found.and_then(|r| match r.0.into_iter().next() {
+                Some(Value::Blob(b)) => Some(decode(&b)),
+                _ => None,
+            }));
+        }
+        let at = if written.as_str() > now { written } else { now.to_owned() };
+        work.push(Work { kind, item, scope, texts: row_texts, hashes, vectors, at });
     }
     // The texts without a vector, BATCH a call, the calls at once; what a failed call asked
     // keeps waiting, what the others answered is stored.
-    let asked: Vec<String> = work.iter().filter(|w| w.vector.is_none()).map(|w| w.text.clone()).collect();
+    let asked: Vec<String> = work
+        .iter()
+        .flat_map(|w| w.texts.iter().zip(&w.vectors).filter(|(_, v)| v.is_none()).map(|(t, _)| t.clone()))
+        .collect();
     let chunks: Vec<&[String]> = asked.chunks(BATCH as usize).collect();
     let call = |i: usize| {
         let texts = chunks.get(i).copied();
@@ -192,8 +272,8 @@ async fn round(sql: &dyn Sql, t: &dyn Transport, cfg: &EmbeddingsConfig, now: &s
         }
     }
     let mut answered = answered.into_iter();
-    for w in work.iter_mut().filter(|w| w.vector.is_none()) {
-        w.vector = answered.next().flatten();
+    for v in work.iter_mut().flat_map(|w| w.vectors.iter_mut()).filter(|v| v.is_none()) {
+        *v = answered.next().flatten();
     }
     let mut stored = 0;
     atomically(sql, || {
@@ -202,26 +282,43 @@ async fn round(sql: &dyn Sql, t: &dyn Transport, cfg: &EmbeddingsConfig, now: &s
             sql.execute(dequeue, &[Value::Int(*number), Value::Int(*item)])?;
         }
         for w in &work {
-            let Some(v) = &w.vector else { continue };
-            // Changed or deleted during the call: its new text waits (the triggers queued it).
-            if text_of(sql, w.kind, w.item)?.map(|(_, text, _)| text).as_deref() != Some(w.text.as_str()) {
+            // A row is stored whole: every part, or (one failed) none.
+            if w.vectors.iter().any(Option::is_none) {
                 continue;
             }
-            sql.execute(
-                "INSERT INTO vectors (kind, item, scope, model, hash, at, code, vector) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-                 ON CONFLICT (kind, item) DO UPDATE SET scope = excluded.scope, model = excluded.model,
-                   hash = excluded.hash, at = excluded.at, code = excluded.code, vector = excluded.vector",
-                &[
-                    Value::Int(w.kind.number()),
-                    Value::Int(w.item),
-                    w.scope.clone().into(),
-                    model.into(),
-                    Value::Int(w.hash),
-                    w.at.as_str().into(),
-                    Value::Blob(code_bytes(&sign_code(v))),
-                    Value::Blob(encode(v)),
-                ],
-            )?;
+            // Changed or deleted during the call: its new text waits (the triggers queued it).
+            if text_of(sql, w.kind, w.item)?.map(|t| t.texts).as_ref() != Some(&w.texts) {
+                continue;
+            }
+            for (((kind, item), v), hash) in w.keys().zip(w.vectors.iter().flatten()).zip(&w.hashes) {
+                sql.execute(
+                    "INSERT INTO vectors (kind, item, scope, model, hash, at, code, vector) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                     ON CONFLICT (kind, item) DO UPDATE SET scope = excluded.scope, model = excluded.model,
+                       hash = excluded.hash, at = excluded.at, code = excluded.code, vector = excluded.vector",
+                    &[
+                        Value::Int(kind.number()),
+                        Value::Int(item),
+                        w.scope.clone().into(),
+                        model.into(),
+                        Value::Int(*hash),
+                        w.at.as_str().into(),
+                        Value::Blob(code_bytes(&sign_code(v))),
+                        Value::Blob(encode(v)),
+                    ],
+                )?;
+            }
+            if w.kind == Kind::Message {
+                // Parts of an earlier text past this one's last (its edit deleted them; a part
+                // embedded on its own keeps them).
+                sql.execute(
+                    "DELETE FROM vectors WHERE kind = ? AND item >= ? AND item < ?",
+                    &[
+                        Value::Int(Kind::Part.number()),
+                        Value::Int(part_item(w.item, w.texts.len())),
+                        Value::Int(part_item(w.item + 1, 0)),
+                    ],
+                )?;
+            }
             sql.execute(dequeue, &[Value::Int(w.kind.number()), Value::Int(w.item)])?;
             stored += 1;
         }
@@ -238,7 +335,7 @@ async fn round(sql: &dyn Sql, t: &dyn Transport, cfg: &EmbeddingsConfig, now: &s
 
 #[cfg(test)]
 mod tests {
-    use super::{beginning, MAX_TEXT_BYTES};
+    use super::{beginning, message_of, part_item, parts, MAX_TEXT_BYTES, PARTS, PART_BYTES};
 
     #[test]
     fn a_long_text_is_embedded_by_its_beginning_cut_at_a_word() {
@@ -250,5 +347,25 @@ mod tests {
         let wide = "é".repeat(3000);
         let b = beginning(&wide);
         assert!(b.len() <= MAX_TEXT_BYTES && b.chars().all(|c| c == 'é'));
+    }
+
+    #[test]
+    fn a_message_is_embedded_in_parts_cut_at_words() {
+        assert_eq!(parts("  one short turn \n"), vec!["one short turn"]);
+        assert!(parts(" \n ").is_empty());
+        let long: String = (0..600).map(|i| format!("w{i} ")).collect();
+        let ps = parts(&long);
+        assert!(ps.len() > 3 && ps.len() <= PARTS as usize, "{}", ps.len());
+        assert!(ps.iter().all(|p| p.len() <= PART_BYTES && !p.starts_with(' ') && !p.ends_with(' ')));
+        // Nothing lost between parts: they are the text's words, in order.
+        let words: Vec<&str> = ps.iter().flat_map(|p| p.split_whitespace()).collect();
+        assert_eq!(words, long.split_whitespace().collect::<Vec<_>>());
+        // Past PARTS parts, the rest is left to the words.
+        let longer = "word ".repeat(PART_BYTES * PARTS as usize);
+        assert_eq!(parts(&longer).len(), PARTS as usize);
+        // A part's item says its message.
+        assert_eq!(message_of(part_item(41, 3)), 41);
+        assert_eq!(message_of(part_item(41, PARTS as usize - 1)), 41);
+        assert_ne!(part_item(41, PARTS as usize - 1), part_item(42, 1));
     }
 }

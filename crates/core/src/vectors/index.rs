@@ -31,8 +31,11 @@ const NO_SCOPE: u32 = u32::MAX;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
     Memory,
+    /// A message, by its first part (`embed::parts`).
     Message,
     Entry,
+    /// A further part of a long message (item: `embed::part_item`).
+    Part,
 }
 
 impl Kind {
@@ -42,11 +45,12 @@ impl Kind {
             Kind::Memory => 1,
             Kind::Message => 2,
             Kind::Entry => 3,
+            Kind::Part => 4,
         }
     }
 
     pub(crate) fn from_number(n: i64) -> Option<Kind> {
-        [Kind::Memory, Kind::Message, Kind::Entry].into_iter().find(|k| k.number() == n)
+        [Kind::Memory, Kind::Message, Kind::Entry, Kind::Part].into_iter().find(|k| k.number() == n)
     }
 
     pub(crate) fn slot(self) -> usize {

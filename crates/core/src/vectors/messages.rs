@@ -1,13 +1,15 @@
 //! Search of messages by their words and by their meaning: the full-text hits
 //! ([`store::search`](crate::store::search)) and the nearest message vectors of the same reach
 //! (the session searched; across sessions, the sessions a limited token opens: invariant 38),
-//! fused by rank ([`fuse`](super::fuse)). A message found by meaning alone is at least the
+//! fused by rank ([`fuse`](super::fuse)); a long message is as near as its nearest part
+//! (`embed::parts`). A message found by meaning alone is at least the
 //! [`Scale::floor`](super::Scale::floor) of the object's messages from the query; one the words
 //! found too counts its meaning from their [`Scale::support`](super::Scale::support). Without embeddings, or with nothing to search for, it is
 //! full-text search as it was; a query that cannot be embedded now is searched by its words,
 //! with a warning. The hits found are then re-ordered by the re-ranker, if one is configured
 //! (`crate::llm::rerank`: the same hits, its best first).
 
+use super::embed::message_of;
 use super::fuse::{fuse, CANDIDATES};
 use super::index::{Kind, Within};
 use super::{evidence, Meaning};
@@ -71,7 +73,7 @@ async fn found(meaning: &Meaning<'_>, scope: Scope<'_>, query: &str, limit: i64)
         _ => Within::Scopes(&sessions),
     };
     let scale = meaning.scale(Kind::Message)?;
-    let near = meaning.nearest(Kind::Message, &vector, within, wide.max(0) as usize, scale.support())?;
+    let near = nearest(meaning, &vector, within, wide.max(0) as usize, scale.support())?;
     let key = |h: &Hit| (h.session_id.clone(), h.id.clone());
     let lexical_keys: Vec<_> = lexical.iter().map(key).collect();
     // Each near message as a hit, with its similarity (one without text has no hit).
@@ -89,6 +91,23 @@ async fn found(meaning: &Meaning<'_>, scope: Scope<'_>, query: &str, limit: i64)
     let hits =
         order.into_iter().filter_map(|k| all.iter().position(|h| key(h) == k).map(|i| all.swap_remove(i))).collect();
     Ok(Warned::clean(hits))
+}
+
+/// The (at most) `n` messages within `within` most similar to `vector` by their best part
+/// (`embed::parts`), with that similarity (at least `min`), most similar first.
+fn nearest(meaning: &Meaning<'_>, vector: &[f32], within: Within<'_>, n: usize, min: f64) -> Result<Vec<(i64, f64)>> {
+    let mut near = meaning.nearest(Kind::Message, vector, within, n, min)?;
+    let parts = meaning.nearest(Kind::Part, vector, within, n, min)?;
+    for (part, similarity) in parts {
+        let seq = message_of(part);
+        match near.iter_mut().find(|(s, _)| *s == seq) {
+            Some(found) => found.1 = found.1.max(similarity),
+            None => near.push((seq, similarity)),
+        }
+    }
+    near.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0)));
+    near.truncate(n);
+    Ok(near)
 }
 
 /// The hits of messages `seqs` with their seqs, in that order (within a session: without their

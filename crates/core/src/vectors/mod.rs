@@ -22,6 +22,7 @@ use std::cell::RefCell;
 use std::rc::Rc;
 
 use code::{cosine, decode, sign_code};
+pub use embed::{PARTS, PART_BYTES};
 pub use index::Kind;
 use index::{Followed, Index, Within, MAX_ITEMS};
 
@@ -148,7 +149,7 @@ const QUERIES: usize = 32;
 /// database), and the query vectors of recent searches.
 #[derive(Default)]
 pub struct Vectors {
-    indexes: RefCell<[Option<Index>; 3]>,
+    indexes: RefCell<[Option<Index>; 4]>,
     queries: RefCell<Vec<(String, Rc<[f32]>)>>,
     /// Most items per index ([`MAX_ITEMS`] unless a test says less).
     cap: Option<usize>,
