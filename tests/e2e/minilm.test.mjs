@@ -177,6 +177,26 @@ test("a paraphrased question finds its fact and its message, by /memories/search
   }
 });
 
+test("a long answer is found by what its middle says: a message is embedded in parts of ~1,000 bytes", async () => {
+  const L = "long-answers";
+  // About 4 KB: baking for a kilobyte and a half, then a paragraph about the sister's Volvo,
+  // then baking again. The model reads ~256 tokens of a text, so one vector of the beginning
+  // holds only the baking; the question shares no word with the paragraph.
+  const baking = "Knead the dough for ten minutes, let it rise in a warm place until doubled, then shape the loaves and bake them at two hundred degrees until golden. ";
+  const volvo = "About my sister: she drives a red Volvo station wagon now, bought used last spring, and takes it to work every morning. She loves that Volvo and says the wagon handles snow well. ";
+  const text = baking.repeat(10) + volvo.repeat(4) + baking.repeat(10);
+  await say(L, "family", "m1", text);
+  await say(L, "family", "m2", "We should plan the garden party for June.");
+  await waitFor("five vectors of the long message", () => model.requests.filter((r) => !r.failed && [r.body.input].flat().some((t) => t.includes("Knead") || t.includes("Volvo station"))).flatMap((r) => [r.body.input].flat()).filter((t) => t.includes("Knead") || t.includes("Volvo station")).length >= 4);
+  const question = "what vehicle does my sibling own?";
+  const hits = await waitFor("the long message by meaning", async () => {
+    const h = await history(L, "/search", question);
+    return h.length > 0 && h;
+  });
+  assert.deepEqual(hits.map((h) => h.id), ["m1"], JSON.stringify(hits.map((h) => h.id)));
+  assert.deepEqual(await history(L, "/search", "How many valence electrons does boron have?"), [], "unrelated: nothing");
+});
+
 test("messages the embeddings endpoint failed for are caught up by a later write", async () => {
   const F = "flaky-messages";
   const text = "Our flight to Lisbon leaves at seven in the morning.";

@@ -339,3 +339,81 @@ fn every_write_sends_its_frames() {
     assert_eq!(api.delete("/sessions/s/messages/nope").status, 404);
     assert_eq!(kinds(&api, "s"), Vec::<String>::new());
 }
+
+#[test]
+fn the_summarizer_is_compaction_model_when_set() {
+    let api = api(json!({"model": "cheap-summarizer", "protectHead": 1, "tailTokenBudget": 10, "minTailMessages": 1}));
+    fill(&api, "s", 8);
+    api.model.reply(Ok(completion("A summary of the trip.")));
+    let r = api.post("/sessions/s/compact", json!({}));
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let sent = api.model.requests.borrow().last().cloned().expect("a summary request");
+    assert_eq!(sent["model"], "cheap-summarizer");
+    // Without it, the configured model.
+    let plain = self::api(json!({"protectHead": 1, "tailTokenBudget": 10, "minTailMessages": 1}));
+    fill(&plain, "s", 8);
+    plain.model.reply(Ok(completion("A summary of the trip.")));
+    assert_eq!(plain.post("/sessions/s/compact", json!({})).status, 200);
+    assert_eq!(plain.model.requests.borrow().last().unwrap()["model"], plain.llm.model.as_str());
+    for bad in [json!({"model": ""}), json!({"model": 5}), json!({"model": "m".repeat(300)})] {
+        let cfg = json!({"compaction": bad});
+        assert!(session_agent_core::config::SessionConfig::from_json(&cfg.to_string()).is_err(), "{cfg}");
+    }
+}
+
+/// A provider that counts more input tokens than we estimate (600 for each turn here, which we
+/// estimate at ~230: its tools' definitions, the prompt, one message); the ledger keeps both.
+#[test]
+fn the_providers_counts_calibrate_the_estimate_auto_compaction_compares() {
+    use session_agent_core::directory::usage::calibration;
+    let api = Api::with_config(
+        json!({"compaction": {"after": 400, "protectHead": 1, "tailTokenBudget": 10, "minTailMessages": 1}}),
+    )
+    .with_model();
+    // Turns whose requests we estimate at E tokens, which the provider says are 100.
+    let mut estimates = Vec::new();
+    let counted = |n: i64| {
+        let body = json!({"choices": [{"message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": n, "completion_tokens": 2}});
+        HttpResponse { status: 200, body: body.to_string() }
+    };
+    for i in 0..3 {
+        api.model.reply(Ok(counted(600)));
+        let r = api.post("/sessions/t/chat", json!({"message": msg(&format!("u{i}"), "user", "hi")}));
+        assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+        estimates.push(api.count("SELECT input_estimate FROM usage_ledger ORDER BY seq DESC LIMIT 1"));
+    }
+    assert!(estimates.iter().all(|e| *e > 0 && *e < 400), "our estimates are below the provider's 600: {estimates:?}");
+    let c = calibration(&api.db, &api.llm.model).unwrap();
+    assert_eq!((c.turns, c.input_tokens), (3, 1800));
+    assert_eq!(c.estimated_input_tokens, estimates.iter().sum::<i64>());
+    let ratio = c.ratio();
+    assert!(ratio > 1.5, "{ratio}");
+    // GET /usage says so.
+    let u = api.get("/usage").body_json();
+    assert_eq!(u["calibration"]["turns"], 3, "{u}");
+    assert_eq!(u["calibration"]["inputTokens"], 1800);
+    assert_eq!(u["calibration"]["model"], api.llm.model.as_str());
+    crate::support::assert_near(u["calibration"]["ratio"].as_f64(), ratio);
+    // Appends in another session: its estimate, calibrated, passes `after` (400) sooner than
+    // the same appends' raw estimate in an agent whose provider never counted.
+    let compacted_at = |api: &Api| {
+        for i in 1..=60 {
+            let text = "a few words about the plan for the trip";
+            let r = api.post("/sessions/s/messages", json!({"message": msg(&format!("m{i}"), "user", text)}));
+            assert_eq!(r.status, 201);
+            if let Some(c) = r.body_json().get("compaction") {
+                return (i, c["tokenEstimate"].as_i64().unwrap());
+            }
+        }
+        panic!("never compacted");
+    };
+    let (calibrated, estimate) = compacted_at(&api);
+    let plain = Api::with_config(
+        json!({"compaction": {"after": 400, "protectHead": 1, "tailTokenBudget": 10, "minTailMessages": 1}}),
+    )
+    .with_model();
+    let (raw, raw_estimate) = compacted_at(&plain);
+    assert!(estimate > 400 && raw_estimate > 400);
+    assert!((calibrated as f64) < raw as f64 / 1.4, "calibrated: after {calibrated} appends; raw: after {raw}");
+}

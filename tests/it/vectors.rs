@@ -338,3 +338,45 @@ fn a_message_is_stored_with_all_its_parts_or_waits_whole() {
     let q = synonyms(&["postgres", "database", "cluster", "kubernetes"]);
     assert_eq!(hits(&api, &format!("/search?q={q}")), ["long"]);
 }
+
+#[test]
+fn messages_embedded_by_their_beginning_before_are_embedded_again_in_parts() {
+    use crate::support::{db_at, msg};
+    use session_agent_core::sql::{Sql, Value};
+    use session_agent_core::store::schema;
+    // An agent left at migration 18 with embeddings on: a long message with one vector of its
+    // beginning, a short one with its vector.
+    let db = db_at(18);
+    db.execute("INSERT INTO embedding_model (id, model) VALUES (1, 'test-embed')", &[]).unwrap();
+    let long = long_answer("We migrate the postgres database cluster to kubernetes next quarter.");
+    for (seq, id, text) in [(1, "long", long.as_str()), (2, "short", "Lunch is at noon")] {
+        let content = msg(id, "user", text).to_string();
+        db.execute(
+            "INSERT INTO messages (seq, session_id, id, role, bytes, created_at, content) VALUES (?, 's1', ?, 'user', ?, 't', ?)",
+            &[Value::Int(seq), id.into(), Value::Int(content.len() as i64), content.as_str().into()],
+        )
+        .unwrap();
+        db.execute(
+            "INSERT INTO messages_fts (rowid, content, session) VALUES (?, ?, 'x')",
+            &[Value::Int(seq), text.into()],
+        )
+        .unwrap();
+        db.execute(
+            "INSERT INTO vectors (kind, item, scope, model, hash, at, code, vector) VALUES (2, ?, 's1', 'test-embed', 0, 't', NULL, x'0000803f')",
+            &[Value::Int(seq)],
+        )
+        .unwrap();
+    }
+    db.execute("DELETE FROM unembedded", &[]).unwrap();
+    schema::migrate(&db, "t").unwrap();
+    let queued = db.query("SELECT kind, item FROM unembedded", &[]).unwrap();
+    assert_eq!(queued.len(), 1, "the long message only");
+    assert_eq!((queued[0].int(0).unwrap(), queued[0].int(1).unwrap()), (2, 1));
+    // The next write's run embeds it in parts; it is found by its middle.
+    let api = Api::with_db(db).with_embeddings();
+    api.append("s1", "next", None, "one more note");
+    assert_eq!(api.count("SELECT count(*) FROM unembedded"), 0);
+    assert!(api.count("SELECT count(*) FROM vectors WHERE kind = 4 AND item / 16 = 1") >= 4);
+    let q = synonyms(&["postgres", "database", "cluster", "kubernetes"]);
+    assert_eq!(hits(&api, &format!("/search?q={q}")), ["long"]);
+}

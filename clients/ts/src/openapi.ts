@@ -4031,6 +4031,18 @@ export interface components {
             from: string;
             /** Format: date-time */
             to: string;
+            /** @description How our token estimates (characters and words, the reference's heuristic) compare with what the configured model counted, over its newest 20 turns that the provider counted (whatever `from` and `to` say). Auto-compaction and compaction's tail budget use the estimate times `ratio` (docs/REFERENCE.md#token-calibration). */
+            calibration: {
+                model: string;
+                /** @description Turns read (0 - none yet; the ratio is 1). */
+                turns: number;
+                /** @description Our estimate of their input tokens. */
+                estimatedInputTokens: number;
+                /** @description The provider's count of the same. */
+                inputTokens: number;
+                /** @description Tokens counted per token estimated (1 until a turn was counted; within [0.25, 4]). */
+                ratio: number;
+            };
             bySession: (components["schemas"]["UsageTotals"] & {
                 sessionId: string;
             })[];

@@ -104,15 +104,20 @@ fn range(from: Option<String>, to: Option<String>, now: &str) -> Result<(String,
 }
 
 /// `GET /usage?from&to` → `{from, to, turns, inputTokens, outputTokens, estimatedTurns,
-/// bySession}`: the agent's usage ledger over `[from, to)`.
+/// bySession, calibration}`: the agent's usage ledger over `[from, to)`, and how our token
+/// estimates compare with the configured model's counts now.
 pub(crate) fn usage(c: &Call<'_>) -> Result<Response> {
     let get = |k: &str| c.query.get(k).map(str::to_owned);
     let (from, to) = range(get("from"), get("to"), &c.env.now)?;
     let (totals, by) = usage::over(c.env.sql, &from, &to)?;
+    let calibration = usage::calibration(c.env.sql, &c.env.llm.model)?;
     let mut out = json!({"from": from, "to": to});
     if let (Some(o), Json::Object(t)) = (out.as_object_mut(), serde_json::to_value(&totals).unwrap_or_default()) {
         o.extend(t);
         o.insert("bySession".into(), serde_json::to_value(&by).unwrap_or_default());
+        let mut cal = serde_json::to_value(&calibration).unwrap_or_default();
+        cal["ratio"] = json!(calibration.ratio());
+        o.insert("calibration".into(), cal);
     }
     Ok(Response::json(200, &out))
 }

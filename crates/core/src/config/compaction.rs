@@ -5,6 +5,7 @@ use serde::Deserialize;
 use serde_json::Value as Json;
 
 use crate::error::{Error, Result};
+use crate::llm::LlmConfig;
 
 /// The knobs of the reference's `createCompactFunction` (docs/REFERENCE.md#compaction-options), with its defaults (3 /
 /// 20000 / 2; the JSDoc's "protectHead = 2" is wrong, docs/REFERENCE.md#d-compaction-docs).
@@ -25,13 +26,14 @@ impl Default for CompactOptions {
     }
 }
 
-/// `SESSION_CONFIG.compaction`: `{"after"?, "protectHead"?, "tailTokenBudget"?, "minTailMessages"?}`.
+/// `SESSION_CONFIG.compaction`: `{"after"?, "protectHead"?, "tailTokenBudget"?, "minTailMessages"?, "model"?}`.
 ///
 /// `after` is the auto-compaction threshold (the reference's `compactAfter(threshold)`,
 /// docs/REFERENCE.md#auto-compaction: compact after a new message when the path's estimate is strictly greater); `None`
-/// means never automatically. The other keys are [`CompactOptions`], defaulted key by key. Unknown keys,
-/// negative numbers and non-integers are refused.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+/// means never automatically. `model` is the summarizer (a cheaper model of the same provider; default:
+/// the configured one), as `memory.extract.model` is extraction's. The other keys are
+/// [`CompactOptions`], defaulted key by key. Unknown keys, negative numbers and non-integers are refused.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct CompactionConfig {
     pub after: Option<i64>,
@@ -41,6 +43,8 @@ pub struct CompactionConfig {
     tail_token_budget: Option<i64>,
     #[serde(default)]
     min_tail_messages: Option<usize>,
+    #[serde(default)]
+    model: Option<String>,
 }
 
 impl CompactionConfig {
@@ -51,7 +55,22 @@ impl CompactionConfig {
             protect_head: Some(options.protect_head),
             tail_token_budget: Some(options.tail_token_budget),
             min_tail_messages: Some(options.min_tail_messages),
+            model: None,
         }
+    }
+
+    /// The same policy, summarized by `model` (`compaction.model`).
+    pub fn with_model(self, model: &str) -> Self {
+        CompactionConfig { model: Some(model.to_owned()), ..self }
+    }
+
+    /// The model that writes summaries: `llm` with `compaction.model` when it is set.
+    pub(crate) fn summarizer(&self, llm: &LlmConfig) -> LlmConfig {
+        let mut llm = llm.clone();
+        if let Some(m) = &self.model {
+            llm.model = m.clone();
+        }
+        llm
     }
 
     /// What a compaction keeps: the options given, the rest defaulted.
@@ -86,6 +105,9 @@ impl CompactionConfig {
         }
         if self.tail_token_budget.is_some_and(|b| b < 0) {
             return Err(Error::invalid("compaction: tailTokenBudget must be a non-negative integer"));
+        }
+        if self.model.as_ref().is_some_and(|m| m.trim().is_empty() || m.len() > 256) {
+            return Err(Error::invalid("compaction: model must be a non-empty string of at most 256 bytes"));
         }
         Ok(())
     }

@@ -1,5 +1,6 @@
 //! The usage ledger: one row per turn that called the model (`usage_ledger`), written in the
-//! transaction that stores the turn (`record`), and its sums over a time range ([`over`]).
+//! transaction that stores the turn (`record`), its sums over a time range ([`over`]), and how
+//! our token estimates compare with what the provider counted for one model ([`calibration`]).
 
 use serde::Serialize;
 
@@ -17,7 +18,8 @@ pub enum Measured {
 /// The sessions [`over`] lists at most (those with the most tokens first).
 pub const MAX_SESSIONS: i64 = 100;
 
-/// One turn of session `session` at `at` with `model`: `input`/`output` tokens.
+/// One turn of session `session` at `at` with `model`: `input`/`output` tokens, and our
+/// estimate of the input the provider counted (`None` when it did not count).
 pub(crate) fn record(
     sql: &dyn Sql,
     at: &str,
@@ -25,10 +27,11 @@ pub(crate) fn record(
     model: &str,
     (input, output): (i64, i64),
     measured: Measured,
+    input_estimate: Option<i64>,
 ) -> Result<()> {
     sql.execute(
-        "INSERT INTO usage_ledger (at, session_id, model, input_tokens, output_tokens, estimated)
-         VALUES (?, ?, ?, ?, ?, ?)",
+        "INSERT INTO usage_ledger (at, session_id, model, input_tokens, output_tokens, estimated, input_estimate)
+         VALUES (?, ?, ?, ?, ?, ?, ?)",
         &[
             at.into(),
             session.into(),
@@ -36,8 +39,65 @@ pub(crate) fn record(
             Value::Int(input),
             Value::Int(output),
             Value::Int(i64::from(measured == Measured::Estimated)),
+            input_estimate.map_or(Value::Null, Value::Int),
         ],
     )
+}
+
+/// Turns a [`calibration`] reads: the newest of the model that the provider counted.
+pub const CALIBRATION_TURNS: i64 = 20;
+
+/// How our token estimates (`crate::tokens`: characters and words, the reference's heuristic)
+/// compare with what the provider counted, over the newest [`CALIBRATION_TURNS`] turns of one
+/// model: what a budget of the provider's tokens is in our estimate, and back.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Calibration {
+    pub model: String,
+    /// Turns read (0: none yet, the estimates are used as they are).
+    pub turns: i64,
+    /// Our estimate of their input tokens.
+    pub estimated_input_tokens: i64,
+    /// The provider's count of the same.
+    pub input_tokens: i64,
+}
+
+impl Calibration {
+    /// Tokens the provider counts per token we estimate: 1 until a turn was counted; within
+    /// [1/4, 4] (a provider's count farther off is not a tokenizer's difference).
+    pub fn ratio(&self) -> f64 {
+        if self.turns == 0 || self.estimated_input_tokens <= 0 || self.input_tokens <= 0 {
+            return 1.0;
+        }
+        (self.input_tokens as f64 / self.estimated_input_tokens as f64).clamp(0.25, 4.0)
+    }
+
+    /// Our `estimate`, as the provider would count it.
+    pub fn billed(&self, estimate: i64) -> i64 {
+        (estimate as f64 * self.ratio()).round() as i64
+    }
+
+    /// A count of the provider's tokens (a budget), in our estimate's tokens.
+    pub fn estimated(&self, billed: i64) -> i64 {
+        (billed as f64 / self.ratio()).round() as i64
+    }
+}
+
+/// The [`Calibration`] of `model` now.
+pub fn calibration(sql: &dyn Sql, model: &str) -> Result<Calibration> {
+    let r = sql.query_row(
+        "SELECT count(*), COALESCE(sum(input_estimate), 0), COALESCE(sum(input_tokens), 0) FROM (
+           SELECT input_estimate, input_tokens FROM usage_ledger
+            WHERE model = ? AND estimated = 0 AND input_estimate > 0 ORDER BY seq DESC LIMIT ?)",
+        &[model.into(), Value::Int(CALIBRATION_TURNS)],
+    )?;
+    let Some(r) = r else { return Ok(Calibration { model: model.to_owned(), ..Calibration::default() }) };
+    Ok(Calibration {
+        model: model.to_owned(),
+        turns: r.int(0)?,
+        estimated_input_tokens: r.int(1)?,
+        input_tokens: r.int(2)?,
+    })
 }
 
 /// Turns and tokens.

@@ -204,7 +204,7 @@ fn finish(env: &Env<'_>, s: &Schedule, run_id: &str, outcome: Result<(String, Us
             ],
         )?;
         if let Some(tokens) = fresh_tokens {
-            ledger::record(env.sql, &ended, FRESH, &env.llm.model, tokens, Measured::Provider)?;
+            ledger::record(env.sql, &ended, FRESH, &env.llm.model, tokens, Measured::Provider, None)?;
         }
         env.sql.execute(
             "DELETE FROM schedule_runs WHERE schedule_id = ? AND status IS NOT NULL AND seq <= (

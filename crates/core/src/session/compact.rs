@@ -11,6 +11,7 @@ use super::report::AutoReport;
 use super::Session;
 use crate::compaction::plan;
 use crate::config::CompactionConfig;
+use crate::directory::usage::calibration;
 use crate::error::{Error, ErrorKind, Result};
 use crate::llm::{complete, ChatRequest};
 use crate::parts::message_id;
@@ -28,7 +29,7 @@ impl Session<'_> {
     /// `error` (nothing for an empty session).
     pub async fn compact(&self, leaf: Option<&str>) -> Result<Option<Compaction>> {
         let Some(leaf) = self.tree().resolve_leaf(leaf)? else { return Ok(None) };
-        let cfg = self.env.config.compaction.unwrap_or_default();
+        let cfg = self.env.config.compaction.clone().unwrap_or_default();
         // The estimate is for the frames only: nobody listening, nobody needs it.
         let estimate = match self.env.events.has_listeners(self.id) {
             true => self.estimate_with_prompt(&leaf).await.unwrap_or(0),
@@ -48,9 +49,11 @@ impl Session<'_> {
     }
 
     /// The estimate auto-compaction compares with `after`: the branch's messages plus the
-    /// system prompt.
+    /// system prompt, as the configured model counts (our estimate, calibrated by what it
+    /// counted of the last turns: `directory::usage::calibration`).
     pub(crate) async fn estimate_with_prompt(&self, leaf: &str) -> Result<i64> {
-        Ok(branch_tokens(self.env.sql, self.id, leaf)? + self.prompt_tokens().await?)
+        let estimate = branch_tokens(self.env.sql, self.id, leaf)? + self.prompt_tokens().await?;
+        Ok(calibration(self.env.sql, &self.env.llm.model)?.billed(estimate))
     }
 
     /// The estimate of the system prompt (the stored frozen one, else rendered now, not stored).
@@ -67,7 +70,7 @@ impl Session<'_> {
     /// (docs/REFERENCE.md#status-frames): `idle` with the estimate after every append; around a compaction `compacting`
     /// first, then `idle` with `compacted: {tokensBefore}` or `error`).
     pub(crate) async fn after_append(&self, leaf: &str) -> Option<AutoReport> {
-        let Some((cfg, threshold)) = self.env.config.compaction.and_then(|c| c.after.map(|t| (c, t))) else {
+        let Some((cfg, threshold)) = self.env.config.compaction.as_ref().and_then(|c| c.after.map(|t| (c, t))) else {
             if self.env.events.has_listeners(self.id) {
                 if let Ok(estimate) = self.estimate_with_prompt(leaf).await {
                     self.publish_status(Phase::Idle, estimate, None, None);
@@ -83,16 +86,16 @@ impl Session<'_> {
             self.publish_status(Phase::Idle, estimate, Some(threshold), None);
             return None;
         }
-        Some(self.compact_now(leaf, &cfg, estimate, threshold).await)
+        Some(self.compact_now(leaf, cfg, estimate, threshold).await)
     }
 
     /// After a turn whose history the message cap cut: compacts now, whatever the estimate,
     /// when compaction is configured, so the next turn sees what was left out in a summary;
     /// else what any append does.
     pub(crate) async fn after_cap(&self, leaf: &str) -> Option<AutoReport> {
-        let Some(cfg) = self.env.config.compaction else { return self.after_append(leaf).await };
+        let Some(cfg) = &self.env.config.compaction else { return self.after_append(leaf).await };
         let estimate = self.estimate_with_prompt(leaf).await.unwrap_or(0);
-        Some(self.compact_now(leaf, &cfg, estimate, cfg.after.unwrap_or(0)).await)
+        Some(self.compact_now(leaf, cfg, estimate, cfg.after.unwrap_or(0)).await)
     }
 
     /// [`Session::run_framed`], reported instead of failing.
@@ -127,11 +130,16 @@ impl Session<'_> {
     async fn run(&self, leaf: &str, cfg: &CompactionConfig) -> Result<Option<Compaction>> {
         let e = self.env;
         let messages = parse_all(&history(e.sql, self.id, Some(leaf), Overlays::Applied)?)?;
-        let Some(plan) = plan::plan(&messages, &cfg.options()) else { return Ok(None) };
+        // The tail's budget is the model's tokens: in our estimate's, as calibrated.
+        let mut options = cfg.options();
+        options.tail_token_budget = calibration(e.sql, &e.llm.model)?.estimated(options.tail_token_budget);
+        let Some(plan) = plan::plan(&messages, &options) else { return Ok(None) };
         let mut prompt = ChatRequest::user(plan.prompt.clone());
         // Room for the summary the prompt asks for (~budget tokens), with slack.
         prompt.max_tokens = Some((plan.budget.saturating_mul(2)).clamp(512, 16_384) as u32);
-        let done = complete(e.transport, e.llm, &prompt).await?;
+        // The summarizer: `compaction.model` on the same provider, or the configured model.
+        let llm = cfg.summarizer(e.llm);
+        let done = complete(e.transport, &llm, &prompt).await?;
         let summary = plan::accept_summary(&done.text)
             .map_err(|why| Error::new(ErrorKind::LlmUnavailable, format!("the model's summary was refused: {why}")))?;
         let ids: Vec<&str> = messages.iter().map(message_id).collect();

@@ -94,7 +94,7 @@ impl Session<'_> {
         if !self.listening() {
             return;
         }
-        let threshold = self.env.config.compaction.and_then(|c| c.after);
+        let threshold = self.env.config.compaction.as_ref().and_then(|c| c.after);
         let estimate = match self.tree().latest_leaf_id() {
             Ok(Some(leaf)) => self.estimate_with_prompt(&leaf).await,
             Ok(None) => self.prompt_tokens().await,

@@ -115,6 +115,8 @@ pub(crate) struct TurnWrite {
     /// The turn's row of the usage ledger, and how its counts were had (none for a write that
     /// called no model: the user message stored first).
     pub(crate) ledger: Option<Measured>,
+    /// Our estimate of the input tokens the provider counted (`directory::usage::calibration`).
+    pub(crate) input_estimate: i64,
 }
 
 /// Where a turn's assistant message goes.
@@ -500,7 +502,8 @@ impl<'a> Session<'a> {
     /// Writes a finished agent turn in one transaction (see [`TurnWrite`]) and tells the
     /// sockets, in the order written: the user message, the answered messages, the reply.
     pub(crate) async fn commit_turn(&self, turn: TurnWrite) -> Result<Vec<String>> {
-        let TurnWrite { user, updates, assistant, placement, parent, usage, freeze, recalled, ledger } = turn;
+        let TurnWrite { user, updates, assistant, placement, parent, usage, freeze, recalled, ledger, input_estimate } =
+            turn;
         let has_user = user.is_some();
         let n_updates = updates.len();
         let has_reply = assistant.is_some();
@@ -542,7 +545,8 @@ impl<'a> Session<'a> {
                 recall::count_ids(e.sql, &recalled, &e.now)?;
                 if let Some(measured) = ledger {
                     let tokens = (usage.input_tokens, usage.output_tokens);
-                    ledger::record(e.sql, &e.now, self.id, &e.llm.model, tokens, measured)?;
+                    let estimate = (measured == Measured::Provider && input_estimate > 0).then_some(input_estimate);
+                    ledger::record(e.sql, &e.now, self.id, &e.llm.model, tokens, measured, estimate)?;
                 }
                 Ok(appended)
             })

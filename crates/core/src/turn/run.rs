@@ -203,6 +203,7 @@ async fn store_user_first(session: &Session<'_>, start: &mut Start) -> Result<()
         freeze: None,
         recalled: Vec::new(),
         ledger: None,
+        input_estimate: 0,
     };
     session.commit_turn(write).await?;
     start.parent = Some(id);
@@ -258,8 +259,8 @@ impl Reply<'_, '_> {
                 false => Ok(()),
             }
         };
-        let (mut parts, usage, ended) = match emit(ChatEvent::Start { message_id: assistant_id.clone() }) {
-            Err(_) => (parts, Usage::default(), Ended::Stopped),
+        let (mut parts, spent, ended) = match emit(ChatEvent::Start { message_id: assistant_id.clone() }) {
+            Err(_) => (parts, Spent::default(), Ended::Stopped),
             Ok(()) => {
                 let tail = self.injected.as_ref().map(|i| i.0.clone());
                 let steps = Steps {
@@ -270,13 +271,14 @@ impl Reply<'_, '_> {
                     memory: tail,
                     assistant_id: &assistant_id,
                 };
-                let (parts, usage, ended) = steps.run(conversation.messages, parts, stop, &mut emit).await?;
+                let (parts, spent, ended) = steps.run(conversation.messages, parts, stop, &mut emit).await?;
                 if ended == Ended::Answered {
                     let _ = emit(ChatEvent::Storing);
                 }
-                (parts, usage, ended)
+                (parts, spent, ended)
             }
         };
+        let usage = spent.usage;
         // An extended message's usage is that of all the turns that wrote it.
         let earlier = |key: &str| meta.get("usage").and_then(|u| u.get(key)).and_then(Json::as_i64).unwrap_or(0);
         let total = json!({"inputTokens": earlier("inputTokens") + usage.input_tokens,
@@ -308,6 +310,7 @@ impl Reply<'_, '_> {
             recalled,
             // A stopped turn's input tokens are estimated when the provider had not said.
             ledger: Some(if ended == Ended::Stopped { Measured::Estimated } else { Measured::Provider }),
+            input_estimate: spent.input_estimate,
         };
         session.commit_turn(write).await?;
         // After the answer: compaction as after an append, or, when the cap left messages out
@@ -326,14 +329,28 @@ impl Reply<'_, '_> {
     }
 }
 
-/// The input tokens of a model call, estimated (for a call stopped before the provider said).
+/// What the steps of a turn spent: the provider's usage (estimated for a step cut short), and
+/// our estimate of the input of the steps the provider counted.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Spent {
+    pub(crate) usage: Usage,
+    pub(crate) input_estimate: i64,
+}
+
+/// The input tokens of a model call, estimated: the system prompt, the messages and the tools'
+/// definitions (for a call stopped before the provider said, and to calibrate estimates).
 fn estimate_request(req: &ChatRequest) -> i64 {
     let text = |m: &ChatMessage| match m {
         ChatMessage::User { text } | ChatMessage::Assistant { text, .. } => estimate_str(text),
         ChatMessage::Tool { output, .. } => estimate_str(output),
     };
     let system = req.system.as_deref().map_or(0, estimate_str) + req.system_tail.as_deref().map_or(0, estimate_str);
-    system + req.messages.iter().map(text).sum::<i64>()
+    let tools: i64 = req
+        .tools
+        .iter()
+        .map(|t| estimate_str(&t.name) + estimate_str(&t.description) + estimate_str(&t.input_schema.to_string()))
+        .sum();
+    system + req.messages.iter().map(text).sum::<i64>() + tools
 }
 
 /// The memories recalled for the user's message, as the `<user-memory>` block and their ids;
@@ -535,7 +552,7 @@ impl Steps<'_, '_> {
         parts: AssistantParts,
         stop: &'a Stop,
         on_event: &'a mut dyn FnMut(ChatEvent) -> Result<()>,
-    ) -> BoxFuture<'a, Result<(AssistantParts, Usage, Ended)>> {
+    ) -> BoxFuture<'a, Result<(AssistantParts, Spent, Ended)>> {
         Box::pin(self.steps(messages, parts, stop, on_event))
     }
 
@@ -550,11 +567,11 @@ impl Steps<'_, '_> {
         mut parts: AssistantParts,
         stop: &Stop,
         on_event: &mut dyn FnMut(ChatEvent) -> Result<()>,
-    ) -> Result<(AssistantParts, Usage, Ended)> {
+    ) -> Result<(AssistantParts, Spent, Ended)> {
         let (env, sid) = (self.session.env, self.session.id);
         let cfg = &env.config.chat;
         let tools: Vec<ToolSpec> = self.server.iter().chain(self.client).cloned().collect();
-        let mut usage = Usage::default();
+        let mut spent = Spent::default();
         for _step in 0..cfg.max_steps {
             let request = ChatRequest {
                 system: Some(self.system.clone()),
@@ -566,7 +583,7 @@ impl Steps<'_, '_> {
                 format: Format::Text,
             };
             if on_event(ChatEvent::Step).is_err() {
-                return Ok((parts, usage, Ended::Stopped));
+                return Ok((parts, spent, Ended::Stopped));
             }
             // The text streamed in this step, for an estimate of its output if it is cut short.
             let mut streamed = 0usize;
@@ -594,14 +611,16 @@ impl Steps<'_, '_> {
                 Some(Err(e)) if !stop.is_stopped() => return Err(e),
                 _ => {
                     parts.end_step();
-                    usage.input_tokens += estimate_request(&request);
-                    usage.output_tokens += (streamed as i64 + 3) / 4;
-                    return Ok((parts, usage, Ended::Stopped));
+                    spent.usage.input_tokens += estimate_request(&request);
+                    spent.usage.output_tokens += (streamed as i64 + 3) / 4;
+                    return Ok((parts, spent, Ended::Stopped));
                 }
             };
             parts.end_step();
-            usage.input_tokens += reply.usage.input_tokens;
-            usage.output_tokens += reply.usage.output_tokens;
+            spent.usage.input_tokens += reply.usage.input_tokens;
+            spent.usage.output_tokens += reply.usage.output_tokens;
+            // What we estimated for what the provider counted (`directory::usage::calibration`).
+            spent.input_estimate += estimate_request(&request);
             if reply.text.trim().is_empty() && reply.tool_calls.is_empty() {
                 return Err(Error::new(ErrorKind::LlmUnavailable, "the model answered neither text nor a tool call"));
             }
@@ -614,11 +633,11 @@ impl Steps<'_, '_> {
                 break;
             }
             let (results, pending) = match self.tools(&reply.tool_calls, &mut parts, on_event).await {
-                Err(_) if stop.is_stopped() => return Ok((parts, usage, Ended::Stopped)),
+                Err(_) if stop.is_stopped() => return Ok((parts, spent, Ended::Stopped)),
                 other => other?,
             };
             if on_event(ChatEvent::StepEnd).is_err() && !pending {
-                return Ok((parts, usage, Ended::Stopped));
+                return Ok((parts, spent, Ended::Stopped));
             }
             if pending {
                 break;
@@ -626,7 +645,7 @@ impl Steps<'_, '_> {
             messages.push(ChatMessage::Assistant { text: reply.text.clone(), tool_calls: reply.tool_calls.clone() });
             messages.extend(results);
         }
-        Ok((parts, usage, Ended::Answered))
+        Ok((parts, spent, Ended::Answered))
     }
 
     /// Tells the session's sockets about one of the reply's tool calls (a `tool` frame): made,
@@ -716,9 +735,9 @@ pub(crate) async fn fresh(session: &Session<'_>, user: &Json, tools: Vec<ToolSpe
     let id = new_id()?;
     let steps =
         Steps { session, server: &tools, client: &[], system, memory: injected.map(|i| i.0), assistant_id: &id };
-    let (parts, usage, _) =
+    let (parts, spent, _) =
         steps.run(conversation.messages, AssistantParts::default(), &Stop::default(), &mut |_| Ok(())).await?;
     let mut meta = Map::new();
     meta.insert("model".into(), json!(session.env.llm.model));
-    Ok((parts.message(&id, &session.env.now, meta), usage))
+    Ok((parts.message(&id, &session.env.now, meta), spent.usage))
 }
