@@ -500,3 +500,40 @@ test("a synthetic compaction_ message sent back by a client is not stored", asyn
   assert.deepEqual(ids((await call(w, a, "GET", "/sessions/s/history")).body), ["m1", `compaction_${c.id}`, "m11", "m12", "m13"]);
   assert.equal(llm.requests.length, 1);
 });
+
+// ── The summarizer and the provider's counts (docs/REFERENCE.md#token-calibration) ─────────
+
+test("compaction.model: the summary is asked of that model; the turns' counts calibrate the estimate (GET /usage)", async () => {
+  llm.reset();
+  const cheap = await startWorker({ apiToken: TOKEN, vars: llmVars({ ...OPTIONS, model: "cheap-summarizer" }) });
+  try {
+    const a = "steered";
+    assert.equal((await call(cheap, a, "POST", "/sessions/s/messages/batch", { messages: messages(1, 12) })).status, 201);
+    const c = await call(cheap, a, "POST", "/sessions/s/compact", {});
+    assert.equal(c.status, 200, JSON.stringify(c.body));
+    assert.equal(llm.requests.at(-1).body.model, "cheap-summarizer");
+    // Two turns the provider counts at 900 input tokens each: the ledger keeps our estimate
+    // beside them, and GET /usage says how they compare.
+    llm.reply({ content: "ok", usage: { prompt_tokens: 900, completion_tokens: 2 } }, { content: "ok", usage: { prompt_tokens: 900, completion_tokens: 2 } });
+    for (const id of ["u1", "u2"]) {
+      const r = await call(cheap, a, "POST", "/sessions/t/chat", { message: msg(id, "hello there") });
+      assert.equal(r.status, 201, JSON.stringify(r.body));
+    }
+    const u = (await call(cheap, a, "GET", "/usage")).body;
+    assert.equal(u.calibration.model, "test-model");
+    assert.equal(u.calibration.turns, 2);
+    assert.equal(u.calibration.inputTokens, 1800);
+    assert.ok(u.calibration.estimatedInputTokens > 0 && u.calibration.estimatedInputTokens < 1800, JSON.stringify(u.calibration));
+    assert.ok(Math.abs(u.calibration.ratio - Math.min(4, 1800 / u.calibration.estimatedInputTokens)) < 1e-9, JSON.stringify(u.calibration));
+    // A bad summarizer name is a configuration error: 503 not_configured, nothing stored.
+    const bad = await startWorker({ apiToken: TOKEN, vars: llmVars({ ...OPTIONS, model: "" }) });
+    try {
+      const r = await call(bad, a, "POST", "/sessions/s/messages", { message: msg("x", "hi") });
+      assert.equal(r.status, 503, JSON.stringify(r.body));
+    } finally {
+      await bad.stop();
+    }
+  } finally {
+    await cheap.stop();
+  }
+});
