@@ -54,7 +54,7 @@ const LOG_KEPT: i64 = 10_000;
 /// Most batches of one run (a run goes on until nothing waits; a later write starts another).
 const ROUNDS: usize = 10_000;
 
-/// Bytes of one part of a message ([`parts`]): about 250 English tokens, all-MiniLM-L6-v2's window (256
+/// Bytes of one part of a message (`parts`): about 250 English tokens, all-MiniLM-L6-v2's window (256
 /// tokens; `@cf/baai/bge-*` read 512). On messages of 10 LoCoMo turns (a median 1,265 bytes),
 /// with the model, hit@10 / MRR@10 by meaning alone and fused as the service fuses
 /// (`bench/embed-chunks.mjs`): one vector of the first 2,000 bytes 0.67 / 0.39 by meaning, 0.890 /
