@@ -5,7 +5,6 @@ use serde::Deserialize;
 use serde_json::Value as Json;
 
 use crate::error::{Error, Result};
-use crate::llm::LlmConfig;
 
 /// The knobs of the reference's `createCompactFunction` (docs/REFERENCE.md#compaction-options), with its defaults (3 /
 /// 20000 / 2; the JSDoc's "protectHead = 2" is wrong, docs/REFERENCE.md#d-compaction-docs).
@@ -64,13 +63,9 @@ impl CompactionConfig {
         CompactionConfig { model: Some(model.to_owned()), ..self }
     }
 
-    /// The model that writes summaries: `llm` with `compaction.model` when it is set.
-    pub(crate) fn summarizer(&self, llm: &LlmConfig) -> LlmConfig {
-        let mut llm = llm.clone();
-        if let Some(m) = &self.model {
-            llm.model = m.clone();
-        }
-        llm
+    /// The model that writes summaries (`compaction.model`), when it is not the configured one.
+    pub(crate) fn model(&self) -> Option<&str> {
+        self.model.as_deref()
     }
 
     /// What a compaction keeps: the options given, the rest defaulted.

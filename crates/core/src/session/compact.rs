@@ -138,7 +138,10 @@ impl Session<'_> {
         // Room for the summary the prompt asks for (~budget tokens), with slack.
         prompt.max_tokens = Some((plan.budget.saturating_mul(2)).clamp(512, 16_384) as u32);
         // The summarizer: `compaction.model` on the same provider, or the configured model.
-        let llm = cfg.summarizer(e.llm);
+        let mut llm = e.llm.clone();
+        if let Some(m) = cfg.model() {
+            llm.model = m.to_owned();
+        }
         let done = complete(e.transport, &llm, &prompt).await?;
         let summary = plan::accept_summary(&done.text)
             .map_err(|why| Error::new(ErrorKind::LlmUnavailable, format!("the model's summary was refused: {why}")))?;
