@@ -494,3 +494,48 @@ fn a_cancelled_socket_turn_keeps_what_was_shown() {
     assert!(api::ws::pending_echo("s", None, r#"{"type":"ping"}"#).is_none());
     assert!(api::ws::pending_echo("s", None, r#"{"type":"chat","messages":[]}"#).is_none());
 }
+
+#[test]
+fn a_turn_says_what_the_prompt_cache_keeps_and_reports_what_it_read() {
+    let api = api();
+    let cached = |n: i64| {
+        let body = json!({"choices": [{"message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 500, "completion_tokens": 2, "prompt_tokens_details": {"cached_tokens": n}}});
+        HttpResponse { status: 200, body: body.to_string() }
+    };
+    // As configured: the session routes OpenAI's cache.
+    api.model.reply(Ok(cached(0)));
+    assert_eq!(api.post("/sessions/s/chat", json!({"message": user("u1", "hello")})).status, 201);
+    assert_eq!(api.model.requests.borrow().last().unwrap()["prompt_cache_key"], "s");
+    // The second turn reads 448 of its 500 input tokens from the cache: the reply's usage and
+    // the ledger say so.
+    api.model.reply(Ok(cached(448)));
+    let r = api.post("/sessions/s/chat", json!({"message": user("u2", "again")}));
+    assert_eq!(r.status, 201);
+    let usage = &r.body_json()["messages"][0]["metadata"]["usage"];
+    assert_eq!(usage["cachedInputTokens"], 448, "{usage}");
+    assert_eq!(usage["inputTokens"], 500);
+    assert_eq!(api.get("/usage").body_json()["cachedInputTokens"], 448);
+    // `cache: false` for one call: no key; then as configured again.
+    api.model.reply(Ok(cached(0)));
+    assert_eq!(api.post("/sessions/s/chat", json!({"message": user("u3", "once"), "cache": false})).status, 201);
+    assert!(api.model.requests.borrow().last().unwrap().get("prompt_cache_key").is_none());
+    let usage = history(&api, "s").last().unwrap()["metadata"]["usage"].clone();
+    assert!(usage.get("cachedInputTokens").is_none(), "none read: no field, {usage}");
+    // A bad `cache` is 400 and stores nothing.
+    let before = history(&api, "s").len();
+    for bad in
+        [json!("yes"), json!({"messages": -1}), json!({"messages": 101}), json!({"ttl": "2h"}), json!({"other": 1})]
+    {
+        let r = api.post("/sessions/s/chat", json!({"message": user("u9", "x"), "cache": bad}));
+        assert_eq!(r.status, 400, "{bad}: {}", String::from_utf8_lossy(&r.body));
+        assert!(String::from_utf8_lossy(&r.body).contains("cache"), "{}", String::from_utf8_lossy(&r.body));
+    }
+    assert_eq!(history(&api, "s").len(), before);
+    // The config's own: checked when the object starts.
+    for bad in [json!({"chat": {"cache": {"messages": 1000}}}), json!({"chat": {"cache": "no"}})] {
+        assert!(session_agent_core::config::SessionConfig::from_json(&bad.to_string()).is_err(), "{bad}");
+    }
+    let ok = json!({"chat": {"cache": {"messages": 2, "ttl": "1h"}}});
+    assert!(session_agent_core::config::SessionConfig::from_json(&ok.to_string()).is_ok());
+}

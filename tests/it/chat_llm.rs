@@ -7,6 +7,7 @@ use std::cell::RefCell;
 
 use serde_json::{json, Value as Json};
 use session_agent_core::blobs::BoxFuture;
+use session_agent_core::config::CacheConfig;
 use session_agent_core::error::{Error, ErrorKind, Result};
 use session_agent_core::llm::*;
 
@@ -68,7 +69,7 @@ fn conversation() -> ChatRequest {
         ],
         tools: tools(),
         max_tokens: None,
-        cache_key: Some("session-1".into()),
+        cache: Some(PromptCache { key: "session-1".into(), marks: CacheConfig::default() }),
         ..ChatRequest::default()
     }
 }
@@ -168,8 +169,11 @@ fn anthropic_request_body_merges_tool_results() {
         })
     );
 
-    // No system, no tools: neither field; a single tool gets the cache mark.
-    let mut one = ChatRequest { messages: vec![ChatMessage::User { text: "hi".into() }], ..ChatRequest::default() };
+    // No system, no tools: neither field; a single tool gets the cache mark (the request's
+    // marks: `chat.cache`).
+    let marks = Some(PromptCache { key: "s".into(), marks: CacheConfig::default() });
+    let mut one =
+        ChatRequest { messages: vec![ChatMessage::User { text: "hi".into() }], cache: marks, ..ChatRequest::default() };
     let b = body_of(&build_chat_request(&anthropic(), &one, Delivery::Whole).unwrap());
     assert_eq!(
         b,
@@ -274,7 +278,7 @@ fn whole_answers_parse() {
                 ToolCall { id: "call_b".into(), name: "now".into(), input: json!({}) },
                 ToolCall { id: "call_c".into(), name: "bad".into(), input: json!({}) },
             ],
-            usage: Usage { input_tokens: 40, output_tokens: 9 },
+            usage: Usage { input_tokens: 40, output_tokens: 9, cached_input_tokens: 0 },
             finish_reason: Some("tool_calls".into()),
         }
     );
@@ -305,7 +309,7 @@ fn whole_answers_parse() {
             text: "Looking now.".into(),
             reasoning: "Let me look.".into(),
             tool_calls: vec![ToolCall { id: "toolu_1".into(), name: "search".into(), input: json!({"q": "cats"}) }],
-            usage: Usage { input_tokens: 3210, output_tokens: 30 },
+            usage: Usage { input_tokens: 3210, output_tokens: 30, cached_input_tokens: 3000 },
             finish_reason: Some("tool_use".into()),
         }
     );
@@ -477,7 +481,7 @@ fn openai_streamed_reply() -> ChatReply {
             ToolCall { id: "call_a".into(), name: "search".into(), input: json!({"q": "cats", "limit": 3}) },
             ToolCall { id: "call_b".into(), name: "now".into(), input: json!({}) },
         ],
-        usage: Usage { input_tokens: 120, output_tokens: 31 },
+        usage: Usage { input_tokens: 120, output_tokens: 31, cached_input_tokens: 64 },
         finish_reason: Some("tool_calls".into()),
     }
 }
@@ -601,7 +605,7 @@ fn anthropic_streamed_reply() -> ChatReply {
             },
             ToolCall { id: "toolu_02".into(), name: "now".into(), input: json!({}) },
         ],
-        usage: Usage { input_tokens: 2125, output_tokens: 89 },
+        usage: Usage { input_tokens: 2125, output_tokens: 89, cached_input_tokens: 2000 },
         finish_reason: Some("tool_use".into()),
     }
 }
@@ -652,7 +656,7 @@ fn a_provider_ignoring_stream_answers_plain_json() {
         let r = out.unwrap();
         assert_eq!(
             (r.text.as_str(), r.usage, r.finish_reason.as_deref()),
-            ("Hello there.", Usage { input_tokens: 5, output_tokens: 3 }, Some("stop"))
+            ("Hello there.", Usage { input_tokens: 5, output_tokens: 3, cached_input_tokens: 0 }, Some("stop"))
         );
         assert_eq!(deltas, vec!["Hello there."]);
     }
@@ -788,7 +792,7 @@ fn workers_ai_gets_text_only() {
         out.unwrap(),
         ChatReply {
             text: "Found 3.".into(),
-            usage: Usage { input_tokens: 30, output_tokens: 4 },
+            usage: Usage { input_tokens: 30, output_tokens: 4, cached_input_tokens: 0 },
             ..ChatReply::default()
         }
     );
@@ -868,4 +872,58 @@ fn a_text_cut_at_every_utf16_offset_streams_whole() {
             assert_eq!(deltas.concat(), text, "{event}, cut at {cut}: what was streamed out");
         }
     }
+}
+
+#[test]
+fn the_cache_marks_close_the_prompt_the_tools_and_the_nth_turn_from_the_end() {
+    use session_agent_core::config::CacheTtl;
+    let with = |marks: Option<CacheConfig>| ChatRequest {
+        cache: marks.map(|marks| PromptCache { key: "session-1".into(), marks }),
+        ..conversation()
+    };
+    let body = |p: &LlmConfig, marks: Option<CacheConfig>| {
+        body_of(&build_chat_request(p, &with(marks), Delivery::Whole).unwrap())
+    };
+    let marked = |b: &Json| -> Vec<String> {
+        let mut at = Vec::new();
+        for (i, s) in b["system"].as_array().into_iter().flatten().enumerate() {
+            if !s["cache_control"].is_null() {
+                at.push(format!("system {i} {}", s["cache_control"]));
+            }
+        }
+        for (i, t) in b["tools"].as_array().into_iter().flatten().enumerate() {
+            if !t["cache_control"].is_null() {
+                at.push(format!("tool {i} {}", t["cache_control"]));
+            }
+        }
+        for (i, m) in b["messages"].as_array().into_iter().flatten().enumerate() {
+            for (j, c) in m["content"].as_array().into_iter().flatten().enumerate() {
+                if !c["cache_control"].is_null() {
+                    at.push(format!("message {i} block {j} {}", c["cache_control"]));
+                }
+            }
+        }
+        at
+    };
+    let a = anthropic();
+    let e = r#"{"type":"ephemeral"}"#;
+    // The defaults: the prompt and the last tool, as before.
+    assert_eq!(marked(&body(&a, Some(CacheConfig::default()))), [format!("system 0 {e}"), format!("tool 1 {e}")]);
+    // The newest turn (5 turns, so index 4) closes the cached conversation, at its last block.
+    let newest = CacheConfig { messages: 1, ..CacheConfig::default() };
+    assert_eq!(
+        marked(&body(&a, Some(newest))),
+        [format!("system 0 {e}"), format!("tool 1 {e}"), format!("message 4 block 0 {e}")]
+    );
+    // The third from the end: the user turn with two results and a text; its last block.
+    let hour = r#"{"type":"ephemeral","ttl":"1h"}"#;
+    let third = CacheConfig { messages: 3, instructions: false, tools: false, ttl: CacheTtl::OneHour };
+    assert_eq!(marked(&body(&a, Some(third))), [format!("message 2 block 2 {hour}")]);
+    // Further back than the conversation: no message mark.
+    let far = CacheConfig { messages: 9, ..CacheConfig::default() };
+    assert_eq!(marked(&body(&a, Some(far))).len(), 2);
+    // `cache: false`: nothing marked, and OpenAI gets no prompt_cache_key.
+    assert!(marked(&body(&a, None)).is_empty());
+    assert!(body(&openai(), None).get("prompt_cache_key").is_none());
+    assert_eq!(body(&openai(), Some(CacheConfig::default()))["prompt_cache_key"], "session-1");
 }

@@ -38,7 +38,7 @@ fn openai_request_and_answer() {
             .unwrap();
     let mut p = ChatRequest::user("hi");
     p.system = Some("be brief".into());
-    p.cache_key = Some("session-1".into());
+    p.cache = Some(session_agent_core::llm::PromptCache { key: "session-1".into(), marks: Default::default() });
     let r = build_chat_request(&c, &p, Delivery::Whole).unwrap();
     assert_eq!(r.url, "http://x/v1/chat/completions");
     assert!(r.headers.contains(&("authorization".into(), "Bearer sk".into())));
@@ -57,7 +57,7 @@ fn openai_request_and_answer() {
     let done = parse_chat_response(&c, &ok).unwrap();
     assert_eq!(
         (done.text.as_str(), done.usage, done.finish_reason.as_deref()),
-        ("hello", Usage { input_tokens: 12, output_tokens: 3 }, Some("stop"))
+        ("hello", Usage { input_tokens: 12, output_tokens: 3, cached_input_tokens: 0 }, Some("stop"))
     );
     let err = parse_chat_response(
         &c,
@@ -75,6 +75,7 @@ fn anthropic_request_and_answer() {
     let c = cfg(&[("LLM_PROVIDER", "anthropic"), ("LLM_MODEL", "claude"), ("LLM_API_KEY", "k")]).unwrap();
     let mut p = ChatRequest::user("hi");
     p.system = Some("sys".into());
+    p.cache = Some(session_agent_core::llm::PromptCache { key: "session-1".into(), marks: Default::default() });
     let r = build_chat_request(&c, &p, Delivery::Whole).unwrap();
     assert_eq!(r.url, "https://api.anthropic.com/v1/messages");
     assert!(r.headers.contains(&("x-api-key".into(), "k".into())));
@@ -136,6 +137,7 @@ fn the_memory_block_follows_the_cached_prompt_on_every_provider() {
         system: Some("frozen".into()),
         system_tail: Some("<user-memory>\n- x\n</user-memory>".into()),
         format: Format::JsonObject,
+        cache: Some(session_agent_core::llm::PromptCache { key: "s".into(), marks: Default::default() }),
         ..ChatRequest::user("hi")
     };
     let o = cfg(&[("LLM_PROVIDER", "openai"), ("LLM_MODEL", "m")]).unwrap();

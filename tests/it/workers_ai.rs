@@ -174,7 +174,7 @@ fn whole_answers_with_tool_calls_in_either_shape() {
         "usage": {"prompt_tokens": 50, "completion_tokens": 9, "total_tokens": 59}
     }));
     assert_eq!(flat.text, "");
-    assert_eq!(flat.usage, Usage { input_tokens: 50, output_tokens: 9 });
+    assert_eq!(flat.usage, Usage { input_tokens: 50, output_tokens: 9, cached_input_tokens: 0 });
     let calls: Vec<(&str, &Json)> = flat.tool_calls.iter().map(|c| (c.name.as_str(), &c.input)).collect();
     assert_eq!(calls, vec![("recall", &json!({"q": "likes"})), ("recall", &json!({"q": "dislikes"}))]);
     // Ids made up for calls without one: nine letters and digits, distinct, the same each time.
@@ -219,7 +219,7 @@ fn a_streamed_answer_arrives_in_pieces_with_its_usage() {
     let out = out.unwrap();
     assert_eq!(deltas, vec!["You ", "like ", "tea."]);
     assert_eq!(out.text, "You like tea.");
-    assert_eq!(out.usage, Usage { input_tokens: 40, output_tokens: 3 });
+    assert_eq!(out.usage, Usage { input_tokens: 40, output_tokens: 3, cached_input_tokens: 0 });
     assert!(out.tool_calls.is_empty());
 }
 
@@ -267,7 +267,7 @@ fn streamed_tool_calls_in_either_format() {
         out.tool_calls,
         vec![ToolCall { id: "xyz987abc".into(), name: "recall".into(), input: json!({"q": "tea"}) }]
     );
-    assert_eq!(out.usage, Usage { input_tokens: 7, output_tokens: 4 });
+    assert_eq!(out.usage, Usage { input_tokens: 7, output_tokens: 4, cached_input_tokens: 0 });
 }
 
 #[test]
@@ -305,6 +305,6 @@ fn a_model_that_answers_whole_when_asked_to_stream_is_read_as_a_whole_answer() {
     let out = out.unwrap();
     assert_eq!(deltas, vec!["Tea."]);
     assert_eq!(out.tool_calls.len(), 1);
-    assert_eq!(out.usage, Usage { input_tokens: 2, output_tokens: 1 });
+    assert_eq!(out.usage, Usage { input_tokens: 2, output_tokens: 1, cached_input_tokens: 0 });
     assert_eq!(t.input(0)["stream"], json!(true));
 }

@@ -1657,9 +1657,10 @@ export interface paths {
          *     (`503 llm_unavailable`).
          *
          *     **The stored assistant message** (`AssistantMessage`): `{id, role: "assistant",
-         *     parts, createdAt, metadata: {model, usage: {inputTokens, outputTokens}, memories?}}`:
+         *     parts, createdAt, metadata: {model, usage: {inputTokens, outputTokens, cachedInputTokens?}, memories?}}`:
          *     a new UUID v4 id, the server's time, `LLM_MODEL`, the tokens of **all** the turn's
-         *     model calls and, when memory injection ran, the ids of the memories given to the model
+         *     model calls (`cachedInputTokens`: of the input, what the provider read from its prompt
+         *     cache, when it read any; see `ChatCache`) and, when memory injection ran, the ids of the memories given to the model
          *     (`metadata.memories`, see *Long-term memory*). `parts` holds each step in order: its
          *     `reasoning` and `text` parts in the order they streamed (normally one of each, reasoning
          *     first; empty ones left out), then one `dynamic-tool` part per call with `toolName`, `toolCallId`,
@@ -4025,6 +4026,8 @@ export interface components {
             outputTokens: number;
             /** @description Turns whose counts were estimated (stopped before the provider said). */
             estimatedTurns: number;
+            /** @description Of the input tokens, those the provider read from its prompt cache (Anthropic's cache reads, OpenAI's cached prompt tokens). */
+            cachedInputTokens: number;
         };
         AgentUsage: components["schemas"]["UsageTotals"] & {
             /** Format: date-time */
@@ -4396,6 +4399,7 @@ export interface components {
             /** @description Client tools offered to the model for this turn, after the session's own. */
             tools?: components["schemas"]["ClientTool"][];
             memory?: components["schemas"]["ChatMemory"];
+            cache?: components["schemas"]["ChatCache"];
         } | {
             /**
              * @description The branch from the root to its last message exactly as
@@ -4408,6 +4412,7 @@ export interface components {
             /** @description Client tools offered to the model (send them again to let it call them again). */
             tools?: components["schemas"]["ClientTool"][];
             memory?: components["schemas"]["ChatMemory"];
+            cache?: components["schemas"]["ChatCache"];
         } | {
             /** @description The AI SDK's chat id (not used). */
             id?: string;
@@ -4424,6 +4429,29 @@ export interface components {
             /** @description Client tools offered to the model (pass them in the transport's `body`). */
             tools?: components["schemas"]["ClientTool"][];
             memory?: components["schemas"]["ChatMemory"];
+            cache?: components["schemas"]["ChatCache"];
+        };
+        /**
+         * @description What the provider's prompt cache keeps of this turn's model calls, instead of
+         *     `SESSION_CONFIG.chat.cache` (docs/REFERENCE.md#prompt-cache): `false` marks nothing (no
+         *     Anthropic `cache_control`, no OpenAI `prompt_cache_key`); `true`: the defaults; an object:
+         *     `instructions` (the frozen system prompt, default true), `tools` (default true),
+         *     `messages` (the N-th message from the end of the conversation sent closes the cached
+         *     prefix; 0, the default, none; at most 100), `ttl` (`5m`, the default, or `1h`). Anything
+         *     else is `400` and nothing is stored.
+         */
+        ChatCache: boolean | {
+            /** @default true */
+            instructions?: boolean;
+            /** @default true */
+            tools?: boolean;
+            /** @default 0 */
+            messages?: number;
+            /**
+             * @default 5m
+             * @enum {string}
+             */
+            ttl?: "5m" | "1h";
         };
         /**
          * @description Whether this turn uses long-term memory (see *Long-term memory* in `chat`): `false`
@@ -10322,15 +10350,24 @@ export interface operations {
                      *       "inputTokens": 200,
                      *       "outputTokens": 40,
                      *       "estimatedTurns": 0,
+                     *       "cachedInputTokens": 120,
                      *       "bySession": [
                      *         {
                      *           "sessionId": "s1",
                      *           "turns": 2,
                      *           "inputTokens": 200,
                      *           "outputTokens": 40,
-                     *           "estimatedTurns": 0
+                     *           "estimatedTurns": 0,
+                     *           "cachedInputTokens": 120
                      *         }
-                     *       ]
+                     *       ],
+                     *       "calibration": {
+                     *         "model": "gpt-4o-mini",
+                     *         "turns": 2,
+                     *         "estimatedInputTokens": 160,
+                     *         "inputTokens": 200,
+                     *         "ratio": 1.25
+                     *       }
                      *     }
                      */
                     "application/json": components["schemas"]["AgentUsage"];

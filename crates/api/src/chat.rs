@@ -19,14 +19,14 @@ use super::messages;
 use super::ui_stream::{UiStream, HEADER};
 use session_agent_core::after::After;
 use session_agent_core::config::is_label;
-use session_agent_core::config::OnDisconnect;
+use session_agent_core::config::{CacheConfig, OnDisconnect};
 use session_agent_core::error::{Error, Result};
 use session_agent_core::live::stop::Stop;
 use session_agent_core::live::{Ending, Follow, Update};
 use session_agent_core::llm::ToolSpec;
 use session_agent_core::session::Session;
 use session_agent_core::store::message::NewMessage;
-use session_agent_core::turn::run::{turn, Ask, ChatEvent, Ended, MemoryUse, Trigger, Turn, TurnRequest};
+use session_agent_core::turn::run::{turn, Ask, CacheUse, ChatEvent, Ended, MemoryUse, Trigger, Turn, TurnRequest};
 use session_agent_core::wire::{Delta, Failure, Whole};
 
 /// The caller's tools: offered to the model, answered by the caller.
@@ -106,8 +106,12 @@ fn turn_request(req: &Request) -> Result<TurnRequest> {
         Some(Json::Bool(false)) => MemoryUse::Skip,
         Some(_) => return Err(Error::invalid("memory must be true or false")),
     };
+    let cache = match body.get("cache") {
+        None => CacheUse::AsConfigured,
+        Some(v) => CacheUse::Instead(CacheConfig::from_json(v, "cache")?),
+    };
     let stop = req.stop.clone().unwrap_or_default();
-    Ok(TurnRequest { ask: ask(&body)?, tools, memory, stop })
+    Ok(TurnRequest { ask: ask(&body)?, tools, memory, stop, cache })
 }
 
 /// How a turn's answer is streamed: as our events, or as the AI SDK's UI message stream.

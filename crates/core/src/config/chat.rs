@@ -1,7 +1,8 @@
 //! `SESSION_CONFIG.chat`: the agent turn's policy (how much history a step sends, how many
 //! steps a turn takes, each call's `max_tokens`, what a client going away does to its turn).
 
-use serde::Deserialize;
+use serde::{Deserialize, Deserializer};
+use serde_json::Value as Json;
 
 use crate::error::{Error, Result};
 
@@ -10,7 +11,7 @@ pub const DEFAULT_MAX_MESSAGES: usize = 50;
 /// Model calls per turn, by default: a turn whose model keeps calling server tools stops there.
 pub const DEFAULT_MAX_STEPS: usize = 8;
 
-/// `SESSION_CONFIG.chat` `{maxMessages?, maxSteps?, maxTokens?, onDisconnect?}`.
+/// `SESSION_CONFIG.chat` `{maxMessages?, maxSteps?, maxTokens?, onDisconnect?, cache?}`.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct ChatConfig {
@@ -22,6 +23,70 @@ pub struct ChatConfig {
     pub max_tokens: Option<u32>,
     /// What a turn does when the client that started it goes away (`"stop"` by default).
     pub on_disconnect: OnDisconnect,
+    /// What the provider's prompt cache keeps of each step (`None`: nothing, `cache: false`).
+    #[serde(deserialize_with = "cache_setting")]
+    pub cache: Option<CacheConfig>,
+}
+
+/// `chat.cache` (and a turn's own `cache`): what of a step's request the provider's prompt cache
+/// keeps. `false`: nothing (no marks, no OpenAI `prompt_cache_key`); `true` or absent: the
+/// defaults; an object: `{instructions = true, tools = true, messages = 0, ttl = "5m"}`.
+/// Anthropic marks the frozen system prompt, the last tool and the `messages`-th message from the
+/// end of the conversation sent (1: the newest, so the next step reads everything before it)
+/// with `cache_control` (`ttl` `"1h"` asks for the hour-long cache); OpenAI routes by the
+/// session's `prompt_cache_key`; other providers ignore it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct CacheConfig {
+    pub instructions: bool,
+    pub tools: bool,
+    /// Which message from the end closes the cached prefix (0: none; at most [`MAX_CACHED_FROM_END`]).
+    pub messages: usize,
+    pub ttl: CacheTtl,
+}
+
+/// Most `chat.cache.messages`: a mark further back caches less than one nearer would.
+pub const MAX_CACHED_FROM_END: usize = 100;
+
+/// How long a cached prefix lives (Anthropic's two lifetimes).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+pub enum CacheTtl {
+    #[default]
+    #[serde(rename = "5m")]
+    FiveMinutes,
+    #[serde(rename = "1h")]
+    OneHour,
+}
+
+impl Default for CacheConfig {
+    fn default() -> Self {
+        CacheConfig { instructions: true, tools: true, messages: 0, ttl: CacheTtl::FiveMinutes }
+    }
+}
+
+impl CacheConfig {
+    /// Reads a cache setting (`false`, `true`, or an object; `what` names it in errors).
+    pub fn from_json(v: &Json, what: &str) -> Result<Option<CacheConfig>> {
+        let bad = |why: String| {
+            Error::invalid(format!("{what} must be false, true or {{instructions?, tools?, messages?, ttl?}}: {why}"))
+        };
+        let c = match v {
+            Json::Bool(false) => return Ok(None),
+            Json::Bool(true) | Json::Null => CacheConfig::default(),
+            Json::Object(_) => CacheConfig::deserialize(v).map_err(|e| bad(e.to_string()))?,
+            other => return Err(bad(format!("not {other}"))),
+        };
+        if c.messages > MAX_CACHED_FROM_END {
+            return Err(bad(format!("messages is at most {MAX_CACHED_FROM_END}")));
+        }
+        Ok(Some(c))
+    }
+}
+
+/// `chat.cache` as [`CacheConfig::from_json`] reads it.
+fn cache_setting<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<CacheConfig>, D::Error> {
+    let v = Json::deserialize(d)?;
+    CacheConfig::from_json(&v, "chat.cache").map_err(|e| serde::de::Error::custom(e.message))
 }
 
 /// `chat.onDisconnect`: what a turn does when the client that started it goes away (its
@@ -45,6 +110,7 @@ impl Default for ChatConfig {
             max_steps: DEFAULT_MAX_STEPS,
             max_tokens: None,
             on_disconnect: OnDisconnect::Stop,
+            cache: Some(CacheConfig::default()),
         }
     }
 }

@@ -25,7 +25,7 @@ use crate::error::{Error, Result};
 pub use blocks::{
     check_label, check_scopes, is_label, BlockConfig, BlockKind, BlockScope, DEFAULT_SKILLS_PREFIX, HISTORY_DESCRIPTION,
 };
-pub use chat::{ChatConfig, OnDisconnect, DEFAULT_MAX_MESSAGES, DEFAULT_MAX_STEPS};
+pub use chat::{CacheConfig, CacheTtl, ChatConfig, OnDisconnect, DEFAULT_MAX_MESSAGES, DEFAULT_MAX_STEPS};
 pub use compaction::{CompactOptions, CompactionConfig};
 pub use memory::{
     ExtractConfig, InjectConfig, MaintenanceConfig, MemoryConfig, SpaceConfig, SpaceMode, DEFAULT_MAX_MEMORIES,

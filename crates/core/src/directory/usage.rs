@@ -18,20 +18,22 @@ pub enum Measured {
 /// The sessions [`over`] lists at most (those with the most tokens first).
 pub const MAX_SESSIONS: i64 = 100;
 
-/// One turn of session `session` at `at` with `model`: `input`/`output` tokens, and our
-/// estimate of the input the provider counted (`None` when it did not count).
+/// One turn of session `session` at `at` with `model`: `input`/`output` tokens (`cached` of the
+/// input read from the provider's prompt cache), and our estimate of the input the provider
+/// counted (`None` when it did not count).
 pub(crate) fn record(
     sql: &dyn Sql,
     at: &str,
     session: &str,
     model: &str,
-    (input, output): (i64, i64),
+    (input, output, cached): (i64, i64, i64),
     measured: Measured,
     input_estimate: Option<i64>,
 ) -> Result<()> {
     sql.execute(
-        "INSERT INTO usage_ledger (at, session_id, model, input_tokens, output_tokens, estimated, input_estimate)
-         VALUES (?, ?, ?, ?, ?, ?, ?)",
+        "INSERT INTO usage_ledger (at, session_id, model, input_tokens, output_tokens, estimated, input_estimate,
+           cached_input_tokens)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
         &[
             at.into(),
             session.into(),
@@ -40,6 +42,7 @@ pub(crate) fn record(
             Value::Int(output),
             Value::Int(i64::from(measured == Measured::Estimated)),
             input_estimate.map_or(Value::Null, Value::Int),
+            Value::Int(cached),
         ],
     )
 }
@@ -109,6 +112,8 @@ pub struct Totals {
     pub output_tokens: i64,
     /// Turns whose counts were estimated.
     pub estimated_turns: i64,
+    /// Of the input tokens, those the provider read from its prompt cache.
+    pub cached_input_tokens: i64,
 }
 
 /// One session's share.
@@ -123,13 +128,15 @@ pub struct SessionTotals {
 /// The ledger over `[from, to)` (ISO times): the totals and the [`MAX_SESSIONS`] sessions with
 /// the most tokens.
 pub fn over(sql: &dyn Sql, from: &str, to: &str) -> Result<(Totals, Vec<SessionTotals>)> {
-    let sums = "count(*), COALESCE(sum(input_tokens), 0), COALESCE(sum(output_tokens), 0), COALESCE(sum(estimated), 0)";
+    let sums = "count(*), COALESCE(sum(input_tokens), 0), COALESCE(sum(output_tokens), 0), COALESCE(sum(estimated), 0),
+                COALESCE(sum(cached_input_tokens), 0)";
     let totals = |r: &crate::sql::Row, at: usize| -> Result<Totals> {
         Ok(Totals {
             turns: r.int(at)?,
             input_tokens: r.int(at + 1)?,
             output_tokens: r.int(at + 2)?,
             estimated_turns: r.int(at + 3)?,
+            cached_input_tokens: r.int(at + 4)?,
         })
     };
     let range = [Value::from(from), Value::from(to)];

@@ -13,6 +13,7 @@ use super::transport::{Call, Endpoint, HttpRequest};
 use super::wire::{
     error_message, event_json, excerpt, lenient, object_or_empty, parse_arguments, request_body, unavailable,
 };
+use crate::config::CacheTtl;
 use crate::error::Result;
 
 /// The Anthropic Messages API (`LLM_PROVIDER=anthropic`): the key as `x-api-key`, and the API
@@ -58,13 +59,25 @@ struct Body<'a> {
     tools: Vec<Tool<'a>>,
 }
 
-/// `{"type": "ephemeral"}`: cache the request up to here.
-#[derive(Serialize)]
+/// `{"type": "ephemeral", "ttl"?}`: cache the request up to here (for 5 minutes, or `"1h"`).
+#[derive(Clone, Copy, Serialize)]
 struct CacheControl {
     r#type: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ttl: Option<&'static str>,
 }
 
-const EPHEMERAL: CacheControl = CacheControl { r#type: "ephemeral" };
+impl CacheControl {
+    fn of(ttl: CacheTtl) -> CacheControl {
+        CacheControl {
+            r#type: "ephemeral",
+            ttl: match ttl {
+                CacheTtl::FiveMinutes => None,
+                CacheTtl::OneHour => Some("1h"),
+            },
+        }
+    }
+}
 
 #[derive(Serialize)]
 struct SystemBlock<'a> {
@@ -86,7 +99,16 @@ struct Tool<'a> {
 #[derive(Serialize)]
 struct Turn {
     role: &'static str,
-    content: Vec<Block>,
+    content: Vec<Content>,
+}
+
+/// A content block of a turn, its last one perhaps closing the cached prefix.
+#[derive(Serialize)]
+struct Content {
+    #[serde(flatten)]
+    block: Block,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cache_control: Option<CacheControl>,
 }
 
 #[derive(Serialize)]
@@ -125,32 +147,49 @@ fn turns(msgs: &[ChatMessage]) -> Vec<Turn> {
         if blocks.is_empty() {
             continue;
         }
+        let blocks = blocks.into_iter().map(|block| Content { block, cache_control: None });
         match turns.last_mut() {
             Some(t) if t.role == role => t.content.extend(blocks),
-            _ => turns.push(Turn { role, content: blocks }),
+            _ => turns.push(Turn { role, content: blocks.collect() }),
         }
     }
     for t in turns.iter_mut().filter(|t| t.role == "user") {
-        t.content.sort_by_key(|b| !matches!(b, Block::ToolResult { .. }));
+        t.content.sort_by_key(|c| !matches!(c.block, Block::ToolResult { .. }));
     }
     turns
 }
 
 /// The request body of one step. The system prompt and the tools are stable across the steps
-/// of a session (the prompt is frozen), so both are marked for the prompt cache.
+/// of a session (the prompt is frozen), and so is the conversation before its newest turns: the
+/// request's cache marks (`chat.cache`) close each of them for the prompt cache.
 fn body(model: &str, req: &ChatRequest, delivery: Delivery) -> Result<String> {
     let stream = delivery == Delivery::Streamed;
     let last = req.tools.len().saturating_sub(1);
+    let marks = req.cache.as_ref().map(|c| c.marks);
+    let mark = |on: bool| marks.filter(|_| on).map(|m| CacheControl::of(m.ttl));
+    let mut messages = turns(&req.messages);
+    // The `messages`-th turn from the end closes the cached conversation (its last block).
+    if let Some(m) = marks.filter(|m| m.messages > 0) {
+        if let Some(t) = messages.len().checked_sub(m.messages).and_then(|i| messages.get_mut(i)) {
+            if let Some(c) = t.content.last_mut() {
+                c.cache_control = Some(CacheControl::of(m.ttl));
+            }
+        }
+    }
     request_body(&Body {
         model,
         max_tokens: req.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
-        messages: turns(&req.messages),
+        messages,
         stream,
         // The frozen prompt is cached; the per-turn tail after it is not.
         system: req
             .system
             .iter()
-            .map(|s| SystemBlock { r#type: "text", text: s, cache_control: Some(EPHEMERAL) })
+            .map(|s| SystemBlock {
+                r#type: "text",
+                text: s,
+                cache_control: mark(marks.is_some_and(|m| m.instructions)),
+            })
             .chain(req.system_tail.iter().map(|s| SystemBlock { r#type: "text", text: s, cache_control: None }))
             .collect(),
         tools: req
@@ -161,7 +200,7 @@ fn body(model: &str, req: &ChatRequest, delivery: Delivery) -> Result<String> {
                 name: &t.name,
                 description: &t.description,
                 input_schema: &t.input_schema,
-                cache_control: (i == last).then_some(EPHEMERAL),
+                cache_control: mark(i == last && marks.is_some_and(|m| m.tools)),
             })
             .collect(),
     })
@@ -188,7 +227,11 @@ impl WireUsage {
         self.input_tokens.unwrap_or(0) + self.cache_read_input_tokens + self.cache_creation_input_tokens
     }
     fn usage(&self) -> Usage {
-        Usage { input_tokens: self.input(), output_tokens: self.output_tokens.unwrap_or(0) }
+        Usage {
+            input_tokens: self.input(),
+            output_tokens: self.output_tokens.unwrap_or(0),
+            cached_input_tokens: self.cache_read_input_tokens,
+        }
     }
 }
 

@@ -39,7 +39,8 @@ use wire::{http_answer, unavailable, without_error};
 use crate::error::{Error, ErrorKind, Result};
 pub use api::{Accum, Api};
 pub use model::{
-    ChatMessage, ChatReply, ChatRequest, Delivery, Format, Piece, ToolCall, ToolSpec, Usage, DEFAULT_MAX_TOKENS,
+    ChatMessage, ChatReply, ChatRequest, Delivery, Format, Piece, PromptCache, ToolCall, ToolSpec, Usage,
+    DEFAULT_MAX_TOKENS,
 };
 pub use registry::Provider;
 pub use sse::{SseDecoder, SseEvent};

@@ -5,6 +5,7 @@
 
 use serde_json::Value as Json;
 
+use crate::config::CacheConfig;
 use crate::error::Result;
 
 /// Default `max_tokens` of a call (Anthropic requires one).
@@ -55,13 +56,21 @@ pub struct ChatRequest {
     pub messages: Vec<ChatMessage>,
     pub tools: Vec<ToolSpec>,
     pub max_tokens: Option<u32>,
-    /// Provider-side prompt caching key (OpenAI `prompt_cache_key`): the session id.
-    pub cache_key: Option<String>,
+    /// What the provider's prompt cache keeps (`None`: nothing is marked).
+    pub cache: Option<PromptCache>,
     /// Per-turn system text sent after `system`, outside what the prompt cache keeps (the
     /// memories recalled for this turn), so `system` stays byte-identical between turns.
     pub system_tail: Option<String>,
     /// What the answer's text must be.
     pub format: Format,
+}
+
+/// A request's prompt-cache marks: `key` routes OpenAI's cache (`prompt_cache_key`: the
+/// session id), `marks` say what Anthropic's `cache_control` closes (`chat.cache`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct PromptCache {
+    pub key: String,
+    pub marks: CacheConfig,
 }
 
 /// The shape asked of the answer's text.
@@ -92,11 +101,14 @@ pub enum Delivery {
 }
 
 /// Tokens a call consumed, for the session's usage totals. Input tokens include the prompt
-/// cache's reads and writes wherever the provider reports them apart (Anthropic).
+/// cache's reads and writes wherever the provider reports them apart (Anthropic);
+/// `cached_input_tokens` are those of them read from the cache (Anthropic's
+/// `cache_read_input_tokens`, OpenAI's `prompt_tokens_details.cached_tokens`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Usage {
     pub input_tokens: i64,
     pub output_tokens: i64,
+    pub cached_input_tokens: i64,
 }
 
 /// A piece of a streamed answer, handed out as it arrives.

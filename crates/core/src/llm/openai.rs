@@ -180,7 +180,7 @@ fn body(model: &str, req: &ChatRequest, delivery: Delivery) -> Result<String> {
                 function: ToolFunction { name: &t.name, description: &t.description, parameters: &t.input_schema },
             })
             .collect(),
-        prompt_cache_key: req.cache_key.as_deref(),
+        prompt_cache_key: req.cache.as_ref().map(|c| c.key.as_str()),
         response_format: (req.format == Format::JsonObject).then_some(ResponseFormat { r#type: "json_object" }),
     })
 }

@@ -119,10 +119,24 @@ pub(crate) struct CompatUsage {
     prompt_tokens: i64,
     #[serde(deserialize_with = "lenient")]
     completion_tokens: i64,
+    #[serde(deserialize_with = "lenient")]
+    prompt_tokens_details: PromptDetails,
+}
+
+/// `usage.prompt_tokens_details`: the prompt tokens read from the provider's cache.
+#[derive(Deserialize, Default)]
+#[serde(default)]
+pub(crate) struct PromptDetails {
+    #[serde(deserialize_with = "lenient")]
+    cached_tokens: i64,
 }
 
 impl From<CompatUsage> for Usage {
     fn from(u: CompatUsage) -> Usage {
-        Usage { input_tokens: u.prompt_tokens, output_tokens: u.completion_tokens }
+        Usage {
+            input_tokens: u.prompt_tokens,
+            output_tokens: u.completion_tokens,
+            cached_input_tokens: u.prompt_tokens_details.cached_tokens,
+        }
     }
 }

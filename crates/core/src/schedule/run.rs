@@ -37,7 +37,7 @@ use crate::sql::{atomically, Row, Sql, Value};
 use crate::store::message::NewMessage;
 use crate::store::tree::Parent;
 use crate::time::iso_millis;
-use crate::turn::run::{fresh, turn, Ask, MemoryUse, TurnRequest};
+use crate::turn::run::{fresh, turn, Ask, CacheUse, MemoryUse, TurnRequest};
 use crate::wire::{Frame, ScheduleOp};
 
 /// The session id a fresh run renders its prompt for: `#` is in no session id, so it has no
@@ -154,13 +154,23 @@ async fn execute(env: &Env<'_>, s: &Schedule) -> Result<Executed> {
         Some(sid) => {
             let session = Session::new(env, sid);
             let ask = Ask::Message { msg: NewMessage::from_json(&user)?, parent: Parent::Latest };
-            let req = TurnRequest { ask, tools: Vec::new(), memory: MemoryUse::AsConfigured, stop: Stop::default() };
+            let req = TurnRequest {
+                ask,
+                tools: Vec::new(),
+                memory: MemoryUse::AsConfigured,
+                stop: Stop::default(),
+                cache: CacheUse::AsConfigured,
+            };
             let done = turn(&session, req, &mut |_| Ok(())).await?;
             // Nothing stops a scheduled run: its reply is always there.
             let message = done.message.unwrap_or_default();
             let usage = message.get("metadata").and_then(|m| m.get("usage"));
             let count = |k: &str| usage.and_then(|u| u.get(k)).and_then(Json::as_i64).unwrap_or(0);
-            let usage = Usage { input_tokens: count("inputTokens"), output_tokens: count("outputTokens") };
+            let usage = Usage {
+                input_tokens: count("inputTokens"),
+                output_tokens: count("outputTokens"),
+                cached_input_tokens: count("cachedInputTokens"),
+            };
             Ok((reply_text(&message), usage, done.after))
         }
         None => {
@@ -178,7 +188,7 @@ fn finish(env: &Env<'_>, s: &Schedule, run_id: &str, outcome: Result<(String, Us
     // A run on a fresh history stores no turn: its row of the usage ledger is written here (a
     // run in a session got its row with its turn).
     let fresh_tokens = match (&outcome, &s.session_id) {
-        (Ok((_, u)), None) => Some((u.input_tokens, u.output_tokens)),
+        (Ok((_, u)), None) => Some((u.input_tokens, u.output_tokens, u.cached_input_tokens)),
         _ => None,
     };
     let (status, reply, usage, error) = match outcome {

@@ -544,7 +544,7 @@ impl<'a> Session<'a> {
                 }
                 recall::count_ids(e.sql, &recalled, &e.now)?;
                 if let Some(measured) = ledger {
-                    let tokens = (usage.input_tokens, usage.output_tokens);
+                    let tokens = (usage.input_tokens, usage.output_tokens, usage.cached_input_tokens);
                     let estimate = (measured == Measured::Provider && input_estimate > 0).then_some(input_estimate);
                     ledger::record(e.sql, &e.now, self.id, &e.llm.model, tokens, measured, estimate)?;
                 }

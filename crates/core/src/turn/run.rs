@@ -29,7 +29,7 @@ use crate::after::{After, Cap};
 use crate::blobs::BoxFuture;
 use crate::compaction::truncate::{truncate_older_messages, TruncateOptions};
 use crate::config::category::Category;
-use crate::config::{InjectConfig, OnDisconnect};
+use crate::config::{CacheConfig, InjectConfig, OnDisconnect};
 use crate::context::tools::Tool;
 use crate::directory::usage::Measured;
 use crate::error::{Error, ErrorKind, Result};
@@ -37,7 +37,7 @@ use crate::ids::new_id;
 pub use crate::live::event::{ChatEvent, Outcome, Runner};
 use crate::live::stop::{until_stopped, Stop};
 use crate::live::{Ending, Registered};
-use crate::llm::{chat, ChatMessage, ChatRequest, Format, Piece, ToolCall, ToolSpec, Usage};
+use crate::llm::{chat, ChatMessage, ChatRequest, Format, Piece, PromptCache, ToolCall, ToolSpec, Usage};
 use crate::memory::inject::render;
 use crate::memory::recall::{Query, MAX_LIMIT};
 use crate::memory::shared;
@@ -84,6 +84,18 @@ pub struct TurnRequest {
     /// The turn's stop signal (see [`Stop`]): set by the caller's transport when its client goes
     /// away or cancels, and by `POST …/chat/stop` through the running turns.
     pub stop: Stop,
+    /// What the provider's prompt cache keeps of this turn's steps.
+    pub cache: CacheUse,
+}
+
+/// What the provider's prompt cache keeps of a turn's steps.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CacheUse {
+    /// As configured (`SESSION_CONFIG.chat.cache`).
+    #[default]
+    AsConfigured,
+    /// This turn's own `cache` (`None`: nothing, `cache: false`).
+    Instead(Option<CacheConfig>),
 }
 
 /// Whether a turn uses long-term memory.
@@ -169,6 +181,10 @@ pub async fn turn(
     }
     let stop = req.stop;
     let running = session.env.live.start(session.id, &stop);
+    let cache = match req.cache {
+        CacheUse::AsConfigured => session.env.config.chat.cache,
+        CacheUse::Instead(c) => c,
+    };
     let reply = Reply {
         session,
         server: &server,
@@ -176,6 +192,7 @@ pub async fn turn(
         start,
         system,
         to_freeze,
+        cache,
         injected,
         extracts: memory.is_some_and(|m| m.extract.is_some()),
         injects: memory.is_some_and(|m| m.inject.is_some()),
@@ -219,6 +236,8 @@ struct Reply<'r, 'a> {
     system: String,
     /// Whether `system` is to be frozen with the turn.
     to_freeze: bool,
+    /// What the provider's prompt cache keeps of the steps.
+    cache: Option<CacheConfig>,
     /// The `<user-memory>` block and the ids of the memories in it.
     injected: Option<(String, Vec<String>)>,
     extracts: bool,
@@ -270,6 +289,7 @@ impl Reply<'_, '_> {
                     system: self.system,
                     memory: tail,
                     assistant_id: &assistant_id,
+                    cache: self.cache,
                 };
                 let (parts, spent, ended) = steps.run(conversation.messages, parts, stop, &mut emit).await?;
                 if ended == Ended::Answered {
@@ -281,8 +301,13 @@ impl Reply<'_, '_> {
         let usage = spent.usage;
         // An extended message's usage is that of all the turns that wrote it.
         let earlier = |key: &str| meta.get("usage").and_then(|u| u.get(key)).and_then(Json::as_i64).unwrap_or(0);
-        let total = json!({"inputTokens": earlier("inputTokens") + usage.input_tokens,
+        let mut total = json!({"inputTokens": earlier("inputTokens") + usage.input_tokens,
             "outputTokens": earlier("outputTokens") + usage.output_tokens});
+        // Of the input, what the provider read from its prompt cache (when it said any).
+        let cached = earlier("cachedInputTokens") + usage.cached_input_tokens;
+        if cached > 0 {
+            total["cachedInputTokens"] = json!(cached);
+        }
         meta.insert("model".into(), json!(session.env.llm.model));
         meta.insert("usage".into(), total);
         let recalled = self.injected.map(|i| i.1).unwrap_or_default();
@@ -541,6 +566,8 @@ struct Steps<'s, 'a> {
     /// The `<user-memory>` block of this turn, sent after the frozen prompt.
     memory: Option<String>,
     assistant_id: &'s str,
+    /// What the provider's prompt cache keeps of each step.
+    cache: Option<CacheConfig>,
 }
 
 impl Steps<'_, '_> {
@@ -578,7 +605,7 @@ impl Steps<'_, '_> {
                 messages: messages.clone(),
                 tools: tools.clone(),
                 max_tokens: cfg.max_tokens,
-                cache_key: Some(sid.to_owned()),
+                cache: self.cache.map(|marks| PromptCache { key: sid.to_owned(), marks }),
                 system_tail: self.memory.clone(),
                 format: Format::Text,
             };
@@ -619,6 +646,7 @@ impl Steps<'_, '_> {
             parts.end_step();
             spent.usage.input_tokens += reply.usage.input_tokens;
             spent.usage.output_tokens += reply.usage.output_tokens;
+            spent.usage.cached_input_tokens += reply.usage.cached_input_tokens;
             // What we estimated for what the provider counted (`directory::usage::calibration`).
             spent.input_estimate += estimate_request(&request);
             if reply.text.trim().is_empty() && reply.tool_calls.is_empty() {
@@ -733,8 +761,15 @@ pub(crate) async fn fresh(session: &Session<'_>, user: &Json, tools: Vec<ToolSpe
     let system = session.context().render().await?;
     let conversation = build(std::slice::from_ref(user), 0);
     let id = new_id()?;
-    let steps =
-        Steps { session, server: &tools, client: &[], system, memory: injected.map(|i| i.0), assistant_id: &id };
+    let steps = Steps {
+        session,
+        server: &tools,
+        client: &[],
+        system,
+        memory: injected.map(|i| i.0),
+        assistant_id: &id,
+        cache: session.env.config.chat.cache,
+    };
     let (parts, spent, _) =
         steps.run(conversation.messages, AssistantParts::default(), &Stop::default(), &mut |_| Ok(())).await?;
     let mut meta = Map::new();
