@@ -184,10 +184,11 @@ fn synthetic_compaction_messages_from_clients_are_not_stored() {
 fn the_incremental_estimate_equals_a_full_recount() {
     let api = api(json!({"protectHead": 1, "tailTokenBudget": 10, "minTailMessages": 1}));
     let full = |api: &Api, leaf: &str| {
-        estimate::invalidate(&api.db, "s").unwrap();
-        session_agent_core::store::history::branch_tokens(&api.db, "s", leaf).unwrap()
+        estimate::invalidate(&*api.db, "s").unwrap();
+        session_agent_core::store::history::branch_tokens(&*api.db, "s", leaf).unwrap()
     };
-    let cached = |api: &Api, leaf: &str| session_agent_core::store::history::branch_tokens(&api.db, "s", leaf).unwrap();
+    let cached =
+        |api: &Api, leaf: &str| session_agent_core::store::history::branch_tokens(&*api.db, "s", leaf).unwrap();
     fill(&api, "s", 5);
     let base = full(&api, "m5");
     api.append("s", "m6", None, "one more message with several words");
