@@ -86,13 +86,18 @@ impl Agent {
     /// Opens the agent with `config`: migrates its SQLite schema (synchronous in a DO, so it is
     /// done before any request) and binds `SKILLS_BUCKET` if the Worker has it.
     pub fn new(state: &State, env: &Env, config: SessionConfig) -> Self {
-        Agent::open(state, env, Ok(config), Role::Agent)
+        Agent::open(state, env, config, Role::Agent)
     }
 
     /// Opens the Durable Object as `role`: an agent, or a memory space (the same schema and
-    /// memory code; the space's own routes, `api::routes::SPACE_ROUTES`). A `config` that did
-    /// not read makes every request a 503 `not_configured` naming the problem.
-    fn open(state: &State, env: &Env, config: CoreResult<SessionConfig>, role: Role) -> Self {
+    /// memory code; the space's own routes, `api::routes::SPACE_ROUTES`).
+    pub fn open(state: &State, env: &Env, config: SessionConfig, role: Role) -> Self {
+        Agent::opened(state, env, Ok(config), role)
+    }
+
+    /// [`Agent::open`] with a config that may not have read: every request is then a 503
+    /// `not_configured` naming the problem.
+    fn opened(state: &State, env: &Env, config: CoreResult<SessionConfig>, role: Role) -> Self {
         // LLM_API_KEY is a secret; a plain var is accepted too (local .dev.vars sets either).
         let var = |k: &str| env.secret(k).map(|v| v.to_string()).or_else(|_| env.var(k).map(|v| v.to_string())).ok();
         let db = Rc::new(DoSql::new(&state.storage()));
@@ -125,7 +130,7 @@ impl Agent {
     /// [`Agent::from_env`] as `role`.
     pub fn from_env_as(state: &State, env: &Env, role: Role) -> Self {
         let config = config_text(env).and_then(|text| SessionConfig::from_json(&text));
-        Agent::open(state, env, config, role)
+        Agent::opened(state, env, config, role)
     }
 
     /// The agent's name (its `idFromName` name).

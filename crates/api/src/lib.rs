@@ -7,7 +7,9 @@
 //! behind one, and `POST …/compact`), [`context`] (blocks, prompt, tools), [`chat`] (the agent
 //! turn), [`memories`], [`spaces`] (a memory space's own routes, an agent's choice of space), [`schedules`] (scheduled turns and their runs), [`mcp`] (the tools as an MCP server), [`tokens`] (revocation),
 //! [`transfer`] (export, import, erase, split), [`directory`] (the usage ledger's route, the directory shards' API and what the front door's `/directory` routes need). [`routes`] is the table of every route, with the
-//! handler ([`call`]) of each method; [`access`] says what a scoped token may do; [`ws`] maps
+//! handler ([`call`]) of each method and how it is answered (whole, a stream, an upgrade);
+//! [`object`] is the Durable Object itself (its state and policy between requests; a request
+//! is matched to its route and admitted once, by `enter`); [`access`] says what a scoped token may do; [`ws`] maps
 //! WebSocket frames onto routes; [`socket_tags`] is what a socket is accepted with; [`front`]
 //! is what the front door Worker decides before a request reaches an agent; [`running`] keeps
 //! the flags a socket's `cancel` frame sets.
@@ -117,16 +119,11 @@ pub fn permits(claims: &Claims, method: &str, path: &str) -> Result<()> {
 }
 
 /// Refuses a request whose token (the claims the front door passed) is expired, revoked, for
-/// another agent, or outside its sessions or scope, and answers the environment the request
-/// runs in: `env` reaching only the token's sessions when it is limited to some. Every way into
-/// the agent runs this first.
-pub fn admit<'a>(env: &Env<'a>, req: &Request) -> Result<Env<'a>> {
-    admit_to(env, req, matched(env.role, &req.path).ok().as_ref())
-}
-
-/// [`admit`] with the request's route already matched (`None`: no route, allowed here and
-/// answered `404` after).
-fn admit_to<'a>(env: &Env<'a>, req: &Request, found: Option<&Matched>) -> Result<Env<'a>> {
+/// another agent, or outside its sessions or scope (on `found`, its route: `None` when it has
+/// none, allowed here and answered `404` after), and answers the environment the request runs
+/// in: `env` reaching only the token's sessions when it is limited to some. Every way into the
+/// agent runs this first ([`enter`]).
+pub(crate) fn admit<'a>(env: &Env<'a>, req: &Request, found: Option<&Matched>) -> Result<Env<'a>> {
     let Some(claims) = claims_of(req)? else { return Ok(env.reaching(Reach::All)) };
     let now_ms = parse_iso(&env.now).unwrap_or(i64::MAX);
     claims.valid_for(env.agent, env.role, now_ms, revoked_before(env.sql)?)?;
@@ -161,7 +158,7 @@ pub(crate) enum Entry<'a> {
 /// the one admission of a request, whatever its answer is (whole, a stream or an upgrade).
 pub(crate) fn enter<'a>(env: &Env<'a>, req: &Request) -> Entry<'a> {
     let found = matched(env.role, &req.path);
-    let env = match admit_to(env, req, found.as_ref().ok()) {
+    let env = match admit(env, req, found.as_ref().ok()) {
         Ok(env) => env,
         Err(e) => return Entry::Refused(Response::error(&e)),
     };

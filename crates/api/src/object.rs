@@ -192,7 +192,7 @@ pub struct Woke {
 /// a stop while the model is silent ends its call about twice this late (bench/turns.mjs).
 const KEEP_ALIVE_MS: u64 = 250;
 /// A server-sent events comment: every SSE reader skips it.
-pub const KEEP_ALIVE: &[u8] = b": keep-alive\n\n";
+const KEEP_ALIVE: &[u8] = b": keep-alive\n\n";
 
 /// One agent's memory (or one memory space), ready to answer requests. A cheap handle
 /// (`Clone`): a streamed answer and the work after an answer keep a copy.
@@ -371,11 +371,6 @@ impl Object {
     /// The vector indexes this instance keeps.
     pub fn vectors(&self) -> &Vectors {
         &self.inner.vectors
-    }
-
-    /// The turns running in this instance.
-    pub fn live(&self) -> &Live {
-        &self.inner.live
     }
 
     /// Answers one request of the Durable Object's API (`docs/openapi.yaml`): its route matched
