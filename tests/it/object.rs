@@ -15,6 +15,7 @@ fn append(api: &Api, id: &str) -> u16 {
     api.post("/sessions/s/messages", json!({"message": msg(id, "user", "hello")})).status
 }
 
+// invariant 46 (docs/ARCHITECTURE.md)
 #[test]
 fn a_write_that_succeeds_marks_the_directory_with_the_alarm_set_and_the_alarm_reports_it() {
     let api = Api::new().with_directory();
@@ -79,6 +80,7 @@ fn without_a_directory_nothing_is_marked() {
     assert!(api.native.alarm_sets.borrow().is_empty());
 }
 
+// invariant 46 (docs/ARCHITECTURE.md)
 #[test]
 fn a_report_the_directory_does_not_take_is_retried_later() {
     let api = Api::new().with_directory();
@@ -156,6 +158,7 @@ fn an_object_that_cannot_open_answers_why() {
     assert!(api.alarm().is_none(), "the alarm does nothing");
 }
 
+// invariant 30 (docs/ARCHITECTURE.md)
 #[test]
 fn the_route_table_says_how_a_request_is_answered() {
     let api = Api::new().with_model();
