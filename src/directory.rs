@@ -71,7 +71,7 @@ async fn call(ns: &ObjectNamespace, name: &str, path: &str, body: Option<String>
 }
 
 /// Sends `report` to its shard. An error says why it was not taken (the caller retries).
-pub(crate) async fn send(ns: &ObjectNamespace, report: &Report) -> CoreResult<()> {
+async fn send(ns: &ObjectNamespace, report: &Report) -> CoreResult<()> {
     let (kind, name) = report.key();
     let body = serde_json::json!({ "reports": [report.to_json()] }).to_string();
     let shard = shard_name(shard_of(kind, name));
@@ -79,6 +79,15 @@ pub(crate) async fn send(ns: &ObjectNamespace, report: &Report) -> CoreResult<()
     match resp.status_code() {
         204 => Ok(()),
         s => Err(Error::internal(format!("the shard answered {s}: {}", resp.text().await.unwrap_or_default()))),
+    }
+}
+
+/// The directory's shards as the object sees them.
+pub(crate) struct WorkersDirectory(pub(crate) ObjectNamespace);
+
+impl session_agent_api::object::Directory for WorkersDirectory {
+    fn send<'a>(&'a self, report: &'a Report) -> session_agent_core::blobs::BoxFuture<'a, CoreResult<()>> {
+        Box::pin(send(&self.0, report))
     }
 }
 

@@ -49,11 +49,6 @@ pub(crate) struct DoSql {
 }
 
 impl DoSql {
-    /// The database's size in bytes (`SqlStorage.databaseSize`), 0 if the runtime has none.
-    pub(crate) fn database_size(&self) -> i64 {
-        js_sys::Reflect::get(&self.sql, &"databaseSize".into()).ok().and_then(|v| v.as_f64()).unwrap_or(0.0) as i64
-    }
-
     /// Sets the object's alarm for `at_ms` now, in this turn (see `TxStorage::set_alarm`); the
     /// promise it returns, which says when the alarm is stored.
     pub(crate) fn set_alarm_now(&self, at_ms: i64) -> std::result::Result<js_sys::Promise, JsValue> {
@@ -108,6 +103,11 @@ impl Sql for DoSql {
 
     fn changes(&self) -> u64 {
         self.changes.get()
+    }
+
+    /// `SqlStorage.databaseSize`, 0 if the runtime has none.
+    fn size(&self) -> i64 {
+        js_sys::Reflect::get(&self.sql, &"databaseSize".into()).ok().and_then(|v| v.as_f64()).unwrap_or(0.0) as i64
     }
 
     fn transaction(&self, body: &mut dyn FnMut() -> Result<()>) -> Result<()> {

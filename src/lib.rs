@@ -11,8 +11,9 @@
 //! - `front_door`: the Worker's `fetch`: what `session_agent_api::front` decides (CORS, health,
 //!   names, the token), with the secrets, WebCrypto, the rate-limiting binding, the console's
 //!   assets and the agent's stub;
-//! - `agent`: the `SessionAgent` Durable Object, which hands each request to the API layer, and
-//!   `MemorySpace`, the same code as a memory space;
+//! - `agent`: the `SessionAgent` Durable Object, which builds the API layer's object
+//!   (`session_agent_api::object::Object`) with the platform's parts and forwards each request,
+//!   socket message and alarm to it, and `MemorySpace`, the same code as a memory space;
 //! - `directory`: the `AgentDirectory` Durable Object (a shard of the directory of agents and
 //!   spaces), an object's report to it, and the front door's `GET /directory…` reads;
 //! - `do_sql`: the core's SQL trait over the DO's `SqlStorage`;

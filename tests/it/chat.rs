@@ -451,7 +451,14 @@ fn a_streamed_turn_ends_its_stream_before_the_compaction_it_calls_for_starts() {
         Ok(())
     };
     let gone = session_agent_core::live::stop::Stop::default();
-    let after = futures::executor::block_on(api::stream_chat(&env, &req, api::chat::Dialect::Events, &gone, &mut send));
+    let after = futures::executor::block_on(api::chat::stream_turn(
+        &env,
+        "s",
+        &req,
+        api::chat::Dialect::Events,
+        &gone,
+        &mut send,
+    ));
     assert_eq!(calls_at_done, Some(1), "only the turn's call before the stream ended");
     assert_eq!(api.model.requests.borrow().len(), 1, "no summarizer call yet");
     assert!(api.events.take("s").iter().all(|f| f["type"] != "status"), "no compaction frame yet");

@@ -184,10 +184,11 @@ fn synthetic_compaction_messages_from_clients_are_not_stored() {
 fn the_incremental_estimate_equals_a_full_recount() {
     let api = api(json!({"protectHead": 1, "tailTokenBudget": 10, "minTailMessages": 1}));
     let full = |api: &Api, leaf: &str| {
-        estimate::invalidate(&api.db, "s").unwrap();
-        session_agent_core::store::history::branch_tokens(&api.db, "s", leaf).unwrap()
+        estimate::invalidate(&*api.db, "s").unwrap();
+        session_agent_core::store::history::branch_tokens(&*api.db, "s", leaf).unwrap()
     };
-    let cached = |api: &Api, leaf: &str| session_agent_core::store::history::branch_tokens(&api.db, "s", leaf).unwrap();
+    let cached =
+        |api: &Api, leaf: &str| session_agent_core::store::history::branch_tokens(&*api.db, "s", leaf).unwrap();
     fill(&api, "s", 5);
     let base = full(&api, "m5");
     api.append("s", "m6", None, "one more message with several words");
@@ -384,7 +385,7 @@ fn the_providers_counts_calibrate_the_estimate_auto_compaction_compares() {
         estimates.push(api.count("SELECT input_estimate FROM usage_ledger ORDER BY seq DESC LIMIT 1"));
     }
     assert!(estimates.iter().all(|e| *e > 0 && *e < 400), "our estimates are below the provider's 600: {estimates:?}");
-    let c = calibration(&api.db, &api.llm.model).unwrap();
+    let c = calibration(&*api.db, &api.llm.model).unwrap();
     assert_eq!((c.turns, c.input_tokens), (3, 1800));
     assert_eq!(c.estimated_input_tokens, estimates.iter().sum::<i64>());
     let ratio = c.ratio();

@@ -366,7 +366,7 @@ fn skills_are_listed_per_scope_and_only_the_agents_own_are_writable() {
     assert!(futures::executor::block_on(api.blobs.list("lib/")).unwrap().len() == 1);
     // Another agent of the same deployment sees neither alice's skills nor her write.
     let mut bob = skills_api();
-    bob.agent = "bob".into();
+    bob = bob.named("bob");
     assert_eq!(bob.get("/sessions/s/context/skills").body_json()["content"], "- secret: not for alice");
 }
 

@@ -227,7 +227,7 @@ fn shards_are_a_stable_hash_of_kind_and_name() {
 #[test]
 fn an_objects_report_is_marked_by_writes_and_cleared_only_by_one_that_saw_them_all() {
     let api = Api::new();
-    let sql = &api.db;
+    let sql = &*api.db;
     assert_eq!(report::due(sql).unwrap(), None);
     // Nothing held: the report is a removal.
     assert_eq!(
@@ -275,10 +275,10 @@ fn an_objects_report_is_marked_by_writes_and_cleared_only_by_one_that_saw_them_a
 fn an_erased_agent_reports_itself_removed() {
     let api = Api::new();
     api.append("s1", "m1", None, "hello");
-    assert!(matches!(report::stats(&api.db, Kind::Agent, "alice", 1, 1).unwrap(), Report::Holds(_)));
+    assert!(matches!(report::stats(&*api.db, Kind::Agent, "alice", 1, 1).unwrap(), Report::Holds(_)));
     let r = api.send(Request::new("DELETE", "/").header("confirm", "erase"));
     assert_eq!(r.status, 204);
-    assert!(matches!(report::stats(&api.db, Kind::Agent, "alice", 1, 1).unwrap(), Report::Removed { .. }));
+    assert!(matches!(report::stats(&*api.db, Kind::Agent, "alice", 1, 1).unwrap(), Report::Removed { .. }));
 }
 
 #[test]

@@ -20,6 +20,7 @@ mod llm;
 mod mcp;
 mod memory;
 mod metadata;
+mod object;
 mod rerank;
 mod routes;
 mod schedules;

@@ -123,6 +123,7 @@ fn with_embeddings_the_fused_hits_are_reordered() {
 fn only_the_first_candidates_move_and_nothing_is_dropped() {
     let mut api = Api::new().with_rerank(RerankProvider::Http);
     api.rerank.candidates = 3;
+    let api = api.reopen();
     deploys(&api);
     next(&api, Rerank::Answer(503, String::new()));
     let before = hits(&api, "/search?q=deploy");

@@ -353,8 +353,8 @@ fn an_alarm_delivered_again_or_cut_short_never_runs_a_tick_twice() {
     let r = api.post(&format!("/schedules/{id}/run"), json!({}));
     assert_eq!((r.status, code(&r)), (409, "conflict".into()), "a run of it is going");
     // The object starts again: the started run is found and marked failed, never run again.
-    store::open(&api.db, api.now.get()).unwrap();
-    session_agent_core::schedule::run::recover(&api.db, &iso_millis(api.now.get())).unwrap();
+    store::open(&*api.db, api.now.get()).unwrap();
+    session_agent_core::schedule::run::recover(&*api.db, &iso_millis(api.now.get())).unwrap();
     let r = runs(&api, id);
     assert_eq!((r.len(), r[0]["status"].clone()), (1, json!("error")));
     assert!(r[0]["error"].as_str().unwrap().contains("interrupted"));

@@ -233,7 +233,7 @@ fn control_characters_in_queries_never_reach_fts5_as_syntax() {
     let mut cfg =
         Api::with_config(json!({"context": [{"label": "kb", "kind": "search"}], "searchableHistory": "history"}));
     cfg.db = api.db;
-    let api = cfg;
+    let api = cfg.reopen();
     for q in ["de%00ploy", "%22de%00ploy%22", "%00", "deploy%1B%5B0m", "deploy%C2%85friday", "deploy%00*"] {
         for path in [format!("/sessions/s1/search?q={q}"), format!("/search?q={q}")] {
             let r = api.get(&path);

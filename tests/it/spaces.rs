@@ -33,8 +33,8 @@ fn config() -> Json {
 
 fn agent(name: &str, spaces: &Rc<InProcess>) -> Api {
     let mut api = Api::with_config(config()).with_model();
-    api.agent = name.to_owned();
-    api.spaces = spaces.clone();
+    api = api.named(name);
+    api = api.with_spaces(spaces.clone());
     api
 }
 
@@ -390,8 +390,8 @@ fn the_admin_chooses_an_agents_space() {
     spaces.space("team", config());
     let plain = {
         let mut api = Api::with_config(json!({"memory": true})).with_model();
-        api.agent = "solo".into();
-        api.spaces = spaces.clone();
+        api = api.named("solo");
+        api = api.with_spaces(spaces.clone());
         api
     };
     assert_eq!(plain.get("/space").body_json(), json!({"space": null, "source": "none", "mode": "alongside"}));

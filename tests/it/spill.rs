@@ -230,7 +230,7 @@ fn objects_of_a_write_cut_short_by_a_crash_are_swept_after_restart() {
     api.post("/sessions/s/messages", json!({"message": tool_msg("kept", 3_000_000)}));
     // The write's first half, as the API runs it; then the "crash": no transaction follows.
     let mut m = NewMessage::from_json(&tool_msg("lost", 3_000_000)).unwrap();
-    futures::executor::block_on(spill::prepare(&api.db, &api.blobs, "alice", "s", &mut m)).unwrap();
+    futures::executor::block_on(spill::prepare(&*api.db, &*api.blobs, "alice", "s", &mut m)).unwrap();
     assert_eq!(spill_keys(&api).len(), 2);
     let pending = api.db.query_row("SELECT count(*) FROM spill_pending", &[]).unwrap().unwrap().int(0).unwrap();
     assert_eq!(pending, 1);
@@ -238,7 +238,7 @@ fn objects_of_a_write_cut_short_by_a_crash_are_swept_after_restart() {
     api.post("/sessions/s/messages", json!({"message": msg("x", "user", "x")}));
     assert_eq!(spill_keys(&api).len(), 2);
     // Restart: open the same database again.
-    session_agent_core::store::open(&api.db, 0).unwrap();
+    session_agent_core::store::open(&*api.db, 0).unwrap();
     api.post("/sessions/s/messages", json!({"message": msg("y", "user", "y")}));
     let keys = spill_keys(&api);
     assert_eq!(keys.len(), 1, "{keys:?}");

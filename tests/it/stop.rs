@@ -57,8 +57,11 @@ fn stream_until(api: &Api, req: &Request, keep: usize) -> Vec<String> {
             Err(Error::conflict("the client went away"))
         }
     };
-    let dialect = api::chat_stream(req).expect("a streamed chat");
-    let after = futures::executor::block_on(api::stream_chat(&env, req, dialect, &gone, &mut send));
+    let dialect = api::chat::Dialect::of(req).expect("a streamed chat");
+    let sid = req.json_object().ok().and_then(|b| b.get("id").and_then(Json::as_str).map(str::to_owned));
+    let sid = req.path.strip_prefix("/sessions/").and_then(|p| p.split('/').next()).map(str::to_owned).or(sid);
+    let sid = sid.unwrap_or_else(|| "dashboard".into());
+    let after = futures::executor::block_on(api::chat::stream_turn(&env, &sid, req, dialect, &gone, &mut send));
     futures::executor::block_on(api::after(&env, &after));
     got
 }
@@ -190,8 +193,10 @@ fn the_stop_route_and_the_resume_request_when_nothing_runs() {
 
 #[test]
 fn the_resume_request_replays_a_running_turn_from_its_start_and_follows_it_to_the_end() {
-    use futures::executor::LocalPool;
-    use futures::task::LocalSpawnExt;
+    use crate::support::{spawn, stall};
+    use futures::stream::LocalBoxStream;
+    use futures::StreamExt;
+    use session_agent_api::object::Reply;
     use std::cell::RefCell;
     use std::rc::Rc;
     let api = Rc::new(api_with(json!({})));
@@ -199,39 +204,42 @@ fn the_resume_request_replays_a_running_turn_from_its_start_and_follows_it_to_th
     let (tx, rx) = futures::channel::oneshot::channel::<()>();
     *api.model.gate.borrow_mut() = Some(rx);
     api.model.reply(Ok(streamed(&["Slow", " answer."])));
-    let mut pool = LocalPool::new();
     let (a, b) = (api.clone(), api.clone());
     let turn_body = Rc::new(RefCell::new(None));
     let resumed = Rc::new(RefCell::new(None));
     let (t, r) = (turn_body.clone(), resumed.clone());
-    pool.spawner()
-        .spawn_local(async move {
-            let req = Request::new("POST", "/sessions/s/chat").json(&ui_body("s", &[user("u1", "hi")]));
-            *t.borrow_mut() = Some(api::handle(&a.env(), &req).await);
-        })
-        .unwrap();
-    pool.run_until_stalled();
-    // Through `api::handle` (which cannot stream) a running turn is a 409; the Durable Object
-    // streams it with `api::resume`, as here.
-    assert_eq!(api.get("/sessions/s/chat/x/stream").status, 409);
-    pool.spawner()
-        .spawn_local(async move {
-            let env = b.env();
-            let mut resume =
-                api::resume(&env, &Request::new("GET", "/sessions/s/chat/x/stream")).unwrap().expect("running");
-            assert!(resume.buffered > 0);
-            let mut body = String::new();
-            while let Some(text) = resume.next().await {
-                body.push_str(&text);
-            }
-            *r.borrow_mut() = Some(body);
-        })
-        .unwrap();
-    pool.run_until_stalled();
+    // The turn and the resume request as the Durable Object answers them, each a stream.
+    let body_of = |reply: Reply| -> LocalBoxStream<'static, Vec<u8>> {
+        match reply {
+            Reply::Stream { body, .. } => body,
+            _ => panic!("a stream"),
+        }
+    };
+    spawn(async move {
+        a.tick();
+        let req = Request::new("POST", "/sessions/s/chat").json(&ui_body("s", &[user("u1", "hi")]));
+        let chunks: Vec<Vec<u8>> = body_of(a.object.fetch(req).await).collect().await;
+        *t.borrow_mut() = Some(chunks.concat());
+    });
+    stall();
+    // Answered whole (`api::handle`, which cannot stream) a running turn is a 409; the Durable
+    // Object streams it, as here.
+    let whole = futures::executor::block_on(api::handle(&api.env(), &Request::new("GET", "/sessions/s/chat/x/stream")));
+    assert_eq!(whole.status, 409);
+    spawn(async move {
+        b.tick();
+        let reply = b.object.fetch(Request::new("GET", "/sessions/s/chat/x/stream")).await;
+        let Reply::Stream { headers, body } = reply else { panic!("a stream") };
+        let buffered = headers.iter().find(|(k, _)| k == api::chat::REPLAY_BYTES_HEADER).map(|(_, v)| v.clone());
+        assert!(buffered.is_some_and(|b| b.parse::<usize>().unwrap() > 0));
+        let chunks: Vec<Vec<u8>> = body.collect().await;
+        *r.borrow_mut() = Some(String::from_utf8(chunks.concat()).unwrap());
+    });
+    stall();
     assert!(resumed.borrow().is_none(), "following the running turn");
     tx.send(()).unwrap();
-    pool.run();
-    let turn = String::from_utf8(turn_body.borrow().as_ref().unwrap().body.clone()).unwrap();
+    stall();
+    let turn = String::from_utf8(turn_body.borrow().clone().unwrap()).unwrap();
     let resumed = resumed.borrow().clone().unwrap();
     let start = |s: &str| s.lines().next().unwrap().to_owned();
     assert_eq!(start(&resumed), start(&turn), "the same start (the stored id)");
@@ -247,7 +255,7 @@ fn the_resume_request_replays_a_running_turn_from_its_start_and_follows_it_to_th
     assert_eq!(text(&resumed), text(&turn));
     assert!(resumed.ends_with("data: [DONE]\n\n") && resumed.contains("\"type\":\"finish\""), "{resumed}");
     assert_eq!(api.get("/chat/s/stream").status, 204, "over");
-    assert!(api::resume(&api.env(), &Request::new("GET", "/chat/s/stream")).unwrap().is_none());
+    assert!(matches!(api.reply(Request::new("GET", "/chat/s/stream")), Reply::Whole(r) if r.status == 204));
 }
 
 #[test]

@@ -4,22 +4,25 @@ use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::rc::Rc;
 
+use futures::executor::LocalPool;
+use futures::task::LocalSpawnExt;
 use serde_json::{json, Value as Json};
+use session_agent_api::object::{self, Object, Parts, Reply, Settings};
 use session_agent_api::{self as api, Request, Response};
 use session_agent_core::blobs::BoxFuture;
 use session_agent_core::blobs::MemBlobs;
 use session_agent_core::cache::{ReadCache, DEFAULT_BUDGET};
 use session_agent_core::config::SessionConfig;
+use session_agent_core::directory::Report;
 use session_agent_core::env::Env;
-use session_agent_core::error::Result as CoreResult;
-use session_agent_core::live::Live;
+use session_agent_core::error::{Error as CoreError, Result as CoreResult};
 use session_agent_core::llm::embeddings::EmbeddingsConfig;
 use session_agent_core::llm::rerank::{RerankConfig, RerankProvider};
 use session_agent_core::llm::{HttpRequest, HttpResponse, LlmConfig, Provider, ToolUse, Transport};
 use session_agent_core::space::{Answer as SpaceAnswer, Call as SpaceCall, NoSpaces, Role, Spaces};
 use session_agent_core::sqlite::SqliteDb;
 use session_agent_core::store;
-use session_agent_core::vectors::{self, Vectors};
+use session_agent_core::vectors::Vectors;
 
 /// A fresh in-memory database with the schema applied.
 pub fn db() -> SqliteDb {
@@ -45,32 +48,125 @@ pub fn db_at(version: usize) -> SqliteDb {
     db
 }
 
-/// Calls the DO API of agent `agent` on an in-memory database and object store, one
-/// millisecond apart (or frozen).
+/// The Durable Object of agent `agent` ([`Object`], the one the Workers layer runs) on an
+/// in-memory database and object store with the native platform ([`Native`]), its requests one
+/// millisecond apart (or frozen). The fields below `object` are what it was opened with:
+/// changed, they count once it is opened again ([`Api::reopen`], a new instance).
 pub struct Api {
-    pub db: SqliteDb,
-    pub cache: ReadCache,
-    pub blobs: MemBlobs,
+    pub db: Rc<SqliteDb>,
+    pub blobs: Rc<MemBlobs>,
+    pub model: Rc<Model>,
+    pub events: Rc<Frames>,
+    /// The clock of every request (the object's clock reads it).
+    pub now: Rc<Cell<i64>>,
+    pub frozen: bool,
+    /// The alarm, the directory and the tasks of this object.
+    pub native: Rc<Native>,
+    pub object: Object,
     pub config: SessionConfig,
     pub agent: String,
     pub llm: LlmConfig,
-    pub model: Model,
-    /// The clock of every request (shared with `clock`, the `Env::clock` it gives).
-    pub now: Rc<Cell<i64>>,
-    clock: Box<dyn Fn() -> i64>,
-    pub frozen: bool,
-    pub events: Frames,
     pub embeddings: EmbeddingsConfig,
     /// The re-ranker (none by default; [`Api::with_rerank`]), answered by [`Model`].
     pub rerank: RerankConfig,
-    /// The vector indexes, kept as the Durable Object's instance keeps them.
-    pub vectors: Vectors,
-    /// The running turns, kept as the Durable Object's instance keeps them.
-    pub live: Live,
     /// An agent, or a memory space.
     pub role: Role,
     /// The memory spaces this object reaches (none by default).
     pub spaces: Rc<dyn Spaces>,
+    /// `RATE_LIMIT` (none by default), as the variable says it.
+    pub rate: Option<&'static str>,
+    /// The vector indexes' ceiling (the default when `None`).
+    pub vectors_cap: Option<usize>,
+    /// Whether the object reports to the directory ([`Native::reports`]); off by default.
+    pub directory: Directory,
+}
+
+/// Whether an object keeps the directory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Directory {
+    Off,
+    On,
+}
+
+thread_local! {
+    /// The tasks of every object of a test (each test runs on its own thread).
+    /// With its spawner (the pool is borrowed while it runs, and a running task may spawn).
+    static POOL: (RefCell<LocalPool>, futures::executor::LocalSpawner) = {
+        let pool = LocalPool::new();
+        let spawner = pool.spawner();
+        (RefCell::new(pool), spawner)
+    };
+}
+
+/// Runs `fut` to its end on the test's pool, with every task it starts, then the tasks left
+/// (the work after an answer) until none can go on.
+pub fn run<T>(fut: impl std::future::Future<Output = T>) -> T {
+    POOL.with(|p| {
+        let mut pool = p.0.borrow_mut();
+        let out = pool.run_until(fut);
+        pool.run_until_stalled();
+        out
+    })
+}
+
+/// Starts `fut` on the test's pool (run by [`run`] and [`stall`]).
+pub fn spawn(fut: impl std::future::Future<Output = ()> + 'static) {
+    POOL.with(|p| p.1.spawn_local(fut)).expect("spawn a task");
+}
+
+/// Runs the test's pool until no task can go on.
+pub fn stall() {
+    POOL.with(|p| p.0.borrow_mut().run_until_stalled());
+}
+
+/// The platform of native tests: the alarm as a value, the directory's reports as a list,
+/// tasks on the test's pool. Time passes only when a test moves the clock: a timer of a
+/// positive length never fires (so a streamed turn gets no keep-alive comments).
+#[derive(Default)]
+pub struct Native {
+    /// The alarm (ms), if set.
+    pub alarm: Cell<Option<i64>>,
+    /// Every time the alarm was set, in order.
+    pub alarm_sets: RefCell<Vec<i64>>,
+    /// The reports the directory was sent, as JSON.
+    pub reports: RefCell<Vec<Json>>,
+    /// While set, a report is not taken.
+    pub directory_down: Cell<bool>,
+}
+
+impl object::Alarm for Native {
+    fn get(&self) -> BoxFuture<'_, CoreResult<Option<i64>>> {
+        Box::pin(async move { Ok(self.alarm.get()) })
+    }
+    fn set(&self, at_ms: i64) -> BoxFuture<'static, CoreResult<()>> {
+        self.alarm.set(Some(at_ms));
+        self.alarm_sets.borrow_mut().push(at_ms);
+        Box::pin(async { Ok(()) })
+    }
+}
+
+impl object::Directory for Native {
+    fn send<'a>(&'a self, report: &'a Report) -> BoxFuture<'a, CoreResult<()>> {
+        Box::pin(async move {
+            if self.directory_down.get() {
+                return Err(CoreError::internal("the shard did not answer"));
+            }
+            self.reports.borrow_mut().push(report.to_json());
+            Ok(())
+        })
+    }
+}
+
+impl object::Tasks for Native {
+    fn spawn(&self, work: BoxFuture<'static, ()>) {
+        POOL.with(|p| p.1.spawn_local(work)).expect("spawn a task");
+    }
+    fn sleep(&self, ms: u64) -> BoxFuture<'static, ()> {
+        match ms {
+            0 => Box::pin(async {}),
+            _ => Box::pin(futures::future::pending()),
+        }
+    }
 }
 
 /// Memory spaces in process: each a Durable Object of its own (an [`Api`] in `Role::Space` on
@@ -93,8 +189,8 @@ impl InProcess {
             .or_insert_with(|| {
                 let mut api = Api::with_config(config).with_model();
                 api.role = Role::Space;
-                api.agent = name.to_owned();
-                Rc::new(api)
+                api = api.named(name);
+                Rc::new(api.reopen())
             })
             .clone()
     }
@@ -114,10 +210,11 @@ impl Spaces for InProcess {
             if let Some(b) = &call.body {
                 req = req.json(b);
             }
-            let env = api.env();
-            let resp = api::handle(&env, &req).await;
-            api::after(&env, &resp.after).await;
-            Ok(SpaceAnswer { status: resp.status, body: resp.body_json() })
+            api.tick();
+            match api.object.fetch(req).await {
+                Reply::Whole(resp) => Ok(SpaceAnswer { status: resp.status, body: resp.body_json() }),
+                _ => Err(session_agent_core::space::unavailable("the space answered with a stream")),
+            }
         })
     }
 }
@@ -336,36 +433,110 @@ impl Api {
     }
 
     pub fn with_db(db: SqliteDb) -> Api {
+        Api::with_db_embedded(db, EmbeddingsConfig::none())
+    }
+
+    /// An API on `db` whose Durable Object starts with `embeddings` from its first open (as an
+    /// object with embeddings configured opens a database an older version left).
+    pub fn with_db_embedded(db: SqliteDb, embeddings: EmbeddingsConfig) -> Api {
         let now = Rc::new(Cell::new(1_795_345_200_000));
+        let db = Rc::new(db);
+        let native = Rc::new(Native::default());
+        let (blobs, model, events) = (Rc::new(MemBlobs::new()), Rc::new(Model::default()), Rc::new(Frames::default()));
+        let spaces: Rc<dyn Spaces> = Rc::new(NoSpaces);
+        // Opened for a moment with no settings, then as the fields say.
+        let clock = now.clone();
+        let parts = Parts {
+            sql: db.clone(),
+            blobs: blobs.clone(),
+            transport: model.clone(),
+            events: events.clone(),
+            spaces: spaces.clone(),
+            alarm: native.clone(),
+            directory: None,
+            tasks: native.clone(),
+            clock: Rc::new(move || clock.get()),
+        };
+        let settings = Settings {
+            embeddings: embeddings.clone(),
+            ..Settings::from_vars(Role::Agent, Ok(SessionConfig::default()), &|_| None)
+        };
+        let object = Object::open(parts, settings);
         Api {
             db,
-            cache: ReadCache::new(DEFAULT_BUDGET),
-            blobs: MemBlobs::new(),
+            blobs,
+            model,
+            events,
+            now,
+            frozen: false,
+            native,
+            object,
             config: SessionConfig::default(),
             agent: "alice".into(),
             llm: LlmConfig::none(),
-            model: Model::default(),
-            clock: {
-                let now = now.clone();
-                Box::new(move || now.get())
-            },
-            now,
-            frozen: false,
-            events: Frames::default(),
-            embeddings: EmbeddingsConfig::none(),
+            embeddings,
             rerank: RerankConfig::none(),
-            vectors: Vectors::new(),
-            live: Live::default(),
             role: Role::Agent,
-            spaces: Rc::new(NoSpaces),
+            spaces,
+            rate: None,
+            vectors_cap: None,
+            directory: Directory::Off,
         }
+        .reopen()
+    }
+
+    /// The same agent opened again with what its fields say now: a new instance of the Durable
+    /// Object (its indexes, cache and running turns start empty) on the same storage, alarm and
+    /// directory.
+    pub fn reopen(mut self) -> Api {
+        // The variables read as the Durable Object reads them (`RATE_LIMIT`); the models' as set.
+        let rate = self.rate;
+        let vars = move |name: &str| (name == "RATE_LIMIT").then_some(rate).flatten().map(str::to_owned);
+        let settings = Settings {
+            named: Some(self.agent.clone()),
+            id: self.agent.clone(),
+            llm: self.llm.clone(),
+            embeddings: self.embeddings.clone(),
+            rerank: self.rerank.clone(),
+            vectors_cap: self.vectors_cap,
+            ..Settings::from_vars(self.role, Ok(self.config.clone()), &vars)
+        };
+        let clock = self.now.clone();
+        let parts = Parts {
+            sql: self.db.clone(),
+            blobs: self.blobs.clone(),
+            transport: self.model.clone(),
+            events: self.events.clone(),
+            spaces: self.spaces.clone(),
+            alarm: self.native.clone(),
+            directory: match self.directory {
+                Directory::On => Some(self.native.clone()),
+                Directory::Off => None,
+            },
+            tasks: self.native.clone(),
+            clock: Rc::new(move || clock.get()),
+        };
+        self.object = Object::open(parts, settings);
+        self
+    }
+
+    /// The same agent named `name` (reopened).
+    pub fn named(mut self, name: &str) -> Api {
+        self.agent = name.to_owned();
+        self.reopen()
+    }
+
+    /// The same agent reaching `spaces` (reopened).
+    pub fn with_spaces(mut self, spaces: Rc<dyn Spaces>) -> Api {
+        self.spaces = spaces;
+        self.reopen()
     }
 
     /// An API whose agent has `config` (JSON as in `SESSION_CONFIG`).
     pub fn with_config(config: Json) -> Api {
         let mut api = Api::new();
         api.config = SessionConfig::from_json(&config.to_string()).expect("valid config");
-        api
+        api.reopen()
     }
 
     /// The same API with an OpenAI-compatible model configured (answered by [`Model`]).
@@ -378,41 +549,77 @@ impl Api {
             timeout_ms: 1000,
             tools: ToolUse::Auto,
         };
-        self
+        self.reopen()
+    }
+
+    /// Moves the clock one millisecond on, unless it is frozen (each request is a moment).
+    pub fn tick(&self) {
+        if !self.frozen {
+            self.now.set(self.now.get() + 1);
+        }
     }
 
     /// The environment of a request now (one millisecond after the last, unless frozen).
     pub fn env(&self) -> Env<'_> {
-        if !self.frozen {
-            self.now.set(self.now.get() + 1);
-        }
-        Env {
-            sql: &self.db,
-            cache: &self.cache,
-            vectors: &self.vectors,
-            blobs: &self.blobs,
-            config: &self.config,
-            agent: &self.agent,
-            llm: &self.llm,
-            embeddings: &self.embeddings,
-            rerank: &self.rerank,
-            transport: &self.model,
-            events: &self.events,
-            live: &self.live,
-            now: session_agent_core::time::iso_millis(self.now.get()),
-            clock: &*self.clock,
-            reach: Default::default(),
-            role: self.role,
-            spaces: &*self.spaces,
-        }
+        self.tick();
+        self.object.env()
     }
 
-    /// Answers `req`, then runs what the answer left for later (memory extraction), as the
-    /// Durable Object does once the answer is sent.
+    /// The read cache of the object's instance.
+    pub fn cache(&self) -> &ReadCache {
+        self.object.cache()
+    }
+
+    /// The vector indexes of the object's instance.
+    pub fn vectors(&self) -> &Vectors {
+        self.object.vectors()
+    }
+
+    /// The same agent reporting to the directory ([`Native::reports`]), reopened.
+    pub fn with_directory(mut self) -> Api {
+        self.directory = Directory::On;
+        self.reopen()
+    }
+
+    /// The same agent with `RATE_LIMIT` = `limit`, reopened.
+    pub fn with_rate(mut self, limit: &'static str) -> Api {
+        self.rate = Some(limit);
+        self.reopen()
+    }
+
+    /// The object's alarm fired now, with what it started done.
+    pub fn alarm(&self) -> Option<object::Woke> {
+        self.tick();
+        run(self.object.alarm())
+    }
+
+    /// What the object replies to `req`, with the work it left after it done.
+    pub fn reply(&self, req: Request) -> Reply {
+        self.tick();
+        run(self.object.fetch(req))
+    }
+
+    /// Answers `req` as the Durable Object does (a stream read to its end, then answered as one
+    /// body), then runs what the answer left for later (memory extraction), as the Durable
+    /// Object does once the answer is sent.
     pub fn send(&self, req: Request) -> Response {
-        let env = self.env();
-        let resp = futures::executor::block_on(api::handle(&env, &req));
-        futures::executor::block_on(api::after(&env, &resp.after));
+        let resp = match self.reply(req.clone()) {
+            Reply::Whole(resp) => resp,
+            Reply::Stream { headers, body } => {
+                let chunks: Vec<Vec<u8>> = run(futures::StreamExt::collect(body));
+                Response { status: 200, headers, body: chunks.concat(), warnings: vec![], after: vec![] }
+            }
+            Reply::Upgrade { session, claims } => {
+                let body = json!({"session": session, "claims": claims.map(|c| serde_json::to_value(c).unwrap())});
+                Response {
+                    status: 101,
+                    headers: vec![],
+                    body: body.to_string().into_bytes(),
+                    warnings: vec![],
+                    after: vec![],
+                }
+            }
+        };
         assert_speaks_no_storage(&req, &resp);
         resp
     }
@@ -456,9 +663,9 @@ impl Api {
             model: model.into(),
             api_key: None,
         };
-        vectors::adopt(&self.db, &self.embeddings).expect("adopt the model");
-        self.vectors = Vectors::new();
-        self
+        let api = self.reopen();
+        assert!(api.object.broken().is_none(), "adopt the model");
+        api
     }
 
     /// The same API with a re-ranker of `provider` (`Http`: `http://rerank.test/v1`, model
@@ -472,7 +679,7 @@ impl Api {
             api_key: http.then(|| "rerank-key".into()),
             ..RerankConfig::none()
         };
-        self
+        self.reopen()
     }
 
     pub fn get(&self, path: &str) -> Response {

@@ -30,7 +30,7 @@ fn tool(api: &Api, sid: &str, name: &str, input: Json) {
 /// An agent holding one of everything an export carries.
 fn rich(agent: &str) -> Api {
     let mut api = Api::with_config(config());
-    api.agent = agent.into();
+    api = api.named(agent);
     // s1: a branch, a sibling, an overlay, an oversize message (spilled), block writes, a
     // runtime block, a loaded skill, a frozen prompt.
     api.append("s1", "u1", None, "I plan a trip to Lisbon");
@@ -134,7 +134,7 @@ fn an_agent_export_imports_into_a_fresh_agent_byte_for_byte() {
     assert!(alice.blobs.keys().iter().any(|k| k.starts_with("_spill/")), "it was spilled in alice");
 
     let mut bob = Api::with_config(config());
-    bob.agent = "bob".into();
+    bob = bob.named("bob");
     let r = import_agent(&bob, &first);
     assert_eq!(
         ok(&r, 201),
@@ -169,7 +169,7 @@ fn a_session_export_round_trips_under_its_id_or_another() {
     let text = String::from_utf8(alice.get("/sessions/s1/export").body).unwrap();
 
     let mut bob = Api::with_config(config());
-    bob.agent = "bob".into();
+    bob = bob.named("bob");
     let r = bob.send(Request::new("POST", "/sessions/import").json(&doc));
     assert_eq!(ok(&r, 201)["id"], "s1");
     assert_eq!(String::from_utf8(bob.get("/sessions/s1/export").body).unwrap(), text);
@@ -197,7 +197,7 @@ fn a_bad_import_is_refused_whole() {
     let alice = rich("alice");
     let good = export_agent(&alice);
     let mut bob = Api::with_config(config());
-    bob.agent = "bob".into();
+    bob = bob.named("bob");
     let before = tables(&bob);
     let lines: Vec<&str> = good.lines().collect();
     let cut = lines[..lines.len() - 1].join("\n");
@@ -289,7 +289,7 @@ fn an_import_the_api_could_never_have_written_is_refused_whole() {
     let alice = rich("alice");
     let good: Vec<String> = export_agent(&alice).lines().map(str::to_owned).collect();
     let mut bob = Api::with_config(config());
-    bob.agent = "bob".into();
+    bob = bob.named("bob");
     let before = tables(&bob);
     let find = |kind: &str, has: &str| {
         good.iter().position(|l| l.contains(&format!("\"kind\":\"{kind}\"")) && l.contains(has)).unwrap()
@@ -381,7 +381,7 @@ fn entries_no_block_reads_any_more_stay_out_of_the_export() {
     let export = export_agent(&alice);
     assert!(!export.contains("left behind"), "no block reads it: not exported");
     let mut bob = Api::with_config(config());
-    bob.agent = "bob".into();
+    bob = bob.named("bob");
     ok(&import_agent(&bob, &export), 201);
     assert_eq!(export_agent(&bob), export);
 }
@@ -491,7 +491,7 @@ fn metadata_travels_and_a_version_1_export_without_it_still_imports() {
     assert_eq!(versions[1]["metadata"], json!({"src": "chat", "n": 2}));
     // Imported, the metadata filters find the same.
     let mut bob = Api::with_config(config());
-    bob.agent = "bob".into();
+    bob = bob.named("bob");
     ok(&import_agent(&bob, &export), 201);
     assert_eq!(ok(&bob.get("/sessions?metadata.vip=true"), 200)["sessions"][0]["id"], "s1");
     assert_eq!(ok(&bob.get("/memories?metadata.src=chat"), 200)["memories"][0]["content"], "The user is vegan");
@@ -514,14 +514,14 @@ fn metadata_travels_and_a_version_1_export_without_it_still_imports() {
         .collect();
     assert!(!v1.iter().any(|l| l.contains("\"src\"") || l.contains("\"vip\"")), "no metadata left");
     let mut carol = Api::with_config(config());
-    carol.agent = "carol".into();
+    carol = carol.named("carol");
     ok(&import_agent(&carol, &v1.join("\n")), 201);
     let s1 = ok(&carol.get("/sessions/s1"), 200);
     assert_eq!(s1["metadata"], json!({}));
     let again = export_agent(&carol);
     assert!(again.starts_with("{\"format\":\"session-agent/2\""), "exported in the newest format");
     let mut dave = Api::with_config(config());
-    dave.agent = "dave".into();
+    dave = dave.named("dave");
     ok(&import_agent(&dave, &again), 201);
     assert_eq!(export_agent(&dave), again, "byte-identical from there on");
     // A session document of version 1 too.
@@ -537,7 +537,7 @@ fn imported_metadata_is_checked_as_the_api_checks_it() {
     let alice = rich("alice");
     let good: Vec<String> = export_agent(&alice).lines().map(str::to_owned).collect();
     let mut bob = Api::with_config(config());
-    bob.agent = "bob".into();
+    bob = bob.named("bob");
     let before = tables(&bob);
     let at = |kind: &str, has: &str| {
         good.iter().position(|l| l.contains(&format!("\"kind\":\"{kind}\"")) && l.contains(has)).unwrap()

@@ -209,7 +209,7 @@ fn latest_leaf_survives_a_reopen_without_scanning() {
     let _ = std::fs::remove_file(&dir);
     {
         let api = Api::with_db(SqliteDb::open(&dir).unwrap());
-        session_agent_core::store::open(&api.db, 0).unwrap();
+        session_agent_core::store::open(&*api.db, 0).unwrap();
         chain(&api, "s", 120, &|i| format!("m {i}"));
         api.append("s", "branch", Some(Some("m00010")), "a branch");
     }
@@ -236,7 +236,7 @@ fn the_assembled_history_is_the_hydrated_one_byte_for_byte() {
     use session_agent_core::store::history::{history, history_json, Overlays};
     use session_agent_core::store::tree::Tree;
     let api = Api::new();
-    let sql = &api.db;
+    let sql = &*api.db;
     let same = |leaf: Option<&str>, overlays: Overlays| {
         let (fast, rows) = history_json(sql, "s", leaf, overlays).unwrap().expect("no overlay, no spill: assembled");
         let slow = history(sql, "s", leaf, overlays).unwrap();

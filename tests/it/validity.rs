@@ -273,7 +273,7 @@ fn validity_travels_through_export_and_import_and_bad_records_are_refused() {
     assert_eq!(export.status, 200);
     let text = String::from_utf8(export.body.clone()).unwrap();
     let mut other = Api::new();
-    other.agent = "other".into();
+    other = other.named("other");
     let r = import(&other, &text);
     assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
     assert_eq!(String::from_utf8(other.get("/export").body).unwrap(), text, "byte for byte");
@@ -293,7 +293,7 @@ fn validity_travels_through_export_and_import_and_bad_records_are_refused() {
         mutate(&|m| m["invalidAt"] = Json::Null),
     ] {
         let mut fresh = Api::new();
-        fresh.agent = "fresh".into();
+        fresh = fresh.named("fresh");
         let r = import(&fresh, &bad);
         assert_eq!(r.status, 400, "{}", String::from_utf8_lossy(&r.body));
         assert_eq!(fresh.count("SELECT count(*) FROM memories"), 0);
@@ -310,7 +310,7 @@ fn an_import_refuses_a_circle_of_replacements_and_takes_a_chain() {
     // A → B → C, C holding: taken, and exported again byte for byte.
     let fresh = |name: &str| {
         let mut other = Api::new();
-        other.agent = name.into();
+        other = other.named(name);
         other
     };
     let chain = fresh("chain");

@@ -5,7 +5,7 @@
 
 use crate::support::{hits, Api};
 use serde_json::{json, Value as Json};
-use session_agent_core::vectors::{Kind, Vectors};
+use session_agent_core::vectors::Kind;
 
 fn recall(api: &Api, q: &str) -> Vec<String> {
     let r = api.get(&format!("/memories/search?q={}", q.replace(' ', "+")));
@@ -55,7 +55,7 @@ fn messages_get_vectors_after_the_answer_and_search_fuses_words_and_meaning() {
     assert_eq!(hits(&api, "/search?q=zebra%20quantum%20violin"), Vec::<String>::new());
     // The index followed the writes without loading again; the same search without
     // embeddings is full text only.
-    assert_eq!(api.vectors.loaded(Kind::Message), Some(3));
+    assert_eq!(api.vectors().loaded(Kind::Message), Some(3));
     let plain = Api::new();
     plain.append("s1", "a", None, "We deploy to production on Friday");
     assert_eq!(hits(&plain, "/search?q=release%20deploy%20production%20friday"), ["a"], "by its words");
@@ -133,20 +133,20 @@ fn the_index_loads_on_start_and_follows_deletes() {
     let bike =
         |api: &Api| meaning(api, "rides red bicycle").into_iter().find(|h| h.0 == "The user rides a red bicycle.");
     assert!(bike(&api).is_some_and(|h| h.1.is_some()));
-    assert_eq!(api.vectors.loaded(Kind::Memory), Some(6));
+    assert_eq!(api.vectors().loaded(Kind::Memory), Some(6));
     // A new instance (the object evicted and started again): loaded from the stored codes.
-    api.vectors = Vectors::new();
-    assert_eq!(api.vectors.loaded(Kind::Memory), None);
+    api = api.reopen();
+    assert_eq!(api.vectors().loaded(Kind::Memory), None);
     assert!(bike(&api).is_some_and(|h| h.1.is_some()));
-    assert_eq!(api.vectors.loaded(Kind::Memory), Some(6));
-    assert_eq!(api.vectors.held(), 6 * (8 + 8 + 4), "64-dimension codes: one word, a seq and a scope each");
+    assert_eq!(api.vectors().loaded(Kind::Memory), Some(6));
+    assert_eq!(api.vectors().held(), 6 * (8 + 8 + 4), "64-dimension codes: one word, a seq and a scope each");
     // A delete reaches the loaded index through the log.
     let all = api.get("/memories?limit=100").body_json();
     let row =
         all["memories"].as_array().unwrap().iter().find(|m| m["content"] == "The user rides a red bicycle.").unwrap();
     assert_eq!(api.delete(&format!("/memories/{}", row["id"].as_str().unwrap())).status, 204);
     assert_eq!(bike(&api), None);
-    assert_eq!(api.vectors.loaded(Kind::Memory), Some(5));
+    assert_eq!(api.vectors().loaded(Kind::Memory), Some(5));
 }
 
 #[test]
@@ -160,13 +160,15 @@ fn a_model_change_re_embeds_in_the_background() {
     // Started again with another model: every row waits for a vector of it, none is used.
     let api = api.with_embeddings_model("other-model");
     assert_eq!(api.count("SELECT count(*) FROM unembedded"), 2);
-    assert_eq!(api.get(&format!("/memories/{id}")).body_json()["embeddedAt"], Json::Null);
+    // The object's first request is answered before the background run it starts.
     assert_eq!(
         meaning(&api, "rides red bicycle"),
         [("The user rides a red bicycle.".to_owned(), None)],
         "found by words; the old vectors serve nothing"
     );
-    // The next write's background run embeds them all with the new model.
+    // That run (the first request's, in the background) embeds them all with the new model,
+    // and a write's own run its row.
+    assert_eq!(api.count("SELECT count(*) FROM unembedded"), 0);
     api.append("s1", "b", None, "Lunch is at noon");
     assert!(api.model.embed_calls.get() > calls);
     assert_eq!(api.count("SELECT count(*) FROM unembedded"), 0);
@@ -177,7 +179,7 @@ fn a_model_change_re_embeds_in_the_background() {
     // Embeddings turned off: nothing waits any more, and nothing is queued.
     let mut api = api;
     api.embeddings = session_agent_core::llm::embeddings::EmbeddingsConfig::none();
-    session_agent_core::vectors::adopt(&api.db, &api.embeddings).unwrap();
+    let api = api.reopen();
     api.append("s1", "c", None, "More text");
     assert_eq!(api.count("SELECT count(*) FROM unembedded"), 0);
 }
@@ -185,13 +187,14 @@ fn a_model_change_re_embeds_in_the_background() {
 #[test]
 fn past_the_ceiling_the_newest_are_searched_by_meaning_and_the_rest_by_words() {
     let mut api = Api::new().with_embeddings();
-    api.vectors = Vectors::with_cap(3);
+    api.vectors_cap = Some(3);
+    api = api.reopen();
     memory(&api, "The user rides a red bicycle.");
     for i in 0..4 {
         memory(&api, &format!("Fact {i} about the garden shed number {i}."));
     }
     recall(&api, "anything at all");
-    assert_eq!(api.vectors.loaded(Kind::Memory), Some(3));
+    assert_eq!(api.vectors().loaded(Kind::Memory), Some(3));
     // The oldest is out of the index: found by its words only; the newest by meaning too.
     let bike = meaning(&api, "rides red bicycle").into_iter().find(|h| h.0 == "The user rides a red bicycle.");
     assert_eq!(bike, Some(("The user rides a red bicycle.".to_owned(), None)));
@@ -199,10 +202,11 @@ fn past_the_ceiling_the_newest_are_searched_by_meaning_and_the_rest_by_words() {
     // The cap holds as more come, and after a restart.
     memory(&api, "The user likes sailing boats.");
     recall(&api, "anything at all");
-    assert_eq!(api.vectors.loaded(Kind::Memory), Some(3));
-    api.vectors = Vectors::with_cap(3);
+    assert_eq!(api.vectors().loaded(Kind::Memory), Some(3));
+    api.vectors_cap = Some(3);
+    api = api.reopen();
     recall(&api, "anything at all");
-    assert_eq!(api.vectors.loaded(Kind::Memory), Some(3));
+    assert_eq!(api.vectors().loaded(Kind::Memory), Some(3));
 }
 
 #[test]
@@ -219,6 +223,8 @@ fn repeated_texts_are_embedded_once() {
 #[test]
 fn a_batch_is_embedded_by_calls_at_once_and_a_failed_call_keeps_only_its_rows_waiting() {
     let api = Api::new().with_embeddings();
+    // The object woken: its first request starts the embedding of what waits (nothing here).
+    api.get("/sessions");
     *api.model.embed_refuses.borrow_mut() = Some("poison".into());
     let before = api.model.embed_calls.get();
     // 100 messages: one batch of calls, 32 texts each (32 + 32 + 32 + 4); the second call
@@ -372,8 +378,9 @@ fn messages_embedded_by_their_beginning_before_are_embedded_again_in_parts() {
     let queued = db.query("SELECT kind, item FROM unembedded", &[]).unwrap();
     assert_eq!(queued.len(), 1, "the long message only");
     assert_eq!((queued[0].int(0).unwrap(), queued[0].int(1).unwrap()), (2, 1));
-    // The next write's run embeds it in parts; it is found by its middle.
-    let api = Api::with_db(db).with_embeddings();
+    // The object that opens it (embeddings on) embeds it in parts; it is found by its middle.
+    let model = crate::support::Api::new().with_embeddings().embeddings;
+    let api = Api::with_db_embedded(db, model);
     api.append("s1", "next", None, "one more note");
     assert_eq!(api.count("SELECT count(*) FROM unembedded"), 0);
     assert!(api.count("SELECT count(*) FROM vectors WHERE kind = 4 AND item / 16 = 1") >= 4);

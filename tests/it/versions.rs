@@ -16,7 +16,7 @@ fn history(api: &Api, q: &str) -> Json {
 
 /// The history as a read with nothing kept answers it.
 fn fresh(api: &Api, q: &str) -> Json {
-    api.cache.clear();
+    api.cache().clear();
     history(api, q)
 }
 
@@ -80,27 +80,27 @@ fn reads_kept_follow_every_write_and_equal_a_fresh_read() {
         api.append("s", &format!("m{i}"), None, &format!("text {i}"));
     }
     let recent = || api.get("/sessions/s/history/recent?maxBytes=100000").body_json();
-    assert_eq!(api.cache.held(), 0);
+    assert_eq!(api.cache().held(), 0);
     let first = history(&api, "");
-    let held = api.cache.held();
+    let held = api.cache().held();
     assert!(held > 0, "the history is kept");
     assert_eq!(history(&api, ""), first, "read twice: the same");
-    assert_eq!(api.cache.hits(), 1, "the second read came from the cache");
+    assert_eq!(api.cache().hits(), 1, "the second read came from the cache");
     let _ = recent();
-    assert!(api.cache.held() > held, "the window is kept too");
+    assert!(api.cache().held() > held, "the window is kept too");
     // An append at the end grows the kept history: served from the cache, equal to a fresh read.
     api.append("s", "m5", None, "text 5");
     let grown = history(&api, "");
-    assert_eq!(api.cache.hits(), 2, "the appended history came from the cache");
+    assert_eq!(api.cache().hits(), 2, "the appended history came from the cache");
     assert_eq!(ids(&grown["messages"]).len(), 6);
     assert_eq!(grown, fresh(&api, ""));
     assert_eq!(ids(&recent()["messages"]).len(), 6, "a window is read again");
     // Writes to other sessions and memories leave it kept.
-    let hits = api.cache.hits();
+    let hits = api.cache().hits();
     api.append("other", "o0", None, "elsewhere");
     assert_eq!(api.post("/memories", json!({"content": "The user likes tea."})).status, 201);
     assert_eq!(history(&api, ""), grown);
-    assert_eq!(api.cache.hits(), hits + 1);
+    assert_eq!(api.cache().hits(), hits + 1);
     // An edit, an overlay, a delete, a clear: each read after it sees it.
     let r = api.put("/sessions/s/messages/m2", json!({"message": msg("m2", "user", "edited")}));
     assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
@@ -114,9 +114,9 @@ fn reads_kept_follow_every_write_and_equal_a_fresh_read() {
     assert_eq!(history(&api, "?raw=1"), before_overlay, "raw: the stored messages");
     // Appends under an overlay grow both views.
     api.append("s", "m6", None, "text 6");
-    let hits = api.cache.hits();
+    let hits = api.cache().hits();
     let (laid, raw) = (history(&api, ""), history(&api, "?raw=1"));
-    assert_eq!(api.cache.hits(), hits + 2);
+    assert_eq!(api.cache().hits(), hits + 2);
     assert_eq!(ids(&laid["messages"]).len(), 5);
     assert_eq!((laid, raw), (fresh(&api, ""), fresh(&api, "?raw=1")));
     assert_eq!(api.delete("/sessions/s/messages/m6").status, 204);
@@ -135,9 +135,9 @@ fn only_appends_at_the_end_of_a_kept_path_grow_it() {
     let _ = history(&api, "?leaf=m1");
     // A branch under m1: its path is m1's and the new message.
     api.append("s", "b2", Some(Some("m1")), "a branch");
-    let hits = api.cache.hits();
+    let hits = api.cache().hits();
     let branch = history(&api, "?leaf=b2");
-    assert_eq!((api.cache.hits(), ids(&branch["messages"])), (hits + 1, vec!["m0".into(), "m1".into(), "b2".into()]));
+    assert_eq!((api.cache().hits(), ids(&branch["messages"])), (hits + 1, vec!["m0".into(), "m1".into(), "b2".into()]));
     assert_eq!(branch, fresh(&api, "?leaf=b2"));
     // A batch grows it by all of its messages, in order.
     let r = api.post(
@@ -145,9 +145,9 @@ fn only_appends_at_the_end_of_a_kept_path_grow_it() {
         json!({"parentId": "b2", "messages": [msg("b3", "assistant", "three"), msg("b4", "user", "four")]}),
     );
     assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
-    let hits = api.cache.hits();
+    let hits = api.cache().hits();
     let batch = history(&api, "?leaf=b4");
-    assert_eq!(api.cache.hits(), hits + 1);
+    assert_eq!(api.cache().hits(), hits + 1);
     assert_eq!(batch, fresh(&api, "?leaf=b4"));
     // A batch that meets an id already stored does not grow it (that message may sit elsewhere).
     let r = api.post(
@@ -155,17 +155,17 @@ fn only_appends_at_the_end_of_a_kept_path_grow_it() {
         json!({"parentId": "b4", "messages": [msg("m3", "user", "text 3"), msg("b5", "user", "five")]}),
     );
     assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
-    let hits = api.cache.hits();
+    let hits = api.cache().hits();
     let after = history(&api, "?leaf=b5");
-    assert_eq!(api.cache.hits(), hits, "read, not grown");
+    assert_eq!(api.cache().hits(), hits, "read, not grown");
     assert_eq!(ids(&after["messages"]), ["m0", "m1", "m2", "m3", "b5"]);
     // A message with a field moved to the object store is read whole, not grown from its row.
     let _ = history(&api, "?leaf=b5");
     let big = json!({"id": "big", "role": "assistant", "parts": [{"type": "text", "text": "o".repeat(2_100_000)}]});
     assert_eq!(api.post("/sessions/s/messages", json!({"message": big, "parentId": "b5"})).status, 201);
-    let hits = api.cache.hits();
+    let hits = api.cache().hits();
     let whole = history(&api, "?leaf=big");
-    assert_eq!(api.cache.hits(), hits);
+    assert_eq!(api.cache().hits(), hits);
     assert_eq!(whole["messages"][5], big);
 }
 
@@ -182,11 +182,11 @@ fn an_overlay_left_from_a_deleted_message_lies_over_its_id_appended_again() {
     assert_eq!(ids(&history(&api, "")["messages"]), ["m0", "m1", "m2"], "the overlay's end is gone");
     let _ = history(&api, "?raw=1");
     api.append("s", "m3", None, "again");
-    let hits = api.cache.hits();
+    let hits = api.cache().hits();
     assert_eq!(ids(&history(&api, "?raw=1")["messages"]), ["m0", "m1", "m2", "m3"]);
-    assert_eq!(api.cache.hits(), hits + 1, "the raw view grew");
+    assert_eq!(api.cache().hits(), hits + 1, "the raw view grew");
     let laid = history(&api, "");
-    assert_eq!(api.cache.hits(), hits + 1, "the laid view was read, not grown");
+    assert_eq!(api.cache().hits(), hits + 1, "the laid view was read, not grown");
     assert_eq!(laid["messages"].as_array().unwrap().len(), 2, "m0 and the summary over m1..m3: {laid}");
     assert_eq!(laid, fresh(&api, ""));
 }
@@ -203,9 +203,9 @@ fn a_path_grown_past_the_deepest_walk_is_read_again() {
     }
     let _ = history(&api, "");
     api.append("s", "last", None, "one more");
-    let hits = api.cache.hits();
+    let hits = api.cache().hits();
     let h = ids(&history(&api, "")["messages"]);
-    assert_eq!(api.cache.hits(), hits, "read, not grown");
+    assert_eq!(api.cache().hits(), hits, "read, not grown");
     assert_eq!((h.len(), h[0].as_str(), h[n - 1].as_str()), (n, "m1", "last"), "the newest {n}");
 }
 
@@ -216,11 +216,11 @@ fn a_turn_grows_the_branch_the_next_turn_reads() {
     api.model.reply(Ok(completion("First answer.")));
     let r = api.post("/sessions/s/chat", json!({"message": msg("u1", "user", "second question")}));
     assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
-    let kept = api.cache.hits();
+    let kept = api.cache().hits();
     api.model.reply(Ok(completion("Second answer.")));
     let r = api.post("/sessions/s/chat", json!({"message": msg("u2", "user", "third question")}));
     assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
-    assert_eq!(api.cache.hits(), kept + 1, "the second turn's branch came from the cache");
+    assert_eq!(api.cache().hits(), kept + 1, "the second turn's branch came from the cache");
     let sent = api.model.requests.borrow()[1].clone();
     let contents: Vec<&str> =
         sent["messages"].as_array().unwrap()[1..].iter().filter_map(|m| m["content"].as_str()).collect();
@@ -235,7 +235,7 @@ fn an_erase_clears_what_is_kept() {
     let old = history(&api, "");
     let r = api.send(session_agent_api::Request::new("DELETE", "/").header("confirm", "erase"));
     assert_eq!(r.status, 204, "{}", String::from_utf8_lossy(&r.body));
-    assert_eq!((api.cache.held(), version(&api, "s")), (0, (0, 0)));
+    assert_eq!((api.cache().held(), version(&api, "s")), (0, (0, 0)));
     // The same id at the same version again: read, not the text from before the erase.
     api.append("s", "m0", None, "after");
     let new = history(&api, "");
@@ -273,18 +273,18 @@ fn searches_are_kept_until_a_write_they_can_see() {
         ids(&r.body_json()["results"])
     };
     assert_eq!(search("/sessions/s/search?q=deploy"), ["m0"]);
-    let hits = api.cache.hits();
+    let hits = api.cache().hits();
     assert_eq!(search("/sessions/s/search?q=deploy"), ["m0"]);
     assert_eq!(search("/search?q=deploy").len(), 2);
     assert_eq!(search("/search?q=deploy").len(), 2);
-    assert_eq!(api.cache.hits(), hits + 2, "each asked again came from the cache");
+    assert_eq!(api.cache().hits(), hits + 2, "each asked again came from the cache");
     assert_eq!(search("/sessions/s/search?q=deploy&limit=1"), ["m0"], "another limit: another answer");
     // Another session's write: the session's search stays kept, the one across sessions does not.
     api.append("t", "n1", None, "deploy once more");
-    let hits = api.cache.hits();
+    let hits = api.cache().hits();
     assert_eq!(search("/sessions/s/search?q=deploy"), ["m0"]);
     assert_eq!(search("/search?q=deploy").len(), 3);
-    assert_eq!(api.cache.hits(), hits + 1);
+    assert_eq!(api.cache().hits(), hits + 1);
     // The session's own write: read again.
     api.append("s", "m1", None, "deploy now");
     assert_eq!(search("/sessions/s/search?q=deploy").len(), 2);
@@ -316,13 +316,13 @@ fn session_counts_are_kept_until_their_session_is_written() {
             .collect::<Vec<_>>()
     };
     assert_eq!(counts("/sessions"), [("t".to_owned(), 1, 1), ("s".to_owned(), 2, 4)]);
-    let hits = api.cache.hits();
+    let hits = api.cache().hits();
     assert_eq!(counts("/sessions/s"), [("s".to_owned(), 2, 4)]);
-    assert_eq!(api.cache.hits(), hits + 1, "counted once");
+    assert_eq!(api.cache().hits(), hits + 1, "counted once");
     api.append("t", "n1", None, "y");
-    let hits = api.cache.hits();
+    let hits = api.cache().hits();
     assert_eq!(counts("/sessions"), [("t".to_owned(), 2, 2), ("s".to_owned(), 2, 4)]);
-    assert_eq!(api.cache.hits(), hits + 1, "s from the cache, t counted again");
+    assert_eq!(api.cache().hits(), hits + 1, "s from the cache, t counted again");
     assert_eq!(api.delete("/sessions/s/messages/b").status, 204);
     assert_eq!(counts("/sessions/s"), [("s".to_owned(), 3, 3)], "m2 is the latest leaf again");
 }
@@ -332,9 +332,9 @@ fn texts_that_search_the_same_share_one_kept_answer() {
     let api = Api::new();
     api.append("s", "m0", None, "deploy the database");
     let r = api.get("/sessions/s/search?q=deploy%20database");
-    let hits = api.cache.hits();
+    let hits = api.cache().hits();
     assert_eq!(api.get("/sessions/s/search?q=%20deploy%20%20database%20").body, r.body);
-    assert_eq!(api.cache.hits(), hits + 1);
+    assert_eq!(api.cache().hits(), hits + 1);
     assert_eq!(api.get("/sessions/s/search?q=%20%20").body_json(), json!({"results": []}), "nothing to search for");
 }
 
@@ -444,5 +444,5 @@ fn kept_reads_equal_fresh_reads_through_random_writes() {
             );
         }
     }
-    assert!(api.cache.hits() > 100, "the walk exercised the cache: {} hits", api.cache.hits());
+    assert!(api.cache().hits() > 100, "the walk exercised the cache: {} hits", api.cache().hits());
 }

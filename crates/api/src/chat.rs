@@ -18,8 +18,10 @@ use super::http::{Request, Response};
 use super::messages;
 use super::ui_stream::{UiStream, HEADER};
 use session_agent_core::after::After;
+use session_agent_core::blobs::BoxFuture;
 use session_agent_core::config::is_label;
 use session_agent_core::config::{CacheConfig, OnDisconnect};
+use session_agent_core::env::Env;
 use session_agent_core::error::{Error, Result};
 use session_agent_core::live::stop::Stop;
 use session_agent_core::live::{Ending, Follow, Update};
@@ -127,7 +129,7 @@ impl Dialect {
     /// The dialect a chat request is answered in: the UI message stream for a `useChat` body
     /// (whatever `Accept` says: `useChat` sends none), ours with `Accept: text/event-stream`,
     /// none (a JSON answer) otherwise. The body is scanned once, here.
-    pub(crate) fn of(req: &Request) -> Option<Dialect> {
+    pub fn of(req: &Request) -> Option<Dialect> {
         if is_ui_body(&req.body) {
             Some(Dialect::UiMessages)
         } else if req.wants_event_stream() {
@@ -272,8 +274,22 @@ pub enum Streamed {
     Fail(Error),
 }
 
-/// Runs a streamed `POST /sessions/{sid}/chat` in `dialect` (admitted by `crate::stream_chat`), handing each
-/// event to `send` as soon as it exists. `gone` is set when the client went away (as `send`
+/// Runs a streamed turn of session `sid` in `dialect` (see `stream`), for a request `env`
+/// admitted (`crate::object::Object::fetch` runs it in a task of its own; the native tests
+/// drive it with a client of their own). Boxed: see `crate::handle`.
+pub fn stream_turn<'a>(
+    env: &'a Env<'a>,
+    sid: &'a str,
+    req: &'a Request,
+    dialect: Dialect,
+    gone: &'a Stop,
+    send: &'a mut dyn FnMut(Streamed) -> Result<()>,
+) -> BoxFuture<'a, Vec<After>> {
+    Box::pin(async move { stream(&Session::new(env, sid), req, dialect, gone, send).await })
+}
+
+/// Runs a streamed `POST /sessions/{sid}/chat` in `dialect`, handing each event to `send` as
+/// soon as it exists. `gone` is set when the client went away (as `send`
 /// failing says too): with `chat.onDisconnect: "stop"` that stops the turn, which keeps what
 /// was shown; with `"finish"` the turn runs on for the resume request. Returns the work left
 /// for after the answer: the sweep, as after every write ([`super::handle`]), then what the turn

@@ -9,7 +9,7 @@ use subtle::ConstantTimeEq;
 
 use super::access::{self, Claims};
 use super::http::{check_name, decode_segment, parse_query, Response, MAX_BODY_BYTES};
-use super::{permits, socket_session, template};
+use super::{permits, template, upgrades};
 use session_agent_core::error::{Error, ErrorKind, Result};
 use session_agent_core::space::Role;
 
@@ -203,7 +203,7 @@ pub(crate) fn handshake(inc: &Incoming<'_, '_>) -> Result<Upgrade> {
         .path
         .strip_prefix("/agents/")
         .and_then(|rest| rest.find('/').map(|i| &rest[i..]))
-        .is_some_and(|tail| socket_session(inc.method, tail).is_some());
+        .is_some_and(|tail| upgrades(inc.method, tail));
     let bodiless = h("content-length").is_none() && h("transfer-encoding").is_none() && inc.body == Sent::Nothing;
     let genuine =
         inc.method == "GET" && bodiless && h("sec-websocket-key").is_some() && h("sec-websocket-version").is_some();

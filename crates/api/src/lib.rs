@@ -7,7 +7,9 @@
 //! behind one, and `POST …/compact`), [`context`] (blocks, prompt, tools), [`chat`] (the agent
 //! turn), [`memories`], [`spaces`] (a memory space's own routes, an agent's choice of space), [`schedules`] (scheduled turns and their runs), [`mcp`] (the tools as an MCP server), [`tokens`] (revocation),
 //! [`transfer`] (export, import, erase, split), [`directory`] (the usage ledger's route, the directory shards' API and what the front door's `/directory` routes need). [`routes`] is the table of every route, with the
-//! handler ([`call`]) of each method; [`access`] says what a scoped token may do; [`ws`] maps
+//! handler ([`call`]) of each method and how it is answered (whole, a stream, an upgrade);
+//! [`object`] is the Durable Object itself (its state and policy between requests; a request
+//! is matched to its route and admitted once, by `enter`); [`access`] says what a scoped token may do; [`ws`] maps
 //! WebSocket frames onto routes; [`socket_tags`] is what a socket is accepted with; [`front`]
 //! is what the front door Worker decides before a request reaches an agent; [`running`] keeps
 //! the flags a socket's `cancel` frame sets.
@@ -23,6 +25,7 @@ pub mod http;
 pub mod mcp;
 pub mod memories;
 pub mod messages;
+pub mod object;
 pub mod routes;
 pub mod running;
 pub mod schedules;
@@ -40,15 +43,13 @@ pub use http::{Request, Response};
 use access::{claims_of, permit, Claims};
 use call::{Call, Params};
 use http::{decode_segment, message_param, method_not_allowed, session_param, Query};
-use routes::{router, Body, Names, Route};
+use routes::{router, Body, Delivery, Names, Op, Route};
 use session_agent_core::access::{revoked_before, Reach};
 use session_agent_core::after::{self, After};
 use session_agent_core::blobs::BoxFuture;
 use session_agent_core::config::check_label;
 use session_agent_core::env::Env;
 use session_agent_core::error::{Error, Result};
-use session_agent_core::live::stop::Stop;
-use session_agent_core::session::Session;
 use session_agent_core::space::Role;
 use session_agent_core::time::parse_iso;
 
@@ -96,15 +97,6 @@ fn checked(what: &str, raw: &str) -> Result<String> {
     Ok(id)
 }
 
-/// The session id of a `/sessions/{sid}/…` request, decoded and checked.
-pub(crate) fn session_of(req: &Request) -> Result<String> {
-    let m = matched(Role::Agent, &req.path)?;
-    match m.params.sid.is_empty() {
-        true => Err(Error::not_found(format!("no session in {}", req.path))),
-        false => Ok(m.params.sid),
-    }
-}
-
 /// The route template a DO path matches (`/sessions/{sid}/messages`), for logs that must not
 /// carry ids; `None` when no route matches.
 pub fn route_template(path: &str) -> Option<&'static str> {
@@ -114,11 +106,6 @@ pub fn route_template(path: &str) -> Option<&'static str> {
 /// The route template a path of a Durable Object of `role` matches (see [`route_template`]).
 pub fn template(role: Role, path: &str) -> Option<&'static str> {
     Some(router(role).at(path).ok()?.value.path)
-}
-
-/// Whether `req` is the agent's export (`GET /export`), which the Durable Object streams.
-pub fn is_agent_export(req: &Request) -> bool {
-    req.method == "GET" && route_template(&req.path) == Some("/export")
 }
 
 /// Whether `claims` allow `method` on DO path `path` (see `access::permit`), as the front
@@ -132,115 +119,102 @@ pub fn permits(claims: &Claims, method: &str, path: &str) -> Result<()> {
 }
 
 /// Refuses a request whose token (the claims the front door passed) is expired, revoked, for
-/// another agent, or outside its sessions or scope, and answers the environment the request
-/// runs in: `env` reaching only the token's sessions when it is limited to some. Every way into
-/// the agent runs this first.
-pub fn admit<'a>(env: &Env<'a>, req: &Request) -> Result<Env<'a>> {
+/// another agent, or outside its sessions or scope (on `found`, its route: `None` when it has
+/// none, allowed here and answered `404` after), and answers the environment the request runs
+/// in: `env` reaching only the token's sessions when it is limited to some. Every way into the
+/// agent runs this first ([`enter`]).
+pub(crate) fn admit<'a>(env: &Env<'a>, req: &Request, found: Option<&Matched>) -> Result<Env<'a>> {
     let Some(claims) = claims_of(req)? else { return Ok(env.reaching(Reach::All)) };
     let now_ms = parse_iso(&env.now).unwrap_or(i64::MAX);
     claims.valid_for(env.agent, env.role, now_ms, revoked_before(env.sql)?)?;
-    permits(&claims, &req.method, &req.path)?;
+    if let Some(m) = found {
+        let sid = (!m.params.sid.is_empty()).then_some(m.params.sid.as_str());
+        permit(&claims, m.route.who(&req.method), sid, m.route.needs(&req.method))?;
+    }
     Ok(env.reaching(claims.reach()))
 }
 
-/// The dialect of `req` when it is an agent turn answered with server-sent events (`Accept:
-/// text/event-stream`, or the AI SDK's `useChat` body): the Durable Object streams those itself
-/// with [`stream_chat`].
-pub fn chat_stream(req: &Request) -> Option<chat::Dialect> {
-    let route = route_template(&req.path);
-    let chat = req.method == "POST" && matches!(route, Some("/sessions/{sid}/chat" | "/chat"));
-    chat.then(|| chat::Dialect::of(req)).flatten()
+/// Whether `method` on `path` (a Durable Object path of an agent) is answered with a WebSocket
+/// upgrade, as the route table says: the front door accepts a handshake there only.
+pub fn upgrades(method: &str, path: &str) -> bool {
+    let op = router(Role::Agent).at(path).ok().and_then(|m| m.value.op(method));
+    op.is_some_and(|op| op.delivery == Delivery::Upgrade)
 }
 
-/// Whether `req` is the AI SDK's resume request (`GET …/chat/{chatId}/stream`), which the
-/// Durable Object streams with [`resume`].
-pub fn is_resume(req: &Request) -> bool {
-    let route = route_template(&req.path);
-    req.method == "GET" && matches!(route, Some("/sessions/{sid}/chat/{chatId}/stream" | "/chat/{chatId}/stream"))
+/// One request on its way in: its route matched once, the request admitted once. (Taken apart
+/// at once, never kept: the size of its largest variant costs nothing.)
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum Entry<'a> {
+    /// Refused before anything ran (its token): nothing to sweep after it.
+    Refused(Response),
+    /// Answered by the route table itself (a query that is not UTF-8, no route, no such
+    /// method, a write whose body is not a JSON object).
+    Answered(Response),
+    /// Admitted to one operation of its route.
+    Admitted { env: Env<'a>, op: &'static Op, params: Params, query: Query },
 }
 
-/// The resume request (see [`is_resume`]) after admitting it: the session's running turn to
-/// stream, or `None` (`204`) when none runs.
-pub fn resume(env: &Env<'_>, req: &Request) -> Result<Option<chat::Resume>> {
-    let env = admit(env, req)?;
-    let sid = chat::resumed_session(req, &matched(Role::Agent, &req.path)?.params)?;
-    Ok(env.live.follow(&sid).map(chat::Resume::new))
-}
-
-/// Runs a streamed turn (see [`chat_stream`]) after admitting it, handing each event to `send`
-/// (see `chat::stream`; `gone` is set when the client went away); answers the work left for
-/// after the stream ends.
-///
-/// The futures this crate hands the Workers layer are boxed here, so the code of every future
-/// below them is made once, in this crate (a future awaited in another crate would be compiled
-/// there too: the same turn twice in the wasm).
-pub fn stream_chat<'a>(
-    env: &'a Env<'a>,
-    req: &'a Request,
-    dialect: chat::Dialect,
-    gone: &'a Stop,
-    send: &'a mut dyn FnMut(chat::Streamed) -> Result<()>,
-) -> BoxFuture<'a, Vec<After>> {
-    Box::pin(async move {
-        let session = |req: &Request| match route_template(&req.path) {
-            Some("/chat") => chat::named_session(req),
-            _ => session_of(req),
-        };
-        let admitted = admit(env, req).and_then(|env| Ok((env, session(req)?)));
-        match admitted {
-            Ok((env, sid)) => chat::stream(&Session::new(&env, &sid), req, dialect, gone, send).await,
-            Err(e) => {
-                let _ = send(chat::Streamed::Fail(e));
-                vec![After::Sweep]
-            }
+/// Matches `req` to its route and operation and admits it ([`admit`]): the one route match and
+/// the one admission of a request, whatever its answer is (whole, a stream or an upgrade).
+pub(crate) fn enter<'a>(env: &Env<'a>, req: &Request) -> Entry<'a> {
+    let found = matched(env.role, &req.path);
+    let env = match admit(env, req, found.as_ref().ok()) {
+        Ok(env) => env,
+        Err(e) => return Entry::Refused(Response::error(&e)),
+    };
+    let checked = (|| {
+        // Every route refuses a query that is not UTF-8, whether it reads the query or not.
+        http::parse_query(&req.query)?;
+        let Matched { route, params } = found?;
+        let Some(op) = route.op(&req.method) else { return Ok(Err(method_not_allowed(&route.methods()))) };
+        if op.body == Body::Unread {
+            req.json_object()?;
         }
-    })
-}
-
-/// The session of a WebSocket upgrade request (`GET /sessions/{sid}/ws`), if it is one.
-pub fn socket_session(method: &str, path: &str) -> Option<Result<String>> {
-    if method != "GET" || route_template(path) != Some("/sessions/{sid}/ws") {
-        return None;
+        Ok(Ok((op, params, Query::parse(&req.query, op.query)?)))
+    })();
+    match checked {
+        Ok(Ok((op, params, query))) => Entry::Admitted { env, op, params, query },
+        Ok(Err(resp)) => Entry::Answered(resp),
+        Err(e) => Entry::Answered(Response::error(&e)),
     }
-    Some(matched(Role::Agent, path).map(|m| m.params.sid))
 }
 
-/// Answers one request. Never panics on input; every failure is a JSON error answer. (Boxed
-/// here: see [`stream_chat`].)
+/// Answers one request whole: a stream is answered as one body, an upgrade refused (the
+/// Durable Object answers those itself, through [`object::Object::fetch`]). Never panics on
+/// input; every failure is a JSON error answer. Boxed here: the futures this crate hands the
+/// Workers layer are boxed, so the code of every future below them is made once, in this crate
+/// (a future awaited in another crate would be compiled there too: the same turn twice in the
+/// wasm).
 pub fn handle<'a>(env: &'a Env<'a>, req: &'a Request) -> BoxFuture<'a, Response> {
     Box::pin(async move {
-        let env = match admit(env, req) {
-            Ok(env) => env,
-            Err(e) => return Response::error(&e),
-        };
-        let mut resp = dispatch(&env, req).await.unwrap_or_else(|e| Response::error(&e));
-        if req.method != "GET" {
-            // Objects a write left unreferenced go after the answer, and, with embeddings, the
-            // vectors of what it stored (and of what waits since a failure), last.
-            resp.after.insert(0, After::Sweep);
-            if env.embeddings.is_on() {
-                resp.after.push(After::Embed);
+        match enter(env, req) {
+            Entry::Refused(resp) => resp,
+            Entry::Answered(resp) => written(env, req, resp),
+            Entry::Admitted { env: admitted, op, params, query } => {
+                let call = Call { env: &admitted, req, params, query };
+                let resp = op.handler.run(&call).await.unwrap_or_else(|e| Response::error(&e));
+                written(env, req, resp)
             }
         }
-        resp
     })
+}
+
+/// `resp` with the work every write leaves: objects a write left unreferenced go after the
+/// answer, and, with embeddings, the vectors of what it stored (and of what waits since a
+/// failure), last.
+pub(crate) fn written(env: &Env<'_>, req: &Request, mut resp: Response) -> Response {
+    if req.method != "GET" {
+        resp.after.insert(0, After::Sweep);
+        if env.embeddings.is_on() {
+            resp.after.push(After::Embed);
+        }
+    }
+    resp
 }
 
 /// Runs the work answers leave for after they are sent (`Response::after`, `ws::Answer::after`):
 /// the Workers layer calls it once the answer is out; failures are logged, never answered.
-/// (Boxed here: see [`stream_chat`].)
+/// (Boxed here: see [`handle`].)
 pub fn after<'a>(env: &'a Env<'a>, work: &'a [After]) -> BoxFuture<'a, ()> {
     Box::pin(after::run(env, work))
-}
-
-async fn dispatch(env: &Env<'_>, req: &Request) -> Result<Response> {
-    // Every route refuses a query that is not UTF-8, whether it reads the query or not.
-    http::parse_query(&req.query)?;
-    let Matched { route, params } = matched(env.role, &req.path)?;
-    let Some(op) = route.op(&req.method) else { return Ok(method_not_allowed(&route.methods())) };
-    if op.body == Body::Unread {
-        req.json_object()?;
-    }
-    let call = Call { env, req, params, query: Query::parse(&req.query, op.query)? };
-    op.handler.run(&call).await
 }

@@ -33,9 +33,36 @@ pub(crate) enum Body {
     Ignored,
 }
 
+/// What an operation answers with. A handler always answers whole ([`super::handle`], a
+/// socket's frame, the native tests); the Durable Object ([`super::object::Object::fetch`])
+/// answers the others as they say, after the same one route match and admission.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Delivery {
+    /// A whole answer.
+    Whole,
+    /// A body written as it comes.
+    Stream(Stream),
+    /// A WebSocket accepted for the route's session.
+    Upgrade,
+}
+
+/// The bodies the Durable Object writes as they come.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stream {
+    /// A turn as server-sent events, when its request asks for them (`chat::Dialect::of`);
+    /// answered whole otherwise.
+    Chat,
+    /// The AI SDK's resume request: the session's running turn, replayed then followed.
+    Resume,
+    /// The agent's NDJSON export, read chunk by chunk as the client takes it.
+    Export,
+}
+
 /// One method of a route.
 pub struct Op {
     pub method: Method,
+    /// How it answers (the Durable Object's way; its handler answers whole).
+    pub delivery: Delivery,
     pub(crate) handler: Handler,
     /// The query parameters the handler reads (what the spec lists for this operation).
     pub query: &'static [&'static str],
@@ -100,14 +127,19 @@ const fn later(f: for<'c> fn(&'c Call<'c>) -> Answer<'c>) -> Handler {
     Handler::Later(f)
 }
 
-/// A WebSocket upgrade is answered by the Durable Object itself: a request that reaches the
-/// route table is none.
+/// A WebSocket upgrade is answered by the Durable Object itself: a request answered whole is
+/// none.
 fn not_an_upgrade(_: &Call<'_>) -> Result<Response> {
     Err(Error::invalid("expected a WebSocket upgrade (Upgrade: websocket)"))
 }
 
 const fn op(method: Method, handler: Handler, query: &'static [&'static str], body: Body) -> Op {
-    Op { method, handler, query, body, who: None }
+    Op { method, delivery: Delivery::Whole, handler, query, body, who: None }
+}
+
+/// `op`, answered by the Durable Object as `delivery`.
+const fn delivered(delivery: Delivery, op: Op) -> Op {
+    Op { delivery, ..op }
 }
 
 /// A read (`GET`) of `handler` with `query`.
@@ -275,20 +307,32 @@ pub const ROUTES: &[Route] = &[
     route("/sessions/{sid}/prompt/refresh", Who::Session, &[bare(Post, later(context::refresh))]),
     route("/sessions/{sid}/tools", Who::Session, &[get(now(context::tools), &[])]),
     route("/sessions/{sid}/tools/{name}", Who::Session, &[write(Post, later(context::run_tool))]),
-    route("/sessions/{sid}/chat", Who::Session, &[write(Post, later(chat::route))]),
+    route(
+        "/sessions/{sid}/chat",
+        Who::Session,
+        &[delivered(Delivery::Stream(Stream::Chat), write(Post, later(chat::route)))],
+    ),
     route("/sessions/{sid}/chat/stop", Who::Session, &[bare(Post, now(chat::stop))]),
-    route("/sessions/{sid}/chat/{chatId}/stream", Who::Session, &[get(now(chat::resume_route), &[])]),
+    route(
+        "/sessions/{sid}/chat/{chatId}/stream",
+        Who::Session,
+        &[delivered(Delivery::Stream(Stream::Resume), get(now(chat::resume_route), &[]))],
+    ),
     // The default session: the session is named by the body (or `{chatId}`), and checked
     // against the token there (`chat::target`, `chat::resumed_session`).
-    route("/chat", Who::Session, &[write(Post, later(chat::agent_route))]),
-    route("/chat/{chatId}/stream", Who::Session, &[get(now(chat::resume_route), &[])]),
-    // The Durable Object answers upgrades itself; a request that reaches the handler is none.
+    route("/chat", Who::Session, &[delivered(Delivery::Stream(Stream::Chat), write(Post, later(chat::agent_route)))]),
+    route(
+        "/chat/{chatId}/stream",
+        Who::Session,
+        &[delivered(Delivery::Stream(Stream::Resume), get(now(chat::resume_route), &[]))],
+    ),
+    // The Durable Object answers upgrades itself; a request answered whole is none.
     Route {
         path: "/sessions/{sid}/ws",
         who: Who::Session,
         names: Names::Nothing,
         writes: Needs::Read,
-        ops: &[get(now(not_an_upgrade), &[])],
+        ops: &[delivered(Delivery::Upgrade, get(now(not_an_upgrade), &[]))],
     },
     route("/sessions/{sid}/memories/extract", Who::Session, &[write(Post, later(memories::extract))]),
     MEMORIES,
@@ -316,7 +360,11 @@ pub const ROUTES: &[Route] = &[
         &[get(now(spaces::get), &[]), write(Put, now(spaces::choose)), bare(Delete, now(spaces::forget))],
     ),
     route("/", Who::Admin, &[bare(Delete, later(transfer::erase))]),
-    route("/export", Who::Admin, &[get(later(transfer::export_agent), &[])]),
+    route(
+        "/export",
+        Who::Admin,
+        &[delivered(Delivery::Stream(Stream::Export), get(later(transfer::export_agent), &[]))],
+    ),
     route("/import", Who::Admin, &[write(Post, later(transfer::import_agent))]),
     Route {
         path: "/sessions/import",
@@ -328,6 +376,7 @@ pub const ROUTES: &[Route] = &[
             get(now(sessions::get), &[]),
             Op {
                 method: Post,
+                delivery: Delivery::Whole,
                 handler: later(transfer::import_session),
                 query: &["as"],
                 body: Body::Read,

@@ -107,6 +107,12 @@ pub trait Sql {
     /// relies on.
     fn changes(&self) -> u64;
 
+    /// The database's size in bytes, as the platform counts it for the directory's figures (0
+    /// where it does not say).
+    fn size(&self) -> i64 {
+        0
+    }
+
     /// Runs one statement, ignoring rows.
     fn execute(&self, sql: &str, params: &[Value]) -> Result<(), Error> {
         self.query(sql, params).map(|_| ())
