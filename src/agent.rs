@@ -33,15 +33,14 @@ use session_agent_core::after::{After, Ask, Flight, Next as FlightNext};
 use session_agent_core::cache::{self, ReadCache};
 use session_agent_core::config::SessionConfig;
 use session_agent_core::directory::report::{self, REPORT_DELAY_MS};
-use session_agent_core::directory::Kind;
 use session_agent_core::error::{Error, ErrorKind};
+use session_agent_core::ids::Role;
 use session_agent_core::live::stop::Stop;
 use session_agent_core::live::Live;
 use session_agent_core::llm::embeddings::EmbeddingsConfig;
 use session_agent_core::llm::rerank::RerankConfig;
 use session_agent_core::llm::LlmConfig;
 use session_agent_core::schedule::{self, alarm};
-use session_agent_core::space::Role;
 use session_agent_core::sql::Sql;
 use session_agent_core::store;
 use session_agent_core::time::iso_millis;
@@ -82,7 +81,7 @@ struct Inner {
     woke: Cell<bool>,
     /// The agent's request limit (`RATE_LIMIT`), if set.
     rate: Option<RateLimit>,
-    /// The cancel flags of the frames each socket is running: a `cancel` frame of that socket
+    /// The stop signals of the frames each socket is running: a `cancel` frame of that socket
     /// sets them all (only a turn reads its flag).
     running: Running,
     /// The turns running now: followed by resume requests, stopped by `POST …/chat/stop`.
@@ -99,7 +98,7 @@ struct Inner {
     /// marks the object dirty and its alarm reports it (none bound: nothing is marked).
     directory: Option<worker::ObjectNamespace>,
     /// What the object is in the directory (`Agent::reporting_as`).
-    kind: Cell<Kind>,
+    kind: Cell<Role>,
     /// The object's `idFromName` name when the runtime told it (not when an alarm woke it).
     named: Option<String>,
     /// How long (ms) a report waits after the write that needs it (`DIRECTORY_REPORT_MS`).
@@ -231,10 +230,7 @@ impl Agent {
             role,
             spaces: WorkersSpaces::new(env.durable_object(SPACE_BINDING).ok(), var("SPACE_TIMEOUT_MS")),
             directory: env.durable_object(AGENT_DIRECTORY).ok(),
-            kind: Cell::new(match role {
-                Role::Agent => Kind::Agent,
-                Role::Space => Kind::Space,
-            }),
+            kind: Cell::new(role),
             named,
             report_delay: report_delay.clamp(0, 3_600_000),
             marked,
@@ -269,8 +265,8 @@ impl Agent {
     }
 
     /// The same object, listed in the directory as `kind` (a `SessionAgent` is an
-    /// [`Kind::Agent`]; a Durable Object of your own that embeds `Agent` may be another kind).
-    pub fn reporting_as(self, kind: Kind) -> Self {
+    /// [`Role::Agent`]; a Durable Object of your own that embeds `Agent` may be another kind).
+    pub fn reporting_as(self, kind: Role) -> Self {
         self.inner.kind.set(kind);
         self
     }
@@ -492,7 +488,7 @@ impl Agent {
         // the same socket sets them.
         let flag = self.inner.running.start(&socket);
         let answer = match (self.over_limit().or_else(|| self.inner.broken.clone()), message) {
-            (Some(e), _) => api::ws::Answer {
+            (Some(e), _) => api::ws::Handled {
                 frames: vec![api::ws::error_frame(&sid, e.code(), &e.message)],
                 warnings: vec![],
                 after: vec![],
@@ -505,7 +501,7 @@ impl Agent {
                 }
                 api::ws::frame(&self.inner.env(), &sid, claims.as_ref(), &text, &flag).await
             }
-            (None, WebSocketIncomingMessage::Binary(_)) => api::ws::Answer {
+            (None, WebSocketIncomingMessage::Binary(_)) => api::ws::Handled {
                 frames: vec![api::ws::error_frame(&sid, "invalid_request", "frames must be text (JSON)")],
                 warnings: vec![],
                 after: vec![],

@@ -7,7 +7,7 @@ use crate::support::{code, Api};
 use serde_json::{json, Map, Value as Json};
 use session_agent_api::access::{self, Claims, Scope, CLAIMS_HEADER};
 use session_agent_api::Request;
-use session_agent_core::space::Role;
+use session_agent_core::ids::Role;
 
 const NOW: i64 = 1_795_345_200_000;
 

@@ -470,7 +470,7 @@ fn a_cancelled_socket_turn_keeps_what_was_shown() {
     // The signal a later `cancel` frame of the same socket sets (here: set before the turn
     // starts); the turn then stores its user message alone, with no error frame: a stop keeps
     // what was shown, and nothing was.
-    let flag = api::ws::CancelFlag::default();
+    let flag = session_agent_core::live::stop::Stop::default();
     let cancel = futures::executor::block_on(api::ws::frame(&api.env(), "s", None, r#"{"type":"cancel"}"#, &flag));
     assert!(cancel.cancel && cancel.frames.is_empty());
     flag.stop();

@@ -6,7 +6,7 @@ use crate::support::{code, Api};
 use serde_json::{json, Value as Json};
 use session_agent_api::access::{Claims, CLAIMS_HEADER};
 use session_agent_api::Request;
-use session_agent_core::space::Role;
+use session_agent_core::ids::Role;
 
 fn api() -> Api {
     Api::with_config(json!({"context": [

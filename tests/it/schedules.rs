@@ -7,7 +7,7 @@
 
 use futures::FutureExt;
 use serde_json::{json, Map, Value as Json};
-use session_agent_core::space::Role;
+use session_agent_core::ids::Role;
 
 use crate::support::{code, completion, Api};
 use session_agent_api::access::{Claims, CLAIMS_HEADER};

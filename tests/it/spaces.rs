@@ -14,9 +14,9 @@ use crate::support::{code, completion, db, db_at, msg, Api, InProcess};
 use serde_json::{json, Value as Json};
 use session_agent_api::access::{Claims, CLAIMS_HEADER};
 use session_agent_api::Request;
+use session_agent_core::ids::Role;
 use session_agent_core::llm::HttpResponse;
 use session_agent_core::space::blocks::{self, Write, MAX_BLOCKS, MAX_TOMBSTONES};
-use session_agent_core::space::Role;
 use session_agent_core::sql::Sql;
 use session_agent_core::store::schema;
 

@@ -10,8 +10,9 @@ use super::call::Call;
 use super::http::{parse_query, Request, Response};
 use session_agent_core::directory::shard::{self, MAX_REPORTS};
 use session_agent_core::directory::usage;
-use session_agent_core::directory::{entries_of, merge, After, Kind, Listing, Page, Report};
+use session_agent_core::directory::{entries_of, merge, After, Listing, Page, Report};
 use session_agent_core::error::{Error, ErrorKind, Result};
+use session_agent_core::ids::Role;
 use session_agent_core::sql::Sql;
 use session_agent_core::time::{instant, parse_iso};
 
@@ -126,7 +127,7 @@ pub fn usage_listing(query: &str, now: &str) -> Result<(Listing, String)> {
         "prefix" | "limit" | "cursor" => lookup(&pairs, k),
         _ => None,
     })?;
-    listing.kind = Some(Kind::Agent);
+    listing.kind = Some(Role::Agent);
     let (from, to) = range(lookup(&pairs, "from"), lookup(&pairs, "to"), now)?;
     let forwarded = form_urlencoded_pairs(&[("from", &from), ("to", &to)]);
     Ok((listing, forwarded))
@@ -165,7 +166,7 @@ pub fn export_listing(query: &str) -> Result<Listing> {
         "prefix" | "cursor" => lookup(&pairs, k),
         _ => None,
     })?;
-    listing.kind = Some(Kind::Agent);
+    listing.kind = Some(Role::Agent);
     listing.limit = EXPORT_BATCH;
     Ok(listing)
 }
@@ -185,6 +186,6 @@ pub fn export_record(agent: &str, line: &[u8]) -> Vec<u8> {
 /// The line after an agent's last record: `{"cursor":"agent:<name>"}`, where a later export
 /// resumes (with the next agent).
 pub fn export_cursor(agent: &str) -> Vec<u8> {
-    let after = After { name: agent.to_owned(), kind: Kind::Agent };
+    let after = After { name: agent.to_owned(), kind: Role::Agent };
     format!("{}\n", json!({ "cursor": after.text() })).into_bytes()
 }

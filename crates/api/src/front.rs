@@ -11,7 +11,7 @@ use super::access::{self, Claims};
 use super::http::{check_name, decode_segment, parse_query, Response, MAX_BODY_BYTES};
 use super::{permits, socket_session, template};
 use session_agent_core::error::{Error, ErrorKind, Result};
-use session_agent_core::space::Role;
+use session_agent_core::ids::Role;
 
 /// What the front door knows of a request before it reads the body.
 pub struct Incoming<'a, 'h> {
@@ -170,10 +170,7 @@ pub fn door<'a>(inc: &Incoming<'a, '_>, settings: &Settings<'_>) -> Door<'a> {
         return Door::Answer(Response::error(&e));
     }
     let (agent_raw, tail) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
-    let what = match role {
-        Role::Agent => "agent",
-        Role::Space => "space",
-    };
+    let what = role.as_str();
     let agent = match decode_segment(what, agent_raw).and_then(|a| check_name(what, &a).map(|_| a)) {
         Ok(a) => a,
         Err(e) => return Door::Answer(Response::error(&e)),

@@ -47,9 +47,9 @@ use session_agent_core::blobs::BoxFuture;
 use session_agent_core::config::check_label;
 use session_agent_core::env::Env;
 use session_agent_core::error::{Error, Result};
+use session_agent_core::ids::Role;
 use session_agent_core::live::stop::Stop;
 use session_agent_core::session::Session;
-use session_agent_core::space::Role;
 use session_agent_core::time::parse_iso;
 
 /// A request matched to its route: the row, the decoded path parameters.
@@ -226,7 +226,7 @@ pub fn handle<'a>(env: &'a Env<'a>, req: &'a Request) -> BoxFuture<'a, Response>
     })
 }
 
-/// Runs the work answers leave for after they are sent (`Response::after`, `ws::Answer::after`):
+/// Runs the work answers leave for after they are sent (`Response::after`, `ws::Handled::after`):
 /// the Workers layer calls it once the answer is out; failures are logged, never answered.
 /// (Boxed here: see [`stream_chat`].)
 pub fn after<'a>(env: &'a Env<'a>, work: &'a [After]) -> BoxFuture<'a, ()> {

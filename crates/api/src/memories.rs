@@ -1,7 +1,7 @@
 //! Long-term memory routes: `/memories` (store, list, recall, get, change, history, forget,
 //! forget all) and `POST /sessions/{sid}/memories/extract`.
 
-use super::call::{Answer, Call};
+use super::call::{Call, Pending};
 
 use serde_json::{json, Map, Value as Json};
 
@@ -181,7 +181,7 @@ pub(crate) const MAX_BATCH: usize = 1000;
 
 /// `POST /memories`: 201 with the new memory, or 200 with the one it was merged into (with
 /// `consolidate: true`, the one the model found already saying it).
-pub(crate) fn create<'c>(c: &'c Call<'c>) -> Answer<'c> {
+pub(crate) fn create<'c>(c: &'c Call<'c>) -> Pending<'c> {
     Box::pin(async move {
         let env = c.env;
         let req = c.req;
@@ -203,7 +203,7 @@ pub(crate) fn create<'c>(c: &'c Call<'c>) -> Answer<'c> {
 
 /// `POST /memories/batch` `{memories: [...]}` (each as for `POST /memories`, up to 1,000):
 /// 201 `{memories}` in order, all stored (or merged) or none.
-pub(crate) fn create_all<'c>(c: &'c Call<'c>) -> Answer<'c> {
+pub(crate) fn create_all<'c>(c: &'c Call<'c>) -> Pending<'c> {
     Box::pin(async move {
         let env = c.env;
         let req = c.req;
@@ -294,7 +294,7 @@ pub(crate) fn list(c: &Call<'_>) -> Result<Response> {
 }
 
 /// `GET /memories/search?q=&<filters>&limit=`: ranked, with why.
-pub(crate) fn search<'c>(c: &'c Call<'c>) -> Answer<'c> {
+pub(crate) fn search<'c>(c: &'c Call<'c>) -> Pending<'c> {
     Box::pin(async move {
         let env = c.env;
         let _req = c.req;
@@ -319,7 +319,7 @@ pub(crate) fn get(c: &Call<'_>) -> Result<Response> {
 }
 
 /// `PATCH /memories/{mid}`: `{content?, tags?, metadata?, score?, category?, expiresAt?}`.
-pub(crate) fn patch<'c>(c: &'c Call<'c>) -> Answer<'c> {
+pub(crate) fn patch<'c>(c: &'c Call<'c>) -> Pending<'c> {
     Box::pin(async move {
         let env = c.env;
         let id = c.params.memory.as_str();
@@ -384,7 +384,7 @@ pub(crate) fn delete_all(c: &Call<'_>) -> Result<Response> {
 }
 
 /// `POST /sessions/{sid}/memories/extract` `{leafId?}`: `{added, updated, deleted}`.
-pub(crate) fn extract<'c>(c: &'c Call<'c>) -> Answer<'c> {
+pub(crate) fn extract<'c>(c: &'c Call<'c>) -> Pending<'c> {
     Box::pin(async move {
         let s = &c.session();
         let req = c.req;

@@ -11,7 +11,7 @@
 use std::sync::OnceLock;
 
 use super::access::{Needs, Who};
-use super::call::{Answer, Call, Handler};
+use super::call::{Call, Handler, Pending};
 use super::http::Method::{self, Delete, Get, Patch, Post, Put};
 use super::http::Response;
 use super::{
@@ -19,7 +19,7 @@ use super::{
     transfer,
 };
 use session_agent_core::error::{Error, Result};
-use session_agent_core::space::Role;
+use session_agent_core::ids::Role;
 
 /// What a handler does with the request body.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -96,7 +96,7 @@ const fn now(f: fn(&Call<'_>) -> Result<Response>) -> Handler {
     Handler::Now(f)
 }
 
-const fn later(f: for<'c> fn(&'c Call<'c>) -> Answer<'c>) -> Handler {
+const fn later(f: for<'c> fn(&'c Call<'c>) -> Pending<'c>) -> Handler {
     Handler::Later(f)
 }
 

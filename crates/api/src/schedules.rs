@@ -4,7 +4,7 @@
 
 use serde_json::{json, Map, Value as Json};
 
-use super::call::{Answer, Call};
+use super::call::{Call, Pending};
 use super::http::{opt_str, req_str, Response};
 use session_agent_core::error::{Error, Result};
 use session_agent_core::schedule::run::{self, tick, Tick};
@@ -104,7 +104,7 @@ pub(crate) fn runs(c: &Call<'_>) -> Result<Response> {
 }
 
 /// `POST /schedules/{schedule}/run`: a run now (its timing unchanged) → 200 the run.
-pub(crate) fn run<'c>(c: &'c Call<'c>) -> Answer<'c> {
+pub(crate) fn run<'c>(c: &'c Call<'c>) -> Pending<'c> {
     Box::pin(async move {
         let ran = tick(c.env, &c.params.schedule, Tick::Manual).await?;
         let ran = ran.ok_or_else(|| Error::internal("a run by hand was not claimed"))?;

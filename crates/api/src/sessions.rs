@@ -1,6 +1,6 @@
 //! Routes of the sessions registry: `/sessions`, `/sessions/{sid}`, `…/fork`, `…/usage`.
 
-use super::call::{Answer, Call};
+use super::call::{Call, Pending};
 use serde_json::{json, Map, Value as Json};
 
 use super::http::{check_name, opt_str, req_str, Response};
@@ -79,7 +79,7 @@ pub(crate) fn update(c: &Call<'_>) -> Result<Response> {
 
 /// `DELETE /sessions/{sid}`: the session and everything stored for it. Its sockets get
 /// `{type:"cleared"}` and an `idle` status, as for a clear.
-pub(crate) fn delete<'c>(c: &'c Call<'c>) -> Answer<'c> {
+pub(crate) fn delete<'c>(c: &'c Call<'c>) -> Pending<'c> {
     Box::pin(async move {
         let s = &c.session();
         s.delete().await?;

@@ -6,7 +6,7 @@
 
 use serde_json::{json, Map, Value as Json};
 
-use super::call::{Answer, Call};
+use super::call::{Call, Pending};
 use super::http::{req_str, Response};
 use session_agent_core::error::{Error, Result};
 use session_agent_core::ids::check_name;
@@ -155,7 +155,7 @@ pub(crate) fn link_append(c: &Call<'_>) -> Result<Response> {
 
 /// `POST /link/extract` `{agent, sessionId, exchange}`: an agent's exchange distilled into the
 /// space's memories (as the agent would into its own), each tagged `metadata.agent`.
-pub(crate) fn extract<'c>(c: &'c Call<'c>) -> Answer<'c> {
+pub(crate) fn extract<'c>(c: &'c Call<'c>) -> Pending<'c> {
     Box::pin(async move {
         let body = c.req.json_object()?;
         let agent = req_str(&body, "agent")?;

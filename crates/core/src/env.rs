@@ -7,11 +7,12 @@ use crate::blobs::Blobs;
 use crate::cache::ReadCache;
 use crate::config::SessionConfig;
 use crate::events::Events;
+use crate::ids::Role;
 use crate::live::Live;
 use crate::llm::embeddings::EmbeddingsConfig;
 use crate::llm::rerank::RerankConfig;
 use crate::llm::{LlmConfig, Transport};
-use crate::space::{Role, Spaces};
+use crate::space::Spaces;
 use crate::sql::Sql;
 use crate::vectors::{Meaning, Vectors};
 

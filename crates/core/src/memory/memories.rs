@@ -14,7 +14,7 @@ use crate::config::category::Category;
 use crate::config::MemoryConfig;
 use crate::env::Env;
 use crate::error::{Error, Result};
-use crate::space::Role;
+use crate::ids::Role;
 use crate::sql::atomically;
 use crate::store::sessions;
 use crate::wire::Frame;

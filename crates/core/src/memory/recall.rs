@@ -27,7 +27,7 @@ use crate::rank::{self, Index, Rows, Scope, Unmatched};
 use crate::sql::{json_ids, Sql, Value};
 use crate::time::parse_iso;
 use crate::vectors::index::Within;
-use crate::vectors::{Kind, Meaning, Scale};
+use crate::vectors::{ItemKind, Meaning, Scale};
 
 /// Hits of `GET /memories/search` and `memory_recall` by default.
 pub const DEFAULT_LIMIT: i64 = 10;
@@ -141,7 +141,7 @@ pub(crate) fn count(sql: &dyn Sql, hits: &mut [Hit], now: &str) -> Result<()> {
 pub(crate) fn rank(meaning: &Meaning<'_>, query: &Query, vector: Option<&[f32]>, now: &str) -> Result<Vec<Hit>> {
     let mut found = text_candidates(meaning.sql, query, now)?;
     let scale = match vector {
-        Some(_) => meaning.scale(Kind::Memory)?,
+        Some(_) => meaning.scale(ItemKind::Memory)?,
         None => Scale::default(),
     };
     if let Some(v) = vector {
@@ -267,7 +267,7 @@ fn vector_candidates(
         false => Vec::new(),
     };
     let within = if narrowing { Within::Items(&allowed) } else { Within::All };
-    let near = meaning.nearest(Kind::Memory, v, within, CANDIDATES as usize, scale.support())?;
+    let near = meaning.nearest(ItemKind::Memory, v, within, CANDIDATES as usize, scale.support())?;
     if near.is_empty() {
         return Ok(Vec::new());
     }

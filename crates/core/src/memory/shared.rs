@@ -12,7 +12,8 @@ use crate::config::category::Category;
 use crate::config::SpaceMode;
 use crate::env::Env;
 use crate::error::{Error, Result};
-use crate::space::{choice, request, Call, Role};
+use crate::ids::Role;
+use crate::space::{choice, request, Call};
 use crate::wire::Frame;
 
 /// The space an agent's memory uses, and how.

@@ -213,7 +213,7 @@ impl<'a> Session<'a> {
     pub async fn recent_text(&self, before: Option<&str>, max_bytes: i64, min_messages: i64) -> Result<Warned<String>> {
         #[derive(Serialize)]
         #[serde(rename_all = "camelCase")]
-        struct Answer<'a> {
+        struct RecentPage<'a> {
             messages: &'a [RawMessage],
             truncated: bool,
             total_content_bytes: i64,
@@ -224,7 +224,7 @@ impl<'a> Session<'a> {
         self.kept(key, self.version()?, || async {
             let r = recent(self.env.sql, self.id, before, max_bytes, min_messages)?;
             let Warned { value: messages, warnings } = self.whole(r.messages).await?;
-            let answer = Answer {
+            let answer = RecentPage {
                 messages: &messages,
                 truncated: r.truncated,
                 total_content_bytes: r.total_content_bytes,

@@ -1,6 +1,6 @@
 //! Memory spaces (docs/REFERENCE.md#memory-spaces): the memories and writable blocks shared by
 //! the agents that serve one user. A space is a Durable Object of its own class (`MemorySpace`)
-//! running this same core in [`Role::Space`]: its memories are ordinary memories (validity,
+//! running this same core in [`Role::Space`](crate::ids::Role): its memories are ordinary memories (validity,
 //! versions, consolidation, vectors, filters), its shared blocks are [`blocks`]; it has no
 //! sessions and no turns. An agent reaches its space only through [`Spaces`], a request to the
 //! space's Durable Object, so a space that cannot be reached costs the agent what it shares and
@@ -18,16 +18,6 @@ use serde_json::Value as Json;
 
 use crate::blobs::BoxFuture;
 use crate::error::{Error, ErrorKind, Result};
-
-/// What a Durable Object of this core is.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Role {
-    /// An agent (`SessionAgent`): sessions, turns, its own memories.
-    #[default]
-    Agent,
-    /// A memory space (`MemorySpace`): memories and shared blocks, for the agents mapped to it.
-    Space,
-}
 
 /// A request an agent sends to its space (a path of the space's routes, `/memories/search?q=…`).
 #[derive(Clone, Debug, PartialEq)]

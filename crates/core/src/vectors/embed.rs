@@ -25,7 +25,7 @@
 use futures::future::join4;
 
 use super::code::{code_bytes, decode, encode, sign_code, text_hash};
-use super::index::Kind;
+use super::index::ItemKind;
 use crate::error::Result;
 use crate::events::Events;
 use crate::llm::embeddings::{embed, EmbeddingsConfig};
@@ -73,14 +73,14 @@ pub fn beginning(text: &str) -> &str {
 
 /// The text of row `item` of `kind` as it is now, its scope (a message's session, an entry's
 /// label) and when it was written; `None` when the row is gone or has no text.
-fn text_of(sql: &dyn Sql, kind: Kind, item: i64) -> Result<Option<(Option<String>, String, String)>> {
+fn text_of(sql: &dyn Sql, kind: ItemKind, item: i64) -> Result<Option<(Option<String>, String, String)>> {
     let q = match kind {
-        Kind::Memory => "SELECT NULL, content, updated_at FROM memories WHERE seq = ?",
-        Kind::Message => {
+        ItemKind::Memory => "SELECT NULL, content, updated_at FROM memories WHERE seq = ?",
+        ItemKind::Message => {
             "SELECT m.session_id, (SELECT content FROM messages_fts WHERE rowid = m.seq), m.created_at
                FROM messages m WHERE m.seq = ?"
         }
-        Kind::Entry => "SELECT label, content, updated_at FROM search_entries WHERE seq = ?",
+        ItemKind::Entry => "SELECT label, content, updated_at FROM search_entries WHERE seq = ?",
     };
     let Some(r) = sql.query_row(q, &[Value::Int(item)])? else { return Ok(None) };
     let text = r.opt_text(1)?.map(|t| beginning(&t).to_owned()).filter(|t| !t.is_empty());
@@ -89,7 +89,7 @@ fn text_of(sql: &dyn Sql, kind: Kind, item: i64) -> Result<Option<(Option<String
 
 /// One row to embed.
 struct Work {
-    kind: Kind,
+    kind: ItemKind,
     item: i64,
     scope: Option<String>,
     text: String,
@@ -142,7 +142,7 @@ async fn round(sql: &dyn Sql, t: &dyn Transport, cfg: &EmbeddingsConfig, now: &s
     let mut gone = Vec::new();
     for r in &queued {
         let (number, item) = (r.int(0)?, r.int(1)?);
-        let text = match Kind::from_number(number) {
+        let text = match ItemKind::from_number(number) {
             Some(kind) => text_of(sql, kind, item)?.map(|(scope, text, written)| (kind, scope, text, written)),
             None => None,
         };

@@ -9,7 +9,7 @@
 //! (`crate::llm::rerank`: the same hits, its best first).
 
 use super::fuse::{fuse, CANDIDATES};
-use super::index::{Kind, Within};
+use super::index::{ItemKind, Within};
 use super::{evidence, Meaning};
 use crate::access::Reach;
 use crate::error::{Result, Warned};
@@ -70,8 +70,8 @@ async fn found(meaning: &Meaning<'_>, scope: Scope<'_>, query: &str, limit: i64)
         Scope::Across(Reach::All) => Within::All,
         _ => Within::Scopes(&sessions),
     };
-    let scale = meaning.scale(Kind::Message)?;
-    let near = meaning.nearest(Kind::Message, &vector, within, wide.max(0) as usize, scale.support())?;
+    let scale = meaning.scale(ItemKind::Message)?;
+    let near = meaning.nearest(ItemKind::Message, &vector, within, wide.max(0) as usize, scale.support())?;
     let key = |h: &Hit| (h.session_id.clone(), h.id.clone());
     let lexical_keys: Vec<_> = lexical.iter().map(key).collect();
     // Each near message as a hit, with its similarity (one without text has no hit).
