@@ -129,16 +129,9 @@ pub fn usage_listing(query: &str, now: &str) -> Result<(Listing, String)> {
     })?;
     listing.kind = Some(Role::Agent);
     let (from, to) = range(lookup(&pairs, "from"), lookup(&pairs, "to"), now)?;
-    let forwarded = form_urlencoded_pairs(&[("from", &from), ("to", &to)]);
+    let forwarded =
+        form_urlencoded::Serializer::new(String::new()).append_pair("from", &from).append_pair("to", &to).finish();
     Ok((listing, forwarded))
-}
-
-fn form_urlencoded_pairs(pairs: &[(&str, &str)]) -> String {
-    pairs
-        .iter()
-        .map(|(k, v)| format!("{k}={}", percent_encoding::utf8_percent_encode(v, percent_encoding::NON_ALPHANUMERIC)))
-        .collect::<Vec<_>>()
-        .join("&")
 }
 
 /// `{items: [{name, turns, inputTokens, outputTokens, estimatedTurns}], nextCursor}`: the page's

@@ -107,8 +107,8 @@ async fn answer(env: &Env<'_>, sid: &str, claims: Option<&Claims>, text: &str, c
         "history" => match obj.get("leafId") {
             None | Some(Json::Null) => Request::new("GET", &format!("{base}/history")),
             Some(Json::String(l)) => {
-                let enc: String = form_urlencoded::byte_serialize(l.as_bytes()).collect();
-                Request::new("GET", &format!("{base}/history?leaf={enc}"))
+                let query = form_urlencoded::Serializer::new(String::new()).append_pair("leaf", l).finish();
+                Request::new("GET", &format!("{base}/history?{query}"))
             }
             Some(_) => return only(failed(sid, &Error::invalid("leafId must be a string"))),
         },

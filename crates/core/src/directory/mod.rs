@@ -191,7 +191,7 @@ impl Listing {
     /// The query string a shard is asked with: the same filters, one more row than the page
     /// (so the merge knows whether more follow).
     pub fn shard_query(&self) -> String {
-        let mut q = form_pairs();
+        let mut q = form_urlencoded::Serializer::new(String::new());
         if let Some(k) = self.kind {
             q.append_pair("kind", k.as_str());
         }
@@ -210,39 +210,6 @@ impl Listing {
         q.append_pair("limit", &(self.limit + 1).min(MAX_LIMIT + 1).to_string());
         q.finish()
     }
-}
-
-/// A tiny `application/x-www-form-urlencoded` writer (the core has no URL crate).
-struct Pairs(String);
-
-fn form_pairs() -> Pairs {
-    Pairs(String::new())
-}
-
-impl Pairs {
-    fn append_pair(&mut self, k: &str, v: &str) {
-        if !self.0.is_empty() {
-            self.0.push('&');
-        }
-        self.0.push_str(&encode(k));
-        self.0.push('=');
-        self.0.push_str(&encode(v));
-    }
-
-    fn finish(self) -> String {
-        self.0
-    }
-}
-
-fn encode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => out.push(b as char),
-            _ => out.push_str(&format!("%{b:02X}")),
-        }
-    }
-    out
 }
 
 /// A page of the directory: entries in (name, kind) order, and the cursor of the next page.
