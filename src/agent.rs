@@ -43,7 +43,7 @@ use session_agent_core::llm::LlmConfig;
 use session_agent_core::schedule::{self, alarm};
 use session_agent_core::sql::Sql;
 use session_agent_core::store;
-use session_agent_core::time::iso_millis;
+use session_agent_core::time::{iso_millis, Now};
 use session_agent_core::transfer::export::AgentExport;
 use session_agent_core::vectors::{self, Vectors};
 
@@ -135,7 +135,7 @@ impl Inner {
             transport: &self.transport,
             events: &self.sockets,
             live: &self.live,
-            now: iso_millis(now_ms()),
+            now: Now::at(now_ms()),
             clock: &now_ms,
             reach: Default::default(),
             role: self.role,

@@ -400,7 +400,7 @@ impl Api {
             transport: &self.model,
             events: &self.events,
             live: &self.live,
-            now: session_agent_core::time::iso_millis(self.now.get()),
+            now: session_agent_core::time::Now::at(self.now.get()),
             clock: &*self.clock,
             reach: Default::default(),
             role: self.role,

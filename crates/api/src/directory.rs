@@ -108,7 +108,7 @@ fn range(from: Option<String>, to: Option<String>, now: &str) -> Result<(String,
 /// bySession}`: the agent's usage ledger over `[from, to)`.
 pub(crate) fn usage(c: &Call<'_>) -> Result<Response> {
     let get = |k: &str| c.query.get(k).map(str::to_owned);
-    let (from, to) = range(get("from"), get("to"), &c.env.now)?;
+    let (from, to) = range(get("from"), get("to"), c.env.now.iso())?;
     let (totals, by) = usage::over(c.env.sql, &from, &to)?;
     let mut out = json!({"from": from, "to": to});
     if let (Some(o), Json::Object(t)) = (out.as_object_mut(), serde_json::to_value(&totals).unwrap_or_default()) {

@@ -50,7 +50,6 @@ use session_agent_core::error::{Error, Result};
 use session_agent_core::ids::Role;
 use session_agent_core::live::stop::Stop;
 use session_agent_core::session::Session;
-use session_agent_core::time::parse_iso;
 
 /// A request matched to its route: the row, the decoded path parameters.
 struct Matched {
@@ -137,7 +136,7 @@ pub fn permits(claims: &Claims, method: &str, path: &str) -> Result<()> {
 /// the agent runs this first.
 pub fn admit<'a>(env: &Env<'a>, req: &Request) -> Result<Env<'a>> {
     let Some(claims) = claims_of(req)? else { return Ok(env.reaching(Reach::All)) };
-    let now_ms = parse_iso(&env.now).unwrap_or(i64::MAX);
+    let now_ms = env.now.ms();
     claims.valid_for(env.agent, env.role, now_ms, revoked_before(env.sql)?)?;
     permits(&claims, &req.method, &req.path)?;
     Ok(env.reaching(claims.reach()))

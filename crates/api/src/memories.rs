@@ -289,7 +289,7 @@ pub(crate) fn list(c: &Call<'_>) -> Result<Response> {
     let _req = c.req;
     let q = &c.query;
     let limit = q.int("limit", 1, MAX_PAGE)?.unwrap_or(DEFAULT_PAGE);
-    let (memories, next) = store::list(env.sql, &query_filter(q)?, limit, q.get("cursor"), &env.now)?;
+    let (memories, next) = store::list(env.sql, &query_filter(q)?, limit, q.get("cursor"), env.now.iso())?;
     Ok(Response::json(200, &json!({"memories": memories, "nextCursor": next})))
 }
 
@@ -314,7 +314,7 @@ fn missing(id: &str) -> Error {
 pub(crate) fn get(c: &Call<'_>) -> Result<Response> {
     let env = c.env;
     let id = c.params.memory.as_str();
-    let m = store::get(env.sql, id, &env.now)?.ok_or_else(|| missing(id))?;
+    let m = store::get(env.sql, id, env.now.iso())?.ok_or_else(|| missing(id))?;
     Ok(Response::json(200, &m))
 }
 
@@ -348,7 +348,7 @@ pub(crate) fn patch<'c>(c: &'c Call<'c>) -> Pending<'c> {
 pub(crate) fn history(c: &Call<'_>) -> Result<Response> {
     let env = c.env;
     let id = c.params.memory.as_str();
-    let versions = store::history(env.sql, id, &env.now)?.ok_or_else(|| missing(id))?;
+    let versions = store::history(env.sql, id, env.now.iso())?.ok_or_else(|| missing(id))?;
     Ok(Response::json(200, &json!({ "versions": versions })))
 }
 

@@ -37,7 +37,7 @@ pub(crate) fn choose(c: &Call<'_>) -> Result<Response> {
         _ => return Err(Error::invalid("space must be a space name (1-128 characters of [A-Za-z0-9._:-]) or null")),
     };
     let e = c.env;
-    choice::choose(e.sql, space, &e.now)?;
+    choice::choose(e.sql, space, e.now.iso())?;
     get(c)
 }
 
@@ -61,7 +61,7 @@ pub(crate) fn get_block(c: &Call<'_>) -> Result<Response> {
 /// `DELETE /blocks/{label}` → 204 (the delete counts a version); 404 when it holds no text.
 pub(crate) fn delete_block(c: &Call<'_>) -> Result<Response> {
     let label = &c.params.label;
-    match atomically(c.env.sql, || blocks::delete(c.env.sql, label, &c.env.now))? {
+    match atomically(c.env.sql, || blocks::delete(c.env.sql, label, c.env.now.iso()))? {
         true => Ok(Response::no_content()),
         false => Err(Error::not_found(format!("Block \"{label}\" not found"))),
     }
@@ -116,7 +116,7 @@ fn replace_as(c: &Call<'_>, writer: Writer) -> Result<Response> {
         Error::invalid("version must be the non-negative integer version of the text you read (0: never written)")
     })?;
     let w = Write { content: &f.content, by: f.agent.as_deref(), max_tokens: f.max_tokens, initial: None };
-    Ok(Response::json(200, &blocks::replace(c.env.sql, &c.params.label, read, &w, &c.env.now)?))
+    Ok(Response::json(200, &blocks::replace(c.env.sql, &c.params.label, read, &w, c.env.now.iso())?))
 }
 
 fn append_as(c: &Call<'_>, writer: Writer) -> Result<Response> {
@@ -128,7 +128,7 @@ fn append_as(c: &Call<'_>, writer: Writer) -> Result<Response> {
     let f = fields(&body, writer, allowed)?;
     let w =
         Write { content: &f.content, by: f.agent.as_deref(), max_tokens: f.max_tokens, initial: f.initial.as_deref() };
-    Ok(Response::json(200, &blocks::append(c.env.sql, &c.params.label, &w, &c.env.now)?))
+    Ok(Response::json(200, &blocks::append(c.env.sql, &c.params.label, &w, c.env.now.iso())?))
 }
 
 /// `PUT /blocks/{label}` `{content, version, maxTokens?}`: `409 version_conflict` when another

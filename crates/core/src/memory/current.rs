@@ -20,6 +20,7 @@ use super::store::{columns, filter_sql, from_row};
 use crate::error::Result;
 use crate::query::is_stopword;
 use crate::sql::{json_ids, Sql, Value};
+use crate::time::Now;
 use crate::vectors::code::{cosine, decode};
 use crate::vectors::index::{ItemKind, Within};
 use crate::vectors::{Meaning, Scale};
@@ -94,7 +95,7 @@ pub(crate) fn with_corrections(
     asked: &recall::Query,
     query: &[f32],
     n: usize,
-    now: &str,
+    now: &Now,
 ) -> Result<()> {
     let (filter, query_text) = (&asked.filter, asked.text.as_str());
     let sql = meaning.sql;
@@ -112,7 +113,7 @@ pub(crate) fn with_corrections(
     }
     let mut extra = Vec::new();
     if !found.is_empty() {
-        let (cond, params) = filter_sql(filter, now);
+        let (cond, params) = filter_sql(filter, now.iso());
         let q = format!(
             "SELECT {} FROM json_each(?) j CROSS JOIN memories m ON m.seq = j.value WHERE {cond}",
             columns("m")

@@ -276,9 +276,9 @@ pub async fn distill(memories: &Memories<'_>, session: &str, x: &Exchange, agent
 /// names any, `new` is stored superseding them whatever the model answers.
 pub async fn consolidate(memories: &Memories<'_>, new: NewMemory, by: By) -> Result<(Memory, Stored)> {
     let env = memories.env;
-    store::check_new(&new, &env.now)?;
+    store::check_new(&new, env.now.iso())?;
     memories.admits(new.category)?;
-    store::check_supersedes(env.sql, &new.supersedes, &env.reach, &env.now)?;
+    store::check_supersedes(env.sql, &new.supersedes, &env.reach, env.now.iso())?;
     if env.llm.provider == Provider::None {
         return Err(Error::new(ErrorKind::NotConfigured, "consolidate needs a model: no LLM is configured"));
     }
@@ -329,7 +329,7 @@ async fn apply(memories: &Memories<'_>, new: &NewMemory, decisions: Vec<Decision
                 memories.remember(NewMemory { content: text, ..new.clone() }, By::Extract).await.map(Some)
             }
             Decision::Update { id, text } => {
-                let same = store::get(memories.env.sql, &id, &memories.env.now)?
+                let same = store::get(memories.env.sql, &id, memories.env.now.iso())?
                     .is_some_and(|old| store::normalize(&old.content) == store::normalize(&text));
                 if same {
                     let patch = Patch { score: Some(new.score), ..Patch::default() };
