@@ -495,3 +495,45 @@ fn a_space_answers_its_own_routes_and_tokens_only() {
     assert_eq!((gone["content"].as_str(), gone["updatedAt"].as_str()), (Some(""), None));
     assert!(alice.get("/blocks").body_json()["blocks"].as_array().unwrap().is_empty());
 }
+
+/// Each operation an agent asks of its space becomes a request of a route of the space's table,
+/// with a method that route has: the core names no path, so this is where a renamed route shows
+/// (the `match` lists every operation: a new one does not compile until it is here).
+#[test]
+fn every_space_operation_is_a_route_of_the_space_table() {
+    use session_agent_core::config::category::Category;
+    use session_agent_core::space::Operation;
+    let (label, content, agent) = ("team notes/1".to_owned(), "x".to_owned(), "alice:planner".to_owned());
+    let ops = [
+        Operation::Recall { text: "peanuts & more".into(), limit: 5, categories: vec![Category::Core] },
+        Operation::ReadBlock { label: label.clone() },
+        Operation::AppendBlock {
+            label: label.clone(),
+            content: content.clone(),
+            agent: agent.clone(),
+            max_tokens: Some(10),
+            initial: None,
+        },
+        Operation::ReplaceBlock { label: label.clone(), content, version: 3, agent: agent.clone(), max_tokens: None },
+        Operation::Extract { agent, session: "s1".into(), exchange: json!({}) },
+    ];
+    for op in &ops {
+        let expected = match op {
+            Operation::Recall { .. } => "/memories/search",
+            Operation::ReadBlock { .. } => "/blocks/{label}",
+            Operation::AppendBlock { .. } => "/link/blocks/{label}/append",
+            Operation::ReplaceBlock { .. } => "/link/blocks/{label}",
+            Operation::Extract { .. } => "/link/extract",
+        };
+        let req = session_agent_api::spaces::request(op);
+        let template = session_agent_api::template(Role::Space, &req.path);
+        assert_eq!(template, Some(expected), "{op:?} → {} {}", req.method, req.path);
+        let route = session_agent_api::routes::table(Role::Space).iter().find(|r| Some(r.path) == template).unwrap();
+        assert!(
+            route.ops.iter().any(|o| o.method.as_str() == req.method),
+            "{} {} has no such method",
+            req.method,
+            route.path
+        );
+    }
+}

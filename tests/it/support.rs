@@ -17,7 +17,7 @@ use session_agent_core::live::Live;
 use session_agent_core::llm::embeddings::EmbeddingsConfig;
 use session_agent_core::llm::rerank::{RerankConfig, RerankProvider};
 use session_agent_core::llm::{HttpRequest, HttpResponse, LlmConfig, Provider, ToolUse, Transport};
-use session_agent_core::space::{Answer as SpaceAnswer, Call as SpaceCall, NoSpaces, Spaces};
+use session_agent_core::space::{NoSpaces, Operation, SpaceReply, Spaces};
 use session_agent_core::sqlite::SqliteDb;
 use session_agent_core::store;
 use session_agent_core::vectors::{self, Vectors};
@@ -102,23 +102,20 @@ impl InProcess {
 }
 
 impl Spaces for InProcess {
-    fn send<'a>(&'a self, space: &'a str, call: SpaceCall) -> BoxFuture<'a, CoreResult<SpaceAnswer>> {
+    fn send<'a>(&'a self, space: &'a str, op: &'a Operation) -> BoxFuture<'a, CoreResult<SpaceReply>> {
         Box::pin(async move {
-            self.calls.borrow_mut().push(format!("{} {}", call.method, call.path));
+            let req = api::spaces::request(op);
+            self.calls.borrow_mut().push(format!("{} {}", req.method, req.path));
             if self.down.get() {
                 return Err(session_agent_core::space::unavailable(format!("the memory space {space} did not answer")));
             }
             let Some(api) = self.spaces.borrow().get(space).cloned() else {
                 return Err(session_agent_core::space::unavailable(format!("no space {space} in this test")));
             };
-            let mut req = Request::new(call.method, &call.path);
-            if let Some(b) = &call.body {
-                req = req.json(b);
-            }
             let env = api.env();
             let resp = api::handle(&env, &req).await;
             api::after(&env, &resp.after).await;
-            Ok(SpaceAnswer { status: resp.status, body: resp.body_json() })
+            Ok(SpaceReply { status: resp.status, body: resp.body_json() })
         })
     }
 }

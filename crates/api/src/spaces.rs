@@ -2,19 +2,56 @@
 //! `/link/…` routes its agents' Durable Objects call: extraction into the space, block writes
 //! that name the agent), and the agent's admin route `/space` (which space it uses). A space's
 //! memory routes are the agent's (`memories`), in the space's own route table
-//! (`routes::SPACE_ROUTES`).
+//! (`routes::SPACE_ROUTES`). [`request`] is the one place an agent's typed
+//! [`Operation`] on its space meets the path of the route that answers it.
 
 use serde_json::{json, Map, Value as Json};
 
+use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
+
 use super::call::{Call, Pending};
-use super::http::{req_str, Response};
+use super::http::{req_str, Method, Request, Response};
 use session_agent_core::error::{Error, Result};
 use session_agent_core::ids::check_name;
 use session_agent_core::memory::extract::{distill, Exchange};
 use session_agent_core::memory::Memories;
 use session_agent_core::space::blocks::{self, Write};
-use session_agent_core::space::choice;
+use session_agent_core::space::{choice, Operation};
 use session_agent_core::sql::atomically;
+
+/// What a path segment keeps as it is (RFC 3986's unreserved characters); the rest is
+/// percent-encoded.
+const SEGMENT: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'_').remove(b'.').remove(b'~');
+
+/// The request to a space's Durable Object that performs `op`: a route of
+/// `routes::SPACE_ROUTES` (the admin's `/link/…` ones for what an agent writes). The Workers
+/// layer sends it to the space's stub; the native tests to the space's `handle`.
+pub fn request(op: &Operation) -> Request {
+    let seg = |label: &str| utf8_percent_encode(label, SEGMENT).to_string();
+    match op {
+        Operation::Recall { text, limit, categories } => {
+            let mut q = form_urlencoded::Serializer::new(String::new());
+            q.append_pair("q", text).append_pair("limit", &limit.to_string());
+            for c in categories {
+                q.append_pair("category", c.as_str());
+            }
+            Request::new(Method::Get.as_str(), &format!("/memories/search?{}", q.finish()))
+        }
+        Operation::ReadBlock { label } => Request::new(Method::Get.as_str(), &format!("/blocks/{}", seg(label))),
+        Operation::AppendBlock { label, content, agent, max_tokens, initial } => {
+            Request::new(Method::Post.as_str(), &format!("/link/blocks/{}/append", seg(label))).json(&json!({
+                "content": content, "agent": agent, "maxTokens": max_tokens, "initial": initial,
+            }))
+        }
+        Operation::ReplaceBlock { label, content, version, agent, max_tokens } => {
+            Request::new(Method::Put.as_str(), &format!("/link/blocks/{}", seg(label))).json(&json!({
+                "content": content, "version": version, "agent": agent, "maxTokens": max_tokens,
+            }))
+        }
+        Operation::Extract { agent, session, exchange } => Request::new(Method::Post.as_str(), "/link/extract")
+            .json(&json!({ "agent": agent, "sessionId": session, "exchange": exchange })),
+    }
+}
 
 /// `GET /space` (an agent's): which space it uses, from where, and how.
 pub(crate) fn get(c: &Call<'_>) -> Result<Response> {
