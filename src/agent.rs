@@ -316,7 +316,7 @@ impl Agent {
             return self.export_stream();
         }
         let mut resp = api::handle(&self.inner.env(), &req).await;
-        log(&req.method, &req.path, &resp);
+        log(req.method.as_str(), &req.path, &resp);
         // Only an answer that succeeded wrote something: a refused one changes nothing, not
         // even the directory's mark, now or after it (its rolled-back writes still count in
         // `changes`: they are taken as seen).
@@ -333,8 +333,8 @@ impl Agent {
     fn upgrade(&self, req: &Request, path: &str, sid: session_agent_core::error::Result<String>) -> Result<Response> {
         let claims = req.headers().get(CLAIMS_HEADER).ok().flatten();
         let probe = match &claims {
-            Some(c) => api::Request::new("GET", path).header(CLAIMS_HEADER, c),
-            None => api::Request::new("GET", path),
+            Some(c) => api::Request::new(api::http::Method::Get, path).header(CLAIMS_HEADER, c),
+            None => api::Request::new(api::http::Method::Get, path),
         };
         let env = self.inner.env();
         let claims = sid.and_then(|sid| {

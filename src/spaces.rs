@@ -38,7 +38,7 @@ impl WorkersSpaces {
         };
         let stub = ns.id_from_name(space)?.get_stub()?;
         let mut init = RequestInit::new();
-        init.with_method(Method::from(call.method.clone()));
+        init.with_method(Method::from(call.method.as_str().to_owned()));
         if !call.body.is_empty() {
             init.with_body(Some(String::from_utf8_lossy(&call.body).into_owned().into()));
         }

@@ -5,6 +5,7 @@
 
 use serde_json::{json, Value as Json};
 use session_agent_api::directory as api;
+use session_agent_api::http::Method;
 use session_agent_api::Request;
 use session_agent_core::directory::report::{self, RETRY_MS};
 use session_agent_core::directory::shard;
@@ -33,11 +34,11 @@ fn entry(kind: Role, name: &str, active: &str) -> Entry {
 }
 
 fn report(db: &SqliteDb, body: Json) -> session_agent_api::Response {
-    api::shard(db, &Request::new("POST", "/report").json(&body), NOW)
+    api::shard(db, &Request::new(Method::Post, "/report").json(&body), NOW)
 }
 
 fn list(db: &SqliteDb, query: &str) -> Json {
-    let r = api::shard(db, &Request::new("GET", &format!("/list?{query}")), NOW);
+    let r = api::shard(db, &Request::new(Method::Get, &format!("/list?{query}")), NOW);
     assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
     r.body_json()
 }
@@ -139,7 +140,7 @@ fn hostile_parameters_and_reports_are_400_and_change_nothing() {
         "kind=",
         "activeAfter=",
     ] {
-        let r = api::shard(&db, &Request::new("GET", &format!("/list?{q}")), NOW);
+        let r = api::shard(&db, &Request::new(Method::Get, &format!("/list?{q}")), NOW);
         assert_eq!((r.status, code(&r)), (400, "invalid_request".into()), "{q}");
         assert!(api::listing(q).is_err(), "{q}");
     }
@@ -151,7 +152,7 @@ fn hostile_parameters_and_reports_are_400_and_change_nothing() {
     assert!(api::usage_listing("to=", NOW).is_err());
     assert!(api::usage_listing("from=2026-11-01", NOW).is_ok(), "a date is its midnight");
     assert!(api::export_listing("cursor=x").is_err());
-    let r = api::shard(&db, &Request::new("DELETE", "/list"), NOW);
+    let r = api::shard(&db, &Request::new(Method::Delete, "/list"), NOW);
     assert_eq!(r.status, 404);
 }
 
@@ -275,7 +276,7 @@ fn an_erased_agent_reports_itself_removed() {
     let api = Api::new();
     api.append("s1", "m1", None, "hello");
     assert!(matches!(report::stats(&api.db, Role::Agent, "alice", 1, 1).unwrap(), Report::Holds(_)));
-    let r = api.send(Request::new("DELETE", "/").header("confirm", "erase"));
+    let r = api.send(Request::new(Method::Delete, "/").header("confirm", "erase"));
     assert_eq!(r.status, 204);
     assert!(matches!(report::stats(&api.db, Role::Agent, "alice", 1, 1).unwrap(), Report::Removed { .. }));
 }
@@ -323,7 +324,7 @@ fn every_turn_writes_a_ledger_row_and_usage_sums_a_range() {
         assert_eq!((r.status, code(&r)), (400, "invalid_request".into()), "{q}");
     }
     // The ledger is the agent's data: an erase empties it.
-    assert_eq!(api.send(Request::new("DELETE", "/").header("confirm", "erase")).status, 204);
+    assert_eq!(api.send(Request::new(Method::Delete, "/").header("confirm", "erase")).status, 204);
     assert_eq!(api.get("/usage").body_json()["turns"], 0);
 }
 

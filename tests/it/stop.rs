@@ -6,6 +6,7 @@
 
 use crate::support::{completion, msg, Api};
 use serde_json::{json, Value as Json};
+use session_agent_api::http::Method;
 use session_agent_api::{self as api, Request};
 use session_agent_core::error::Error;
 use session_agent_core::live::stop::Stop;
@@ -72,7 +73,7 @@ fn ui_body(sid: &str, messages: &[Json]) -> Json {
 fn a_stop_mid_stream_stores_what_was_shown_and_the_client_continues_from_its_copy() {
     let api = api_with(json!({}));
     api.model.reply(Ok(streamed(&["Hello", " there,", " friend", " of mine."])));
-    let req = Request::new("POST", "/sessions/s/chat").json(&ui_body("s", &[user("u1", "hi")]));
+    let req = Request::new(Method::Post, "/sessions/s/chat").json(&ui_body("s", &[user("u1", "hi")]));
     // start, start-step, text-start + "Hello", then " there," — and the client is gone.
     let got = stream_until(&api, &req, 3);
     assert!(got.concat().contains("Hello"), "{got:?}");
@@ -108,7 +109,7 @@ fn a_stop_mid_stream_stores_what_was_shown_and_the_client_continues_from_its_cop
 fn a_stop_before_the_first_piece_stores_the_user_message_alone_and_an_empty_reply_is_none() {
     let api = api_with(json!({}));
     api.model.reply(Ok(streamed(&["Never", " shown."])));
-    let req = Request::new("POST", "/sessions/s/chat").json(&ui_body("s", &[user("u1", "hi")]));
+    let req = Request::new(Method::Post, "/sessions/s/chat").json(&ui_body("s", &[user("u1", "hi")]));
     stream_until(&api, &req, 0);
     let h = history(&api, "s");
     assert_eq!(h.iter().map(|m| m["id"].as_str().unwrap()).collect::<Vec<_>>(), ["u1"], "{h:?}");
@@ -126,7 +127,7 @@ fn a_stop_before_the_first_piece_stores_the_user_message_alone_and_an_empty_repl
 fn the_same_user_message_sent_again_after_a_stop_is_answered_beside_the_stopped_reply() {
     let api = api_with(json!({}));
     api.model.reply(Ok(streamed(&["Part", " of it", " and more"])));
-    let req = Request::new("POST", "/sessions/s/chat")
+    let req = Request::new(Method::Post, "/sessions/s/chat")
         .header("accept", "text/event-stream")
         .json(&json!({"message": user("u1", "tell me")}));
     stream_until(&api, &req, 1);
@@ -159,7 +160,7 @@ fn a_failure_stays_all_or_nothing() {
 fn on_disconnect_finish_stores_the_user_message_first_and_runs_without_its_client() {
     let api = api_with(json!({"onDisconnect": "finish"}));
     api.model.reply(Ok(streamed(&["One", " two", " three."])));
-    let req = Request::new("POST", "/sessions/s/chat").json(&ui_body("s", &[user("u1", "count")]));
+    let req = Request::new(Method::Post, "/sessions/s/chat").json(&ui_body("s", &[user("u1", "count")]));
     stream_until(&api, &req, 1);
     let h = history(&api, "s");
     assert_eq!(h.len(), 2);
@@ -178,7 +179,7 @@ fn on_disconnect_finish_stores_the_user_message_first_and_runs_without_its_clien
 #[test]
 fn the_stop_route_and_the_resume_request_when_nothing_runs() {
     let api = api_with(json!({}));
-    let r = api.send(Request::new("POST", "/sessions/s/chat/stop"));
+    let r = api.send(Request::new(Method::Post, "/sessions/s/chat/stop"));
     assert_eq!((r.status, r.body_json()), (200, json!({"stopped": false})));
     for path in ["/sessions/s/chat/anything/stream", "/chat/s/stream"] {
         let r = api.get(path);
@@ -206,7 +207,7 @@ fn the_resume_request_replays_a_running_turn_from_its_start_and_follows_it_to_th
     let (t, r) = (turn_body.clone(), resumed.clone());
     pool.spawner()
         .spawn_local(async move {
-            let req = Request::new("POST", "/sessions/s/chat").json(&ui_body("s", &[user("u1", "hi")]));
+            let req = Request::new(Method::Post, "/sessions/s/chat").json(&ui_body("s", &[user("u1", "hi")]));
             *t.borrow_mut() = Some(api::handle(&a.env(), &req).await);
         })
         .unwrap();
@@ -218,7 +219,7 @@ fn the_resume_request_replays_a_running_turn_from_its_start_and_follows_it_to_th
         .spawn_local(async move {
             let env = b.env();
             let mut resume =
-                api::resume(&env, &Request::new("GET", "/sessions/s/chat/x/stream")).unwrap().expect("running");
+                api::resume(&env, &Request::new(Method::Get, "/sessions/s/chat/x/stream")).unwrap().expect("running");
             assert!(resume.buffered > 0);
             let mut body = String::new();
             while let Some(text) = resume.next().await {
@@ -247,7 +248,7 @@ fn the_resume_request_replays_a_running_turn_from_its_start_and_follows_it_to_th
     assert_eq!(text(&resumed), text(&turn));
     assert!(resumed.ends_with("data: [DONE]\n\n") && resumed.contains("\"type\":\"finish\""), "{resumed}");
     assert_eq!(api.get("/chat/s/stream").status, 204, "over");
-    assert!(api::resume(&api.env(), &Request::new("GET", "/chat/s/stream")).unwrap().is_none());
+    assert!(api::resume(&api.env(), &Request::new(Method::Get, "/chat/s/stream")).unwrap().is_none());
 }
 
 #[test]

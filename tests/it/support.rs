@@ -1,5 +1,6 @@
 //! Shared helpers for the native tests: a migrated SQLite database and an API client over it.
 
+use session_agent_api::http::Method;
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::rc::Rc;
@@ -420,7 +421,7 @@ impl Api {
     pub fn get_fresh(&self, path: &str) -> Response {
         let empty = ReadCache::new(DEFAULT_BUDGET);
         let env = Env { cache: &empty, ..self.env() };
-        futures::executor::block_on(api::handle(&env, &Request::new("GET", path)))
+        futures::executor::block_on(api::handle(&env, &Request::new(Method::Get, path)))
     }
 
     /// The names of the tools session `sid` offers, in order.
@@ -474,23 +475,23 @@ impl Api {
     }
 
     pub fn get(&self, path: &str) -> Response {
-        self.send(Request::new("GET", path))
+        self.send(Request::new(Method::Get, path))
     }
 
     pub fn delete(&self, path: &str) -> Response {
-        self.send(Request::new("DELETE", path))
+        self.send(Request::new(Method::Delete, path))
     }
 
     pub fn post(&self, path: &str, body: Json) -> Response {
-        self.send(Request::new("POST", path).json(&body))
+        self.send(Request::new(Method::Post, path).json(&body))
     }
 
     pub fn put(&self, path: &str, body: Json) -> Response {
-        self.send(Request::new("PUT", path).json(&body))
+        self.send(Request::new(Method::Put, path).json(&body))
     }
 
     pub fn patch(&self, path: &str, body: Json) -> Response {
-        self.send(Request::new("PATCH", path).json(&body))
+        self.send(Request::new(Method::Patch, path).json(&body))
     }
 
     /// Appends a text message and asserts it was stored; returns the answer body.

@@ -7,7 +7,7 @@
 use serde_json::{json, Value as Json};
 
 use super::call::Call;
-use super::http::{parse_query, Request, Response};
+use super::http::{parse_query, Method, Request, Response};
 use session_agent_core::directory::shard::{self, MAX_REPORTS};
 use session_agent_core::directory::usage;
 use session_agent_core::directory::{entries_of, merge, After, Listing, Page, Report};
@@ -28,9 +28,9 @@ fn lookup(pairs: &[(String, String)], name: &str) -> Option<String> {
 /// `{reports: [Report, …]}` (at most 1,000) → 204; `GET /list?kind&prefix&activeAfter&
 /// activeBefore&cursor&limit` → `{items}`, its first `limit` entries after `cursor`.
 pub fn shard(sql: &dyn Sql, req: &Request, now: &str) -> Response {
-    let answer = match (req.method.as_str(), req.path.as_str()) {
-        ("POST", "/report") => take(sql, req, now),
-        ("GET", "/list") => list(sql, &req.query),
+    let answer = match (req.method, req.path.as_str()) {
+        (Method::Post, "/report") => take(sql, req, now),
+        (Method::Get, "/list") => list(sql, &req.query),
         _ => Err(Error::not_found(format!("no route for {} {} of a directory shard", req.method, req.path))),
     };
     answer.unwrap_or_else(|e| Response::error(&e))

@@ -8,7 +8,7 @@
 use subtle::ConstantTimeEq;
 
 use super::access::{self, Claims};
-use super::http::{check_name, decode_segment, parse_query, Response, MAX_BODY_BYTES};
+use super::http::{check_name, decode_segment, parse_query, Method, Response, MAX_BODY_BYTES};
 use super::{permits, socket_session, template};
 use session_agent_core::error::{Error, ErrorKind, Result};
 use session_agent_core::ids::Role;
@@ -285,7 +285,9 @@ pub enum Next {
 /// `/tokens` is the admin's; a declared body over the limit is `413` before it is read.
 pub fn next(call: &AgentCall<'_>, caller: &Caller, method: &str, now_ms: i64, length: Option<u64>) -> Next {
     if let Caller::Scoped(c) = caller {
-        if let Err(e) = c.valid_for(&call.agent, call.role, now_ms, None).and_then(|_| permits(c, method, call.tail)) {
+        if let Err(e) =
+            c.valid_for(&call.agent, call.role, now_ms, None).and_then(|_| permits(c, Method::parse(method), call.tail))
+        {
             return Next::Answer(Response::error(&e));
         }
     }

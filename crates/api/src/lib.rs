@@ -39,7 +39,7 @@ pub use http::{Request, Response};
 
 use access::{claims_of, permit, Claims};
 use call::{Call, Params};
-use http::{decode_segment, message_param, method_not_allowed, session_param, Query};
+use http::{decode_segment, message_param, method_not_allowed, session_param, Method, Query};
 use routes::{router, Body, Names, Route};
 use session_agent_core::access::{revoked_before, Reach};
 use session_agent_core::after::{self, After};
@@ -117,13 +117,13 @@ pub fn template(role: Role, path: &str) -> Option<&'static str> {
 
 /// Whether `req` is the agent's export (`GET /export`), which the Durable Object streams.
 pub fn is_agent_export(req: &Request) -> bool {
-    req.method == "GET" && route_template(&req.path) == Some("/export")
+    req.method == Method::Get && route_template(&req.path) == Some("/export")
 }
 
 /// Whether `claims` allow `method` on DO path `path` (see `access::permit`), as the front
 /// door asks before forwarding. An unknown path is allowed here (and answered `404` by the
 /// Durable Object).
-pub fn permits(claims: &Claims, method: &str, path: &str) -> Result<()> {
+pub fn permits(claims: &Claims, method: Method, path: &str) -> Result<()> {
     let Ok(m) = matched(claims.role(), path) else { return Ok(()) };
     let who = m.route.who(method);
     let sid = (!m.params.sid.is_empty()).then_some(m.params.sid.as_str());
@@ -138,7 +138,7 @@ pub fn admit<'a>(env: &Env<'a>, req: &Request) -> Result<Env<'a>> {
     let Some(claims) = claims_of(req)? else { return Ok(env.reaching(Reach::All)) };
     let now_ms = env.now.ms();
     claims.valid_for(env.agent, env.role, now_ms, revoked_before(env.sql)?)?;
-    permits(&claims, &req.method, &req.path)?;
+    permits(&claims, req.method, &req.path)?;
     Ok(env.reaching(claims.reach()))
 }
 
@@ -147,7 +147,7 @@ pub fn admit<'a>(env: &Env<'a>, req: &Request) -> Result<Env<'a>> {
 /// with [`stream_chat`].
 pub fn chat_stream(req: &Request) -> Option<chat::Dialect> {
     let route = route_template(&req.path);
-    let chat = req.method == "POST" && matches!(route, Some("/sessions/{sid}/chat" | "/chat"));
+    let chat = req.method == Method::Post && matches!(route, Some("/sessions/{sid}/chat" | "/chat"));
     chat.then(|| chat::Dialect::of(req)).flatten()
 }
 
@@ -155,7 +155,7 @@ pub fn chat_stream(req: &Request) -> Option<chat::Dialect> {
 /// Durable Object streams with [`resume`].
 pub fn is_resume(req: &Request) -> bool {
     let route = route_template(&req.path);
-    req.method == "GET" && matches!(route, Some("/sessions/{sid}/chat/{chatId}/stream" | "/chat/{chatId}/stream"))
+    req.method == Method::Get && matches!(route, Some("/sessions/{sid}/chat/{chatId}/stream" | "/chat/{chatId}/stream"))
 }
 
 /// The resume request (see [`is_resume`]) after admitting it: the session's running turn to
@@ -213,7 +213,7 @@ pub fn handle<'a>(env: &'a Env<'a>, req: &'a Request) -> BoxFuture<'a, Response>
             Err(e) => return Response::error(&e),
         };
         let mut resp = dispatch(&env, req).await.unwrap_or_else(|e| Response::error(&e));
-        if req.method != "GET" {
+        if req.method != Method::Get {
             // Objects a write left unreferenced go after the answer, and, with embeddings, the
             // vectors of what it stored (and of what waits since a failure), last.
             resp.after.insert(0, After::Sweep);
@@ -236,7 +236,7 @@ async fn dispatch(env: &Env<'_>, req: &Request) -> Result<Response> {
     // Every route refuses a query that is not UTF-8, whether it reads the query or not.
     http::parse_query(&req.query)?;
     let Matched { route, params } = matched(env.role, &req.path)?;
-    let Some(op) = route.op(&req.method) else { return Ok(method_not_allowed(&route.methods())) };
+    let Some(op) = route.op(req.method) else { return Ok(method_not_allowed(&route.methods())) };
     if op.body == Body::Unread {
         req.json_object()?;
     }

@@ -68,21 +68,21 @@ pub struct Route {
 
 impl Route {
     /// The operation for `method`, if the route has one.
-    pub(crate) fn op(&self, method: &str) -> Option<&'static Op> {
-        let method = Method::of(method)?;
+    pub(crate) fn op(&self, method: Method) -> Option<&'static Op> {
         self.ops.iter().find(|o| o.method == method)
     }
 
     /// Who may use it with `method`.
-    pub(crate) fn who(&self, method: &str) -> Who {
+    pub(crate) fn who(&self, method: Method) -> Who {
         self.op(method).and_then(|o| o.who).unwrap_or(self.who)
     }
 
     /// The scope a token needs for `method`.
-    pub(crate) fn needs(&self, method: &str) -> Needs {
-        match method {
-            "GET" | "HEAD" => Needs::Read,
-            _ => self.writes,
+    pub(crate) fn needs(&self, method: Method) -> Needs {
+        if method.reads() {
+            Needs::Read
+        } else {
+            self.writes
         }
     }
 

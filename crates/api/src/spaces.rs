@@ -35,20 +35,20 @@ pub fn request(op: &Operation) -> Request {
             for c in categories {
                 q.append_pair("category", c.as_str());
             }
-            Request::new(Method::Get.as_str(), &format!("/memories/search?{}", q.finish()))
+            Request::new(Method::Get, &format!("/memories/search?{}", q.finish()))
         }
-        Operation::ReadBlock { label } => Request::new(Method::Get.as_str(), &format!("/blocks/{}", seg(label))),
+        Operation::ReadBlock { label } => Request::new(Method::Get, &format!("/blocks/{}", seg(label))),
         Operation::AppendBlock { label, content, agent, max_tokens, initial } => {
-            Request::new(Method::Post.as_str(), &format!("/link/blocks/{}/append", seg(label))).json(&json!({
+            Request::new(Method::Post, &format!("/link/blocks/{}/append", seg(label))).json(&json!({
                 "content": content, "agent": agent, "maxTokens": max_tokens, "initial": initial,
             }))
         }
         Operation::ReplaceBlock { label, content, version, agent, max_tokens } => {
-            Request::new(Method::Put.as_str(), &format!("/link/blocks/{}", seg(label))).json(&json!({
+            Request::new(Method::Put, &format!("/link/blocks/{}", seg(label))).json(&json!({
                 "content": content, "version": version, "agent": agent, "maxTokens": max_tokens,
             }))
         }
-        Operation::Extract { agent, session, exchange } => Request::new(Method::Post.as_str(), "/link/extract")
+        Operation::Extract { agent, session, exchange } => Request::new(Method::Post, "/link/extract")
             .json(&json!({ "agent": agent, "sessionId": session, "exchange": exchange })),
     }
 }

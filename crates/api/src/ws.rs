@@ -14,6 +14,7 @@
 use serde_json::{Map, Value as Json};
 
 use super::access::{Claims, CLAIMS_HEADER};
+use super::http::Method;
 use super::{handle, Request};
 use session_agent_core::after::After;
 use session_agent_core::env::Env;
@@ -97,18 +98,18 @@ async fn answer(env: &Env<'_>, sid: &str, claims: Option<&Claims>, text: &str, c
     let req = match kind.as_str() {
         "ping" => return only(vec![Frame::Pong.to_json()]),
         "cancel" => return Handled { cancel: true, ..only(Vec::new()) },
-        "append" => Request::new("POST", &format!("{base}/messages")).json(&Json::Object(body)),
+        "append" => Request::new(Method::Post, &format!("{base}/messages")).json(&Json::Object(body)),
         "chat" if body.contains_key("trigger") => {
             let e = Error::invalid("a chat frame takes message or messages; the useChat body (trigger) is for HTTP");
             return only(failed(sid, &e));
         }
-        "chat" => Request { stop: Some(cancel.clone()), ..Request::new("POST", &format!("{base}/chat")) }
+        "chat" => Request { stop: Some(cancel.clone()), ..Request::new(Method::Post, &format!("{base}/chat")) }
             .json(&Json::Object(body)),
         "history" => match obj.get("leafId") {
-            None | Some(Json::Null) => Request::new("GET", &format!("{base}/history")),
+            None | Some(Json::Null) => Request::new(Method::Get, &format!("{base}/history")),
             Some(Json::String(l)) => {
                 let query = form_urlencoded::Serializer::new(String::new()).append_pair("leaf", l).finish();
-                Request::new("GET", &format!("{base}/history?{query}"))
+                Request::new(Method::Get, &format!("{base}/history?{query}"))
             }
             Some(_) => return only(failed(sid, &Error::invalid("leafId must be a string"))),
         },
