@@ -26,9 +26,8 @@ use session_agent_api as api;
 use session_agent_api::object::{self, Object, Parts, Reply, Settings, SocketMessage};
 use session_agent_core::blobs::BoxFuture;
 use session_agent_core::config::SessionConfig;
-use session_agent_core::directory::Kind;
 use session_agent_core::error::{Error, Result as CoreResult};
-use session_agent_core::space::Role;
+use session_agent_core::ids::Role;
 
 /// The binding of the skills bucket.
 pub(crate) const SKILLS_BUCKET: &str = "SKILLS_BUCKET";
@@ -139,8 +138,8 @@ impl Agent {
     }
 
     /// The same object, listed in the directory as `kind` (a `SessionAgent` is an
-    /// [`Kind::Agent`]; a Durable Object of your own that embeds `Agent` may be another kind).
-    pub fn reporting_as(self, kind: Kind) -> Self {
+    /// [`Role::Agent`]; a Durable Object of your own that embeds `Agent` may be another kind).
+    pub fn reporting_as(self, kind: Role) -> Self {
         self.object.report_as(kind);
         self
     }
@@ -156,10 +155,10 @@ impl Agent {
             Ok(r) => r,
             Err(e) => return convert::error(&e),
         };
-        let (method, path) = (req.method.clone(), req.path.clone());
+        let (method, path) = (req.method.as_str(), req.path.clone());
         match self.object.fetch(req).await {
             Reply::Whole(resp) => {
-                log(&method, &path, &resp);
+                log(method, &path, &resp);
                 convert::write(resp)
             }
             Reply::Stream { headers, body } => {

@@ -50,7 +50,14 @@ pub(crate) async fn read(req: &mut Request) -> Result<http::Request, Error> {
         return Err(Error::too_large(format!("request body is over {MAX_BODY_BYTES} bytes")));
     }
     let headers = req.headers().entries().map(|(k, v)| (k.to_ascii_lowercase(), v)).collect();
-    Ok(http::Request { method, path: path.to_owned(), query: query.to_owned(), headers, body, stop: None })
+    Ok(http::Request {
+        method: http::Method::parse(&method),
+        path: path.to_owned(),
+        query: query.to_owned(),
+        headers,
+        body,
+        stop: None,
+    })
 }
 
 /// The path (still percent-encoded) and the query (without `?`) of an absolute URL, as sent.

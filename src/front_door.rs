@@ -19,7 +19,7 @@ use session_agent_api::front::{
 };
 use session_agent_api::template as route_of;
 use session_agent_core::access::RateLimit;
-use session_agent_core::space::Role;
+use session_agent_core::ids::Role;
 
 use super::spaces::SPACE_BINDING;
 use session_agent_core::error::{Error, ErrorKind};

@@ -1,7 +1,8 @@
 //! The core's [`Spaces`] in Workers: a request to a memory space's Durable Object (the
 //! `MEMORY_SPACE` namespace, `idFromName(space)`), with a timeout (`SPACE_TIMEOUT_MS`, 5 s by
 //! default). No claims go with it: a binding is a capability, and the space's `/link/…` routes
-//! are the admin's, which the front door never forwards.
+//! are the admin's, which the front door never forwards. What each [`Operation`] is as a request
+//! is the api crate's (`api::spaces::request`).
 
 use std::time::Duration;
 
@@ -9,9 +10,10 @@ use futures::future::{select, Either};
 use serde_json::Value as Json;
 use worker::{Delay, Method, ObjectNamespace, Request, RequestInit};
 
+use session_agent_api as api;
 use session_agent_core::blobs::BoxFuture;
 use session_agent_core::error::Result;
-use session_agent_core::space::{unavailable, Answer, Call, Spaces};
+use session_agent_core::space::{unavailable, Operation, SpaceReply, Spaces};
 
 /// The binding memory spaces are reached through.
 pub(crate) const SPACE_BINDING: &str = "MEMORY_SPACE";
@@ -30,29 +32,31 @@ impl WorkersSpaces {
         WorkersSpaces { namespace, timeout_ms }
     }
 
-    async fn call(&self, space: &str, call: &Call) -> worker::Result<Answer> {
+    async fn call(&self, space: &str, call: &api::Request) -> worker::Result<SpaceReply> {
         let Some(ns) = &self.namespace else {
             return Err(worker::Error::RustError("the Worker has no MEMORY_SPACE binding".into()));
         };
         let stub = ns.id_from_name(space)?.get_stub()?;
         let mut init = RequestInit::new();
-        init.with_method(Method::from(call.method.to_owned()));
-        if let Some(body) = &call.body {
-            init.with_body(Some(serde_json::to_string(body).unwrap_or_default().into()));
+        init.with_method(Method::from(call.method.as_str().to_owned()));
+        if !call.body.is_empty() {
+            init.with_body(Some(String::from_utf8_lossy(&call.body).into_owned().into()));
         }
-        let mut req = Request::new_with_init(&format!("https://space{}", call.path), &init)?;
+        let query = if call.query.is_empty() { String::new() } else { format!("?{}", call.query) };
+        let mut req = Request::new_with_init(&format!("https://space{}{query}", call.path), &init)?;
         req.headers_mut()?.set("content-type", "application/json")?;
         let mut resp = stub.fetch_with_request(req).await?;
         let status = resp.status_code();
         let text = resp.text().await?;
         let body = if text.is_empty() { Json::Null } else { serde_json::from_str(&text).unwrap_or(Json::Null) };
-        Ok(Answer { status, body })
+        Ok(SpaceReply { status, body })
     }
 }
 
 impl Spaces for WorkersSpaces {
-    fn send<'a>(&'a self, space: &'a str, call: Call) -> BoxFuture<'a, Result<Answer>> {
+    fn send<'a>(&'a self, space: &'a str, op: &'a Operation) -> BoxFuture<'a, Result<SpaceReply>> {
         Box::pin(async move {
+            let call = api::spaces::request(op);
             let timeout = Delay::from(Duration::from_millis(self.timeout_ms));
             let work = self.call(space, &call);
             futures::pin_mut!(work);

@@ -6,8 +6,9 @@
 use crate::support::{code, Api};
 use serde_json::{json, Map, Value as Json};
 use session_agent_api::access::{self, Claims, Scope, CLAIMS_HEADER};
+use session_agent_api::http::Method;
 use session_agent_api::Request;
-use session_agent_core::space::Role;
+use session_agent_core::ids::Role;
 
 const NOW: i64 = 1_795_345_200_000;
 
@@ -117,7 +118,7 @@ fn routes_allow_what_the_scope_and_sessions_say() {
         (&write_s1, "GET", "/sessions/s%31/history", true),
     ];
     for (c, method, path, ok) in cases {
-        let got = session_agent_api::permits(c, method, path);
+        let got = session_agent_api::permits(c, Method::parse(method), path);
         assert_eq!(got.is_ok(), *ok, "{method} {path} with {c:?}: {got:?}");
         if let Err(e) = got {
             assert_eq!(e.code(), "forbidden");
@@ -134,21 +135,22 @@ fn the_api_checks_claims_and_revocation() {
     let c =
         Claims::issue("alice", Role::Agent, &body(json!({"scope": "read", "ttlSeconds": 60, "sessions": ["s1"]})), now)
             .unwrap();
-    assert_eq!(api.send(with(&c, Request::new("GET", "/sessions/s1/history"))).status, 200);
+    assert_eq!(api.send(with(&c, Request::new(Method::Get, "/sessions/s1/history"))).status, 200);
     let r = api.send(with(
         &c,
-        Request::new("POST", "/sessions/s1/messages").json(&json!({"message": crate::support::msg("m2", "user", "x")})),
+        Request::new(Method::Post, "/sessions/s1/messages")
+            .json(&json!({"message": crate::support::msg("m2", "user", "x")})),
     ));
     assert_eq!((r.status, code(&r)), (403, "forbidden".into()));
     assert_eq!(api.count("SELECT count(*) FROM messages"), 1, "a refused write changes nothing");
-    let r = api.send(with(&c, Request::new("GET", "/sessions")));
+    let r = api.send(with(&c, Request::new(Method::Get, "/sessions")));
     assert_eq!(r.status, 403);
     // A header that is not claims is refused, never taken as the admin.
-    let r = api.send(Request::new("GET", "/sessions").header(CLAIMS_HEADER, "{"));
+    let r = api.send(Request::new(Method::Get, "/sessions").header(CLAIMS_HEADER, "{"));
     assert_eq!(r.status, 401);
     // Another agent's token.
     let bob = Claims::issue("bob", Role::Agent, &body(json!({"scope": "read", "ttlSeconds": 60})), now).unwrap();
-    assert_eq!(api.send(with(&bob, Request::new("GET", "/sessions"))).status, 403);
+    assert_eq!(api.send(with(&bob, Request::new(Method::Get, "/sessions"))).status, 403);
 
     // Nothing stored until a revocation.
     assert_eq!(api.count("SELECT count(*) FROM revocation"), 0);
@@ -159,7 +161,7 @@ fn the_api_checks_claims_and_revocation() {
     let r = api.post("/tokens/revoke", json!({}));
     assert_eq!(r.status, 200);
     let before = r.body_json()["before"].as_str().unwrap().to_owned();
-    let r = api.send(with(&c, Request::new("GET", "/sessions/s1/history")));
+    let r = api.send(with(&c, Request::new(Method::Get, "/sessions/s1/history")));
     assert_eq!((r.status, code(&r)), (401, "unauthorized".into()));
     // The time only moves forward.
     let r = api.post("/tokens/revoke", json!({"before": "2020-01-01T00:00:00.000Z"}));
@@ -168,8 +170,8 @@ fn the_api_checks_claims_and_revocation() {
     let fresh =
         Claims::issue("alice", Role::Agent, &body(json!({"scope": "write", "ttlSeconds": 60})), api.now.get() + 1)
             .unwrap();
-    assert_eq!(api.send(with(&fresh, Request::new("GET", "/sessions"))).status, 200);
-    assert_eq!(api.send(with(&fresh, Request::new("POST", "/tokens/revoke").json(&json!({})))).status, 403);
+    assert_eq!(api.send(with(&fresh, Request::new(Method::Get, "/sessions"))).status, 200);
+    assert_eq!(api.send(with(&fresh, Request::new(Method::Post, "/tokens/revoke").json(&json!({})))).status, 403);
 }
 
 #[test]
@@ -225,7 +227,8 @@ fn a_session_limited_token_searches_only_its_sessions_through_tools_mcp_and_turn
     let (api, _) = two_sessions();
     let bob = bob_token(&api);
     let tool = |token: Option<&Claims>, name: &str, input: Json| {
-        let req = Request::new("POST", &format!("/sessions/bob-chat/tools/{name}")).json(&json!({"input": input}));
+        let req =
+            Request::new(Method::Post, &format!("/sessions/bob-chat/tools/{name}")).json(&json!({"input": input}));
         let r = api.send(match token {
             Some(c) => with(c, req),
             None => req,
@@ -245,7 +248,8 @@ fn a_session_limited_token_searches_only_its_sessions_through_tools_mcp_and_turn
     // MCP: the same tools.
     let r = api.send(with(
         &bob,
-        Request::new("POST", "/sessions/bob-chat/mcp").json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        Request::new(Method::Post, "/sessions/bob-chat/mcp")
+            .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
             "params": {"name": "session_search", "arguments": {"query": "PIN 4321"}}})),
     ));
     let text = r.body_json()["result"]["content"][0]["text"].as_str().unwrap().to_owned();
@@ -257,7 +261,7 @@ fn a_session_limited_token_searches_only_its_sessions_through_tools_mcp_and_turn
         api.model.reply(Ok(crate::support::completion("Sorry, I cannot see that.")));
         let r = api.send(with(
             &bob,
-            Request::new("POST", "/sessions/bob-chat/chat")
+            Request::new(Method::Post, "/sessions/bob-chat/chat")
                 .json(&json!({"message": crate::support::msg(&format!("q-{name}"), "user", "find my PIN")})),
         ));
         assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
@@ -273,7 +277,8 @@ fn a_session_limited_token_never_recalls_or_forgets_another_sessions_conversatio
     let (api, secret) = two_sessions();
     let bob = bob_token(&api);
     let tool = |token: Option<&Claims>, name: &str, input: Json| {
-        let req = Request::new("POST", &format!("/sessions/bob-chat/tools/{name}")).json(&json!({"input": input}));
+        let req =
+            Request::new(Method::Post, &format!("/sessions/bob-chat/tools/{name}")).json(&json!({"input": input}));
         let r = api.send(match token {
             Some(c) => with(c, req),
             None => req,
@@ -344,7 +349,8 @@ fn a_token_of_500_sessions_reaches_each_of_them_and_no_other() {
             r
         };
         let tool = |sid: &str, name: &str, input: Json| {
-            let req = Request::new("POST", &format!("/sessions/{sid}/tools/{name}")).json(&json!({"input": input}));
+            let req =
+                Request::new(Method::Post, &format!("/sessions/{sid}/tools/{name}")).json(&json!({"input": input}));
             send(req).body_json()["output"].as_str().unwrap().to_owned()
         };
         for (name, input) in [
@@ -365,7 +371,7 @@ fn a_token_of_500_sessions_reaches_each_of_them_and_no_other() {
         let out = tool("bob-chat", "memory_forget", json!({"id": secret}));
         assert!(out.starts_with("Error:") && out.contains("not found"), "{meaning}: {out}");
         // MCP: the same tools.
-        let r = send(Request::new("POST", "/sessions/far-0450/mcp").json(&json!({"jsonrpc": "2.0", "id": 1,
+        let r = send(Request::new(Method::Post, "/sessions/far-0450/mcp").json(&json!({"jsonrpc": "2.0", "id": 1,
             "method": "tools/call", "params": {"name": "session_search", "arguments": {"query": "card PIN"}}})));
         let text = r.body_json()["result"]["content"][0]["text"].as_str().unwrap().to_owned();
         assert!(text.contains("again?") && !text.contains("is 4321"), "{meaning}: MCP: {text}");
@@ -374,20 +380,20 @@ fn a_token_of_500_sessions_reaches_each_of_them_and_no_other() {
         api.model.reply(Ok(crate::support::tool_calls(&[("c1", "session_search", json!({"query": "card PIN"}))])));
         api.model.reply(Ok(crate::support::completion("The spare one is 8765.")));
         let r = send(
-            Request::new("POST", "/sessions/bob-chat/chat")
+            Request::new(Method::Post, "/sessions/bob-chat/chat")
                 .json(&json!({"message": crate::support::msg("q1", "user", "find my card PIN")})),
         );
         assert_eq!(r.status, 201);
         let seen = api.model.requests.borrow().iter().map(Json::to_string).collect::<String>();
         assert!(seen.contains("8765") && !seen.contains("is 4321"), "{meaning}: the model saw: {seen}");
         // The routes of its sessions.
-        let found = send(Request::new("GET", "/sessions/far-0450/search?q=PIN")).body_json();
+        let found = send(Request::new(Method::Get, "/sessions/far-0450/search?q=PIN")).body_json();
         assert_eq!(found["results"][0]["content"], "the spare card PIN is 8765", "{meaning}");
-        let history = send(Request::new("GET", "/sessions/bob-chat/history")).body_json();
+        let history = send(Request::new(Method::Get, "/sessions/bob-chat/history")).body_json();
         assert_eq!(history["messages"].as_array().unwrap().len(), 3, "{meaning}");
-        send(Request::new("GET", "/sessions/far-0450/prompt"));
-        send(Request::new("GET", "/sessions/far-0450/context"));
-        send(Request::new("GET", "/sessions/far-0499/history"));
+        send(Request::new(Method::Get, "/sessions/far-0450/prompt"));
+        send(Request::new(Method::Get, "/sessions/far-0450/context"));
+        send(Request::new(Method::Get, "/sessions/far-0499/history"));
         // The same words stored as a conversation memory make bob-chat's own memory.
         let out = tool(
             "bob-chat",
@@ -397,7 +403,7 @@ fn a_token_of_500_sessions_reaches_each_of_them_and_no_other() {
         assert!(out.starts_with("Stored memory") && !out.contains(&secret), "{meaning}: {out}");
         // And nothing else: another session, the agent-wide routes.
         for path in ["/sessions/alice-chat/history", "/sessions", "/search?q=PIN", "/memories/search?q=PIN"] {
-            let r = api.send(with(&many, Request::new("GET", path)));
+            let r = api.send(with(&many, Request::new(Method::Get, path)));
             assert_eq!((r.status, code(&r)), (403, "forbidden".into()), "{meaning}: {path}");
         }
     }
@@ -412,8 +418,8 @@ fn a_session_limited_token_may_not_fork_or_split() {
     api.append("s1", "m2", Some(Some("m1")), "and more");
     let limited = claims("write", Some(&["s1"]));
     let wide = claims("write", None);
-    let fork = || Request::new("POST", "/sessions/s1/fork").json(&json!({"atMessageId": "m1", "name": "copy"}));
-    let split = || Request::new("POST", "/sessions/s1/split").json(&json!({"summary": "Said hello."}));
+    let fork = || Request::new(Method::Post, "/sessions/s1/fork").json(&json!({"atMessageId": "m1", "name": "copy"}));
+    let split = || Request::new(Method::Post, "/sessions/s1/split").json(&json!({"summary": "Said hello."}));
     let state = || (api.count("SELECT count(*) FROM sessions"), api.count("SELECT count(*) FROM messages"));
     for (what, req) in [("fork", fork()), ("split", split())] {
         let before = state();
@@ -422,7 +428,7 @@ fn a_session_limited_token_may_not_fork_or_split() {
         let message = r.body_json()["error"]["message"].as_str().unwrap().to_owned();
         assert!(message.contains("nor make a session") && message.contains(what), "{what}: {message}");
         assert_eq!(state(), before, "{what}: no session made, no message copied");
-        assert!(session_agent_api::permits(&limited, "POST", &format!("/sessions/s1/{what}")).is_err());
+        assert!(session_agent_api::permits(&limited, Method::Post, &format!("/sessions/s1/{what}")).is_err());
     }
     for (what, req) in [("fork", fork()), ("split", split())] {
         let r = api.send(with(&wide, req));

@@ -3,6 +3,7 @@
 
 use crate::support::{code, ids, msg, Api};
 use serde_json::{json, Value as Json};
+use session_agent_api::http::Method;
 use session_agent_api::{self as api, Request};
 use session_agent_core::sql::Sql;
 use session_agent_core::store::schema;
@@ -12,14 +13,14 @@ fn unknown_routes_and_wrong_methods() {
     let api = Api::new();
     let r = api.get("/nope");
     assert_eq!((r.status, code(&r).as_str()), (404, "not_found"));
-    let r = api.send(Request::new("PUT", "/sessions"));
+    let r = api.send(Request::new(Method::Put, "/sessions"));
     assert_eq!((r.status, code(&r).as_str()), (405, "method_not_allowed"));
     assert_eq!(r.header("allow"), Some("GET, POST"));
-    assert_eq!(api.send(Request::new("GET", "/sessions/s/fork")).status, 405);
-    assert_eq!(api.send(Request::new("POST", "/sessions/s/history")).status, 405);
-    assert_eq!(api.send(Request::new("PATCH", "/sessions/s/messages/m")).status, 405);
+    assert_eq!(api.send(Request::new(Method::Get, "/sessions/s/fork")).status, 405);
+    assert_eq!(api.send(Request::new(Method::Post, "/sessions/s/history")).status, 405);
+    assert_eq!(api.send(Request::new(Method::Patch, "/sessions/s/messages/m")).status, 405);
     // `batch` is a route for POST and a message id for the rest, so its Allow names all of them.
-    let b = api.send(Request::new("PATCH", "/sessions/s/messages/batch"));
+    let b = api.send(Request::new(Method::Patch, "/sessions/s/messages/batch"));
     assert_eq!((b.status, b.header("allow")), (405, Some("GET, POST, PUT, DELETE")));
     assert_eq!(r.header("content-type"), Some("application/json; charset=utf-8"));
 }
@@ -58,7 +59,7 @@ fn bad_bodies_are_400_and_change_nothing() {
     let before = api.get("/sessions/s").body_json();
     let bodies: Vec<Vec<u8>> = vec![b"{".to_vec(), b"[]".to_vec(), b"\"x\"".to_vec(), vec![0xff, 0xfe]];
     for body in bodies {
-        let mut req = Request::new("POST", "/sessions/s/messages");
+        let mut req = Request::new(Method::Post, "/sessions/s/messages");
         req.body = body;
         assert_eq!(api.send(req).status, 400);
     }
@@ -78,7 +79,7 @@ fn bad_bodies_are_400_and_change_nothing() {
         ("DELETE", "/sessions/s"),
         ("POST", "/sessions/s/prompt/refresh"),
     ] {
-        let mut req = Request::new(method, path);
+        let mut req = Request::new(Method::parse(method), path);
         req.body = b"[1, 2]".to_vec();
         assert_eq!(api.send(req).status, 400, "{method} {path}");
     }
@@ -97,7 +98,7 @@ fn unspillable_messages_and_oversize_bodies_are_413() {
     assert_eq!((r.status, code(&r).as_str()), (413, "too_large"));
     assert_eq!(api.get("/sessions/s").status, 404, "nothing registered");
     assert!(api.blobs.keys().is_empty(), "nothing left in R2");
-    let mut req = Request::new("POST", "/sessions/s/messages");
+    let mut req = Request::new(Method::Post, "/sessions/s/messages");
     req.body = vec![b' '; api::http::MAX_BODY_BYTES + 1];
     assert_eq!(api.send(req).status, 413);
     // Just under the limit is stored whole, in the row.

@@ -4,6 +4,7 @@
 
 use crate::support::{completion, msg, tool_calls, Api};
 use serde_json::{json, Value as Json};
+use session_agent_api::http::Method;
 use session_agent_api::{self as api, Request};
 use session_agent_core::error::Error;
 use session_agent_core::llm::HttpResponse;
@@ -241,7 +242,7 @@ fn regenerating_makes_a_sibling_branch() {
 fn server_sent_events_and_frames_for_listeners() {
     let api = api();
     api.model.reply(Ok(completion("Streamed reply.")));
-    let req = Request::new("POST", "/sessions/s/chat")
+    let req = Request::new(Method::Post, "/sessions/s/chat")
         .header("accept", "text/event-stream")
         .json(&json!({"message": user("u1", "hi")}));
     let r = api.send(req);
@@ -266,7 +267,7 @@ fn server_sent_events_and_frames_for_listeners() {
     assert_eq!(frames[2]["message"]["id"], delta["messageId"]);
     assert!(frames.iter().all(|f| f["sessionId"] == "s"));
     // An error before anything streamed is a plain JSON error.
-    let req = Request::new("POST", "/sessions/s/chat").header("accept", "text/event-stream").json(&json!({}));
+    let req = Request::new(Method::Post, "/sessions/s/chat").header("accept", "text/event-stream").json(&json!({}));
     assert_eq!(api.send(req).status, 400);
 }
 
@@ -436,7 +437,7 @@ fn a_streamed_turn_ends_its_stream_before_the_compaction_it_calls_for_starts() {
     let api = capped_session();
     api.events.take("s");
     api.model.reply(Ok(completion("Sure.")));
-    let req = Request::new("POST", "/sessions/s/chat")
+    let req = Request::new(Method::Post, "/sessions/s/chat")
         .header("accept", "text/event-stream")
         .json(&json!({"message": user("u1", "where was I going?")}));
     let env = api.env();
@@ -477,7 +478,7 @@ fn a_cancelled_socket_turn_keeps_what_was_shown() {
     // The signal a later `cancel` frame of the same socket sets (here: set before the turn
     // starts); the turn then stores its user message alone, with no error frame: a stop keeps
     // what was shown, and nothing was.
-    let flag = api::ws::CancelFlag::default();
+    let flag = session_agent_core::live::stop::Stop::default();
     let cancel = futures::executor::block_on(api::ws::frame(&api.env(), "s", None, r#"{"type":"cancel"}"#, &flag));
     assert!(cancel.cancel && cancel.frames.is_empty());
     flag.stop();

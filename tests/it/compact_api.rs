@@ -4,6 +4,7 @@
 
 use crate::support::{code, completion, msg, Api};
 use serde_json::{json, Value as Json};
+use session_agent_api::http::Method;
 use session_agent_core::compaction::plan::{build_summary_prompt, compute_summary_budget};
 use session_agent_core::error::Error;
 use session_agent_core::llm::HttpResponse;
@@ -318,7 +319,7 @@ fn every_write_sends_its_frames() {
         ("POST", "/sessions/s/context", json!({"label": "todo", "kind": "writable"})),
         ("DELETE", "/sessions/s/context/todo", json!(null)),
     ] {
-        let req = session_agent_api::Request::new(method, path);
+        let req = session_agent_api::Request::new(Method::parse(method), path);
         let r = api.send(if body.is_null() { req } else { req.json(&body) });
         assert!(r.status < 300, "{method} {path}: {}", String::from_utf8_lossy(&r.body));
         let frames = api.events.take("s");

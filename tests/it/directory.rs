@@ -5,12 +5,12 @@
 
 use serde_json::{json, Value as Json};
 use session_agent_api::directory as api;
+use session_agent_api::http::Method;
 use session_agent_api::Request;
 use session_agent_core::directory::report::{self, RETRY_MS};
 use session_agent_core::directory::shard;
-use session_agent_core::directory::{
-    merge, shard_of, After, Entry, Kind, Listing, Report, DIRECTORY_SHARDS, MAX_LIMIT,
-};
+use session_agent_core::directory::{merge, shard_of, After, Entry, Listing, Report, DIRECTORY_SHARDS, MAX_LIMIT};
+use session_agent_core::ids::Role;
 use session_agent_core::sql::Sql;
 use session_agent_core::sqlite::SqliteDb;
 
@@ -18,7 +18,7 @@ use super::support::{code, completion, db, msg, Api};
 
 const NOW: &str = "2026-11-28T00:00:00.000Z";
 
-fn entry(kind: Kind, name: &str, active: &str) -> Entry {
+fn entry(kind: Role, name: &str, active: &str) -> Entry {
     Entry {
         kind,
         name: name.into(),
@@ -34,11 +34,11 @@ fn entry(kind: Kind, name: &str, active: &str) -> Entry {
 }
 
 fn report(db: &SqliteDb, body: Json) -> session_agent_api::Response {
-    api::shard(db, &Request::new("POST", "/report").json(&body), NOW)
+    api::shard(db, &Request::new(Method::Post, "/report").json(&body), NOW)
 }
 
 fn list(db: &SqliteDb, query: &str) -> Json {
-    let r = api::shard(db, &Request::new("GET", &format!("/list?{query}")), NOW);
+    let r = api::shard(db, &Request::new(Method::Get, &format!("/list?{query}")), NOW);
     assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
     r.body_json()
 }
@@ -55,23 +55,23 @@ fn names(v: &Json) -> Vec<String> {
 #[test]
 fn a_shard_upserts_removes_and_lists_in_name_order() {
     let db = db();
-    let a = Report::Holds(entry(Kind::Agent, "bob", "2026-02-01T00:00:00.000Z")).to_json();
-    let b = Report::Holds(entry(Kind::Agent, "alice", "2026-03-01T00:00:00.000Z")).to_json();
-    let c = Report::Holds(entry(Kind::Space, "alice", "2026-04-01T00:00:00.000Z")).to_json();
+    let a = Report::Holds(entry(Role::Agent, "bob", "2026-02-01T00:00:00.000Z")).to_json();
+    let b = Report::Holds(entry(Role::Agent, "alice", "2026-03-01T00:00:00.000Z")).to_json();
+    let c = Report::Holds(entry(Role::Space, "alice", "2026-04-01T00:00:00.000Z")).to_json();
     assert_eq!(report(&db, json!({"reports": [a, b, c]})).status, 204);
     assert_eq!(names(&list(&db, "")), ["agent:alice", "space:alice", "agent:bob"]);
     let first = &list(&db, "")["items"][0];
     assert_eq!(first["reportedAt"], NOW);
     assert_eq!((first["sessions"].as_i64(), first["sqliteBytes"].as_i64()), (Some(1), Some(4096)));
     // A new report replaces the row.
-    let mut newer = entry(Kind::Agent, "bob", "2026-05-01T00:00:00.000Z");
+    let mut newer = entry(Role::Agent, "bob", "2026-05-01T00:00:00.000Z");
     newer.messages = 40;
     assert_eq!(report(&db, json!({"reports": [Report::Holds(newer).to_json()]})).status, 204);
     let all = list(&db, "");
     assert_eq!(all["items"][2]["messages"], 40);
     assert_eq!(all["items"].as_array().unwrap().len(), 3);
     // A removal deletes it.
-    let gone = Report::Removed { kind: Kind::Space, name: "alice".into() }.to_json();
+    let gone = Report::Removed { kind: Role::Space, name: "alice".into() }.to_json();
     assert_eq!(report(&db, json!({"reports": [gone]})).status, 204);
     assert_eq!(names(&list(&db, "")), ["agent:alice", "agent:bob"]);
 }
@@ -80,12 +80,12 @@ fn a_shard_upserts_removes_and_lists_in_name_order() {
 fn a_shard_filters_by_kind_prefix_and_activity_and_pages_after_a_cursor() {
     let db = db();
     let reports: Vec<Json> = [
-        (Kind::Agent, "team-a", "2026-01-10T00:00:00.000Z"),
-        (Kind::Agent, "team-b", "2026-02-10T00:00:00.000Z"),
-        (Kind::Space, "team-b", "2026-03-10T00:00:00.000Z"),
-        (Kind::Agent, "other", "2026-04-10T00:00:00.000Z"),
-        (Kind::Agent, "team_", "2026-04-10T00:00:00.000Z"),
-        (Kind::Agent, "teamx", "2026-04-10T00:00:00.000Z"),
+        (Role::Agent, "team-a", "2026-01-10T00:00:00.000Z"),
+        (Role::Agent, "team-b", "2026-02-10T00:00:00.000Z"),
+        (Role::Space, "team-b", "2026-03-10T00:00:00.000Z"),
+        (Role::Agent, "other", "2026-04-10T00:00:00.000Z"),
+        (Role::Agent, "team_", "2026-04-10T00:00:00.000Z"),
+        (Role::Agent, "teamx", "2026-04-10T00:00:00.000Z"),
     ]
     .iter()
     .map(|(k, n, t)| Report::Holds(entry(*k, n, t)).to_json())
@@ -107,7 +107,7 @@ fn a_shard_filters_by_kind_prefix_and_activity_and_pages_after_a_cursor() {
 #[test]
 fn hostile_parameters_and_reports_are_400_and_change_nothing() {
     let db = db();
-    let ok = Report::Holds(entry(Kind::Agent, "a", NOW)).to_json();
+    let ok = Report::Holds(entry(Role::Agent, "a", NOW)).to_json();
     assert_eq!(report(&db, json!({"reports": [ok.clone()]})).status, 204);
     for bad in [
         json!({}),
@@ -140,7 +140,7 @@ fn hostile_parameters_and_reports_are_400_and_change_nothing() {
         "kind=",
         "activeAfter=",
     ] {
-        let r = api::shard(&db, &Request::new("GET", &format!("/list?{q}")), NOW);
+        let r = api::shard(&db, &Request::new(Method::Get, &format!("/list?{q}")), NOW);
         assert_eq!((r.status, code(&r)), (400, "invalid_request".into()), "{q}");
         assert!(api::listing(q).is_err(), "{q}");
     }
@@ -152,7 +152,7 @@ fn hostile_parameters_and_reports_are_400_and_change_nothing() {
     assert!(api::usage_listing("to=", NOW).is_err());
     assert!(api::usage_listing("from=2026-11-01", NOW).is_ok(), "a date is its midnight");
     assert!(api::export_listing("cursor=x").is_err());
-    let r = api::shard(&db, &Request::new("DELETE", "/list"), NOW);
+    let r = api::shard(&db, &Request::new(Method::Delete, "/list"), NOW);
     assert_eq!(r.status, 404);
 }
 
@@ -162,7 +162,7 @@ fn shard_pages_merge_into_the_directorys_pages_exactly_once() {
     let shards: Vec<SqliteDb> = (0..DIRECTORY_SHARDS).map(|_| db()).collect();
     let mut want = Vec::new();
     for i in 0..40 {
-        let kind = if i % 5 == 0 { Kind::Space } else { Kind::Agent };
+        let kind = if i % 5 == 0 { Role::Space } else { Role::Agent };
         let name = format!("n{:02}", i / 2);
         let e = entry(kind, &name, NOW);
         let s = &shards[shard_of(kind, &name) as usize];
@@ -202,24 +202,24 @@ fn shard_pages_merge_into_the_directorys_pages_exactly_once() {
 fn merge_sorts_by_name_then_kind_and_says_when_more_follow() {
     let e = |k, n: &str| entry(k, n, NOW);
     let p =
-        merge(vec![vec![e(Kind::Agent, "b"), e(Kind::Space, "c")], vec![e(Kind::Space, "a"), e(Kind::Agent, "c")]], 3);
+        merge(vec![vec![e(Role::Agent, "b"), e(Role::Space, "c")], vec![e(Role::Space, "a"), e(Role::Agent, "c")]], 3);
     let got: Vec<String> = p.items.iter().map(|e| After::of(e).text()).collect();
     assert_eq!(got, ["space:a", "agent:b", "agent:c"]);
     assert_eq!(p.next.map(|a| a.text()), Some("agent:c".to_owned()));
-    let p = merge(vec![vec![e(Kind::Agent, "b")]], 3);
+    let p = merge(vec![vec![e(Role::Agent, "b")]], 3);
     assert_eq!(p.next, None);
     assert_eq!(p.to_json()["nextCursor"], Json::Null);
-    assert_eq!(After::parse("space:a:b").unwrap(), After { name: "a:b".into(), kind: Kind::Space });
+    assert_eq!(After::parse("space:a:b").unwrap(), After { name: "a:b".into(), kind: Role::Space });
 }
 
 #[test]
 fn shards_are_a_stable_hash_of_kind_and_name() {
-    assert_eq!(shard_of(Kind::Agent, "alice"), shard_of(Kind::Agent, "alice"));
+    assert_eq!(shard_of(Role::Agent, "alice"), shard_of(Role::Agent, "alice"));
     // FNV-1a of "agent:alice", fixed: a change would strand every row.
     let fnv = "agent:alice".bytes().fold(0x811c_9dc5u32, |h, b| (h ^ u32::from(b)).wrapping_mul(0x0100_0193));
-    assert_eq!(shard_of(Kind::Agent, "alice"), fnv % DIRECTORY_SHARDS);
+    assert_eq!(shard_of(Role::Agent, "alice"), fnv % DIRECTORY_SHARDS);
     let used: std::collections::BTreeSet<u32> =
-        (0..200).map(|i| shard_of(Kind::Agent, &format!("agent-{i}"))).collect();
+        (0..200).map(|i| shard_of(Role::Agent, &format!("agent-{i}"))).collect();
     assert_eq!(used.len() as u32, DIRECTORY_SHARDS, "200 names reach every shard");
 }
 
@@ -231,8 +231,8 @@ fn an_objects_report_is_marked_by_writes_and_cleared_only_by_one_that_saw_them_a
     assert_eq!(report::due(sql).unwrap(), None);
     // Nothing held: the report is a removal.
     assert_eq!(
-        report::stats(sql, Kind::Agent, "alice", 100, 1_000).unwrap(),
-        Report::Removed { kind: Kind::Agent, name: "alice".into() }
+        report::stats(sql, Role::Agent, "alice", 100, 1_000).unwrap(),
+        Report::Removed { kind: Role::Agent, name: "alice".into() }
     );
     api.append("s1", "m1", None, "hello");
     assert_eq!(report::mark(sql, 10_000, 2_000, Some("alice")).unwrap(), 12_000);
@@ -241,7 +241,7 @@ fn an_objects_report_is_marked_by_writes_and_cleared_only_by_one_that_saw_them_a
     assert_eq!(report::due(sql).unwrap(), Some(12_000));
     assert_eq!(report::pending(sql, 11_999).unwrap(), None);
     let generation = report::pending(sql, 12_000).unwrap().expect("due");
-    let Report::Holds(e) = report::stats(sql, Kind::Agent, "alice", 8192, 12_000).unwrap() else {
+    let Report::Holds(e) = report::stats(sql, Role::Agent, "alice", 8192, 12_000).unwrap() else {
         panic!("holds data")
     };
     assert_eq!((e.sessions, e.messages, e.memories, e.sqlite_bytes), (1, 1, 0, 8192));
@@ -255,13 +255,13 @@ fn an_objects_report_is_marked_by_writes_and_cleared_only_by_one_that_saw_them_a
     assert_eq!(report::due(sql).unwrap(), None, "clean");
     // createdAt is the first report's from now on.
     // The name the writes kept wins over one the runtime did not tell (an alarm after a restart).
-    let Report::Holds(again) = report::stats(sql, Kind::Space, "0123abcd", 1, 20_000).unwrap() else { panic!() };
-    assert_eq!((again.created_at, again.kind, again.name.as_str()), (e.created_at.clone(), Kind::Space, "alice"));
+    let Report::Holds(again) = report::stats(sql, Role::Space, "0123abcd", 1, 20_000).unwrap() else { panic!() };
+    assert_eq!((again.created_at, again.kind, again.name.as_str()), (e.created_at.clone(), Role::Space, "alice"));
     // A name told without a write (a socket's handshake) is kept, and changes nothing else.
     report::name(sql, "alice-renamed").unwrap();
     report::name(sql, "alice-renamed").unwrap();
     assert_eq!(report::due(sql).unwrap(), None);
-    let Report::Holds(named) = report::stats(sql, Kind::Agent, "0123abcd", 1, 20_000).unwrap() else { panic!() };
+    let Report::Holds(named) = report::stats(sql, Role::Agent, "0123abcd", 1, 20_000).unwrap() else { panic!() };
     assert_eq!(named.name, "alice-renamed");
     // A failure is retried later; forgetting clears it.
     report::mark(sql, 30_000, 2_000, None).unwrap();
@@ -275,10 +275,10 @@ fn an_objects_report_is_marked_by_writes_and_cleared_only_by_one_that_saw_them_a
 fn an_erased_agent_reports_itself_removed() {
     let api = Api::new();
     api.append("s1", "m1", None, "hello");
-    assert!(matches!(report::stats(&*api.db, Kind::Agent, "alice", 1, 1).unwrap(), Report::Holds(_)));
-    let r = api.send(Request::new("DELETE", "/").header("confirm", "erase"));
+    assert!(matches!(report::stats(&*api.db, Role::Agent, "alice", 1, 1).unwrap(), Report::Holds(_)));
+    let r = api.send(Request::new(Method::Delete, "/").header("confirm", "erase"));
     assert_eq!(r.status, 204);
-    assert!(matches!(report::stats(&*api.db, Kind::Agent, "alice", 1, 1).unwrap(), Report::Removed { .. }));
+    assert!(matches!(report::stats(&*api.db, Role::Agent, "alice", 1, 1).unwrap(), Report::Removed { .. }));
 }
 
 #[test]
@@ -324,7 +324,7 @@ fn every_turn_writes_a_ledger_row_and_usage_sums_a_range() {
         assert_eq!((r.status, code(&r)), (400, "invalid_request".into()), "{q}");
     }
     // The ledger is the agent's data: an erase empties it.
-    assert_eq!(api.send(Request::new("DELETE", "/").header("confirm", "erase")).status, 204);
+    assert_eq!(api.send(Request::new(Method::Delete, "/").header("confirm", "erase")).status, 204);
     assert_eq!(api.get("/usage").body_json()["turns"], 0);
 }
 
@@ -338,5 +338,5 @@ fn export_lines_are_wrapped_with_their_agent_and_a_resume_cursor() {
     let c: Json = serde_json::from_slice(&api::export_cursor("bob")).unwrap();
     assert_eq!(c, json!({"cursor": "agent:bob"}));
     let l = api::export_listing("cursor=agent:bob&prefix=b").unwrap();
-    assert_eq!((l.kind, l.after.map(|a| a.name)), (Some(Kind::Agent), Some("bob".into())));
+    assert_eq!((l.kind, l.after.map(|a| a.name)), (Some(Role::Agent), Some("bob".into())));
 }

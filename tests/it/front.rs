@@ -9,7 +9,7 @@ use session_agent_api::access::Claims;
 use session_agent_api::front::{
     self, AgentCall, Caller, Cors, Door, Incoming, Next, Presented, Sent, Settings, Upgrade,
 };
-use session_agent_core::space::Role;
+use session_agent_core::ids::Role;
 
 const NOW: i64 = 1_795_345_200_000;
 

@@ -173,19 +173,19 @@ fn the_memory_block_follows_the_cached_prompt_on_every_provider() {
 #[test]
 fn embeddings_requests_and_answers() {
     use session_agent_core::llm::embeddings::*;
-    use session_agent_core::llm::{openai::OpenAi, workers_ai::WorkersAi, Answer, Api, Call};
+    use session_agent_core::llm::{openai::OpenAi, workers_ai::WorkersAi, Api, Call, Returned};
     let openai_request = |cfg: &EmbeddingsConfig, texts: &[String]| match OpenAi.embeddings_call(&cfg.endpoint(), texts)
     {
         Ok(Call::Http(req)) => req,
         other => panic!("an HTTP request: {other:?}"),
     };
-    let parse_openai = |body: &str, n| vectors(&OpenAi, Answer::Body(body), n);
+    let parse_openai = |body: &str, n| vectors(&OpenAi, Returned::Body(body), n);
     let workers_ai_input =
         |texts: &[String]| match WorkersAi.embeddings_call(&EmbeddingsConfig::none().endpoint(), texts) {
             Ok(Call::Binding { input, .. }) => input,
             other => panic!("a binding call: {other:?}"),
         };
-    let parse_workers_ai = |answer: &Json, n| vectors(&WorkersAi, Answer::Binding(answer), n);
+    let parse_workers_ai = |answer: &Json, n| vectors(&WorkersAi, Returned::Binding(answer), n);
     let vars = |v: &[(&str, &str)]| {
         let v: Vec<(String, String)> = v.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect();
         EmbeddingsConfig::from_vars(move |k| v.iter().find(|(n, _)| n == k).map(|(_, x)| x.clone()))

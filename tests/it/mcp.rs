@@ -5,8 +5,9 @@
 use crate::support::{code, Api};
 use serde_json::{json, Value as Json};
 use session_agent_api::access::{Claims, CLAIMS_HEADER};
+use session_agent_api::http::Method;
 use session_agent_api::Request;
-use session_agent_core::space::Role;
+use session_agent_core::ids::Role;
 
 fn api() -> Api {
     Api::with_config(json!({"context": [
@@ -77,7 +78,7 @@ fn framing_errors_and_notifications() {
     let api = api();
     let r = api.post("/sessions/s1/mcp", json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
     assert_eq!((r.status, r.body.len()), (202, 0));
-    let mut bad = Request::new("POST", "/sessions/s1/mcp");
+    let mut bad = Request::new(Method::Post, "/sessions/s1/mcp");
     bad.body = b"{not json".to_vec();
     let r = api.send(bad);
     assert_eq!((r.status, code(&r)), (400, "invalid_request".into()));
@@ -101,7 +102,7 @@ fn a_read_token_lists_but_does_not_call() {
     .unwrap();
     let send = |body: Json| {
         api.send(
-            Request::new("POST", "/sessions/s1/mcp")
+            Request::new(Method::Post, "/sessions/s1/mcp")
                 .json(&body)
                 .header(CLAIMS_HEADER, &serde_json::to_string(&c).unwrap()),
         )

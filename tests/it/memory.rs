@@ -6,6 +6,7 @@
 
 use crate::support::{code, completion, msg, Api};
 use serde_json::{json, Value as Json};
+use session_agent_api::http::Method;
 use session_agent_core::error::Error;
 use session_agent_core::llm::HttpResponse;
 use session_agent_core::memory::extract::{parse_decisions, parse_facts, Decision};
@@ -212,11 +213,11 @@ fn forget_one_and_forget_all() {
     let r = api.delete("/memories?tag=x");
     assert_eq!(r.body_json(), json!({"deleted": 1}));
     assert_eq!(api.events.take("*")[0]["op"], "deleted");
-    let r = api.send(session_agent_api::Request::new("DELETE", "/memories").json(&json!({"category": "daily"})));
+    let r = api.send(session_agent_api::Request::new(Method::Delete, "/memories").json(&json!({"category": "daily"})));
     assert_eq!(r.body_json(), json!({"deleted": 1}));
     assert!(list(&api, "").is_empty());
-    let bad =
-        session_agent_api::Request::new("DELETE", "/memories?sessionId=bad%20id").json(&json!({"sessionId": "ok"}));
+    let bad = session_agent_api::Request::new(Method::Delete, "/memories?sessionId=bad%20id")
+        .json(&json!({"sessionId": "ok"}));
     assert_eq!(api.send(bad).status, 400);
     assert_eq!(api.count("SELECT count(*) FROM memory_versions"), 0);
     assert_eq!(api.count("SELECT count(*) FROM memories_fts"), 0);

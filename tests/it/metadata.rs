@@ -7,6 +7,7 @@
 
 use crate::support::{assert_near, db_at, embedding, Api};
 use serde_json::{json, Value as Json};
+use session_agent_api::http::Method;
 use session_agent_api::Request;
 use session_agent_core::sql::Sql;
 use session_agent_core::store::schema;
@@ -220,10 +221,10 @@ fn metadata_filters_compare_the_stored_value_as_text() {
     // Search and the JSON body of DELETE /memories read them the same way.
     assert_eq!(contents(&api.get("/memories/search?q=number&metadata.n=30")), ["number 30"]);
     let before = api.count("SELECT count(*) FROM memories");
-    let r = api.send(Request::new("DELETE", "/memories").json(&json!({"metadata": {"flag": true}})));
+    let r = api.send(Request::new(Method::Delete, "/memories").json(&json!({"metadata": {"flag": true}})));
     assert_eq!(ok(&r, 200), json!({"deleted": 2}));
     assert_eq!(api.count("SELECT count(*) FROM memories"), before - 2);
-    let r = api.send(Request::new("DELETE", "/memories").json(&json!({"metadata": {"n": 30.0}})));
+    let r = api.send(Request::new(Method::Delete, "/memories").json(&json!({"metadata": {"n": 30.0}})));
     assert_eq!(ok(&r, 200), json!({"deleted": 2}), "a number in the body is its JSON text: 30");
 }
 
@@ -289,10 +290,10 @@ fn every_memory_filter_selects_and_they_combine() {
     let next = r["nextCursor"].as_str().unwrap();
     assert_eq!(contents(&api.get(&format!("/memories?anyTag=y&anyTag=z&limit=2&cursor={next}"))), ["Alpha note"]);
     // DELETE /memories: the query's filters, or the body's (which win).
-    let r = api.send(Request::new("DELETE", "/memories?tag=z").json(&json!({"tag": ["x", "y"]})));
+    let r = api.send(Request::new(Method::Delete, "/memories?tag=z").json(&json!({"tag": ["x", "y"]})));
     assert_eq!(ok(&r, 200), json!({"deleted": 1}));
     assert_eq!(q(""), ["Gamma note", "Beta note"]);
-    let r = api.send(Request::new("DELETE", "/memories?createdBefore=2026-03-01&category=daily"));
+    let r = api.send(Request::new(Method::Delete, "/memories?createdBefore=2026-03-01&category=daily"));
     assert_eq!(ok(&r, 200), json!({"deleted": 1}));
     assert_eq!(q(""), ["Gamma note"]);
 }
@@ -376,10 +377,13 @@ fn bad_filters_are_400_and_change_nothing() {
         (json!({"createdAfter": "2026-13-01"}), "createdAfter must be an ISO-8601"),
         (json!({"colour": "red"}), "unknown field"),
     ] {
-        refused(&api.send(Request::new("DELETE", "/memories").json(&body)), why);
+        refused(&api.send(Request::new(Method::Delete, "/memories").json(&body)), why);
     }
     // The query is checked even where the body overrides it.
-    refused(&api.send(Request::new("DELETE", "/memories?metadata.=x").json(&json!({"metadata": {"k": 1}}))), "\"\"");
+    refused(
+        &api.send(Request::new(Method::Delete, "/memories?metadata.=x").json(&json!({"metadata": {"k": 1}}))),
+        "\"\"",
+    );
     assert_eq!(state(&api), before, "nothing changed");
     // Parameters an operation does not take are ignored: metadata[k] is not metadata.k.
     assert_eq!(contents(&api.get("/memories?metadata[k]=2")), ["A fact."]);
@@ -512,6 +516,6 @@ fn the_widest_filters_fit_in_one_statement() {
     assert_eq!(ids(&api.get(&format!("/sessions?{meta_filters}&limit=1")), "sessions"), ["s1"]);
     let hits = ok(&api.get(&format!("/search?q={q}&{meta_filters}")), 200);
     assert_eq!(hits["results"].as_array().unwrap().len(), 1);
-    let r = api.send(Request::new("DELETE", &format!("/memories?{all}")));
+    let r = api.send(Request::new(Method::Delete, &format!("/memories?{all}")));
     assert_eq!(ok(&r, 200), json!({"deleted": 3}));
 }

@@ -5,11 +5,12 @@
 use crate::support::{code, msg, Api};
 use serde_json::json;
 use session_agent_api::access::{Claims, CLAIMS_HEADER};
+use session_agent_api::http::Method;
 use session_agent_api::object::{Reply, SocketMessage};
 use session_agent_api::socket_tags::SocketTags;
 use session_agent_api::Request;
 use session_agent_core::directory::report::{self, REPORT_DELAY_MS, RETRY_MS};
-use session_agent_core::space::Role;
+use session_agent_core::ids::Role;
 
 fn append(api: &Api, id: &str) -> u16 {
     api.post("/sessions/s/messages", json!({"message": msg(id, "user", "hello")})).status
@@ -165,7 +166,7 @@ fn the_route_table_says_how_a_request_is_answered() {
     // An upgrade: the session and the claims to accept the socket with, after the request's
     // one admission.
     let upgrade = |req: Request| api.reply(req.header("upgrade", "websocket"));
-    let reply = upgrade(Request::new("GET", "/sessions/s%2E1/ws"));
+    let reply = upgrade(Request::new(Method::Get, "/sessions/s%2E1/ws"));
     let Reply::Upgrade { session, claims } = reply else {
         let Reply::Whole(r) = reply else { panic!("an upgrade") };
         panic!("an upgrade: {} {}", r.status, String::from_utf8_lossy(&r.body))
@@ -174,21 +175,24 @@ fn the_route_table_says_how_a_request_is_answered() {
     let body = json!({"scope": "read", "ttlSeconds": 3600, "sessions": ["s"]});
     let token = Claims::issue("alice", Role::Agent, body.as_object().unwrap(), api.now.get()).unwrap();
     let with = |req: Request| req.header(CLAIMS_HEADER, &serde_json::to_string(&token).unwrap());
-    assert!(matches!(upgrade(with(Request::new("GET", "/sessions/s/ws"))), Reply::Upgrade { claims: Some(_), .. }));
-    let Reply::Whole(r) = upgrade(with(Request::new("GET", "/sessions/other/ws"))) else { panic!("refused") };
+    assert!(matches!(
+        upgrade(with(Request::new(Method::Get, "/sessions/s/ws"))),
+        Reply::Upgrade { claims: Some(_), .. }
+    ));
+    let Reply::Whole(r) = upgrade(with(Request::new(Method::Get, "/sessions/other/ws"))) else { panic!("refused") };
     assert_eq!(r.status, 403);
-    let Reply::Whole(r) = api.reply(Request::new("GET", "/sessions/s/ws")) else { panic!("no upgrade") };
+    let Reply::Whole(r) = api.reply(Request::new(Method::Get, "/sessions/s/ws")) else { panic!("no upgrade") };
     assert_eq!(r.status, 400, "not an upgrade");
     // A stream: the export, and a turn that asks for events; whole: a turn that does not.
-    assert!(matches!(api.reply(Request::new("GET", "/export")), Reply::Stream { .. }));
+    assert!(matches!(api.reply(Request::new(Method::Get, "/export")), Reply::Stream { .. }));
     let turn = |req: Request| api.reply(req.json(&json!({"message": msg("u1", "user", "hi")})));
-    let sse = Request::new("POST", "/sessions/s/chat").header("accept", "text/event-stream");
+    let sse = Request::new(Method::Post, "/sessions/s/chat").header("accept", "text/event-stream");
     assert!(matches!(turn(sse), Reply::Stream { .. }));
-    assert!(matches!(turn(Request::new("POST", "/sessions/t/chat")), Reply::Whole(r) if r.status == 201));
+    assert!(matches!(turn(Request::new(Method::Post, "/sessions/t/chat")), Reply::Whole(r) if r.status == 201));
     // A memory space streams nothing and has no sockets.
     let mut space = Api::new();
     space.role = Role::Space;
     let space = space.reopen();
-    let Reply::Whole(r) = space.reply(Request::new("GET", "/export")) else { panic!("whole") };
+    let Reply::Whole(r) = space.reply(Request::new(Method::Get, "/export")) else { panic!("whole") };
     assert_eq!(r.status, 404);
 }

@@ -7,7 +7,8 @@
 
 use futures::FutureExt;
 use serde_json::{json, Map, Value as Json};
-use session_agent_core::space::Role;
+use session_agent_api::http::Method;
+use session_agent_core::ids::Role;
 
 use crate::support::{code, completion, Api};
 use session_agent_api::access::{Claims, CLAIMS_HEADER};
@@ -162,11 +163,11 @@ fn schedules_are_for_agent_wide_tokens() {
     let body = |v: Json| -> Map<String, Json> { v.as_object().unwrap().clone() };
     let token = |v: Json| Claims::issue("alice", Role::Agent, &body(v), now).unwrap();
     let with = |c: &Claims, req: Request| req.header(CLAIMS_HEADER, &serde_json::to_string(c).unwrap());
-    let create = || Request::new("POST", "/schedules").json(&json!({"prompt": "p", "every": 60}));
+    let create = || Request::new(Method::Post, "/schedules").json(&json!({"prompt": "p", "every": 60}));
 
     let limited = token(json!({"scope": "write", "ttlSeconds": 60, "sessions": ["s1"]}));
     assert_eq!(api.send(with(&limited, create())).status, 403);
-    assert_eq!(api.send(with(&limited, Request::new("GET", "/schedules"))).status, 403);
+    assert_eq!(api.send(with(&limited, Request::new(Method::Get, "/schedules"))).status, 403);
     let read = token(json!({"scope": "read", "ttlSeconds": 60}));
     assert_eq!(api.send(with(&read, create())).status, 403);
     assert_eq!(schedules(&api), 0);
@@ -174,10 +175,10 @@ fn schedules_are_for_agent_wide_tokens() {
     let r = api.send(with(&write, create()));
     assert_eq!(r.status, 201);
     let id = r.body_json()["id"].as_str().unwrap().to_owned();
-    assert_eq!(api.send(with(&read, Request::new("GET", &format!("/schedules/{id}/runs")))).status, 200);
-    assert_eq!(api.send(with(&read, Request::new("POST", &format!("/schedules/{id}/run")))).status, 403);
-    assert_eq!(api.send(with(&limited, Request::new("GET", &format!("/schedules/{id}")))).status, 403);
-    assert_eq!(api.send(with(&read, Request::new("DELETE", &format!("/schedules/{id}")))).status, 403);
+    assert_eq!(api.send(with(&read, Request::new(Method::Get, &format!("/schedules/{id}/runs")))).status, 200);
+    assert_eq!(api.send(with(&read, Request::new(Method::Post, &format!("/schedules/{id}/run")))).status, 403);
+    assert_eq!(api.send(with(&limited, Request::new(Method::Get, &format!("/schedules/{id}")))).status, 403);
+    assert_eq!(api.send(with(&read, Request::new(Method::Delete, &format!("/schedules/{id}")))).status, 403);
     assert_eq!(schedules(&api), 1);
 }
 

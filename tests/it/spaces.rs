@@ -8,15 +8,16 @@
 //! admin's choice of space; the space's own routes and tokens; a space refuses `conversation`
 //! memories (it has no sessions).
 
+use session_agent_api::http::Method;
 use std::rc::Rc;
 
 use crate::support::{code, completion, db, db_at, msg, Api, InProcess};
 use serde_json::{json, Value as Json};
 use session_agent_api::access::{Claims, CLAIMS_HEADER};
 use session_agent_api::Request;
+use session_agent_core::ids::Role;
 use session_agent_core::llm::HttpResponse;
 use session_agent_core::space::blocks::{self, Write, MAX_BLOCKS, MAX_TOMBSTONES};
-use session_agent_core::space::Role;
 use session_agent_core::sql::Sql;
 use session_agent_core::store::schema;
 
@@ -276,7 +277,7 @@ fn a_replace_naming_a_version_read_before_a_delete_is_refused() {
     let r = w.b.post("/sessions/t1/context/profile/append", json!({"content": "- jazz"})).body_json();
     assert_eq!((r["content"].as_str(), r["version"].as_i64()), (Some("Profile:\n- jazz"), Some(3)));
     // Erasing the space counts a version past the highest it gave: a label goes on from there.
-    let r = alice.send(Request::new("DELETE", "/").header("confirm", "erase"));
+    let r = alice.send(Request::new(Method::Delete, "/").header("confirm", "erase"));
     assert!(r.status < 300, "{}", String::from_utf8_lossy(&r.body));
     let kept = ["schema_version", "revocation", "embedding_model", "sqlite_sequence", "space_block_floor"];
     let tables = alice.db.query("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT GLOB '*_fts_*'", &[]);
@@ -419,7 +420,7 @@ fn the_admin_chooses_an_agents_space() {
         a.now.get(),
     )
     .unwrap();
-    let req = Request::new("GET", "/space").header(CLAIMS_HEADER, &serde_json::to_string(&claims).unwrap());
+    let req = Request::new(Method::Get, "/space").header(CLAIMS_HEADER, &serde_json::to_string(&claims).unwrap());
     assert_eq!(a.send(req).status, 403);
 }
 
@@ -435,11 +436,13 @@ fn a_space_answers_its_own_routes_and_tokens_only() {
     // No sessions, no turns, no agent routes in a space.
     for (method, path) in [("GET", "/sessions"), ("POST", "/sessions/s/chat"), ("GET", "/space"), ("GET", "/schedules")]
     {
-        let r = alice.send(Request::new(method, path).json(&json!({})));
+        let r = alice.send(Request::new(Method::parse(method), path).json(&json!({})));
         assert_eq!(r.status, 404, "{method} {path}");
     }
     let with = |claims: &Claims, method: &str, path: &str, body: Json| {
-        let req = Request::new(method, path).header(CLAIMS_HEADER, &serde_json::to_string(claims).unwrap()).json(&body);
+        let req = Request::new(Method::parse(method), path)
+            .header(CLAIMS_HEADER, &serde_json::to_string(claims).unwrap())
+            .json(&body);
         alice.send(req)
     };
     let now = alice.now.get();
@@ -459,7 +462,7 @@ fn a_space_answers_its_own_routes_and_tokens_only() {
     assert_eq!(with(&issue("bob", Role::Space, "write"), "GET", "/memories", json!({})).status, 403);
     // And a space's token never opens an agent.
     let a = agent("alice", &spaces);
-    let req = Request::new("GET", "/memories").header(CLAIMS_HEADER, &serde_json::to_string(&write).unwrap());
+    let req = Request::new(Method::Get, "/memories").header(CLAIMS_HEADER, &serde_json::to_string(&write).unwrap());
     assert_eq!(a.send(req).status, 403);
     // Tokens of a space name no sessions.
     let e = Claims::issue(
@@ -488,10 +491,47 @@ fn a_space_answers_its_own_routes_and_tokens_only() {
         400
     );
     // Erasing the space erases its memories and blocks.
-    let r = alice.send(Request::new("DELETE", "/").header("confirm", "erase"));
+    let r = alice.send(Request::new(Method::Delete, "/").header("confirm", "erase"));
     assert!(r.status < 300, "{}", String::from_utf8_lossy(&r.body));
     assert!(held(&alice).is_empty());
     let gone = alice.get("/blocks/profile").body_json();
     assert_eq!((gone["content"].as_str(), gone["updatedAt"].as_str()), (Some(""), None));
     assert!(alice.get("/blocks").body_json()["blocks"].as_array().unwrap().is_empty());
+}
+
+/// Each operation an agent asks of its space becomes a request of a route of the space's table,
+/// with a method that route has: the core names no path, so this is where a renamed route shows
+/// (the `match` lists every operation: a new one does not compile until it is here).
+#[test]
+fn every_space_operation_is_a_route_of_the_space_table() {
+    use session_agent_core::config::category::Category;
+    use session_agent_core::space::Operation;
+    let (label, content, agent) = ("team notes/1".to_owned(), "x".to_owned(), "alice:planner".to_owned());
+    let ops = [
+        Operation::Recall { text: "peanuts & more".into(), limit: 5, categories: vec![Category::Core] },
+        Operation::ReadBlock { label: label.clone() },
+        Operation::AppendBlock {
+            label: label.clone(),
+            content: content.clone(),
+            agent: agent.clone(),
+            max_tokens: Some(10),
+            initial: None,
+        },
+        Operation::ReplaceBlock { label: label.clone(), content, version: 3, agent: agent.clone(), max_tokens: None },
+        Operation::Extract { agent, session: "s1".into(), exchange: json!({}) },
+    ];
+    for op in &ops {
+        let expected = match op {
+            Operation::Recall { .. } => "/memories/search",
+            Operation::ReadBlock { .. } => "/blocks/{label}",
+            Operation::AppendBlock { .. } => "/link/blocks/{label}/append",
+            Operation::ReplaceBlock { .. } => "/link/blocks/{label}",
+            Operation::Extract { .. } => "/link/extract",
+        };
+        let req = session_agent_api::spaces::request(op);
+        let template = session_agent_api::template(Role::Space, &req.path);
+        assert_eq!(template, Some(expected), "{op:?} → {} {}", req.method, req.path);
+        let route = session_agent_api::routes::table(Role::Space).iter().find(|r| Some(r.path) == template).unwrap();
+        assert!(route.ops.iter().any(|o| o.method == req.method), "{} {} has no such method", req.method, route.path);
+    }
 }

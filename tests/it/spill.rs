@@ -3,6 +3,7 @@
 
 use crate::support::{msg, Api};
 use serde_json::{json, Value as Json};
+use session_agent_api::http::Method;
 use session_agent_core::config::SessionConfig;
 use session_agent_core::sql::Sql;
 use session_agent_core::store::message::MAX_MESSAGE_BYTES;
@@ -98,7 +99,7 @@ fn objects_go_with_their_last_message() {
     // the answer carries the sweep, which `send` runs after it, as the Durable Object does.
     let answer = futures::executor::block_on(session_agent_api::handle(
         &api.env(),
-        &session_agent_api::Request::new("DELETE", "/sessions/s/messages/b"),
+        &session_agent_api::Request::new(Method::Delete, "/sessions/s/messages/b"),
     ));
     assert_eq!(answer.status, 204);
     assert_eq!(answer.after, [session_agent_core::after::After::Sweep]);

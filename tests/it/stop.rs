@@ -6,6 +6,7 @@
 
 use crate::support::{completion, msg, Api};
 use serde_json::{json, Value as Json};
+use session_agent_api::http::Method;
 use session_agent_api::{self as api, Request};
 use session_agent_core::error::Error;
 use session_agent_core::live::stop::Stop;
@@ -75,7 +76,7 @@ fn ui_body(sid: &str, messages: &[Json]) -> Json {
 fn a_stop_mid_stream_stores_what_was_shown_and_the_client_continues_from_its_copy() {
     let api = api_with(json!({}));
     api.model.reply(Ok(streamed(&["Hello", " there,", " friend", " of mine."])));
-    let req = Request::new("POST", "/sessions/s/chat").json(&ui_body("s", &[user("u1", "hi")]));
+    let req = Request::new(Method::Post, "/sessions/s/chat").json(&ui_body("s", &[user("u1", "hi")]));
     // start, start-step, text-start + "Hello", then " there," — and the client is gone.
     let got = stream_until(&api, &req, 3);
     assert!(got.concat().contains("Hello"), "{got:?}");
@@ -111,7 +112,7 @@ fn a_stop_mid_stream_stores_what_was_shown_and_the_client_continues_from_its_cop
 fn a_stop_before_the_first_piece_stores_the_user_message_alone_and_an_empty_reply_is_none() {
     let api = api_with(json!({}));
     api.model.reply(Ok(streamed(&["Never", " shown."])));
-    let req = Request::new("POST", "/sessions/s/chat").json(&ui_body("s", &[user("u1", "hi")]));
+    let req = Request::new(Method::Post, "/sessions/s/chat").json(&ui_body("s", &[user("u1", "hi")]));
     stream_until(&api, &req, 0);
     let h = history(&api, "s");
     assert_eq!(h.iter().map(|m| m["id"].as_str().unwrap()).collect::<Vec<_>>(), ["u1"], "{h:?}");
@@ -129,7 +130,7 @@ fn a_stop_before_the_first_piece_stores_the_user_message_alone_and_an_empty_repl
 fn the_same_user_message_sent_again_after_a_stop_is_answered_beside_the_stopped_reply() {
     let api = api_with(json!({}));
     api.model.reply(Ok(streamed(&["Part", " of it", " and more"])));
-    let req = Request::new("POST", "/sessions/s/chat")
+    let req = Request::new(Method::Post, "/sessions/s/chat")
         .header("accept", "text/event-stream")
         .json(&json!({"message": user("u1", "tell me")}));
     stream_until(&api, &req, 1);
@@ -162,7 +163,7 @@ fn a_failure_stays_all_or_nothing() {
 fn on_disconnect_finish_stores_the_user_message_first_and_runs_without_its_client() {
     let api = api_with(json!({"onDisconnect": "finish"}));
     api.model.reply(Ok(streamed(&["One", " two", " three."])));
-    let req = Request::new("POST", "/sessions/s/chat").json(&ui_body("s", &[user("u1", "count")]));
+    let req = Request::new(Method::Post, "/sessions/s/chat").json(&ui_body("s", &[user("u1", "count")]));
     stream_until(&api, &req, 1);
     let h = history(&api, "s");
     assert_eq!(h.len(), 2);
@@ -181,7 +182,7 @@ fn on_disconnect_finish_stores_the_user_message_first_and_runs_without_its_clien
 #[test]
 fn the_stop_route_and_the_resume_request_when_nothing_runs() {
     let api = api_with(json!({}));
-    let r = api.send(Request::new("POST", "/sessions/s/chat/stop"));
+    let r = api.send(Request::new(Method::Post, "/sessions/s/chat/stop"));
     assert_eq!((r.status, r.body_json()), (200, json!({"stopped": false})));
     for path in ["/sessions/s/chat/anything/stream", "/chat/s/stream"] {
         let r = api.get(path);
@@ -217,18 +218,19 @@ fn the_resume_request_replays_a_running_turn_from_its_start_and_follows_it_to_th
     };
     spawn(async move {
         a.tick();
-        let req = Request::new("POST", "/sessions/s/chat").json(&ui_body("s", &[user("u1", "hi")]));
+        let req = Request::new(Method::Post, "/sessions/s/chat").json(&ui_body("s", &[user("u1", "hi")]));
         let chunks: Vec<Vec<u8>> = body_of(a.object.fetch(req).await).collect().await;
         *t.borrow_mut() = Some(chunks.concat());
     });
     stall();
     // Answered whole (`api::handle`, which cannot stream) a running turn is a 409; the Durable
     // Object streams it, as here.
-    let whole = futures::executor::block_on(api::handle(&api.env(), &Request::new("GET", "/sessions/s/chat/x/stream")));
+    let whole =
+        futures::executor::block_on(api::handle(&api.env(), &Request::new(Method::Get, "/sessions/s/chat/x/stream")));
     assert_eq!(whole.status, 409);
     spawn(async move {
         b.tick();
-        let reply = b.object.fetch(Request::new("GET", "/sessions/s/chat/x/stream")).await;
+        let reply = b.object.fetch(Request::new(Method::Get, "/sessions/s/chat/x/stream")).await;
         let Reply::Stream { headers, body } = reply else { panic!("a stream") };
         let buffered = headers.iter().find(|(k, _)| k == api::chat::REPLAY_BYTES_HEADER).map(|(_, v)| v.clone());
         assert!(buffered.is_some_and(|b| b.parse::<usize>().unwrap() > 0));
@@ -255,7 +257,7 @@ fn the_resume_request_replays_a_running_turn_from_its_start_and_follows_it_to_th
     assert_eq!(text(&resumed), text(&turn));
     assert!(resumed.ends_with("data: [DONE]\n\n") && resumed.contains("\"type\":\"finish\""), "{resumed}");
     assert_eq!(api.get("/chat/s/stream").status, 204, "over");
-    assert!(matches!(api.reply(Request::new("GET", "/chat/s/stream")), Reply::Whole(r) if r.status == 204));
+    assert!(matches!(api.reply(Request::new(Method::Get, "/chat/s/stream")), Reply::Whole(r) if r.status == 204));
 }
 
 #[test]

@@ -1,5 +1,6 @@
 //! Shared helpers for the native tests: a migrated SQLite database and an API client over it.
 
+use session_agent_api::http::Method;
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::rc::Rc;
@@ -16,10 +17,11 @@ use session_agent_core::config::SessionConfig;
 use session_agent_core::directory::Report;
 use session_agent_core::env::Env;
 use session_agent_core::error::{Error as CoreError, Result as CoreResult};
+use session_agent_core::ids::Role;
 use session_agent_core::llm::embeddings::EmbeddingsConfig;
 use session_agent_core::llm::rerank::{RerankConfig, RerankProvider};
 use session_agent_core::llm::{HttpRequest, HttpResponse, LlmConfig, Provider, ToolUse, Transport};
-use session_agent_core::space::{Answer as SpaceAnswer, Call as SpaceCall, NoSpaces, Role, Spaces};
+use session_agent_core::space::{NoSpaces, Operation, SpaceReply, Spaces};
 use session_agent_core::sqlite::SqliteDb;
 use session_agent_core::store;
 use session_agent_core::vectors::Vectors;
@@ -197,22 +199,19 @@ impl InProcess {
 }
 
 impl Spaces for InProcess {
-    fn send<'a>(&'a self, space: &'a str, call: SpaceCall) -> BoxFuture<'a, CoreResult<SpaceAnswer>> {
+    fn send<'a>(&'a self, space: &'a str, op: &'a Operation) -> BoxFuture<'a, CoreResult<SpaceReply>> {
         Box::pin(async move {
-            self.calls.borrow_mut().push(format!("{} {}", call.method, call.path));
+            let req = api::spaces::request(op);
+            self.calls.borrow_mut().push(format!("{} {}", req.method, req.path));
             if self.down.get() {
                 return Err(session_agent_core::space::unavailable(format!("the memory space {space} did not answer")));
             }
             let Some(api) = self.spaces.borrow().get(space).cloned() else {
                 return Err(session_agent_core::space::unavailable(format!("no space {space} in this test")));
             };
-            let mut req = Request::new(call.method, &call.path);
-            if let Some(b) = &call.body {
-                req = req.json(b);
-            }
             api.tick();
             match api.object.fetch(req).await {
-                Reply::Whole(resp) => Ok(SpaceAnswer { status: resp.status, body: resp.body_json() }),
+                Reply::Whole(resp) => Ok(SpaceReply { status: resp.status, body: resp.body_json() }),
                 _ => Err(session_agent_core::space::unavailable("the space answered with a stream")),
             }
         })
@@ -629,7 +628,7 @@ impl Api {
     pub fn get_fresh(&self, path: &str) -> Response {
         let empty = ReadCache::new(DEFAULT_BUDGET);
         let env = Env { cache: &empty, ..self.env() };
-        futures::executor::block_on(api::handle(&env, &Request::new("GET", path)))
+        futures::executor::block_on(api::handle(&env, &Request::new(Method::Get, path)))
     }
 
     /// The names of the tools session `sid` offers, in order.
@@ -683,23 +682,23 @@ impl Api {
     }
 
     pub fn get(&self, path: &str) -> Response {
-        self.send(Request::new("GET", path))
+        self.send(Request::new(Method::Get, path))
     }
 
     pub fn delete(&self, path: &str) -> Response {
-        self.send(Request::new("DELETE", path))
+        self.send(Request::new(Method::Delete, path))
     }
 
     pub fn post(&self, path: &str, body: Json) -> Response {
-        self.send(Request::new("POST", path).json(&body))
+        self.send(Request::new(Method::Post, path).json(&body))
     }
 
     pub fn put(&self, path: &str, body: Json) -> Response {
-        self.send(Request::new("PUT", path).json(&body))
+        self.send(Request::new(Method::Put, path).json(&body))
     }
 
     pub fn patch(&self, path: &str, body: Json) -> Response {
-        self.send(Request::new("PATCH", path).json(&body))
+        self.send(Request::new(Method::Patch, path).json(&body))
     }
 
     /// Appends a text message and asserts it was stored; returns the answer body.

@@ -5,6 +5,7 @@
 
 use crate::support::{code, Api};
 use serde_json::{json, Value as Json};
+use session_agent_api::http::Method;
 use session_agent_api::Request;
 use session_agent_core::sql::Sql;
 
@@ -98,7 +99,7 @@ fn export_agent(api: &Api) -> String {
 }
 
 fn import_agent(api: &Api, body: &str) -> session_agent_api::Response {
-    let mut req = Request::new("POST", "/import");
+    let mut req = Request::new(Method::Post, "/import");
     req.body = body.as_bytes().to_vec();
     api.send(req)
 }
@@ -170,15 +171,15 @@ fn a_session_export_round_trips_under_its_id_or_another() {
 
     let mut bob = Api::with_config(config());
     bob = bob.named("bob");
-    let r = bob.send(Request::new("POST", "/sessions/import").json(&doc));
+    let r = bob.send(Request::new(Method::Post, "/sessions/import").json(&doc));
     assert_eq!(ok(&r, 201)["id"], "s1");
     assert_eq!(String::from_utf8(bob.get("/sessions/s1/export").body).unwrap(), text);
     // Again: the session exists.
-    let r = bob.send(Request::new("POST", "/sessions/import").json(&doc));
+    let r = bob.send(Request::new(Method::Post, "/sessions/import").json(&doc));
     assert_eq!((r.status, code(&r)), (409, "conflict".into()));
     // Under another id: the same document but for the session's id and the overlay's (overlay
     // ids are the agent's, so the copy's are new).
-    let r = bob.send(Request::new("POST", "/sessions/import?as=copy").json(&doc));
+    let r = bob.send(Request::new(Method::Post, "/sessions/import?as=copy").json(&doc));
     assert_eq!(ok(&r, 201)["id"], "copy");
     let mut copy = ok(&bob.get("/sessions/copy/export"), 200);
     assert_ne!(copy["compactions"][0]["id"], doc["compactions"][0]["id"]);
@@ -186,7 +187,7 @@ fn a_session_export_round_trips_under_its_id_or_another() {
     copy["compactions"][0]["id"] = doc["compactions"][0]["id"].clone();
     assert_eq!(copy, doc);
     assert_eq!(bob.history_ids("/sessions/copy/history")[1..], bob.history_ids("/sessions/s1/history")[1..]);
-    let r = bob.send(Request::new("POST", "/sessions/import?as=../x").json(&doc));
+    let r = bob.send(Request::new(Method::Post, "/sessions/import?as=../x").json(&doc));
     assert_eq!(r.status, 400);
     assert_eq!(alice.get("/sessions/nope/export").status, 404);
 }
@@ -248,7 +249,7 @@ fn a_bad_import_is_refused_whole() {
     // A session document of a newer format.
     let mut doc = ok(&alice.get("/sessions/s2/export"), 200);
     doc["format"] = json!("session-agent/7");
-    let r = bob.send(Request::new("POST", "/sessions/import").json(&doc));
+    let r = bob.send(Request::new(Method::Post, "/sessions/import").json(&doc));
     assert!(
         r.body_json()["error"]["message"].as_str().unwrap().contains("newer"),
         "{}",
@@ -365,7 +366,7 @@ fn an_import_the_api_could_never_have_written_is_refused_whole() {
         .as_array_mut()
         .unwrap()
         .push(json!({"label": "soul", "updatedAt": "2026-11-22T11:00:00.000Z", "content": "hacked"}));
-    let r = bob.send(Request::new("POST", "/sessions/import").json(&doc));
+    let r = bob.send(Request::new(Method::Post, "/sessions/import").json(&doc));
     assert_eq!(r.status, 400, "{}", String::from_utf8_lossy(&r.body));
     assert_eq!(tables(&bob), before);
 }
@@ -395,7 +396,7 @@ fn an_erase_leaves_no_row_and_no_object_and_revokes_tokens() {
     let r = alice.delete("/");
     assert_eq!((r.status, code(&r)), (400, "invalid_request".into()), "without Confirm: erase");
     assert_eq!(alice.count("SELECT count(*) FROM messages"), 7);
-    let r = alice.send(Request::new("DELETE", "/").header("confirm", "erase"));
+    let r = alice.send(Request::new(Method::Delete, "/").header("confirm", "erase"));
     assert_eq!(r.status, 204, "{}", String::from_utf8_lossy(&r.body));
     // The model in use is a setting, not the agent's data; SQLite's AUTOINCREMENT counter of
     // vector_log is never reset, so no log seq is given twice.
@@ -528,7 +529,7 @@ fn metadata_travels_and_a_version_1_export_without_it_still_imports() {
     let mut doc = ok(&alice.get("/sessions/s2/export"), 200);
     doc["format"] = json!("session-agent/1");
     doc["session"].as_object_mut().unwrap().remove("metadata");
-    let r = dave.send(Request::new("POST", "/sessions/import?as=old").json(&doc));
+    let r = dave.send(Request::new(Method::Post, "/sessions/import?as=old").json(&doc));
     assert_eq!(ok(&r, 201)["metadata"], json!({}));
 }
 

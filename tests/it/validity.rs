@@ -5,6 +5,7 @@
 
 use crate::support::{code, completion, Api};
 use serde_json::{json, Value as Json};
+use session_agent_api::http::Method;
 use session_agent_api::Request;
 
 const DAY: i64 = 86_400_000;
@@ -24,7 +25,7 @@ fn contents(api: &Api, path: &str) -> Vec<String> {
 }
 
 fn import(api: &Api, body: &str) -> session_agent_api::Response {
-    let mut req = Request::new("POST", "/import");
+    let mut req = Request::new(Method::Post, "/import");
     req.body = body.as_bytes().to_vec();
     api.send(req)
 }

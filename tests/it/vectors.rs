@@ -5,7 +5,7 @@
 
 use crate::support::{hits, Api};
 use serde_json::{json, Value as Json};
-use session_agent_core::vectors::Kind;
+use session_agent_core::vectors::ItemKind;
 
 fn recall(api: &Api, q: &str) -> Vec<String> {
     let r = api.get(&format!("/memories/search?q={}", q.replace(' ', "+")));
@@ -55,7 +55,7 @@ fn messages_get_vectors_after_the_answer_and_search_fuses_words_and_meaning() {
     assert_eq!(hits(&api, "/search?q=zebra%20quantum%20violin"), Vec::<String>::new());
     // The index followed the writes without loading again; the same search without
     // embeddings is full text only.
-    assert_eq!(api.vectors().loaded(Kind::Message), Some(3));
+    assert_eq!(api.vectors().loaded(ItemKind::Message), Some(3));
     let plain = Api::new();
     plain.append("s1", "a", None, "We deploy to production on Friday");
     assert_eq!(hits(&plain, "/search?q=release%20deploy%20production%20friday"), ["a"], "by its words");
@@ -133,12 +133,12 @@ fn the_index_loads_on_start_and_follows_deletes() {
     let bike =
         |api: &Api| meaning(api, "rides red bicycle").into_iter().find(|h| h.0 == "The user rides a red bicycle.");
     assert!(bike(&api).is_some_and(|h| h.1.is_some()));
-    assert_eq!(api.vectors().loaded(Kind::Memory), Some(6));
+    assert_eq!(api.vectors().loaded(ItemKind::Memory), Some(6));
     // A new instance (the object evicted and started again): loaded from the stored codes.
     api = api.reopen();
-    assert_eq!(api.vectors().loaded(Kind::Memory), None);
+    assert_eq!(api.vectors().loaded(ItemKind::Memory), None);
     assert!(bike(&api).is_some_and(|h| h.1.is_some()));
-    assert_eq!(api.vectors().loaded(Kind::Memory), Some(6));
+    assert_eq!(api.vectors().loaded(ItemKind::Memory), Some(6));
     assert_eq!(api.vectors().held(), 6 * (8 + 8 + 4), "64-dimension codes: one word, a seq and a scope each");
     // A delete reaches the loaded index through the log.
     let all = api.get("/memories?limit=100").body_json();
@@ -146,7 +146,7 @@ fn the_index_loads_on_start_and_follows_deletes() {
         all["memories"].as_array().unwrap().iter().find(|m| m["content"] == "The user rides a red bicycle.").unwrap();
     assert_eq!(api.delete(&format!("/memories/{}", row["id"].as_str().unwrap())).status, 204);
     assert_eq!(bike(&api), None);
-    assert_eq!(api.vectors().loaded(Kind::Memory), Some(5));
+    assert_eq!(api.vectors().loaded(ItemKind::Memory), Some(5));
 }
 
 #[test]
@@ -194,7 +194,7 @@ fn past_the_ceiling_the_newest_are_searched_by_meaning_and_the_rest_by_words() {
         memory(&api, &format!("Fact {i} about the garden shed number {i}."));
     }
     recall(&api, "anything at all");
-    assert_eq!(api.vectors().loaded(Kind::Memory), Some(3));
+    assert_eq!(api.vectors().loaded(ItemKind::Memory), Some(3));
     // The oldest is out of the index: found by its words only; the newest by meaning too.
     let bike = meaning(&api, "rides red bicycle").into_iter().find(|h| h.0 == "The user rides a red bicycle.");
     assert_eq!(bike, Some(("The user rides a red bicycle.".to_owned(), None)));
@@ -202,11 +202,11 @@ fn past_the_ceiling_the_newest_are_searched_by_meaning_and_the_rest_by_words() {
     // The cap holds as more come, and after a restart.
     memory(&api, "The user likes sailing boats.");
     recall(&api, "anything at all");
-    assert_eq!(api.vectors().loaded(Kind::Memory), Some(3));
+    assert_eq!(api.vectors().loaded(ItemKind::Memory), Some(3));
     api.vectors_cap = Some(3);
     api = api.reopen();
     recall(&api, "anything at all");
-    assert_eq!(api.vectors().loaded(Kind::Memory), Some(3));
+    assert_eq!(api.vectors().loaded(ItemKind::Memory), Some(3));
 }
 
 #[test]

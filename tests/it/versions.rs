@@ -5,6 +5,7 @@
 
 use crate::support::{completion, db_at, ids, msg, Api};
 use serde_json::{json, Value as Json};
+use session_agent_api::http::Method;
 use session_agent_core::sql::{Sql, Value};
 use session_agent_core::store::schema;
 
@@ -233,7 +234,7 @@ fn an_erase_clears_what_is_kept() {
     let api = Api::new();
     api.append("s", "m0", None, "before");
     let old = history(&api, "");
-    let r = api.send(session_agent_api::Request::new("DELETE", "/").header("confirm", "erase"));
+    let r = api.send(session_agent_api::Request::new(Method::Delete, "/").header("confirm", "erase"));
     assert_eq!(r.status, 204, "{}", String::from_utf8_lossy(&r.body));
     assert_eq!((api.cache().held(), version(&api, "s")), (0, (0, 0)));
     // The same id at the same version again: read, not the text from before the erase.

@@ -18,7 +18,7 @@ use serde_json::{Map, Value as Json};
 use super::http::{check_name, Request};
 use session_agent_core::access::Reach;
 use session_agent_core::error::{Error, Result};
-use session_agent_core::space::Role;
+use session_agent_core::ids::Role;
 use session_agent_core::time::iso_millis;
 
 /// The header the front door passes a verified token's claims in (JSON).
@@ -30,13 +30,6 @@ pub(crate) const MAX_TTL_SECONDS: i64 = 30 * 24 * 3600;
 /// The JWT header of every token, base64url: `{"alg":"HS256","typ":"JWT"}`. A token with any
 /// other header is refused before its signature is looked at (no algorithm confusion).
 const JWT_HEADER: &str = "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9";
-
-/// What a token opens when it is not an agent.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Kind {
-    Space,
-}
 
 /// What a token may do.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -58,7 +51,7 @@ pub struct Claims {
     /// What `sub` names: absent for an agent (every token issued before spaces), `"space"` for
     /// a memory space. A token opens only what it was issued for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) kind: Option<Kind>,
+    pub(crate) kind: Option<Role>,
     pub scope: Scope,
     /// The sessions it opens, when limited to some; absent: every session of the agent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -110,10 +103,8 @@ impl Claims {
         };
         Ok(Claims {
             agent: agent.to_owned(),
-            kind: match role {
-                Role::Agent => None,
-                Role::Space => Some(Kind::Space),
-            },
+            // An agent's token names no kind, as every token issued before spaces.
+            kind: Some(role).filter(|r| *r != Role::Agent),
             scope,
             sessions,
             iat: now_ms as f64 / 1000.0,
@@ -143,7 +134,7 @@ impl Claims {
             "token": format!("{}.{}", self.signing_input(), B64.encode(signature)),
             "expiresAt": iso_millis(self.expires_ms()),
             "agent": self.agent,
-            "kind": match self.role() { Role::Agent => "agent", Role::Space => "space" },
+            "kind": self.role(),
             "scope": self.scope,
             "sessions": self.sessions,
         })
@@ -190,10 +181,7 @@ impl Claims {
 
     /// What the token opens: an agent or a memory space.
     pub fn role(&self) -> Role {
-        match self.kind {
-            None => Role::Agent,
-            Some(Kind::Space) => Role::Space,
-        }
+        self.kind.unwrap_or(Role::Agent)
     }
 }
 

@@ -11,7 +11,7 @@ use session_agent_core::session::Session;
 use super::http::{Query, Request, Response};
 
 /// What a handler answers: a future of the response (boxed, so that every handler has one type).
-pub(crate) type Answer<'c> = BoxFuture<'c, Result<Response>>;
+pub(crate) type Pending<'c> = BoxFuture<'c, Result<Response>>;
 
 /// A route's handler for one method.
 #[derive(Clone, Copy)]
@@ -19,7 +19,7 @@ pub(crate) enum Handler {
     /// It answers at once.
     Now(fn(&Call<'_>) -> Result<Response>),
     /// It waits on something (the object store, the model) before it answers.
-    Later(for<'c> fn(&'c Call<'c>) -> Answer<'c>),
+    Later(for<'c> fn(&'c Call<'c>) -> Pending<'c>),
 }
 
 impl Handler {

@@ -13,7 +13,7 @@ use futures::channel::mpsc::UnboundedReceiver;
 use futures::StreamExt;
 
 use super::access::{claims_of, permit, Needs, Who};
-use super::call::{Answer, Call, Params};
+use super::call::{Call, Params, Pending};
 use super::http::{Request, Response};
 use super::messages;
 use super::ui_stream::{UiStream, HEADER};
@@ -234,7 +234,7 @@ impl Encoder {
 /// answer (with `Accept: text/event-stream`, or the UI message stream for a `useChat` body; the
 /// Durable Object streams them as they come instead, with [`stream`]). An error before the
 /// first event is an ordinary JSON error answer.
-pub(crate) fn route<'c>(c: &'c Call<'c>) -> Answer<'c> {
+pub(crate) fn route<'c>(c: &'c Call<'c>) -> Pending<'c> {
     Box::pin(async move { answer(&c.session(), c.req).await })
 }
 
@@ -377,7 +377,7 @@ fn opens(req: &Request, sid: &str, needs: Needs) -> Result<()> {
 pub const DEFAULT_SESSION: &str = "dashboard";
 
 /// `POST /chat`: the turn of [`route`], in the session [`target`] names.
-pub(crate) fn agent_route<'c>(c: &'c Call<'c>) -> Answer<'c> {
+pub(crate) fn agent_route<'c>(c: &'c Call<'c>) -> Pending<'c> {
     Box::pin(async move {
         let sid = named_session(c.req)?;
         answer(&Session::new(c.env, &sid), c.req).await

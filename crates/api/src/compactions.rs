@@ -2,7 +2,7 @@
 //! originals behind one (`GET …/compactions/{cid}/messages`), and compaction with the LLM
 //! (`POST …/compact`).
 
-use super::call::{Answer, Call};
+use super::call::{Call, Pending};
 use serde_json::json;
 
 use super::http::{opt_str, req_str, Response};
@@ -30,7 +30,7 @@ pub(crate) fn add(c: &Call<'_>) -> Result<Response> {
 /// `GET /sessions/{sid}/compactions/{cid}/messages?offset=0&limit=20`: the stored messages the
 /// overlay stands for, oldest first, paged (`limit` at most 100) →
 /// `{compaction, total, offset, messages, nextOffset}` (`nextOffset` null on the last page).
-pub(crate) fn messages<'c>(c: &'c Call<'c>) -> Answer<'c> {
+pub(crate) fn messages<'c>(c: &'c Call<'c>) -> Pending<'c> {
     Box::pin(async move {
         let s = &c.session();
         let cid = c.params.cid.as_str();
@@ -59,7 +59,7 @@ pub(crate) fn messages<'c>(c: &'c Call<'c>) -> Answer<'c> {
 /// `POST /sessions/{sid}/compact` `{leafId?}` → `{compaction}` (the stored overlay) or
 /// `{compaction: null}` when there is nothing to compact. The model failing, or answering a
 /// blank or skeleton summary, is `503 llm_unavailable` and nothing is stored.
-pub(crate) fn compact<'c>(c: &'c Call<'c>) -> Answer<'c> {
+pub(crate) fn compact<'c>(c: &'c Call<'c>) -> Pending<'c> {
     Box::pin(async move {
         let s = &c.session();
         let req = c.req;

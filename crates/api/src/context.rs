@@ -1,7 +1,7 @@
 //! Routes of context blocks, the system prompt and the tools: `/sessions/{sid}/context…`,
 //! `…/prompt`, `…/prompt/refresh`, `…/tools`, `…/tools/{name}`.
 
-use super::call::{Answer, Call};
+use super::call::{Call, Pending};
 use serde_json::{json, Map, Value as Json};
 
 use super::http::{opt_str, req_str, Response};
@@ -12,7 +12,7 @@ use session_agent_core::session::blocks::Write;
 use session_agent_core::store::message::{check_id, MAX_INDEXED_BYTES};
 
 /// `GET /sessions/{sid}/context`: every block with its content, in prompt order.
-pub(crate) fn list<'c>(c: &'c Call<'c>) -> Answer<'c> {
+pub(crate) fn list<'c>(c: &'c Call<'c>) -> Pending<'c> {
     Box::pin(async move {
         let s = &c.session();
         Ok(Response::json(200, &json!({ "blocks": s.blocks().await? })))
@@ -20,7 +20,7 @@ pub(crate) fn list<'c>(c: &'c Call<'c>) -> Answer<'c> {
 }
 
 /// `GET /sessions/{sid}/context/{label}`.
-pub(crate) fn get<'c>(c: &'c Call<'c>) -> Answer<'c> {
+pub(crate) fn get<'c>(c: &'c Call<'c>) -> Pending<'c> {
     Box::pin(async move {
         let s = &c.session();
         let label = c.params.label.as_str();
@@ -29,7 +29,7 @@ pub(crate) fn get<'c>(c: &'c Call<'c>) -> Answer<'c> {
 }
 
 /// `PUT /sessions/{sid}/context/{label}` `{content}`.
-pub(crate) fn replace<'c>(c: &'c Call<'c>) -> Answer<'c> {
+pub(crate) fn replace<'c>(c: &'c Call<'c>) -> Pending<'c> {
     Box::pin(async move {
         let s = &c.session();
         let label = c.params.label.as_str();
@@ -47,7 +47,7 @@ pub(crate) fn replace<'c>(c: &'c Call<'c>) -> Answer<'c> {
 }
 
 /// `POST /sessions/{sid}/context/{label}/append` `{content}`.
-pub(crate) fn append<'c>(c: &'c Call<'c>) -> Answer<'c> {
+pub(crate) fn append<'c>(c: &'c Call<'c>) -> Pending<'c> {
     Box::pin(async move {
         let s = &c.session();
         let label = c.params.label.as_str();
@@ -58,7 +58,7 @@ pub(crate) fn append<'c>(c: &'c Call<'c>) -> Answer<'c> {
 }
 
 /// `POST /sessions/{sid}/context` `{label, kind, …}`: adds a block to this session → 201.
-pub(crate) fn add<'c>(c: &'c Call<'c>) -> Answer<'c> {
+pub(crate) fn add<'c>(c: &'c Call<'c>) -> Pending<'c> {
     Box::pin(async move {
         let s = &c.session();
         let req = c.req;
@@ -142,7 +142,7 @@ pub(crate) fn delete_entry(c: &Call<'_>) -> Result<Response> {
 
 /// `GET /sessions/{sid}/prompt` → `{prompt, frozen}`: the stored copy, rendered and stored the
 /// first time.
-pub(crate) fn prompt<'c>(c: &'c Call<'c>) -> Answer<'c> {
+pub(crate) fn prompt<'c>(c: &'c Call<'c>) -> Pending<'c> {
     Box::pin(async move {
         let s = &c.session();
         let (prompt, frozen) = s.prompt().await?;
@@ -151,7 +151,7 @@ pub(crate) fn prompt<'c>(c: &'c Call<'c>) -> Answer<'c> {
 }
 
 /// `POST /sessions/{sid}/prompt/refresh` → `{prompt}` rendered now and stored.
-pub(crate) fn refresh<'c>(c: &'c Call<'c>) -> Answer<'c> {
+pub(crate) fn refresh<'c>(c: &'c Call<'c>) -> Pending<'c> {
     Box::pin(async move {
         let s = &c.session();
         Ok(Response::json(200, &json!({ "prompt": s.refresh_prompt().await? })))
@@ -165,7 +165,7 @@ pub(crate) fn tools(c: &Call<'_>) -> Result<Response> {
 }
 
 /// `POST /sessions/{sid}/tools/{name}` `{input}` → `{output}`, the string the model sees.
-pub(crate) fn run_tool<'c>(c: &'c Call<'c>) -> Answer<'c> {
+pub(crate) fn run_tool<'c>(c: &'c Call<'c>) -> Pending<'c> {
     Box::pin(async move {
         let s = &c.session();
         let name = c.params.name.as_str();

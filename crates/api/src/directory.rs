@@ -7,11 +7,12 @@
 use serde_json::{json, Value as Json};
 
 use super::call::Call;
-use super::http::{parse_query, Request, Response};
+use super::http::{parse_query, Method, Request, Response};
 use session_agent_core::directory::shard::{self, MAX_REPORTS};
 use session_agent_core::directory::usage;
-use session_agent_core::directory::{entries_of, merge, After, Kind, Listing, Page, Report};
+use session_agent_core::directory::{entries_of, merge, After, Listing, Page, Report};
 use session_agent_core::error::{Error, ErrorKind, Result};
+use session_agent_core::ids::Role;
 use session_agent_core::sql::Sql;
 use session_agent_core::time::{instant, parse_iso};
 
@@ -27,9 +28,9 @@ fn lookup(pairs: &[(String, String)], name: &str) -> Option<String> {
 /// `{reports: [Report, …]}` (at most 1,000) → 204; `GET /list?kind&prefix&activeAfter&
 /// activeBefore&cursor&limit` → `{items}`, its first `limit` entries after `cursor`.
 pub fn shard(sql: &dyn Sql, req: &Request, now: &str) -> Response {
-    let answer = match (req.method.as_str(), req.path.as_str()) {
-        ("POST", "/report") => take(sql, req, now),
-        ("GET", "/list") => list(sql, &req.query),
+    let answer = match (req.method, req.path.as_str()) {
+        (Method::Post, "/report") => take(sql, req, now),
+        (Method::Get, "/list") => list(sql, &req.query),
         _ => Err(Error::not_found(format!("no route for {} {} of a directory shard", req.method, req.path))),
     };
     answer.unwrap_or_else(|e| Response::error(&e))
@@ -108,7 +109,7 @@ fn range(from: Option<String>, to: Option<String>, now: &str) -> Result<(String,
 /// estimates compare with the configured model's counts now.
 pub(crate) fn usage(c: &Call<'_>) -> Result<Response> {
     let get = |k: &str| c.query.get(k).map(str::to_owned);
-    let (from, to) = range(get("from"), get("to"), &c.env.now)?;
+    let (from, to) = range(get("from"), get("to"), c.env.now.iso())?;
     let (totals, by) = usage::over(c.env.sql, &from, &to)?;
     let calibration = usage::calibration(c.env.sql, &c.env.llm.model)?;
     let mut out = json!({"from": from, "to": to});
@@ -131,18 +132,11 @@ pub fn usage_listing(query: &str, now: &str) -> Result<(Listing, String)> {
         "prefix" | "limit" | "cursor" => lookup(&pairs, k),
         _ => None,
     })?;
-    listing.kind = Some(Kind::Agent);
+    listing.kind = Some(Role::Agent);
     let (from, to) = range(lookup(&pairs, "from"), lookup(&pairs, "to"), now)?;
-    let forwarded = form_urlencoded_pairs(&[("from", &from), ("to", &to)]);
+    let forwarded =
+        form_urlencoded::Serializer::new(String::new()).append_pair("from", &from).append_pair("to", &to).finish();
     Ok((listing, forwarded))
-}
-
-fn form_urlencoded_pairs(pairs: &[(&str, &str)]) -> String {
-    pairs
-        .iter()
-        .map(|(k, v)| format!("{k}={}", percent_encoding::utf8_percent_encode(v, percent_encoding::NON_ALPHANUMERIC)))
-        .collect::<Vec<_>>()
-        .join("&")
 }
 
 /// `{items: [{name, turns, inputTokens, outputTokens, estimatedTurns}], nextCursor}`: the page's
@@ -170,7 +164,7 @@ pub fn export_listing(query: &str) -> Result<Listing> {
         "prefix" | "cursor" => lookup(&pairs, k),
         _ => None,
     })?;
-    listing.kind = Some(Kind::Agent);
+    listing.kind = Some(Role::Agent);
     listing.limit = EXPORT_BATCH;
     Ok(listing)
 }
@@ -190,6 +184,6 @@ pub fn export_record(agent: &str, line: &[u8]) -> Vec<u8> {
 /// The line after an agent's last record: `{"cursor":"agent:<name>"}`, where a later export
 /// resumes (with the next agent).
 pub fn export_cursor(agent: &str) -> Vec<u8> {
-    let after = After { name: agent.to_owned(), kind: Kind::Agent };
+    let after = After { name: agent.to_owned(), kind: Role::Agent };
     format!("{}\n", json!({ "cursor": after.text() })).into_bytes()
 }

@@ -8,10 +8,10 @@
 use subtle::ConstantTimeEq;
 
 use super::access::{self, Claims};
-use super::http::{check_name, decode_segment, parse_query, Response, MAX_BODY_BYTES};
+use super::http::{check_name, decode_segment, parse_query, Method, Response, MAX_BODY_BYTES};
 use super::{permits, template, upgrades};
 use session_agent_core::error::{Error, ErrorKind, Result};
-use session_agent_core::space::Role;
+use session_agent_core::ids::Role;
 
 /// What the front door knows of a request before it reads the body.
 pub struct Incoming<'a, 'h> {
@@ -170,10 +170,7 @@ pub fn door<'a>(inc: &Incoming<'a, '_>, settings: &Settings<'_>) -> Door<'a> {
         return Door::Answer(Response::error(&e));
     }
     let (agent_raw, tail) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
-    let what = match role {
-        Role::Agent => "agent",
-        Role::Space => "space",
-    };
+    let what = role.as_str();
     let agent = match decode_segment(what, agent_raw).and_then(|a| check_name(what, &a).map(|_| a)) {
         Ok(a) => a,
         Err(e) => return Door::Answer(Response::error(&e)),
@@ -288,7 +285,9 @@ pub enum Next {
 /// `/tokens` is the admin's; a declared body over the limit is `413` before it is read.
 pub fn next(call: &AgentCall<'_>, caller: &Caller, method: &str, now_ms: i64, length: Option<u64>) -> Next {
     if let Caller::Scoped(c) = caller {
-        if let Err(e) = c.valid_for(&call.agent, call.role, now_ms, None).and_then(|_| permits(c, method, call.tail)) {
+        if let Err(e) =
+            c.valid_for(&call.agent, call.role, now_ms, None).and_then(|_| permits(c, Method::parse(method), call.tail))
+        {
             return Next::Answer(Response::error(&e));
         }
     }

@@ -14,7 +14,7 @@ pub const MAX_BODY_BYTES: usize = 32 * 1024 * 1024;
 /// A request as the Durable Object sees it (the front door has stripped `/agents/{agent}`).
 #[derive(Clone, Debug, Default)]
 pub struct Request {
-    pub method: String,
+    pub method: Method,
     /// The raw (still percent-encoded) path, e.g. `/sessions/s1/messages/a%2Fb`.
     pub path: String,
     /// The raw query string without `?`.
@@ -29,9 +29,9 @@ pub struct Request {
 
 impl Request {
     /// A request with no body.
-    pub fn new(method: &str, path_and_query: &str) -> Self {
+    pub fn new(method: Method, path_and_query: &str) -> Self {
         let (path, query) = path_and_query.split_once('?').unwrap_or((path_and_query, ""));
-        Request { method: method.to_owned(), path: path.to_owned(), query: query.to_owned(), ..Request::default() }
+        Request { method, path: path.to_owned(), query: query.to_owned(), ..Request::default() }
     }
 
     /// The same request with a header.
@@ -302,39 +302,55 @@ impl Query {
     }
 }
 
-/// The methods of the API. A request's method is taken as sent: one that is not here is `405`
-/// on every path.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// A request's method. The route table lists `GET`, `POST`, `PUT`, `PATCH` and `DELETE`; any
+/// other method is `405` on every path (`HEAD` and `OPTIONS` are named for the front door,
+/// which answers them; the rest are [`Method::Other`], taken as sent and never allowed).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Method {
+    #[default]
     Get,
+    Head,
     Post,
     Put,
     Patch,
     Delete,
+    Options,
+    /// A method the API does not know.
+    Other,
 }
 
 impl Method {
-    /// The method called `name` (as sent, upper case), if the API knows it.
-    pub(crate) fn of(name: &str) -> Option<Method> {
-        Some(match name {
-            "GET" => Method::Get,
-            "POST" => Method::Post,
-            "PUT" => Method::Put,
-            "PATCH" => Method::Patch,
-            "DELETE" => Method::Delete,
-            _ => return None,
-        })
+    /// The method called `name` as sent (upper case; any other name is [`Method::Other`]).
+    pub fn parse(name: &str) -> Method {
+        [Method::Get, Method::Head, Method::Post, Method::Put, Method::Patch, Method::Delete, Method::Options]
+            .into_iter()
+            .find(|m| m.as_str() == name)
+            .unwrap_or(Method::Other)
     }
 
-    /// Its name on the wire.
+    /// Its name on the wire (`OTHER` for one the API does not know).
     pub fn as_str(self) -> &'static str {
         match self {
             Method::Get => "GET",
+            Method::Head => "HEAD",
             Method::Post => "POST",
             Method::Put => "PUT",
             Method::Patch => "PATCH",
             Method::Delete => "DELETE",
+            Method::Options => "OPTIONS",
+            Method::Other => "OTHER",
         }
+    }
+
+    /// Whether it only reads (`GET`, `HEAD`): what a read-only token may send.
+    pub fn reads(self) -> bool {
+        matches!(self, Method::Get | Method::Head)
+    }
+}
+
+impl std::fmt::Display for Method {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 

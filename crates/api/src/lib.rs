@@ -42,7 +42,7 @@ pub use http::{Request, Response};
 
 use access::{claims_of, permit, Claims};
 use call::{Call, Params};
-use http::{decode_segment, message_param, method_not_allowed, session_param, Query};
+use http::{decode_segment, message_param, method_not_allowed, session_param, Method, Query};
 use routes::{router, Body, Delivery, Names, Op, Route};
 use session_agent_core::access::{revoked_before, Reach};
 use session_agent_core::after::{self, After};
@@ -50,8 +50,7 @@ use session_agent_core::blobs::BoxFuture;
 use session_agent_core::config::check_label;
 use session_agent_core::env::Env;
 use session_agent_core::error::{Error, Result};
-use session_agent_core::space::Role;
-use session_agent_core::time::parse_iso;
+use session_agent_core::ids::Role;
 
 /// A request matched to its route: the row, the decoded path parameters.
 struct Matched {
@@ -111,7 +110,7 @@ pub fn template(role: Role, path: &str) -> Option<&'static str> {
 /// Whether `claims` allow `method` on DO path `path` (see `access::permit`), as the front
 /// door asks before forwarding. An unknown path is allowed here (and answered `404` by the
 /// Durable Object).
-pub fn permits(claims: &Claims, method: &str, path: &str) -> Result<()> {
+pub fn permits(claims: &Claims, method: Method, path: &str) -> Result<()> {
     let Ok(m) = matched(claims.role(), path) else { return Ok(()) };
     let who = m.route.who(method);
     let sid = (!m.params.sid.is_empty()).then_some(m.params.sid.as_str());
@@ -125,11 +124,11 @@ pub fn permits(claims: &Claims, method: &str, path: &str) -> Result<()> {
 /// agent runs this first ([`enter`]).
 pub(crate) fn admit<'a>(env: &Env<'a>, req: &Request, found: Option<&Matched>) -> Result<Env<'a>> {
     let Some(claims) = claims_of(req)? else { return Ok(env.reaching(Reach::All)) };
-    let now_ms = parse_iso(&env.now).unwrap_or(i64::MAX);
+    let now_ms = env.now.ms();
     claims.valid_for(env.agent, env.role, now_ms, revoked_before(env.sql)?)?;
     if let Some(m) = found {
         let sid = (!m.params.sid.is_empty()).then_some(m.params.sid.as_str());
-        permit(&claims, m.route.who(&req.method), sid, m.route.needs(&req.method))?;
+        permit(&claims, m.route.who(req.method), sid, m.route.needs(req.method))?;
     }
     Ok(env.reaching(claims.reach()))
 }
@@ -137,7 +136,7 @@ pub(crate) fn admit<'a>(env: &Env<'a>, req: &Request, found: Option<&Matched>) -
 /// Whether `method` on `path` (a Durable Object path of an agent) is answered with a WebSocket
 /// upgrade, as the route table says: the front door accepts a handshake there only.
 pub fn upgrades(method: &str, path: &str) -> bool {
-    let op = router(Role::Agent).at(path).ok().and_then(|m| m.value.op(method));
+    let op = router(Role::Agent).at(path).ok().and_then(|m| m.value.op(Method::parse(method)));
     op.is_some_and(|op| op.delivery == Delivery::Upgrade)
 }
 
@@ -166,7 +165,7 @@ pub(crate) fn enter<'a>(env: &Env<'a>, req: &Request) -> Entry<'a> {
         // Every route refuses a query that is not UTF-8, whether it reads the query or not.
         http::parse_query(&req.query)?;
         let Matched { route, params } = found?;
-        let Some(op) = route.op(&req.method) else { return Ok(Err(method_not_allowed(&route.methods()))) };
+        let Some(op) = route.op(req.method) else { return Ok(Err(method_not_allowed(&route.methods()))) };
         if op.body == Body::Unread {
             req.json_object()?;
         }
@@ -203,7 +202,7 @@ pub fn handle<'a>(env: &'a Env<'a>, req: &'a Request) -> BoxFuture<'a, Response>
 /// answer, and, with embeddings, the vectors of what it stored (and of what waits since a
 /// failure), last.
 pub(crate) fn written(env: &Env<'_>, req: &Request, mut resp: Response) -> Response {
-    if req.method != "GET" {
+    if req.method != Method::Get {
         resp.after.insert(0, After::Sweep);
         if env.embeddings.is_on() {
             resp.after.push(After::Embed);

@@ -9,7 +9,7 @@
 //! initialize and list; `tools/call` needs `write` (`403 forbidden`). A body that is not one
 //! JSON-RPC 2.0 object is `400 invalid_request`, as on every route.
 
-use super::call::{Answer, Call};
+use super::call::{Call, Pending};
 use serde_json::{json, Map, Value as Json};
 
 use super::access::{claims_of, Scope};
@@ -35,7 +35,7 @@ fn rpc_result(id: &Json, result: Json) -> Json {
 }
 
 /// Answers one JSON-RPC message.
-pub(crate) fn handle<'c>(c: &'c Call<'c>) -> Answer<'c> {
+pub(crate) fn handle<'c>(c: &'c Call<'c>) -> Pending<'c> {
     Box::pin(async move {
         let s = &c.session();
         let req = c.req;

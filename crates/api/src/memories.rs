@@ -1,7 +1,7 @@
 //! Long-term memory routes: `/memories` (store, list, recall, get, change, history, forget,
 //! forget all) and `POST /sessions/{sid}/memories/extract`.
 
-use super::call::{Answer, Call};
+use super::call::{Call, Pending};
 
 use serde_json::{json, Map, Value as Json};
 
@@ -181,7 +181,7 @@ pub(crate) const MAX_BATCH: usize = 1000;
 
 /// `POST /memories`: 201 with the new memory, or 200 with the one it was merged into (with
 /// `consolidate: true`, the one the model found already saying it).
-pub(crate) fn create<'c>(c: &'c Call<'c>) -> Answer<'c> {
+pub(crate) fn create<'c>(c: &'c Call<'c>) -> Pending<'c> {
     Box::pin(async move {
         let env = c.env;
         let req = c.req;
@@ -203,7 +203,7 @@ pub(crate) fn create<'c>(c: &'c Call<'c>) -> Answer<'c> {
 
 /// `POST /memories/batch` `{memories: [...]}` (each as for `POST /memories`, up to 1,000):
 /// 201 `{memories}` in order, all stored (or merged) or none.
-pub(crate) fn create_all<'c>(c: &'c Call<'c>) -> Answer<'c> {
+pub(crate) fn create_all<'c>(c: &'c Call<'c>) -> Pending<'c> {
     Box::pin(async move {
         let env = c.env;
         let req = c.req;
@@ -289,12 +289,12 @@ pub(crate) fn list(c: &Call<'_>) -> Result<Response> {
     let _req = c.req;
     let q = &c.query;
     let limit = q.int("limit", 1, MAX_PAGE)?.unwrap_or(DEFAULT_PAGE);
-    let (memories, next) = store::list(env.sql, &query_filter(q)?, limit, q.get("cursor"), &env.now)?;
+    let (memories, next) = store::list(env.sql, &query_filter(q)?, limit, q.get("cursor"), env.now.iso())?;
     Ok(Response::json(200, &json!({"memories": memories, "nextCursor": next})))
 }
 
 /// `GET /memories/search?q=&<filters>&limit=`: ranked, with why.
-pub(crate) fn search<'c>(c: &'c Call<'c>) -> Answer<'c> {
+pub(crate) fn search<'c>(c: &'c Call<'c>) -> Pending<'c> {
     Box::pin(async move {
         let env = c.env;
         let _req = c.req;
@@ -314,12 +314,12 @@ fn missing(id: &str) -> Error {
 pub(crate) fn get(c: &Call<'_>) -> Result<Response> {
     let env = c.env;
     let id = c.params.memory.as_str();
-    let m = store::get(env.sql, id, &env.now)?.ok_or_else(|| missing(id))?;
+    let m = store::get(env.sql, id, env.now.iso())?.ok_or_else(|| missing(id))?;
     Ok(Response::json(200, &m))
 }
 
 /// `PATCH /memories/{mid}`: `{content?, tags?, metadata?, score?, category?, expiresAt?}`.
-pub(crate) fn patch<'c>(c: &'c Call<'c>) -> Answer<'c> {
+pub(crate) fn patch<'c>(c: &'c Call<'c>) -> Pending<'c> {
     Box::pin(async move {
         let env = c.env;
         let id = c.params.memory.as_str();
@@ -348,7 +348,7 @@ pub(crate) fn patch<'c>(c: &'c Call<'c>) -> Answer<'c> {
 pub(crate) fn history(c: &Call<'_>) -> Result<Response> {
     let env = c.env;
     let id = c.params.memory.as_str();
-    let versions = store::history(env.sql, id, &env.now)?.ok_or_else(|| missing(id))?;
+    let versions = store::history(env.sql, id, env.now.iso())?.ok_or_else(|| missing(id))?;
     Ok(Response::json(200, &json!({ "versions": versions })))
 }
 
@@ -384,7 +384,7 @@ pub(crate) fn delete_all(c: &Call<'_>) -> Result<Response> {
 }
 
 /// `POST /sessions/{sid}/memories/extract` `{leafId?}`: `{added, updated, deleted}`.
-pub(crate) fn extract<'c>(c: &'c Call<'c>) -> Answer<'c> {
+pub(crate) fn extract<'c>(c: &'c Call<'c>) -> Pending<'c> {
     Box::pin(async move {
         let s = &c.session();
         let req = c.req;

@@ -1,7 +1,7 @@
 //! Message tree routes: append (one or a batch), read, update, delete, clear, branches,
 //! history (whole, or a recent window), latest leaf and path length.
 
-use super::call::{Answer, Call};
+use super::call::{Call, Pending};
 
 use serde::Serialize;
 use serde_json::{json, Map, Value as Json};
@@ -55,7 +55,7 @@ fn with_warnings(mut resp: Response, warnings: Vec<String>) -> Response {
 /// is a synthetic `compaction_…` one (never stored, `synthetic:true`: the stand-in for a
 /// summary that history reads put in place of the originals, which a client sending its
 /// history back would otherwise store; docs/REFERENCE.md#synthetic-messages).
-pub(crate) fn append<'c>(c: &'c Call<'c>) -> Answer<'c> {
+pub(crate) fn append<'c>(c: &'c Call<'c>) -> Pending<'c> {
     Box::pin(async move {
         let s = &c.session();
         let req = c.req;
@@ -76,7 +76,7 @@ pub(crate) fn append<'c>(c: &'c Call<'c>) -> Answer<'c> {
 
 /// `POST /sessions/{sid}/messages/batch` `{messages, parentId?}`: appends in order, each the
 /// child of the one before; all or nothing. `201 {ids, lastId, inserted}`.
-pub(crate) fn batch<'c>(c: &'c Call<'c>) -> Answer<'c> {
+pub(crate) fn batch<'c>(c: &'c Call<'c>) -> Pending<'c> {
     Box::pin(async move {
         let s = &c.session();
         let req = c.req;
@@ -100,7 +100,7 @@ pub(crate) fn batch<'c>(c: &'c Call<'c>) -> Answer<'c> {
 }
 
 /// `GET /sessions/{sid}/messages/{mid}`.
-pub(crate) fn get<'c>(c: &'c Call<'c>) -> Answer<'c> {
+pub(crate) fn get<'c>(c: &'c Call<'c>) -> Pending<'c> {
     Box::pin(async move {
         let s = &c.session();
         let mid = c.params.mid.as_str();
@@ -110,7 +110,7 @@ pub(crate) fn get<'c>(c: &'c Call<'c>) -> Answer<'c> {
 
 /// `PUT /sessions/{sid}/messages/{mid}` `{message}`: replaces the message's content; its id
 /// must equal `mid` and its place in the tree stays.
-pub(crate) fn update<'c>(c: &'c Call<'c>) -> Answer<'c> {
+pub(crate) fn update<'c>(c: &'c Call<'c>) -> Pending<'c> {
     Box::pin(async move {
         let s = &c.session();
         let mid = c.params.mid.as_str();
@@ -125,7 +125,7 @@ pub(crate) fn update<'c>(c: &'c Call<'c>) -> Answer<'c> {
 }
 
 /// `DELETE /sessions/{sid}/messages/{mid}`: 204; its children stay (orphaned).
-pub(crate) fn delete<'c>(c: &'c Call<'c>) -> Answer<'c> {
+pub(crate) fn delete<'c>(c: &'c Call<'c>) -> Pending<'c> {
     Box::pin(async move {
         let s = &c.session();
         let mid = c.params.mid.as_str();
@@ -135,7 +135,7 @@ pub(crate) fn delete<'c>(c: &'c Call<'c>) -> Answer<'c> {
 }
 
 /// `DELETE /sessions/{sid}/messages`: every message and compaction of the session.
-pub(crate) fn clear<'c>(c: &'c Call<'c>) -> Answer<'c> {
+pub(crate) fn clear<'c>(c: &'c Call<'c>) -> Pending<'c> {
     Box::pin(async move {
         let s = &c.session();
         let warnings = s.clear().await?;
@@ -146,7 +146,7 @@ pub(crate) fn clear<'c>(c: &'c Call<'c>) -> Answer<'c> {
 /// `GET /sessions/{sid}/messages/{mid}/branches?limit=&before=`: the children, oldest first;
 /// with `limit` or `before` (a child), a page of them and its `nextBefore` cursor, as history
 /// pages (100 children unless `limit` says otherwise).
-pub(crate) fn branches<'c>(c: &'c Call<'c>) -> Answer<'c> {
+pub(crate) fn branches<'c>(c: &'c Call<'c>) -> Pending<'c> {
     Box::pin(async move {
         let s = &c.session();
         let _req = c.req;
@@ -170,7 +170,7 @@ pub(crate) fn branches<'c>(c: &'c Call<'c>) -> Answer<'c> {
 /// the defaults 4, 500 and 10000). What is stored does not change. With `limit`, one page of
 /// the path (see [`history::page`]) and its `nextBefore` cursor; `before` asks for the page
 /// above an earlier one (100 messages unless `limit` says otherwise; `leaf` plays no part).
-pub(crate) fn history<'c>(c: &'c Call<'c>) -> Answer<'c> {
+pub(crate) fn history<'c>(c: &'c Call<'c>) -> Pending<'c> {
     Box::pin(async move {
         let s = &c.session();
         let _req = c.req;
@@ -246,7 +246,7 @@ fn truncate_options(q: &Query) -> Result<Option<TruncateOptions>> {
 /// active path, or with `before` of the path above that message; `nextBefore` pages on up.
 ///
 /// Sizes are of the stored rows: a message with spilled fields counts as its row (placeholders).
-pub(crate) fn recent<'c>(c: &'c Call<'c>) -> Answer<'c> {
+pub(crate) fn recent<'c>(c: &'c Call<'c>) -> Pending<'c> {
     Box::pin(async move {
         let s = &c.session();
         let _req = c.req;
@@ -260,7 +260,7 @@ pub(crate) fn recent<'c>(c: &'c Call<'c>) -> Answer<'c> {
 }
 
 /// `GET /sessions/{sid}/leaf`: the latest leaf, 404 when the session is empty.
-pub(crate) fn leaf<'c>(c: &'c Call<'c>) -> Answer<'c> {
+pub(crate) fn leaf<'c>(c: &'c Call<'c>) -> Pending<'c> {
     Box::pin(async move {
         let s = &c.session();
         let id =

@@ -40,20 +40,21 @@ use session_agent_core::blobs::{Blobs, BoxFuture};
 use session_agent_core::cache::{self, ReadCache};
 use session_agent_core::config::SessionConfig;
 use session_agent_core::directory::report::{self, REPORT_DELAY_MS};
-use session_agent_core::directory::{Kind, Report};
+use session_agent_core::directory::Report;
 use session_agent_core::env::Env;
 use session_agent_core::error::{Error, ErrorKind, Result};
 use session_agent_core::events::Events;
+use session_agent_core::ids::Role;
 use session_agent_core::live::stop::Stop;
 use session_agent_core::live::Live;
 use session_agent_core::llm::embeddings::EmbeddingsConfig;
 use session_agent_core::llm::rerank::RerankConfig;
 use session_agent_core::llm::{LlmConfig, Transport};
 use session_agent_core::schedule::{self, alarm, alarm::Woken};
-use session_agent_core::space::{Role, Spaces};
+use session_agent_core::space::Spaces;
 use session_agent_core::sql::Sql;
 use session_agent_core::store;
-use session_agent_core::time::iso_millis;
+use session_agent_core::time::{iso_millis, Now};
 use session_agent_core::transfer::export::AgentExport;
 use session_agent_core::vectors::{self, Vectors};
 
@@ -232,7 +233,7 @@ struct Inner {
     /// The alarm as this instance last set or read it.
     armed: Cell<Armed>,
     /// What the object is in the directory.
-    kind: Cell<Kind>,
+    kind: Cell<Role>,
     report_delay: i64,
     /// `sql.changes()` when the object was last marked dirty or reported: a count that moved
     /// since means a write.
@@ -267,7 +268,7 @@ impl Inner {
             transport: &*p.transport,
             events: &*p.events,
             live: &self.live,
-            now: iso_millis((p.clock)()),
+            now: Now::at((p.clock)()),
             clock: &*p.clock,
             reach: Reach::default(),
             role: self.role,
@@ -313,10 +314,7 @@ impl Object {
             parts.events.warn(&format!("the object cannot serve: {}", e.message));
         }
         let marked = Cell::new(db.changes());
-        let kind = match settings.role {
-            Role::Agent => Kind::Agent,
-            Role::Space => Kind::Space,
-        };
+        let kind = settings.role;
         let inner = Inner {
             cache: ReadCache::new(cache::DEFAULT_BUDGET),
             vectors: settings.vectors_cap.map_or_else(Vectors::new, Vectors::with_cap),
@@ -347,9 +345,9 @@ impl Object {
         &self.inner.name
     }
 
-    /// Lists the object in the directory as `kind` (an agent's object is [`Kind::Agent`]; a
+    /// Lists the object in the directory as `kind` (an agent's object is [`Role::Agent`]; a
     /// Durable Object of your own that embeds it may be another kind).
-    pub fn report_as(&self, kind: Kind) {
+    pub fn report_as(&self, kind: Role) {
         self.inner.kind.set(kind);
     }
 
@@ -575,7 +573,7 @@ impl Object {
             // This frame's flag, among the socket's running ones while it runs: a `cancel` frame
             // of the same socket sets them.
             let flag = self.inner.running.start(&tags.id);
-            let only = |frames| ws::Answer { frames, warnings: vec![], after: vec![], cancel: false };
+            let only = |frames| ws::Handled { frames, warnings: vec![], after: vec![], cancel: false };
             let answer = match (self.over_limit().or_else(|| self.inner.broken.clone()), message) {
                 (Some(e), _) => only(vec![ws::error_frame(sid, e.code(), &e.message)]),
                 (None, SocketMessage::Text(text)) => {

@@ -11,7 +11,7 @@
 use std::sync::OnceLock;
 
 use super::access::{Needs, Who};
-use super::call::{Answer, Call, Handler};
+use super::call::{Call, Handler, Pending};
 use super::http::Method::{self, Delete, Get, Patch, Post, Put};
 use super::http::Response;
 use super::{
@@ -19,7 +19,7 @@ use super::{
     transfer,
 };
 use session_agent_core::error::{Error, Result};
-use session_agent_core::space::Role;
+use session_agent_core::ids::Role;
 
 /// What a handler does with the request body.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -95,21 +95,21 @@ pub struct Route {
 
 impl Route {
     /// The operation for `method`, if the route has one.
-    pub(crate) fn op(&self, method: &str) -> Option<&'static Op> {
-        let method = Method::of(method)?;
+    pub(crate) fn op(&self, method: Method) -> Option<&'static Op> {
         self.ops.iter().find(|o| o.method == method)
     }
 
     /// Who may use it with `method`.
-    pub(crate) fn who(&self, method: &str) -> Who {
+    pub(crate) fn who(&self, method: Method) -> Who {
         self.op(method).and_then(|o| o.who).unwrap_or(self.who)
     }
 
     /// The scope a token needs for `method`.
-    pub(crate) fn needs(&self, method: &str) -> Needs {
-        match method {
-            "GET" | "HEAD" => Needs::Read,
-            _ => self.writes,
+    pub(crate) fn needs(&self, method: Method) -> Needs {
+        if method.reads() {
+            Needs::Read
+        } else {
+            self.writes
         }
     }
 
@@ -123,7 +123,7 @@ const fn now(f: fn(&Call<'_>) -> Result<Response>) -> Handler {
     Handler::Now(f)
 }
 
-const fn later(f: for<'c> fn(&'c Call<'c>) -> Answer<'c>) -> Handler {
+const fn later(f: for<'c> fn(&'c Call<'c>) -> Pending<'c>) -> Handler {
     Handler::Later(f)
 }
 

@@ -6,7 +6,7 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 
-use super::ws::CancelFlag;
+use session_agent_core::live::stop::Stop;
 
 /// What ending a frame does to the socket's other running frames.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -16,23 +16,23 @@ pub enum Then {
     Cancel,
 }
 
-/// The running frames' flags of every socket (by socket id), kept in the object's memory.
+/// The running frames' stop signals of every socket (by socket id), kept in the object's memory.
 #[derive(Default)]
 pub struct Running {
-    flags: RefCell<HashMap<String, Vec<CancelFlag>>>,
+    flags: RefCell<HashMap<String, Vec<Stop>>>,
 }
 
 impl Running {
-    /// A new frame of `socket` starts: its flag, among the socket's running ones.
-    pub fn start(&self, socket: &str) -> CancelFlag {
-        let flag = CancelFlag::default();
+    /// A new frame of `socket` starts: its stop signal, among the socket's running ones.
+    pub fn start(&self, socket: &str) -> Stop {
+        let flag = Stop::default();
         self.flags.borrow_mut().entry(socket.to_owned()).or_default().push(flag.clone());
         flag
     }
 
     /// The frame with `flag` of `socket` ended; with [`Then::Cancel`] the socket's other running
     /// frames are told to stop. A socket with no running frame is forgotten.
-    pub fn end(&self, socket: &str, flag: &CancelFlag, then: Then) {
+    pub fn end(&self, socket: &str, flag: &Stop, then: Then) {
         let mut all = self.flags.borrow_mut();
         let Some(flags) = all.get_mut(socket) else { return };
         flags.retain(|f| !f.same(flag));

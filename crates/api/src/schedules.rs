@@ -4,12 +4,11 @@
 
 use serde_json::{json, Map, Value as Json};
 
-use super::call::{Answer, Call};
+use super::call::{Call, Pending};
 use super::http::{opt_str, req_str, Response};
 use session_agent_core::error::{Error, Result};
 use session_agent_core::schedule::run::{self, tick, Tick};
 use session_agent_core::schedule::store::{self as schedule, Change, NewSchedule, RunReach, Timing, MAX_PAGE};
-use session_agent_core::time::parse_iso;
 
 /// Refuses a body field this route does not take.
 fn known(body: &Map<String, Json>, keys: &[&str]) -> Result<()> {
@@ -21,10 +20,9 @@ fn known(body: &Map<String, Json>, keys: &[&str]) -> Result<()> {
 
 /// The body's timing: exactly one of `at`, `every`, `cron` (`null` counts as absent); `None`
 /// when none is given.
-fn timing(body: &Map<String, Json>, now: &str) -> Result<Option<Timing>> {
+fn timing(body: &Map<String, Json>, now_ms: i64) -> Result<Option<Timing>> {
     let given: Vec<&str> =
         ["at", "every", "cron"].into_iter().filter(|k| body.get(*k).is_some_and(|v| !v.is_null())).collect();
-    let now_ms = parse_iso(now).ok_or_else(|| Error::internal("the request's time is not ISO-8601"))?;
     match given.as_slice() {
         [] => Ok(None),
         ["at"] => Timing::at(&req_str(body, "at")?, now_ms).map(Some),
@@ -50,7 +48,7 @@ pub(crate) fn create(c: &Call<'_>) -> Result<Response> {
     let new = NewSchedule {
         prompt: req_str(&body, "prompt")?,
         name: opt_str(&body, "name")?,
-        timing: timing(&body, &c.env.now)?.ok_or_else(|| Error::invalid("give one of at, every and cron"))?,
+        timing: timing(&body, c.env.now.ms())?.ok_or_else(|| Error::invalid("give one of at, every and cron"))?,
         session_id: opt_str(&body, "sessionId")?,
         reach: reach(&body)?,
     };
@@ -83,7 +81,7 @@ pub(crate) fn update(c: &Call<'_>) -> Result<Response> {
         paused,
         prompt: opt_str(&body, "prompt")?,
         name: opt_str(&body, "name")?,
-        timing: timing(&body, &c.env.now)?,
+        timing: timing(&body, c.env.now.ms())?,
         reach: reach(&body)?,
     };
     Ok(Response::json(200, &schedule::update(c.env, &c.params.schedule, change)?.to_json()))
@@ -104,7 +102,7 @@ pub(crate) fn runs(c: &Call<'_>) -> Result<Response> {
 }
 
 /// `POST /schedules/{schedule}/run`: a run now (its timing unchanged) → 200 the run.
-pub(crate) fn run<'c>(c: &'c Call<'c>) -> Answer<'c> {
+pub(crate) fn run<'c>(c: &'c Call<'c>) -> Pending<'c> {
     Box::pin(async move {
         let ran = tick(c.env, &c.params.schedule, Tick::Manual).await?;
         let ran = ran.ok_or_else(|| Error::internal("a run by hand was not claimed"))?;

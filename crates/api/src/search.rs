@@ -1,6 +1,6 @@
 //! Search routes: `GET /sessions/{sid}/search` and `GET /search` (across sessions).
 
-use super::call::{Answer, Call};
+use super::call::{Call, Pending};
 use super::http::{Query, Response};
 use session_agent_core::error::Result;
 use session_agent_core::metadata;
@@ -14,7 +14,7 @@ fn params(q: &Query) -> Result<(String, i64)> {
 }
 
 /// `GET /sessions/{sid}/search?q=&limit=`.
-pub(crate) fn in_session<'c>(c: &'c Call<'c>) -> Answer<'c> {
+pub(crate) fn in_session<'c>(c: &'c Call<'c>) -> Pending<'c> {
     Box::pin(async move {
         let s = &c.session();
         let _req = c.req;
@@ -25,7 +25,7 @@ pub(crate) fn in_session<'c>(c: &'c Call<'c>) -> Answer<'c> {
 
 /// `GET /search?q=&limit=&metadata.<key>=`: every session of the agent (those whose metadata
 /// matches every `metadata.<key>`); hits carry `sessionId`.
-pub(crate) fn across<'c>(c: &'c Call<'c>) -> Answer<'c> {
+pub(crate) fn across<'c>(c: &'c Call<'c>) -> Pending<'c> {
     Box::pin(async move {
         let env = c.env;
         let _req = c.req;

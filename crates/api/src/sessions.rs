@@ -1,6 +1,6 @@
 //! Routes of the sessions registry: `/sessions`, `/sessions/{sid}`, `…/fork`, `…/usage`.
 
-use super::call::{Answer, Call};
+use super::call::{Call, Pending};
 use serde_json::{json, Map, Value as Json};
 
 use super::http::{check_name, opt_str, req_str, Response};
@@ -41,7 +41,7 @@ pub(crate) fn create(c: &Call<'_>) -> Result<Response> {
         source: short_str(&body, "source")?,
         metadata: body_metadata(&body)?.unwrap_or_default(),
     };
-    let info = atomically(env.sql, || sessions::create(env.sql, &new, &env.now))?;
+    let info = atomically(env.sql, || sessions::create(env.sql, &new, env.now.iso()))?;
     Ok(Response::json(201, &info))
 }
 
@@ -73,13 +73,13 @@ pub(crate) fn update(c: &Call<'_>) -> Result<Response> {
     let req = c.req;
     let body = req.json_object()?;
     let change = Change { name: opt_str(&body, "name")?, metadata: body_metadata(&body)? };
-    let info = atomically(s.env.sql, || sessions::update(s.env.sql, s.id, &change, &s.env.now))?;
+    let info = atomically(s.env.sql, || sessions::update(s.env.sql, s.id, &change, s.env.now.iso()))?;
     Ok(Response::json(200, &info))
 }
 
 /// `DELETE /sessions/{sid}`: the session and everything stored for it. Its sockets get
 /// `{type:"cleared"}` and an `idle` status, as for a clear.
-pub(crate) fn delete<'c>(c: &'c Call<'c>) -> Answer<'c> {
+pub(crate) fn delete<'c>(c: &'c Call<'c>) -> Pending<'c> {
     Box::pin(async move {
         let s = &c.session();
         s.delete().await?;
@@ -94,7 +94,7 @@ pub(crate) fn fork(c: &Call<'_>) -> Result<Response> {
     let body = req.json_object()?;
     let at = req_str(&body, "atMessageId")?;
     let name = opt_str(&body, "name")?;
-    let info = atomically(s.env.sql, || sessions::fork(s.env.sql, s.id, &at, name.as_deref(), &s.env.now))?;
+    let info = atomically(s.env.sql, || sessions::fork(s.env.sql, s.id, &at, name.as_deref(), s.env.now.iso()))?;
     Ok(Response::json(201, &info))
 }
 
@@ -112,7 +112,7 @@ pub(crate) fn usage(c: &Call<'_>) -> Result<Response> {
             .filter(|c| *c >= 0.0 && c.is_finite())
             .ok_or_else(|| Error::invalid("cost must be a number, not negative"))?,
     };
-    let info = atomically(s.env.sql, || sessions::add_usage(s.env.sql, s.id, input, output, cost, &s.env.now))?;
+    let info = atomically(s.env.sql, || sessions::add_usage(s.env.sql, s.id, input, output, cost, s.env.now.iso()))?;
     Ok(Response::json(200, &info))
 }
 

@@ -2,19 +2,56 @@
 //! `/link/…` routes its agents' Durable Objects call: extraction into the space, block writes
 //! that name the agent), and the agent's admin route `/space` (which space it uses). A space's
 //! memory routes are the agent's (`memories`), in the space's own route table
-//! (`routes::SPACE_ROUTES`).
+//! (`routes::SPACE_ROUTES`). [`request`] is the one place an agent's typed
+//! [`Operation`] on its space meets the path of the route that answers it.
 
 use serde_json::{json, Map, Value as Json};
 
-use super::call::{Answer, Call};
-use super::http::{req_str, Response};
+use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
+
+use super::call::{Call, Pending};
+use super::http::{req_str, Method, Request, Response};
 use session_agent_core::error::{Error, Result};
 use session_agent_core::ids::check_name;
 use session_agent_core::memory::extract::{distill, Exchange};
 use session_agent_core::memory::Memories;
 use session_agent_core::space::blocks::{self, Write};
-use session_agent_core::space::choice;
+use session_agent_core::space::{choice, Operation};
 use session_agent_core::sql::atomically;
+
+/// What a path segment keeps as it is (RFC 3986's unreserved characters); the rest is
+/// percent-encoded.
+const SEGMENT: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'_').remove(b'.').remove(b'~');
+
+/// The request to a space's Durable Object that performs `op`: a route of
+/// `routes::SPACE_ROUTES` (the admin's `/link/…` ones for what an agent writes). The Workers
+/// layer sends it to the space's stub; the native tests to the space's `handle`.
+pub fn request(op: &Operation) -> Request {
+    let seg = |label: &str| utf8_percent_encode(label, SEGMENT).to_string();
+    match op {
+        Operation::Recall { text, limit, categories } => {
+            let mut q = form_urlencoded::Serializer::new(String::new());
+            q.append_pair("q", text).append_pair("limit", &limit.to_string());
+            for c in categories {
+                q.append_pair("category", c.as_str());
+            }
+            Request::new(Method::Get, &format!("/memories/search?{}", q.finish()))
+        }
+        Operation::ReadBlock { label } => Request::new(Method::Get, &format!("/blocks/{}", seg(label))),
+        Operation::AppendBlock { label, content, agent, max_tokens, initial } => {
+            Request::new(Method::Post, &format!("/link/blocks/{}/append", seg(label))).json(&json!({
+                "content": content, "agent": agent, "maxTokens": max_tokens, "initial": initial,
+            }))
+        }
+        Operation::ReplaceBlock { label, content, version, agent, max_tokens } => {
+            Request::new(Method::Put, &format!("/link/blocks/{}", seg(label))).json(&json!({
+                "content": content, "version": version, "agent": agent, "maxTokens": max_tokens,
+            }))
+        }
+        Operation::Extract { agent, session, exchange } => Request::new(Method::Post, "/link/extract")
+            .json(&json!({ "agent": agent, "sessionId": session, "exchange": exchange })),
+    }
+}
 
 /// `GET /space` (an agent's): which space it uses, from where, and how.
 pub(crate) fn get(c: &Call<'_>) -> Result<Response> {
@@ -37,7 +74,7 @@ pub(crate) fn choose(c: &Call<'_>) -> Result<Response> {
         _ => return Err(Error::invalid("space must be a space name (1-128 characters of [A-Za-z0-9._:-]) or null")),
     };
     let e = c.env;
-    choice::choose(e.sql, space, &e.now)?;
+    choice::choose(e.sql, space, e.now.iso())?;
     get(c)
 }
 
@@ -61,7 +98,7 @@ pub(crate) fn get_block(c: &Call<'_>) -> Result<Response> {
 /// `DELETE /blocks/{label}` → 204 (the delete counts a version); 404 when it holds no text.
 pub(crate) fn delete_block(c: &Call<'_>) -> Result<Response> {
     let label = &c.params.label;
-    match atomically(c.env.sql, || blocks::delete(c.env.sql, label, &c.env.now))? {
+    match atomically(c.env.sql, || blocks::delete(c.env.sql, label, c.env.now.iso()))? {
         true => Ok(Response::no_content()),
         false => Err(Error::not_found(format!("Block \"{label}\" not found"))),
     }
@@ -116,7 +153,7 @@ fn replace_as(c: &Call<'_>, writer: Writer) -> Result<Response> {
         Error::invalid("version must be the non-negative integer version of the text you read (0: never written)")
     })?;
     let w = Write { content: &f.content, by: f.agent.as_deref(), max_tokens: f.max_tokens, initial: None };
-    Ok(Response::json(200, &blocks::replace(c.env.sql, &c.params.label, read, &w, &c.env.now)?))
+    Ok(Response::json(200, &blocks::replace(c.env.sql, &c.params.label, read, &w, c.env.now.iso())?))
 }
 
 fn append_as(c: &Call<'_>, writer: Writer) -> Result<Response> {
@@ -128,7 +165,7 @@ fn append_as(c: &Call<'_>, writer: Writer) -> Result<Response> {
     let f = fields(&body, writer, allowed)?;
     let w =
         Write { content: &f.content, by: f.agent.as_deref(), max_tokens: f.max_tokens, initial: f.initial.as_deref() };
-    Ok(Response::json(200, &blocks::append(c.env.sql, &c.params.label, &w, &c.env.now)?))
+    Ok(Response::json(200, &blocks::append(c.env.sql, &c.params.label, &w, c.env.now.iso())?))
 }
 
 /// `PUT /blocks/{label}` `{content, version, maxTokens?}`: `409 version_conflict` when another
@@ -155,7 +192,7 @@ pub(crate) fn link_append(c: &Call<'_>) -> Result<Response> {
 
 /// `POST /link/extract` `{agent, sessionId, exchange}`: an agent's exchange distilled into the
 /// space's memories (as the agent would into its own), each tagged `metadata.agent`.
-pub(crate) fn extract<'c>(c: &'c Call<'c>) -> Answer<'c> {
+pub(crate) fn extract<'c>(c: &'c Call<'c>) -> Pending<'c> {
     Box::pin(async move {
         let body = c.req.json_object()?;
         let agent = req_str(&body, "agent")?;

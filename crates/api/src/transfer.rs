@@ -2,7 +2,7 @@
 //! `GET /export` (NDJSON; the Durable Object streams it chunk by chunk), `POST /import`,
 //! `DELETE /` (with `Confirm: erase`), `POST /sessions/{sid}/split`.
 
-use super::call::{Answer, Call};
+use super::call::{Call, Pending};
 use serde_json::json;
 
 use super::http::{opt_str, Response};
@@ -14,7 +14,7 @@ use session_agent_core::transfer::{erase as wipe, export, import};
 pub const NDJSON: &str = "application/x-ndjson; charset=utf-8";
 
 /// `GET /sessions/{sid}/export` → the session's document.
-pub(crate) fn export_session<'c>(c: &'c Call<'c>) -> Answer<'c> {
+pub(crate) fn export_session<'c>(c: &'c Call<'c>) -> Pending<'c> {
     Box::pin(async move {
         let s = &c.session();
         let Warned { value: doc, warnings } = export::session(s.env, s.id).await?;
@@ -24,7 +24,7 @@ pub(crate) fn export_session<'c>(c: &'c Call<'c>) -> Answer<'c> {
 }
 
 /// `POST /sessions/import?as=<sid>` (a session document) → 201 SessionInfo.
-pub(crate) fn import_session<'c>(c: &'c Call<'c>) -> Answer<'c> {
+pub(crate) fn import_session<'c>(c: &'c Call<'c>) -> Pending<'c> {
     Box::pin(async move {
         let env = c.env;
         let req = c.req;
@@ -40,7 +40,7 @@ pub(crate) fn import_session<'c>(c: &'c Call<'c>) -> Answer<'c> {
 
 /// `GET /export` answered whole (the Durable Object streams it instead; see
 /// [`export::AgentExport`]).
-pub(crate) fn export_agent<'c>(c: &'c Call<'c>) -> Answer<'c> {
+pub(crate) fn export_agent<'c>(c: &'c Call<'c>) -> Pending<'c> {
     Box::pin(async move {
         let env = c.env;
         let mut exp = export::AgentExport::new(env.sql)?;
@@ -57,7 +57,7 @@ pub(crate) fn export_agent<'c>(c: &'c Call<'c>) -> Answer<'c> {
 /// `POST /import` (an agent export) → 201 `{sessions, messages, memories, entries, skills}`;
 /// what it stored is embedded after the answer when embeddings are configured (as after
 /// every write).
-pub(crate) fn import_agent<'c>(c: &'c Call<'c>) -> Answer<'c> {
+pub(crate) fn import_agent<'c>(c: &'c Call<'c>) -> Pending<'c> {
     Box::pin(async move {
         let counts = import::agent(c.env, &c.req.body).await?;
         Ok(Response::json(201, &counts))
@@ -65,7 +65,7 @@ pub(crate) fn import_agent<'c>(c: &'c Call<'c>) -> Answer<'c> {
 }
 
 /// `DELETE /` with `Confirm: erase` → 204 (see [`wipe::erase`]).
-pub(crate) fn erase<'c>(c: &'c Call<'c>) -> Answer<'c> {
+pub(crate) fn erase<'c>(c: &'c Call<'c>) -> Pending<'c> {
     Box::pin(async move {
         let env = c.env;
         let req = c.req;
@@ -80,7 +80,7 @@ pub(crate) fn erase<'c>(c: &'c Call<'c>) -> Answer<'c> {
 }
 
 /// `POST /sessions/{sid}/split` `{name?, summary?}` → 201 SessionInfo of the new session.
-pub(crate) fn split<'c>(c: &'c Call<'c>) -> Answer<'c> {
+pub(crate) fn split<'c>(c: &'c Call<'c>) -> Pending<'c> {
     Box::pin(async move {
         let s = &c.session();
         let req = c.req;

@@ -14,10 +14,12 @@
 use serde_json::{Map, Value as Json};
 
 use super::access::{Claims, CLAIMS_HEADER};
+use super::http::Method;
 use super::{handle, Request};
 use session_agent_core::after::After;
 use session_agent_core::env::Env;
 use session_agent_core::error::{Error, ErrorKind};
+use session_agent_core::live::stop::Stop;
 use session_agent_core::wire::{Failure, Frame, True, Whole};
 
 /// The `messages` of a `history` frame whose answer had none.
@@ -38,8 +40,8 @@ fn session_path(sid: &str) -> String {
     format!("/sessions/{enc}")
 }
 
-/// What the sending socket gets back, and warnings for the operator's log.
-pub struct Answer {
+/// A frame handled: what the sending socket gets back, and warnings for the operator's log.
+pub struct Handled {
     pub frames: Vec<Json>,
     pub warnings: Vec<String>,
     /// Work to run after the frames are sent (see [`super::after()`]).
@@ -47,10 +49,6 @@ pub struct Answer {
     /// The frame was `cancel`: the socket's running turn is to stop.
     pub cancel: bool,
 }
-
-/// A frame's own stop signal: set by a later `cancel` frame of the same socket to stop the turn
-/// this frame runs (the Workers layer keeps the signal of each socket's running frame).
-pub type CancelFlag = session_agent_core::live::stop::Stop;
 
 /// The echo a socket gets of the user message its `chat` frame sends, before the turn runs:
 /// `{type:"message", sessionId, message, pending: true}` (stored with the reply, all or nothing;
@@ -76,19 +74,19 @@ pub(crate) const MAX_FRAME_BYTES: usize = 16 * 1024 * 1024;
 /// Answers one text frame from a socket of session `sid` (already checked), opened with the
 /// scoped token `claims` (none: the admin token or a binding); each frame is checked against
 /// them as its request would be (`forbidden`, or `unauthorized` once expired or revoked).
-pub async fn frame(env: &Env<'_>, sid: &str, claims: Option<&Claims>, text: &str, cancel: &CancelFlag) -> Answer {
+pub async fn frame(env: &Env<'_>, sid: &str, claims: Option<&Claims>, text: &str, cancel: &Stop) -> Handled {
     if text.len() > MAX_FRAME_BYTES {
         let e = Error::too_large(format!(
             "a frame may have at most {MAX_FRAME_BYTES} bytes (this one has {}); send big messages over HTTP",
             text.len()
         ));
-        return Answer { frames: failed(sid, &e), warnings: Vec::new(), after: Vec::new(), cancel: false };
+        return Handled { frames: failed(sid, &e), warnings: Vec::new(), after: Vec::new(), cancel: false };
     }
     answer(env, sid, claims, text, cancel).await
 }
 
-async fn answer(env: &Env<'_>, sid: &str, claims: Option<&Claims>, text: &str, cancel: &CancelFlag) -> Answer {
-    let only = |frames: Vec<Json>| Answer { frames, warnings: Vec::new(), after: Vec::new(), cancel: false };
+async fn answer(env: &Env<'_>, sid: &str, claims: Option<&Claims>, text: &str, cancel: &Stop) -> Handled {
+    let only = |frames: Vec<Json>| Handled { frames, warnings: Vec::new(), after: Vec::new(), cancel: false };
     let obj: Map<String, Json> = match serde_json::from_str(text) {
         Ok(Json::Object(o)) => o,
         _ => return only(failed(sid, &Error::invalid("a frame must be a JSON object with a type"))),
@@ -99,19 +97,19 @@ async fn answer(env: &Env<'_>, sid: &str, claims: Option<&Claims>, text: &str, c
     let base = session_path(sid);
     let req = match kind.as_str() {
         "ping" => return only(vec![Frame::Pong.to_json()]),
-        "cancel" => return Answer { cancel: true, ..only(Vec::new()) },
-        "append" => Request::new("POST", &format!("{base}/messages")).json(&Json::Object(body)),
+        "cancel" => return Handled { cancel: true, ..only(Vec::new()) },
+        "append" => Request::new(Method::Post, &format!("{base}/messages")).json(&Json::Object(body)),
         "chat" if body.contains_key("trigger") => {
             let e = Error::invalid("a chat frame takes message or messages; the useChat body (trigger) is for HTTP");
             return only(failed(sid, &e));
         }
-        "chat" => Request { stop: Some(cancel.clone()), ..Request::new("POST", &format!("{base}/chat")) }
+        "chat" => Request { stop: Some(cancel.clone()), ..Request::new(Method::Post, &format!("{base}/chat")) }
             .json(&Json::Object(body)),
         "history" => match obj.get("leafId") {
-            None | Some(Json::Null) => Request::new("GET", &format!("{base}/history")),
+            None | Some(Json::Null) => Request::new(Method::Get, &format!("{base}/history")),
             Some(Json::String(l)) => {
-                let enc: String = form_urlencoded::byte_serialize(l.as_bytes()).collect();
-                Request::new("GET", &format!("{base}/history?leaf={enc}"))
+                let query = form_urlencoded::Serializer::new(String::new()).append_pair("leaf", l).finish();
+                Request::new(Method::Get, &format!("{base}/history?{query}"))
             }
             Some(_) => return only(failed(sid, &Error::invalid("leafId must be a string"))),
         },
@@ -133,7 +131,7 @@ async fn answer(env: &Env<'_>, sid: &str, claims: Option<&Claims>, text: &str, c
         let body = resp.body_json();
         let code = body.pointer("/error/code").and_then(Json::as_str).unwrap_or(ErrorKind::Internal.code());
         let message = body.pointer("/error/message").and_then(Json::as_str).unwrap_or("request failed");
-        return Answer { frames: vec![error_frame(sid, code, message)], warnings, after, cancel: false };
+        return Handled { frames: vec![error_frame(sid, code, message)], warnings, after, cancel: false };
     }
     let frames = match kind.as_str() {
         "history" => {
@@ -144,5 +142,5 @@ async fn answer(env: &Env<'_>, sid: &str, claims: Option<&Claims>, text: &str, c
         // The stored messages, deltas and status reached every socket as they happened.
         _ => Vec::new(),
     };
-    Answer { frames, warnings, after, cancel: false }
+    Handled { frames, warnings, after, cancel: false }
 }

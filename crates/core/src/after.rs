@@ -106,7 +106,7 @@ pub async fn run(env: &Env<'_>, work: &[After]) {
                 crate::memory::extract::after(&Memories::new(env), session, leaf).await
             }
             After::Embed => {
-                crate::vectors::embed::run(env.sql, env.transport, env.embeddings, env.events, &env.now).await;
+                crate::vectors::embed::run(env.sql, env.transport, env.embeddings, env.events, env.now.iso()).await;
             }
         }
     }

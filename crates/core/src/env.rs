@@ -7,12 +7,14 @@ use crate::blobs::Blobs;
 use crate::cache::ReadCache;
 use crate::config::SessionConfig;
 use crate::events::Events;
+use crate::ids::Role;
 use crate::live::Live;
 use crate::llm::embeddings::EmbeddingsConfig;
 use crate::llm::rerank::RerankConfig;
 use crate::llm::{LlmConfig, Transport};
-use crate::space::{Role, Spaces};
+use crate::space::Spaces;
 use crate::sql::Sql;
+use crate::time::Now;
 use crate::vectors::{Meaning, Vectors};
 
 /// The agent, as one request sees it.
@@ -40,8 +42,9 @@ pub struct Env<'a> {
     /// The turns running now (the Durable Object's instance): followed by resume requests,
     /// stopped by `POST …/chat/stop`.
     pub live: &'a Live,
-    /// The request's timestamp (ISO-8601 UTC with milliseconds), used for every write it makes.
-    pub now: String,
+    /// The request's moment (milliseconds, and their ISO-8601 text), used for every write it
+    /// makes.
+    pub now: Now,
     /// The time now (ms since the epoch), for what outlasts a request's moment: when a
     /// scheduled run ended, how long an alarm's wake-up has run.
     pub clock: &'a dyn Fn() -> i64,

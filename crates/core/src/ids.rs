@@ -1,7 +1,53 @@
-//! Random identifiers (UUID v4) for sessions, compactions and forked messages, and the rule
-//! for the names agents and sessions are given.
+//! Random identifiers (UUID v4) for sessions, compactions and forked messages, the rule for
+//! the names agents and sessions are given, and what a name of a Durable Object names
+//! ([`Role`]: an agent or a memory space).
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::error::{Error, Result};
+
+/// What a Durable Object of this core is: the one answer to "agent or space" that token claims,
+/// the directory, the route tables and the space code share. Spelled once ([`Role::as_str`]):
+/// `agent`, `space` (a token's `kind`, a directory entry's `kind`, the directory's `kind=`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Role {
+    /// An agent (`SessionAgent`): sessions, turns, its own memories.
+    #[default]
+    Agent,
+    /// A memory space (`MemorySpace`): memories and shared blocks, for the agents mapped to it.
+    Space,
+}
+
+impl Role {
+    /// Both, in order.
+    pub const ALL: [Role; 2] = [Role::Agent, Role::Space];
+
+    /// `agent` or `space`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Agent => "agent",
+            Role::Space => "space",
+        }
+    }
+
+    /// `agent` or `space`; anything else is `invalid_request`.
+    pub fn parse(text: &str) -> Result<Role> {
+        Role::ALL.into_iter().find(|r| r.as_str() == text).ok_or_else(|| Error::invalid("kind must be agent or space"))
+    }
+}
+
+impl Serialize for Role {
+    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for Role {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Role, D::Error> {
+        let text = std::borrow::Cow::<str>::deserialize(d)?;
+        Role::parse(&text).map_err(|e| serde::de::Error::custom(e.message))
+    }
+}
 
 /// A fresh UUID v4 string. Randomness comes from `getrandom` (the OS natively,
 /// `crypto.getRandomValues` in Workers).
@@ -31,5 +77,16 @@ mod tests {
         assert_ne!(a, b);
         assert_eq!(a.len(), 36);
         assert_eq!(&a[14..15], "4");
+    }
+
+    #[test]
+    fn a_role_reads_back_what_it_writes() {
+        use super::Role;
+        for r in Role::ALL {
+            assert_eq!(Role::parse(r.as_str()).unwrap(), r);
+            assert_eq!(serde_json::to_value(r).unwrap(), r.as_str());
+            assert_eq!(serde_json::from_value::<Role>(serde_json::json!(r.as_str())).unwrap(), r);
+        }
+        assert!(Role::parse("user").is_err());
     }
 }

@@ -42,7 +42,7 @@ pub(crate) fn is_stopword(word: &str) -> bool {
 
 /// What a term of a query matches.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Kind {
+pub(crate) enum TermKind {
     /// A word, in any of its porter forms.
     Word,
     /// Every word that begins with it.
@@ -55,7 +55,7 @@ pub(crate) enum Kind {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Term {
     pub(crate) text: String,
-    pub(crate) kind: Kind,
+    pub(crate) kind: TermKind,
 }
 
 impl Term {
@@ -63,14 +63,14 @@ impl Term {
     pub(crate) fn fts(&self) -> String {
         let quoted = format!("\"{}\"", self.text.replace('"', "\"\""));
         match self.kind {
-            Kind::Prefix => format!("{quoted} *"),
-            Kind::Word | Kind::Phrase => quoted,
+            TermKind::Prefix => format!("{quoted} *"),
+            TermKind::Word | TermKind::Phrase => quoted,
         }
     }
 
     /// The same text as a prefix: what a word found nowhere is looked up as in memory recall.
     pub(crate) fn as_prefix(&self) -> Term {
-        Term { text: self.text.clone(), kind: Kind::Prefix }
+        Term { text: self.text.clone(), kind: TermKind::Prefix }
     }
 }
 
@@ -117,17 +117,17 @@ pub fn compile(text: &str) -> Option<Query> {
     while !rest.is_empty() {
         if let Some(after) = rest.strip_prefix('"') {
             let (phrase, tail) = after.split_once('"').unwrap_or((after, ""));
-            push(&mut phrases, phrase, Kind::Phrase);
+            push(&mut phrases, phrase, TermKind::Phrase);
             rest = tail;
             continue;
         }
         let end = rest.find(|c: char| c.is_whitespace() || c == '"').unwrap_or(rest.len());
         let chunk = &rest[..end];
         match chunk.strip_suffix('*') {
-            Some(stem) => push(&mut words, stem.trim_end_matches('*'), Kind::Prefix),
+            Some(stem) => push(&mut words, stem.trim_end_matches('*'), TermKind::Prefix),
             None => {
                 for word in chunk.split(|c: char| !c.is_alphanumeric()) {
-                    push(&mut words, word, Kind::Word);
+                    push(&mut words, word, TermKind::Word);
                 }
             }
         }
@@ -150,12 +150,12 @@ pub fn compile(text: &str) -> Option<Query> {
 
 /// The `terms` but the words `stop` says are stop words (given in lower case).
 fn content(terms: &[Term], stop: &dyn Fn(&str) -> bool) -> Vec<Term> {
-    terms.iter().filter(|t| t.kind != Kind::Word || !stop(&t.text.to_lowercase())).cloned().collect()
+    terms.iter().filter(|t| t.kind != TermKind::Word || !stop(&t.text.to_lowercase())).cloned().collect()
 }
 
 /// Adds the term `text` of `kind` to `terms`, unless it has no letter or digit (the tokenizer
 /// would find nothing in it) or `terms` has it already (letter case aside).
-fn push(terms: &mut Vec<Term>, text: &str, kind: Kind) {
+fn push(terms: &mut Vec<Term>, text: &str, kind: TermKind) {
     if !text.chars().any(char::is_alphanumeric) {
         return;
     }

@@ -25,7 +25,7 @@
 //! every word a prefix begins before giving the first one.
 
 use crate::error::{Error, Result};
-use crate::query::{Kind, Query, Term};
+use crate::query::{Query, Term, TermKind};
 use crate::sql::{json_ids, Row, Sql, Value};
 
 /// The newest matches taken per term and per pair of common terms: the candidate cap
@@ -103,12 +103,12 @@ pub(crate) fn rank(
         let partial: Vec<Term> = found
             .terms
             .iter()
-            .map(|t| match t.term.kind == Kind::Word && t.global == 0 && t.term.text.chars().count() >= 3 {
+            .map(|t| match t.term.kind == TermKind::Word && t.global == 0 && t.term.text.chars().count() >= 3 {
                 true => t.term.as_prefix(),
                 false => t.term.clone(),
             })
             .collect();
-        if partial.iter().any(|t| t.kind == Kind::Prefix) && partial.iter().ne(query.ranked.iter()) {
+        if partial.iter().any(|t| t.kind == TermKind::Prefix) && partial.iter().ne(query.ranked.iter()) {
             found = plan.windows(sql, &partial)?;
         }
     }

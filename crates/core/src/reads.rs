@@ -94,10 +94,10 @@ pub async fn search_across(env: &Env<'_>, query: &str, limit: i64, metadata: &me
 
 fn answer(results: &[Hit]) -> Result<String> {
     #[derive(Serialize)]
-    struct Answer<'a> {
+    struct Results<'a> {
         results: &'a [Hit],
     }
-    serde_json::to_string(&Answer { results }).map_err(|e| Error::internal(e.to_string()))
+    serde_json::to_string(&Results { results }).map_err(|e| Error::internal(e.to_string()))
 }
 
 /// A page of the sessions, most recently updated first, with their counts kept until their

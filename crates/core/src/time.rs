@@ -4,10 +4,36 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use crate::error::{Error, Result};
 
-/// Formats milliseconds since the Unix epoch. Negative inputs clamp to the epoch.
+/// Formats milliseconds since the Unix epoch: the one formatter of every stored time. Negative
+/// inputs clamp to the epoch.
 pub fn iso_millis(ms: i64) -> String {
     let t = UNIX_EPOCH + Duration::from_millis(ms.max(0) as u64);
     humantime::format_rfc3339_millis(t).to_string()
+}
+
+/// The moment of a request (`Env::now`): milliseconds since the epoch, the one number every
+/// comparison and sum reads, with its text ([`iso_millis`]) made once for what is stored.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Now {
+    ms: i64,
+    iso: String,
+}
+
+impl Now {
+    /// The moment `ms` milliseconds after the epoch (clamped to it).
+    pub fn at(ms: i64) -> Now {
+        Now { ms: ms.max(0), iso: iso_millis(ms) }
+    }
+
+    /// Milliseconds since the epoch.
+    pub fn ms(&self) -> i64 {
+        self.ms
+    }
+
+    /// As stored: ISO-8601 UTC with milliseconds (`2026-11-22T11:00:00.000Z`).
+    pub fn iso(&self) -> &str {
+        &self.iso
+    }
 }
 
 /// Milliseconds since the Unix epoch of an RFC 3339 timestamp (`2026-11-22T11:00:00Z`, with or
@@ -43,6 +69,14 @@ mod tests {
     fn formats_with_milliseconds_and_z() {
         assert_eq!(iso_millis(0), "1970-01-01T00:00:00.000Z");
         assert_eq!(iso_millis(1_795_345_200_007), "2026-11-22T11:00:00.007Z");
+    }
+
+    #[test]
+    fn a_moment_is_its_number_and_the_text_of_it() {
+        let now = Now::at(1_795_345_200_007);
+        assert_eq!((now.ms(), now.iso()), (1_795_345_200_007, "2026-11-22T11:00:00.007Z"));
+        assert_eq!(parse_iso(now.iso()), Some(now.ms()));
+        assert_eq!(Now::at(-5), Now::at(0));
     }
 
     #[test]

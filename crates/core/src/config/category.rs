@@ -20,7 +20,7 @@ pub enum Category {
 impl Category {
     pub(crate) const ALL: [Category; 3] = [Category::Core, Category::Daily, Category::Conversation];
 
-    pub(crate) fn as_str(self) -> &'static str {
+    pub fn as_str(self) -> &'static str {
         match self {
             Category::Core => "core",
             Category::Daily => "daily",

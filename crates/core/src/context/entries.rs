@@ -8,7 +8,7 @@ use crate::rank::{rank, rowids, Index, Rows, Scope, Unmatched};
 use crate::sql::{json_ids, Sql, Value};
 use crate::vectors::fuse::{fuse, CANDIDATES};
 use crate::vectors::index::Within;
-use crate::vectors::{evidence, Kind, Meaning};
+use crate::vectors::{evidence, ItemKind, Meaning};
 
 /// How many entries `search_context` returns.
 pub(crate) const SEARCH_LIMIT: i64 = 10;
@@ -112,8 +112,8 @@ fn with_meaning(
     lexical: Vec<(i64, String, String)>,
 ) -> Result<Vec<(i64, String, String)>> {
     let n = SEARCH_LIMIT as usize;
-    let scale = meaning.scale(Kind::Entry)?;
-    let near = meaning.nearest(Kind::Entry, v, Within::Scopes(&[label]), CANDIDATES.max(n), scale.support())?;
+    let scale = meaning.scale(ItemKind::Entry)?;
+    let near = meaning.nearest(ItemKind::Entry, v, Within::Scopes(&[label]), CANDIDATES.max(n), scale.support())?;
     let near = evidence(near, &lexical.iter().map(|e| e.0).collect::<Vec<_>>(), &scale);
     let ids = json_ids(near.iter().map(|(seq, _)| *seq));
     let rows = meaning.sql.query(

@@ -9,15 +9,13 @@ pub mod skills;
 pub mod tools;
 
 use serde::Serialize;
-use serde_json::{json, Value as Json};
 
 use crate::access::Reach;
 use crate::blobs::{Blob, Blobs, BoxFuture};
 use crate::config::{check_scopes, BlockConfig, BlockKind, BlockScope, SessionConfig, HISTORY_DESCRIPTION};
 use crate::context::prompt::{render, BlockView};
 use crate::error::{Error, ErrorKind, Result};
-use crate::space::blocks::Shared;
-use crate::space::{self, choice, Call, Spaces};
+use crate::space::{self, choice, Operation, Spaces};
 use crate::sql::{Sql, Value};
 use crate::store::spill;
 use crate::tokens::estimate_str;
@@ -157,13 +155,6 @@ pub enum SharedWrite {
     /// last read).
     Replace(Option<i64>),
     Append,
-}
-
-/// A shared block as the space answered it.
-fn shared_block(body: Json, space: &str) -> Result<Shared> {
-    serde_json::from_value(body).map_err(|e| {
-        space::unavailable(format!("space {space}: an answer that could not be read")).with_log(e.to_string())
-    })
 }
 
 /// The `session_id` under which agent-wide writable blocks keep their text.
@@ -317,8 +308,8 @@ impl<'a> Context<'a> {
     fn shared<'s>(&'s self, b: &'s Block) -> BoxFuture<'s, Result<(String, i64)>> {
         Box::pin(async move {
             let space = self.space_of(b)?;
-            let call = Call { method: "GET", path: format!("/blocks/{}", b.label()), body: None };
-            let s = shared_block(space::request(self.spaces, &space, call).await?, &space)?;
+            let s =
+                space::blocks::send(self.spaces, &space, &Operation::ReadBlock { label: b.label().to_owned() }).await?;
             self.seen(b, s.version)?;
             let text = if s.has_text() { s.content } else { b.cfg.content.clone().unwrap_or_default() };
             Ok((text, s.version))
@@ -349,13 +340,13 @@ impl<'a> Context<'a> {
             }
             let space = self.space_of(b)?;
             let label = b.label();
-            let call = match how {
-                SharedWrite::Append => Call {
-                    method: "POST",
-                    path: format!("/link/blocks/{label}/append"),
-                    body: Some(json!({
-                        "content": content, "agent": self.agent, "maxTokens": b.cfg.max_tokens, "initial": b.cfg.content,
-                    })),
+            let op = match how {
+                SharedWrite::Append => Operation::AppendBlock {
+                    label: label.to_owned(),
+                    content: content.to_owned(),
+                    agent: self.agent.to_owned(),
+                    max_tokens: b.cfg.max_tokens,
+                    initial: b.cfg.content.clone(),
                 },
                 SharedWrite::Replace(read) => {
                     let read = match read {
@@ -370,16 +361,16 @@ impl<'a> Context<'a> {
                             .transpose()?
                             .unwrap_or(0),
                     };
-                    Call {
-                        method: "PUT",
-                        path: format!("/link/blocks/{label}"),
-                        body: Some(json!({
-                            "content": content, "version": read, "agent": self.agent, "maxTokens": b.cfg.max_tokens,
-                        })),
+                    Operation::ReplaceBlock {
+                        label: label.to_owned(),
+                        content: content.to_owned(),
+                        version: read,
+                        agent: self.agent.to_owned(),
+                        max_tokens: b.cfg.max_tokens,
                     }
                 }
             };
-            let s = shared_block(space::request(self.spaces, &space, call).await?, &space)?;
+            let s = space::blocks::send(self.spaces, &space, &op).await?;
             self.seen(b, s.version)?;
             Ok((s.content, s.version))
         })

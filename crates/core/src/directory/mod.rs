@@ -12,7 +12,7 @@ use serde::Serialize;
 use serde_json::{Map, Value as Json};
 
 use crate::error::{Error, Result};
-use crate::ids::check_name;
+use crate::ids::{check_name, Role};
 use crate::time::{instant, parse_iso};
 
 /// How many directory objects the directory is spread over. Fixed: an object's shard is a hash
@@ -23,40 +23,13 @@ pub const DIRECTORY_SHARDS: u32 = 16;
 pub const DEFAULT_LIMIT: i64 = 50;
 pub const MAX_LIMIT: i64 = 1000;
 
-/// What kind of object an entry is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Kind {
-    /// A `SessionAgent` (one agent's memory).
-    Agent,
-    /// A shared memory space.
-    Space,
-}
-
-impl Kind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Kind::Agent => "agent",
-            Kind::Space => "space",
-        }
-    }
-
-    /// `agent` or `space`; anything else is `invalid_request`.
-    pub fn parse(text: &str) -> Result<Kind> {
-        match text {
-            "agent" => Ok(Kind::Agent),
-            "space" => Ok(Kind::Space),
-            _ => Err(Error::invalid("kind must be agent or space")),
-        }
-    }
-}
-
 /// FNV-1a (32 bits) of `text`: stable across builds and platforms.
 fn fnv1a(text: &str) -> u32 {
     text.bytes().fold(0x811c_9dc5u32, |h, b| (h ^ u32::from(b)).wrapping_mul(0x0100_0193))
 }
 
 /// The shard (`0..DIRECTORY_SHARDS`) that keeps the entry of `kind` called `name`.
-pub fn shard_of(kind: Kind, name: &str) -> u32 {
+pub fn shard_of(kind: Role, name: &str) -> u32 {
     fnv1a(&format!("{}:{name}", kind.as_str())) % DIRECTORY_SHARDS
 }
 
@@ -69,8 +42,7 @@ pub fn shard_name(n: u32) -> String {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Entry {
-    #[serde(serialize_with = "kind_text")]
-    pub kind: Kind,
+    pub kind: Role,
     pub name: String,
     pub sessions: i64,
     pub messages: i64,
@@ -83,22 +55,18 @@ pub struct Entry {
     pub reported_at: String,
 }
 
-fn kind_text<S: serde::Serializer>(k: &Kind, s: S) -> std::result::Result<S::Ok, S::Error> {
-    s.serialize_str(k.as_str())
-}
-
 /// What an object tells its shard.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Report {
     /// It holds data: these are its figures.
     Holds(Entry),
     /// It holds nothing (new, or erased): its row goes.
-    Removed { kind: Kind, name: String },
+    Removed { kind: Role, name: String },
 }
 
 impl Report {
     /// The kind and name it is about.
-    pub fn key(&self) -> (Kind, &str) {
+    pub fn key(&self) -> (Role, &str) {
         match self {
             Report::Holds(e) => (e.kind, &e.name),
             Report::Removed { kind, name } => (*kind, name),
@@ -125,7 +93,7 @@ impl Report {
     pub fn from_json(v: &Json) -> Result<Report> {
         let o = v.as_object().ok_or_else(|| Error::invalid("a report must be a JSON object"))?;
         let text = |k: &str| o.get(k).and_then(Json::as_str).ok_or_else(|| Error::invalid(format!("{k} is required")));
-        let kind = Kind::parse(text("kind")?)?;
+        let kind = Role::parse(text("kind")?)?;
         let name = text("name")?.to_owned();
         check_name("name", &name)?;
         if o.get("removed").and_then(Json::as_bool) == Some(true) {
@@ -160,7 +128,7 @@ impl Report {
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct After {
     pub name: String,
-    pub kind: Kind,
+    pub kind: Role,
 }
 
 impl After {
@@ -168,7 +136,7 @@ impl After {
     pub fn parse(text: &str) -> Result<After> {
         let bad = || Error::invalid("cursor is not one this API gave out");
         let (kind, name) = text.split_once(':').ok_or_else(bad)?;
-        let kind = Kind::parse(kind).map_err(|_| bad())?;
+        let kind = Role::parse(kind).map_err(|_| bad())?;
         check_name("cursor", name).map_err(|_| bad())?;
         Ok(After { name: name.to_owned(), kind })
     }
@@ -186,7 +154,7 @@ impl After {
 /// A page of the directory asked for: the filters, where it starts, how many.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Listing {
-    pub kind: Option<Kind>,
+    pub kind: Option<Role>,
     /// Names that start with this.
     pub prefix: Option<String>,
     /// `lastActiveAt` at or after this (ISO).
@@ -202,7 +170,7 @@ impl Listing {
     /// `activeBefore`, `limit`, `cursor`), checked: anything wrong (an empty value too) is
     /// `invalid_request`.
     pub fn parse(get: &dyn Fn(&str) -> Option<String>) -> Result<Listing> {
-        let kind = get("kind").map(|k| Kind::parse(&k)).transpose()?;
+        let kind = get("kind").map(|k| Role::parse(&k)).transpose()?;
         let prefix = get("prefix");
         if let Some(p) = &prefix {
             check_name("prefix", p)?;
@@ -223,7 +191,7 @@ impl Listing {
     /// The query string a shard is asked with: the same filters, one more row than the page
     /// (so the merge knows whether more follow).
     pub fn shard_query(&self) -> String {
-        let mut q = form_pairs();
+        let mut q = form_urlencoded::Serializer::new(String::new());
         if let Some(k) = self.kind {
             q.append_pair("kind", k.as_str());
         }
@@ -242,39 +210,6 @@ impl Listing {
         q.append_pair("limit", &(self.limit + 1).min(MAX_LIMIT + 1).to_string());
         q.finish()
     }
-}
-
-/// A tiny `application/x-www-form-urlencoded` writer (the core has no URL crate).
-struct Pairs(String);
-
-fn form_pairs() -> Pairs {
-    Pairs(String::new())
-}
-
-impl Pairs {
-    fn append_pair(&mut self, k: &str, v: &str) {
-        if !self.0.is_empty() {
-            self.0.push('&');
-        }
-        self.0.push_str(&encode(k));
-        self.0.push('=');
-        self.0.push_str(&encode(v));
-    }
-
-    fn finish(self) -> String {
-        self.0
-    }
-}
-
-fn encode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => out.push(b as char),
-            _ => out.push_str(&format!("%{b:02X}")),
-        }
-    }
-    out
 }
 
 /// A page of the directory: entries in (name, kind) order, and the cursor of the next page.

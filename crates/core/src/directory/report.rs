@@ -5,8 +5,9 @@
 //! [`sent`] clears the mark unless another write came meanwhile ([`failed`]: retried later). A
 //! crash between a write and its report is repaired by the alarm the mark set.
 
-use super::{Entry, Kind, Report};
+use super::{Entry, Report};
 use crate::error::Result;
+use crate::ids::Role;
 use crate::sql::{Sql, Value};
 use crate::time::iso_millis;
 
@@ -79,7 +80,7 @@ fn count(sql: &dyn Sql, query: &str) -> Result<i64> {
 /// `r2Bytes` is what `spills` records of the message fields moved to R2 (the skills bucket's
 /// files are shared, not counted). `createdAt` is when it first reported holding data (else
 /// its oldest session or memory); `lastActiveAt` its last write.
-pub fn stats(sql: &dyn Sql, kind: Kind, name: &str, sqlite_bytes: i64, now_ms: i64) -> Result<Report> {
+pub fn stats(sql: &dyn Sql, kind: Role, name: &str, sqlite_bytes: i64, now_ms: i64) -> Result<Report> {
     let kept = kept_name(sql)?;
     let name = kept.as_deref().unwrap_or(name);
     let sessions = count(sql, "SELECT count(*) FROM sessions")?;

@@ -1,8 +1,9 @@
 //! A directory shard's table (`directory_entries`): reports upserted or removed, and pages of
 //! entries in (name, kind) order after a cursor, filtered by kind, name prefix and activity.
 
-use super::{After, Entry, Kind, Listing, Report, MAX_LIMIT};
+use super::{After, Entry, Listing, Report, MAX_LIMIT};
 use crate::error::Result;
+use crate::ids::Role;
 use crate::sql::{atomically, Row, Sql, Value};
 
 /// Reports at most one request to a shard carries.
@@ -42,7 +43,7 @@ pub fn take(sql: &dyn Sql, reports: &[Report], now: &str) -> Result<()> {
 
 fn entry(r: &Row) -> Result<Entry> {
     Ok(Entry {
-        kind: Kind::parse(&r.text(0)?)?,
+        kind: Role::parse(&r.text(0)?)?,
         name: r.text(1)?,
         sessions: r.int(2)?,
         messages: r.int(3)?,

@@ -7,7 +7,7 @@ use serde_json::Value as Json;
 
 use super::model::{ChatReply, ChatRequest, Delivery, Piece, ToolCall};
 use super::sse::SseEvent;
-use super::transport::{Answer, Call, Endpoint};
+use super::transport::{Call, Endpoint, Returned};
 use super::wire::{event_json, parse_arguments, unavailable};
 use crate::error::{Error, Result};
 
@@ -53,7 +53,7 @@ pub trait Api: Sync + std::fmt::Debug {
     }
 
     /// The `n` vectors of an embeddings answer, in the order of the texts.
-    fn vectors(&self, _answer: Answer<'_>, _n: usize) -> Result<Vec<Vec<f32>>> {
+    fn vectors(&self, _answer: Returned<'_>, _n: usize) -> Result<Vec<Vec<f32>>> {
         Err(Error::internal("this provider has no embeddings"))
     }
 }

@@ -4,7 +4,7 @@
 
 use super::api::Api;
 use super::registry::{Provider, Purpose};
-use super::transport::{Answer, Call, Endpoint, ToolUse, Transport, DEFAULT_TIMEOUT_MS};
+use super::transport::{Call, Endpoint, Returned, ToolUse, Transport, DEFAULT_TIMEOUT_MS};
 use super::wire::unavailable;
 use crate::error::{Error, ErrorKind, Result};
 
@@ -60,7 +60,7 @@ impl EmbeddingsConfig {
 
 /// The vectors `api` reads from `answer`, `n` of them in the order of the texts; a missing
 /// vector or a non-number is `llm_unavailable`.
-pub fn vectors(api: &dyn Api, answer: Answer<'_>, n: usize) -> Result<Vec<Vec<f32>>> {
+pub fn vectors(api: &dyn Api, answer: Returned<'_>, n: usize) -> Result<Vec<Vec<f32>>> {
     let out = api.vectors(answer, n)?;
     if out.iter().any(|v| v.is_empty() || v.iter().any(|f| !f.is_finite())) {
         return Err(unavailable("the embeddings answer lacks a vector or holds a non-number"));
@@ -80,11 +80,11 @@ pub(crate) async fn embed(t: &dyn Transport, cfg: &EmbeddingsConfig, texts: &[St
                 let excerpt: String = resp.body.chars().take(200).collect();
                 return Err(unavailable(format!("embeddings endpoint answered {}: {excerpt}", resp.status)));
             }
-            vectors(api, Answer::Body(&resp.body), texts.len())
+            vectors(api, Returned::Body(&resp.body), texts.len())
         }
         Call::Binding { model, input } => {
             let answer = t.workers_ai(&model, input).await.map_err(|e| unavailable(e.message))?;
-            vectors(api, Answer::Binding(&answer), texts.len())
+            vectors(api, Returned::Binding(&answer), texts.len())
         }
     }
 }

@@ -45,7 +45,7 @@ pub use model::{
 pub use registry::Provider;
 pub use sse::{SseDecoder, SseEvent};
 pub use stream::StreamState;
-pub use transport::{Answer, Call, Endpoint, HttpRequest, HttpResponse, ToolUse, Transport, DEFAULT_TIMEOUT_MS};
+pub use transport::{Call, Endpoint, HttpRequest, HttpResponse, Returned, ToolUse, Transport, DEFAULT_TIMEOUT_MS};
 
 // ── Configuration ────────────────────────────────────────────────────────────────────────────────────
 

@@ -10,7 +10,7 @@ use serde_json::{json, Value as Json};
 use super::api::{Accum, Api, PartialCall};
 use super::model::{ChatMessage, ChatReply, ChatRequest, Delivery, Format, Piece, ToolCall, DEFAULT_MAX_TOKENS};
 use super::sse::SseEvent;
-use super::transport::{Answer, Call, Endpoint, HttpRequest};
+use super::transport::{Call, Endpoint, HttpRequest, Returned};
 use super::wire::{error_message, lenient, object_or_empty, parse_arguments, request_body, unavailable, CompatUsage};
 use crate::error::{Error, Result};
 
@@ -49,7 +49,7 @@ impl Api for OpenAi {
         Ok(Call::Http(authorized(HttpRequest::json(url, body, Delivery::Whole, to.timeout_ms), to)))
     }
 
-    fn vectors(&self, answer: Answer<'_>, n: usize) -> Result<Vec<Vec<f32>>> {
+    fn vectors(&self, answer: Returned<'_>, n: usize) -> Result<Vec<Vec<f32>>> {
         vectors(answer, n)
     }
 }
@@ -382,8 +382,8 @@ struct Embedding {
 }
 
 /// The vectors of an `/embeddings` answer, put in the order of the inputs by their `index`.
-fn vectors(answer: Answer<'_>, n: usize) -> Result<Vec<Vec<f32>>> {
-    let Answer::Body(body) = answer else {
+fn vectors(answer: Returned<'_>, n: usize) -> Result<Vec<Vec<f32>>> {
+    let Returned::Body(body) = answer else {
         return Err(Error::internal("an OpenAI-compatible endpoint answers over HTTP"));
     };
     let a: Embeddings =

@@ -1,6 +1,6 @@
 //! How requests reach a model: the [`Transport`] trait (Workers `fetch` and the `AI` binding in
 //! the DO, a script in tests), the [`Call`] a provider builds for it (an HTTP request or the
-//! binding's input), the [`Answer`] that comes back, and the [`Endpoint`] settings a call is
+//! binding's input), the [`Returned`] that comes back, and the [`Endpoint`] settings a call is
 //! built from (with [`ToolUse`], whether tools are offered).
 
 use serde_json::Value as Json;
@@ -98,7 +98,7 @@ pub enum Call {
 
 /// The answer to a [`Call`], as it came back.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Answer<'a> {
+pub enum Returned<'a> {
     /// The body of an HTTP answer (its status already checked).
     Body(&'a str),
     /// What the `AI` binding returned.

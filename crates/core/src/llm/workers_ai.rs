@@ -12,7 +12,7 @@ use super::api::{Accum, Api, PartialCall};
 use super::model::{ChatMessage, ChatReply, ChatRequest, Delivery, Piece, ToolSpec, DEFAULT_MAX_TOKENS};
 use super::openai::{self, OpenAi};
 use super::sse::SseEvent;
-use super::transport::{Answer, Call, Endpoint, ToolUse};
+use super::transport::{Call, Endpoint, Returned, ToolUse};
 use super::wire::{error_message, lenient, object_or_empty, parse_arguments, unavailable, CompatUsage};
 use crate::error::{Error, Result};
 
@@ -103,8 +103,8 @@ impl Api for WorkersAi {
     }
 
     /// The vectors of an embeddings answer: `{shape, data: [[...], ...]}`, one row per text.
-    fn vectors(&self, answer: Answer<'_>, n: usize) -> Result<Vec<Vec<f32>>> {
-        let Answer::Binding(answer) = answer else {
+    fn vectors(&self, answer: Returned<'_>, n: usize) -> Result<Vec<Vec<f32>>> {
+        let Returned::Binding(answer) = answer else {
             return Err(Error::internal("Workers AI answers through the binding"));
         };
         let data = answer

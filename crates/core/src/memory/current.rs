@@ -20,8 +20,9 @@ use super::store::{columns, filter_sql, from_row};
 use crate::error::Result;
 use crate::query::is_stopword;
 use crate::sql::{json_ids, Sql, Value};
+use crate::time::Now;
 use crate::vectors::code::{cosine, decode};
-use crate::vectors::index::{Kind, Within};
+use crate::vectors::index::{ItemKind, Within};
 use crate::vectors::{Meaning, Scale};
 
 /// How far from the memories' baseline to 1 the cosine similarity of two facts' vectors is for
@@ -62,7 +63,7 @@ fn vectors(sql: &dyn Sql, seqs: &[i64]) -> Result<Vec<(i64, Vec<f32>)>> {
     let rows = sql.query(
         "SELECT v.item, v.vector FROM json_each(?) j CROSS JOIN vectors v ON v.kind = ? AND v.item = j.value
           WHERE v.model = (SELECT model FROM embedding_model WHERE id = 1)",
-        &[json_ids(seqs.iter().copied()).into(), Value::Int(Kind::Memory.number())],
+        &[json_ids(seqs.iter().copied()).into(), Value::Int(ItemKind::Memory.number())],
     )?;
     for r in rows {
         if let Some(Value::Blob(b)) = r.0.get(1) {
@@ -94,7 +95,7 @@ pub(crate) fn with_corrections(
     asked: &recall::Query,
     query: &[f32],
     n: usize,
-    now: &str,
+    now: &Now,
 ) -> Result<()> {
     let (filter, query_text) = (&asked.filter, asked.text.as_str());
     let sql = meaning.sql;
@@ -102,9 +103,9 @@ pub(crate) fn with_corrections(
     let firsts: Vec<i64> = hits.iter().take(n).map(|h| h.memory.seq).collect();
     let own = vectors(sql, &firsts)?;
     let mut found: Vec<i64> = Vec::new();
-    let scale = meaning.scale(Kind::Memory)?;
+    let scale = meaning.scale(ItemKind::Memory)?;
     for (seq, v) in &own {
-        for (item, _) in meaning.nearest(Kind::Memory, v, Within::All, NEIGHBOURS, same_subject(&scale))? {
+        for (item, _) in meaning.nearest(ItemKind::Memory, v, Within::All, NEIGHBOURS, same_subject(&scale))? {
             if item != *seq && !hits.iter().any(|h| h.memory.seq == item) && !found.contains(&item) {
                 found.push(item);
             }
@@ -112,7 +113,7 @@ pub(crate) fn with_corrections(
     }
     let mut extra = Vec::new();
     if !found.is_empty() {
-        let (cond, params) = filter_sql(filter, now);
+        let (cond, params) = filter_sql(filter, now.iso());
         let q = format!(
             "SELECT {} FROM json_each(?) j CROSS JOIN memories m ON m.seq = j.value WHERE {cond}",
             columns("m")

@@ -19,6 +19,7 @@ use crate::env::Env;
 use crate::error::{Error, ErrorKind, Result};
 use crate::llm::{complete, ChatRequest, Format, LlmConfig, Provider, Usage};
 use crate::parts::{part_type, parts, str_field};
+use crate::space::Operation;
 use crate::store::message::parse_all;
 use crate::store::tree::Tree;
 
@@ -276,9 +277,9 @@ pub async fn distill(memories: &Memories<'_>, session: &str, x: &Exchange, agent
 /// names any, `new` is stored superseding them whatever the model answers.
 pub async fn consolidate(memories: &Memories<'_>, new: NewMemory, by: By) -> Result<(Memory, Stored)> {
     let env = memories.env;
-    store::check_new(&new, &env.now)?;
+    store::check_new(&new, env.now.iso())?;
     memories.admits(new.category)?;
-    store::check_supersedes(env.sql, &new.supersedes, &env.reach, &env.now)?;
+    store::check_supersedes(env.sql, &new.supersedes, &env.reach, env.now.iso())?;
     if env.llm.provider == Provider::None {
         return Err(Error::new(ErrorKind::NotConfigured, "consolidate needs a model: no LLM is configured"));
     }
@@ -329,7 +330,7 @@ async fn apply(memories: &Memories<'_>, new: &NewMemory, decisions: Vec<Decision
                 memories.remember(NewMemory { content: text, ..new.clone() }, By::Extract).await.map(Some)
             }
             Decision::Update { id, text } => {
-                let same = store::get(memories.env.sql, &id, &memories.env.now)?
+                let same = store::get(memories.env.sql, &id, memories.env.now.iso())?
                     .is_some_and(|old| store::normalize(&old.content) == store::normalize(&text));
                 if same {
                     let patch = Patch { score: Some(new.score), ..Patch::default() };
@@ -383,9 +384,9 @@ pub(crate) async fn after(memories: &Memories<'_>, session: &str, leaf: &str) {
 /// Hands the exchange of `session` to `space`, which distills it into its memories as the agent
 /// would into its own (`POST /link/extract`).
 async fn into_space(env: &Env<'_>, space: &str, session: &str, x: &Exchange) -> Result<Extracted> {
-    let body = json!({ "agent": env.agent, "sessionId": session, "exchange": x });
-    let call = crate::space::Call { method: "POST", path: "/link/extract".to_owned(), body: Some(body) };
-    let answer = crate::space::request(env.spaces, space, call).await?;
+    let exchange = serde_json::to_value(x).map_err(|e| Error::internal(e.to_string()))?;
+    let op = Operation::Extract { agent: env.agent.to_owned(), session: session.to_owned(), exchange };
+    let answer = crate::space::request(env.spaces, space, &op).await?;
     let memories =
         |k: &str| -> Option<Vec<Memory>> { answer.get(k)?.as_array()?.iter().map(Memory::from_json).collect() };
     let read = || {

@@ -51,7 +51,7 @@ fn write(sql: &dyn Sql, kind: &str, at: &str) -> Result<()> {
 /// a first pass or one with memories left, else `everyHours` after the last pass began.
 pub fn due(env: &Env<'_>) -> Result<Option<i64>> {
     let Some(cfg) = config(env) else { return Ok(None) };
-    let now = parse_iso(&env.now).unwrap_or(0);
+    let now = env.now.ms();
     let (Some(began), upto) = (read(env.sql, BEGAN)?, read(env.sql, UPTO)?) else { return Ok(Some(now)) };
     if upto.as_deref() < Some(began.as_str()) {
         return Ok(Some(now));
@@ -64,7 +64,7 @@ pub fn due(env: &Env<'_>) -> Result<Option<i64>> {
 pub async fn run(env: &Env<'_>) -> Result<Consolidated> {
     let mut done = Consolidated::default();
     let Some(cfg) = config(env) else { return Ok(done) };
-    let now = parse_iso(&env.now).unwrap_or(0);
+    let now = env.now.ms();
     if due(env)?.is_none_or(|t| t > now) {
         return Ok(done);
     }
@@ -74,8 +74,8 @@ pub async fn run(env: &Env<'_>) -> Result<Consolidated> {
         match began {
             Some(b) if upto.as_deref() < Some(b.as_str()) => Ok(b),
             _ => {
-                write(sql, BEGAN, &env.now)?;
-                Ok(env.now.clone())
+                write(sql, BEGAN, env.now.iso())?;
+                Ok(env.now.iso().to_owned())
             }
         }
     })?;
@@ -87,14 +87,14 @@ pub async fn run(env: &Env<'_>) -> Result<Consolidated> {
             store::columns("m"),
             store::LIVE
         ),
-        &[env.now.as_str().into(), upto.into(), began.as_str().into(), Value::Int(cfg.batch)],
+        &[env.now.iso().into(), upto.into(), began.as_str().into(), Value::Int(cfg.batch)],
     )?;
     let candidates = rows.iter().map(|r| store::from_row(r, 0)).collect::<Result<Vec<_>>>()?;
     let memories = Memories::new(env);
     let llm = model(env.llm, &memories.config().extract.unwrap_or_default());
     for m in &candidates {
         // Retired by an earlier one of this batch: nothing to check.
-        if store::get(sql, &m.id, &env.now)?.is_none_or(|now| now.invalid_at.is_some()) {
+        if store::get(sql, &m.id, env.now.iso())?.is_none_or(|now| now.invalid_at.is_some()) {
             write(sql, UPTO, &m.updated_at)?;
             continue;
         }

@@ -14,7 +14,7 @@ use crate::config::category::Category;
 use crate::config::MemoryConfig;
 use crate::env::Env;
 use crate::error::{Error, Result};
-use crate::space::Role;
+use crate::ids::Role;
 use crate::sql::atomically;
 use crate::store::sessions;
 use crate::wire::Frame;
@@ -69,7 +69,7 @@ impl<'a> Memories<'a> {
         let e = self.env;
         let cfg = self.config();
         atomically(e.sql, || {
-            store::purge_expired(e.sql, &e.now)?;
+            store::purge_expired(e.sql, e.now.iso())?;
             write(&cfg)
         })
     }
@@ -90,7 +90,7 @@ impl<'a> Memories<'a> {
     /// memory's transaction.
     fn register_session(&self, m: &Memory) -> Result<()> {
         match (&m.category, &m.source) {
-            (Category::Conversation, Some(s)) => sessions::ensure(self.env.sql, &s.session_id, &self.env.now),
+            (Category::Conversation, Some(s)) => sessions::ensure(self.env.sql, &s.session_id, self.env.now.iso()),
             _ => Ok(()),
         }
     }
@@ -106,7 +106,7 @@ impl<'a> Memories<'a> {
         let (m, stored, replaced) = self.write(|cfg| {
             let (m, stored) = store::remember(e.sql, cfg, &new, by, &e.now)?;
             self.register_session(&m)?;
-            let replaced = store::supersede(e.sql, &m, &new.supersedes, &e.reach, &e.now)?;
+            let replaced = store::supersede(e.sql, &m, &new.supersedes, &e.reach, e.now.iso())?;
             Ok((m, stored, replaced))
         })?;
         self.publish(if stored == Stored::Created { Op::Created } else { Op::Updated }, &m);
@@ -122,10 +122,10 @@ impl<'a> Memories<'a> {
     pub(crate) fn invalidate(&self, id: &str, by: Option<&str>) -> Result<Memory> {
         let e = self.env;
         let m = self.write(|_| {
-            let old = store::get(e.sql, id, &e.now)?
+            let old = store::get(e.sql, id, e.now.iso())?
                 .filter(|m| store::within(&e.reach, m) && m.invalid_at.is_none())
                 .ok_or_else(|| Error::not_found(format!("memory {id} not found")))?;
-            store::invalidate(e.sql, &old, &e.now, by, &e.now)
+            store::invalidate(e.sql, &old, e.now.iso(), by, e.now.iso())
         })?;
         self.publish(Op::Updated, &m);
         Ok(m)
@@ -143,7 +143,7 @@ impl<'a> Memories<'a> {
                 self.admits(new.category).map_err(at)?;
                 let one = store::remember(e.sql, cfg, new, by, &e.now).map_err(at)?;
                 self.register_session(&one.0)?;
-                replaced.extend(store::supersede(e.sql, &one.0, &new.supersedes, &e.reach, &e.now).map_err(at)?);
+                replaced.extend(store::supersede(e.sql, &one.0, &new.supersedes, &e.reach, e.now.iso()).map_err(at)?);
                 done.push(one);
             }
             Ok((done, replaced))
@@ -177,7 +177,7 @@ impl<'a> Memories<'a> {
     pub fn forget(&self, id: &str) -> Result<Memory> {
         let e = self.env;
         let m = self.write(|_| {
-            let m = store::get(e.sql, id, &e.now)?
+            let m = store::get(e.sql, id, e.now.iso())?
                 .filter(|m| store::within(&e.reach, m))
                 .ok_or_else(|| Error::not_found(format!("memory {id} not found")))?;
             store::delete(e.sql, &[m.seq])?;
@@ -193,7 +193,7 @@ impl<'a> Memories<'a> {
         let e = self.env;
         let filter = Filter { held: Held::Ever, ..filter.clone() };
         let gone = self.write(|_| {
-            let gone = store::select_all(e.sql, &filter, &e.now)?;
+            let gone = store::select_all(e.sql, &filter, e.now.iso())?;
             store::delete(e.sql, &gone.iter().map(|m| m.seq).collect::<Vec<_>>())?;
             Ok(gone)
         })?;
@@ -207,7 +207,7 @@ impl<'a> Memories<'a> {
     pub async fn recall(&self, query: &recall::Query) -> Result<Vec<recall::Hit>> {
         let mut hits = self.rank(query).await?;
         let e = self.env;
-        atomically(e.sql, || recall::count(e.sql, &mut hits, &e.now))?;
+        atomically(e.sql, || recall::count(e.sql, &mut hits, e.now.iso()))?;
         Ok(hits)
     }
 

@@ -25,9 +25,9 @@ use crate::error::Result;
 use crate::query::{self, Query as Words};
 use crate::rank::{self, Index, Rows, Scope, Unmatched};
 use crate::sql::{json_ids, Sql, Value};
-use crate::time::parse_iso;
+use crate::time::{parse_iso, Now};
 use crate::vectors::index::Within;
-use crate::vectors::{Kind, Meaning, Scale};
+use crate::vectors::{ItemKind, Meaning, Scale};
 
 /// Hits of `GET /memories/search` and `memory_recall` by default.
 pub const DEFAULT_LIMIT: i64 = 10;
@@ -138,10 +138,11 @@ pub(crate) fn count(sql: &dyn Sql, hits: &mut [Hit], now: &str) -> Result<()> {
 /// Every candidate memory for `query` (with `vector`, the query's embedding, semantic candidates
 /// too), best first: the caller keeps `query.limit` of them. Moves no counter: a recall adds
 /// [`count`].
-pub(crate) fn rank(meaning: &Meaning<'_>, query: &Query, vector: Option<&[f32]>, now: &str) -> Result<Vec<Hit>> {
+pub(crate) fn rank(meaning: &Meaning<'_>, query: &Query, vector: Option<&[f32]>, now: &Now) -> Result<Vec<Hit>> {
+    let (now_ms, now) = (now.ms(), now.iso());
     let mut found = text_candidates(meaning.sql, query, now)?;
     let scale = match vector {
-        Some(_) => meaning.scale(Kind::Memory)?,
+        Some(_) => meaning.scale(ItemKind::Memory)?,
         None => Scale::default(),
     };
     if let Some(v) = vector {
@@ -156,7 +157,6 @@ pub(crate) fn rank(meaning: &Meaning<'_>, query: &Query, vector: Option<&[f32]>,
             }
         }
     }
-    let now_ms = parse_iso(now).unwrap_or(0);
     let best_bm25 = found.iter().filter_map(|c| c.bm25).fold(0.0_f64, f64::max);
     let mut hits: Vec<Hit> = found
         .into_iter()
@@ -176,9 +176,9 @@ pub(crate) fn rank(meaning: &Meaning<'_>, query: &Query, vector: Option<&[f32]>,
 
 /// A memory no word of the query matched, as a hit by its `similarity` to the query alone
 /// (relevance as [`rank`] gives it, on the memories' `scale`).
-pub(crate) fn by_meaning(memory: Memory, similarity: f64, scale: &Scale, now: &str) -> Hit {
+pub(crate) fn by_meaning(memory: Memory, similarity: f64, scale: &Scale, now: &Now) -> Hit {
     let relevance = scale.strength(similarity);
-    score(memory, 0.0, Some(similarity), relevance, parse_iso(now).unwrap_or(0))
+    score(memory, 0.0, Some(similarity), relevance, now.ms())
 }
 
 fn score(memory: Memory, text: f64, semantic: Option<f64>, relevance: f64, now_ms: i64) -> Hit {
@@ -267,7 +267,7 @@ fn vector_candidates(
         false => Vec::new(),
     };
     let within = if narrowing { Within::Items(&allowed) } else { Within::All };
-    let near = meaning.nearest(Kind::Memory, v, within, CANDIDATES as usize, scale.support())?;
+    let near = meaning.nearest(ItemKind::Memory, v, within, CANDIDATES as usize, scale.support())?;
     if near.is_empty() {
         return Ok(Vec::new());
     }

@@ -12,7 +12,8 @@ use crate::config::category::Category;
 use crate::config::SpaceMode;
 use crate::env::Env;
 use crate::error::{Error, Result};
-use crate::space::{choice, request, Call, Role};
+use crate::ids::Role;
+use crate::space::{choice, request, Operation};
 use crate::wire::Frame;
 
 /// The space an agent's memory uses, and how.
@@ -40,17 +41,13 @@ pub(crate) async fn recall(
     limit: i64,
     categories: &[Category],
 ) -> Result<Vec<Hit>> {
-    let mut q = form_urlencoded::Serializer::new(String::new());
-    q.append_pair("q", text).append_pair("limit", &limit.to_string());
     let wanted: &[Category] = if categories.is_empty() { &Category::ALL } else { categories };
-    for c in wanted.iter().filter(|c| **c != Category::Conversation) {
-        q.append_pair("category", c.as_str());
-    }
-    if wanted.iter().all(|c| *c == Category::Conversation) {
+    let categories: Vec<Category> = wanted.iter().copied().filter(|c| *c != Category::Conversation).collect();
+    if categories.is_empty() {
         return Ok(Vec::new());
     }
-    let call = Call { method: "GET", path: format!("/memories/search?{}", q.finish()), body: None };
-    let body = request(env.spaces, space, call).await?;
+    let op = Operation::Recall { text: text.to_owned(), limit, categories };
+    let body = request(env.spaces, space, &op).await?;
     let results = body.get("results").and_then(Json::as_array).cloned().unwrap_or_default();
     results
         .iter()

@@ -14,7 +14,7 @@ use crate::metadata::{self, Metadata};
 use crate::page::Cursor;
 use crate::sql::{json_texts, Row, Sql, Value};
 use crate::table::{Col, Table, Ty};
-use crate::time::{iso_millis, parse_iso};
+use crate::time::{iso_millis, parse_iso, Now};
 
 /// Longest memory text, in characters.
 pub(crate) const MAX_CONTENT_CHARS: usize = 4000;
@@ -484,8 +484,9 @@ pub(crate) fn remember(
     cfg: &MemoryConfig,
     new: &NewMemory,
     by: By,
-    now: &str,
+    now: &Now,
 ) -> Result<(Memory, Stored)> {
+    let (now_ms, now) = (now.ms(), now.iso());
     check_new(new, now)?;
     let tags = check_tags(&new.tags)?;
     let meta = check_metadata(&new.metadata)?;
@@ -534,7 +535,7 @@ pub(crate) fn remember(
     let expires_at = match (&new.expires_at, new.category) {
         (Some(e), _) => Some(check_expiry(e, now)?),
         (None, Category::Daily) => {
-            let ms = parse_iso(now).unwrap_or(0) + cfg.daily_ttl_days * 86_400_000;
+            let ms = now_ms + cfg.daily_ttl_days * 86_400_000;
             Some(iso_millis(ms))
         }
         (None, _) => None,
@@ -653,7 +654,8 @@ fn version(sql: &dyn Sql, m: &Memory, by: By, now: &str) -> Result<()> {
 
 /// Changes memory `id` (live ones only). A change that would make it the duplicate of another
 /// memory of its category is `conflict`.
-pub(crate) fn patch(sql: &dyn Sql, cfg: &MemoryConfig, id: &str, patch: &Patch, by: By, now: &str) -> Result<Memory> {
+pub(crate) fn patch(sql: &dyn Sql, cfg: &MemoryConfig, id: &str, patch: &Patch, by: By, now: &Now) -> Result<Memory> {
+    let (now_ms, now) = (now.ms(), now.iso());
     let old = get(sql, id, now)?.ok_or_else(|| Error::not_found(format!("memory {id} not found")))?;
     if let Some(c) = &patch.content {
         check_content(c)?;
@@ -668,7 +670,7 @@ pub(crate) fn patch(sql: &dyn Sql, cfg: &MemoryConfig, id: &str, patch: &Patch, 
     if let Some(Some(e)) = &patch.expires_at {
         patch.expires_at = Some(Some(check_expiry(e, now)?));
     } else if patch.category == Some(Category::Daily) && old.category != Category::Daily && old.expires_at.is_none() {
-        let ms = parse_iso(now).unwrap_or(0) + cfg.daily_ttl_days * 86_400_000;
+        let ms = now_ms + cfg.daily_ttl_days * 86_400_000;
         patch.expires_at.get_or_insert(Some(iso_millis(ms)));
     }
     if let Some(t) = &patch.tags {

@@ -90,17 +90,17 @@ pub fn wake<'a>(env: &'a dyn Fn() -> Env<'a>) -> BoxFuture<'a, Woken> {
 async fn run_wake<'a>(env: &'a dyn Fn() -> Env<'a>) -> Woken {
     let mut woken = Woken::default();
     let first = env();
-    let ids = match due_schedules(first.sql, &first.now, RUNS_PER_WAKE) {
+    let ids = match due_schedules(first.sql, first.now.iso(), RUNS_PER_WAKE) {
         Ok(ids) => ids,
         Err(e) => {
             first.events.warn(&format!("alarm: reading the due schedules: {}", e.message));
             Vec::new()
         }
     };
-    let began = parse_iso(&first.now).unwrap_or(0);
+    let began = first.now.ms();
     for id in ids {
         let now = env();
-        if parse_iso(&now.now).unwrap_or(0) - began > WAKE_BUDGET_MS {
+        if now.now.ms() - began > WAKE_BUDGET_MS {
             break;
         }
         match tick(&now, &id, Tick::Due).await {
@@ -113,7 +113,7 @@ async fn run_wake<'a>(env: &'a dyn Fn() -> Env<'a>) -> Woken {
         }
     }
     let last = env();
-    match purge(last.sql, &last.now) {
+    match purge(last.sql, last.now.iso()) {
         Ok(n) => woken.purged = n,
         Err(e) => last.events.warn(&format!("alarm: purging expired memories: {}", e.message)),
     }
@@ -140,7 +140,7 @@ pub fn due(env: &Env<'_>) -> Result<Option<i64>> {
     let earliest = |query: &str| -> Result<Option<i64>> {
         Ok(sql.query_row(query, &[])?.and_then(|r| r.opt_text(0).ok().flatten()).and_then(|t| parse_iso(&t)))
     };
-    let now = parse_iso(&env.now).unwrap_or(0);
+    let now = env.now.ms();
     let mut times = vec![
         earliest("SELECT min(next_run_at) FROM schedules WHERE paused = 0")?,
         earliest("SELECT min(expires_at) FROM memories WHERE expires_at IS NOT NULL")?,

@@ -22,7 +22,7 @@
 
 use serde_json::{json, Value as Json};
 
-use super::store::{get, now_ms, Schedule, DEFAULT_PAGE};
+use super::store::{get, Schedule, DEFAULT_PAGE};
 use crate::after::After;
 use crate::blobs::BoxFuture;
 use crate::directory::usage::{self as ledger, Measured};
@@ -93,7 +93,7 @@ pub fn recover(sql: &dyn Sql, now: &str) -> Result<usize> {
 /// Claims a run of schedule `id`: `None` when the alarm's tick is no longer due (taken by an
 /// earlier delivery, paused, deleted). A manual run of a schedule with a run going is `conflict`.
 fn claim(env: &Env<'_>, id: &str, tick: Tick) -> Result<Option<(Schedule, String)>> {
-    let now = now_ms(env)?;
+    let now = env.now.ms();
     let run_id = format!("run_{}", new_id()?);
     atomically(env.sql, || {
         let s = match (get(env.sql, id), tick) {
@@ -121,11 +121,11 @@ fn claim(env: &Env<'_>, id: &str, tick: Tick) -> Result<Option<(Schedule, String
         };
         env.sql.execute(
             "INSERT INTO schedule_runs (id, schedule_id, started_at) VALUES (?, ?, ?)",
-            &[run_id.as_str().into(), id.into(), env.now.as_str().into()],
+            &[run_id.as_str().into(), id.into(), env.now.iso().into()],
         )?;
         env.sql.execute(
             "UPDATE schedules SET next_run_at = ?, last_run_at = ? WHERE id = ?",
-            &[next.into(), env.now.as_str().into(), id.into()],
+            &[next.into(), env.now.iso().into(), id.into()],
         )?;
         Ok(Some((get(env.sql, id)?, run_id.clone())))
     })
@@ -200,7 +200,7 @@ fn finish(env: &Env<'_>, s: &Schedule, run_id: &str, outcome: Result<(String, Us
     };
     let keep = env.config.schedules.max_runs;
     // The time it ended, not the moment it started (the request's).
-    let ended = iso_millis((env.clock)()).max(env.now.clone());
+    let ended = iso_millis((env.clock)().max(env.now.ms()));
     let run = atomically(env.sql, || {
         env.sql.execute(
             "UPDATE schedule_runs SET status = ?, ended_at = ?, reply = ?, usage = ?, error = ? WHERE id = ?",

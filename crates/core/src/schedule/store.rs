@@ -220,11 +220,6 @@ pub struct Change {
     pub reach: Option<RunReach>,
 }
 
-/// The request's time in ms.
-pub(crate) fn now_ms(env: &Env<'_>) -> Result<i64> {
-    parse_iso(&env.now).ok_or_else(|| Error::internal("the request's time is not ISO-8601"))
-}
-
 fn check_prompt(env: &Env<'_>, prompt: &str) -> Result<()> {
     let max = env.config.schedules.max_prompt_chars;
     if prompt.trim().is_empty() {
@@ -268,7 +263,7 @@ pub fn get(sql: &dyn Sql, id: &str) -> Result<Schedule> {
 
 /// Stores a new schedule (`over_budget` past `SESSION_CONFIG.schedules.maxSchedules`).
 pub fn create(env: &Env<'_>, new: NewSchedule) -> Result<Schedule> {
-    let now = now_ms(env)?;
+    let now = env.now.ms();
     check_prompt(env, &new.prompt)?;
     let name = match new.name {
         Some(n) => {
@@ -304,7 +299,7 @@ pub fn create(env: &Env<'_>, new: NewSchedule) -> Result<Schedule> {
                 new.session_id.into(),
                 reach.as_str().into(),
                 next.into(),
-                env.now.as_str().into(),
+                env.now.iso().into(),
             ],
         )
     })?;
@@ -314,7 +309,7 @@ pub fn create(env: &Env<'_>, new: NewSchedule) -> Result<Schedule> {
 /// Changes a schedule. A new timing starts from now (its next run computed afresh); pausing
 /// keeps `nextRunAt` (a tick missed while paused runs once when it resumes).
 pub fn update(env: &Env<'_>, id: &str, change: Change) -> Result<Schedule> {
-    let now = now_ms(env)?;
+    let now = env.now.ms();
     if let Some(p) = &change.prompt {
         check_prompt(env, p)?;
     }

@@ -37,7 +37,7 @@ impl Session<'_> {
 
     /// Writes `content` into a writable block, within its budget.
     pub async fn write_block(&self, label: &str, content: &str, how: Write) -> Result<LoadedBlock> {
-        let (c, now) = (self.context(), &self.env.now);
+        let (c, now) = (self.context(), self.env.now.iso());
         let b = c.require(label)?;
         if b.in_space() {
             let shared = match how {
@@ -140,7 +140,7 @@ impl Session<'_> {
             .collect();
         atomically(self.env.sql, || {
             for (key, (_, _, content)) in keys.iter().zip(items) {
-                entries::set(self.env.sql, label, key, content, &self.env.now)?;
+                entries::set(self.env.sql, label, key, content, self.env.now.iso())?;
             }
             self.register()
         })?;
@@ -151,12 +151,12 @@ impl Session<'_> {
     /// The frozen prompt and whether it is frozen (stored the first time; that does not
     /// register the session).
     pub async fn prompt(&self) -> Result<(String, bool)> {
-        self.context().frozen_prompt(&self.env.now).await
+        self.context().frozen_prompt(self.env.now.iso()).await
     }
 
     /// Renders the prompt again, stores it, and registers the session.
     pub async fn refresh_prompt(&self) -> Result<String> {
-        let prompt = self.context().refresh_prompt(&self.env.now).await?;
+        let prompt = self.context().refresh_prompt(self.env.now.iso()).await?;
         atomically(self.env.sql, || self.register())?;
         Ok(prompt)
     }
@@ -177,7 +177,7 @@ impl Session<'_> {
         tools::check_fields(name, input)?;
         let ran = match Tool::from_name(name).filter(|t| t.is_memory() && self.env.config.memory.is_some()) {
             Some(t) => memory::tools::execute(&Memories::new(self.env), self.id, t, input).await?,
-            None => tools::execute(&self.context(), name, input, &self.env.now).await?,
+            None => tools::execute(&self.context(), name, input, self.env.now.iso()).await?,
         };
         self.publish_tool_effects(input, &ran).await;
         Ok(ran)

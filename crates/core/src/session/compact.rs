@@ -42,8 +42,8 @@ impl Session<'_> {
     pub fn add_overlay(&self, summary: &str, from: &str, to: &str) -> Result<Compaction> {
         let e = self.env;
         atomically(e.sql, || {
-            let c = overlay::add(e.sql, self.id, summary, from, to, &e.now)?;
-            sessions::touch(e.sql, self.id, &e.now)?;
+            let c = overlay::add(e.sql, self.id, summary, from, to, e.now.iso())?;
+            sessions::touch(e.sql, self.id, e.now.iso())?;
             Ok(c)
         })
     }
@@ -152,19 +152,20 @@ impl Session<'_> {
         let stored = atomically(e.sql, || {
             // The path may have changed while the model was writing: add() checks it again, and
             // a path that no longer holds the range is a conflict (retry), not bad input.
-            let c = overlay::add(e.sql, self.id, &summary, &from, &plan.to_message_id, &e.now).map_err(
-                |err| match err.kind {
-                    ErrorKind::InvalidRequest => {
-                        Error::conflict(format!("the path changed while the summary was written: {}", err.message))
-                    }
-                    _ => err,
-                },
-            )?;
-            sessions::add_usage(e.sql, self.id, done.usage.input_tokens, done.usage.output_tokens, 0.0, &e.now)?;
+            let c =
+                overlay::add(e.sql, self.id, &summary, &from, &plan.to_message_id, e.now.iso()).map_err(
+                    |err| match err.kind {
+                        ErrorKind::InvalidRequest => {
+                            Error::conflict(format!("the path changed while the summary was written: {}", err.message))
+                        }
+                        _ => err,
+                    },
+                )?;
+            sessions::add_usage(e.sql, self.id, done.usage.input_tokens, done.usage.output_tokens, 0.0, e.now.iso())?;
             Ok(c)
         })?;
         let c = self.context();
-        if c.refresh_prompt(&e.now).await.is_err() {
+        if c.refresh_prompt(e.now.iso()).await.is_err() {
             // R2 unreachable: drop the stale prompt so the next use renders it.
             c.drop_prompt()?;
         }

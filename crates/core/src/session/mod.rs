@@ -174,8 +174,8 @@ impl<'a> Session<'a> {
     /// Registers the session (`name = id`) if needed and moves its `updatedAt` to now; writes do
     /// this, reads never.
     pub(crate) fn register(&self) -> Result<()> {
-        sessions::ensure(self.env.sql, self.id, &self.env.now)?;
-        sessions::touch(self.env.sql, self.id, &self.env.now)
+        sessions::ensure(self.env.sql, self.id, self.env.now.iso())?;
+        sessions::touch(self.env.sql, self.id, self.env.now.iso())
     }
 
     /// Stored messages with their spilled fields put back (a missing object is a warning).
@@ -215,7 +215,7 @@ impl<'a> Session<'a> {
     pub async fn recent_text(&self, before: Option<&str>, max_bytes: i64, min_messages: i64) -> Result<Warned<String>> {
         #[derive(Serialize)]
         #[serde(rename_all = "camelCase")]
-        struct Answer<'a> {
+        struct RecentPage<'a> {
             messages: &'a [RawMessage],
             truncated: bool,
             total_content_bytes: i64,
@@ -226,7 +226,7 @@ impl<'a> Session<'a> {
         self.kept(key, self.version()?, || async {
             let r = recent(self.env.sql, self.id, before, max_bytes, min_messages)?;
             let Warned { value: messages, warnings } = self.whole(r.messages).await?;
-            let answer = Answer {
+            let answer = RecentPage {
                 messages: &messages,
                 truncated: r.truncated,
                 total_content_bytes: r.total_content_bytes,
@@ -360,7 +360,7 @@ impl<'a> Session<'a> {
         let mut msgs = [msg];
         let (done, mut warnings, span) = self
             .write(&mut msgs, Spill::New, |m| {
-                let done = tree.append(&m[0], &parent, &self.env.now)?;
+                let done = tree.append(&m[0], &parent, self.env.now.iso())?;
                 if done.inserted {
                     self.register()?;
                 }
@@ -394,7 +394,7 @@ impl<'a> Session<'a> {
                 let mut parent = first.clone();
                 let (mut ids, mut stored) = (Vec::with_capacity(msgs.len()), Vec::new());
                 for (i, m) in msgs.iter().enumerate().filter(|(_, m)| !is_synthetic(m)) {
-                    if tree.append(m, &parent, &self.env.now)?.inserted {
+                    if tree.append(m, &parent, self.env.now.iso())?.inserted {
                         stored.push(i);
                     }
                     ids.push(m.id.clone());
@@ -435,7 +435,7 @@ impl<'a> Session<'a> {
                 if !tree.update(&m[0])? {
                     return Err(missing());
                 }
-                sessions::touch(self.env.sql, self.id, &self.env.now)
+                sessions::touch(self.env.sql, self.id, self.env.now.iso())
             })
             .await?;
         let [msg] = msgs;
@@ -451,7 +451,7 @@ impl<'a> Session<'a> {
             if !tree.delete(id)? {
                 return Err(Error::not_found(format!("message {id} not found in session {}", self.id)));
             }
-            sessions::touch(self.env.sql, self.id, &self.env.now)
+            sessions::touch(self.env.sql, self.id, self.env.now.iso())
         })?;
         self.publish_deleted(&[id]);
         self.publish_idle().await;
@@ -467,14 +467,14 @@ impl<'a> Session<'a> {
         atomically(self.env.sql, || {
             self.tree().clear()?;
             context.forget_session_state()?;
-            sessions::touch(self.env.sql, self.id, &self.env.now)
+            sessions::touch(self.env.sql, self.id, self.env.now.iso())
         })?;
         self.publish_cleared();
         // Clearing never registers a session: an unregistered one gets no stored prompt either
         // (nothing could delete it).
         let mut warnings = Vec::new();
         if sessions::get(self.env.sql, self.id)?.is_some() {
-            if let Err(e) = context.refresh_prompt(&self.env.now).await {
+            if let Err(e) = context.refresh_prompt(self.env.now.iso()).await {
                 warnings.push(format!("clear {}: prompt not re-rendered now ({e}); the next read renders it", self.id));
             }
         }
@@ -519,7 +519,7 @@ impl<'a> Session<'a> {
                 // Whether the turn only appended new messages at the end of the path.
                 let mut appended = n_updates == 0 && placement == Placement::New;
                 if has_user {
-                    appended &= tree.append(&msgs[0], &under(&attach), &e.now)?.inserted;
+                    appended &= tree.append(&msgs[0], &under(&attach), e.now.iso())?.inserted;
                     attach = Some(msgs[0].id.clone());
                 }
                 let start = usize::from(has_user);
@@ -529,7 +529,7 @@ impl<'a> Session<'a> {
                 match (has_reply.then(|| &msgs[msgs.len() - 1]), placement) {
                     (None, _) => {}
                     (Some(reply), Placement::New) => {
-                        appended &= tree.append(reply, &under(&attach), &e.now)?.inserted;
+                        appended &= tree.append(reply, &under(&attach), e.now.iso())?.inserted;
                     }
                     (Some(reply), Placement::Extends) => {
                         if !tree.update(reply)? {
@@ -537,16 +537,16 @@ impl<'a> Session<'a> {
                         }
                     }
                 }
-                sessions::ensure(e.sql, self.id, &e.now)?;
-                sessions::add_usage(e.sql, self.id, usage.input_tokens, usage.output_tokens, 0.0, &e.now)?;
+                sessions::ensure(e.sql, self.id, e.now.iso())?;
+                sessions::add_usage(e.sql, self.id, usage.input_tokens, usage.output_tokens, 0.0, e.now.iso())?;
                 if let Some(p) = &freeze {
-                    context.freeze(p, &e.now)?;
+                    context.freeze(p, e.now.iso())?;
                 }
-                recall::count_ids(e.sql, &recalled, &e.now)?;
+                recall::count_ids(e.sql, &recalled, e.now.iso())?;
                 if let Some(measured) = ledger {
                     let tokens = (usage.input_tokens, usage.output_tokens, usage.cached_input_tokens);
                     let estimate = (measured == Measured::Provider && input_estimate > 0).then_some(input_estimate);
-                    ledger::record(e.sql, &e.now, self.id, &e.llm.model, tokens, measured, estimate)?;
+                    ledger::record(e.sql, e.now.iso(), self.id, &e.llm.model, tokens, measured, estimate)?;
                 }
                 Ok(appended)
             })

@@ -46,7 +46,7 @@ impl Session<'_> {
         )?;
         let info = atomically(e.sql, || {
             e.sql.execute("UPDATE sessions SET end_reason = ? WHERE id = ?", &[END_REASON.into(), self.id.into()])?;
-            sessions::touch(e.sql, self.id, &e.now)?;
+            sessions::touch(e.sql, self.id, e.now.iso())?;
             let new = NewSession {
                 name: name.map_or_else(|| old.name.clone(), str::to_owned),
                 parent_session_id: Some(self.id.to_owned()),
@@ -54,8 +54,8 @@ impl Session<'_> {
                 source: old.source.clone(),
                 metadata: old.metadata.clone(),
             };
-            let info = sessions::create(e.sql, &new, &e.now)?;
-            Tree::new(e.sql, &info.id).append(&msg, &Parent::Root, &e.now)?;
+            let info = sessions::create(e.sql, &new, e.now.iso())?;
+            Tree::new(e.sql, &info.id).append(&msg, &Parent::Root, e.now.iso())?;
             sessions::require(e.sql, &info.id)
         })?;
         self.publish_idle().await;

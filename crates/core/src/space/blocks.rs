@@ -13,6 +13,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::{request, unavailable, Operation, Spaces};
 use crate::error::{Error, ErrorKind, Result};
 use crate::sql::{atomically, Sql};
 use crate::tokens::estimate_str;
@@ -207,4 +208,11 @@ pub(crate) fn keep_floor(sql: &dyn Sql) -> Result<()> {
         Some(r) => raise_floor(sql, r.int(0)? + 1),
         None => Ok(()),
     }
+}
+
+/// Sends a shared block's `op` ([`Operation::ReadBlock`], [`Operation::AppendBlock`],
+/// [`Operation::ReplaceBlock`]) to an agent's `space`: the block as the space answered it.
+pub async fn send(spaces: &dyn Spaces, space: &str, op: &Operation) -> Result<Shared> {
+    serde_json::from_value(request(spaces, space, op).await?)
+        .map_err(|e| unavailable(format!("space {space}: an answer that could not be read")).with_log(e.to_string()))
 }

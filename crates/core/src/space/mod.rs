@@ -1,7 +1,7 @@
 //! Memory spaces (docs/REFERENCE.md#memory-spaces): the memories and writable blocks shared by
 //! the agents that serve one user. A space is a Durable Object of its own class (`MemorySpace`)
-//! running this same core in [`Role::Space`]: its memories are ordinary memories (validity,
-//! versions, consolidation, vectors, filters), its shared blocks are [`blocks`]; it has no
+//! running this same core in [`Role::Space`](crate::ids::Role): its memories are ordinary
+//! memories (validity, versions, consolidation, vectors, filters), its shared blocks are [`blocks`]; it has no
 //! sessions and no turns. An agent reaches its space only through [`Spaces`], a request to the
 //! space's Durable Object, so a space that cannot be reached costs the agent what it shares and
 //! nothing else.
@@ -9,7 +9,8 @@
 //! - [`choice`]: which space an agent uses (an admin's choice, else `memory.space`'s rule);
 //! - [`blocks`]: a space's shared writable blocks (versions, appends that keep both, a replace
 //!   refused when another write came first);
-//! - [`Spaces`]: how a request reaches a space (the Workers layer: the `MEMORY_SPACE` binding).
+//! - [`Operation`]: what an agent asks of its space, typed; [`Spaces`]: how it reaches the space
+//!   (the Workers layer: the `MEMORY_SPACE` binding).
 
 pub mod blocks;
 pub mod choice;
@@ -17,30 +18,33 @@ pub mod choice;
 use serde_json::Value as Json;
 
 use crate::blobs::BoxFuture;
+use crate::config::category::Category;
 use crate::error::{Error, ErrorKind, Result};
 
-/// What a Durable Object of this core is.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Role {
-    /// An agent (`SessionAgent`): sessions, turns, its own memories.
-    #[default]
-    Agent,
-    /// A memory space (`MemorySpace`): memories and shared blocks, for the agents mapped to it.
-    Space,
+/// What an agent asks of its space. Typed: the core names no path of the space's routes; the api
+/// crate maps each to its route (`session_agent_api::spaces::request`), and a test checks that
+/// each reaches a route of the space's table.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Operation {
+    /// The space's memories ranked for `text`: at most `limit`, of `categories` (all when
+    /// empty). Answered with its hits.
+    Recall { text: String, limit: i64, categories: Vec<Category> },
+    /// A shared block, answered with its text and version ([`blocks::send`]).
+    ReadBlock { label: String },
+    /// `content` appended to a shared block by `agent`, within the writing block's
+    /// `max_tokens`; a label without text starts from `initial` (the block's configured text).
+    AppendBlock { label: String, content: String, agent: String, max_tokens: Option<i64>, initial: Option<String> },
+    /// A shared block's text replaced by `agent`, if its version is still `version` (else
+    /// `409 version_conflict`).
+    ReplaceBlock { label: String, content: String, version: i64, agent: String, max_tokens: Option<i64> },
+    /// The exchange of `agent`'s `session` distilled by the space into its memories, answered
+    /// with what it stored.
+    Extract { agent: String, session: String, exchange: Json },
 }
 
-/// A request an agent sends to its space (a path of the space's routes, `/memories/search?q=…`).
+/// What the space answered, as it came back.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Call {
-    pub method: &'static str,
-    /// The path and query as the space's Durable Object sees them.
-    pub path: String,
-    pub body: Option<Json>,
-}
-
-/// What the space answered.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Answer {
+pub struct SpaceReply {
     pub status: u16,
     pub body: Json,
 }
@@ -48,16 +52,16 @@ pub struct Answer {
 /// How an agent's requests reach a space's Durable Object (the Workers layer: a stub of the
 /// `MEMORY_SPACE` namespace, with a timeout; natively: another object's API in process).
 pub trait Spaces {
-    /// Sends `call` to the space named `space`. `Err` when the space cannot be reached (no
+    /// Sends `op` to the space named `space`. `Err` when the space cannot be reached (no
     /// binding, a timeout, a failure of the runtime): [`ErrorKind::SpaceUnavailable`].
-    fn send<'a>(&'a self, space: &'a str, call: Call) -> BoxFuture<'a, Result<Answer>>;
+    fn send<'a>(&'a self, space: &'a str, op: &'a Operation) -> BoxFuture<'a, Result<SpaceReply>>;
 }
 
 /// No space can be reached (no `MEMORY_SPACE` binding).
 pub struct NoSpaces;
 
 impl Spaces for NoSpaces {
-    fn send<'a>(&'a self, _space: &'a str, _call: Call) -> BoxFuture<'a, Result<Answer>> {
+    fn send<'a>(&'a self, _space: &'a str, _op: &'a Operation) -> BoxFuture<'a, Result<SpaceReply>> {
         Box::pin(async { Err(unavailable("memory spaces are not configured: the Worker has no MEMORY_SPACE binding")) })
     }
 }
@@ -70,10 +74,10 @@ pub fn unavailable(why: impl Into<String>) -> Error {
     Error::new(ErrorKind::SpaceUnavailable, why)
 }
 
-/// Sends `call` to `space` and reads its answer: a 2xx body, or the space's error as the
+/// Sends `op` to `space` and reads its answer: a 2xx body, or the space's error as the
 /// agent's (its code and message; a status without a known code is the space unavailable).
-pub async fn request(spaces: &dyn Spaces, space: &str, call: Call) -> Result<Json> {
-    let answer = spaces.send(space, call).await?;
+pub async fn request(spaces: &dyn Spaces, space: &str, op: &Operation) -> Result<Json> {
+    let answer = spaces.send(space, op).await?;
     if (200..300).contains(&answer.status) {
         return Ok(answer.body);
     }

@@ -8,10 +8,10 @@ use super::export::skill_prefixes;
 use crate::access::revoke;
 use crate::env::Env;
 use crate::error::Result;
-use crate::space::{blocks, Role};
+use crate::ids::Role;
+use crate::space::blocks;
 use crate::sql::atomically;
 use crate::store::spill;
-use crate::time::parse_iso;
 
 /// Every table that holds the agent's data or what is derived from it. (`schema_version`, the
 /// revocation time, `spill_garbage`, the objects still to delete, `embedding_model`, the
@@ -73,14 +73,14 @@ pub async fn erase(env: &Env<'_>) -> Result<Vec<String>> {
         for t in ERASED {
             sql.execute(&format!("DELETE FROM {t}"), &[])?;
         }
-        revoke(sql, parse_iso(&env.now).unwrap_or_default())?;
+        revoke(sql, env.now.ms())?;
         Ok(())
     })?;
     // Versions start again from nothing: no text read before may be found at one of them; and
     // the indexes kept in memory load again from what is left (nothing).
     env.cache.clear();
     env.vectors.clear();
-    env.events.revoked(parse_iso(&env.now).unwrap_or_default());
+    env.events.revoked(env.now.ms());
     let mut warnings = Vec::new();
     loop {
         let (done, errors) = spill::sweep(sql, env.blobs, SWEEP_BATCH).await?;

@@ -260,10 +260,10 @@ impl Reply<'_, '_> {
             Some(m) => (
                 str_field(m, "id").unwrap_or_default().to_owned(),
                 AssistantParts::after(parts(m).to_vec()),
-                str_field(m, "createdAt").unwrap_or(&session.env.now).to_owned(),
+                str_field(m, "createdAt").unwrap_or(session.env.now.iso()).to_owned(),
                 m.get("metadata").and_then(Json::as_object).cloned().unwrap_or_default(),
             ),
-            None => (new_id()?, AssistantParts::default(), session.env.now.clone(), Map::new()),
+            None => (new_id()?, AssistantParts::default(), session.env.now.iso().to_owned(), Map::new()),
         };
         let before = parts.parts.len();
         let freeze = self.to_freeze.then(|| self.system.clone());
@@ -774,5 +774,5 @@ pub(crate) async fn fresh(session: &Session<'_>, user: &Json, tools: Vec<ToolSpe
         steps.run(conversation.messages, AssistantParts::default(), &Stop::default(), &mut |_| Ok(())).await?;
     let mut meta = Map::new();
     meta.insert("model".into(), json!(session.env.llm.model));
-    Ok((parts.message(&id, &session.env.now, meta), spent.usage))
+    Ok((parts.message(&id, session.env.now.iso(), meta), spent.usage))
 }

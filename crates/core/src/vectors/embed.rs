@@ -8,7 +8,7 @@
 //! What is embedded: a memory's content, a search entry's content, each by its beginning
 //! ([`beginning`]); a message's indexed text (its text parts, as full-text search has it; a
 //! message without text has no vector) in [`parts`] of at most [`PART_BYTES`]: the first is the
-//! message's vector ([`Kind::Message`]), each further one a [`Kind::Part`] of it, so a long
+//! message's vector ([`ItemKind::Message`]), each further one a [`ItemKind::Part`] of it, so a long
 //! answer is found by what its middle says. A text embedded before (a fork's copies, an edit
 //! that kept the words, the same entry ingested twice) reuses that vector without a call.
 //!
@@ -26,7 +26,7 @@
 use futures::future::join4;
 
 use super::code::{code_bytes, decode, encode, sign_code, text_hash};
-use super::index::Kind;
+use super::index::ItemKind;
 use crate::error::Result;
 use crate::events::Events;
 use crate::llm::embeddings::{embed, EmbeddingsConfig};
@@ -64,7 +64,7 @@ pub const PART_BYTES: usize = 1000;
 
 /// Most parts of one message, its first included: the rest of a longer message is found by its
 /// words. A part `p` of message `seq` (p ≥ 1) is stored as item `seq × PARTS + p` of
-/// [`Kind::Part`].
+/// [`ItemKind::Part`].
 pub const PARTS: i64 = 16;
 
 /// The item of part `p` (≥ 1) of message `seq`.
@@ -72,7 +72,7 @@ pub(crate) fn part_item(seq: i64, p: usize) -> i64 {
     seq * PARTS + p as i64
 }
 
-/// The message a [`Kind::Part`] item is a part of.
+/// The message a [`ItemKind::Part`] item is a part of.
 pub(crate) fn message_of(part: i64) -> i64 {
     part.div_euclid(PARTS)
 }
@@ -116,22 +116,24 @@ pub fn parts(text: &str) -> Vec<&str> {
 /// The texts embedded for row `item` of `kind` as it is now (a message's [`parts`], a part's
 /// own, another row's [`beginning`]), its scope (a message's session, an entry's label) and when
 /// it was written; `None` when the row is gone or has no text.
-fn text_of(sql: &dyn Sql, kind: Kind, item: i64) -> Result<Option<Texts>> {
+fn text_of(sql: &dyn Sql, kind: ItemKind, item: i64) -> Result<Option<Texts>> {
     let q = match kind {
-        Kind::Memory => "SELECT NULL, content, updated_at FROM memories WHERE seq = ?",
-        Kind::Message | Kind::Part => {
+        ItemKind::Memory => "SELECT NULL, content, updated_at FROM memories WHERE seq = ?",
+        ItemKind::Message | ItemKind::Part => {
             "SELECT m.session_id, (SELECT content FROM messages_fts WHERE rowid = m.seq), m.created_at
                FROM messages m WHERE m.seq = ?"
         }
-        Kind::Entry => "SELECT label, content, updated_at FROM search_entries WHERE seq = ?",
+        ItemKind::Entry => "SELECT label, content, updated_at FROM search_entries WHERE seq = ?",
     };
-    let row = if kind == Kind::Part { message_of(item) } else { item };
+    let row = if kind == ItemKind::Part { message_of(item) } else { item };
     let Some(r) = sql.query_row(q, &[Value::Int(row)])? else { return Ok(None) };
     let Some(text) = r.opt_text(1)? else { return Ok(None) };
     let texts: Vec<String> = match kind {
-        Kind::Memory | Kind::Entry => vec![beginning(&text).to_owned()],
-        Kind::Message => parts(&text).into_iter().map(str::to_owned).collect(),
-        Kind::Part => parts(&text).get((item - row * PARTS) as usize).map(|t| (*t).to_owned()).into_iter().collect(),
+        ItemKind::Memory | ItemKind::Entry => vec![beginning(&text).to_owned()],
+        ItemKind::Message => parts(&text).into_iter().map(str::to_owned).collect(),
+        ItemKind::Part => {
+            parts(&text).get((item - row * PARTS) as usize).map(|t| (*t).to_owned()).into_iter().collect()
+        }
     };
     if texts.first().is_none_or(|t| t.is_empty()) {
         return Ok(None);
@@ -148,7 +150,7 @@ struct Texts {
 
 /// One row to embed: one text, or a message's parts (stored together or not at all).
 struct Work {
-    kind: Kind,
+    kind: ItemKind,
     item: i64,
     scope: Option<String>,
     texts: Vec<String>,
@@ -161,10 +163,10 @@ struct Work {
 
 impl Work {
     /// The kind and item each of its vectors is stored as: a message's first part as the
-    /// message, the others as its [`Kind::Part`]s.
-    fn keys(&self) -> impl Iterator<Item = (Kind, i64)> + '_ {
+    /// message, the others as its [`ItemKind::Part`]s.
+    fn keys(&self) -> impl Iterator<Item = (ItemKind, i64)> + '_ {
         (0..self.texts.len()).map(|p| match (self.kind, p) {
-            (Kind::Message, p) if p > 0 => (Kind::Part, part_item(self.item, p)),
+            (ItemKind::Message, p) if p > 0 => (ItemKind::Part, part_item(self.item, p)),
             (kind, _) => (kind, self.item),
         })
     }
@@ -214,7 +216,7 @@ async fn round(sql: &dyn Sql, t: &dyn Transport, cfg: &EmbeddingsConfig, now: &s
     let mut texts = 0;
     for r in &queued {
         let (number, item) = (r.int(0)?, r.int(1)?);
-        let text = match Kind::from_number(number) {
+        let text = match ItemKind::from_number(number) {
             Some(kind) => text_of(sql, kind, item)?.map(|t| (kind, t)),
             None => None,
         };
@@ -309,13 +311,13 @@ async fn round(sql: &dyn Sql, t: &dyn Transport, cfg: &EmbeddingsConfig, now: &s
                     ],
                 )?;
             }
-            if w.kind == Kind::Message {
+            if w.kind == ItemKind::Message {
                 // Parts of an earlier text past this one's last (its edit deleted them; a part
                 // embedded on its own keeps them).
                 sql.execute(
                     "DELETE FROM vectors WHERE kind = ? AND item >= ? AND item < ?",
                     &[
-                        Value::Int(Kind::Part.number()),
+                        Value::Int(ItemKind::Part.number()),
                         Value::Int(part_item(w.item, w.texts.len())),
                         Value::Int(part_item(w.item + 1, 0)),
                     ],

@@ -29,7 +29,7 @@ const NO_SCOPE: u32 = u32::MAX;
 
 /// The kinds of rows that have vectors.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
+pub enum ItemKind {
     Memory,
     /// A message, by its first part (`embed::parts`).
     Message,
@@ -38,19 +38,19 @@ pub enum Kind {
     Part,
 }
 
-impl Kind {
+impl ItemKind {
     /// The kind as stored (`vectors.kind`).
     pub(crate) fn number(self) -> i64 {
         match self {
-            Kind::Memory => 1,
-            Kind::Message => 2,
-            Kind::Entry => 3,
-            Kind::Part => 4,
+            ItemKind::Memory => 1,
+            ItemKind::Message => 2,
+            ItemKind::Entry => 3,
+            ItemKind::Part => 4,
         }
     }
 
-    pub(crate) fn from_number(n: i64) -> Option<Kind> {
-        [Kind::Memory, Kind::Message, Kind::Entry, Kind::Part].into_iter().find(|k| k.number() == n)
+    pub(crate) fn from_number(n: i64) -> Option<ItemKind> {
+        [ItemKind::Memory, ItemKind::Message, ItemKind::Entry, ItemKind::Part].into_iter().find(|k| k.number() == n)
     }
 
     pub(crate) fn slot(self) -> usize {
@@ -80,7 +80,7 @@ pub(crate) enum Followed {
 
 /// One kind's codes, in memory.
 pub(crate) struct Index {
-    kind: Kind,
+    kind: ItemKind,
     model: String,
     /// Code words per item (0 until the first code).
     words: usize,
@@ -100,7 +100,7 @@ pub(crate) struct Index {
 
 impl Index {
     /// An empty index of `kind` for vectors of `model`, holding at most `cap` items.
-    pub(crate) fn empty(kind: Kind, model: &str, cap: usize) -> Index {
+    pub(crate) fn empty(kind: ItemKind, model: &str, cap: usize) -> Index {
         Index {
             kind,
             model: model.to_owned(),
@@ -118,7 +118,7 @@ impl Index {
     }
 
     /// Loads the codes of `kind` made by `model` (the newest `cap`), reading the code index only.
-    pub(crate) fn load(sql: &dyn Sql, kind: Kind, model: &str, cap: usize) -> Result<Index> {
+    pub(crate) fn load(sql: &dyn Sql, kind: ItemKind, model: &str, cap: usize) -> Result<Index> {
         let mut ix = Index::empty(kind, model, cap);
         ix.mark = sql.query_row("SELECT COALESCE(max(seq), 0) FROM vector_log", &[])?.map_or(Ok(0), |r| r.int(0))?;
         let rows = sql.query(
@@ -384,10 +384,10 @@ impl Index {
 
 #[cfg(test)]
 mod tests {
-    use super::{Index, Kind, Within};
+    use super::{Index, ItemKind, Within};
 
     fn index(items: &[(i64, Option<&str>, u64)]) -> Index {
-        let mut ix = Index::empty(Kind::Message, "m", 10);
+        let mut ix = Index::empty(ItemKind::Message, "m", 10);
         for (item, scope, code) in items {
             ix.upsert(*item, *scope, &[*code]);
         }
@@ -433,7 +433,7 @@ mod tests {
 
     #[test]
     fn past_the_cap_the_oldest_go() {
-        let mut ix = Index::empty(Kind::Memory, "m", 3);
+        let mut ix = Index::empty(ItemKind::Memory, "m", 3);
         for i in 1..=5 {
             ix.upsert(i, None, &[0]);
         }

@@ -11,7 +11,7 @@
 
 use super::embed::message_of;
 use super::fuse::{fuse, CANDIDATES};
-use super::index::{Kind, Within};
+use super::index::{ItemKind, Within};
 use super::{evidence, Meaning};
 use crate::access::Reach;
 use crate::error::{Result, Warned};
@@ -72,7 +72,7 @@ async fn found(meaning: &Meaning<'_>, scope: Scope<'_>, query: &str, limit: i64)
         Scope::Across(Reach::All) => Within::All,
         _ => Within::Scopes(&sessions),
     };
-    let scale = meaning.scale(Kind::Message)?;
+    let scale = meaning.scale(ItemKind::Message)?;
     let near = nearest(meaning, &vector, within, wide.max(0) as usize, scale.support())?;
     let key = |h: &Hit| (h.session_id.clone(), h.id.clone());
     let lexical_keys: Vec<_> = lexical.iter().map(key).collect();
@@ -96,8 +96,8 @@ async fn found(meaning: &Meaning<'_>, scope: Scope<'_>, query: &str, limit: i64)
 /// The (at most) `n` messages within `within` most similar to `vector` by their best part
 /// (`embed::parts`), with that similarity (at least `min`), most similar first.
 fn nearest(meaning: &Meaning<'_>, vector: &[f32], within: Within<'_>, n: usize, min: f64) -> Result<Vec<(i64, f64)>> {
-    let mut near = meaning.nearest(Kind::Message, vector, within, n, min)?;
-    let parts = meaning.nearest(Kind::Part, vector, within, n, min)?;
+    let mut near = meaning.nearest(ItemKind::Message, vector, within, n, min)?;
+    let parts = meaning.nearest(ItemKind::Part, vector, within, n, min)?;
     for (part, similarity) in parts {
         let seq = message_of(part);
         match near.iter_mut().find(|(s, _)| *s == seq) {

@@ -23,7 +23,7 @@ use std::rc::Rc;
 
 use code::{cosine, decode, sign_code};
 pub use embed::{PARTS, PART_BYTES};
-pub use index::Kind;
+pub use index::ItemKind;
 use index::{Followed, Index, Within, MAX_ITEMS};
 
 use crate::error::{Result, Warned};
@@ -176,7 +176,7 @@ impl Vectors {
     }
 
     /// Items the index of `kind` holds, if it is loaded.
-    pub fn loaded(&self, kind: Kind) -> Option<usize> {
+    pub fn loaded(&self, kind: ItemKind) -> Option<usize> {
         self.indexes.borrow()[kind.slot()].as_ref().map(Index::len)
     }
 }
@@ -227,7 +227,7 @@ impl Meaning<'_> {
     }
 
     /// Runs `f` on the index of `kind`, loaded (or loaded again) and following every write.
-    fn with_index<T>(&self, kind: Kind, f: impl FnOnce(&mut Index) -> T) -> Result<T> {
+    fn with_index<T>(&self, kind: ItemKind, f: impl FnOnce(&mut Index) -> T) -> Result<T> {
         let model = self.embeddings.model.as_str();
         let mut indexes = self.vectors.indexes.borrow_mut();
         let slot = &mut indexes[kind.slot()];
@@ -244,7 +244,7 @@ impl Meaning<'_> {
 
     /// The [`Scale`] of `kind` in this object: its baseline measured on a spread sample of its
     /// vectors, kept until the kind's items double or halve.
-    pub(crate) fn scale(&self, kind: Kind) -> Result<Scale> {
+    pub(crate) fn scale(&self, kind: ItemKind) -> Result<Scale> {
         // The index as loaded, without following the log when it is: a search follows it anyway,
         // and a baseline a few writes behind is the same figure.
         let read = |ix: &Index| {
@@ -279,7 +279,7 @@ impl Meaning<'_> {
     }
 
     /// The stored vectors of `items` of `kind` made by the model in use (the missing left out).
-    fn vectors_of(&self, kind: Kind, items: &[i64]) -> Result<Vec<(i64, Vec<f32>)>> {
+    fn vectors_of(&self, kind: ItemKind, items: &[i64]) -> Result<Vec<(i64, Vec<f32>)>> {
         let ids = json_ids(items.iter().copied());
         // CROSS JOIN keeps the items outside: each is one index lookup (with a plain JOIN
         // SQLite may scan every vector of the kind and probe the list for each).
@@ -300,7 +300,7 @@ impl Meaning<'_> {
     /// cosine similarity (at least `min`), most similar first (ties: the newer first).
     pub(crate) fn nearest(
         &self,
-        kind: Kind,
+        kind: ItemKind,
         query: &[f32],
         within: Within<'_>,
         n: usize,
@@ -343,9 +343,11 @@ pub fn adopt(sql: &dyn Sql, embeddings: &EmbeddingsConfig) -> Result<()> {
                      ON CONFLICT (id) DO UPDATE SET model = excluded.model",
                     &[m.into()],
                 )?;
-                for (kind, table) in
-                    [(Kind::Memory, "memories"), (Kind::Message, "messages"), (Kind::Entry, "search_entries")]
-                {
+                for (kind, table) in [
+                    (ItemKind::Memory, "memories"),
+                    (ItemKind::Message, "messages"),
+                    (ItemKind::Entry, "search_entries"),
+                ] {
                     sql.execute(
                         &format!(
                             "INSERT OR IGNORE INTO unembedded (kind, item) SELECT ?1, t.seq FROM {table} t
@@ -374,7 +376,7 @@ pub fn adopt(sql: &dyn Sql, embeddings: &EmbeddingsConfig) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::code::{cosine, sign_code};
-    use super::index::{Index, Kind, Within};
+    use super::index::{Index, ItemKind, Within};
     use super::{baseline, Scale, DEFAULT_BASELINE, MIN_SAMPLE, RERANK};
 
     /// A deterministic stream of numbers in [-1, 1) (xorshift).
@@ -398,7 +400,7 @@ mod tests {
         let mut noise = Noise(0x9e37_79b9_7f4a_7c15);
         let centres: Vec<Vec<f32>> = (0..200).map(|_| (0..DIMS).map(|_| noise.next()).collect()).collect();
         let mut vectors = Vec::with_capacity(ITEMS);
-        let mut ix = Index::empty(Kind::Memory, "m", ITEMS);
+        let mut ix = Index::empty(ItemKind::Memory, "m", ITEMS);
         for i in 0..ITEMS {
             let c = &centres[i % centres.len()];
             let v: Vec<f32> = c.iter().map(|x| x + 1.5 * noise.next()).collect();
