@@ -1,12 +1,17 @@
-//! Taking an agent's data out and putting it back: the export format (`session-agent/2`), one
-//! session's export and import, the whole agent's (NDJSON, streamed), and the erase.
+//! Taking an agent's (or a memory space's) data out and putting it back: the export format
+//! (`session-agent/3`), one session's export and import, the whole agent's or space's (NDJSON;
+//! an agent's streamed), and the erase.
 //!
 //! The format names what is stored, not how: every row that is the agent's data (sessions,
 //! messages with their parents and spilled fields put back, compaction overlays, context
-//! blocks and runtime block definitions, loaded skills, frozen prompts, memories and every
-//! version of them, search-block entries, agent-scoped R2 skills), none of what is derived from
-//! it (full-text indexes, token estimates, memory vectors, spill records). So an export imported
-//! into a fresh agent exports byte for byte the same, whatever the agent is called.
+//! blocks and runtime block definitions, loaded skills, frozen prompts, the shared-block
+//! versions each session read, memories and every version of them, search-block entries,
+//! schedules and their runs, the usage ledger, the admin's choice of space, agent-scoped R2
+//! skills; in a space its memories, shared blocks and their floor), none of what is derived
+//! from it (full-text indexes, token estimates, memory vectors, spill records), which the
+//! import computes again. So an export imported into a fresh object exports byte for byte the
+//! same, whatever the object is called. [`TABLES`] says, for every table of the schema, which
+//! of the three it is (a test holds it to `sqlite_master`).
 //!
 //! - [`tables`]: the rows of each kind, as data: JSON field ↔ column, and their checks;
 //! - [`export`]: a session's document, the agent's NDJSON in chunks;
@@ -14,15 +19,83 @@
 //!   then one transaction;
 //! - [`erase`]: every row in one transaction, then the R2 objects through the spill sweep.
 
+use crate::space::Role;
+
 pub mod erase;
 pub mod export;
 pub mod import;
 pub mod tables;
 
-/// How many records of each kind an agent export holds: its `end` record says it, and an import
-/// answers what it wrote.
-#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
-#[serde(rename_all = "camelCase")]
+/// What moving an object (export, then import elsewhere) does with a table's rows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Transfer {
+    /// The object's data: in its export, written back by the import.
+    Exported,
+    /// Computed from exported rows (indexes, counters, estimates, vectors, spill records): the
+    /// import (or the embedding after it) makes them again.
+    Derived,
+    /// The object's own bookkeeping, which does not travel: the schema's version, token
+    /// revocation, R2 objects waiting for the sweep, the embedding model in use, when the
+    /// maintenance last ran, the directory's rows and the object's report to it.
+    Local,
+}
+
+/// Every table of the schema (FTS5's shadow tables and SQLite's own aside) and what a move does
+/// with it. `tests/it/transfer.rs` checks it against `sqlite_master` and against the kinds of
+/// row the export writes: a new table nobody classified fails the test.
+pub const TABLES: &[(&str, Transfer)] = &[
+    ("sessions", Transfer::Exported),
+    ("messages", Transfer::Exported),
+    ("compactions", Transfer::Exported),
+    ("context_blocks", Transfer::Exported),
+    ("context_defs", Transfer::Exported),
+    ("prompts", Transfer::Exported),
+    ("loaded_skills", Transfer::Exported),
+    ("space_block_seen", Transfer::Exported),
+    ("search_entries", Transfer::Exported),
+    ("memories", Transfer::Exported),
+    ("memory_versions", Transfer::Exported),
+    ("schedules", Transfer::Exported),
+    ("schedule_runs", Transfer::Exported),
+    ("usage_ledger", Transfer::Exported),
+    ("space_choice", Transfer::Exported),
+    ("space_blocks", Transfer::Exported),
+    ("space_block_floor", Transfer::Exported),
+    ("messages_fts", Transfer::Derived),
+    ("search_entries_fts", Transfer::Derived),
+    ("memories_fts", Transfer::Derived),
+    ("memory_count", Transfer::Derived),
+    ("token_estimates", Transfer::Derived),
+    ("session_versions", Transfer::Derived),
+    ("spills", Transfer::Derived),
+    ("vectors", Transfer::Derived),
+    ("unembedded", Transfer::Derived),
+    ("vector_log", Transfer::Derived),
+    ("schema_version", Transfer::Local),
+    ("revocation", Transfer::Local),
+    ("spill_garbage", Transfer::Local),
+    ("spill_pending", Transfer::Local),
+    ("embedding_model", Transfer::Local),
+    ("maintenance", Transfer::Local),
+    ("directory_entries", Transfer::Local),
+    ("directory_report", Transfer::Local),
+];
+
+/// The tables whose rows the export writes (each kind of record's, and the messages'): what
+/// [`TABLES`] must call [`Transfer::Exported`].
+pub fn exported() -> Vec<&'static str> {
+    use tables::*;
+    let kinds = [&SESSIONS, &BLOCKS].into_iter().chain(SESSION_TABLES).chain(AGENT_ROWS).chain(SPACE_ROWS);
+    let mut out: Vec<&str> = kinds.chain(AGENT_SINGLES).chain(SPACE_SINGLES).map(|t| t.table).collect();
+    out.push("messages");
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// How many records of each kind an agent's (or a space's) export holds: its `end` record says
+/// it, and an import answers what it wrote ([`Counts::to_json`]).
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Counts {
     pub(crate) sessions: usize,
     pub(crate) messages: usize,
@@ -30,14 +103,65 @@ pub struct Counts {
     pub(crate) memory_versions: usize,
     pub(crate) entries: usize,
     pub(crate) skills: usize,
+    pub(crate) schedules: usize,
+    pub(crate) schedule_runs: usize,
+    pub(crate) usage: usize,
+    pub(crate) shared_blocks: usize,
+}
+
+impl Counts {
+    /// The counts of what an object of `role` holds, as the `end` record and the import's
+    /// answer say them.
+    pub fn to_json(&self, role: Role) -> serde_json::Value {
+        match role {
+            Role::Agent => serde_json::json!({
+                "sessions": self.sessions, "messages": self.messages, "memories": self.memories,
+                "memoryVersions": self.memory_versions, "entries": self.entries, "skills": self.skills,
+                "schedules": self.schedules, "scheduleRuns": self.schedule_runs, "usage": self.usage,
+            }),
+            Role::Space => serde_json::json!({
+                "memories": self.memories, "memoryVersions": self.memory_versions, "sharedBlocks": self.shared_blocks,
+            }),
+        }
+    }
+
+    /// One more record of kind `kind` (a kind that is not counted: nothing).
+    pub(crate) fn add(&mut self, kind: &str, n: usize) {
+        let count = match kind {
+            "session" => &mut self.sessions,
+            "message" => &mut self.messages,
+            "memory" => &mut self.memories,
+            "memoryVersion" => &mut self.memory_versions,
+            "entry" => &mut self.entries,
+            "skill" => &mut self.skills,
+            "schedule" => &mut self.schedules,
+            "scheduleRun" => &mut self.schedule_runs,
+            "usage" => &mut self.usage,
+            "sharedBlock" => &mut self.shared_blocks,
+            _ => return,
+        };
+        *count += n;
+    }
+}
+
+/// What the first record of an export says it is (`kind`): an agent's or a space's.
+pub(crate) fn kind_of(role: Role) -> &'static str {
+    match role {
+        Role::Agent => "agent",
+        Role::Space => "space",
+    }
 }
 
 /// The format this build writes. An export names it in its first record. Version 2 added
-/// `metadata` to session, memory and memoryVersion records.
-pub(crate) const FORMAT: &str = "session-agent/2";
+/// `metadata` to session, memory and memoryVersion records; version 3 the `schedule`,
+/// `scheduleRun`, `usage`, `spaceChoice` and `sharedBlockRead` records, and a space's export
+/// (`sharedBlock`, `sharedBlockFloor`).
+pub(crate) const FORMAT: &str = "session-agent/3";
 
-/// The earlier format this build still reads: version 1, the same records without `metadata`
-/// (which then is `{}`).
+/// The earlier formats this build still reads: version 2, without what version 3 added (an
+/// agent of version 2 had no schedules, ledger, choice of space or shared-block reads in its
+/// export: they import as none), and version 1, also without `metadata` (which then is `{}`).
+const FORMAT_2: &str = "session-agent/2";
 const FORMAT_1: &str = "session-agent/1";
 
 /// The format's name without its version.
@@ -47,13 +171,13 @@ const FORMAT_NAME: &str = "session-agent/";
 pub(crate) fn check_format(format: Option<&str>) -> crate::error::Result<()> {
     use crate::error::Error;
     match format {
-        Some(FORMAT | FORMAT_1) => Ok(()),
+        Some(FORMAT | FORMAT_2 | FORMAT_1) => Ok(()),
         Some(f) => match f.strip_prefix(FORMAT_NAME).and_then(|v| v.parse::<u32>().ok()) {
-            Some(v) if v > 2 => Err(Error::invalid(format!(
+            Some(v) if v > 3 => Err(Error::invalid(format!(
                 "this export has format {f:?}, newer than this service reads ({FORMAT}): update the service first"
             ))),
             _ => {
-                Err(Error::invalid(format!("unknown export format {f:?} (this service reads {FORMAT_1} and {FORMAT})")))
+                Err(Error::invalid(format!("unknown export format {f:?} (this service reads {FORMAT_1} to {FORMAT})")))
             }
         },
         None => Err(Error::invalid(format!("not an export: the format field ({FORMAT:?}) is missing"))),
