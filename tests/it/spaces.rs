@@ -702,3 +702,16 @@ fn a_bad_space_import_is_refused_whole() {
     req.body = good.join("\n").into_bytes();
     assert_eq!(space.send(req).status, 403);
 }
+
+/// A deleted session leaves no version read of a shared block behind: it would count as data
+/// (an import would be refused) and a new session of the same id would start from it.
+#[test]
+fn a_deleted_session_forgets_the_shared_block_versions_it_read() {
+    let w = world();
+    w.a.append("s1", "u1", None, "hello");
+    assert_eq!(w.a.get("/sessions/s1/context/plan").status, 200);
+    assert!(w.a.count("SELECT count(*) FROM space_block_seen WHERE session_id = 's1'") > 0);
+    assert_eq!(w.a.delete("/sessions/s1").status, 204);
+    let left = w.a.db.query("SELECT session_id, label FROM space_block_seen", &[]).unwrap();
+    assert!(left.is_empty(), "{:?}", left.iter().map(|r| r.text(0).unwrap()).collect::<Vec<_>>());
+}

@@ -629,11 +629,18 @@ impl<'a> Context<'a> {
     }
 }
 
+/// Forgets the versions of shared blocks `session` read (`space_block_seen`).
+pub(crate) fn forget_reads(sql: &dyn Sql, session: &str) -> Result<()> {
+    sql.execute("DELETE FROM space_block_seen WHERE session_id = ?", &[session.into()])
+}
+
 /// Deletes everything of `session`'s context: writable texts, runtime blocks, the frozen
-/// prompt, loaded skills. (Search entries and skills belong to the agent and stay.)
+/// prompt, loaded skills, the versions of shared blocks it read. (Search entries and skills
+/// belong to the agent and stay.)
 pub(crate) fn delete_session(sql: &dyn Sql, session: &str) -> Result<()> {
     let sid = [Value::from(session)];
     sql.execute("DELETE FROM context_blocks WHERE session_id = ?", &sid)?;
+    forget_reads(sql, session)?;
     sql.execute("DELETE FROM context_defs WHERE session_id = ?", &sid)?;
     sql.execute("DELETE FROM prompts WHERE session_id = ?", &sid)?;
     skills::forget(sql, session, None)

@@ -494,7 +494,9 @@ impl<'a> Session<'a> {
         }
         self.publish_cleared();
         self.publish_idle().await;
-        Ok(())
+        // The idle status renders the (now empty) session's prompt, which records the versions
+        // of the shared blocks it read: forgotten again, as the session is gone.
+        crate::context::forget_reads(self.env.sql, self.id)
     }
 
     /// Writes a finished agent turn in one transaction (see [`TurnWrite`]) and tells the
