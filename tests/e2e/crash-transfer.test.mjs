@@ -273,7 +273,7 @@ test("killed mid-import: a space's import is there whole or not at all", { timeo
   const took = Date.now() - t0;
   assert.equal(cal.status, 201, JSON.stringify(cal.body));
   assert.equal(await spaceExport("space-cal"), ndjson);
-  tally["space-import"] = { kills: 0, committed: 0, absent: 0, orphans: [], ms: took };
+  tally["space-import"] = { kills: 0, committed: 0, absent: 0, orphans: [], staged: 0, ms: took };
   for (const [i, ms] of spread(took, [0.1, 0.3, 0.5, 0.7, 0.85, 0.95, 1.05, 1.3]).entries()) {
     const space = `space-${i}`;
     const seen = await crashAfter(ms, post(space));
