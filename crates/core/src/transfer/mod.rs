@@ -18,6 +18,54 @@
 //! - [`import`]: read and check everything first, oversize fields and skills to R2 (pending),
 //!   then one transaction;
 //! - [`erase`]: every row in one transaction, then the R2 objects through the spill sweep.
+//!
+//! # Where it sits
+//!
+//! Uses `store` (sessions, messages, trees, spill), `config` (block definitions, labels,
+//! categories), `memory::store` (the memory checks), `space` (a space's blocks, their bounds),
+//! `schedule::store` (a schedule's checks), `access` (the revocation an erase sets), `env`,
+//! `sql`, `blobs`, `ids`, `time`; last in this order because it knows every table (the split,
+//! which compacts, is a session operation: `session/split.rs`).
+//!
+//! # What it keeps
+//!
+//! The invariants `docs/ARCHITECTURE.md` numbers for this folder, whole (a test cites each
+//! with a comment `// invariant N`).
+//!
+//! 31. **An import writes nothing unless every record passed its checks, and takes only what the
+//!     API could have written.** The whole document or NDJSON body is read and checked first
+//!     (format and version, fields and types, ids, labels, messages by `NewMessage::from_json` as an
+//!     append's, memories as `POST /memories` does, each parent an earlier message of its session,
+//!     overlays on one path with unique ids, one prompt and one record per block label and loaded
+//!     skill per session, block texts and loaded skills of blocks the session has
+//!     (`context::compose`), agent-wide texts of shared writable blocks, `conversation` memories of
+//!     imported sessions, versions of imported memories, entries of search blocks
+//!     (`context::entry_labels`), nothing repeated, the `end` counts of an agent export); a refusal
+//!     is a `400` naming the record, before any object is put or row written. The export leaves out
+//!     entries no block reads, so what it writes always imports.
+//! 32. **An import's rows go in one transaction, after its R2 objects are put under pending
+//!     keys.** Oversize message fields (`spill::prepare`) and skills are put in R2 with their keys
+//!     committed to `spill_pending` first; the rows (and the removal of those pending keys) commit
+//!     together, and the conflict checks (`409`: the session exists, the agent holds data) run
+//!     inside that transaction. A failed transaction hands the keys to `spill_garbage` (the
+//!     request's sweep deletes the objects), a crash before the commit leaves them to
+//!     `spill::recover`: a committed import never points at a missing object, and a failed one
+//!     leaves none behind (invariant 16).
+//! 33. **An export holds nothing derived**: no full-text rows, token estimates, memory vectors,
+//!     `memory_count`, spill records, `touch_seq` or normalized memory texts, only the fields
+//!     `tables.rs` lists (and messages with their spilled fields put back), read in write order.
+//!     The importer computes the derived values again (or leaves them to be computed when needed),
+//!     so **export → import → export is byte-identical**, whatever the agent (or space) is called
+//!     (`tests/it/transfer.rs`, `tests/it/spaces.rs`, `tests/e2e/transfer.test.mjs`). Every table
+//!     is classified in `transfer::TABLES` (exported, derived, local), checked against
+//!     `sqlite_master`: a table added later cannot be left out of a move silently.
+//! 34. **An erase deletes every table in `erase::ERASED`**, in one transaction that also hands
+//!     every R2 object of the agent (spilled, pending, agent-scoped skills) to the sweep and sets
+//!     the revocation time to the moment of the erase. A test (`tests/it/transfer.rs`) reads the
+//!     tables from `sqlite_master` and checks that after an erase none holds a row but
+//!     `schema_version`, `revocation`, `embedding_model` (a setting) and `sqlite_sequence` (so no
+//!     `vector_log` seq is given twice; FTS shadow tables go with their tables), so a table
+//!     added later cannot be forgotten here.
 
 use crate::space::Role;
 
