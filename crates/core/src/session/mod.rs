@@ -24,10 +24,10 @@
 //! with a comment `// invariant N`).
 //!
 //! 8. **Writes that belong together run in one transaction** (`sql::atomically`:
-//!     `transactionSync` in the DO, a savepoint natively). Validation happens before any write, so
-//!     **a rejected request changes nothing**; a failing write rolls back.
+//!    `transactionSync` in the DO, a savepoint natively). Validation happens before any write, so
+//!    **a rejected request changes nothing**; a failing write rolls back.
 //! 9. **Only writes register a session** (`name = id`); reads never do. `updated_at` ties are
-//!     broken by `touch_seq`, the order of updates.
+//!    broken by `touch_seq`, the order of updates.
 //! 17. **Compaction stores nothing unless the model produced a usable summary** (non-blank, not
 //!     the empty skeleton); the overlay and the summarizer's usage are written in one
 //!     transaction, after re-checking the path. Auto-compaction never fails an append.

@@ -24,28 +24,28 @@
 //!
 //! 1. **Ids are unique per session**, not per agent: `UNIQUE(session_id, id)`.
 //! 2. **A child is inserted after its parent** (an append's explicit parent must exist; an update
-//!     never changes a parent). So `seq` orders every path root → leaf, and **the newest row of a
-//!     session is always childless: it is the latest leaf**. A row's `parent_seq` is its parent's
-//!     `seq` (set by `Tree::insert`, cleared with `parent_id` when the parent is deleted), so a
-//!     path walk follows primary keys. Finding it is one index probe; nothing
-//!     is cached in memory, so there is nothing to go stale after eviction.
+//!    never changes a parent). So `seq` orders every path root → leaf, and **the newest row of a
+//!    session is always childless: it is the latest leaf**. A row's `parent_seq` is its parent's
+//!    `seq` (set by `Tree::insert`, cleared with `parent_id` when the parent is deleted), so a
+//!    path walk follows primary keys. Finding it is one index probe; nothing
+//!    is cached in memory, so there is nothing to go stale after eviction.
 //! 3. **Deleting a message orphans its children** (they become roots; see
-//!     `REFERENCE.md#d-orphans`): a path walk stops at the first missing parent.
+//!    `REFERENCE.md#d-orphans`): a path walk stops at the first missing parent.
 //! 4. **History content is fetched in chunks** of ≤ 50 rows and ≤ 4 MiB (`tree::chunks`), after a
-//!     path walk that reads only ids, roles and sizes. Paths are capped at 10,001 rows (the
-//!     reference's guard); a deeper path yields the newest 10,001.
+//!    path walk that reads only ids, roles and sizes. Paths are capped at 10,001 rows (the
+//!    reference's guard); a deeper path yields the newest 10,001.
 //! 5. **Overlays never delete anything.** They are applied at read time: at each position of the
-//!     path the newest overlay that starts there and ends on the same path replaces the run
-//!     (branch local; ones starting inside an applied run are skipped). A stored overlay always has
-//!     `from` as an ancestor-or-self of `to` (checked on write). The synthetic message's
-//!     `createdAt` is the overlay's, so reads are repeatable. `raw=1` shows the originals.
+//!    path the newest overlay that starts there and ends on the same path replaces the run
+//!    (branch local; ones starting inside an applied run are skipped). A stored overlay always has
+//!    `from` as an ancestor-or-self of `to` (checked on write). The synthetic message's
+//!    `createdAt` is the overlay's, so reads are repeatable. `raw=1` shows the originals.
 //! 6. **Every FTS row belongs to a live message** (`rowid = messages.seq`, written and deleted in
-//!     the same transaction), so no search can return a ghost. Its `session` column holds the one
-//!     token of its message's session (`search::session_token`, written only by `search::index`).
+//!    the same transaction), so no search can return a ghost. Its `session` column holds the one
+//!    token of its message's session (`search::session_token`, written only by `search::index`).
 //! 7. **User text never reaches FTS5 unescaped**: `query::compile` quotes every term; operators
-//!     are literal words; control characters (NUL included) separate words. Blank queries search
-//!     nothing. Everything else reaches SQL as bound parameters, never as SQL text (a metadata
-//!     filter's key too, inside the JSON path it binds: keys are checked to `[A-Za-z0-9_.-]`).
+//!    are literal words; control characters (NUL included) separate words. Blank queries search
+//!    nothing. Everything else reaches SQL as bound parameters, never as SQL text (a metadata
+//!    filter's key too, inside the JSON path it binds: keys are checked to `[A-Za-z0-9_.-]`).
 //! 16. **No row passes 1,800,000 bytes** (the DO limit is 2 MB): `Tree::insert`/`update` refuse
 //!     one (`NewMessage::check_fits`), and `Session::write` spills the largest fields of an oversize message to R2 first.
 //!     Objects are written **before** the transaction that records them, and objects no row took
