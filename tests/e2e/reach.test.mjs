@@ -140,8 +140,9 @@ test("an agent import the API could never have written is refused whole, in any 
   await w.json("PATCH", `${A}/memories/${m.body.id}`, { tags: ["food"] });
   const good = (await (await w.fetch(`${A}/export`)).text()).trim().split("\n");
   const recount = (lines) => {
-    const counts = { sessions: 0, messages: 0, memories: 0, memoryVersions: 0, entries: 0, skills: 0 };
-    const key = { session: "sessions", message: "messages", memory: "memories", memoryVersion: "memoryVersions", entry: "entries", skill: "skills" };
+    const counts = { sessions: 0, messages: 0, memories: 0, memoryVersions: 0, entries: 0, skills: 0, schedules: 0, scheduleRuns: 0, usage: 0 };
+    const key = { session: "sessions", message: "messages", memory: "memories", memoryVersion: "memoryVersions", entry: "entries", skill: "skills",
+      schedule: "schedules", scheduleRun: "scheduleRuns", usage: "usage" };
     const out = lines.filter((l) => JSON.parse(l).kind !== "end");
     for (const l of out) if (key[JSON.parse(l).kind]) counts[key[JSON.parse(l).kind]] += 1;
     return [...out, JSON.stringify({ kind: "end", counts })].join("\n");

@@ -7,15 +7,19 @@
 // document round-trips under its id and another; bad, newer, cut-off and misplaced imports are
 // refused whole, a circle of replacements (supersededBy) too; only the admin token exports, imports and erases; an erase leaves no row, no
 // R2 object and no working old token (open sockets closed), and touches no other agent; a split
-// over HTTP starts a session from the summary and tells the old session's sockets.
+// over HTTP starts a session from the summary and tells the old session's sockets. An agent with
+// schedules (a run, the usage ledger, a shared block it read, its chosen space) and its memory
+// space move byte for byte and read the same field by field, the imported schedules armed (one
+// due runs by the alarm); a space's bad, misplaced or unauthorized imports are refused whole,
+// and two imports at once into one object leave one whole.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import WebSocket from "ws";
-import { startWorker, collect } from "./harness.mjs";
+import { startWorker, collect, eventually } from "./harness.mjs";
 import { start as startModel, DEFAULT_SUMMARY } from "./llm-server.mjs";
 
 const SECRET = "e2e-transfer-secret-0123456789abcdef012345";
-const FORMAT = "session-agent/2";
+const FORMAT = "session-agent/3";
 const CONFIG = {
   context: [
     { label: "soul", kind: "readonly", content: "You are terse." },
@@ -173,7 +177,7 @@ test("an agent export imports into a fresh agent byte for byte, also across a re
   const { skillKey, ndjson: first } = await richExport();
   const recs = lines(first);
   assert.deepEqual(recs[0], { format: FORMAT, kind: "agent" });
-  assert.deepEqual(recs.at(-1), { kind: "end", counts: { sessions: 2, messages: 7, memories: 2, memoryVersions: 3, entries: 2, skills: 1 } });
+  assert.deepEqual(recs.at(-1), { kind: "end", counts: { sessions: 2, messages: 7, memories: 2, memoryVersions: 3, entries: 2, skills: 1, schedules: 0, scheduleRuns: 0, usage: 0 } });
   assert.ok(first.endsWith("\n"), "every record ends its line");
   const big = recs.find((r) => r.kind === "message" && r.message.id === "big");
   assert.deepEqual(big.message, BIG, "the spilled field is whole in the export, not its placeholder");
@@ -191,7 +195,7 @@ test("an agent export imports into a fresh agent byte for byte, also across a re
 
   // Into bob: the same counts, the same export.
   const counts = ok(await importAgent("bob", first), 201, "import into bob");
-  assert.deepEqual(counts, { sessions: 2, messages: 7, memories: 2, memoryVersions: 3, entries: 2, skills: 1 });
+  assert.deepEqual(counts, { sessions: 2, messages: 7, memories: 2, memoryVersions: 3, entries: 2, skills: 1, schedules: 0, scheduleRuns: 0, usage: 0 });
   assert.equal(await exported("bob"), first, "export → import → export is byte-identical");
   // Into carol, then workerd restarts before carol's first export.
   ok(await importAgent("carol", first), 201, "import into carol");
@@ -261,7 +265,7 @@ test("a session export imports under its own id and under another (?as=), equal 
   assertError(await call(A, "POST", "/sessions/import?as=..%2Fx", docText), 400, "invalid_request", "a bad ?as");
   assertError(await call(RICH, "GET", "/sessions/nope/export"), 404, "not_found", "an unknown session");
   // A newer format is refused, saying so.
-  const newer = await call(A, "POST", "/sessions/import?as=newer", { ...doc, format: "session-agent/3" });
+  const newer = await call(A, "POST", "/sessions/import?as=newer", { ...doc, format: "session-agent/4" });
   assertError(newer, 400, "invalid_request", "newer session format");
   assert.match(newer.body.error.message, /newer/);
   assert.equal((await call(A, "GET", "/sessions/newer")).status, 404);
@@ -296,7 +300,7 @@ test("bad, newer, cut-off and misplaced imports are refused whole; only the admi
     assert.deepEqual(await agentObjects(A), [], `${what}: no R2 object`);
   };
 
-  let r = await importAgent(A, good.replace(FORMAT, "session-agent/3"));
+  let r = await importAgent(A, good.replace(FORMAT, "session-agent/4"));
   assertError(r, 400, "invalid_request", "newer format");
   assert.match(r.body.error.message, /newer/);
   await empty("newer");
@@ -420,7 +424,7 @@ test("an erase needs Confirm: erase, leaves no row, no R2 object and no old toke
     assert.deepEqual(await r2(`skills/${A}/`), [], "no skill left");
     const after = lines(await exported(A));
     assert.deepEqual(after, [{ format: FORMAT, kind: "agent" },
-      { kind: "end", counts: { sessions: 0, messages: 0, memories: 0, memoryVersions: 0, entries: 0, skills: 0 } }]);
+      { kind: "end", counts: { sessions: 0, messages: 0, memories: 0, memoryVersions: 0, entries: 0, skills: 0, schedules: 0, scheduleRuns: 0, usage: 0 } }]);
 
     // Tokens issued before the erase are refused (HTTP and upgrade); one issued after works.
     for (const t of [old, oldLimited]) assertError(await call(A, "GET", "/sessions/s1/history", undefined, { auth: t }), 401, "unauthorized", "an old token");
@@ -509,5 +513,163 @@ test("an imported skill is under one of the agent's skills prefixes, or the impo
     const e = await w.json("DELETE", `/agents/${A}`, undefined, { headers: { confirm: "erase" } });
     assert.equal(e.status, 204);
     assert.deepEqual([...await r2(`kb/${A}/`), ...await r2(`_spill/${A}/`)], [], "nothing of the agent stays in R2 after its erase");
+  }
+});
+
+// ── An agent with schedules and its memory space ─────────────────────────────────────────────
+
+/** A Worker whose agents have a block kept in their memory space (the admin chooses the space). */
+const SPACE_CONFIG = {
+  context: [{ label: "notes", kind: "writable" }, { label: "team", kind: "writable", scope: "space", content: "Team:" }],
+};
+let sw;
+/** The second Worker, started on first use (stopped with the first in `after`). */
+async function spaceWorker() {
+  sw ??= await startWorker({
+    vars: {
+      SESSION_CONFIG: JSON.stringify(SPACE_CONFIG), TOKEN_SECRET: SECRET,
+      LLM_PROVIDER: "openai", LLM_BASE_URL: model.baseUrl, LLM_MODEL: "test-model",
+    },
+  });
+  return sw;
+}
+after(async () => { await sw?.stop(); });
+
+/** `GET <path>/export` of the second Worker (`/agents/x` or `/spaces/x`) as text, asserting 200. */
+async function exportOf(base) {
+  const r = await sw.fetch(`${base}/export`);
+  const t = await r.text();
+  assert.equal(r.status, 200, t.slice(0, 500));
+  assert.equal(r.headers.get("content-type"), "application/x-ndjson; charset=utf-8");
+  return t;
+}
+/** `POST <path>/import` of the second Worker: {status, body}. */
+async function importInto(base, body, headers = {}) {
+  const r = await sw.fetch(`${base}/import`, { method: "POST", body, headers: { "content-type": "application/x-ndjson", ...headers } });
+  const t = await r.text();
+  let parsed = t;
+  try { parsed = t ? JSON.parse(t) : null; } catch { /* not JSON */ }
+  return { status: r.status, body: parsed };
+}
+/** An ISO time `ms` from now, with milliseconds (as the service writes times). */
+const inMs = (ms) => new Date(Date.now() + ms).toISOString();
+
+/** An agent (`mover`) with two schedules, a run, a ledger, a shared block it wrote and its
+ * chosen space (`team-src`: memories with versions, the block, a deleted one); both exports. */
+let moverSetup = null;
+async function mover() {
+  if (moverSetup) return moverSetup;
+  await spaceWorker();
+  const json = (method, path, body) => sw.json(method, path, body);
+  const space = "/spaces/team-src";
+  const m = ok(await json("POST", `${space}/memories`, { content: "The user is vegetarian", tags: ["food"] }), 201, "space memory");
+  ok(await json("PATCH", `${space}/memories/${m.id}`, { content: "The user is vegan" }), 200, "space memory patch");
+  ok(await json("PUT", `${space}/blocks/scratch`, { content: "soon gone", version: 0 }), 200, "scratch");
+  assert.equal((await json("DELETE", `${space}/blocks/scratch`)).status, 204);
+  const agent = "/agents/mover";
+  ok(await json("PUT", `${agent}/space`, { space: "team-src" }), 200, "choose the space");
+  ok(await json("POST", `${agent}/sessions/s1/messages`, { message: text("u1", "user", "hello") }), 201, "append");
+  ok(await json("POST", `${agent}/sessions/s1/context/team/append`, { content: "- likes jazz" }), 200, "shared append");
+  const hourly = ok(await json("POST", `${agent}/schedules`, { prompt: "Check the plan", every: 3600, sessionId: "s1" }), 201, "hourly");
+  const daily = ok(await json("POST", `${agent}/schedules`, { prompt: "Morning brief", cron: "0 7 * * *", name: "Brief" }), 201, "daily");
+  model.reply({ content: "Sunny all day." });
+  assert.equal(ok(await json("POST", `${agent}/schedules/${daily.id}/run`), 200, "run").status, "ok");
+  moverSetup = { hourly: hourly.id, daily: daily.id, memory: m.id, agent: await exportOf(agent), space: await exportOf(space) };
+  return moverSetup;
+}
+
+test("an agent with schedules and its space move field by field, byte for byte, and the imported schedules are armed", { timeout: 60_000 }, async () => {
+  const { hourly, daily, memory, agent, space } = await mover();
+  const recs = lines(agent);
+  assert.deepEqual(recs[0], { format: FORMAT, kind: "agent" });
+  const kinds = recs.map((r) => r.kind);
+  for (const [kind, n] of [["schedule", 2], ["scheduleRun", 1], ["spaceChoice", 1], ["sharedBlockRead", 1]]) {
+    assert.equal(kinds.filter((k) => k === kind).length, n, `${kind} records`);
+  }
+  assert.ok(kinds.includes("usage"), "the ledger's rows");
+  assert.deepEqual(recs.at(-1).counts, { sessions: 1, messages: 1, memories: 0, memoryVersions: 0, entries: 0, skills: 0, schedules: 2, scheduleRuns: 1, usage: kinds.filter((k) => k === "usage").length });
+  const srecs = lines(space);
+  assert.deepEqual(srecs[0], { format: FORMAT, kind: "space" });
+  assert.deepEqual(srecs.at(-1), { kind: "end", counts: { memories: 1, memoryVersions: 2, sharedBlocks: 2 } });
+  assert.ok(srecs.some((r) => r.kind === "sharedBlock" && r.label === "scratch" && r.deletedAt && r.content === ""), "the tombstone travels");
+
+  // Into fresh objects of the same Worker: the same counts, the same exports.
+  const sc = ok(await importInto("/spaces/team-dst", space), 201, "space import");
+  assert.deepEqual(sc, { memories: 1, memoryVersions: 2, sharedBlocks: 2 });
+  const ac = ok(await importInto("/agents/moved", agent), 201, "agent import");
+  assert.deepEqual(ac, recs.at(-1).counts);
+  assert.equal(await exportOf("/spaces/team-dst"), space, "a space: export → import → export is byte-identical");
+  assert.equal(await exportOf("/agents/moved"), agent, "an agent with schedules: byte-identical");
+  // Field by field, as a user reads them.
+  const same = async (from, to, path) => {
+    const [x, y] = [await sw.json("GET", `${from}${path}`), await sw.json("GET", `${to}${path}`)];
+    assert.equal(x.status, 200, `${from}${path}: ${JSON.stringify(x.body)}`);
+    assert.deepEqual(y.body, x.body, path);
+  };
+  for (const path of ["/schedules", `/schedules/${hourly}`, `/schedules/${daily}/runs`, "/space",
+    "/usage?from=2020-01-01T00:00:00.000Z&to=2100-01-01T00:00:00.000Z", "/sessions/s1/history", "/sessions/s1/context/team"]) {
+    await same("/agents/mover", "/agents/moved", path);
+  }
+  for (const path of ["/memories", `/memories/${memory}/history`, "/blocks", "/blocks/scratch", "/blocks/team"]) {
+    await same("/spaces/team-src", "/spaces/team-dst", path);
+  }
+  // The moved session replaces the shared block at the version it read (the model's tool).
+  const r = ok(await sw.json("POST", "/agents/moved/sessions/s1/tools/set_context", { input: { label: "team", content: "Team: jazz" } }), 200, "set_context");
+  assert.doesNotMatch(r.output, /changed|conflict/i, r.output);
+  assert.equal(ok(await sw.json("GET", "/spaces/team-src/blocks/team"), 200).content, "Team: jazz");
+
+  // Armed: the same export with the hourly schedule due in a moment runs in the new agent by
+  // its alarm, with no request.
+  const soon = inMs(1_500);
+  const due = recs.map((rec) => JSON.stringify(rec.kind === "schedule" && rec.id === hourly ? { ...rec, nextRunAt: soon } : rec)).join("\n") + "\n";
+  model.reply({ content: "Plan checked by the alarm." });
+  ok(await importInto("/agents/armed", due), 201, "import of a due schedule");
+  const runs = await eventually("the imported schedule's run", async () => {
+    const list = ok(await sw.json("GET", `/agents/armed/schedules/${hourly}/runs`), 200).runs;
+    return list.length ? list : null;
+  }, 20_000);
+  assert.equal(runs[0].status, "ok", JSON.stringify(runs[0]));
+  assert.equal(runs[0].reply, "Plan checked by the alarm.");
+  assert.deepEqual(ok(await sw.json("GET", `/agents/mover/schedules/${hourly}/runs`), 200).runs, [], "the source did not run it");
+});
+
+test("a space's import is refused whole when bad, when the space holds anything, or for a token; two at once: one wins", { timeout: 60_000 }, async () => {
+  const { agent, space } = await mover();
+  const good = space.split("\n").filter((l) => l);
+  const empty = await exportOf("/spaces/team-bad");
+  const edit = (kind, has, f) => good.map((l) => (l.includes(`"kind":"${kind}"`) && l.includes(has) ? JSON.stringify(f(JSON.parse(l))) : l)).join("\n");
+  const cases = [
+    [agent, "has kind \"space\""],
+    [edit("sharedBlock", "scratch", (r) => ({ ...r, content: "back" })), "holds no text"],
+    [edit("sharedBlock", "team", (r) => ({ ...r, version: 0 })), "counts from 1"],
+    [edit("sharedBlock", "team", (r) => ({ ...r, label: "a b" })), "label"],
+    [good.slice(0, -1).join("\n"), "cut off"],
+    [good.join("\n").replace(FORMAT, "session-agent/4"), "newer"],
+    [[good[0], JSON.stringify({ kind: "schedule", id: "sch_x" }), ...good.slice(1)].join("\n"), "no place in the export of a space"],
+    ["not json", "JSON"],
+  ];
+  for (const [body, why] of cases) {
+    const r = await importInto("/spaces/team-bad", body);
+    assertError(r, 400, "invalid_request", why);
+    assert.ok(r.body.error.message.includes(why), `${why}: ${r.body.error.message}`);
+    assert.equal(await exportOf("/spaces/team-bad"), empty, `${why}: nothing written`);
+  }
+  // A space's export goes into no agent; an agent holding data, or a space, takes none.
+  assertError(await importInto("/agents/space-into-agent", space), 400, "invalid_request", "a space's export into an agent");
+  const held = await exportOf("/spaces/team-src");
+  assertError(await importInto("/spaces/team-src", space), 409, "conflict", "a space that holds data");
+  assert.equal(await exportOf("/spaces/team-src"), held, "unchanged");
+  // Admin only: a token of the space, even with scope write, is 403.
+  const token = ok(await sw.json("POST", "/spaces/team-token/tokens", { scope: "write", ttlSeconds: 60 }), 201, "space token").token;
+  const bearer = { authorization: `Bearer ${token}` };
+  assert.equal((await sw.fetch("/spaces/team-token/memories", { auth: false, headers: bearer })).status, 200, "the token opens its space");
+  assert.equal((await sw.fetch("/spaces/team-token/export", { auth: false, headers: bearer })).status, 403);
+  assert.equal((await importInto("/spaces/team-token", space, bearer)).status, 403);
+  assert.equal(await exportOf("/spaces/team-token"), empty, "nothing written for a token");
+  // Two imports at once into one empty object: one is written, the other refused; no mix.
+  for (const [base, body] of [["/spaces/team-race", space], ["/agents/race", agent]]) {
+    const statuses = (await Promise.all([importInto(base, body), importInto(base, body)])).map((r) => r.status).sort();
+    assert.deepEqual(statuses, [201, 409], `${base}: one import wins`);
+    assert.equal(await exportOf(base), body, `${base}: the winner whole, nothing of the other`);
   }
 });

@@ -189,10 +189,12 @@ fn the_route_table_says_how_a_request_is_answered() {
     let sse = Request::new(Method::Post, "/sessions/s/chat").header("accept", "text/event-stream");
     assert!(matches!(turn(sse), Reply::Stream { .. }));
     assert!(matches!(turn(Request::new(Method::Post, "/sessions/t/chat")), Reply::Whole(r) if r.status == 201));
-    // A memory space streams nothing and has no sockets.
+    // A memory space streams nothing and has no sockets: its export is answered whole.
     let mut space = Api::new();
     space.role = Role::Space;
     let space = space.reopen();
     let Reply::Whole(r) = space.reply(Request::new(Method::Get, "/export")) else { panic!("whole") };
+    assert_eq!(r.status, 200);
+    let Reply::Whole(r) = space.reply(Request::new(Method::Get, "/sessions/s/ws")) else { panic!("no upgrade") };
     assert_eq!(r.status, 404);
 }

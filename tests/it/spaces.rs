@@ -535,3 +535,223 @@ fn every_space_operation_is_a_route_of_the_space_table() {
         assert!(route.ops.iter().any(|o| o.method == req.method), "{} {} has no such method", req.method, route.path);
     }
 }
+
+fn export(api: &Api) -> String {
+    let r = api.get("/export");
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    String::from_utf8(r.body).unwrap()
+}
+
+fn import(api: &Api, body: &str) -> session_agent_api::Response {
+    let mut req = Request::new(Method::Post, "/import");
+    req.body = body.as_bytes().to_vec();
+    api.send(req)
+}
+
+/// The rows of every table but FTS5's shadow tables, for "nothing written".
+fn all_rows(api: &Api) -> Vec<(String, i64)> {
+    let names = api.db.query("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT GLOB '*_fts_*'", &[]);
+    let names: Vec<String> = names.unwrap().iter().map(|r| r.text(0).unwrap()).collect();
+    names.into_iter().map(|n| (n.clone(), api.count(&format!("SELECT count(*) FROM \"{n}\"")))).collect()
+}
+
+/// An agent with schedules and its memory space, moved (each exported and imported into a
+/// fresh object of another deployment) and compared field by field: what a user reads of
+/// either is the same, the exports byte for byte, and the moved session's model replaces the
+/// shared block at the version it last read.
+#[test]
+fn an_agent_with_schedules_and_its_space_move_field_by_field() {
+    let w = world();
+    let space = w.spaces.space("alice", config());
+    // The space: a floor (an erase after a write), blocks with text and a tombstone, memories
+    // with two versions of one.
+    assert_eq!(space.put("/blocks/plan", json!({"content": "old", "version": 0})).status, 200);
+    assert_eq!(space.send(Request::new(Method::Delete, "/").header("confirm", "erase")).status, 204);
+    let m = space.post("/memories", json!({"content": "The user is vegetarian", "tags": ["food"]})).body_json();
+    space.patch(&format!("/memories/{}", m["id"].as_str().unwrap()), json!({"content": "The user is vegan"}));
+    space.post("/memories", json!({"content": "The user lives in Lisbon"}));
+    // (Every label starts from the floor the erase left: version 2.)
+    assert_eq!(space.put("/blocks/scratch", json!({"content": "gone soon", "version": 2})).status, 200);
+    assert_eq!(space.delete("/blocks/scratch").status, 204);
+    // The agent: a session that read the shared block and appended to it, a chat turn (the
+    // ledger), schedules and a run of one, the admin's choice of space.
+    let a = &w.a;
+    a.append("s1", "u1", None, "hello");
+    a.post("/sessions/s1/context/profile/append", json!({"content": "- vegan"}));
+    assert_eq!(a.get("/sessions/s1/context/plan").status, 200);
+    a.model.reply(Ok(completion("Hi!")));
+    space.model.reply(Ok(facts(json!([]))));
+    assert_eq!(a.post("/sessions/s1/chat", json!({"message": msg("u2", "user", "hi")})).status, 201);
+    let daily = json!({"prompt": "Plan the day", "cron": "0 7 * * *", "sessionId": "s1"});
+    let daily = a.post("/schedules", daily).body_json()["id"].as_str().unwrap().to_owned();
+    let once = json!({"prompt": "Remind me", "at": "2027-01-01T09:00:00.000Z", "reach": "agent"});
+    assert_eq!(a.post("/schedules", once).status, 201);
+    a.model.reply(Ok(completion("Sunny.")));
+    space.model.reply(Ok(facts(json!([]))));
+    assert_eq!(a.post(&format!("/schedules/{daily}/run"), json!({})).status, 200);
+    assert_eq!(a.put("/space", json!({"space": "alice"})).status, 200);
+    let (agent_export, space_export) = (export(a), export(&space));
+    assert!(space_export.starts_with("{\"format\":\"session-agent/3\",\"kind\":\"space\"}\n"), "{space_export}");
+
+    // Another deployment: the same names, fresh objects.
+    let moved = Rc::new(InProcess::default());
+    let space2 = moved.space("alice", config());
+    let r = import(&space2, &space_export);
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(r.body_json(), json!({"memories": 2, "memoryVersions": 3, "sharedBlocks": 2}));
+    let a2 = agent("alice:planner", &moved);
+    let r = import(&a2, &agent_export);
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    let counts = r.body_json();
+    assert_eq!((counts["schedules"].as_i64(), counts["scheduleRuns"].as_i64()), (Some(2), Some(1)));
+    assert_eq!(counts["usage"].as_i64(), Some(2), "the chat turn and the run in its session");
+
+    // Byte for byte, each export again.
+    assert_eq!(export(&space2), space_export);
+    assert_eq!(export(&a2), agent_export);
+    // Field by field, as a user reads them.
+    let same = |path: &str, from: &Api, to: &Api| {
+        let (x, y) = (from.get(path), to.get(path));
+        assert_eq!((x.status, y.status), (200, 200), "{path}");
+        assert_eq!(x.body_json(), y.body_json(), "{path}");
+    };
+    for path in ["/schedules", &format!("/schedules/{daily}"), &format!("/schedules/{daily}/runs"), "/space"] {
+        same(path, a, &a2);
+    }
+    for path in ["/usage?from=2026-01-01T00:00:00.000Z&to=2030-01-01T00:00:00.000Z", "/sessions/s1/history"] {
+        same(path, a, &a2);
+    }
+    for path in ["/memories", &format!("/memories/{}/history", m["id"].as_str().unwrap()), "/blocks"] {
+        same(path, &space, &space2);
+    }
+    for label in ["profile", "plan", "scratch", "never"] {
+        same(&format!("/blocks/{label}"), &space, &space2);
+    }
+    // The versions each session read: the moved session's model replaces the shared block at
+    // the version it read (a session that never read it would be refused).
+    let read =
+        |api: &Api| api.count("SELECT version FROM space_block_seen WHERE session_id = 's1' AND label = 'profile'");
+    assert_eq!(read(&a2), read(a));
+    let r =
+        a2.post("/sessions/s1/tools/set_context", json!({"input": {"label": "profile", "content": "Profile: vegan"}}));
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    assert!(!r.body_json()["output"].as_str().unwrap().contains("changed"), "{}", r.body_json());
+    assert_eq!(space2.get("/blocks/profile").body_json()["content"], "Profile: vegan");
+    // The alarm is needed at the same time: the schedules are armed after the import.
+    let due = |api: &Api| session_agent_core::schedule::alarm::due(&api.env()).unwrap();
+    assert!(due(&a2).is_some());
+    assert_eq!(due(&a2), due(a));
+}
+
+/// A space's import is refused whole when it is not a space's export, breaks a rule of the
+/// space's blocks, or goes into a space that holds anything; nothing written.
+#[test]
+fn a_bad_space_import_is_refused_whole() {
+    let spaces = Rc::new(InProcess::default());
+    let space = spaces.space("alice", config());
+    assert_eq!(space.put("/blocks/plan", json!({"content": "fly", "version": 0})).status, 200);
+    assert_eq!(space.put("/blocks/gone", json!({"content": "x", "version": 0})).status, 200);
+    assert_eq!(space.delete("/blocks/gone").status, 204);
+    space.post("/memories", json!({"content": "The user is vegan"}));
+    let good: Vec<String> = export(&space).lines().map(str::to_owned).collect();
+    let agent_export = export(&agent("alice:planner", &spaces));
+    let fresh = spaces.space("fresh", config());
+    let before = all_rows(&fresh);
+    let find = |kind: &str, has: &str| {
+        good.iter().position(|l| l.contains(&format!("\"kind\":\"{kind}\"")) && l.contains(has)).unwrap()
+    };
+    let edit = |at: usize, f: &dyn Fn(&mut Json)| {
+        let mut l = good.clone();
+        let mut j: Json = serde_json::from_str(&l[at]).unwrap();
+        f(&mut j);
+        l[at] = j.to_string();
+        l.join("\n")
+    };
+    let twice = |at: usize| {
+        let mut l = good.clone();
+        l.insert(at, l[at].clone());
+        let end = l.len() - 1;
+        l[end] = l[end].replace("\"sharedBlocks\":2", "\"sharedBlocks\":3");
+        l.join("\n")
+    };
+    let session = json!({"kind": "session", "session": {"id": "s1", "name": "s1"}}).to_string();
+    let with_session = {
+        let mut l = good.clone();
+        l.insert(1, session);
+        l.join("\n")
+    };
+    let cases = [
+        (agent_export, "has kind \"space\""),
+        (with_session, "no place in the export of a space"),
+        (edit(find("sharedBlock", "fly"), &|j| j["version"] = json!(0)), "counts from 1"),
+        (edit(find("sharedBlock", "fly"), &|j| j["label"] = json!("bad label")), "label"),
+        (edit(find("sharedBlock", "fly"), &|j| j["content"] = json!("x".repeat(300_000))), "at most"),
+        (edit(find("sharedBlock", "gone"), &|j| j["content"] = json!("back")), "holds no text"),
+        (edit(find("sharedBlock", "fly"), &|j| j["updatedBy"] = json!("a b")), "updatedBy"),
+        (twice(find("sharedBlock", "fly")), "same label"),
+        (edit(find("memory", "vegan"), &|j| j["category"] = json!("conversation")), "belongs to a session"),
+        (good[..good.len() - 1].join("\n"), "cut off"),
+    ];
+    for (body, why) in cases {
+        let r = import(&fresh, &body);
+        assert_eq!(r.status, 400, "{why}: {}", String::from_utf8_lossy(&r.body));
+        let message = r.body_json()["error"]["message"].as_str().unwrap().to_owned();
+        assert!(message.contains(why), "{why}: {message}");
+        assert_eq!(all_rows(&fresh), before, "{why}: nothing written");
+    }
+    // A space's export goes into no agent.
+    let a = agent("carol", &spaces);
+    let r = import(&a, &good.join("\n"));
+    assert_eq!(r.status, 400, "{}", String::from_utf8_lossy(&r.body));
+    // A space holding anything takes none: a memory, a block, a tombstone.
+    for hold in ["/memories", "/blocks/plan", "tombstone"] {
+        let s = spaces.space(&format!("held-{}", hold.len()), config());
+        match hold {
+            "/memories" => assert_eq!(s.post(hold, json!({"content": "x"})).status, 201),
+            "/blocks/plan" => assert_eq!(s.put(hold, json!({"content": "x", "version": 0})).status, 200),
+            _ => {
+                assert_eq!(s.put("/blocks/t", json!({"content": "x", "version": 0})).status, 200);
+                assert_eq!(s.delete("/blocks/t").status, 204);
+            }
+        }
+        let before = all_rows(&s);
+        let r = import(&s, &good.join("\n"));
+        assert_eq!((r.status, code(&r)), (409, "conflict".to_owned()), "{hold}");
+        assert_eq!(all_rows(&s), before, "{hold}: nothing written");
+    }
+    // An erased space takes one (its floor kept when higher).
+    let r = space.send(Request::new(Method::Delete, "/").header("confirm", "erase"));
+    assert_eq!(r.status, 204);
+    assert_eq!(import(&space, &good.join("\n")).status, 201);
+    let again = export(&space);
+    let floor = json!({"kind": "sharedBlockFloor", "version": 3}).to_string();
+    assert!(again.contains(&floor), "the erase's floor stays: {again}");
+    assert_eq!(again.replace(&format!("{floor}\n"), ""), good.join("\n") + "\n");
+    // Only the space's admin exports or imports it: a write token of the space may not.
+    let now = space.now.get();
+    let write = Claims::issue(
+        "alice",
+        Role::Space,
+        json!({"scope": "write", "ttlSeconds": 60}).as_object().unwrap(),
+        now + 10_000,
+    )
+    .unwrap();
+    let claims = serde_json::to_string(&write).unwrap();
+    assert_eq!(space.send(Request::new(Method::Get, "/export").header(CLAIMS_HEADER, &claims)).status, 403);
+    let mut req = Request::new(Method::Post, "/import").header(CLAIMS_HEADER, &claims);
+    req.body = good.join("\n").into_bytes();
+    assert_eq!(space.send(req).status, 403);
+}
+
+/// A deleted session leaves no version read of a shared block behind: it would count as data
+/// (an import would be refused) and a new session of the same id would start from it.
+#[test]
+fn a_deleted_session_forgets_the_shared_block_versions_it_read() {
+    let w = world();
+    w.a.append("s1", "u1", None, "hello");
+    assert_eq!(w.a.get("/sessions/s1/context/plan").status, 200);
+    assert!(w.a.count("SELECT count(*) FROM space_block_seen WHERE session_id = 's1'") > 0);
+    assert_eq!(w.a.delete("/sessions/s1").status, 204);
+    let left = w.a.db.query("SELECT session_id, label FROM space_block_seen", &[]).unwrap();
+    assert!(left.is_empty(), "{:?}", left.iter().map(|r| r.text(0).unwrap()).collect::<Vec<_>>());
+}

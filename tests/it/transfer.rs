@@ -3,7 +3,7 @@
 //! blocks, loaded skills, frozen prompts, memories with their versions, entries, agent-scoped
 //! skills), imports that are refused whole, the erase of every row and object, and the split.
 
-use crate::support::{code, Api};
+use crate::support::{code, completion, Api};
 use serde_json::{json, Value as Json};
 use session_agent_api::http::Method;
 use session_agent_api::Request;
@@ -28,9 +28,10 @@ fn tool(api: &Api, sid: &str, name: &str, input: Json) {
     ok(&api.post(&format!("/sessions/{sid}/tools/{name}"), json!({ "input": input })), 200);
 }
 
-/// An agent holding one of everything an export carries.
+/// An agent holding one of everything an export carries (but a shared block's version read:
+/// `spaces.rs`).
 fn rich(agent: &str) -> Api {
-    let mut api = Api::with_config(config());
+    let mut api = Api::with_config(config()).with_model();
     api = api.named(agent);
     // s1: a branch, a sibling, an overlay, an oversize message (spilled), block writes, a
     // runtime block, a loaded skill, a frozen prompt.
@@ -88,6 +89,16 @@ fn rich(agent: &str) -> Api {
         ),
         201,
     );
+    // Schedules (one in a session, paused; one on its own) and a run of the second, which
+    // writes the usage ledger's row; the admin's choice of space.
+    let sch = json!({"prompt": "Summarize the trip", "every": 3600, "sessionId": "s1", "name": "Trip"});
+    let sch = ok(&api.post("/schedules", sch), 201);
+    ok(&api.patch(&format!("/schedules/{}", sch["id"].as_str().unwrap()), json!({"paused": true})), 200);
+    let sch = ok(&api.post("/schedules", json!({"prompt": "Plan the day", "cron": "0 7 * * 1-5"})), 201);
+    api.model.reply(Ok(completion("Pack an umbrella.")));
+    ok(&api.post(&format!("/schedules/{}/run", sch["id"].as_str().unwrap()), json!({})), 200);
+    ok(&api.put("/space", json!({"space": "alice-team"})), 200);
+    api.model.requests.borrow_mut().clear();
     api
 }
 
@@ -122,12 +133,13 @@ fn an_agent_export_imports_into_a_fresh_agent_byte_for_byte() {
     let alice = rich("alice");
     let first = export_agent(&alice);
     let lines: Vec<Json> = first.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
-    assert_eq!(lines[0], json!({"format": "session-agent/2", "kind": "agent"}));
+    assert_eq!(lines[0], json!({"format": "session-agent/3", "kind": "agent"}));
     let end = lines.last().unwrap();
     assert_eq!(end["kind"], "end");
     assert_eq!(
         end["counts"],
-        json!({"sessions": 2, "messages": 7, "memories": 2, "memoryVersions": 3, "entries": 2, "skills": 1})
+        json!({"sessions": 2, "messages": 7, "memories": 2, "memoryVersions": 3, "entries": 2, "skills": 1,
+               "schedules": 2, "scheduleRuns": 1, "usage": 1})
     );
     // The oversize message is whole in the export, not its placeholder.
     let big = lines.iter().find(|l| l["message"]["id"] == "big").unwrap();
@@ -139,7 +151,8 @@ fn an_agent_export_imports_into_a_fresh_agent_byte_for_byte() {
     let r = import_agent(&bob, &first);
     assert_eq!(
         ok(&r, 201),
-        json!({"sessions": 2, "messages": 7, "memories": 2, "memoryVersions": 3, "entries": 2, "skills": 1})
+        json!({"sessions": 2, "messages": 7, "memories": 2, "memoryVersions": 3, "entries": 2, "skills": 1,
+               "schedules": 2, "scheduleRuns": 1, "usage": 1})
     );
     assert_eq!(export_agent(&bob), first, "export → import → export is byte-identical");
     // And it works: history with the overlay, search, recall, the skill under bob's prefix.
@@ -161,7 +174,7 @@ fn an_agent_export_imports_into_a_fresh_agent_byte_for_byte() {
 fn a_session_export_round_trips_under_its_id_or_another() {
     let alice = rich("alice");
     let doc = ok(&alice.get("/sessions/s1/export"), 200);
-    assert_eq!(doc["format"], "session-agent/2");
+    assert_eq!(doc["format"], "session-agent/3");
     assert_eq!(doc["messages"].as_array().unwrap().len(), 5);
     assert_eq!(doc["compactions"].as_array().unwrap().len(), 1);
     assert_eq!(doc["loadedSkills"][0]["label"], "skills");
@@ -202,7 +215,7 @@ fn a_bad_import_is_refused_whole() {
     let before = tables(&bob);
     let lines: Vec<&str> = good.lines().collect();
     let cut = lines[..lines.len() - 1].join("\n");
-    let newer = good.replacen("session-agent/2", "session-agent/3", 1);
+    let newer = good.replacen("session-agent/3", "session-agent/4", 1);
     let bad_message = good.replacen("\"role\":\"user\"", "\"role\":\"\"", 1);
     let orphan_first = {
         let mut l = lines.clone();
@@ -260,8 +273,8 @@ fn a_bad_import_is_refused_whole() {
 /// `lines` of an agent export with the end record's counts made to match the records again, so
 /// an edited export is refused for what it holds, not for being cut off.
 fn recounted(lines: &[String]) -> String {
-    let mut counts =
-        json!({"sessions": 0, "messages": 0, "memories": 0, "memoryVersions": 0, "entries": 0, "skills": 0});
+    let mut counts = json!({"sessions": 0, "messages": 0, "memories": 0, "memoryVersions": 0, "entries": 0, "skills": 0,
+                            "schedules": 0, "scheduleRuns": 0, "usage": 0});
     let mut out = Vec::new();
     for l in lines {
         let j: Json = serde_json::from_str(l).unwrap();
@@ -272,6 +285,9 @@ fn recounted(lines: &[String]) -> String {
             "memoryVersion" => "memoryVersions",
             "entry" => "entries",
             "skill" => "skills",
+            "schedule" => "schedules",
+            "scheduleRun" => "scheduleRuns",
+            "usage" => "usage",
             "end" => continue,
             _ => "",
         };
@@ -348,6 +364,25 @@ fn an_import_the_api_could_never_have_written_is_refused_whole() {
         (twice(find("loadedSkill", "skills")), "same label and key"),
         (edit(find("loadedSkill", "skills"), &|j| j["label"] = json!("notes")), "not a skills block"),
         (twice(find("compaction", "Trip planning")), "same id"),
+        // What version 3 added: schedules, their runs, the ledger, the choice of space.
+        (edit(find("schedule", "Plan the day"), &|j| j["spec"] = json!("0 7 * *")), "is not one this service writes"),
+        (edit(find("schedule", "Plan the day"), &|j| j["timing"] = json!("hourly")), "is not one this service writes"),
+        (edit(find("schedule", "Trip"), &|j| j["spec"] = json!("59")), "is not one this service writes"),
+        (edit(find("schedule", "Trip"), &|j| j["reach"] = json!("world")), "reach must be"),
+        (edit(find("schedule", "Trip"), &|j| j["id"] = json!("job_1")), "starts with sch_"),
+        (edit(find("schedule", "Trip"), &|j| j["prompt"] = json!(" ")), "prompt must not be empty"),
+        (edit(find("schedule", "Trip"), &|j| j["sessionId"] = json!("../x")), "sessionId"),
+        (edit(find("schedule", "Trip"), &|j| j["nextRunAt"] = json!("tomorrow")), "timestamp like"),
+        (twice(find("schedule", "Trip")), "same id"),
+        (edit(find("scheduleRun", "Pack an umbrella"), &|j| j["scheduleId"] = json!("sch_gone")), "does not hold"),
+        (edit(find("scheduleRun", "Pack an umbrella"), &|j| j["status"] = json!("done")), "status must be"),
+        (twice(find("scheduleRun", "Pack an umbrella")), "same id"),
+        (edit(find("usage", "test-model"), &|j| j["inputTokens"] = json!(-5)), "non-negative integer"),
+        (edit(find("usage", "test-model"), &|j| j["model"] = json!("")), "model"),
+        (edit(find("spaceChoice", "alice-team"), &|j| j["space"] = json!("a b")), "space"),
+        (twice(find("spaceChoice", "alice-team")), "more than one spaceChoice"),
+        (edit(find("spaceChoice", "alice-team"), &|j| j["kind"] = json!("sharedBlockFloor")), "no place"),
+        (edit(find("spaceChoice", "alice-team"), &|j| j["extra"] = json!(1)), "unknown field"),
     ];
     // The recounting itself leaves a good export good.
     assert_eq!(recounted(&good), good.join("\n"));
@@ -385,6 +420,84 @@ fn entries_no_block_reads_any_more_stay_out_of_the_export() {
     bob = bob.named("bob");
     ok(&import_agent(&bob, &export), 201);
     assert_eq!(export_agent(&bob), export);
+}
+
+/// Every table of the schema is classified for a move (exported, derived, local), as the erase
+/// list is checked: a table added without a decision fails here. What is called exported is
+/// what the export writes.
+#[test]
+fn every_table_is_classified_for_transfer() {
+    use session_agent_core::transfer::{exported, Transfer, TABLES};
+    let api = Api::new();
+    let mut schema: Vec<String> =
+        tables(&api).into_iter().map(|(t, _)| t).filter(|t| !t.starts_with("sqlite_")).collect();
+    schema.sort();
+    let mut classified: Vec<String> = TABLES.iter().map(|(t, _)| (*t).to_owned()).collect();
+    classified.sort();
+    assert_eq!(schema, classified, "a table of the schema without a class (or a class of no table)");
+    let mut said: Vec<&str> = TABLES.iter().filter(|(_, how)| *how == Transfer::Exported).map(|(t, _)| *t).collect();
+    said.sort();
+    assert_eq!(said, exported(), "the tables called exported are those the export writes");
+}
+
+/// The import's "holds nothing yet" counts every exported kind: an agent holding only a
+/// schedule (or only a ledger row, or a choice of space) takes no import.
+#[test]
+fn an_agent_holding_only_a_schedule_takes_no_import() {
+    let export = export_agent(&rich("alice"));
+    let holders: [&dyn Fn(&Api); 2] = [
+        &|api| {
+            ok(&api.post("/schedules", json!({"prompt": "p", "every": 60})), 201);
+        },
+        &|api| {
+            ok(&api.put("/space", json!({"space": "elsewhere"})), 200);
+        },
+    ];
+    for hold in holders {
+        let mut bob = Api::with_config(config());
+        bob.agent = "bob".into();
+        hold(&bob);
+        let before = tables(&bob);
+        let r = import_agent(&bob, &export);
+        assert_eq!((r.status, code(&r)), (409, "conflict".into()), "{}", String::from_utf8_lossy(&r.body));
+        assert_eq!(tables(&bob), before, "nothing written");
+    }
+}
+
+/// The limits of `POST /schedules` hold for an import: no more schedules than
+/// `schedules.maxSchedules`, no more runs of one than `schedules.maxRuns` (`422`, nothing
+/// written).
+#[test]
+fn an_import_keeps_to_the_schedule_limits() {
+    let export = export_agent(&rich("alice"));
+    for (limits, why) in [(json!({"maxSchedules": 1}), "maxSchedules"), (json!({"maxRuns": 1}), "")] {
+        let mut cfg = config();
+        cfg["schedules"] = limits;
+        let mut bob = Api::with_config(cfg);
+        bob.agent = "bob".into();
+        let r = import_agent(&bob, &export);
+        if why.is_empty() {
+            // One run of one schedule is within a limit of one.
+            assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+            continue;
+        }
+        assert_eq!((r.status, code(&r)), (422, "over_budget".into()), "{}", String::from_utf8_lossy(&r.body));
+        assert!(r.body_json()["error"]["message"].as_str().unwrap().contains(why));
+        assert_eq!(bob.count("SELECT count(*) FROM sessions"), 0);
+    }
+    // Two runs of one schedule past a limit of one.
+    let mut lines: Vec<String> = export.lines().map(str::to_owned).collect();
+    let run = lines.iter().position(|l| l.contains("\"kind\":\"scheduleRun\"")).unwrap();
+    let mut again: Json = serde_json::from_str(&lines[run]).unwrap();
+    again["id"] = json!("run_again");
+    lines.insert(run + 1, again.to_string());
+    let mut cfg = config();
+    cfg["schedules"] = json!({"maxRuns": 1});
+    let mut bob = Api::with_config(cfg);
+    bob.agent = "bob".into();
+    let r = import_agent(&bob, &recounted(&lines));
+    assert_eq!((r.status, code(&r)), (422, "over_budget".into()), "{}", String::from_utf8_lossy(&r.body));
+    assert!(r.body_json()["error"]["message"].as_str().unwrap().contains("maxRuns"));
 }
 
 // invariant 34 (docs/ARCHITECTURE.md)
@@ -520,7 +633,7 @@ fn metadata_travels_and_a_version_1_export_without_it_still_imports() {
     let s1 = ok(&carol.get("/sessions/s1"), 200);
     assert_eq!(s1["metadata"], json!({}));
     let again = export_agent(&carol);
-    assert!(again.starts_with("{\"format\":\"session-agent/2\""), "exported in the newest format");
+    assert!(again.starts_with("{\"format\":\"session-agent/3\""), "exported in the newest format");
     let mut dave = Api::with_config(config());
     dave = dave.named("dave");
     ok(&import_agent(&dave, &again), 201);

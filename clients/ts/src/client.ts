@@ -12,7 +12,7 @@ import { sseData } from "./sse.js";
 import type {
   AddBlockRequest, AppendResult, AssistantMessage, BatchResult, ChatEvent, ChatRequest, ChatResult,
   Compaction, ContextBlock, ContinuationRequest, CreateCompactionRequest, CreateMemoryRequest,
-  CreateSessionRequest, DeleteMemoriesRequest, Extracted, HistoryPage, ImportCounts, IngestEntriesRequest, IssueTokenRequest,
+  CreateSessionRequest, DeleteMemoriesRequest, Extracted, HistoryPage, ImportCounts, SpaceImportCounts, IngestEntriesRequest, IssueTokenRequest,
   IssuedToken, Memory, MemoryCategory, MemoryHit, MemoryList, MemoryVersion, Message, NewTurnRequest, ParentId,
   Prompt, RecentHistory, Revocation, RevokeTokensRequest, Schedule, ScheduleRun, CreateScheduleRequest,
   UpdateScheduleRequest, SearchEntry, SearchEntryList, SearchHit, SessionExport,
@@ -292,7 +292,7 @@ export class AgentClient {
     return (await this.request("get", "/agents/{agent}/search", { query })).results;
   }
 
-  /** The whole agent as NDJSON, format `session-agent/1` (admin token only; `GET /export`). */
+  /** The whole agent as NDJSON, format `session-agent/3` (admin token only; `GET /export`). */
   async export(): Promise<string> {
     return this.request("get", "/agents/{agent}/export");
   }
@@ -505,6 +505,18 @@ export class SpaceClient {
   /** A scoped token of the space (admin token only). */
   async issueToken(input: Omit<IssueTokenRequest, "sessions">): Promise<IssuedToken> {
     return this.client.request("post", "/spaces/{space}/tokens", { path: { space: this.name }, body: input });
+  }
+
+  /** The whole space as NDJSON, format `session-agent/3` (admin token only). */
+  async export(): Promise<string> {
+    return this.client.request("get", "/spaces/{space}/export", { path: { space: this.name } });
+  }
+
+  /** Imports a space's NDJSON export into this space, which must hold nothing (admin token only). */
+  async import(ndjson: string): Promise<SpaceImportCounts> {
+    return this.client.request("post", "/spaces/{space}/import", {
+      path: { space: this.name }, body: ndjson, headers: { "content-type": "application/x-ndjson" },
+    });
   }
 
   /** Erases the space's memories and blocks (admin; `Confirm: erase`). */

@@ -2811,7 +2811,7 @@ export interface paths {
         /**
          * One session as a JSON document
          * @description Everything stored for session `{sid}`, as one JSON document of format
-         *     `session-agent/2` (`SessionExport`; see **Export format**): its registry fields, every
+         *     `session-agent/3` (`SessionExport`; see **Export format**): its registry fields, every
          *     message of every branch **in the order they were written** (so a parent always comes
          *     before its children) as `{parentId, createdAt, message}` with oversize fields put back
          *     from R2, its compaction overlays, the texts of its writable blocks (not the
@@ -2859,13 +2859,14 @@ export interface paths {
         /**
          * Import a session document
          * @description Writes the document of `GET …/sessions/{sid}/export` (`SessionImport`, format
-         *     `session-agent/2`) as a new session of this agent: under the document's own id, or
+         *     `session-agent/3`) as a new session of this agent: under the document's own id, or
          *     under the id `as` when given. Everything is checked before anything is written, and
          *     any failure is `400 invalid_request` naming the problem (and the record:
          *     `messages[3]: …`), with nothing written:
          *
-         *     - `format` must be `session-agent/2` (or `session-agent/1`, without `metadata`); a
-         *       newer version (`session-agent/3` and up) is refused saying so (see **Export
+         *     - `format` must be `session-agent/3` (or `session-agent/2`, without
+         *       `sharedBlockReads`, or `session-agent/1`, also without `metadata`); a newer version
+         *       (`session-agent/4` and up) is refused saying so (see **Export
          *       format**), any other value or none as not an export;
          *     - no field the format does not have, at the top level or in any record (the `session`
          *       object may also carry `messageCount` and `totalMessages`, so a `SessionInfo` can be
@@ -2940,12 +2941,12 @@ export interface paths {
         };
         /**
          * The whole agent as NDJSON (admin token only)
-         * @description Everything the agent holds, as NDJSON of format `session-agent/2` (see **Export
+         * @description Everything the agent holds, as NDJSON of format `session-agent/3` (see **Export
          *     format**): `content-type: application/x-ndjson; charset=utf-8`,
          *     `cache-control: no-store`, one JSON object per line, every line ending in `\n`. The
          *     records, in this order:
          *
-         *     1. `{"format": "session-agent/2", "kind": "agent"}`;
+         *     1. `{"format": "session-agent/3", "kind": "agent"}`;
          *     2. for each session, in the order they were registered (created, first written or
          *        imported): `{"kind": "session", "session": {…}}` (the fields
          *        of `SessionExport.session`), then its `message` records
@@ -2953,7 +2954,9 @@ export interface paths {
          *        they were written (oversize fields put back), then its other rows, each a record
          *        `{"kind", "sessionId", …the row's fields}`: `compaction` (`Compaction`),
          *        `contextBlock` (`ExportedContextBlock`), `contextDef` (`ExportedContextDef`),
-         *        `loadedSkill` (`ExportedLoadedSkill`), `prompt` (`ExportedPrompt`);
+         *        `loadedSkill` (`ExportedLoadedSkill`), `prompt` (`ExportedPrompt`),
+         *        `sharedBlockRead` (`ExportedSharedBlockRead`: the version of a shared block of the
+         *        agent's memory space the session last read, which its model's next replace names);
          *     3. the texts of the agent-scoped writable blocks (`scope: "agent"`), as
          *        `contextBlock` records with `"sessionId": ""`;
          *     4. `memory` records `{"kind": "memory", "id", "content", "category", "tags", "metadata",
@@ -2965,17 +2968,32 @@ export interface paths {
          *        "createdAt", "updatedAt", "content"}` (those of a search block that exists,
          *        configured or added at run time by a session: entries left behind by a runtime block
          *        that was removed, or whose session was deleted, are read by no block and left out);
-         *     5. the agent's own skills in R2 (the objects under `<prefix><agent>/` for each
+         *        then the schedules, `{"kind": "schedule", "id", "name", "prompt", "timing", "spec",
+         *        "sessionId", "reach", "paused", "nextRunAt", "lastRunAt", "createdAt"}` (`timing`
+         *        `at`, `every` or `cron`, `spec` its time, seconds or expression as stored), their
+         *        recorded runs, `{"kind": "scheduleRun", "id", "scheduleId", "startedAt", "endedAt",
+         *        "status", "reply", "usage", "error"}`, and the usage ledger, `{"kind": "usage", "at",
+         *        "sessionId", "model", "inputTokens", "outputTokens", "estimated", "inputEstimate",
+         *        "cachedInputTokens"}` (one per turn that called the model; `sessionId` `#schedule` for
+         *        a scheduled run without a session; `inputEstimate` our estimate of the input the
+         *        provider counted, `null` when it did not; `cachedInputTokens` what it read from its
+         *        prompt cache), each in the order written;
+         *     5. the admin's choice of space, if one was made (`PUT /agents/{agent}/space`):
+         *        `{"kind": "spaceChoice", "space", "setAt"}` (`space` `null`: none, whatever the rule
+         *        says);
+         *     6. the agent's own skills in R2 (the objects under `<prefix><agent>/` for each
          *        `skills` block of scope `agent`, configured or added at run time, except those
          *        waiting for the deletion sweep):
          *        `{"kind": "skill", "prefix", "key", "description", "content"}`, `key` relative to
          *        `<prefix><agent>/`;
-         *     6. last, `{"kind": "end", "counts": {"sessions", "messages", "memories",
-         *        "memoryVersions", "entries", "skills"}}`: how many of each this export holds.
+         *     7. last, `{"kind": "end", "counts": {"sessions", "messages", "memories",
+         *        "memoryVersions", "entries", "skills", "schedules", "scheduleRuns", "usage"}}`: how
+         *        many of each this export holds.
          *
          *     **Streamed.** The Durable Object writes the body as it reads it, chunk by chunk (the
-         *     header; one session with all its records; the agent's block texts; memories, versions
-         *     and entries 2,000 rows at a time; the skills; the end), so its memory holds one chunk,
+         *     header; one session with all its records; the agent's block texts; memories, versions,
+         *     entries, schedules, runs and ledger rows 2,000 at a time; the choice of space; the
+         *     skills; the end), so its memory holds one chunk,
          *     not the agent. The status is `200` before the body is complete: an error midway (a
          *     storage or R2 failure) ends the body early **without** the `end` record and is
          *     logged; an import refuses such an export as cut off, so check for the `end` record
@@ -3068,7 +3086,7 @@ export interface paths {
         /**
          * Every agent's export, one after another, as NDJSON (admin token only)
          * @description For each agent of the directory in name order after `cursor` (with `prefix`), its
-         *     `GET /agents/{agent}/export` (format `session-agent/2`), every line wrapped as
+         *     `GET /agents/{agent}/export` (format `session-agent/3`), every line wrapped as
          *     `{"agent": "<name>", "record": <the line>}`; after each agent's `end` record a line
          *     `{"cursor": "agent:<name>"}`: an export that stops (a dropped connection, an error)
          *     is resumed with the last such cursor and goes on with the next agent, so every agent
@@ -3149,8 +3167,10 @@ export interface paths {
          *     written:
          *
          *     - the first record is `{"format", "kind": "agent"}` with `format`
-         *       `session-agent/2` (or `session-agent/1`): a newer version is refused saying so (see
-         *       **Export format**), a session document is pointed to `POST …/sessions/import`;
+         *       `session-agent/3` (or 2, or 1): a newer version is refused saying so (see
+         *       **Export format**), a session document is pointed to `POST …/sessions/import`, a
+         *       space's export to `POST /spaces/{space}/import`; a record only a space's export holds
+         *       (`sharedBlock`, `sharedBlockFloor`) is refused;
          *     - every line is one JSON object with a known `kind`; every row, message and skill
          *       record has exactly the fields its kind has (as the export writes them, plus
          *       `sessionId` where the export writes one), of their types, checked as the session
@@ -3165,7 +3185,19 @@ export interface paths {
          *       a string or `null`, and its `prefix` is one of this agent's skills prefixes of scope
          *       `agent` (configured, or of a `skills` block of scope `agent` that an imported
          *       session adds at run time), so that every imported skill is listed, exported and
-         *       erased with the agent;
+         *       erased with the agent; a schedule as `POST /schedules` checks one (id `sch_…`, a
+         *       name of 1–256 characters, a prompt within `schedules.maxPromptChars`, `reach`
+         *       `session` or `agent`, `sessionId` a session id) with its `timing` and `spec` as the
+         *       service writes them (`at` a time with milliseconds, `every` 60 seconds to a year,
+         *       `cron` a valid expression as kept), no more schedules than `schedules.maxSchedules`
+         *       (`422 over_budget`); a run of a schedule of the export, ids unique, `status` `ok`,
+         *       `error` or `null`, no more runs of one schedule than `schedules.maxRuns` (`422`); a run
+         *       still going when the export was taken (`status` `null`) is stored as the start-up
+         *       recovery stores a run a restart cut short: `error`, ended at the import, never run
+         *       again; a ledger row with non-negative token counts and a `sessionId` and `model` of
+         *       1–256 characters; at most one `spaceChoice`, its `space` a space name or `null`; a
+         *       `sharedBlockRead` of a writable block with `scope: "space"` of its session, one per
+         *       label;
          *     - a session's `message` and other records come after its own `session` record and
          *       before the next one (their `sessionId` names it); a session appears once; within
          *       a session the rules of the session import hold (unique message ids, parents
@@ -3187,8 +3219,10 @@ export interface paths {
          *       record (an export cut off, such as one whose streaming failed), other counts, or a
          *       record after it is `400`, so a partial export is never taken for a whole one.
          *
-         *     Then the agent must **hold nothing**: no session, message, overlay, block text, block
-         *     definition, prompt, loaded skill, memory, memory version or search entry, and no R2
+         *     Then the agent must **hold nothing**: no row of any kind the export carries (session,
+         *     message, overlay, block text, block definition, prompt, loaded skill, shared-block
+         *     version read, memory, memory version, search entry, schedule, run, ledger row, choice
+         *     of space), and no R2
          *     object under `<prefix><agent>/` for the skill prefixes the export names (objects
          *     waiting for the deletion sweep, such as those an erase could not delete yet, do not
          *     count); else
@@ -3200,8 +3234,12 @@ export interface paths {
          *     transaction fails anyway, nothing is written and the objects already put in R2 are
          *     deleted again. With embeddings configured, the
          *     imported memories, messages and search entries are embedded after the answer. Sockets hear nothing of an import.
+         *     As after every write, the agent's alarm is set after the answer for the next time it
+         *     is needed: an imported schedule runs at its `nextRunAt` (one whose time passed while
+         *     the agent was moved runs once, at once, as after any absence).
          *
-         *     Answers `201 {sessions, messages, memories, entries, skills}`: what was written.
+         *     Answers `201 {sessions, messages, memories, memoryVersions, entries, skills, schedules,
+         *     scheduleRuns, usage}`: what was written.
          *
          *     Admin only: a scoped token is `403 forbidden`. Through a binding: `POST /import` on the
          *     stub.
@@ -3655,6 +3693,109 @@ export interface paths {
          *     Needs the header `Confirm: erase` (`400` otherwise).
          */
         delete: operations["eraseSpace"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/spaces/{space}/export": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The memory space: picks the `MemorySpace` Durable Object (`idFromName(space)`), a
+                 *     namespace apart from the agents' (an agent and a space may share a name). The agent
+                 *     name syntax.
+                 * @example alice
+                 */
+                space: components["parameters"]["space"];
+            };
+            cookie?: never;
+        };
+        /**
+         * The whole memory space as NDJSON (admin token only)
+         * @description Everything the space holds, as NDJSON of format `session-agent/3` (see **Export
+         *     format**), as `GET /agents/{agent}/export` writes an agent's: `content-type:
+         *     application/x-ndjson; charset=utf-8`, one JSON object per line. The records, in this
+         *     order:
+         *
+         *     1. `{"format": "session-agent/3", "kind": "space"}`;
+         *     2. `memory` records, then every `memoryVersion`, as in an agent's export (a space's
+         *        memories carry `metadata.agent`, the agent they came from);
+         *     3. its shared blocks, `{"kind": "sharedBlock", "label", "content", "version",
+         *        "updatedAt", "updatedBy", "deletedAt"}`, in the order they were first written,
+         *        deleted ones (tombstones: `deletedAt` set, no text) included, since a label's
+         *        versions never repeat;
+         *     4. the space's floor, if it has one (the version a label without a row reads as,
+         *        raised by dropped tombstones and by an erase): `{"kind": "sharedBlockFloor",
+         *        "version"}`;
+         *     5. last, `{"kind": "end", "counts": {"memories", "memoryVersions", "sharedBlocks"}}`.
+         *
+         *     Answered whole, not streamed: a space holds at most `memory.maxMemories` memories and
+         *     1,100 blocks. The versions each agent's sessions read travel with the agent's export
+         *     (`sharedBlockRead`), so an agent and its space moved together go on replacing shared
+         *     blocks at the versions they read.
+         *
+         *     Admin only: a token of the space is `403 forbidden`, even with scope `write`. `POST
+         *     /spaces/{space}/import` takes the body back into an empty space.
+         */
+        get: operations["exportSpace"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/spaces/{space}/import": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The memory space: picks the `MemorySpace` Durable Object (`idFromName(space)`), a
+                 *     namespace apart from the agents' (an agent and a space may share a name). The agent
+                 *     name syntax.
+                 * @example alice
+                 */
+                space: components["parameters"]["space"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Import a memory space's NDJSON export into an empty space (admin token only)
+         * @description Writes the NDJSON of `GET /spaces/{space}/export` (of this space or any other) into
+         *     this space, as `POST /agents/{agent}/import` does an agent's, with the same body limit
+         *     (32 MiB, `413` beyond), the same reading (blank lines skipped, lines counted from 1)
+         *     and the same rule: everything is checked before anything is written, any failure is
+         *     `400 invalid_request` naming the line, and nothing is written:
+         *
+         *     - the first record is `{"format", "kind": "space"}` (an agent's export is refused,
+         *       pointed to `POST /agents/{agent}/import`), and a record only an agent's export
+         *       holds (a session, a schedule, …) is refused;
+         *     - memories and their versions as in an agent's import (no `conversation` memory: a
+         *       space has no sessions), no more than `memory.maxMemories` (`422 over_budget`);
+         *     - shared blocks: a label as block labels are, one record per label, a version from
+         *       1, a text of at most 256 KiB, a deleted block (`deletedAt`) with no text and no
+         *       `updatedBy`, at most 100 blocks with text and 1,000 deleted ones; at most one
+         *       `sharedBlockFloor`;
+         *     - the `end` record last, its `counts` equal to what the export holds.
+         *
+         *     Then the space must **hold nothing**: no memory, memory version or shared block
+         *     (deleted ones included); else `409 conflict` (erase it first: `DELETE
+         *     /spaces/{space}`). The floor an erase keeps does not count, and stays when it is higher
+         *     than the export's. Every row is written in one transaction.
+         *
+         *     Answers `201 {memories, memoryVersions, sharedBlocks}`: what was written.
+         *
+         *     Admin only: a token of the space is `403 forbidden`.
+         */
+        post: operations["importSpace"];
+        delete?: never;
         options?: never;
         head?: never;
         patch?: never;
@@ -5186,13 +5327,13 @@ export interface components {
             summary?: string | null;
         };
         /**
-         * @description One session as `GET …/sessions/{sid}/export` answers it (format `session-agent/2`;
+         * @description One session as `GET …/sessions/{sid}/export` answers it (format `session-agent/3`;
          *     see **Export format**). Every list is present, empty when the session has nothing of
          *     that kind; rows are in the order they were written.
          */
         SessionExport: {
             /** @constant */
-            format: "session-agent/2";
+            format: "session-agent/3";
             session: components["schemas"]["ExportedSession"];
             /** @description Every message of every branch, in the order they were written (a parent before its children). */
             messages: components["schemas"]["ExportedMessage"][];
@@ -5206,6 +5347,16 @@ export interface components {
             loadedSkills: components["schemas"]["ExportedLoadedSkill"][];
             /** @description The frozen system prompt, if the session has one. */
             prompts: components["schemas"]["ExportedPrompt"][];
+            /** @description The version of each shared block (`scope: "space"`) the session last read. */
+            sharedBlockReads: components["schemas"]["ExportedSharedBlockRead"][];
+        };
+        /**
+         * @description The version of a shared block of the agent's memory space that a session last read
+         *     (its prompt, a read, its own write): the model's next replace of the block names it.
+         */
+        ExportedSharedBlockRead: {
+            label: string;
+            version: number;
         };
         /**
          * @description A session's registry row as exported: the fields of `SessionInfo` without the
@@ -5281,12 +5432,12 @@ export interface components {
          */
         SessionImport: {
             /**
-             * @description `session-agent/2`, or `session-agent/1` (an export written before metadata, which
-             *     has none). A newer version is refused as newer, anything else as not an export
-             *     (`400`).
+             * @description `session-agent/3`, `session-agent/2` (written before `sharedBlockReads`) or
+             *     `session-agent/1` (also before metadata, which then is `{}`). A newer version is
+             *     refused as newer, anything else as not an export (`400`).
              * @enum {string}
              */
-            format: "session-agent/2" | "session-agent/1";
+            format: "session-agent/3" | "session-agent/2" | "session-agent/1";
             session: components["schemas"]["ImportedSession"];
             messages?: components["schemas"]["ImportedMessage"][] | null;
             compactions?: components["schemas"]["ImportedCompaction"][] | null;
@@ -5294,6 +5445,7 @@ export interface components {
             contextDefs?: components["schemas"]["ExportedContextDef"][] | null;
             loadedSkills?: components["schemas"]["ExportedLoadedSkill"][] | null;
             prompts?: components["schemas"]["ExportedPrompt"][] | null;
+            sharedBlockReads?: components["schemas"]["ExportedSharedBlockRead"][] | null;
         };
         /**
          * @description The `session` of an imported document: `ExportedSession`, whose nullable fields may be
@@ -5363,6 +5515,17 @@ export interface components {
             entries: number;
             /** @description Agent-scoped skills written to R2. */
             skills: number;
+            schedules: number;
+            scheduleRuns: number;
+            /** @description Rows of the usage ledger (one per turn that called the model). */
+            usage: number;
+        };
+        /** @description What `POST /spaces/{space}/import` wrote (the same counts as the export's `end` record). */
+        SpaceImportCounts: {
+            memories: number;
+            memoryVersions: number;
+            /** @description Shared blocks, deleted ones (tombstones) included. */
+            sharedBlocks: number;
         };
     };
     responses: {
@@ -10045,7 +10208,7 @@ export interface operations {
             };
             /**
              * @description `invalid_request`: the body is not a session document of format
-             *     `session-agent/2` (see the description), or `as` is not a session id. Nothing
+             *     `session-agent/3` (see the description), or `as` is not a session id. Nothing
              *     changed.
              */
             400: {
@@ -10299,7 +10462,7 @@ export interface operations {
                 };
                 content: {
                     /**
-                     * @example {"agent":"alice","record":{"format":"session-agent/2","kind":"agent"}}
+                     * @example {"agent":"alice","record":{"format":"session-agent/3","kind":"agent"}}
                      *     {"agent":"alice","record":{"kind":"end","counts":{"sessions":0,"messages":0,"memories":0,"memoryVersions":0,"entries":0,"skills":0}}}
                      *     {"cursor":"agent:alice"}
                      */
@@ -10417,7 +10580,10 @@ export interface operations {
                      *       "memories": 1,
                      *       "memoryVersions": 1,
                      *       "entries": 1,
-                     *       "skills": 1
+                     *       "skills": 1,
+                     *       "schedules": 1,
+                     *       "scheduleRuns": 0,
+                     *       "usage": 1
                      *     }
                      */
                     "application/json": components["schemas"]["ImportCounts"];
@@ -10425,7 +10591,7 @@ export interface operations {
             };
             /**
              * @description `invalid_request`: the body is not a whole agent export of format
-             *     `session-agent/2` (see the description). Nothing changed.
+             *     `session-agent/3` (see the description). Nothing changed.
              */
             400: {
                 headers: {
@@ -10450,7 +10616,7 @@ export interface operations {
                 };
             };
             413: components["responses"]["TooLarge"];
-            /** @description `over_budget`: the export holds more memories than this agent keeps (`memory.maxMemories`). Nothing changed. */
+            /** @description `over_budget`: the export holds more memories than this agent keeps (`memory.maxMemories`), more schedules (`schedules.maxSchedules`) or more runs of one schedule (`schedules.maxRuns`). Nothing changed. */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -11486,6 +11652,89 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    exportSpace: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The memory space: picks the `MemorySpace` Durable Object (`idFromName(space)`), a
+                 *     namespace apart from the agents' (an agent and a space may share a name). The agent
+                 *     name syntax.
+                 * @example alice
+                 */
+                space: components["parameters"]["space"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The space's export. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/x-ndjson": string;
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    importSpace: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The memory space: picks the `MemorySpace` Durable Object (`idFromName(space)`), a
+                 *     namespace apart from the agents' (an agent and a space may share a name). The agent
+                 *     name syntax.
+                 * @example alice
+                 */
+                space: components["parameters"]["space"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/x-ndjson": string;
+                "text/plain": string;
+            };
+        };
+        responses: {
+            /** @description What was written. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "memories": 1,
+                     *       "memoryVersions": 1,
+                     *       "sharedBlocks": 2
+                     *     }
+                     */
+                    "application/json": components["schemas"]["SpaceImportCounts"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["TooLarge"];
+            422: components["responses"]["OverBudget"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["Internal"];
             503: components["responses"]["ServiceUnavailable"];

@@ -77,6 +77,7 @@ export type SharedBlock = Schemas["SharedBlock"];
 export type SessionExport = Schemas["SessionExport"];
 export type SessionImport = Schemas["SessionImport"];
 export type ImportCounts = Schemas["ImportCounts"];
+export type SpaceImportCounts = Schemas["SpaceImportCounts"];
 /** The body of every error answer: `{"error": {"code", "message"}}`. */
 export type ErrorBody = Schemas["Error"];
 

@@ -9,6 +9,24 @@
 //! token's sessions or scope (`permit`, with what the route table says of the route), for HTTP
 //! requests and WebSocket frames alike. No header means the admin token or a Worker binding:
 //! everything is allowed.
+//!
+//! # What it keeps
+//!
+//! The invariant `docs/ARCHITECTURE.md` numbers for it, whole (a test cites it with a comment
+//! `// invariant 30`):
+//!
+//! 30. **A request that carries claims is checked before any route runs.** The front
+//!     door verifies a scoped token (signature, expiry, agent, route) and passes its claims in
+//!     `x-session-agent-claims`, a header only it sets: it removes the one a client sends. The DO
+//!     trusts that header from whoever calls it (the front door, or a Worker binding, itself a
+//!     capability); no header means the admin token or a binding. `api::handle` checks the claims
+//!     (`api::admit`: readable, not expired, not revoked, for this agent, and `permit` for this
+//!     method and path: admin-only routes never, agent-wide routes only without `sessions`, a
+//!     session's routes only for its sessions, writes only with scope `write`) before the route's
+//!     handler runs, so a refused request changes nothing. WebSocket frames go through the same check: their claims
+//!     live in the socket's tags (scope, issue and expiry times, limited or not; `socket_tags`, which
+//!     fails closed), and only sockets not limited to sessions carry the tag that hears `memory`
+//!     frames.
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
 use base64::Engine;

@@ -419,6 +419,8 @@ pub const SPACE_ROUTES: &[Route] = &[
     route("/link/blocks/{label}/append", Who::Admin, &[write(Post, now(spaces::link_append))]),
     route("/tokens/revoke", Who::Admin, &[write(Post, now(tokens::revoke))]),
     route("/", Who::Admin, &[bare(Delete, later(transfer::erase))]),
+    route("/export", Who::Admin, &[get(later(transfer::export_agent), &[])]),
+    route("/import", Who::Admin, &[write(Post, later(transfer::import_agent))]),
 ];
 
 /// The routes of a Durable Object of `role`.

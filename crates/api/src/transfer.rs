@@ -1,6 +1,7 @@
 //! Export, import, erase and split: `GET /sessions/{sid}/export`, `POST /sessions/import`,
-//! `GET /export` (NDJSON; the Durable Object streams it chunk by chunk), `POST /import`,
-//! `DELETE /` (with `Confirm: erase`), `POST /sessions/{sid}/split`.
+//! `GET /export` (NDJSON; an agent's Durable Object streams it chunk by chunk, a space's answers
+//! it whole), `POST /import`, `DELETE /` (with `Confirm: erase`), `POST /sessions/{sid}/split`.
+//! The same `GET /export`, `POST /import` and `DELETE /` are a memory space's.
 
 use super::call::{Call, Pending};
 use serde_json::json;
@@ -38,8 +39,9 @@ pub(crate) fn import_session<'c>(c: &'c Call<'c>) -> Pending<'c> {
     })
 }
 
-/// `GET /export` answered whole (the Durable Object streams it instead; see
-/// [`export::AgentExport`]).
+/// `GET /export` answered whole: a memory space's (bounded: its memories, their versions, at
+/// most 1,100 shared blocks), and an agent's natively (an agent's Durable Object streams it
+/// instead; see [`export::AgentExport`]).
 pub(crate) fn export_agent<'c>(c: &'c Call<'c>) -> Pending<'c> {
     Box::pin(async move {
         let env = c.env;
@@ -54,13 +56,14 @@ pub(crate) fn export_agent<'c>(c: &'c Call<'c>) -> Pending<'c> {
     })
 }
 
-/// `POST /import` (an agent export) → 201 `{sessions, messages, memories, entries, skills}`;
-/// what it stored is embedded after the answer when embeddings are configured (as after
-/// every write).
+/// `POST /import` (an agent export; in a space, a space's) → 201 with the counts of what it
+/// wrote ([`Counts::to_json`](session_agent_core::transfer::Counts::to_json)); what it stored
+/// is embedded after the answer when embeddings are configured (as after every write), and the
+/// alarm is armed for the schedules it brought (as after every write).
 pub(crate) fn import_agent<'c>(c: &'c Call<'c>) -> Pending<'c> {
     Box::pin(async move {
         let counts = import::agent(c.env, &c.req.body).await?;
-        Ok(Response::json(201, &counts))
+        Ok(Response::json(201, &counts.to_json(c.env.role)))
     })
 }
 

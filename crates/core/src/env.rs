@@ -1,6 +1,34 @@
 //! What an operation of the agent runs against: its database (and what is cached of it), its object store, its
 //! configuration and name, the model and how to reach it, who hears about changes, and the time
 //! of the request (taken once: every write of a request carries the same timestamp).
+//!
+//! # Where it sits
+//!
+//! `Env`: what an operation runs against (sql and its read cache, blobs, config, agent name, LLM
+//! and embeddings config and transport, events, the request's time). Built by the Workers layer per
+//! request (the cache lives as long as the DO instance), and by `tests/it/support.rs` natively.
+//!
+//! # What it keeps
+//!
+//! The invariants `docs/ARCHITECTURE.md` numbers for this folder, whole (a test cites each
+//! with a comment `// invariant N`).
+//!
+//! 36. **A kept read is never stale.** Every text in the `ReadCache` is stamped with the
+//!     version of what it was read from, and a lookup names the version now: for a session's texts
+//!     (history, recent windows, search in the session, its counts), the seq of its newest message (an
+//!     insert moves it) and its row of `session_versions`, counted by triggers on every other row
+//!     written to its `messages` and `compactions` (migration 0009), whoever writes it; for a search
+//!     across sessions, `Sql::changes` (any row written). No version comes back (between two deletes
+//!     the newest seq only grows). A text is kept only if the version did not move while it was read (a
+//!     read that waited on R2 let other requests in), and never with warnings (an object that could not
+//!     be read back). No write path invalidates anything, so none can forget to. Two writes touch the
+//!     cache on purpose: an append at the end of a kept path (`Session::follow`, from
+//!     `Session::write`'s versions just before and after its transaction: nothing else ran in between)
+//!     keeps the grown text at the new version, byte for byte what a fresh read answers: not for
+//!     messages with spilled fields, not in the view with overlays laid when an overlay names one of
+//!     the new ids (one left from a deleted message lies over its id appended again), not past
+//!     `MAX_PATH_ROWS` (where a walk stops). The erase, which deletes the versions, clears it (a read
+//!     begun before the clear keeps nothing).
 
 use crate::access::Reach;
 use crate::blobs::Blobs;

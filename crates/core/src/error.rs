@@ -1,4 +1,18 @@
 //! The one error type of the core, carrying the API error code it maps to.
+//!
+//! # What it keeps
+//!
+//! The invariant `docs/ARCHITECTURE.md` numbers for it, whole (a test cites it with a comment
+//! `// invariant 37`):
+//!
+//! 37. **An error speaks the API's terms, never the storage's or a provider's.** The SQL backends
+//!     make every failure `Error::storage` (message "the agent's storage failed", the SQL text in
+//!     `Error::log`); an LLM provider's words (its error message, an excerpt of its body, a URL) go to
+//!     `log` too. `api::http::Response::error` puts `log` into the answer's warnings, which the Workers
+//!     layer logs; no answer, frame or event carries it. The native suite (`tests/it/support.rs`:
+//!     `assert_speaks_no_storage`, every request of every test), the end-to-end harness (every error
+//!     answer and `error` frame) and the fuzzer (`errors_name_no_storage`) check every error they
+//!     provoke for SQL phrases and the underscore names of `migrations/`.
 
 use std::fmt;
 

@@ -33,8 +33,9 @@
 //! - [`after`]: the work an answer leaves for after it is sent;
 //! - [`reads`]: search answers and session counts, kept between writes;
 //! - [`turn`]: the agent turn;
-//! - [`transfer`]: export, import and erase of a session or the whole agent;
-//! - [`schedule`]: scheduled turns and the one alarm (due runs, maintenance).
+//! - [`schedule`]: scheduled turns and the one alarm (due runs, maintenance);
+//! - [`transfer`]: export, import and erase of a session, the whole agent or a memory space
+//!   (last: it knows every table, schedules included).
 
 pub mod access;
 pub mod after;

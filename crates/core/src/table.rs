@@ -23,6 +23,7 @@ pub(crate) enum Ty {
     Time,
     OptTime,
     Int,
+    OptInt,
     OptReal,
     Real,
     /// 0 or 1, written as `false` / `true`.
@@ -88,7 +89,7 @@ impl Table {
             let v = match (ty, &r.0[i]) {
                 (_, Value::Null) => Json::Null,
                 (Text | OptText | Time | OptTime, _) => Json::String(r.text(i)?),
-                (Int, _) => Json::from(r.int(i)?),
+                (Int | OptInt, _) => Json::from(r.int(i)?),
                 (Bool, _) => Json::Bool(r.int(i)? != 0),
                 (Real | OptReal, _) => serde_json::Number::from_f64(r.real(i)?).map_or(Json::Null, Json::Number),
                 (Json | OptJson | Meta, _) => serde_json::from_str(&r.text(i)?).map_err(|e| {
@@ -116,17 +117,17 @@ impl Table {
             .map(|Col(field, _, ty)| {
                 let v = obj.get(*field).unwrap_or(&Json::Null);
                 Ok(match (ty, v) {
-                    (OptText | OptTime | OptReal | OptJson, Json::Null) => Value::Null,
+                    (OptText | OptTime | OptInt | OptReal | OptJson, Json::Null) => Value::Null,
                     (Text | OptText, Json::String(s)) => Value::Text(s.clone()),
                     // Exactly as stored: UTC with milliseconds, so the round trip keeps every byte.
                     (Time | OptTime, Json::String(s)) if parse_iso(s).map(iso_millis).as_deref() == Some(s) => {
                         Value::Text(s.clone())
                     }
                     (Time | OptTime, _) => return Err(bad(field, "a timestamp like 2026-11-22T11:00:00.000Z")),
-                    (Int, Json::Number(n)) if n.as_i64().is_some_and(|n| (0..=MAX_INT).contains(&n)) => {
+                    (Int | OptInt, Json::Number(n)) if n.as_i64().is_some_and(|n| (0..=MAX_INT).contains(&n)) => {
                         Value::Int(n.as_i64().unwrap_or(0))
                     }
-                    (Int, _) => return Err(bad(field, "a non-negative integer")),
+                    (Int | OptInt, _) => return Err(bad(field, "a non-negative integer")),
                     (Real | OptReal, Json::Number(n)) if n.as_f64().is_some_and(|f| f.is_finite() && f >= 0.0) => {
                         Value::Real(n.as_f64().unwrap_or(0.0))
                     }

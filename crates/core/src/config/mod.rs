@@ -10,6 +10,26 @@
 //! - [`chat`]: the agent turn's policy;
 //! - [`memory`]: long-term memory's policy;
 //! - [`schedules`]: the limits of scheduled tasks.
+//!
+//! # Where it sits
+//!
+//! `SessionConfig` (from the `SESSION_CONFIG` JSON or `SessionConfig::builder`), checked once, at
+//! start. One way to read every part: serde (camelCase keys, unknown ones refused, each key
+//! optional; `parts.rs` says how a part may be written: an object, `null`, or `true`/`false` for a
+//! switch), then each part's `check` of its values.
+//!
+//! # What it keeps
+//!
+//! The invariants `docs/ARCHITECTURE.md` numbers for this folder, whole (a test cites each
+//! with a comment `// invariant N`).
+//!
+//! 13. **No tenant reads or writes another tenant's objects**: agent-scoped skills are
+//!     under `<prefix><agent>/` (the agent is the DO's own `idFromName` name, i.e. the agent actually
+//!     served, after workerd resolved `..` in the path); shared skills are readonly to the model. Key
+//!     spaces are disjoint (`config::blocks::check_scopes`: no empty prefix, agent prefixes equal or
+//!     disjoint, shared not over agent, nothing over `_spill/`), and a block added at run time stays
+//!     inside the spaces the configuration opened (`SessionConfig::check_runtime`, checked on add and
+//!     again whenever stored runtime blocks are read).
 
 pub mod blocks;
 pub mod category;

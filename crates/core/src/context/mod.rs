@@ -1,6 +1,29 @@
 //! The context blocks of one session: which blocks it has (configured, added at run time,
 //! removed), their content (SQLite, R2, search entries, the sessions registry), writes within
 //! budgets, and the frozen system prompt rendered from them.
+//!
+//! # Its modules
+//!
+//! | module | what it is for |
+//! |---|---|
+//! | `mod.rs` | `Context` of one session: its blocks (configured, runtime, removed, the history block), their content (SQLite, R2, entries), writes within budgets, add/remove, the frozen prompt |
+//! | `prompt.rs` | system-prompt rendering, byte for byte as the reference (blocks, header, usage percent) |
+//! | `entries.rs` | entries of searchable blocks (FTS5, and by meaning through `vectors`, fused), shared by the agent's sessions |
+//! | `entry_key.rs` | stable keys of keyed entries (slug + FNV-1a base-36 hash) |
+//! | `skills.rs` | skills listing, persisted load state, the unload rewrite of `load_context` outputs |
+//! | `tools.rs` | the `Tool` enum: definitions (names, descriptions, JSON Schemas) and execution |
+//!
+//! # What it keeps
+//!
+//! The invariants `docs/ARCHITECTURE.md` numbers for this folder, whole (a test cites each
+//! with a comment `// invariant N`).
+//!
+//! 12. **The frozen prompt changes only on refresh, clear (and compaction)**; block writes and
+//!     runtime add/remove never touch it. It lives in SQLite only, so eviction cannot lose it.
+//! 14. **Loaded-skill state is in SQLite** and an unload rewrites the stored `load_context`
+//!     output in the same transaction; clear and session delete forget it.
+//! 15. **Search entries and skills belong to the agent**, writable texts and runtime blocks to a
+//!     session; deleting a session deletes only the latter.
 
 pub mod entries;
 pub mod entry_key;
@@ -620,11 +643,18 @@ impl<'a> Context<'a> {
     }
 }
 
+/// Forgets the versions of shared blocks `session` read (`space_block_seen`).
+pub(crate) fn forget_reads(sql: &dyn Sql, session: &str) -> Result<()> {
+    sql.execute("DELETE FROM space_block_seen WHERE session_id = ?", &[session.into()])
+}
+
 /// Deletes everything of `session`'s context: writable texts, runtime blocks, the frozen
-/// prompt, loaded skills. (Search entries and skills belong to the agent and stay.)
+/// prompt, loaded skills, the versions of shared blocks it read. (Search entries and skills
+/// belong to the agent and stay.)
 pub(crate) fn delete_session(sql: &dyn Sql, session: &str) -> Result<()> {
     let sid = [Value::from(session)];
     sql.execute("DELETE FROM context_blocks WHERE session_id = ?", &sid)?;
+    forget_reads(sql, session)?;
     sql.execute("DELETE FROM context_defs WHERE session_id = ?", &sid)?;
     sql.execute("DELETE FROM prompts WHERE session_id = ?", &sid)?;
     skills::forget(sql, session, None)

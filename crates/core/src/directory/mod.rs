@@ -3,6 +3,27 @@
 //! and name; a listing asks every shard for a page ([`Listing`]) and [`merge`]s them by name.
 //! [`shard`] is a shard's table, [`report`] an object's side (marked dirty by its writes,
 //! reported by its alarm), [`usage`] the per-turn usage ledger.
+//!
+//! # Its modules
+//!
+//! | module | what it is for |
+//! |---|---|
+//! | `mod.rs` | `Kind` (`agent`, `space`), `shard_of` (FNV-1a of `kind:name` modulo `DIRECTORY_SHARDS`, 16, fixed) and `shard_name`, `Entry` (an object's figures), `Report` (`Holds` or `Removed`, as JSON both ways, checked), `After` (the cursor `<kind>:<name>`), `Listing` (a page asked for: kind, prefix, activity range, cursor, limit; `shard_query`), `Page`, `merge` (the shards' pages into one, sorted by name then kind; one row more than the page means a next page) |
+//! | `shard.rs` | a shard's table `directory_entries`: `take` (reports in one transaction), `list` (after the cursor, filtered, in (name, kind) order) |
+//! | `report.rs` | an object's own report state (`directory_report`, one row): `mark` (the first write of a burst makes the report due `REPORT_DELAY_MS` later; keeps the object's name), `name` (the name kept from a WebSocket handshake, for the frames of an object woken without it), `due` (read by `schedule::alarm::due`), `pending`, `stats` (counts, `sqliteBytes`, `r2Bytes` from `spills`, `createdAt`, `lastActiveAt`), `sent` (clears the mark only if no write came since: its generation), `failed`, `forget` |
+//! | `usage.rs` | the usage ledger (`usage_ledger`): `record` (one row per turn, in `Session::commit_turn`'s transaction, or in the run's record for a schedule's fresh run; `Measured::Estimated` for a stopped turn), `over` (sums over `[from, to)` and the sessions with the most tokens) |
+//!
+//! # What it keeps
+//!
+//! The invariants `docs/ARCHITECTURE.md` numbers for this folder, whole (a test cites each
+//! with a comment `// invariant N`).
+//!
+//! 46. **A write is reported, never on its answer path, and a crash does not lose the report.**
+//!     The mark (`report::mark`) is written in the same turn as the write, and the alarm for its
+//!     due time is set in that turn too (`DoSql::set_alarm_now`: the call queues the write at once),
+//!     so both commit with the write; the report itself is the alarm's. A report clears the mark
+//!     only if no write came after the state it sent (`generation`); a failed one is retried.
+//!     An object that holds nothing reports its removal.
 
 pub mod report;
 pub mod shard;

@@ -18,6 +18,16 @@
 //! Providers (`LLM_PROVIDER`): `openai` (any OpenAI-compatible `/chat/completions`: OpenAI,
 //! Groq, vLLM, Ollama, AI Gateway, Workers AI's own `/ai/v1`), `anthropic` (Messages API),
 //! `workers-ai` (the `AI` binding; tools per `LLM_TOOLS`), `none`.
+//!
+//! # What it keeps
+//!
+//! The invariants `docs/ARCHITECTURE.md` numbers for this folder, whole (a test cites each
+//! with a comment `// invariant N`).
+//!
+//! 26. **Usage is counted the same way for every caller**: turn steps (`llm::chat`) and
+//!     summaries (`llm::complete`) go through one step on the same provider type, whose `Api::reply`
+//!     and `Api::decode` read its own usage type, so cache reads and writes count as input on
+//!     Anthropic, and Workers AI answers of any shape parse, whether a turn or a compaction asked.
 
 pub mod anthropic;
 mod api;

@@ -25,6 +25,38 @@
 //! asked for (`asOf`, `includeSuperseded`); an outdated fact never ranks above its correction; `core`/`daily` memories outlive every
 //! session, `conversation` memories go with theirs; no two memories of one category have the
 //! same normalized text; a failed embedding never loses a memory (it waits for its vector).
+//!
+//! # What it keeps
+//!
+//! The invariants `docs/ARCHITECTURE.md` numbers for this folder, whole (a test cites each
+//! with a comment `// invariant N`).
+//!
+//! 41. **A superseded memory is kept, never shown as holding**: consolidation and `supersedes` set
+//!     `invalid_at` and `superseded_by` (`store::invalidate`), never delete; every read of facts
+//!     goes through `store::filter_sql`, whose `Held` is "now" unless the request asks for the past;
+//!     recall puts the newer of two facts about one subject first (`current::newer_first`), so an
+//!     outdated fact never ranks above its correction.
+//! 27. **An expired memory is never returned** (every read filters on `expires_at`; every write
+//!     purges first), and **a memory outlives every session** except a `conversation` memory,
+//!     which goes with its session.
+//! 28. **No two live memories of one category that hold now have the same normalized text** (for
+//!     `conversation` memories: of one session): a store merges, a change that would duplicate is
+//!     409 (the partial unique index of migration 0012 backs it; a superseded memory may say what a
+//!     later one says again). A `conversation` memory registers its
+//!     session in its write's transaction (`Memories::register_session`), however it is stored.
+//! 38. **A request reaches only what its token opens, also through what it asks others to read.**
+//!     `api::admit` turns a limited token's claims into `Env::reach`; cross-session search
+//!     (`search::across_sessions`: the sessions' index tokens and `session_id IN`), the history
+//!     block, and the memory `Filter` (`reach`: another session's `conversation` memory is not
+//!     there) read through it, a list of any length (500 sessions) bound as one parameter
+//!     (`json_each(?)`, as every list a request gives: a Durable Object binds at most 100), and `Memories::forget` refuses a memory outside it, so tools, MCP and
+//!     turns keep to it alike. Cached answers across sessions are keyed by it (and by their
+//!     metadata filter). Extraction's
+//!     consolidation sees only its own session's `conversation` memories.
+//! 29. **Memory work never fails a turn and never loses a memory**: inject failures are the turn's
+//!     (it has not started), extraction runs after the answer with its failures logged, all its
+//!     model calls come before its writes, and a failed embedding leaves the memory stored and
+//!     queued in `unembedded` until a later write embeds it.
 
 pub mod by;
 pub(crate) mod current;

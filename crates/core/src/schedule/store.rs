@@ -91,6 +91,24 @@ impl Timing {
         }
     }
 
+    /// The timing of an imported schedule: `kind` and `spec` as this store writes them (`at`
+    /// a time with milliseconds, `every` seconds in range, `cron` a valid expression as kept),
+    /// else `400` naming `at` (the record).
+    pub(crate) fn imported(kind: &str, spec: &str, at: &str) -> Result<Timing> {
+        let timing = match kind {
+            "at" => parse_iso(spec).filter(|ms| iso_millis(*ms) == spec).map(Timing::At),
+            "every" => spec.parse().ok().filter(|s| (MIN_EVERY..=MAX_EVERY).contains(s)).map(Timing::Every),
+            "cron" => Timing::cron(spec).ok().filter(|t| t.spec() == spec),
+            _ => None,
+        };
+        timing.ok_or_else(|| {
+            Error::invalid(format!(
+                "{at}: timing {kind:?} with spec {spec:?} is not one this service writes (at: a time like \
+                 2026-11-22T11:00:00.000Z, every: {MIN_EVERY}-{MAX_EVERY} seconds, cron: five fields)"
+            ))
+        })
+    }
+
     fn read(kind: &str, spec: &str) -> Result<Timing> {
         let bad = || Error::internal(format!("a stored schedule has an unreadable timing ({kind})"));
         match kind {
@@ -220,7 +238,7 @@ pub struct Change {
     pub reach: Option<RunReach>,
 }
 
-fn check_prompt(env: &Env<'_>, prompt: &str) -> Result<()> {
+pub(crate) fn check_prompt(env: &Env<'_>, prompt: &str) -> Result<()> {
     let max = env.config.schedules.max_prompt_chars;
     if prompt.trim().is_empty() {
         return Err(Error::invalid("prompt must not be empty"));
@@ -232,7 +250,7 @@ fn check_prompt(env: &Env<'_>, prompt: &str) -> Result<()> {
     Ok(())
 }
 
-fn check_schedule_name(name: &str) -> Result<()> {
+pub(crate) fn check_schedule_name(name: &str) -> Result<()> {
     let n = name.chars().count();
     if n == 0 || n > MAX_NAME_CHARS || name.chars().any(char::is_control) {
         return Err(Error::invalid(format!("name must be 1-{MAX_NAME_CHARS} characters without control characters")));

@@ -17,6 +17,24 @@
 //! Invariants kept here: writes that belong together run in one transaction, after all
 //! validation (a rejected request changes nothing); only writes register a session; every
 //! stored message reaches the session's sockets after its transaction commits.
+//!
+//! # What it keeps
+//!
+//! The invariants `docs/ARCHITECTURE.md` numbers for this folder, whole (a test cites each
+//! with a comment `// invariant N`).
+//!
+//! 8. **Writes that belong together run in one transaction** (`sql::atomically`:
+//!    `transactionSync` in the DO, a savepoint natively). Validation happens before any write, so
+//!    **a rejected request changes nothing**; a failing write rolls back.
+//! 9. **Only writes register a session** (`name = id`); reads never do. `updated_at` ties are
+//!    broken by `touch_seq`, the order of updates.
+//! 17. **Compaction stores nothing unless the model produced a usable summary** (non-blank, not
+//!     the empty skeleton); the overlay and the summarizer's usage are written in one
+//!     transaction, after re-checking the path. Auto-compaction never fails an append.
+//! 23. **Every write reaches the session's sockets**, whatever the entry point (HTTP, stub,
+//!     WebSocket, turn), after its transaction commits; frames carry `sessionId`: `message` for
+//!     every stored message, `deleted` / `cleared`, `context` for block changes, and a `status`
+//!     (`idle`, or `compacting` then `idle` around any compaction) after every change of messages.
 
 pub mod blocks;
 pub mod compact;
@@ -496,7 +514,9 @@ impl<'a> Session<'a> {
         }
         self.publish_cleared();
         self.publish_idle().await;
-        Ok(())
+        // The idle status renders the (now empty) session's prompt, which records the versions
+        // of the shared blocks it read: forgotten again, as the session is gone.
+        crate::context::forget_reads(self.env.sql, self.id)
     }
 
     /// Writes a finished agent turn in one transaction (see [`TurnWrite`]) and tells the

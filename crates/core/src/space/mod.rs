@@ -11,6 +11,22 @@
 //!   refused when another write came first);
 //! - [`Operation`]: what an agent asks of its space, typed; [`Spaces`]: how it reaches the space
 //!   (the Workers layer: the `MEMORY_SPACE` binding).
+//!
+//! # What it keeps
+//!
+//! The invariants `docs/ARCHITECTURE.md` numbers for this folder, whole (a test cites each
+//! with a comment `// invariant N`).
+//!
+//! 44. **A space is reached only through `Spaces`** (a request to its Durable Object),
+//!     never through an agent's SQL, and only by the agents it is mapped to (`choice`) or with its own
+//!     tokens (`kind: "space"`, `api::access`); its `/link/…` routes are admin routes the front door
+//!     never forwards. **A space that cannot be reached fails no turn** (`memory::shared::with_space`,
+//!     `Context::load_all`). **A shared block's version never repeats for its label**: a delete counts
+//!     one and keeps the label's row as a tombstone, a label without a row starts from the space's
+//!     floor, which dropping a tombstone raises to the highest version gone and erasing the space one
+//!     past the highest it gave, so a
+//!     replace naming a version read before is always refused. **A space holds no `conversation`
+//!     memory** (it has no sessions): `Memories::admits` refuses one on every write.
 
 pub mod blocks;
 pub mod choice;

@@ -1,23 +1,29 @@
-//! Exports: one session as a JSON document, the whole agent as NDJSON handed out in chunks.
+//! Exports: one session as a JSON document, the whole agent (or memory space) as NDJSON handed
+//! out in chunks.
 //!
 //! A session document: `{"format", "session": {…}, "messages": [{parentId, createdAt,
 //! message}…], "compactions": […], "contextBlocks": […], "contextDefs": […], "loadedSkills":
-//! […], "prompts": […]}`, messages in the order they were written (a parent always before its
-//! children) with spilled fields put back. The agent's NDJSON: a first record `{"format",
-//! "kind": "agent"}`; per session a `session` record, its `message` records and its other rows
-//! (each with `sessionId`); the agent-scoped block texts (`contextBlock` with `sessionId: ""`);
-//! `memory`, `memoryVersion`, `entry` and `skill` records; a last `end` record with the counts,
-//! so a cut-off export is never taken for a whole one.
+//! […], "prompts": […], "sharedBlockReads": […]}`, messages in the order they were written (a
+//! parent always before its children) with spilled fields put back. The agent's NDJSON: a
+//! first record `{"format", "kind": "agent"}`; per session a `session` record, its `message`
+//! records and its other rows (each with `sessionId`); the agent-scoped block texts
+//! (`contextBlock` with `sessionId: ""`); `memory`, `memoryVersion`, `entry`, `schedule`,
+//! `scheduleRun`, `usage`, `spaceChoice` and `skill` records; a last `end` record with the
+//! counts, so a cut-off export is never taken for a whole one. A space's: `{"format", "kind":
+//! "space"}`, `memory`, `memoryVersion`, `sharedBlock` and `sharedBlockFloor` records, `end`.
 
 use serde_json::{json, Map, Value as Json};
 
-use super::tables::{Table, BLOCKS, ENTRIES, MEMORIES, MEMORY_VERSIONS, SESSIONS, SESSION_TABLES};
-use super::{Counts, FORMAT};
+use super::tables::{
+    Table, AGENT_ROWS, AGENT_SINGLES, BLOCKS, ENTRIES, SESSIONS, SESSION_TABLES, SPACE_ROWS, SPACE_SINGLES,
+};
+use super::{kind_of, Counts, FORMAT};
 use crate::blobs::BoxFuture;
 use crate::config::{BlockConfig, BlockKind, BlockScope};
 use crate::context::entry_labels;
 use crate::env::Env;
 use crate::error::{Error, Result, Warned};
+use crate::ids::Role;
 use crate::sql::{Sql, Value};
 use crate::store::message::raw;
 use crate::store::spill;
@@ -93,18 +99,37 @@ fn record(kind: &str, sid: Option<&str>, fields: Map<String, Json>) -> String {
     Json::Object(obj).to_string()
 }
 
-/// Where the agent's export stands.
+/// The paged kinds of row an object of `role` exports, in order.
+pub(crate) fn rows_of(role: Role) -> &'static [&'static Table] {
+    match role {
+        Role::Agent => &AGENT_ROWS,
+        Role::Space => &SPACE_ROWS,
+    }
+}
+
+/// The kinds of which an object of `role` holds one row at most.
+pub(crate) fn singles_of(role: Role) -> &'static [&'static Table] {
+    match role {
+        Role::Agent => &AGENT_SINGLES,
+        Role::Space => &SPACE_SINGLES,
+    }
+}
+
+/// Where the export stands.
 enum Phase {
     Header,
     Session(usize),
     AgentBlocks,
-    Rows(&'static Table, i64),
+    /// The kind of row of [`rows_of`] at this index, after this rowid.
+    Rows(usize, i64),
+    Singles,
     Skills,
     End,
     Done,
 }
 
-/// The agent's NDJSON export, chunk by chunk ([`AgentExport::next`]).
+/// The agent's (or the space's: `Env::role`) NDJSON export, chunk by chunk
+/// ([`AgentExport::next`]).
 pub struct AgentExport {
     sessions: Vec<String>,
     phase: Phase,
@@ -131,8 +156,11 @@ impl AgentExport {
         let mut out = String::new();
         match self.phase {
             Phase::Header => {
-                out = format!("{}\n", json!({"format": FORMAT, "kind": "agent"}));
-                self.phase = Phase::Session(0);
+                out = format!("{}\n", json!({"format": FORMAT, "kind": kind_of(env.role)}));
+                self.phase = match env.role {
+                    Role::Agent => Phase::Session(0),
+                    Role::Space => Phase::Rows(0, 0),
+                };
             }
             Phase::Session(i) => {
                 self.phase = if i + 1 < self.sessions.len() { Phase::Session(i + 1) } else { Phase::AgentBlocks };
@@ -146,15 +174,27 @@ impl AgentExport {
                     out.push_str(&record(BLOCKS.kind, Some(""), row));
                     out.push('\n');
                 }
-                self.phase = Phase::Rows(&MEMORIES, 0);
+                self.phase = Phase::Rows(0, 0);
             }
-            Phase::Rows(t, after) => self.rows(env, t, after, &mut out)?,
+            Phase::Rows(i, after) => self.rows(env, i, after, &mut out)?,
+            Phase::Singles => {
+                for t in singles_of(env.role) {
+                    for row in t.rows(env.sql, None, "", &[])? {
+                        out.push_str(&record(t.kind, None, row));
+                        out.push('\n');
+                    }
+                }
+                self.phase = match env.role {
+                    Role::Agent => Phase::Skills,
+                    Role::Space => Phase::End,
+                };
+            }
             Phase::Skills => {
                 self.skills(env, &mut out).await?;
                 self.phase = Phase::End;
             }
             Phase::End => {
-                out = format!("{}\n", json!({"kind": "end", "counts": self.counts}));
+                out = format!("{}\n", json!({"kind": "end", "counts": self.counts.to_json(env.role)}));
                 self.phase = Phase::Done;
             }
             Phase::Done => return Ok(None),
@@ -165,12 +205,12 @@ impl AgentExport {
     /// Session `sid` (its `info`) with its messages and rows, onto `out`.
     async fn session(&mut self, env: &Env<'_>, sid: &str, info: Map<String, Json>, out: &mut String) -> Result<()> {
         out.push_str(&format!("{}\n", json!({"kind": "session", "session": info})));
-        self.counts.sessions += 1;
+        self.counts.add("session", 1);
         let mut after = 0;
         loop {
             let (entries, last, w) = messages(env, sid, after).await?;
             self.warnings.extend(w);
-            self.counts.messages += entries.len();
+            self.counts.add("message", entries.len());
             for e in entries {
                 // `{"parentId"…}` → `{"kind":"message","sessionId":…,"parentId"…}`
                 out.push_str(&format!("{{\"kind\":\"message\",\"sessionId\":{},{}\n", json!(sid), &e[1..]));
@@ -189,8 +229,14 @@ impl AgentExport {
         Ok(())
     }
 
-    /// Up to [`ROWS_PER_CHUNK`] rows of `t` after rowid `after` onto `out`, then the next phase.
-    fn rows(&mut self, env: &Env<'_>, t: &'static Table, after: i64, out: &mut String) -> Result<()> {
+    /// Up to [`ROWS_PER_CHUNK`] rows of kind `i` of [`rows_of`] after rowid `after` onto `out`,
+    /// then the next phase.
+    fn rows(&mut self, env: &Env<'_>, i: usize, after: i64, out: &mut String) -> Result<()> {
+        let kinds = rows_of(env.role);
+        let Some(t) = kinds.get(i) else {
+            self.phase = Phase::Singles;
+            return Ok(());
+        };
         let (page, last) = page(env.sql, t, after)?;
         let read = page.len();
         // Entries no search block reads (their runtime block was removed, or its session
@@ -212,16 +258,11 @@ impl AgentExport {
             out.push_str(&record(t.kind, None, row));
             out.push('\n');
         }
-        *match t.kind {
-            "memory" => &mut self.counts.memories,
-            "memoryVersion" => &mut self.counts.memory_versions,
-            _ => &mut self.counts.entries,
-        } += n;
-        self.phase = match (read as i64 == ROWS_PER_CHUNK, t.kind) {
-            (true, _) => Phase::Rows(t, last),
-            (false, "memory") => Phase::Rows(&MEMORY_VERSIONS, 0),
-            (false, "memoryVersion") => Phase::Rows(&ENTRIES, 0),
-            (false, _) => Phase::Skills,
+        self.counts.add(t.kind, n);
+        self.phase = match (read as i64 == ROWS_PER_CHUNK, i + 1 < kinds.len()) {
+            (true, _) => Phase::Rows(i, last),
+            (false, true) => Phase::Rows(i + 1, 0),
+            (false, false) => Phase::Singles,
         };
         Ok(())
     }
@@ -236,7 +277,7 @@ impl AgentExport {
                 let rec = json!({"kind": "skill", "prefix": prefix, "key": key,
                                  "description": blob.description, "content": blob.text});
                 out.push_str(&format!("{rec}\n"));
-                self.counts.skills += 1;
+                self.counts.add("skill", 1);
             }
         }
         Ok(())

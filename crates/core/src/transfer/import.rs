@@ -1,18 +1,19 @@
-//! Imports: a session document into a session that does not exist yet, an agent's NDJSON into
-//! an agent that holds nothing. Everything is read and checked first (a bad record is a `400`
-//! naming it, and nothing is written); then oversize message fields and skills go to R2 under
-//! keys committed as pending (a crash before the commit leaves them to the start-up recovery
-//! and the sweep); then every row is written in one transaction.
+//! Imports: a session document into a session that does not exist yet, an agent's (or a
+//! space's) NDJSON into an agent (a space) that holds nothing. Everything is read and checked
+//! first (a bad record is a `400` naming it, and nothing is written); then oversize message
+//! fields and skills go to R2 under keys committed as pending (a crash before the commit leaves
+//! them to the start-up recovery and the sweep); then every row is written in one transaction.
+//! Its answer (a `2xx` write) arms the alarm for the schedules it brought, as any write does.
 
 use std::collections::{HashMap, HashSet};
 
 use serde_json::{Map, Value as Json};
 
 use super::tables::{
-    text_of, Col, Table, BLOCKS, COMPACTIONS, DEFS, ENTRIES, LOADED_SKILLS, MEMORIES, MEMORY_VERSIONS, PROMPTS,
-    SESSIONS, SESSION_TABLES,
+    text_of, Col, Table, BLOCKS, BLOCK_FLOOR, BLOCK_READS, COMPACTIONS, DEFS, ENTRIES, LOADED_SKILLS, MEMORIES,
+    MEMORY_VERSIONS, PROMPTS, SCHEDULES, SCHEDULE_RUNS, SESSIONS, SESSION_TABLES, SHARED_BLOCKS, SPACE_CHOICE, USAGE,
 };
-use super::{check_format, Counts};
+use super::{check_format, kind_of, Counts, Transfer, TABLES};
 use crate::blobs::Blob;
 use crate::config::category::Category;
 use crate::config::{check_label, BlockConfig};
@@ -21,7 +22,10 @@ use crate::context::{compose, entry_labels, Block, Origin};
 use crate::env::Env;
 use crate::error::{Error, Result};
 use crate::ids::check_name;
+use crate::ids::Role;
 use crate::memory::store::{self as memory_store, check_content, check_score, check_tags, normalize};
+use crate::schedule::store::{check_prompt, check_schedule_name, RunReach, Timing};
+use crate::space::blocks::{MAX_BLOCKS, MAX_BLOCK_BYTES, MAX_TOMBSTONES};
 use crate::sql::{atomically, Sql, Value};
 use crate::store::message::{check_id, NewMessage, MAX_INDEXED_BYTES};
 use crate::store::sessions::{self, SessionInfo};
@@ -111,7 +115,8 @@ pub async fn session(env: &Env<'_>, doc: &Map<String, Json>, as_id: Option<&str>
     sessions::require(env.sql, &id)
 }
 
-/// `POST /import`: an agent export (NDJSON) into this agent, which must hold nothing yet.
+/// `POST /import`: an agent export (NDJSON) into this agent, which must hold nothing yet; in a
+/// memory space (`Env::role`), a space's export into this space.
 pub async fn agent(env: &Env<'_>, body: &[u8]) -> Result<Counts> {
     let text = std::str::from_utf8(body).map_err(|_| Error::invalid("an agent export is UTF-8 text (NDJSON)"))?;
     let mut plan = Plan::default();
@@ -125,8 +130,12 @@ pub async fn agent(env: &Env<'_>, body: &[u8]) -> Result<Counts> {
     let (n, first) = lines.next().ok_or_else(|| Error::invalid("an empty body is not an export"))?;
     let head = parse(n, first)?;
     check_format(head.get("format").and_then(Json::as_str))?;
-    if head.get("kind").and_then(Json::as_str) != Some("agent") {
-        return Err(Error::invalid("line 1: the first record of an agent export has kind \"agent\" (a session export goes to POST /sessions/import)"));
+    let kind = kind_of(env.role);
+    if head.get("kind").and_then(Json::as_str) != Some(kind) {
+        return Err(Error::invalid(match env.role {
+            Role::Agent => "line 1: the first record of an agent export has kind \"agent\" (a session export goes to POST /sessions/import, a space's to POST /spaces/{space}/import)",
+            Role::Space => "line 1: the first record of a space export has kind \"space\" (an agent's goes to POST /agents/{agent}/import)",
+        }));
     }
     let mut end = None;
     for (n, line) in lines {
@@ -150,18 +159,34 @@ pub async fn agent(env: &Env<'_>, body: &[u8]) -> Result<Counts> {
     check_skill_prefixes(env, &plan)?;
     let counts = plan.counts();
     let cap = env.config.memory.as_ref().map_or(crate::config::DEFAULT_MAX_MEMORIES, |m| m.cap());
+    let over = |what: String| Err(Error::new(crate::error::ErrorKind::OverBudget, what));
     if counts.memories > cap {
-        return Err(Error::new(
-            crate::error::ErrorKind::OverBudget,
-            format!(
-                "the export holds {} memories; this agent keeps at most {cap} (memory.maxMemories)",
-                counts.memories
-            ),
+        return over(format!(
+            "the export holds {} memories; this {kind} keeps at most {cap} (memory.maxMemories)",
+            counts.memories
         ));
     }
-    let declared = end.get("counts").cloned().unwrap_or(Json::Null);
-    let expected = serde_json::to_value(&counts).unwrap_or(Json::Null);
-    if declared != expected {
+    let max = env.config.schedules.max_schedules;
+    if counts.schedules as i64 > max {
+        let n = counts.schedules;
+        return over(format!("the export holds {n} schedules; this agent has at most {max} (schedules.maxSchedules)"));
+    }
+    let keep = env.config.schedules.max_runs;
+    if let Some(id) = plan.runs_over(keep) {
+        return over(format!(
+            "the export holds more than {keep} runs of schedule {id}; this agent keeps {keep} (schedules.maxRuns)"
+        ));
+    }
+    // An export made before a kind existed (an earlier format) does not count it: none.
+    let expected = counts.to_json(env.role);
+    let declared = end.get("counts").and_then(Json::as_object);
+    let matches = declared.is_some_and(|d| {
+        let expected = expected.as_object().into_iter().flatten();
+        d.keys().all(|k| expected.clone().any(|(e, _)| e == k))
+            && expected.clone().all(|(k, v)| d.get(k).unwrap_or(&Json::from(0)) == v)
+    });
+    if !matches {
+        let declared = end.get("counts").cloned().unwrap_or(Json::Null);
         return Err(Error::invalid(format!(
             "the end record counts {declared} but the export holds {expected}: it is incomplete"
         )));
@@ -170,10 +195,37 @@ pub async fn agent(env: &Env<'_>, body: &[u8]) -> Result<Counts> {
     Ok(counts)
 }
 
+/// The kinds of record only a space's export holds, and those only an agent's holds.
+const SPACE_ONLY: [&str; 2] = ["sharedBlock", "sharedBlockFloor"];
+const AGENT_ONLY: [&str; 14] = [
+    "session",
+    "message",
+    "compaction",
+    "contextBlock",
+    "contextDef",
+    "loadedSkill",
+    "prompt",
+    "sharedBlockRead",
+    "entry",
+    "skill",
+    "schedule",
+    "scheduleRun",
+    "usage",
+    "spaceChoice",
+];
+
 impl Plan {
     /// Takes record `rec` of `kind` (at `at`, e.g. `line 7`) of an agent export into the plan,
     /// checked as its kind requires; a record of a session follows that session's record.
     fn take(&mut self, env: &Env<'_>, kind: &str, rec: &Map<String, Json>, at: &str) -> Result<()> {
+        let elsewhere = match env.role {
+            Role::Agent => SPACE_ONLY.contains(&kind),
+            Role::Space => AGENT_ONLY.contains(&kind),
+        };
+        if elsewhere {
+            let role = kind_of(env.role);
+            return Err(Error::invalid(format!("{at}: a {kind} record has no place in the export of a {role}")));
+        }
         let sid = rec.get("sessionId").and_then(Json::as_str).map(str::to_owned);
         let in_session = |plan: &Plan| -> Result<usize> {
             let last = plan.sessions.len().checked_sub(1);
@@ -208,7 +260,7 @@ impl Plan {
                 check_label(text_of(&BLOCKS, &values, "label").unwrap_or_default())?;
                 self.rows.push((&BLOCKS, values));
             }
-            "compaction" | "contextBlock" | "contextDef" | "loadedSkill" | "prompt" => {
+            "compaction" | "contextBlock" | "contextDef" | "loadedSkill" | "prompt" | "sharedBlockRead" => {
                 let i = in_session(self)?;
                 let t = SESSION_TABLES.into_iter().find(|t| t.kind == kind).unwrap_or(&COMPACTIONS);
                 self.sessions[i].row(env, t, rec, &["sessionId"], at)?;
@@ -232,21 +284,52 @@ impl Plan {
                 self.rows.push((&ENTRIES, values));
             }
             "skill" => self.skills.push(skill(rec, at)?),
+            "schedule" => self.rows.push((&SCHEDULES, schedule(env, rec, at)?)),
+            "scheduleRun" => self.rows.push((&SCHEDULE_RUNS, run(env, rec, at)?)),
+            "usage" => {
+                let values = USAGE.values(rec, &[], at)?;
+                check_id("sessionId", text_of(&USAGE, &values, "sessionId").unwrap_or_default())?;
+                check_id("model", text_of(&USAGE, &values, "model").unwrap_or_default())?;
+                self.rows.push((&USAGE, values));
+            }
+            "spaceChoice" => {
+                let values = SPACE_CHOICE.values(rec, &[], at)?;
+                if let Some(space) = text_of(&SPACE_CHOICE, &values, "space") {
+                    check_name("space", space)?;
+                }
+                self.rows.push((&SPACE_CHOICE, values));
+            }
+            "sharedBlock" => self.rows.push((&SHARED_BLOCKS, shared_block(rec, at)?)),
+            "sharedBlockFloor" => self.rows.push((&BLOCK_FLOOR, BLOCK_FLOOR.values(rec, &[], at)?)),
             other => return Err(Error::invalid(format!("{at}: unknown record kind {other:?}"))),
         }
         Ok(())
     }
 
+    /// The first schedule of which the plan holds more than `keep` runs.
+    fn runs_over(&self, keep: i64) -> Option<String> {
+        let mut per: HashMap<&str, i64> = HashMap::new();
+        for v in self.of(&SCHEDULE_RUNS) {
+            let id = text_of(&SCHEDULE_RUNS, v, "scheduleId").unwrap_or_default();
+            let n = per.entry(id).or_default();
+            *n += 1;
+            if *n > keep {
+                return Some(id.to_owned());
+            }
+        }
+        None
+    }
+
     /// What the plan holds, as an export's `end` record counts it.
     fn counts(&self) -> Counts {
-        Counts {
-            sessions: self.sessions.len(),
-            messages: self.sessions.iter().map(|s| s.messages.len()).sum(),
-            memories: self.rows.iter().filter(|r| r.0.kind == "memory").count(),
-            memory_versions: self.rows.iter().filter(|r| r.0.kind == "memoryVersion").count(),
-            entries: self.rows.iter().filter(|r| r.0.kind == "entry").count(),
-            skills: self.skills.len(),
+        let mut counts = Counts::default();
+        counts.add("session", self.sessions.len());
+        counts.add("message", self.sessions.iter().map(|s| s.messages.len()).sum());
+        counts.add("skill", self.skills.len());
+        for (t, _) in &self.rows {
+            counts.add(t.kind, 1);
         }
+        counts
     }
 }
 
@@ -386,6 +469,7 @@ impl SessionPlan {
             (&BLOCKS, &["label"]),
             (&DEFS, &["label"]),
             (&LOADED_SKILLS, &["label", "key"]),
+            (&BLOCK_READS, &["label"]),
         ] {
             let twice = format!("session {sid}: two {} records with the same {}", t.kind, fields.join(" and "));
             unique(self.of(t).map(|v| key_of(t, v, fields)).collect(), &twice)?;
@@ -403,6 +487,14 @@ impl SessionPlan {
                     )))
                 }
                 None => return Err(Error::invalid(format!("session {sid}: a text of block {label}, which it does not have"))),
+            }
+        }
+        for values in self.of(&BLOCK_READS) {
+            let label = text_of(&BLOCK_READS, values, "label").unwrap_or_default();
+            if !block(label).is_some_and(|b| b.in_space()) {
+                return Err(Error::invalid(format!(
+                    "session {sid}: a version read of block {label}, which is not a block kept in a memory space here"
+                )));
             }
         }
         for values in self.of(&LOADED_SKILLS) {
@@ -593,11 +685,116 @@ impl Plan {
             self.of(&ENTRIES).map(|v| key_of(&ENTRIES, v, &["label", "key"])).collect(),
             "two entry records with the same label and key",
         )?;
+        self.check_schedules()?;
+        self.check_shared_blocks()?;
+        for t in [&SPACE_CHOICE, &BLOCK_FLOOR] {
+            if self.of(t).count() > 1 {
+                return Err(Error::invalid(format!("more than one {} record", t.kind)));
+            }
+        }
         unique(
             self.skills.iter().map(|s| format!("{}\u{0}{}", s.prefix, s.key)).collect(),
             "two skill records with the same prefix and key",
         )
     }
+
+    /// Schedules with unique ids; runs with unique ids, each of a schedule of the export.
+    fn check_schedules(&self) -> Result<()> {
+        let id = |t: &Table, v: &Vec<Value>| text_of(t, v, "id").unwrap_or_default().to_owned();
+        unique(self.of(&SCHEDULES).map(|v| id(&SCHEDULES, v)).collect(), "two schedule records with the same id")?;
+        unique(
+            self.of(&SCHEDULE_RUNS).map(|v| id(&SCHEDULE_RUNS, v)).collect(),
+            "two scheduleRun records with the same id",
+        )?;
+        let schedules: HashSet<String> = self.of(&SCHEDULES).map(|v| id(&SCHEDULES, v)).collect();
+        for v in self.of(&SCHEDULE_RUNS) {
+            let of = text_of(&SCHEDULE_RUNS, v, "scheduleId").unwrap_or_default();
+            if !schedules.contains(of) {
+                return Err(Error::invalid(format!(
+                    "a scheduleRun record of schedule {of}, which the export does not hold"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Shared blocks: one row per label, within the bounds a space keeps (blocks with text,
+    /// tombstones).
+    fn check_shared_blocks(&self) -> Result<()> {
+        let t = &SHARED_BLOCKS;
+        unique(self.of(t).map(|v| key_of(t, v, &["label"])).collect(), "two sharedBlock records with the same label")?;
+        let tombstones = self.of(t).filter(|v| text_of(t, v, "deletedAt").is_some()).count() as i64;
+        let blocks = self.of(t).count() as i64 - tombstones;
+        if blocks > MAX_BLOCKS || tombstones > MAX_TOMBSTONES {
+            return Err(Error::invalid(format!(
+                "the export holds {blocks} shared blocks and {tombstones} deleted ones; a space keeps at most \
+                 {MAX_BLOCKS} and {MAX_TOMBSTONES}"
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// A `schedule` record, checked as `POST /schedules` checks one (its timing as the store writes
+/// it, its prompt within `schedules.maxPromptChars`).
+fn schedule(env: &Env<'_>, rec: &Map<String, Json>, at: &str) -> Result<Vec<Value>> {
+    let values = SCHEDULES.values(rec, &[], at)?;
+    let t = |f: &str| text_of(&SCHEDULES, &values, f).unwrap_or_default();
+    check_id("schedule id", t("id"))?;
+    if !t("id").starts_with("sch_") {
+        return Err(Error::invalid(format!("{at}: a schedule id starts with sch_")));
+    }
+    check_schedule_name(t("name"))?;
+    check_prompt(env, t("prompt"))?;
+    Timing::imported(t("timing"), t("spec"), at)?;
+    RunReach::parse(t("reach"))?;
+    if let Some(s) = text_of(&SCHEDULES, &values, "sessionId") {
+        check_name("sessionId", s)?;
+    }
+    Ok(values)
+}
+
+/// A `scheduleRun` record. One still running when it was exported (`status` null) is stored
+/// as the start-up recovery leaves a run a restart cut short: failed, never run again.
+fn run(env: &Env<'_>, rec: &Map<String, Json>, at: &str) -> Result<Vec<Value>> {
+    let mut values = SCHEDULE_RUNS.values(rec, &[], at)?;
+    let t = &SCHEDULE_RUNS;
+    check_id("run id", text_of(t, &values, "id").unwrap_or_default())?;
+    match text_of(t, &values, "status") {
+        None => {
+            let field = |f: &str| t.cols.iter().position(|c| c.0 == f).unwrap_or(usize::MAX);
+            values[field("status")] = Value::Text("error".into());
+            values[field("endedAt")] = Value::Text(env.now.iso().to_owned());
+            values[field("error")] =
+                Value::Text("interrupted: the agent was exported during the run; it is not run again".into());
+        }
+        Some("ok" | "error") => {}
+        Some(other) => return Err(Error::invalid(format!("{at}: status must be ok, error or null (got {other:?})"))),
+    }
+    Ok(values)
+}
+
+/// A `sharedBlock` record: a label, its text within [`MAX_BLOCK_BYTES`] (none for a deleted
+/// one), a version from 1.
+fn shared_block(rec: &Map<String, Json>, at: &str) -> Result<Vec<Value>> {
+    let values = SHARED_BLOCKS.values(rec, &[], at)?;
+    let t = &SHARED_BLOCKS;
+    check_label(text_of(t, &values, "label").unwrap_or_default())?;
+    let content = text_of(t, &values, "content").unwrap_or_default();
+    if content.len() > MAX_BLOCK_BYTES {
+        return Err(Error::invalid(format!("{at}: a shared block holds at most {MAX_BLOCK_BYTES} bytes")));
+    }
+    if matches!(values.get(2), Some(Value::Int(0))) {
+        return Err(Error::invalid(format!("{at}: version counts from 1")));
+    }
+    let deleted = text_of(t, &values, "deletedAt").is_some();
+    if deleted && (!content.is_empty() || text_of(t, &values, "updatedBy").is_some()) {
+        return Err(Error::invalid(format!("{at}: a deleted block (deletedAt) holds no text and no updatedBy")));
+    }
+    if let Some(by) = text_of(t, &values, "updatedBy") {
+        check_name("updatedBy", by)?;
+    }
+    Ok(values)
 }
 
 fn memory(rec: &Map<String, Json>, at: &str) -> Result<Vec<Value>> {
@@ -680,11 +877,12 @@ enum Target {
     Agent,
 }
 
-/// Whether the agent holds anything an export would carry (the rows of every kind of
-/// [`super::tables`] and messages; the token revocation time does not count).
+/// Whether the object holds anything an export would carry: a row of any table of kind
+/// [`Transfer::Exported`] (the token revocation time does not count, nor a space's floor, which
+/// an erase keeps).
 fn holds_anything(sql: &dyn Sql) -> Result<bool> {
-    let kinds = [&SESSIONS, &MEMORIES, &MEMORY_VERSIONS, &ENTRIES].into_iter().chain(SESSION_TABLES);
-    for t in kinds.map(|t| t.table).chain(["messages"]) {
+    let tables = TABLES.iter().filter(|(t, how)| *how == Transfer::Exported && *t != BLOCK_FLOOR.table);
+    for (t, _) in tables {
         if sql.query_row(&format!("SELECT 1 FROM {t} LIMIT 1"), &[])?.is_some() {
             return Ok(true);
         }
@@ -738,9 +936,10 @@ fn rows(env: &Env<'_>, plan: &Plan, target: Target) -> Result<()> {
     let sql = env.sql;
     match target {
         Target::Agent if holds_anything(sql)? => {
-            return Err(Error::conflict(
-                "this agent already holds data: an agent import goes into an empty agent (erase it first)",
-            ))
+            let kind = kind_of(env.role);
+            return Err(Error::conflict(format!(
+                "this {kind} already holds data: an import goes into an empty {kind} (erase it first)"
+            )));
         }
         Target::Session => {
             if let Some(s) = plan.sessions.first() {
@@ -783,6 +982,15 @@ fn rows(env: &Env<'_>, plan: &Plan, target: Target) -> Result<()> {
             "contextBlock" => {
                 t.insert(sql, Some(""), values.clone(), &[])?;
             }
+            "spaceChoice" => {
+                t.insert(sql, None, values.clone(), &[("id", Value::Int(1))])?;
+            }
+            // A floor an erase of this space left stays when it is higher.
+            "sharedBlockFloor" => sql.execute(
+                "INSERT INTO space_block_floor (id, version) VALUES (1, ?)
+                 ON CONFLICT (id) DO UPDATE SET version = max(version, excluded.version)",
+                values,
+            )?,
             _ => {
                 t.insert(sql, None, values.clone(), &[])?;
             }

@@ -11,6 +11,33 @@
 //! vectors.
 //!
 //! `messages` fuses it with full-text search of messages; `fuse` is the fusion.
+//!
+//! # Its modules
+//!
+//! | module | what it is for |
+//! |---|---|
+//! | `mod.rs` | `Vectors` (the indexes of one agent, kept in the DO instance, and recent query vectors), `Meaning` (what a search by meaning runs against: `query`, `nearest` = index candidates, then exact cosine of their stored vectors; `reranked`, the re-ranker's order of the best hits), `adopt` (at start: record the model in use; a new model queues every row again), `Scale` (the floor and support from a kind's baseline, measured from its own vectors), `RERANK` |
+//! | `code.rs` | a vector as stored (little-endian `f32`s), its sign code (one bit per dimension, at most 512), hamming distance, cosine, the FNV-1a hash of an embedded text |
+//! | `index.rs` | `Index`: one kind's codes in memory (sorted by seq, with a scope id each), `load` from the code index of SQLite, `follow` of `vector_log` before each search, `nearest` by hamming distance (a histogram pass, no sort of all items), `MAX_ITEMS` |
+//! | `embed.rs` | `run`: every row queued in `unembedded` embedded in batches after the answer (`CALLS` calls of `BATCH` texts at once; a text embedded before reuses its vector; a row changed during the call waits for its new text); `beginning`, what of a long text is embedded; a turn is embedded alone (the previous turn, the role or the date before it measured worse: docs/REFERENCE.md#turn-context) |
+//! | `fuse.rs` | reciprocal rank fusion of a full-text list and a list by meaning |
+//! | `messages.rs` | message search by words and meaning (a session, or across the sessions a reach opens), fused |
+//!
+//! # What it keeps
+//!
+//! The invariants `docs/ARCHITECTURE.md` numbers for this folder, whole (a test cites each
+//! with a comment `// invariant N`).
+//!
+//! 39. **Whoever writes a row, its vector follows, and a search sees every vector stored.**
+//!     Triggers of migration 0013 queue every new or changed memory, message and search entry in
+//!     `unembedded` (while a model is recorded in `embedding_model`), drop the vector of a changed
+//!     or deleted text, and log every write of `vectors` in `vector_log`; an index kept in memory
+//!     applies the log after its mark before each search (or loads again when the log was trimmed
+//!     past it), so an import, a fork, a delete or an erase needs no code of its own here.
+//! 40. **A hit by meaning alone passes the `Scale::floor` of its kind**, measured from the
+//!     object's own vectors so that it follows the model (`bench/similarity.mjs`, two models): a
+//!     query unrelated to everything finds nothing, and `memory_forget {query}` forgets nothing
+//!     rather than the nearest unrelated memory.
 
 pub(crate) mod code;
 pub(crate) mod embed;
