@@ -33,6 +33,8 @@
 //                       a scheduled run against a plain turn, maintenance per wake-up
 //   BENCH_SPACES=0      skip bench/spaces.mjs: a turn's wall and server CPU with a shared memory
 //                       space against own memories (the space reachable, then unreachable)
+//   BENCH_CACHE=0       skip bench/cache.mjs: input tokens read from / written to the provider's
+//                       prompt cache over 50 turns, by chat.cache setting
 //   BENCH_TOKENS=0      skip bench/tokens.mjs: our token estimates against a real tokenizer's
 //                       counts, before and after the calibration by the provider's usage
 import { gzipSync } from "node:zlib";
@@ -200,4 +202,5 @@ if (process.env.BENCH_CLIENTS !== "0") await import("./clients.mjs"); // useChat
 if (process.env.BENCH_SCHEDULES_RUN !== "0") await import("./schedules.mjs"); // the alarm: bench/schedules.mjs
 if (process.env.BENCH_SPACES !== "0") await import("./spaces.mjs"); // memory spaces: bench/spaces.mjs
 if (process.env.BENCH_DIRECTORY !== "0") await import("./directory.mjs"); // the directory of agents: bench/directory.mjs
+if (process.env.BENCH_CACHE !== "0") await import("./cache.mjs"); // the cached prefix: bench/cache.mjs
 if (process.env.BENCH_TOKENS !== "0") await import("./tokens.mjs"); // token estimates vs counts: bench/tokens.mjs
