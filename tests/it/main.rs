@@ -22,6 +22,7 @@ mod memory;
 mod metadata;
 mod rerank;
 mod routes;
+mod rows;
 mod schedules;
 mod search;
 mod sessions;

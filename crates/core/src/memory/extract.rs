@@ -354,7 +354,7 @@ async fn apply(memories: &Memories<'_>, new: &NewMemory, decisions: Vec<Decision
                 stored.get_or_insert_with(|| m.id.clone());
                 match stored_as {
                     Stored::Created => out.added.push(m),
-                    Stored::Merged => out.updated.push(m),
+                    Stored::Merged | Stored::Replaced => out.updated.push(m),
                 }
             }
             Ok(None) => {}

@@ -152,7 +152,7 @@ async fn store(memories: &Memories<'_>, session: &str, input: &Map<String, Json>
     let (m, stored) = memories.remember(new, By::Tool).await?;
     Ok(Ran::stored(match stored {
         Stored::Created => format!("Stored memory {} ({}).", m.id, m.category.as_str()),
-        Stored::Merged => format!("Memory {} already said this; updated it.", m.id),
+        Stored::Merged | Stored::Replaced => format!("Memory {} already said this; updated it.", m.id),
     }))
 }
 

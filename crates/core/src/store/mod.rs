@@ -1,6 +1,6 @@
 //! The message store of one agent, in its SQLite database: the schema, validated messages,
 //! the tree of each session, oversize fields kept in R2, compaction overlays, history and the
-//! running token estimate, the sessions registry and search. [`open`] is where it starts.
+//! running token estimate, the sessions registry, search and a session's storage figures. [`open`] is where it starts.
 
 pub mod estimate;
 pub mod history;
@@ -10,6 +10,7 @@ pub mod schema;
 pub mod search;
 pub mod sessions;
 pub mod spill;
+pub mod storage;
 pub mod tree;
 
 use crate::error::Result;
