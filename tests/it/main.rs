@@ -19,6 +19,7 @@ mod layout;
 mod llm;
 mod mcp;
 mod memory;
+mod memory_scope;
 mod metadata;
 mod rerank;
 mod routes;

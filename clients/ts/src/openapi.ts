@@ -1824,11 +1824,15 @@ export interface paths {
          *     ## Long-term memory
          *
          *     With `SESSION_CONFIG.memory` set, a **new turn** (not a continuation) uses the agent's
-         *     memories, unless the body says `memory: false`:
+         *     memories, unless the body says `memory: false`; a memory spec in the body (`memory:
+         *     {inject?, extract?, tags?, categories?, limit?}`, `ChatMemorySpec`) overrides the
+         *     configuration for this turn, and may turn inject or extract on for an agent without
+         *     them:
          *     - **inject** (unless `memory.inject` is off): the memories recalled for the text of
          *       the user message (ranked as by `GET /memories/search`; only the configured
-         *       `inject.categories`, and of the `conversation` memories only this session's; at
-         *       most `inject.limit`) are sent to the model as a fenced block
+         *       `inject.categories` within the agent's `memory.categories`, with `memory.tags` only
+         *       those holding one of its tags, and of the `conversation` memories only this
+         *       session's; at most `inject.limit`) are sent to the model as a fenced block
          *       `<user-memory>…</user-memory>`, one `- <content>` line each after a short preamble,
          *       within `inject.tokenBudget` estimated tokens (over it, the memory with the lowest
          *       `score` is left out first, an unknown score counting lowest). Nothing is sent when
@@ -1839,7 +1843,8 @@ export interface paths {
          *     - **extract** (unless `memory.extract` is off): once the answer is sent (the JSON
          *       answer, the SSE stream's last event, or the `message` frames of a WebSocket `chat`),
          *       facts are distilled from the turn's exchange as by `POST …/memories/extract` with
-         *       the reply as `leafId`. It never delays or fails the turn: a failure is only logged;
+         *       the reply as `leafId`, each stored fact given the scope's tags (`memory.tags`, or
+         *       the call's `tags`) besides its own. It never delays or fails the turn: a failure is only logged;
          *       what it changes reaches every socket of the agent as `memory` frames.
          *
          *     The memory tools (`memory_store`, `memory_recall`, `memory_forget`) are offered
@@ -4591,14 +4596,38 @@ export interface components {
             memory?: components["schemas"]["ChatMemory"];
         };
         /**
-         * @description Whether this turn uses long-term memory (see *Long-term memory* in `chat`): `false`
-         *     skips memory injection and extraction for this turn; `true` or absent: as
-         *     `SESSION_CONFIG.memory` says (nothing without it; a continuation never injects or
-         *     extracts). Any other value, `null` included, is `400`. The memory tools are offered
-         *     either way.
-         * @default true
+         * @description How this turn uses long-term memory (see *Long-term memory* in `chat`): `true` or
+         *     absent, as `SESSION_CONFIG.memory` says (nothing without it; a continuation never
+         *     injects or extracts); `false`, neither injection nor extraction; or a memory spec that
+         *     overrides the configuration for this turn only. Any other value, `null` included, is
+         *     `400`, as is a spec with an unknown field or a value out of range (nothing runs). The
+         *     memory tools are offered, within the agent's configured scope, either way.
          */
-        ChatMemory: boolean;
+        ChatMemory: boolean | components["schemas"]["ChatMemorySpec"];
+        /**
+         * @description A call's memory spec (the seeds' per-call `memory`). Each field absent or `null` is as
+         *     configured.
+         */
+        ChatMemorySpec: {
+            /**
+             * @description Inject the memories recalled for the user message. `true` injects even when
+             *     `SESSION_CONFIG.memory` or its `inject` is off (with `inject`'s defaults: 5 memories
+             *     within 400 tokens).
+             */
+            inject?: boolean | null;
+            /** @description Distill the exchange into memories once the answer is sent (`true` also when not configured). */
+            extract?: boolean | null;
+            /**
+             * @description The scope by tags for this turn, instead of `memory.tags`: only memories holding at
+             *     least one of them are injected (`[]`: every memory), and what extraction stores
+             *     gets them all.
+             */
+            tags?: components["schemas"]["MemoryTag"][] | null;
+            /** @description Inject only memories of these categories (instead of `memory.categories` and `memory.inject.categories`). */
+            categories?: ("core" | "daily" | "conversation")[] | null;
+            /** @description Inject at most this many (instead of `memory.inject.limit`). */
+            limit?: number | null;
+        };
         /** @description The assistant message one agent turn stores (and answers). */
         AssistantMessage: {
             /**
@@ -4657,8 +4686,9 @@ export interface components {
                 /**
                  * @description The ids of the long-term memories given to the model in this turn's
                  *     `<user-memory>` block (an empty array when none was). Present only when the
-                 *     turn injected memory: `SESSION_CONFIG.memory` set with `inject` on, a new turn,
-                 *     and no `memory: false`.
+                 *     turn injected memory: a new turn with `SESSION_CONFIG.memory` set with `inject`
+                 *     on and no `memory: false` or `memory: {inject: false}`, or with `memory:
+                 *     {inject: true}`.
                  * @example [
                  *       "mem_8c1f4e2a-5b3d-4f6e-9a7b-0c1d2e3f4a5b"
                  *     ]

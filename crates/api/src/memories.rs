@@ -413,7 +413,8 @@ pub(crate) fn extract<'c>(c: &'c Call<'c>) -> Answer<'c> {
                 return Err(Error::not_found(format!("message {l} not found in session {}", s.id)));
             }
         }
-        let done = extract::run(&Memories::new(s.env), s.id, leaf.as_deref()).await?;
+        let tags = s.env.config.memory.as_ref().map(|m| m.tags.clone()).unwrap_or_default();
+        let done = extract::run(&Memories::new(s.env), s.id, leaf.as_deref(), &tags).await?;
         Ok(Response::json(200, &done))
     })
 }

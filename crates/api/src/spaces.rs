@@ -10,7 +10,7 @@ use super::call::{Answer, Call};
 use super::http::{req_str, Response};
 use session_agent_core::error::{Error, Result};
 use session_agent_core::ids::check_name;
-use session_agent_core::memory::extract::{distill, Exchange};
+use session_agent_core::memory::extract::{distill, Exchange, Source};
 use session_agent_core::memory::Memories;
 use session_agent_core::space::blocks::{self, Write};
 use session_agent_core::space::choice;
@@ -153,8 +153,9 @@ pub(crate) fn link_append(c: &Call<'_>) -> Result<Response> {
     append_as(c, Writer::Agent)
 }
 
-/// `POST /link/extract` `{agent, sessionId, exchange}`: an agent's exchange distilled into the
-/// space's memories (as the agent would into its own), each tagged `metadata.agent`.
+/// `POST /link/extract` `{agent, sessionId, exchange, tags?}`: an agent's exchange distilled into the
+/// space's memories (as the agent would into its own), each tagged `metadata.agent` and given
+/// the agent's scope `tags`.
 pub(crate) fn extract<'c>(c: &'c Call<'c>) -> Answer<'c> {
     Box::pin(async move {
         let body = c.req.json_object()?;
@@ -164,7 +165,15 @@ pub(crate) fn extract<'c>(c: &'c Call<'c>) -> Answer<'c> {
         check_name("sessionId", &session)?;
         let x: Exchange = serde_json::from_value(body.get("exchange").cloned().unwrap_or(Json::Null))
             .map_err(|e| Error::invalid(format!("exchange: {e}")))?;
-        let out = distill(&Memories::new(c.env), &session, &x, Some(&agent)).await?;
+        let tags: Vec<String> = match body.get("tags") {
+            None | Some(Json::Null) => Vec::new(),
+            Some(t) => {
+                serde_json::from_value(t.clone()).map_err(|_| Error::invalid("tags must be an array of strings"))?
+            }
+        };
+        session_agent_core::config::memory::check_scope_tags("tags", &tags)?;
+        let from = Source { agent: Some(&agent), tags: &tags };
+        let out = distill(&Memories::new(c.env), &session, &x, from).await?;
         Ok(Response::json(200, &out))
     })
 }

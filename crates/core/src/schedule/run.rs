@@ -154,7 +154,7 @@ async fn execute(env: &Env<'_>, s: &Schedule) -> Result<Executed> {
         Some(sid) => {
             let session = Session::new(env, sid);
             let ask = Ask::Message { msg: NewMessage::from_json(&user)?, parent: Parent::Latest };
-            let req = TurnRequest { ask, tools: Vec::new(), memory: MemoryUse::AsConfigured, stop: Stop::default() };
+            let req = TurnRequest { ask, tools: Vec::new(), memory: MemoryUse::default(), stop: Stop::default() };
             let done = turn(&session, req, &mut |_| Ok(())).await?;
             // Nothing stops a scheduled run: its reply is always there.
             let message = done.message.unwrap_or_default();
