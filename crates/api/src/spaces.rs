@@ -167,9 +167,10 @@ pub(crate) fn extract<'c>(c: &'c Call<'c>) -> Answer<'c> {
             .map_err(|e| Error::invalid(format!("exchange: {e}")))?;
         let tags: Vec<String> = match body.get("tags") {
             None | Some(Json::Null) => Vec::new(),
-            Some(t) => {
-                serde_json::from_value(t.clone()).map_err(|_| Error::invalid("tags must be an array of strings"))?
-            }
+            Some(t) => t
+                .as_array()
+                .and_then(|a| a.iter().map(|t| t.as_str().map(str::to_owned)).collect())
+                .ok_or_else(|| Error::invalid("tags must be an array of strings"))?,
         };
         session_agent_core::config::memory::check_scope_tags("tags", &tags)?;
         let from = Source { agent: Some(&agent), tags: &tags };
