@@ -347,15 +347,18 @@ pub(crate) fn patch<'c>(c: &'c Call<'c>) -> Answer<'c> {
 /// `PUT /memories/{mid}` (a body as for `POST /memories` without `supersedes`): an upsert. 201
 /// with the memory stored under that id when none of it is stored, 200 with the memory it
 /// replaced (every field the body's or its default, a new version) otherwise.
-pub(crate) fn put(c: &Call<'_>) -> Result<Response> {
-    let id = c.params.memory.as_str();
-    let body = c.req.json_object()?;
-    if body.contains_key("supersedes") {
-        return Err(Error::invalid("supersedes is for POST /memories: a PUT stores or replaces one memory"));
-    }
-    let new = new_memory(&body)?;
-    let (m, stored) = Memories::new(c.env).put(id, &new, By::Api)?;
-    Ok(Response::json(if stored == Stored::Created { 201 } else { 200 }, &m))
+pub(crate) fn put<'c>(c: &'c Call<'c>) -> Answer<'c> {
+    Box::pin(async move {
+        let env = c.env;
+        let id = c.params.memory.as_str();
+        let body = c.req.json_object()?;
+        if body.contains_key("supersedes") {
+            return Err(Error::invalid("supersedes is for POST /memories: a PUT stores or replaces one memory"));
+        }
+        let new = new_memory(&body)?;
+        let (m, stored) = Memories::new(env).put(id, &new, By::Api).await?;
+        Ok(Response::json(if stored == Stored::Created { 201 } else { 200 }, &m))
+    })
 }
 
 /// `GET /memories/{mid}/history`: every version, oldest first.

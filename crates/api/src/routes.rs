@@ -182,7 +182,7 @@ const A_MEMORY: Route = route(
     Who::Agent,
     &[
         get(now(memories::get), &[]),
-        write(Put, now(memories::put)),
+        write(Put, later(memories::put)),
         write(Patch, later(memories::patch)),
         bare(Delete, now(memories::delete)),
     ],

@@ -159,7 +159,7 @@ impl<'a> Memories<'a> {
 
     /// Stores `new` as memory `id`, or replaces the memory of that id (`PUT /memories/{id}`:
     /// `store::put`); its earlier version stays in its history.
-    pub fn put(&self, id: &str, new: &NewMemory, by: By) -> Result<(Memory, Stored)> {
+    pub async fn put(&self, id: &str, new: &NewMemory, by: By) -> Result<(Memory, Stored)> {
         let e = self.env;
         self.admits(new.category)?;
         let (m, stored) = self.write(|cfg| {
