@@ -2485,9 +2485,10 @@ export interface paths {
                  */
                 agent: components["parameters"]["agent"];
                 /**
-                 * @description Memory id (`mem_` and a UUID v4, as the API gives them out), percent-decoded: `400`
-                 *     when that is not UTF-8, longer than 256 characters or holds a control character. Any
-                 *     other id is simply not found (`404`).
+                 * @description Memory id (`mem_` and a UUID v4 as the API gives them out, or the caller's own given to
+                 *     `PUT`), percent-decoded: `400` when that is not UTF-8, longer than 256 characters or
+                 *     holds a control character. Any other id is simply not found (`404`), or for `PUT`
+                 *     stored (1–128 characters of `[A-Za-z0-9._:-]`, `400` otherwise).
                  * @example mem_8c1f4e2a-5b3d-4f6e-9a7b-0c1d2e3f4a5b
                  */
                 memory: components["parameters"]["memory"];
@@ -2570,9 +2571,10 @@ export interface paths {
                  */
                 agent: components["parameters"]["agent"];
                 /**
-                 * @description Memory id (`mem_` and a UUID v4, as the API gives them out), percent-decoded: `400`
-                 *     when that is not UTF-8, longer than 256 characters or holds a control character. Any
-                 *     other id is simply not found (`404`).
+                 * @description Memory id (`mem_` and a UUID v4 as the API gives them out, or the caller's own given to
+                 *     `PUT`), percent-decoded: `400` when that is not UTF-8, longer than 256 characters or
+                 *     holds a control character. Any other id is simply not found (`404`), or for `PUT`
+                 *     stored (1–128 characters of `[A-Za-z0-9._:-]`, `400` otherwise).
                  * @example mem_8c1f4e2a-5b3d-4f6e-9a7b-0c1d2e3f4a5b
                  */
                 memory: components["parameters"]["memory"];
@@ -3581,9 +3583,10 @@ export interface paths {
                  */
                 space: components["parameters"]["space"];
                 /**
-                 * @description Memory id (`mem_` and a UUID v4, as the API gives them out), percent-decoded: `400`
-                 *     when that is not UTF-8, longer than 256 characters or holds a control character. Any
-                 *     other id is simply not found (`404`).
+                 * @description Memory id (`mem_` and a UUID v4 as the API gives them out, or the caller's own given to
+                 *     `PUT`), percent-decoded: `400` when that is not UTF-8, longer than 256 characters or
+                 *     holds a control character. Any other id is simply not found (`404`), or for `PUT`
+                 *     stored (1–128 characters of `[A-Za-z0-9._:-]`, `400` otherwise).
                  * @example mem_8c1f4e2a-5b3d-4f6e-9a7b-0c1d2e3f4a5b
                  */
                 memory: components["parameters"]["memory"];
@@ -3666,9 +3669,10 @@ export interface paths {
                  */
                 space: components["parameters"]["space"];
                 /**
-                 * @description Memory id (`mem_` and a UUID v4, as the API gives them out), percent-decoded: `400`
-                 *     when that is not UTF-8, longer than 256 characters or holds a control character. Any
-                 *     other id is simply not found (`404`).
+                 * @description Memory id (`mem_` and a UUID v4 as the API gives them out, or the caller's own given to
+                 *     `PUT`), percent-decoded: `400` when that is not UTF-8, longer than 256 characters or
+                 *     holds a control character. Any other id is simply not found (`404`), or for `PUT`
+                 *     stored (1–128 characters of `[A-Za-z0-9._:-]`, `400` otherwise).
                  * @example mem_8c1f4e2a-5b3d-4f6e-9a7b-0c1d2e3f4a5b
                  */
                 memory: components["parameters"]["memory"];
@@ -4994,7 +4998,11 @@ export interface components {
          *     }
          */
         Memory: {
-            /** @description Server-chosen, `mem_` and a UUID v4. */
+            /**
+             * @description `mem_` and a UUID v4 when the service chose it; the caller's own when stored with
+             *     `PUT …/memories/{memory}` (1–128 characters of `[A-Za-z0-9._:-]`); as exported for an
+             *     imported one.
+             */
             id: string;
             /** @description The fact, as stored (1–4,000 characters, not blank). */
             content: string;
@@ -5888,9 +5896,10 @@ export interface components {
         /** @description Most hits returned (integer 1–100; anything else is `400`). */
         limit: number;
         /**
-         * @description Memory id (`mem_` and a UUID v4, as the API gives them out), percent-decoded: `400`
-         *     when that is not UTF-8, longer than 256 characters or holds a control character. Any
-         *     other id is simply not found (`404`).
+         * @description Memory id (`mem_` and a UUID v4 as the API gives them out, or the caller's own given to
+         *     `PUT`), percent-decoded: `400` when that is not UTF-8, longer than 256 characters or
+         *     holds a control character. Any other id is simply not found (`404`), or for `PUT`
+         *     stored (1–128 characters of `[A-Za-z0-9._:-]`, `400` otherwise).
          * @example mem_8c1f4e2a-5b3d-4f6e-9a7b-0c1d2e3f4a5b
          */
         memory: string;
@@ -9679,9 +9688,10 @@ export interface operations {
                  */
                 agent: components["parameters"]["agent"];
                 /**
-                 * @description Memory id (`mem_` and a UUID v4, as the API gives them out), percent-decoded: `400`
-                 *     when that is not UTF-8, longer than 256 characters or holds a control character. Any
-                 *     other id is simply not found (`404`).
+                 * @description Memory id (`mem_` and a UUID v4 as the API gives them out, or the caller's own given to
+                 *     `PUT`), percent-decoded: `400` when that is not UTF-8, longer than 256 characters or
+                 *     holds a control character. Any other id is simply not found (`404`), or for `PUT`
+                 *     stored (1–128 characters of `[A-Za-z0-9._:-]`, `400` otherwise).
                  * @example mem_8c1f4e2a-5b3d-4f6e-9a7b-0c1d2e3f4a5b
                  */
                 memory: components["parameters"]["memory"];
@@ -9721,9 +9731,10 @@ export interface operations {
                  */
                 agent: components["parameters"]["agent"];
                 /**
-                 * @description Memory id (`mem_` and a UUID v4, as the API gives them out), percent-decoded: `400`
-                 *     when that is not UTF-8, longer than 256 characters or holds a control character. Any
-                 *     other id is simply not found (`404`).
+                 * @description Memory id (`mem_` and a UUID v4 as the API gives them out, or the caller's own given to
+                 *     `PUT`), percent-decoded: `400` when that is not UTF-8, longer than 256 characters or
+                 *     holds a control character. Any other id is simply not found (`404`), or for `PUT`
+                 *     stored (1–128 characters of `[A-Za-z0-9._:-]`, `400` otherwise).
                  * @example mem_8c1f4e2a-5b3d-4f6e-9a7b-0c1d2e3f4a5b
                  */
                 memory: components["parameters"]["memory"];
@@ -9786,9 +9797,10 @@ export interface operations {
                  */
                 agent: components["parameters"]["agent"];
                 /**
-                 * @description Memory id (`mem_` and a UUID v4, as the API gives them out), percent-decoded: `400`
-                 *     when that is not UTF-8, longer than 256 characters or holds a control character. Any
-                 *     other id is simply not found (`404`).
+                 * @description Memory id (`mem_` and a UUID v4 as the API gives them out, or the caller's own given to
+                 *     `PUT`), percent-decoded: `400` when that is not UTF-8, longer than 256 characters or
+                 *     holds a control character. Any other id is simply not found (`404`), or for `PUT`
+                 *     stored (1–128 characters of `[A-Za-z0-9._:-]`, `400` otherwise).
                  * @example mem_8c1f4e2a-5b3d-4f6e-9a7b-0c1d2e3f4a5b
                  */
                 memory: components["parameters"]["memory"];
@@ -9826,9 +9838,10 @@ export interface operations {
                  */
                 agent: components["parameters"]["agent"];
                 /**
-                 * @description Memory id (`mem_` and a UUID v4, as the API gives them out), percent-decoded: `400`
-                 *     when that is not UTF-8, longer than 256 characters or holds a control character. Any
-                 *     other id is simply not found (`404`).
+                 * @description Memory id (`mem_` and a UUID v4 as the API gives them out, or the caller's own given to
+                 *     `PUT`), percent-decoded: `400` when that is not UTF-8, longer than 256 characters or
+                 *     holds a control character. Any other id is simply not found (`404`), or for `PUT`
+                 *     stored (1–128 characters of `[A-Za-z0-9._:-]`, `400` otherwise).
                  * @example mem_8c1f4e2a-5b3d-4f6e-9a7b-0c1d2e3f4a5b
                  */
                 memory: components["parameters"]["memory"];
@@ -9899,9 +9912,10 @@ export interface operations {
                  */
                 agent: components["parameters"]["agent"];
                 /**
-                 * @description Memory id (`mem_` and a UUID v4, as the API gives them out), percent-decoded: `400`
-                 *     when that is not UTF-8, longer than 256 characters or holds a control character. Any
-                 *     other id is simply not found (`404`).
+                 * @description Memory id (`mem_` and a UUID v4 as the API gives them out, or the caller's own given to
+                 *     `PUT`), percent-decoded: `400` when that is not UTF-8, longer than 256 characters or
+                 *     holds a control character. Any other id is simply not found (`404`), or for `PUT`
+                 *     stored (1–128 characters of `[A-Za-z0-9._:-]`, `400` otherwise).
                  * @example mem_8c1f4e2a-5b3d-4f6e-9a7b-0c1d2e3f4a5b
                  */
                 memory: components["parameters"]["memory"];
@@ -11598,9 +11612,10 @@ export interface operations {
                  */
                 space: components["parameters"]["space"];
                 /**
-                 * @description Memory id (`mem_` and a UUID v4, as the API gives them out), percent-decoded: `400`
-                 *     when that is not UTF-8, longer than 256 characters or holds a control character. Any
-                 *     other id is simply not found (`404`).
+                 * @description Memory id (`mem_` and a UUID v4 as the API gives them out, or the caller's own given to
+                 *     `PUT`), percent-decoded: `400` when that is not UTF-8, longer than 256 characters or
+                 *     holds a control character. Any other id is simply not found (`404`), or for `PUT`
+                 *     stored (1–128 characters of `[A-Za-z0-9._:-]`, `400` otherwise).
                  * @example mem_8c1f4e2a-5b3d-4f6e-9a7b-0c1d2e3f4a5b
                  */
                 memory: components["parameters"]["memory"];
@@ -11640,9 +11655,10 @@ export interface operations {
                  */
                 space: components["parameters"]["space"];
                 /**
-                 * @description Memory id (`mem_` and a UUID v4, as the API gives them out), percent-decoded: `400`
-                 *     when that is not UTF-8, longer than 256 characters or holds a control character. Any
-                 *     other id is simply not found (`404`).
+                 * @description Memory id (`mem_` and a UUID v4 as the API gives them out, or the caller's own given to
+                 *     `PUT`), percent-decoded: `400` when that is not UTF-8, longer than 256 characters or
+                 *     holds a control character. Any other id is simply not found (`404`), or for `PUT`
+                 *     stored (1–128 characters of `[A-Za-z0-9._:-]`, `400` otherwise).
                  * @example mem_8c1f4e2a-5b3d-4f6e-9a7b-0c1d2e3f4a5b
                  */
                 memory: components["parameters"]["memory"];
@@ -11705,9 +11721,10 @@ export interface operations {
                  */
                 space: components["parameters"]["space"];
                 /**
-                 * @description Memory id (`mem_` and a UUID v4, as the API gives them out), percent-decoded: `400`
-                 *     when that is not UTF-8, longer than 256 characters or holds a control character. Any
-                 *     other id is simply not found (`404`).
+                 * @description Memory id (`mem_` and a UUID v4 as the API gives them out, or the caller's own given to
+                 *     `PUT`), percent-decoded: `400` when that is not UTF-8, longer than 256 characters or
+                 *     holds a control character. Any other id is simply not found (`404`), or for `PUT`
+                 *     stored (1–128 characters of `[A-Za-z0-9._:-]`, `400` otherwise).
                  * @example mem_8c1f4e2a-5b3d-4f6e-9a7b-0c1d2e3f4a5b
                  */
                 memory: components["parameters"]["memory"];
@@ -11745,9 +11762,10 @@ export interface operations {
                  */
                 space: components["parameters"]["space"];
                 /**
-                 * @description Memory id (`mem_` and a UUID v4, as the API gives them out), percent-decoded: `400`
-                 *     when that is not UTF-8, longer than 256 characters or holds a control character. Any
-                 *     other id is simply not found (`404`).
+                 * @description Memory id (`mem_` and a UUID v4 as the API gives them out, or the caller's own given to
+                 *     `PUT`), percent-decoded: `400` when that is not UTF-8, longer than 256 characters or
+                 *     holds a control character. Any other id is simply not found (`404`), or for `PUT`
+                 *     stored (1–128 characters of `[A-Za-z0-9._:-]`, `400` otherwise).
                  * @example mem_8c1f4e2a-5b3d-4f6e-9a7b-0c1d2e3f4a5b
                  */
                 memory: components["parameters"]["memory"];
@@ -11818,9 +11836,10 @@ export interface operations {
                  */
                 space: components["parameters"]["space"];
                 /**
-                 * @description Memory id (`mem_` and a UUID v4, as the API gives them out), percent-decoded: `400`
-                 *     when that is not UTF-8, longer than 256 characters or holds a control character. Any
-                 *     other id is simply not found (`404`).
+                 * @description Memory id (`mem_` and a UUID v4 as the API gives them out, or the caller's own given to
+                 *     `PUT`), percent-decoded: `400` when that is not UTF-8, longer than 256 characters or
+                 *     holds a control character. Any other id is simply not found (`404`), or for `PUT`
+                 *     stored (1–128 characters of `[A-Za-z0-9._:-]`, `400` otherwise).
                  * @example mem_8c1f4e2a-5b3d-4f6e-9a7b-0c1d2e3f4a5b
                  */
                 memory: components["parameters"]["memory"];
