@@ -71,7 +71,7 @@ pub(crate) fn get(c: &Call<'_>) -> Result<Response> {
 /// and the bytes of its messages' fields in R2 (`store::storage`).
 pub(crate) fn storage(c: &Call<'_>) -> Result<Response> {
     let s = &c.session();
-    Ok(Response::json(200, &session_agent_core::store::storage::of(s.env.sql, s.id)?))
+    Ok(Response::json_text(200, session_agent_core::store::storage::of(s.env.sql, s.id)?))
 }
 
 /// `PATCH /sessions/{sid}` `{name?, metadata?}`: at least one of them.
