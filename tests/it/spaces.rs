@@ -508,7 +508,12 @@ fn every_space_operation_is_a_route_of_the_space_table() {
     use session_agent_core::space::Operation;
     let (label, content, agent) = ("team notes/1".to_owned(), "x".to_owned(), "alice:planner".to_owned());
     let ops = [
-        Operation::Recall { text: "peanuts & more".into(), limit: 5, categories: vec![Category::Core] },
+        Operation::Recall {
+            text: "peanuts & more".into(),
+            limit: 5,
+            categories: vec![Category::Core],
+            tags: vec!["team".into()],
+        },
         Operation::ReadBlock { label: label.clone() },
         Operation::AppendBlock {
             label: label.clone(),
@@ -518,7 +523,7 @@ fn every_space_operation_is_a_route_of_the_space_table() {
             initial: None,
         },
         Operation::ReplaceBlock { label: label.clone(), content, version: 3, agent: agent.clone(), max_tokens: None },
-        Operation::Extract { agent, session: "s1".into(), exchange: json!({}) },
+        Operation::Extract { agent, session: "s1".into(), exchange: json!({}), tags: Vec::new() },
     ];
     for op in &ops {
         let expected = match op {

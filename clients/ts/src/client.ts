@@ -16,7 +16,8 @@ import type {
   IssuedToken, Memory, MemoryCategory, MemoryHit, MemoryList, MemoryVersion, Message, NewTurnRequest, ParentId,
   Prompt, RecentHistory, Revocation, RevokeTokensRequest, Schedule, ScheduleRun, CreateScheduleRequest,
   UpdateScheduleRequest, SearchEntry, SearchEntryList, SearchHit, SessionExport,
-  SessionImport, SessionInfo, SplitRequest, Tool, ToolName, UpdateMemoryRequest, UpdateSessionRequest, UsageRequest,
+  SessionImport, SessionInfo, SessionStorage, SplitRequest, Tool, ToolName, UpdateMemoryRequest, UpdateSessionRequest, UsageRequest,
+  PutMemoryRequest,
   UserMessage, SpaceChoice, SharedBlock,
 } from "./types.js";
 
@@ -440,6 +441,11 @@ export class Memories {
     return this.agent.request("patch", "/agents/{agent}/memories/{memory}", { path: { memory: id }, body: patch });
   }
 
+  /** Stores a memory under `id` when none of it is stored, else replaces it (a new version). */
+  async put(id: string, memory: PutMemoryRequest): Promise<Memory> {
+    return this.agent.request("put", "/agents/{agent}/memories/{memory}", { path: { memory: id }, body: memory });
+  }
+
   /** Forgets one memory. */
   async forget(id: string): Promise<void> {
     await this.agent.request("delete", "/agents/{agent}/memories/{memory}", { path: { memory: id } });
@@ -599,6 +605,11 @@ export class SessionClient {
     return this.agent.request("post", "/agents/{agent}/sessions/{sid}/usage", { path: this.path, body: usage });
   }
 
+  /** What the session holds: its rows and the bytes they store in SQLite, its spilled bytes in R2. */
+  async storage(): Promise<SessionStorage> {
+    return this.agent.request("get", "/agents/{agent}/sessions/{sid}/storage", { path: this.path });
+  }
+
   /**
    * Ends this session and goes on in a new one that starts from its summary (not with a token
    * limited to sessions: `403`).
@@ -639,6 +650,14 @@ export class SessionClient {
   /** Deletes a message; its children become roots. */
   async deleteMessage(mid: string): Promise<void> {
     await this.agent.request("delete", "/agents/{agent}/sessions/{sid}/messages/{mid}", { path: { ...this.path, mid } });
+  }
+
+  /** Deletes several messages (1 to 1,000), all or nothing: an unknown id is `404 not_found` and
+   * nothing is deleted. Their children become roots. The ids deleted, each once. */
+  async deleteMessages(ids: string[]): Promise<string[]> {
+    return (await this.agent.request("post", "/agents/{agent}/sessions/{sid}/messages/delete", {
+      path: this.path, body: { ids },
+    })).deleted;
   }
 
   /** Deletes every message of the session (the session stays). */

@@ -264,6 +264,47 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/agents/{agent}/sessions/{sid}/storage": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The agent: picks the Durable Object (`idFromName(agent)`), so each agent has its own
+                 *     database. 1–128 characters of `[A-Za-z0-9._:-]`, checked after percent-decoding
+                 *     (`400` otherwise). Front door only; absent when calling the DO stub directly.
+                 * @example alice
+                 */
+                agent: components["parameters"]["agent"];
+                /**
+                 * @description Session id: 1–128 characters of `[A-Za-z0-9._:-]`, checked after percent-decoding
+                 *     (`400 invalid_request` otherwise).
+                 * @example chat-1
+                 */
+                sid: components["parameters"]["sid"];
+            };
+            cookie?: never;
+        };
+        /**
+         * What a session holds in SQLite and in R2
+         * @description The session's storage figures, counted from its rows when asked: `rows` (every row of
+         *     `kinds`), `sqliteBytes` (the bytes those rows store: message JSON as stored, summaries,
+         *     block texts and definitions, the frozen prompt, its messages' vectors; indexes, the
+         *     full-text index and the database's page overhead are not counted, the whole database's
+         *     size is the directory's `sqliteBytes`), `r2Bytes` and `r2Objects` (the message fields
+         *     kept in R2 because their message passed the row limit: a fork shares its source's
+         *     objects, counted in both), and `kinds`, the same by kind. `404` for a session that is
+         *     not registered.
+         */
+        get: operations["getSessionStorage"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/agents/{agent}/sessions/{sid}/split": {
         parameters: {
             query?: never;
@@ -530,6 +571,65 @@ export interface paths {
          * @description As `DELETE …/messages/{mid}` with `{mid}` = `batch`.
          */
         delete: operations["deleteMessageNamedBatch"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/agents/{agent}/sessions/{sid}/messages/delete": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The agent: picks the Durable Object (`idFromName(agent)`), so each agent has its own
+                 *     database. 1–128 characters of `[A-Za-z0-9._:-]`, checked after percent-decoding
+                 *     (`400` otherwise). Front door only; absent when calling the DO stub directly.
+                 * @example alice
+                 */
+                agent: components["parameters"]["agent"];
+                /**
+                 * @description Session id: 1–128 characters of `[A-Za-z0-9._:-]`, checked after percent-decoding
+                 *     (`400 invalid_request` otherwise).
+                 * @example chat-1
+                 */
+                sid: components["parameters"]["sid"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Get the message whose id is `delete`
+         * @description As `GET …/messages/{mid}` with `{mid}` = `delete`.
+         */
+        get: operations["getMessageNamedDelete"];
+        /**
+         * Replace the message whose id is `delete`
+         * @description As `PUT …/messages/{mid}` with `{mid}` = `delete` (`message.id` must be `delete`).
+         */
+        put: operations["updateMessageNamedDelete"];
+        /**
+         * Delete several messages, all or nothing
+         * @description Deletes the messages `ids` names (1 to 1,000 ids; an id named twice is deleted once) in
+         *     one transaction, each as `DELETE …/messages/{mid}` deletes one: its index row and
+         *     spilled fields go with it, **its children stay** and become roots (so deleting a
+         *     message and its child leaves the grandchild a root), overlays that name it stay stored.
+         *
+         *     **All or nothing.** An id the session does not hold is `404` (its message names it) and
+         *     nothing is deleted; a body that is not `{ids}` with 1 to 1,000 message ids (strings of
+         *     1–256 characters without control characters; no other field) is `400` and nothing is
+         *     deleted. Of two requests that name the same message at once, one deletes and the other
+         *     is `404` having deleted nothing.
+         *
+         *     `200` with `deleted`, the ids deleted in the order first named. The session's
+         *     `updatedAt` moves to now; its sockets get one `deleted` frame with those ids, then an
+         *     `idle` status.
+         */
+        post: operations["deleteMessages"];
+        /**
+         * Delete the message whose id is `delete`
+         * @description As `DELETE …/messages/{mid}` with `{mid}` = `delete`.
+         */
+        delete: operations["deleteMessageNamedDelete"];
         options?: never;
         head?: never;
         patch?: never;
@@ -1725,11 +1825,15 @@ export interface paths {
          *     ## Long-term memory
          *
          *     With `SESSION_CONFIG.memory` set, a **new turn** (not a continuation) uses the agent's
-         *     memories, unless the body says `memory: false`:
+         *     memories, unless the body says `memory: false`; a memory spec in the body (`memory:
+         *     {inject?, extract?, tags?, categories?, limit?}`, `ChatMemorySpec`) overrides the
+         *     configuration for this turn, and may turn inject or extract on for an agent without
+         *     them:
          *     - **inject** (unless `memory.inject` is off): the memories recalled for the text of
          *       the user message (ranked as by `GET /memories/search`; only the configured
-         *       `inject.categories`, and of the `conversation` memories only this session's; at
-         *       most `inject.limit`) are sent to the model as a fenced block
+         *       `inject.categories` within the agent's `memory.categories`, with `memory.tags` only
+         *       those holding one of its tags, and of the `conversation` memories only this
+         *       session's; at most `inject.limit`) are sent to the model as a fenced block
          *       `<user-memory>…</user-memory>`, one `- <content>` line each after a short preamble,
          *       within `inject.tokenBudget` estimated tokens (over it, the memory with the lowest
          *       `score` is left out first, an unknown score counting lowest). Nothing is sent when
@@ -1740,7 +1844,8 @@ export interface paths {
          *     - **extract** (unless `memory.extract` is off): once the answer is sent (the JSON
          *       answer, the SSE stream's last event, or the `message` frames of a WebSocket `chat`),
          *       facts are distilled from the turn's exchange as by `POST …/memories/extract` with
-         *       the reply as `leafId`. It never delays or fails the turn: a failure is only logged;
+         *       the reply as `leafId`, each stored fact given the scope's tags (`memory.tags`, or
+         *       the call's `tags`) besides its own. It never delays or fails the turn: a failure is only logged;
          *       what it changes reaches every socket of the agent as `memory` frames.
          *
          *     The memory tools (`memory_store`, `memory_recall`, `memory_forget`) are offered
@@ -2381,9 +2486,10 @@ export interface paths {
                  */
                 agent: components["parameters"]["agent"];
                 /**
-                 * @description Memory id (`mem_` and a UUID v4, as the API gives them out), percent-decoded: `400`
-                 *     when that is not UTF-8, longer than 256 characters or holds a control character. Any
-                 *     other id is simply not found (`404`).
+                 * @description Memory id (`mem_` and a UUID v4 as the API gives them out, or the caller's own given to
+                 *     `PUT`), percent-decoded: `400` when that is not UTF-8, longer than 256 characters or
+                 *     holds a control character. Any other id is simply not found (`404`), or for `PUT`
+                 *     stored (1–128 characters of `[A-Za-z0-9._:-]`, `400` otherwise).
                  * @example mem_8c1f4e2a-5b3d-4f6e-9a7b-0c1d2e3f4a5b
                  */
                 memory: components["parameters"]["memory"];
@@ -2396,7 +2502,27 @@ export interface paths {
          *     not count as a recall.
          */
         get: operations["getMemory"];
-        put?: never;
+        /**
+         * Store a memory under this id, or replace it
+         * @description An upsert. When no memory of this id is stored (or it expired), the body is stored
+         *     under it as `POST /memories` stores one (`201`): the id must be 1–128 characters of
+         *     `[A-Za-z0-9._:-]` (`400` otherwise; `batch` and `search` are routes, so a `PUT` there
+         *     is `405`), the memory cap applies (`422`), and a live memory of another id that says
+         *     the same (same category and text once trimmed, white space collapsed, case ignored) is
+         *     `409 conflict`: it is not merged, since the id asked for would not hold it.
+         *
+         *     When one is stored, it is replaced (`200`): its text, category, tags, metadata,
+         *     score and expiry become the body's, a field the body leaves out its default (no tags,
+         *     `{}`, no score, no expiry, or `dailyTtlDays` from now for `daily`), as a new version in
+         *     its history; `createdAt`, its recall counts and its place in time stay. Its `source`
+         *     and `validFrom` do not change: given, they must be the stored ones (`409` otherwise).
+         *     A replacement that would make it the duplicate of another live memory is `409`.
+         *
+         *     The body is `POST /memories`'s without `supersedes` (`400`), unknown fields `400`.
+         *     Either way nothing changes on an error. Every socket of the agent gets a `memory`
+         *     frame, `op: "created"` or `"updated"`.
+         */
+        put: operations["putMemory"];
         post?: never;
         /**
          * Forget one memory
@@ -2446,9 +2572,10 @@ export interface paths {
                  */
                 agent: components["parameters"]["agent"];
                 /**
-                 * @description Memory id (`mem_` and a UUID v4, as the API gives them out), percent-decoded: `400`
-                 *     when that is not UTF-8, longer than 256 characters or holds a control character. Any
-                 *     other id is simply not found (`404`).
+                 * @description Memory id (`mem_` and a UUID v4 as the API gives them out, or the caller's own given to
+                 *     `PUT`), percent-decoded: `400` when that is not UTF-8, longer than 256 characters or
+                 *     holds a control character. Any other id is simply not found (`404`), or for `PUT`
+                 *     stored (1–128 characters of `[A-Za-z0-9._:-]`, `400` otherwise).
                  * @example mem_8c1f4e2a-5b3d-4f6e-9a7b-0c1d2e3f4a5b
                  */
                 memory: components["parameters"]["memory"];
@@ -3495,9 +3622,10 @@ export interface paths {
                  */
                 space: components["parameters"]["space"];
                 /**
-                 * @description Memory id (`mem_` and a UUID v4, as the API gives them out), percent-decoded: `400`
-                 *     when that is not UTF-8, longer than 256 characters or holds a control character. Any
-                 *     other id is simply not found (`404`).
+                 * @description Memory id (`mem_` and a UUID v4 as the API gives them out, or the caller's own given to
+                 *     `PUT`), percent-decoded: `400` when that is not UTF-8, longer than 256 characters or
+                 *     holds a control character. Any other id is simply not found (`404`), or for `PUT`
+                 *     stored (1–128 characters of `[A-Za-z0-9._:-]`, `400` otherwise).
                  * @example mem_8c1f4e2a-5b3d-4f6e-9a7b-0c1d2e3f4a5b
                  */
                 memory: components["parameters"]["memory"];
@@ -3510,7 +3638,27 @@ export interface paths {
          *     not count as a recall.
          */
         get: operations["getMemoryInSpace"];
-        put?: never;
+        /**
+         * Space: Store a memory under this id, or replace it
+         * @description An upsert. When no memory of this id is stored (or it expired), the body is stored
+         *     under it as `POST /memories` stores one (`201`): the id must be 1–128 characters of
+         *     `[A-Za-z0-9._:-]` (`400` otherwise; `batch` and `search` are routes, so a `PUT` there
+         *     is `405`), the memory cap applies (`422`), and a live memory of another id that says
+         *     the same (same category and text once trimmed, white space collapsed, case ignored) is
+         *     `409 conflict`: it is not merged, since the id asked for would not hold it.
+         *
+         *     When one is stored, it is replaced (`200`): its text, category (`conversation` is `400` in a space: it has no sessions), tags, metadata,
+         *     score and expiry become the body's, a field the body leaves out its default (no tags,
+         *     `{}`, no score, no expiry, or `dailyTtlDays` from now for `daily`), as a new version in
+         *     its history; `createdAt`, its recall counts and its place in time stay. Its `source`
+         *     and `validFrom` do not change: given, they must be the stored ones (`409` otherwise).
+         *     A replacement that would make it the duplicate of another live memory is `409`.
+         *
+         *     The body is `POST /memories`'s without `supersedes` (`400`), unknown fields `400`.
+         *     Either way nothing changes on an error. Every socket of the agent gets a `memory`
+         *     frame, `op: "created"` or `"updated"`.
+         */
+        put: operations["putMemoryInSpace"];
         post?: never;
         /**
          * Space: Forget one memory
@@ -3560,9 +3708,10 @@ export interface paths {
                  */
                 space: components["parameters"]["space"];
                 /**
-                 * @description Memory id (`mem_` and a UUID v4, as the API gives them out), percent-decoded: `400`
-                 *     when that is not UTF-8, longer than 256 characters or holds a control character. Any
-                 *     other id is simply not found (`404`).
+                 * @description Memory id (`mem_` and a UUID v4 as the API gives them out, or the caller's own given to
+                 *     `PUT`), percent-decoded: `400` when that is not UTF-8, longer than 256 characters or
+                 *     holds a control character. Any other id is simply not found (`404`), or for `PUT`
+                 *     stored (1–128 characters of `[A-Za-z0-9._:-]`, `400` otherwise).
                  * @example mem_8c1f4e2a-5b3d-4f6e-9a7b-0c1d2e3f4a5b
                  */
                 memory: components["parameters"]["memory"];
@@ -4251,6 +4400,43 @@ export interface components {
             inserted: number;
             compaction?: components["schemas"]["CompactionReport"];
         };
+        DeleteMessagesRequest: {
+            /** @description The messages to delete; an id named twice is deleted once. */
+            ids: components["schemas"]["MessageId"][];
+        };
+        DeleteMessagesResult: {
+            /** @description The ids deleted, each once, in the order first named. */
+            deleted: components["schemas"]["MessageId"][];
+        };
+        StorageFigures: {
+            rows: number;
+            bytes: number;
+        };
+        SessionStorage: {
+            sessionId: string;
+            /** @description Every row of `kinds`. */
+            rows: number;
+            /** @description The bytes those rows store (indexes and page overhead not counted). */
+            sqliteBytes: number;
+            /** @description The bytes of its messages' fields kept in R2. */
+            r2Bytes: number;
+            /** @description The R2 objects holding them. */
+            r2Objects: number;
+            kinds: {
+                /** @description Its messages on every branch, their JSON as stored (a spilled field counts as its placeholder). */
+                messages: components["schemas"]["StorageFigures"];
+                /** @description Its summary overlays, their summaries. */
+                compactions: components["schemas"]["StorageFigures"];
+                /** @description Its writable blocks' texts, blocks added or removed at run time, loaded skills. */
+                context: components["schemas"]["StorageFigures"];
+                /** @description Its frozen system prompt. */
+                prompt: components["schemas"]["StorageFigures"];
+                /** @description Its messages' vectors (with embeddings). */
+                vectors: components["schemas"]["StorageFigures"];
+                /** @description The rows that say where its spilled fields are (their bytes are `r2Bytes`). */
+                spills: components["schemas"]["StorageFigures"];
+            };
+        };
         UpdateMessageRequest: {
             message: components["schemas"]["Message"];
         };
@@ -4595,14 +4781,38 @@ export interface components {
             ttl?: "5m" | "1h";
         };
         /**
-         * @description Whether this turn uses long-term memory (see *Long-term memory* in `chat`): `false`
-         *     skips memory injection and extraction for this turn; `true` or absent: as
-         *     `SESSION_CONFIG.memory` says (nothing without it; a continuation never injects or
-         *     extracts). Any other value, `null` included, is `400`. The memory tools are offered
-         *     either way.
-         * @default true
+         * @description How this turn uses long-term memory (see *Long-term memory* in `chat`): `true` or
+         *     absent, as `SESSION_CONFIG.memory` says (nothing without it; a continuation never
+         *     injects or extracts); `false`, neither injection nor extraction; or a memory spec that
+         *     overrides the configuration for this turn only. Any other value, `null` included, is
+         *     `400`, as is a spec with an unknown field or a value out of range (nothing runs). The
+         *     memory tools are offered, within the agent's configured scope, either way.
          */
-        ChatMemory: boolean;
+        ChatMemory: boolean | components["schemas"]["ChatMemorySpec"];
+        /**
+         * @description A call's memory spec (the seeds' per-call `memory`). Each field absent or `null` is as
+         *     configured.
+         */
+        ChatMemorySpec: {
+            /**
+             * @description Inject the memories recalled for the user message. `true` injects even when
+             *     `SESSION_CONFIG.memory` or its `inject` is off (with `inject`'s defaults: 5 memories
+             *     within 400 tokens).
+             */
+            inject?: boolean | null;
+            /** @description Distill the exchange into memories once the answer is sent (`true` also when not configured). */
+            extract?: boolean | null;
+            /**
+             * @description The scope by tags for this turn, instead of `memory.tags`: only memories holding at
+             *     least one of them are injected (`[]`: every memory), and what extraction stores
+             *     gets them all.
+             */
+            tags?: components["schemas"]["MemoryTag"][] | null;
+            /** @description Inject only memories of these categories (instead of `memory.categories` and `memory.inject.categories`). */
+            categories?: ("core" | "daily" | "conversation")[] | null;
+            /** @description Inject at most this many (instead of `memory.inject.limit`). */
+            limit?: number | null;
+        };
         /** @description The assistant message one agent turn stores (and answers). */
         AssistantMessage: {
             /**
@@ -4661,8 +4871,9 @@ export interface components {
                 /**
                  * @description The ids of the long-term memories given to the model in this turn's
                  *     `<user-memory>` block (an empty array when none was). Present only when the
-                 *     turn injected memory: `SESSION_CONFIG.memory` set with `inject` on, a new turn,
-                 *     and no `memory: false`.
+                 *     turn injected memory: a new turn with `SESSION_CONFIG.memory` set with `inject`
+                 *     on and no `memory: false` or `memory: {inject: false}`, or with `memory:
+                 *     {inject: true}`.
                  * @example [
                  *       "mem_8c1f4e2a-5b3d-4f6e-9a7b-0c1d2e3f4a5b"
                  *     ]
@@ -4968,7 +5179,11 @@ export interface components {
          *     }
          */
         Memory: {
-            /** @description Server-chosen, `mem_` and a UUID v4. */
+            /**
+             * @description `mem_` and a UUID v4 when the service chose it; the caller's own when stored with
+             *     `PUT …/memories/{memory}` (1–128 characters of `[A-Za-z0-9._:-]`); as exported for an
+             *     imported one.
+             */
             id: string;
             /** @description The fact, as stored (1–4,000 characters, not blank). */
             content: string;
@@ -5108,6 +5323,8 @@ export interface components {
                 content: string;
             }[];
         };
+        /** @description The body of `PUT /memories/{memory}`: that of `POST /memories` without `supersedes`. */
+        PutMemoryRequest: components["schemas"]["CreateMemoryRequest"] & unknown;
         /** @description The body of `POST /memories`. Unknown fields are refused (`400`). */
         CreateMemoryRequest: {
             /** @description The fact, 1–4,000 characters, not only white space. */
@@ -5882,9 +6099,10 @@ export interface components {
         /** @description Most hits returned (integer 1–100; anything else is `400`). */
         limit: number;
         /**
-         * @description Memory id (`mem_` and a UUID v4, as the API gives them out), percent-decoded: `400`
-         *     when that is not UTF-8, longer than 256 characters or holds a control character. Any
-         *     other id is simply not found (`404`).
+         * @description Memory id (`mem_` and a UUID v4 as the API gives them out, or the caller's own given to
+         *     `PUT`), percent-decoded: `400` when that is not UTF-8, longer than 256 characters or
+         *     holds a control character. Any other id is simply not found (`404`), or for `PUT`
+         *     stored (1–128 characters of `[A-Za-z0-9._:-]`, `400` otherwise).
          * @example mem_8c1f4e2a-5b3d-4f6e-9a7b-0c1d2e3f4a5b
          */
         memory: string;
@@ -6364,6 +6582,82 @@ export interface operations {
             503: components["responses"]["ServiceUnavailable"];
         };
     };
+    getSessionStorage: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The agent: picks the Durable Object (`idFromName(agent)`), so each agent has its own
+                 *     database. 1–128 characters of `[A-Za-z0-9._:-]`, checked after percent-decoding
+                 *     (`400` otherwise). Front door only; absent when calling the DO stub directly.
+                 * @example alice
+                 */
+                agent: components["parameters"]["agent"];
+                /**
+                 * @description Session id: 1–128 characters of `[A-Za-z0-9._:-]`, checked after percent-decoding
+                 *     (`400 invalid_request` otherwise).
+                 * @example chat-1
+                 */
+                sid: components["parameters"]["sid"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The figures. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "sessionId": "chat-1",
+                     *       "rows": 14,
+                     *       "sqliteBytes": 9120,
+                     *       "r2Bytes": 3000034,
+                     *       "r2Objects": 1,
+                     *       "kinds": {
+                     *         "messages": {
+                     *           "rows": 10,
+                     *           "bytes": 7400
+                     *         },
+                     *         "compactions": {
+                     *           "rows": 1,
+                     *           "bytes": 320
+                     *         },
+                     *         "context": {
+                     *           "rows": 1,
+                     *           "bytes": 200
+                     *         },
+                     *         "prompt": {
+                     *           "rows": 1,
+                     *           "bytes": 1200
+                     *         },
+                     *         "vectors": {
+                     *           "rows": 0,
+                     *           "bytes": 0
+                     *         },
+                     *         "spills": {
+                     *           "rows": 1,
+                     *           "bytes": 0
+                     *         }
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["SessionStorage"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
     splitSession: {
         parameters: {
             query?: never;
@@ -6776,6 +7070,213 @@ export interface operations {
         };
     };
     deleteMessageNamedBatch: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The agent: picks the Durable Object (`idFromName(agent)`), so each agent has its own
+                 *     database. 1–128 characters of `[A-Za-z0-9._:-]`, checked after percent-decoding
+                 *     (`400` otherwise). Front door only; absent when calling the DO stub directly.
+                 * @example alice
+                 */
+                agent: components["parameters"]["agent"];
+                /**
+                 * @description Session id: 1–128 characters of `[A-Za-z0-9._:-]`, checked after percent-decoding
+                 *     (`400 invalid_request` otherwise).
+                 * @example chat-1
+                 */
+                sid: components["parameters"]["sid"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getMessageNamedDelete: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The agent: picks the Durable Object (`idFromName(agent)`), so each agent has its own
+                 *     database. 1–128 characters of `[A-Za-z0-9._:-]`, checked after percent-decoding
+                 *     (`400` otherwise). Front door only; absent when calling the DO stub directly.
+                 * @example alice
+                 */
+                agent: components["parameters"]["agent"];
+                /**
+                 * @description Session id: 1–128 characters of `[A-Za-z0-9._:-]`, checked after percent-decoding
+                 *     (`400 invalid_request` otherwise).
+                 * @example chat-1
+                 */
+                sid: components["parameters"]["sid"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The message. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Message"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    updateMessageNamedDelete: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The agent: picks the Durable Object (`idFromName(agent)`), so each agent has its own
+                 *     database. 1–128 characters of `[A-Za-z0-9._:-]`, checked after percent-decoding
+                 *     (`400` otherwise). Front door only; absent when calling the DO stub directly.
+                 * @example alice
+                 */
+                agent: components["parameters"]["agent"];
+                /**
+                 * @description Session id: 1–128 characters of `[A-Za-z0-9._:-]`, checked after percent-decoding
+                 *     (`400 invalid_request` otherwise).
+                 * @example chat-1
+                 */
+                sid: components["parameters"]["sid"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "message": {
+                 *         "id": "delete",
+                 *         "role": "user",
+                 *         "parts": [
+                 *           {
+                 *             "type": "text",
+                 *             "text": "A message called delete."
+                 *           }
+                 *         ]
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["UpdateMessageRequest"] & {
+                    message?: {
+                        /** @constant */
+                        id?: "delete";
+                    };
+                };
+            };
+        };
+        responses: {
+            /** @description The message as stored now. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Message"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["TooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    deleteMessages: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The agent: picks the Durable Object (`idFromName(agent)`), so each agent has its own
+                 *     database. 1–128 characters of `[A-Za-z0-9._:-]`, checked after percent-decoding
+                 *     (`400` otherwise). Front door only; absent when calling the DO stub directly.
+                 * @example alice
+                 */
+                agent: components["parameters"]["agent"];
+                /**
+                 * @description Session id: 1–128 characters of `[A-Za-z0-9._:-]`, checked after percent-decoding
+                 *     (`400 invalid_request` otherwise).
+                 * @example chat-1
+                 */
+                sid: components["parameters"]["sid"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "ids": [
+                 *         "m3",
+                 *         "m4"
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["DeleteMessagesRequest"];
+            };
+        };
+        responses: {
+            /** @description Deleted. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "deleted": [
+                     *         "m3",
+                     *         "m4"
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["DeleteMessagesResult"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["TooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    deleteMessageNamedDelete: {
         parameters: {
             query?: never;
             header?: never;
@@ -9390,9 +9891,10 @@ export interface operations {
                  */
                 agent: components["parameters"]["agent"];
                 /**
-                 * @description Memory id (`mem_` and a UUID v4, as the API gives them out), percent-decoded: `400`
-                 *     when that is not UTF-8, longer than 256 characters or holds a control character. Any
-                 *     other id is simply not found (`404`).
+                 * @description Memory id (`mem_` and a UUID v4 as the API gives them out, or the caller's own given to
+                 *     `PUT`), percent-decoded: `400` when that is not UTF-8, longer than 256 characters or
+                 *     holds a control character. Any other id is simply not found (`404`), or for `PUT`
+                 *     stored (1–128 characters of `[A-Za-z0-9._:-]`, `400` otherwise).
                  * @example mem_8c1f4e2a-5b3d-4f6e-9a7b-0c1d2e3f4a5b
                  */
                 memory: components["parameters"]["memory"];
@@ -9419,6 +9921,72 @@ export interface operations {
             503: components["responses"]["ServiceUnavailable"];
         };
     };
+    putMemory: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The agent: picks the Durable Object (`idFromName(agent)`), so each agent has its own
+                 *     database. 1–128 characters of `[A-Za-z0-9._:-]`, checked after percent-decoding
+                 *     (`400` otherwise). Front door only; absent when calling the DO stub directly.
+                 * @example alice
+                 */
+                agent: components["parameters"]["agent"];
+                /**
+                 * @description Memory id (`mem_` and a UUID v4 as the API gives them out, or the caller's own given to
+                 *     `PUT`), percent-decoded: `400` when that is not UTF-8, longer than 256 characters or
+                 *     holds a control character. Any other id is simply not found (`404`), or for `PUT`
+                 *     stored (1–128 characters of `[A-Za-z0-9._:-]`, `400` otherwise).
+                 * @example mem_8c1f4e2a-5b3d-4f6e-9a7b-0c1d2e3f4a5b
+                 */
+                memory: components["parameters"]["memory"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "content": "The user edits in Vim.",
+                 *       "tags": [
+                 *         "tools"
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["PutMemoryRequest"];
+            };
+        };
+        responses: {
+            /** @description The memory replaced. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Memory"];
+                };
+            };
+            /** @description The memory stored under this id. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Memory"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["TooLarge"];
+            422: components["responses"]["OverBudget"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
     deleteMemory: {
         parameters: {
             query?: never;
@@ -9432,9 +10000,10 @@ export interface operations {
                  */
                 agent: components["parameters"]["agent"];
                 /**
-                 * @description Memory id (`mem_` and a UUID v4, as the API gives them out), percent-decoded: `400`
-                 *     when that is not UTF-8, longer than 256 characters or holds a control character. Any
-                 *     other id is simply not found (`404`).
+                 * @description Memory id (`mem_` and a UUID v4 as the API gives them out, or the caller's own given to
+                 *     `PUT`), percent-decoded: `400` when that is not UTF-8, longer than 256 characters or
+                 *     holds a control character. Any other id is simply not found (`404`), or for `PUT`
+                 *     stored (1–128 characters of `[A-Za-z0-9._:-]`, `400` otherwise).
                  * @example mem_8c1f4e2a-5b3d-4f6e-9a7b-0c1d2e3f4a5b
                  */
                 memory: components["parameters"]["memory"];
@@ -9472,9 +10041,10 @@ export interface operations {
                  */
                 agent: components["parameters"]["agent"];
                 /**
-                 * @description Memory id (`mem_` and a UUID v4, as the API gives them out), percent-decoded: `400`
-                 *     when that is not UTF-8, longer than 256 characters or holds a control character. Any
-                 *     other id is simply not found (`404`).
+                 * @description Memory id (`mem_` and a UUID v4 as the API gives them out, or the caller's own given to
+                 *     `PUT`), percent-decoded: `400` when that is not UTF-8, longer than 256 characters or
+                 *     holds a control character. Any other id is simply not found (`404`), or for `PUT`
+                 *     stored (1–128 characters of `[A-Za-z0-9._:-]`, `400` otherwise).
                  * @example mem_8c1f4e2a-5b3d-4f6e-9a7b-0c1d2e3f4a5b
                  */
                 memory: components["parameters"]["memory"];
@@ -9545,9 +10115,10 @@ export interface operations {
                  */
                 agent: components["parameters"]["agent"];
                 /**
-                 * @description Memory id (`mem_` and a UUID v4, as the API gives them out), percent-decoded: `400`
-                 *     when that is not UTF-8, longer than 256 characters or holds a control character. Any
-                 *     other id is simply not found (`404`).
+                 * @description Memory id (`mem_` and a UUID v4 as the API gives them out, or the caller's own given to
+                 *     `PUT`), percent-decoded: `400` when that is not UTF-8, longer than 256 characters or
+                 *     holds a control character. Any other id is simply not found (`404`), or for `PUT`
+                 *     stored (1–128 characters of `[A-Za-z0-9._:-]`, `400` otherwise).
                  * @example mem_8c1f4e2a-5b3d-4f6e-9a7b-0c1d2e3f4a5b
                  */
                 memory: components["parameters"]["memory"];
@@ -11256,9 +11827,10 @@ export interface operations {
                  */
                 space: components["parameters"]["space"];
                 /**
-                 * @description Memory id (`mem_` and a UUID v4, as the API gives them out), percent-decoded: `400`
-                 *     when that is not UTF-8, longer than 256 characters or holds a control character. Any
-                 *     other id is simply not found (`404`).
+                 * @description Memory id (`mem_` and a UUID v4 as the API gives them out, or the caller's own given to
+                 *     `PUT`), percent-decoded: `400` when that is not UTF-8, longer than 256 characters or
+                 *     holds a control character. Any other id is simply not found (`404`), or for `PUT`
+                 *     stored (1–128 characters of `[A-Za-z0-9._:-]`, `400` otherwise).
                  * @example mem_8c1f4e2a-5b3d-4f6e-9a7b-0c1d2e3f4a5b
                  */
                 memory: components["parameters"]["memory"];
@@ -11285,6 +11857,72 @@ export interface operations {
             503: components["responses"]["ServiceUnavailable"];
         };
     };
+    putMemoryInSpace: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The memory space: picks the `MemorySpace` Durable Object (`idFromName(space)`), a
+                 *     namespace apart from the agents' (an agent and a space may share a name). The agent
+                 *     name syntax.
+                 * @example alice
+                 */
+                space: components["parameters"]["space"];
+                /**
+                 * @description Memory id (`mem_` and a UUID v4 as the API gives them out, or the caller's own given to
+                 *     `PUT`), percent-decoded: `400` when that is not UTF-8, longer than 256 characters or
+                 *     holds a control character. Any other id is simply not found (`404`), or for `PUT`
+                 *     stored (1–128 characters of `[A-Za-z0-9._:-]`, `400` otherwise).
+                 * @example mem_8c1f4e2a-5b3d-4f6e-9a7b-0c1d2e3f4a5b
+                 */
+                memory: components["parameters"]["memory"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "content": "The user edits in Vim.",
+                 *       "tags": [
+                 *         "tools"
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["PutMemoryRequest"];
+            };
+        };
+        responses: {
+            /** @description The memory replaced. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Memory"];
+                };
+            };
+            /** @description The memory stored under this id. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Memory"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["TooLarge"];
+            422: components["responses"]["OverBudget"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
     deleteMemoryInSpace: {
         parameters: {
             query?: never;
@@ -11298,9 +11936,10 @@ export interface operations {
                  */
                 space: components["parameters"]["space"];
                 /**
-                 * @description Memory id (`mem_` and a UUID v4, as the API gives them out), percent-decoded: `400`
-                 *     when that is not UTF-8, longer than 256 characters or holds a control character. Any
-                 *     other id is simply not found (`404`).
+                 * @description Memory id (`mem_` and a UUID v4 as the API gives them out, or the caller's own given to
+                 *     `PUT`), percent-decoded: `400` when that is not UTF-8, longer than 256 characters or
+                 *     holds a control character. Any other id is simply not found (`404`), or for `PUT`
+                 *     stored (1–128 characters of `[A-Za-z0-9._:-]`, `400` otherwise).
                  * @example mem_8c1f4e2a-5b3d-4f6e-9a7b-0c1d2e3f4a5b
                  */
                 memory: components["parameters"]["memory"];
@@ -11338,9 +11977,10 @@ export interface operations {
                  */
                 space: components["parameters"]["space"];
                 /**
-                 * @description Memory id (`mem_` and a UUID v4, as the API gives them out), percent-decoded: `400`
-                 *     when that is not UTF-8, longer than 256 characters or holds a control character. Any
-                 *     other id is simply not found (`404`).
+                 * @description Memory id (`mem_` and a UUID v4 as the API gives them out, or the caller's own given to
+                 *     `PUT`), percent-decoded: `400` when that is not UTF-8, longer than 256 characters or
+                 *     holds a control character. Any other id is simply not found (`404`), or for `PUT`
+                 *     stored (1–128 characters of `[A-Za-z0-9._:-]`, `400` otherwise).
                  * @example mem_8c1f4e2a-5b3d-4f6e-9a7b-0c1d2e3f4a5b
                  */
                 memory: components["parameters"]["memory"];
@@ -11411,9 +12051,10 @@ export interface operations {
                  */
                 space: components["parameters"]["space"];
                 /**
-                 * @description Memory id (`mem_` and a UUID v4, as the API gives them out), percent-decoded: `400`
-                 *     when that is not UTF-8, longer than 256 characters or holds a control character. Any
-                 *     other id is simply not found (`404`).
+                 * @description Memory id (`mem_` and a UUID v4 as the API gives them out, or the caller's own given to
+                 *     `PUT`), percent-decoded: `400` when that is not UTF-8, longer than 256 characters or
+                 *     holds a control character. Any other id is simply not found (`404`), or for `PUT`
+                 *     stored (1–128 characters of `[A-Za-z0-9._:-]`, `400` otherwise).
                  * @example mem_8c1f4e2a-5b3d-4f6e-9a7b-0c1d2e3f4a5b
                  */
                 memory: components["parameters"]["memory"];

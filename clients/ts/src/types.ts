@@ -24,6 +24,8 @@ export type UpdateSessionRequest = Schemas["UpdateSessionRequest"];
 export type Metadata = Schemas["Metadata"];
 export type ForkRequest = Schemas["ForkRequest"];
 export type UsageRequest = Schemas["UsageRequest"];
+/** What a session holds: its rows and the bytes they store in SQLite, its spilled bytes in R2. */
+export type SessionStorage = Schemas["SessionStorage"];
 export type SplitRequest = Schemas["SplitRequest"];
 export type CreateCompactionRequest = Schemas["CreateCompactionRequest"];
 export type ContextBlock = Schemas["ContextBlock"];
@@ -59,6 +61,9 @@ export type MemoryHit = Schemas["MemoryHit"];
 export type MemoryVersion = Schemas["MemoryVersion"];
 export type CreateMemoryRequest = Schemas["CreateMemoryRequest"];
 export type UpdateMemoryRequest = Schemas["UpdateMemoryRequest"];
+export type PutMemoryRequest = Schemas["PutMemoryRequest"];
+/** A call's memory spec (`memory` of a chat body): overrides the agent's memory config for one turn. */
+export type ChatMemorySpec = Schemas["ChatMemorySpec"];
 export type Schedule = Schemas["Schedule"];
 export type ScheduleRun = Schemas["ScheduleRun"];
 /** What a scheduled run reads across sessions: its session only, or every session. */

@@ -26,6 +26,7 @@ use session_agent_core::error::{Error, Result};
 use session_agent_core::live::stop::Stop;
 use session_agent_core::live::{Ending, Follow, Update};
 use session_agent_core::llm::ToolSpec;
+use session_agent_core::memory::Category;
 use session_agent_core::session::Session;
 use session_agent_core::store::message::NewMessage;
 use session_agent_core::turn::run::{turn, Ask, CacheUse, ChatEvent, Ended, MemoryUse, Trigger, Turn, TurnRequest};
@@ -99,15 +100,69 @@ fn ask(body: &Map<String, Json>) -> Result<Ask> {
     }
 }
 
+/// The fields of a call's memory spec.
+const MEMORY_SPEC: [&str; 5] = ["inject", "extract", "tags", "categories", "limit"];
+
+/// The `memory` of a chat body: absent or `true` as configured, `false` neither inject nor
+/// extract, or a spec `{inject?, extract?, tags?, categories?, limit?}` that overrides the
+/// configuration for this turn (`null` fields as absent). Anything else is `400`.
+fn memory_use(body: &Map<String, Json>) -> Result<MemoryUse> {
+    let spec = match body.get("memory") {
+        None | Some(Json::Bool(true)) => return Ok(MemoryUse::default()),
+        Some(Json::Bool(false)) => return Ok(MemoryUse::skip()),
+        Some(Json::Object(o)) => o,
+        Some(_) => {
+            return Err(Error::invalid(format!(
+                "memory must be true, false or an object of {}",
+                MEMORY_SPEC.join(", ")
+            )))
+        }
+    };
+    if let Some(k) = spec.keys().find(|k| !MEMORY_SPEC.contains(&k.as_str())) {
+        return Err(Error::invalid(format!("memory.{k} is not known: expected {}", MEMORY_SPEC.join(", "))));
+    }
+    let field = |k: &str| spec.get(k).filter(|v| !v.is_null());
+    let switch = |k: &str| match field(k) {
+        None => Ok(None),
+        Some(Json::Bool(b)) => Ok(Some(*b)),
+        Some(_) => Err(Error::invalid(format!("memory.{k} must be true or false"))),
+    };
+    let strings = |k: &str, what: &str| -> Result<Option<Vec<String>>> {
+        let Some(v) = field(k) else { return Ok(None) };
+        let list = v.as_array().filter(|a| a.iter().all(Json::is_string));
+        let list = list.ok_or_else(|| Error::invalid(format!("memory.{k} must be an array of {what}")))?;
+        Ok(Some(list.iter().filter_map(Json::as_str).map(str::to_owned).collect()))
+    };
+    let categories = strings("categories", "core, daily or conversation")?
+        .map(|list| {
+            let parse = |c: &String| Category::parse(c).ok();
+            list.iter()
+                .map(parse)
+                .collect::<Option<Vec<_>>>()
+                .ok_or_else(|| Error::invalid("memory.categories must be an array of core, daily or conversation"))
+        })
+        .transpose()?;
+    let limit = match field("limit") {
+        None => None,
+        Some(v) => Some(v.as_i64().ok_or_else(|| Error::invalid("memory.limit must be an integer from 1 to 50"))?),
+    };
+    let m = MemoryUse {
+        inject: switch("inject")?,
+        extract: switch("extract")?,
+        // Compared with the stored tags, which are trimmed.
+        tags: strings("tags", "tags")?.map(|t| t.iter().map(|t| t.trim().to_owned()).collect()),
+        categories,
+        limit,
+    };
+    m.check()?;
+    Ok(m)
+}
+
 /// The turn a chat body asks for.
 fn turn_request(req: &Request) -> Result<TurnRequest> {
     let body = req.json_object()?;
     let tools = client_tools(&body)?;
-    let memory = match body.get("memory") {
-        None | Some(Json::Bool(true)) => MemoryUse::AsConfigured,
-        Some(Json::Bool(false)) => MemoryUse::Skip,
-        Some(_) => return Err(Error::invalid("memory must be true or false")),
-    };
+    let memory = memory_use(&body)?;
     let cache = match body.get("cache") {
         None => CacheUse::AsConfigured,
         Some(v) => CacheUse::Instead(CacheConfig::from_json(v, "cache")?),

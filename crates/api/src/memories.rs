@@ -1,4 +1,4 @@
-//! Long-term memory routes: `/memories` (store, list, recall, get, change, history, forget,
+//! Long-term memory routes: `/memories` (store, list, recall, get, store or replace by id, change, history, forget,
 //! forget all) and `POST /sessions/{sid}/memories/extract`.
 
 use super::call::{Call, Pending};
@@ -344,6 +344,23 @@ pub(crate) fn patch<'c>(c: &'c Call<'c>) -> Pending<'c> {
     })
 }
 
+/// `PUT /memories/{mid}` (a body as for `POST /memories` without `supersedes`): an upsert. 201
+/// with the memory stored under that id when none of it is stored, 200 with the memory it
+/// replaced (every field the body's or its default, a new version) otherwise.
+pub(crate) fn put<'c>(c: &'c Call<'c>) -> Pending<'c> {
+    Box::pin(async move {
+        let env = c.env;
+        let id = c.params.memory.as_str();
+        let body = c.req.json_object()?;
+        if body.contains_key("supersedes") {
+            return Err(Error::invalid("supersedes is for POST /memories: a PUT stores or replaces one memory"));
+        }
+        let new = new_memory(&body)?;
+        let (m, stored) = Memories::new(env).put(id, &new, By::Api).await?;
+        Ok(Response::json(if stored == Stored::Created { 201 } else { 200 }, &m))
+    })
+}
+
 /// `GET /memories/{mid}/history`: every version, oldest first.
 pub(crate) fn history(c: &Call<'_>) -> Result<Response> {
     let env = c.env;
@@ -396,7 +413,8 @@ pub(crate) fn extract<'c>(c: &'c Call<'c>) -> Pending<'c> {
                 return Err(Error::not_found(format!("message {l} not found in session {}", s.id)));
             }
         }
-        let done = extract::run(&Memories::new(s.env), s.id, leaf.as_deref()).await?;
+        let tags = s.env.config.memory.as_ref().map(|m| m.tags.clone()).unwrap_or_default();
+        let done = extract::run(&Memories::new(s.env), s.id, leaf.as_deref(), &tags).await?;
         Ok(Response::json(200, &done))
     })
 }

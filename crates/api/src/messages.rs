@@ -1,4 +1,4 @@
-//! Message tree routes: append (one or a batch), read, update, delete, clear, branches,
+//! Message tree routes: append (one or a batch), read, update, delete (one or several), clear, branches,
 //! history (whole, or a recent window), latest leaf and path length.
 
 use super::call::{Call, Pending};
@@ -131,6 +131,38 @@ pub(crate) fn delete<'c>(c: &'c Call<'c>) -> Pending<'c> {
         let mid = c.params.mid.as_str();
         s.delete_message(mid).await?;
         Ok(Response::no_content())
+    })
+}
+
+/// Most ids one `POST …/messages/delete` names.
+pub(crate) const MAX_DELETE: usize = 1000;
+
+/// `POST /sessions/{sid}/messages/delete` `{ids}` (1 to 1,000 message ids; one named twice is
+/// deleted once): all or nothing, an unknown id is 404 and nothing is deleted. `200 {deleted}`,
+/// the ids in the order first named; their children stay (orphaned), as for one delete.
+pub(crate) fn delete_many<'c>(c: &'c Call<'c>) -> Pending<'c> {
+    Box::pin(async move {
+        let s = &c.session();
+        let body = c.req.json_object()?;
+        if let Some(k) = body.keys().find(|k| *k != "ids") {
+            return Err(Error::invalid(format!("unknown field {k:?}: expected ids")));
+        }
+        let shape = || Error::invalid(format!("ids must be an array of 1 to {MAX_DELETE} message ids"));
+        let list = body.get("ids").and_then(Json::as_array).ok_or_else(shape)?;
+        if list.is_empty() || list.len() > MAX_DELETE {
+            return Err(shape());
+        }
+        let ids = list
+            .iter()
+            .enumerate()
+            .map(|(i, v)| {
+                let id = v.as_str().ok_or_else(|| Error::invalid(format!("ids[{i}] must be a string")))?;
+                check_id(&format!("ids[{i}]"), id)?;
+                Ok(id.to_owned())
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let deleted = s.delete_messages(&ids).await?;
+        Ok(Response::json(200, &json!({ "deleted": deleted })))
     })
 }
 

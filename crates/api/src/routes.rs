@@ -4,9 +4,9 @@
 //! table: routing, `405` with `Allow`, what a scoped token may do, the route templates of the
 //! logs, and `tests/it/routes.rs`, which checks the table against `docs/openapi.yaml`.
 //!
-//! Two paths are also names: a message may be called `batch` and a session `import`, so
-//! `GET /sessions/{sid}/messages/batch` reads the message `batch` and `GET /sessions/import`
-//! the session `import`; their rows say so with handlers of their own.
+//! Three paths are also names: a message may be called `batch` or `delete` and a session
+//! `import`, so `GET /sessions/{sid}/messages/batch` reads the message `batch` and `GET
+//! /sessions/import` the session `import`; their rows say so with handlers of their own.
 
 use std::sync::OnceLock;
 
@@ -77,7 +77,7 @@ pub enum Names {
     Nothing,
     /// The session of this id (`/sessions/import`).
     Session(&'static str),
-    /// The message of this id (`/sessions/{sid}/messages/batch`).
+    /// The message of this id (`/sessions/{sid}/messages/batch`, `…/delete`).
     Message(&'static str),
 }
 
@@ -207,12 +207,17 @@ const MEMORIES: Route = route(
     ],
 );
 const MEMORIES_SEARCH: Route = route("/memories/search", Who::Agent, &[get(later(memories::search), MEMORY_SEARCH)]);
-// A memory id is never "batch" (ids are mem_…), so only POST is routed here.
+// A memory is never called "batch" or "search" (a PUT there is 405), so only POST is routed here.
 const MEMORIES_BATCH: Route = route("/memories/batch", Who::Agent, &[write(Post, later(memories::create_all))]);
 const A_MEMORY: Route = route(
     "/memories/{memory}",
     Who::Agent,
-    &[get(now(memories::get), &[]), write(Patch, later(memories::patch)), bare(Delete, now(memories::delete))],
+    &[
+        get(now(memories::get), &[]),
+        write(Put, later(memories::put)),
+        write(Patch, later(memories::patch)),
+        bare(Delete, now(memories::delete)),
+    ],
 );
 const A_MEMORY_HISTORY: Route = route("/memories/{memory}/history", Who::Agent, &[get(now(memories::history), &[])]);
 
@@ -230,6 +235,7 @@ pub const ROUTES: &[Route] = &[
     ),
     route("/sessions/{sid}/fork", Who::Session, &[makes_session(now(sessions::fork))]),
     route("/sessions/{sid}/usage", Who::Session, &[write(Post, now(sessions::usage))]),
+    route("/sessions/{sid}/storage", Who::Session, &[get(now(sessions::storage), &[])]),
     route("/search", Who::Agent, &[get(later(search::across), &["q", "limit", "metadata.<key>"])]),
     route(
         "/sessions/{sid}/messages",
@@ -245,6 +251,19 @@ pub const ROUTES: &[Route] = &[
         ops: &[
             get(later(messages::get), &[]),
             write(Post, later(messages::batch)),
+            write(Put, later(messages::update)),
+            bare(Delete, later(messages::delete)),
+        ],
+    },
+    Route {
+        path: "/sessions/{sid}/messages/delete",
+        who: Who::Session,
+        // GET, PUT and DELETE act on the message called "delete".
+        names: Names::Message("delete"),
+        writes: Needs::Write,
+        ops: &[
+            get(later(messages::get), &[]),
+            write(Post, later(messages::delete_many)),
             write(Put, later(messages::update)),
             bare(Delete, later(messages::delete)),
         ],

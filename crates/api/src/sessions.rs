@@ -1,4 +1,4 @@
-//! Routes of the sessions registry: `/sessions`, `/sessions/{sid}`, `…/fork`, `…/usage`.
+//! Routes of the sessions registry: `/sessions`, `/sessions/{sid}`, `…/fork`, `…/usage`, `…/storage`.
 
 use super::call::{Call, Pending};
 use serde_json::{json, Map, Value as Json};
@@ -65,6 +65,13 @@ fn short_str(body: &Map<String, Json>, key: &str) -> Result<Option<String>> {
 pub(crate) fn get(c: &Call<'_>) -> Result<Response> {
     let s = &c.session();
     Ok(Response::json(200, &reads::session(s.env, s.id)?))
+}
+
+/// `GET /sessions/{sid}/storage`: the rows the session holds, the bytes they store in SQLite
+/// and the bytes of its messages' fields in R2 (`store::storage`).
+pub(crate) fn storage(c: &Call<'_>) -> Result<Response> {
+    let s = &c.session();
+    Ok(Response::json_text(200, session_agent_core::store::storage::of(s.env.sql, s.id)?))
 }
 
 /// `PATCH /sessions/{sid}` `{name?, metadata?}`: at least one of them.

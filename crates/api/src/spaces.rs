@@ -13,7 +13,7 @@ use super::call::{Call, Pending};
 use super::http::{req_str, Method, Request, Response};
 use session_agent_core::error::{Error, Result};
 use session_agent_core::ids::check_name;
-use session_agent_core::memory::extract::{distill, Exchange};
+use session_agent_core::memory::extract::{distill, Exchange, Source};
 use session_agent_core::memory::Memories;
 use session_agent_core::space::blocks::{self, Write};
 use session_agent_core::space::{choice, Operation};
@@ -29,9 +29,12 @@ const SEGMENT: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'_').remove(b'
 pub fn request(op: &Operation) -> Request {
     let seg = |label: &str| utf8_percent_encode(label, SEGMENT).to_string();
     match op {
-        Operation::Recall { text, limit, categories } => {
+        Operation::Recall { text, limit, categories, tags } => {
             let mut q = form_urlencoded::Serializer::new(String::new());
             q.append_pair("q", text).append_pair("limit", &limit.to_string());
+            for t in tags {
+                q.append_pair("anyTag", t);
+            }
             for c in categories {
                 q.append_pair("category", c.as_str());
             }
@@ -48,8 +51,8 @@ pub fn request(op: &Operation) -> Request {
                 "content": content, "version": version, "agent": agent, "maxTokens": max_tokens,
             }))
         }
-        Operation::Extract { agent, session, exchange } => Request::new(Method::Post, "/link/extract")
-            .json(&json!({ "agent": agent, "sessionId": session, "exchange": exchange })),
+        Operation::Extract { agent, session, exchange, tags } => Request::new(Method::Post, "/link/extract")
+            .json(&json!({ "agent": agent, "sessionId": session, "exchange": exchange, "tags": tags })),
     }
 }
 
@@ -190,8 +193,9 @@ pub(crate) fn link_append(c: &Call<'_>) -> Result<Response> {
     append_as(c, Writer::Agent)
 }
 
-/// `POST /link/extract` `{agent, sessionId, exchange}`: an agent's exchange distilled into the
-/// space's memories (as the agent would into its own), each tagged `metadata.agent`.
+/// `POST /link/extract` `{agent, sessionId, exchange, tags?}`: an agent's exchange distilled into the
+/// space's memories (as the agent would into its own), each tagged `metadata.agent` and given
+/// the agent's scope `tags`.
 pub(crate) fn extract<'c>(c: &'c Call<'c>) -> Pending<'c> {
     Box::pin(async move {
         let body = c.req.json_object()?;
@@ -201,7 +205,16 @@ pub(crate) fn extract<'c>(c: &'c Call<'c>) -> Pending<'c> {
         check_name("sessionId", &session)?;
         let x: Exchange = serde_json::from_value(body.get("exchange").cloned().unwrap_or(Json::Null))
             .map_err(|e| Error::invalid(format!("exchange: {e}")))?;
-        let out = distill(&Memories::new(c.env), &session, &x, Some(&agent)).await?;
+        let tags: Vec<String> = match body.get("tags") {
+            None | Some(Json::Null) => Vec::new(),
+            Some(t) => t
+                .as_array()
+                .and_then(|a| a.iter().map(|t| t.as_str().map(str::to_owned)).collect())
+                .ok_or_else(|| Error::invalid("tags must be an array of strings"))?,
+        };
+        session_agent_core::config::memory::check_scope_tags("tags", &tags)?;
+        let from = Source { agent: Some(&agent), tags: &tags };
+        let out = distill(&Memories::new(c.env), &session, &x, from).await?;
         Ok(Response::json(200, &out))
     })
 }

@@ -21,8 +21,9 @@ pub enum After {
     /// `SESSION_CONFIG.compaction.after`), or whatever its size when the turn's message cap
     /// left messages out ([`Cap::Dropped`]), so the next turn sees them in a summary.
     Compact { session: String, leaf: String, cap: Cap },
-    /// Distill the exchange that ends at `leaf` into long-term memories (after a turn).
-    ExtractMemories { session: String, leaf: String },
+    /// Distill the exchange that ends at `leaf` into long-term memories (after a turn), each
+    /// given `tags` (the turn's scope).
+    ExtractMemories { session: String, leaf: String, tags: Vec<String> },
     /// Embed every memory, message and search entry still waiting for its vector (after every
     /// write, when embeddings are configured: the write's own rows and any a failure left).
     Embed,
@@ -102,8 +103,8 @@ pub async fn run(env: &Env<'_>, work: &[After]) {
                     Cap::Dropped => s.after_cap(leaf).await,
                 };
             }
-            After::ExtractMemories { session, leaf } => {
-                crate::memory::extract::after(&Memories::new(env), session, leaf).await
+            After::ExtractMemories { session, leaf, tags } => {
+                crate::memory::extract::after(&Memories::new(env), session, leaf, tags).await
             }
             After::Embed => {
                 crate::vectors::embed::run(env.sql, env.transport, env.embeddings, env.events, env.now.iso()).await;

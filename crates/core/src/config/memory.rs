@@ -1,4 +1,4 @@
-//! `SESSION_CONFIG.memory`: long-term memory's policy (inject, extract, how long a `daily`
+//! `SESSION_CONFIG.memory`: long-term memory's policy (inject, extract, the agent's scope by tags and categories, how long a `daily`
 //! memory lives, how many memories an agent keeps, sleep-time consolidation). `true` turns it on with the defaults; each of
 //! `inject` and `extract` is on unless `false`.
 
@@ -11,7 +11,7 @@ use crate::error::{Error, Result};
 /// Memories an agent may hold by default (`SESSION_CONFIG.memory.maxMemories`).
 pub const DEFAULT_MAX_MEMORIES: usize = 10_000;
 
-/// `SESSION_CONFIG.memory`: `{inject?, extract?, dailyTtlDays?, maxMemories?}`. Present means the
+/// `SESSION_CONFIG.memory`: `{inject?, extract?, tags?, categories?, dailyTtlDays?, maxMemories?}`. Present means the
 /// memory tools are offered; `inject` and `extract` run unless set to `false`.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
@@ -29,6 +29,12 @@ pub struct MemoryConfig {
     /// Sleep-time consolidation on the alarm; off unless set (`true`: the defaults).
     #[serde(deserialize_with = "switch")]
     pub maintenance: Option<MaintenanceConfig>,
+    /// The agent's scope by tags (the seeds' `remembers().tags`): when set, its turns inject and
+    /// its tools recall only memories holding at least one of them, and what extraction and
+    /// `memory_store` store gets them all. Empty: every memory.
+    pub tags: Vec<String>,
+    /// The agent's scope by category: its turns inject and its tools recall only these.
+    pub categories: Vec<Category>,
     /// The memory space the agent shares with the others that serve its user (`true`: the
     /// defaults; absent: only an admin's choice, `PUT /agents/{agent}/space`, gives it one).
     #[serde(deserialize_with = "switch")]
@@ -114,6 +120,8 @@ impl Default for MemoryConfig {
             extract: Some(ExtractConfig::default()),
             daily_ttl_days: 7,
             max_memories: DEFAULT_MAX_MEMORIES as i64,
+            tags: Vec::new(),
+            categories: Category::ALL.to_vec(),
             maintenance: None,
             space: None,
         }
@@ -132,6 +140,10 @@ impl MemoryConfig {
                 return Err(Error::invalid("memory.inject.categories must be a non-empty array"));
             }
         }
+        if self.categories.is_empty() {
+            return Err(Error::invalid("memory.categories must be a non-empty array"));
+        }
+        check_scope_tags("memory.tags", &self.tags)?;
         if let Some(m) = &self.maintenance {
             in_range(m.every_hours, "memory.maintenance.everyHours", 1, 720)?;
             in_range(m.batch, "memory.maintenance.batch", 1, 50)?;
@@ -152,13 +164,36 @@ impl MemoryConfig {
         Ok(())
     }
 
+    /// The categories a turn injects: `inject.categories` within the agent's `categories`.
+    pub(crate) fn inject_categories(&self, inject: &InjectConfig) -> Vec<Category> {
+        inject.categories.iter().copied().filter(|c| self.categories.contains(c)).collect()
+    }
+
     /// The memory cap, as a count.
     pub(crate) fn cap(&self) -> usize {
         self.max_memories as usize
     }
 }
 
-fn in_range(n: i64, what: &str, min: i64, max: i64) -> Result<()> {
+/// Most tags a scope names (as a memory holds at most 16).
+pub const MAX_SCOPE_TAGS: usize = 16;
+
+/// Checks the tags of a scope (`memory.tags`, a call's `memory.tags`): at most 16 tags of 1-64
+/// characters (once trimmed) without control characters, as a memory's.
+pub fn check_scope_tags(what: &str, tags: &[String]) -> Result<()> {
+    let bad = |t: &String| {
+        let t = t.trim();
+        t.is_empty() || t.chars().count() > 64 || t.chars().any(char::is_control)
+    };
+    if tags.len() > MAX_SCOPE_TAGS || tags.iter().any(bad) {
+        return Err(Error::invalid(format!(
+            "{what} must be an array of at most {MAX_SCOPE_TAGS} tags of 1-64 characters without control characters"
+        )));
+    }
+    Ok(())
+}
+
+pub(crate) fn in_range(n: i64, what: &str, min: i64, max: i64) -> Result<()> {
     match (min..=max).contains(&n) {
         true => Ok(()),
         false => Err(Error::invalid(format!("{what} must be an integer from {min} to {max}"))),

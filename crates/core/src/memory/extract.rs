@@ -210,18 +210,28 @@ pub(crate) fn model(llm: &LlmConfig, cfg: &ExtractConfig) -> LlmConfig {
 
 /// Extracts facts from the exchange ending at `leaf` (default: the latest leaf) of `session`
 /// and consolidates them into the agent's memories, or into its space when it has one
-/// (`memory::shared`).
-pub async fn run(memories: &Memories<'_>, session: &str, leaf: Option<&str>) -> Result<Extracted> {
+/// (`memory::shared`); each stored fact gets `tags` (the agent's scope, `memory.tags`, or a
+/// turn's) besides its own.
+pub async fn run(memories: &Memories<'_>, session: &str, leaf: Option<&str>, tags: &[String]) -> Result<Extracted> {
     let Some(x) = exchange(memories, session, leaf)? else { return Ok(Extracted::default()) };
     match shared::linked(memories.env)? {
-        Some(l) => into_space(memories.env, &l.space, session, &x).await,
-        None => distill(memories, session, &x, None).await,
+        Some(l) => into_space(memories.env, &l.space, session, &x, tags).await,
+        None => distill(memories, session, &x, Source { agent: None, tags }).await,
     }
 }
 
-/// Distills `x`, an exchange of `session`, into these memories; `agent` is the agent it comes
-/// from when these are a space's (each memory's `metadata.agent`).
-pub async fn distill(memories: &Memories<'_>, session: &str, x: &Exchange, agent: Option<&str>) -> Result<Extracted> {
+/// Where facts being distilled come from, as they are stored with them.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Source<'a> {
+    /// The agent, when these memories are a space's (each memory's `metadata.agent`).
+    pub agent: Option<&'a str>,
+    /// Tags each fact gets besides its own (the scope it was distilled in).
+    pub tags: &'a [String],
+}
+
+/// Distills `x`, an exchange of `session`, into these memories, as `from` says.
+pub async fn distill(memories: &Memories<'_>, session: &str, x: &Exchange, from: Source<'_>) -> Result<Extracted> {
+    let agent = from.agent;
     let cfg = memories.config().extract.unwrap_or_default();
     let env = memories.env;
     let mut out = Extracted::default();
@@ -256,7 +266,7 @@ pub async fn distill(memories: &Memories<'_>, session: &str, x: &Exchange, agent
         let new = NewMemory {
             content: f.fact.clone(),
             category: Category::Core,
-            tags: f.tags.clone(),
+            tags: with_scope(&f.tags, from.tags),
             score: Some(f.score),
             session_id: Some(session.to_owned()),
             message_id: Some(x.user_id.clone()).filter(|id| !id.is_empty()),
@@ -311,6 +321,15 @@ pub async fn consolidate(memories: &Memories<'_>, new: NewMemory, by: By) -> Res
     memories.remember(NewMemory { supersedes, ..new }, by).await
 }
 
+/// A fact's own tags and then the scope's it lacks, at most 16 (the scope's kept first: a fact
+/// stored in a scope must be found in it).
+fn with_scope(own: &[String], scope: &[String]) -> Vec<String> {
+    let mut tags: Vec<String> = scope.to_vec();
+    let room = store::MAX_TAGS.saturating_sub(tags.len());
+    tags.extend(own.iter().filter(|t| !scope.contains(t)).take(room).cloned());
+    tags
+}
+
 fn add_usage(total: &mut Usage, u: Usage) {
     total.input_tokens += u.input_tokens;
     total.output_tokens += u.output_tokens;
@@ -355,7 +374,7 @@ async fn apply(memories: &Memories<'_>, new: &NewMemory, decisions: Vec<Decision
                 stored.get_or_insert_with(|| m.id.clone());
                 match stored_as {
                     Stored::Created => out.added.push(m),
-                    Stored::Merged => out.updated.push(m),
+                    Stored::Merged | Stored::Replaced => out.updated.push(m),
                 }
             }
             Ok(None) => {}
@@ -375,17 +394,18 @@ async fn apply(memories: &Memories<'_>, new: &NewMemory, decisions: Vec<Decision
 
 /// Distills the exchange that ends at `leaf` into memories, after a turn's answer: a failure
 /// is reported to `env.events.warn`.
-pub(crate) async fn after(memories: &Memories<'_>, session: &str, leaf: &str) {
-    if let Err(e) = run(memories, session, Some(leaf)).await {
+pub(crate) async fn after(memories: &Memories<'_>, session: &str, leaf: &str, tags: &[String]) {
+    if let Err(e) = run(memories, session, Some(leaf), tags).await {
         memories.env.events.warn(&format!("memory extract after the turn of {session}: {}", e.message));
     }
 }
 
 /// Hands the exchange of `session` to `space`, which distills it into its memories as the agent
 /// would into its own (`POST /link/extract`).
-async fn into_space(env: &Env<'_>, space: &str, session: &str, x: &Exchange) -> Result<Extracted> {
+async fn into_space(env: &Env<'_>, space: &str, session: &str, x: &Exchange, tags: &[String]) -> Result<Extracted> {
     let exchange = serde_json::to_value(x).map_err(|e| Error::internal(e.to_string()))?;
-    let op = Operation::Extract { agent: env.agent.to_owned(), session: session.to_owned(), exchange };
+    let op =
+        Operation::Extract { agent: env.agent.to_owned(), session: session.to_owned(), exchange, tags: tags.to_vec() };
     let answer = crate::space::request(env.spaces, space, &op).await?;
     let memories =
         |k: &str| -> Option<Vec<Memory>> { answer.get(k)?.as_array()?.iter().map(Memory::from_json).collect() };

@@ -157,6 +157,20 @@ impl<'a> Memories<'a> {
         Ok(done)
     }
 
+    /// Stores `new` as memory `id`, or replaces the memory of that id (`PUT /memories/{id}`:
+    /// `store::put`); its earlier version stays in its history.
+    pub async fn put(&self, id: &str, new: &NewMemory, by: By) -> Result<(Memory, Stored)> {
+        let e = self.env;
+        self.admits(new.category)?;
+        let (m, stored) = self.write(|cfg| {
+            let done = store::put(e.sql, cfg, id, new, by, &e.now)?;
+            self.register_session(&done.0)?;
+            Ok(done)
+        })?;
+        self.publish(if stored == Stored::Created { Op::Created } else { Op::Updated }, &m);
+        Ok((m, stored))
+    }
+
     /// Changes a memory; its earlier version stays in its history.
     pub async fn patch(&self, id: &str, patch: &Patch, by: By) -> Result<Memory> {
         let e = self.env;

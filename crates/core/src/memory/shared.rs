@@ -32,21 +32,24 @@ pub(crate) fn linked(env: &Env<'_>) -> Result<Option<Linked>> {
     Ok(c.space.map(|space| Linked { space, mode: c.mode }))
 }
 
-/// The hits of `text` in `space`: at most `limit`, of `categories` (all when empty), never a
-/// `conversation` memory (those belong to another agent's session).
-pub(crate) async fn recall(
-    env: &Env<'_>,
-    space: &str,
-    text: &str,
-    limit: i64,
-    categories: &[Category],
-) -> Result<Vec<Hit>> {
+/// Which memories a recall keeps to: of `categories` (all when empty), holding one of `tags`
+/// (any when empty).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Scope<'a> {
+    pub(crate) categories: &'a [Category],
+    pub(crate) tags: &'a [String],
+}
+
+/// The hits of `text` in `space`: at most `limit`, within `scope`, never a `conversation`
+/// memory (those belong to another agent's session).
+pub(crate) async fn recall(env: &Env<'_>, space: &str, text: &str, limit: i64, scope: Scope<'_>) -> Result<Vec<Hit>> {
+    let categories = scope.categories;
     let wanted: &[Category] = if categories.is_empty() { &Category::ALL } else { categories };
     let categories: Vec<Category> = wanted.iter().copied().filter(|c| *c != Category::Conversation).collect();
     if categories.is_empty() {
         return Ok(Vec::new());
     }
-    let op = Operation::Recall { text: text.to_owned(), limit, categories };
+    let op = Operation::Recall { text: text.to_owned(), limit, categories, tags: scope.tags.to_vec() };
     let body = request(env.spaces, space, &op).await?;
     let results = body.get("results").and_then(Json::as_array).cloned().unwrap_or_default();
     results
@@ -78,14 +81,14 @@ pub(crate) fn merge(own: Vec<Hit>, shared: Vec<Hit>, limit: usize) -> Vec<Hit> {
 }
 
 /// What a turn of `session` recalls for `text`: `own` (the agent's own hits, unless the mode is
-/// `instead`) and its space's, merged, at most `limit`. A space that cannot be reached leaves
+/// `instead`) and its space's within `scope`, merged, at most `limit`. A space that cannot be reached leaves
 /// the agent's own hits ([`unreachable`]).
 pub(crate) async fn with_space<F>(
     env: &Env<'_>,
     session: &str,
     text: &str,
     limit: i64,
-    categories: &[Category],
+    scope: Scope<'_>,
     own: F,
 ) -> Result<Vec<Hit>>
 where
@@ -93,7 +96,7 @@ where
 {
     let Some(l) = linked(env)? else { return own.await };
     let mine = if l.mode == SpaceMode::Instead { Vec::new() } else { own.await? };
-    match recall(env, &l.space, text, limit, categories).await {
+    match recall(env, &l.space, text, limit, scope).await {
         Ok(theirs) => Ok(merge(mine, theirs, limit.max(0) as usize)),
         Err(e) => {
             unreachable(env, session, &l.space, &e);

@@ -220,6 +220,8 @@ pub(crate) fn within(reach: &Reach, m: &Memory) -> bool {
 pub enum Stored {
     Created,
     Merged,
+    /// Replaced by a `PUT` (`put`).
+    Replaced,
 }
 
 /// One version of a memory.
@@ -486,7 +488,7 @@ pub(crate) fn remember(
     by: By,
     now: &Now,
 ) -> Result<(Memory, Stored)> {
-    let (now_ms, now) = (now.ms(), now.iso());
+    let now = now.iso();
     check_new(new, now)?;
     let tags = check_tags(&new.tags)?;
     let meta = check_metadata(&new.metadata)?;
@@ -523,6 +525,15 @@ pub(crate) fn remember(
         };
         return Ok((patch_memory(sql, &old, &patch, by, now)?, Stored::Merged));
     }
+    Ok((insert(sql, cfg, new, &format!("mem_{}", new_id()?), by, now)?, Stored::Created))
+}
+
+/// Inserts `new` (checked) as a new memory of id `id`, within the memory cap, its history begun.
+fn insert(sql: &dyn Sql, cfg: &MemoryConfig, new: &NewMemory, id: &str, by: By, now: &str) -> Result<Memory> {
+    let tags = check_tags(&new.tags)?;
+    let meta = check_metadata(&new.metadata)?;
+    let norm = normalize(&new.content);
+    let key = Key { category: new.category, norm: &norm, session: new.session_id.as_deref() };
     if count(sql)? >= cfg.max_memories {
         return Err(Error::new(
             ErrorKind::OverBudget,
@@ -532,16 +543,8 @@ pub(crate) fn remember(
             ),
         ));
     }
-    let expires_at = match (&new.expires_at, new.category) {
-        (Some(e), _) => Some(check_expiry(e, now)?),
-        (None, Category::Daily) => {
-            let ms = now_ms + cfg.daily_ttl_days * 86_400_000;
-            Some(iso_millis(ms))
-        }
-        (None, _) => None,
-    };
+    let expires_at = expiry(cfg, new, now)?;
     drop_expired(sql, &key, now, 0)?;
-    let id = format!("mem_{}", new_id()?);
     let valid_from = new.valid_from.as_deref().and_then(parse_iso).map_or_else(|| now.to_owned(), iso_millis);
     let row = sql
         .query_row(
@@ -549,7 +552,7 @@ pub(crate) fn remember(
                created_at, updated_at, expires_at, valid_from)
              VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq",
             &[
-                id.as_str().into(),
+                id.into(),
                 new.content.as_str().into(),
                 norm.into(),
                 new.category.as_str().into(),
@@ -569,7 +572,70 @@ pub(crate) fn remember(
     index(sql, seq, &new.content, &tags)?;
     let m = by_seq(sql, seq)?;
     version(sql, &m, by, now)?;
-    Ok((m, Stored::Created))
+    Ok(m)
+}
+
+/// The expiry of `new` as stored: its own, or for a `daily` memory `dailyTtlDays` from now.
+fn expiry(cfg: &MemoryConfig, new: &NewMemory, now: &str) -> Result<Option<String>> {
+    Ok(match (&new.expires_at, new.category) {
+        (Some(e), _) => Some(check_expiry(e, now)?),
+        (None, Category::Daily) => Some(iso_millis(parse_iso(now).unwrap_or(0) + cfg.daily_ttl_days * 86_400_000)),
+        (None, _) => None,
+    })
+}
+
+/// `PUT /memories/{id}`: stores `new` as memory `id` when none of that id is stored
+/// ([`Stored::Created`]; the id 1-128 characters of `[A-Za-z0-9._:-]`, and a memory of another
+/// id that says the same is `conflict`), else replaces the stored one with it
+/// ([`Stored::Replaced`]): its text, category, tags, metadata, score and expiry become `new`'s
+/// (absent ones their defaults), a new version in its history. A memory's source and
+/// `validFrom` stay: given, they must be the stored ones (`conflict` otherwise).
+pub(crate) fn put(
+    sql: &dyn Sql,
+    cfg: &MemoryConfig,
+    id: &str,
+    new: &NewMemory,
+    by: By,
+    at: &Now,
+) -> Result<(Memory, Stored)> {
+    let now = at.iso();
+    let Some(old) = get(sql, id, now)? else {
+        crate::ids::check_name("memory id", id)?;
+        check_new(new, now)?;
+        let norm = normalize(&new.content);
+        let key = Key { category: new.category, norm: &norm, session: new.session_id.as_deref() };
+        if let Some(other) = live_duplicate(sql, &key, now)? {
+            return Err(Error::conflict(format!(
+                "memory {} already says this (category {}): nothing stored as {id}",
+                other.id,
+                new.category.as_str()
+            )));
+        }
+        return Ok((insert(sql, cfg, new, id, by, now)?, Stored::Created));
+    };
+    let source = old.source.as_ref();
+    let differs = |given: &Option<String>, stored: Option<&String>| given.is_some() && given.as_ref() != stored;
+    if differs(&new.session_id, source.map(|s| &s.session_id))
+        || differs(&new.message_id, source.and_then(|s| s.message_id.as_ref()))
+    {
+        return Err(Error::conflict(format!("memory {id}: its source (sessionId, messageId) cannot change")));
+    }
+    if let Some(v) = &new.valid_from {
+        let at =
+            parse_iso(v).ok_or_else(|| Error::invalid(format!("validFrom {v:?} is not an ISO-8601 UTC timestamp")))?;
+        if iso_millis(at) != old.valid_from {
+            return Err(Error::conflict(format!("memory {id}: its validFrom cannot change")));
+        }
+    }
+    let p = Patch {
+        content: Some(new.content.clone()),
+        tags: Some(new.tags.clone()),
+        metadata: Some(new.metadata.clone()),
+        score: Some(new.score),
+        category: Some(new.category),
+        expires_at: Some(expiry(cfg, new, now)?),
+    };
+    Ok((patch(sql, cfg, id, &p, by, at)?, Stored::Replaced))
 }
 
 /// Marks memory `old` as no longer holding from `at` (not before it began to hold), replaced by

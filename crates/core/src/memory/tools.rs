@@ -1,5 +1,7 @@
 //! The memory tools the model is offered when `SESSION_CONFIG.memory` is set: `memory_store`,
-//! `memory_recall`, `memory_forget` (docs/tools.md). Outputs are the strings the model sees; a
+//! `memory_recall`, `memory_forget` (docs/tools.md), within the agent's scope (`memory.tags`,
+//! `memory.categories`: recall and forget by query see only those memories, and what it stores
+//! gets the scope's tags). Outputs are the strings the model sees; a
 //! mistake of the model is an `Error: …` output, never an exception.
 
 use serde_json::{json, Map, Value as Json};
@@ -140,6 +142,9 @@ async fn store(memories: &Memories<'_>, session: &str, input: &Map<String, Json>
         Some(_) => return Err(Error::invalid("input.tags must be an array of strings")),
     };
     let category = category(input)?.unwrap_or_default();
+    // What the agent stores is within its own scope, so it recalls it.
+    let scope = memories.config().tags;
+    let tags: Vec<String> = scope.iter().cloned().chain(tags.into_iter().filter(|t| !scope.contains(t))).collect();
     let new = NewMemory {
         content: content.trim().to_owned(),
         category,
@@ -152,7 +157,7 @@ async fn store(memories: &Memories<'_>, session: &str, input: &Map<String, Json>
     let (m, stored) = memories.remember(new, By::Tool).await?;
     Ok(Ran::stored(match stored {
         Stored::Created => format!("Stored memory {} ({}).", m.id, m.category.as_str()),
-        Stored::Merged => format!("Memory {} already said this; updated it.", m.id),
+        Stored::Merged | Stored::Replaced => format!("Memory {} already said this; updated it.", m.id),
     }))
 }
 
@@ -165,14 +170,20 @@ async fn recall(memories: &Memories<'_>, session: &str, input: &Map<String, Json
             .filter(|n| (1..=MAX_LIMIT).contains(n))
             .ok_or_else(|| Error::invalid(format!("input.limit must be an integer from 1 to {MAX_LIMIT}")))?,
     };
-    let q = Query {
-        text: query.to_owned(),
-        filter: Filter { categories: category(input)?.into_iter().collect(), ..Filter::default() },
-        limit,
+    // Within the agent's scope (`memory.tags`, `memory.categories`).
+    let cfg = memories.config();
+    let categories: Vec<Category> = match category(input)? {
+        Some(c) if !cfg.categories.contains(&c) => {
+            return Err(Error::invalid(format!("category {} is outside this agent's memory", c.as_str())))
+        }
+        Some(c) => vec![c],
+        None => cfg.categories.clone(),
     };
-    let categories: Vec<Category> = q.filter.categories.clone();
+    let filter = Filter { categories: categories.clone(), any_tags: cfg.tags.clone(), ..Filter::default() };
+    let q = Query { text: query.to_owned(), filter, limit };
     let env = memories.env;
-    let hits = shared::with_space(env, session, &q.text, limit, &categories, memories.recall(&q)).await?;
+    let scope = shared::Scope { categories: &categories, tags: &cfg.tags };
+    let hits = shared::with_space(env, session, &q.text, limit, scope, memories.recall(&q)).await?;
     if hits.is_empty() {
         return Ok(Ran::read("No memories found.".to_owned()));
     }
@@ -183,7 +194,9 @@ async fn forget(memories: &Memories<'_>, input: &Map<String, Json>) -> Result<Ra
     let id = match (text(input, "id")?, text(input, "query")?) {
         (Some(id), _) => id.to_owned(),
         (None, Some(query)) => {
-            let q = Query { text: query.to_owned(), limit: MAX_LIMIT, ..Query::default() };
+            let cfg = memories.config();
+            let filter = Filter { categories: cfg.categories, any_tags: cfg.tags, ..Filter::default() };
+            let q = Query { text: query.to_owned(), limit: MAX_LIMIT, filter };
             match memories.to_forget(&q).await? {
                 Match::One(m) => m.id,
                 Match::None => return Ok(Ran::read(format!("No memory matches {query:?}."))),

@@ -157,7 +157,7 @@ async fn execute(env: &Env<'_>, s: &Schedule) -> Result<Executed> {
             let req = TurnRequest {
                 ask,
                 tools: Vec::new(),
-                memory: MemoryUse::AsConfigured,
+                memory: MemoryUse::default(),
                 stop: Stop::default(),
                 cache: CacheUse::AsConfigured,
             };

@@ -476,6 +476,34 @@ impl<'a> Session<'a> {
         Ok(())
     }
 
+    /// Deletes the messages `ids` (each once, however often named) in one transaction: all or
+    /// nothing, so an id the session does not hold is `not_found` and nothing is deleted. Each
+    /// one's children stay, as roots of their own branches (as [`Session::delete_message`]).
+    /// Answers the ids deleted, in the order first named.
+    pub async fn delete_messages(&self, ids: &[String]) -> Result<Vec<String>> {
+        let mut unique: Vec<&str> = Vec::with_capacity(ids.len());
+        for id in ids {
+            if !unique.contains(&id.as_str()) {
+                unique.push(id);
+            }
+        }
+        let tree = self.tree();
+        atomically(self.env.sql, || {
+            for id in &unique {
+                if !tree.delete(id)? {
+                    return Err(Error::not_found(format!(
+                        "message {id} not found in session {} (nothing was deleted)",
+                        self.id
+                    )));
+                }
+            }
+            sessions::touch(self.env.sql, self.id, self.env.now.iso())
+        })?;
+        self.publish_deleted(&unique);
+        self.publish_idle().await;
+        Ok(unique.into_iter().map(str::to_owned).collect())
+    }
+
     /// Clears every message and overlay of the session; loaded skills are forgotten and the frozen prompt is rendered
     /// again (as the reference, docs/REFERENCE.md#prompt-freeze; docs/REFERENCE.md#d-clear-prompt). The old prompt goes
     /// in the same transaction, so if the new one cannot be rendered now (R2 unreachable) the next read renders it;

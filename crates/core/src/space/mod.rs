@@ -43,8 +43,8 @@ use crate::error::{Error, ErrorKind, Result};
 #[derive(Clone, Debug, PartialEq)]
 pub enum Operation {
     /// The space's memories ranked for `text`: at most `limit`, of `categories` (all when
-    /// empty). Answered with its hits.
-    Recall { text: String, limit: i64, categories: Vec<Category> },
+    /// empty), holding one of `tags` (any when empty). Answered with its hits.
+    Recall { text: String, limit: i64, categories: Vec<Category>, tags: Vec<String> },
     /// A shared block, answered with its text and version ([`blocks::send`]).
     ReadBlock { label: String },
     /// `content` appended to a shared block by `agent`, within the writing block's
@@ -53,9 +53,9 @@ pub enum Operation {
     /// A shared block's text replaced by `agent`, if its version is still `version` (else
     /// `409 version_conflict`).
     ReplaceBlock { label: String, content: String, version: i64, agent: String, max_tokens: Option<i64> },
-    /// The exchange of `agent`'s `session` distilled by the space into its memories, answered
-    /// with what it stored.
-    Extract { agent: String, session: String, exchange: Json },
+    /// The exchange of `agent`'s `session` distilled by the space into its memories, each given
+    /// the agent's scope `tags`, answered with what it stored.
+    Extract { agent: String, session: String, exchange: Json, tags: Vec<String> },
 }
 
 /// What the space answered, as it came back.

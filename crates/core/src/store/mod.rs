@@ -1,6 +1,7 @@
 //! The message store of one agent, in its SQLite database: the schema, validated messages,
 //! the tree of each session, oversize fields kept in R2, compaction overlays, history and the
-//! running token estimate, the sessions registry and search. [`open`] is where it starts.
+//! running token estimate, the sessions registry, search and a session's storage figures. [`open`]
+//! is where it starts.
 //!
 //! # Its modules
 //!
@@ -11,6 +12,7 @@
 //! | `message.rs` | `NewMessage` (validation of incoming `UIMessage`s, id rules, the 1,800,000-byte row limit, indexed text), `RawMessage` as stored, `SpillRef` |
 //! | `tree.rs` | the message tree of one session: append, path walk (by `parent_seq`, one JSON text per walk), chunked hydration, `path_json` (SQLite walks the path and concatenates the stored texts in pieces under the 2 MB string limit), `page` (a walk that stops after `limit + 1` rows), `window` (the recent window selected inside the walk, with the whole path's count and bytes), `path_len` (the same walk keeping no row), branches, update, delete, clear, latest leaf |
 //! | `spill.rs` | oversize messages: largest fields to R2 before the write (pending first), `spills` records, rehydration on read, garbage sweep, crash recovery |
+//! | `storage.rs` | a session's storage figures (`GET …/storage`): its rows by kind, the bytes they store in SQLite, its spilled bytes in R2 |
 //! | `overlay.rs` | compaction overlays: storage (validated), `overlay()` (the read-time application), the synthetic `compaction_…` message and its id |
 //! | `history.rs` | a path as the model sees it (`Overlays::Applied` or `Raw`); `history_json`, the same answer assembled by SQLite when nothing is laid over the stored texts (no overlay, no spilled field); `page` (pages with a `nextBefore` cursor, overlays inside the page only); the byte-budgeted recent window, the branch estimate |
 //! | `estimate.rs` | the cached branch estimate of one leaf per session (`token_estimates`) |
@@ -77,6 +79,7 @@ pub mod schema;
 pub mod search;
 pub mod sessions;
 pub mod spill;
+pub mod storage;
 pub mod tree;
 
 use crate::error::Result;

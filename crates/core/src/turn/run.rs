@@ -29,7 +29,7 @@ use crate::after::{After, Cap};
 use crate::blobs::BoxFuture;
 use crate::compaction::truncate::{truncate_older_messages, TruncateOptions};
 use crate::config::category::Category;
-use crate::config::{CacheConfig, InjectConfig, OnDisconnect};
+use crate::config::{CacheConfig, InjectConfig, MemoryConfig, OnDisconnect};
 use crate::context::tools::Tool;
 use crate::directory::usage::Measured;
 use crate::error::{Error, ErrorKind, Result};
@@ -41,7 +41,7 @@ use crate::llm::{chat, ChatMessage, ChatRequest, Format, Piece, PromptCache, Too
 use crate::memory::inject::render;
 use crate::memory::recall::{Query, MAX_LIMIT};
 use crate::memory::shared;
-use crate::memory::Memories;
+use crate::memory::{Filter, Memories};
 use crate::parts::{parts, str_field, ToolState};
 use crate::session::{Placement, Session, TurnWrite};
 use crate::store::history::Overlays;
@@ -78,8 +78,8 @@ pub enum Trigger {
 pub struct TurnRequest {
     pub ask: Ask,
     pub tools: Vec<ToolSpec>,
-    /// Whether long-term memory takes part (`memory: false` in the body skips inject and
-    /// extract for this turn).
+    /// How long-term memory takes part (the `memory` of a chat body: `false` skips inject and
+    /// extract for this turn, an object overrides the configuration for it).
     pub memory: MemoryUse,
     /// The turn's stop signal (see [`Stop`]): set by the caller's transport when its client goes
     /// away or cancels, and by `POST …/chat/stop` through the running turns.
@@ -98,14 +98,75 @@ pub enum CacheUse {
     Instead(Option<CacheConfig>),
 }
 
-/// Whether a turn uses long-term memory.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum MemoryUse {
-    /// As configured (`SESSION_CONFIG.memory`).
-    #[default]
-    AsConfigured,
-    /// Not for this turn.
-    Skip,
+/// How a turn uses long-term memory: as `SESSION_CONFIG.memory` says, but for what a call's
+/// memory spec sets (the seeds' per-call `memory`; docs/REFERENCE.md#memory-scope). Each field
+/// `None` is as configured.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct MemoryUse {
+    /// Inject the memories recalled for the user's text (`true` with memory not configured:
+    /// with the defaults).
+    pub inject: Option<bool>,
+    /// Distill the exchange into memories after the answer.
+    pub extract: Option<bool>,
+    /// The scope by tags for this turn, instead of `memory.tags`: inject only memories holding
+    /// one of them (none: every memory), and extraction tags what it stores with them.
+    pub tags: Option<Vec<String>>,
+    /// Inject only memories of these categories (instead of `memory.categories` and
+    /// `memory.inject.categories`).
+    pub categories: Option<Vec<Category>>,
+    /// Inject at most this many (instead of `memory.inject.limit`).
+    pub limit: Option<i64>,
+}
+
+impl MemoryUse {
+    /// Neither inject nor extract (`memory: false`).
+    pub fn skip() -> MemoryUse {
+        MemoryUse { inject: Some(false), extract: Some(false), ..MemoryUse::default() }
+    }
+
+    /// The values within their ranges: tags as `memory.tags`, categories not empty, `limit` 1-50.
+    pub fn check(&self) -> Result<()> {
+        if let Some(t) = &self.tags {
+            crate::config::memory::check_scope_tags("memory.tags", t)?;
+        }
+        if self.categories.as_ref().is_some_and(Vec::is_empty) {
+            return Err(Error::invalid("memory.categories must be a non-empty array"));
+        }
+        match self.limit {
+            Some(n) => crate::config::memory::in_range(n, "memory.limit", 1, 50),
+            None => Ok(()),
+        }
+    }
+
+    /// What a turn does with memory under `config` (`SESSION_CONFIG.memory`).
+    fn plan(&self, config: Option<&MemoryConfig>) -> MemoryPlan {
+        let defaults = MemoryConfig::default();
+        let base = config.unwrap_or(&defaults);
+        let configured = config.and_then(|m| m.inject.clone());
+        let inject = match self.inject {
+            Some(false) => None,
+            Some(true) => Some(configured.unwrap_or_default()),
+            None => configured,
+        };
+        let inject = inject.map(|i| InjectConfig {
+            categories: self.categories.clone().unwrap_or_else(|| base.inject_categories(&i)),
+            limit: self.limit.unwrap_or(i.limit),
+            ..i
+        });
+        let extract = self.extract.unwrap_or(config.is_some_and(|m| m.extract.is_some()));
+        let tags = self.tags.clone().unwrap_or_else(|| base.tags.clone());
+        MemoryPlan { inject, tags, extract }
+    }
+}
+
+/// What one turn does with long-term memory.
+#[derive(Default)]
+struct MemoryPlan {
+    /// The injection it makes, if any (its categories and limit as the call and config say).
+    inject: Option<InjectConfig>,
+    /// The scope by tags: injected memories hold one of them, extracted ones get them.
+    tags: Vec<String>,
+    extract: bool,
 }
 
 /// A finished turn: the stored assistant message, how the turn ended, and the work it leaves
@@ -161,15 +222,18 @@ pub async fn turn(
             *trigger == Trigger::Submit && messages.last().and_then(|m| str_field(m, "role")) == Some("assistant")
         }
     };
-    let memory = session.env.config.memory.as_ref().filter(|_| req.memory == MemoryUse::AsConfigured && !continuation);
+    let memory = match continuation {
+        true => MemoryPlan::default(),
+        false => req.memory.plan(session.env.config.memory.as_ref()),
+    };
     let mut start = start(session, req.ask, &server).await?;
     // The question: the new user message, or the stored one answered again.
     let question = match &start.user {
         Some(user) => Some(user.to_value()?),
         None => start.base.last().filter(|m| str_field(m, "role") == Some("user")).cloned(),
     };
-    let injected = match (memory.and_then(|m| m.inject.as_ref()), &question) {
-        (Some(cfg), Some(q)) => inject(session, cfg, q).await?,
+    let injected = match (&memory.inject, &question) {
+        (Some(cfg), Some(q)) => inject(session, cfg, &memory.tags, q).await?,
         _ => None,
     };
     // Frozen with the turn's writes: a turn that fails stores nothing, not even the prompt.
@@ -194,8 +258,8 @@ pub async fn turn(
         to_freeze,
         cache,
         injected,
-        extracts: memory.is_some_and(|m| m.extract.is_some()),
-        injects: memory.is_some_and(|m| m.inject.is_some()),
+        injects: memory.inject.is_some(),
+        extracts: memory.extract.then_some(memory.tags),
     };
     let result = reply.run(conversation, &running, &stop, on_event).await;
     running.end(match &result {
@@ -240,7 +304,8 @@ struct Reply<'r, 'a> {
     cache: Option<CacheConfig>,
     /// The `<user-memory>` block and the ids of the memories in it.
     injected: Option<(String, Vec<String>)>,
-    extracts: bool,
+    /// The tags extraction gives what it stores, when the turn extracts.
+    extracts: Option<Vec<String>>,
     injects: bool,
 }
 
@@ -346,8 +411,8 @@ impl Reply<'_, '_> {
         if let Some(leaf) = message.as_ref().and_then(|m| str_field(m, "id")) {
             let (sid, leaf) = (session.id.to_owned(), leaf.to_owned());
             after.push(After::Compact { session: sid.clone(), leaf: leaf.clone(), cap });
-            if self.extracts && ended == Ended::Answered {
-                after.push(After::ExtractMemories { session: sid, leaf });
+            if let Some(tags) = self.extracts.filter(|_| ended == Ended::Answered) {
+                after.push(After::ExtractMemories { session: sid, leaf, tags });
             }
         }
         Ok(Turn { message, ended, after })
@@ -379,18 +444,27 @@ fn estimate_request(req: &ChatRequest) -> i64 {
 }
 
 /// The memories recalled for the user's message, as the `<user-memory>` block and their ids;
-/// `None` when nothing relevant is stored. Conversation memories of other sessions stay out.
-async fn inject(session: &Session<'_>, cfg: &InjectConfig, question: &Json) -> Result<Option<(String, Vec<String>)>> {
+/// `None` when nothing relevant is stored. Conversation memories of other sessions stay out, and
+/// with `tags` those holding none of them.
+async fn inject(
+    session: &Session<'_>,
+    cfg: &InjectConfig,
+    tags: &[String],
+    question: &Json,
+) -> Result<Option<(String, Vec<String>)>> {
     let text = indexed_text(parts(question));
     if text.trim().is_empty() {
         return Ok(None);
     }
-    let query = Query { text: text.clone(), limit: MAX_LIMIT, ..Query::default() };
+    let filter = Filter { any_tags: tags.to_vec(), ..Filter::default() };
+    let query = Query { text: text.clone(), limit: MAX_LIMIT, filter };
     let memories = Memories::new(session.env);
     let own = memories.rank(&query);
-    let mut hits = shared::with_space(session.env, session.id, &text, MAX_LIMIT, &cfg.categories, own).await?;
+    let scope = shared::Scope { categories: &cfg.categories, tags };
+    let mut hits = shared::with_space(session.env, session.id, &text, MAX_LIMIT, scope, own).await?;
     hits.retain(|h| {
-        cfg.categories.contains(&h.memory.category)
+        (tags.is_empty() || h.memory.tags.iter().any(|t| tags.contains(t)))
+            && cfg.categories.contains(&h.memory.category)
             && (h.memory.category != Category::Conversation
                 || h.memory.source.as_ref().is_some_and(|s| s.session_id == session.id))
     });
@@ -753,9 +827,13 @@ impl Steps<'_, '_> {
 /// injection is configured, `tools` only, then the same steps as any turn. Nothing is stored:
 /// the reply (an assistant message, `id` new) and the usage of all steps come back.
 pub(crate) async fn fresh(session: &Session<'_>, user: &Json, tools: Vec<ToolSpec>) -> Result<(Json, Usage)> {
-    let memory = session.env.config.memory.as_ref().and_then(|m| m.inject.as_ref());
-    let injected = match memory {
-        Some(cfg) => inject(session, &InjectConfig { categories: vec![Category::Core], ..cfg.clone() }, user).await?,
+    let memory = session.env.config.memory.as_ref();
+    let injected = match memory.and_then(|m| m.inject.as_ref().map(|i| (m, i))) {
+        Some((m, cfg)) => {
+            let core = m.categories.contains(&Category::Core).then_some(Category::Core);
+            let cfg = InjectConfig { categories: core.into_iter().collect(), ..cfg.clone() };
+            inject(session, &cfg, &m.tags, user).await?
+        }
         None => None,
     };
     let system = session.context().render().await?;
