@@ -391,6 +391,17 @@ fn the_providers_counts_calibrate_the_estimate_auto_compaction_compares() {
     assert_eq!(c.estimated_input_tokens, estimates.iter().sum::<i64>());
     let ratio = c.ratio();
     assert!(ratio > 1.5, "{ratio}");
+    // A provider that reports no usage leaves the calibration as it was (its turn's row has no
+    // estimate: there is no count to compare it with).
+    let silent = HttpResponse {
+        status: 200,
+        body: json!({"choices": [{"message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}]})
+            .to_string(),
+    };
+    api.model.reply(Ok(silent));
+    assert_eq!(api.post("/sessions/t/chat", json!({"message": msg("u9", "user", "hi")})).status, 201);
+    assert_eq!(api.count("SELECT count(*) FROM usage_ledger WHERE input_estimate IS NULL"), 1);
+    assert_eq!(calibration(&*api.db, &api.llm.model).unwrap(), c);
     // GET /usage says so.
     let u = api.get("/usage").body_json();
     assert_eq!(u["calibration"]["turns"], 3, "{u}");

@@ -91,7 +91,7 @@ pub fn calibration(sql: &dyn Sql, model: &str) -> Result<Calibration> {
     let r = sql.query_row(
         "SELECT count(*), COALESCE(sum(input_estimate), 0), COALESCE(sum(input_tokens), 0) FROM (
            SELECT input_estimate, input_tokens FROM usage_ledger
-            WHERE model = ? AND estimated = 0 AND input_estimate > 0 ORDER BY seq DESC LIMIT ?)",
+            WHERE model = ? AND estimated = 0 AND input_estimate > 0 AND input_tokens > 0 ORDER BY seq DESC LIMIT ?)",
         &[model.into(), Value::Int(CALIBRATION_TURNS)],
     )?;
     let Some(r) = r else { return Ok(Calibration { model: model.to_owned(), ..Calibration::default() }) };

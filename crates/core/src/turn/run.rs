@@ -721,8 +721,11 @@ impl Steps<'_, '_> {
             spent.usage.input_tokens += reply.usage.input_tokens;
             spent.usage.output_tokens += reply.usage.output_tokens;
             spent.usage.cached_input_tokens += reply.usage.cached_input_tokens;
-            // What we estimated for what the provider counted (`directory::usage::calibration`).
-            spent.input_estimate += estimate_request(&request);
+            // What we estimated for what the provider counted (`directory::usage::calibration`);
+            // a provider that reported no input tokens counted nothing to compare with.
+            if reply.usage.input_tokens > 0 {
+                spent.input_estimate += estimate_request(&request);
+            }
             if reply.text.trim().is_empty() && reply.tool_calls.is_empty() {
                 return Err(Error::new(ErrorKind::LlmUnavailable, "the model answered neither text nor a tool call"));
             }
