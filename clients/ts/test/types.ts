@@ -124,4 +124,5 @@ assertType<Equal<import("../src/index.js").ContinuationRequest, {
   messages: Message[];
   tools?: components["schemas"]["ClientTool"][];
   memory?: components["schemas"]["ChatMemory"];
+  cache?: components["schemas"]["ChatCache"];
 }>>();
