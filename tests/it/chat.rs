@@ -532,9 +532,14 @@ fn a_turn_says_what_the_prompt_cache_keeps_and_reports_what_it_read() {
     assert!(usage.get("cachedInputTokens").is_none(), "none read: no field, {usage}");
     // A bad `cache` is 400 and stores nothing.
     let before = history(&api, "s").len();
-    for bad in
-        [json!("yes"), json!({"messages": -1}), json!({"messages": 101}), json!({"ttl": "2h"}), json!({"other": 1})]
-    {
+    for bad in [
+        json!(null),
+        json!("yes"),
+        json!({"messages": -1}),
+        json!({"messages": 101}),
+        json!({"ttl": "2h"}),
+        json!({"other": 1}),
+    ] {
         let r = api.post("/sessions/s/chat", json!({"message": user("u9", "x"), "cache": bad}));
         assert_eq!(r.status, 400, "{bad}: {}", String::from_utf8_lossy(&r.body));
         assert!(String::from_utf8_lossy(&r.body).contains("cache"), "{}", String::from_utf8_lossy(&r.body));

@@ -4765,7 +4765,7 @@ export interface components {
          *     `instructions` (the frozen system prompt, default true), `tools` (default true),
          *     `messages` (the N-th message from the end of the conversation sent closes the cached
          *     prefix; 0, the default, none; at most 100), `ttl` (`5m`, the default, or `1h`). Anything
-         *     else is `400` and nothing is stored.
+         *     else, `null` included, is `400` and nothing is stored.
          */
         ChatCache: boolean | {
             /** @default true */

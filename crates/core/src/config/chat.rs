@@ -30,7 +30,7 @@ pub struct ChatConfig {
 
 /// `chat.cache` (and a turn's own `cache`): what of a step's request the provider's prompt cache
 /// keeps. `false`: nothing (no marks, no OpenAI `prompt_cache_key`); `true` or absent: the
-/// defaults; an object: `{instructions = true, tools = true, messages = 0, ttl = "5m"}`.
+/// defaults (`null` is refused, as for `memory`); an object: `{instructions = true, tools = true, messages = 0, ttl = "5m"}`.
 /// Anthropic marks the frozen system prompt, the last tool and the `messages`-th message from the
 /// end of the conversation sent (1: the newest, so the next step reads everything before it)
 /// with `cache_control` (`ttl` `"1h"` asks for the hour-long cache); OpenAI routes by the
@@ -72,7 +72,7 @@ impl CacheConfig {
         };
         let c = match v {
             Json::Bool(false) => return Ok(None),
-            Json::Bool(true) | Json::Null => CacheConfig::default(),
+            Json::Bool(true) => CacheConfig::default(),
             Json::Object(_) => CacheConfig::deserialize(v).map_err(|e| bad(e.to_string()))?,
             other => return Err(bad(format!("not {other}"))),
         };
