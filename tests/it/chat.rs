@@ -507,9 +507,9 @@ fn a_cancelled_socket_turn_keeps_what_was_shown() {
 fn a_turn_says_what_the_prompt_cache_keeps_and_reports_what_it_read() {
     let api = api();
     let cached = |n: i64| {
-        let body = json!({"choices": [{"message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": 500, "completion_tokens": 2, "prompt_tokens_details": {"cached_tokens": n}}});
-        HttpResponse { status: 200, body: body.to_string() }
+        let usage =
+            json!({"prompt_tokens": 500, "completion_tokens": 2, "prompt_tokens_details": {"cached_tokens": n}});
+        crate::support::completion_with_usage("ok", usage)
     };
     // As configured: the session routes OpenAI's cache.
     api.model.reply(Ok(cached(0)));

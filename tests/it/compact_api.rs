@@ -372,13 +372,10 @@ fn the_providers_counts_calibrate_the_estimate_auto_compaction_compares() {
         json!({"compaction": {"after": 400, "protectHead": 1, "tailTokenBudget": 10, "minTailMessages": 1}}),
     )
     .with_model();
-    // Turns whose requests we estimate at E tokens, which the provider says are 100.
+    // Turns whose requests we estimate at ~230 tokens, which the provider says are 600.
     let mut estimates = Vec::new();
-    let counted = |n: i64| {
-        let body = json!({"choices": [{"message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": n, "completion_tokens": 2}});
-        HttpResponse { status: 200, body: body.to_string() }
-    };
+    let counted =
+        |n: i64| crate::support::completion_with_usage("ok", json!({"prompt_tokens": n, "completion_tokens": 2}));
     for i in 0..3 {
         api.model.reply(Ok(counted(600)));
         let r = api.post("/sessions/t/chat", json!({"message": msg(&format!("u{i}"), "user", "hi")}));

@@ -11,7 +11,7 @@
 use session_agent_api::http::Method;
 use std::rc::Rc;
 
-use crate::support::{code, completion, db, db_at, msg, Api, InProcess};
+use crate::support::{code, completion, db, db_at, import, msg, table_rows, Api, InProcess};
 use serde_json::{json, Value as Json};
 use session_agent_api::access::{Claims, CLAIMS_HEADER};
 use session_agent_api::Request;
@@ -547,19 +547,6 @@ fn export(api: &Api) -> String {
     String::from_utf8(r.body).unwrap()
 }
 
-fn import(api: &Api, body: &str) -> session_agent_api::Response {
-    let mut req = Request::new(Method::Post, "/import");
-    req.body = body.as_bytes().to_vec();
-    api.send(req)
-}
-
-/// The rows of every table but FTS5's shadow tables, for "nothing written".
-fn all_rows(api: &Api) -> Vec<(String, i64)> {
-    let names = api.db.query("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT GLOB '*_fts_*'", &[]);
-    let names: Vec<String> = names.unwrap().iter().map(|r| r.text(0).unwrap()).collect();
-    names.into_iter().map(|n| (n.clone(), api.count(&format!("SELECT count(*) FROM \"{n}\"")))).collect()
-}
-
 /// An agent with schedules and its memory space, moved (each exported and imported into a
 /// fresh object of another deployment) and compared field by field: what a user reads of
 /// either is the same, the exports byte for byte, and the moved session's model replaces the
@@ -661,7 +648,7 @@ fn a_bad_space_import_is_refused_whole() {
     let good: Vec<String> = export(&space).lines().map(str::to_owned).collect();
     let agent_export = export(&agent("alice:planner", &spaces));
     let fresh = spaces.space("fresh", config());
-    let before = all_rows(&fresh);
+    let before = table_rows(&fresh);
     let find = |kind: &str, has: &str| {
         good.iter().position(|l| l.contains(&format!("\"kind\":\"{kind}\"")) && l.contains(has)).unwrap()
     };
@@ -702,7 +689,7 @@ fn a_bad_space_import_is_refused_whole() {
         assert_eq!(r.status, 400, "{why}: {}", String::from_utf8_lossy(&r.body));
         let message = r.body_json()["error"]["message"].as_str().unwrap().to_owned();
         assert!(message.contains(why), "{why}: {message}");
-        assert_eq!(all_rows(&fresh), before, "{why}: nothing written");
+        assert_eq!(table_rows(&fresh), before, "{why}: nothing written");
     }
     // A space's export goes into no agent.
     let a = agent("carol", &spaces);
@@ -719,10 +706,10 @@ fn a_bad_space_import_is_refused_whole() {
                 assert_eq!(s.delete("/blocks/t").status, 204);
             }
         }
-        let before = all_rows(&s);
+        let before = table_rows(&s);
         let r = import(&s, &good.join("\n"));
         assert_eq!((r.status, code(&r)), (409, "conflict".to_owned()), "{hold}");
-        assert_eq!(all_rows(&s), before, "{hold}: nothing written");
+        assert_eq!(table_rows(&s), before, "{hold}: nothing written");
     }
     // An erased space takes one (its floor kept when higher).
     let r = space.send(Request::new(Method::Delete, "/").header("confirm", "erase"));

@@ -22,6 +22,7 @@ use session_agent_core::llm::embeddings::EmbeddingsConfig;
 use session_agent_core::llm::rerank::{RerankConfig, RerankProvider};
 use session_agent_core::llm::{HttpRequest, HttpResponse, LlmConfig, Provider, ToolUse, Transport};
 use session_agent_core::space::{NoSpaces, Operation, SpaceReply, Spaces};
+use session_agent_core::sql::Sql;
 use session_agent_core::sqlite::SqliteDb;
 use session_agent_core::store;
 use session_agent_core::vectors::Vectors;
@@ -320,8 +321,13 @@ pub fn tool_calls(list: &[(&str, &str, Json)]) -> HttpResponse {
 }
 
 pub fn completion(text: &str) -> HttpResponse {
+    completion_with_usage(text, json!({"prompt_tokens": 100, "completion_tokens": 20}))
+}
+
+/// An OpenAI-compatible answer of `text` whose provider reports `usage`.
+pub fn completion_with_usage(text: &str, usage: Json) -> HttpResponse {
     let body = json!({"choices": [{"message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
-        "usage": {"prompt_tokens": 100, "completion_tokens": 20}});
+        "usage": usage});
     HttpResponse { status: 200, body: body.to_string() }
 }
 
@@ -791,4 +797,25 @@ pub fn assert_speaks_no_storage(req: &Request, resp: &Response) {
 /// The error code of an error answer.
 pub fn code(r: &Response) -> String {
     r.body_json()["error"]["code"].as_str().unwrap_or_default().to_string()
+}
+
+/// `POST /import` of `body` (an export, as NDJSON text) to `api`.
+pub fn import(api: &Api, body: &str) -> Response {
+    let mut req = Request::new(Method::Post, "/import");
+    req.body = body.as_bytes().to_vec();
+    api.send(req)
+}
+
+/// Each table of `api`'s database with its row count, by name: every table but the FTS5 shadow
+/// tables (`messages_fts_data`…), which their own table keeps. Equal before and after: nothing
+/// was written.
+pub fn table_rows(api: &Api) -> Vec<(String, i64)> {
+    let names: Vec<String> = api
+        .db
+        .query("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT GLOB '*_fts_*' ORDER BY name", &[])
+        .unwrap()
+        .iter()
+        .map(|r| r.text(0).unwrap())
+        .collect();
+    names.into_iter().map(|n| (n.clone(), api.count(&format!("SELECT count(*) FROM \"{n}\"")))).collect()
 }

@@ -3,7 +3,7 @@
 //! blocks, loaded skills, frozen prompts, memories with their versions, entries, agent-scoped
 //! skills), imports that are refused whole, the erase of every row and object, and the split.
 
-use crate::support::{code, completion, Api};
+use crate::support::{code, completion, import, table_rows, Api};
 use serde_json::{json, Value as Json};
 use session_agent_api::http::Method;
 use session_agent_api::Request;
@@ -109,24 +109,6 @@ fn export_agent(api: &Api) -> String {
     String::from_utf8(r.body).unwrap()
 }
 
-fn import_agent(api: &Api, body: &str) -> session_agent_api::Response {
-    let mut req = Request::new(Method::Post, "/import");
-    req.body = body.as_bytes().to_vec();
-    api.send(req)
-}
-
-fn tables(api: &Api) -> Vec<(String, i64)> {
-    let names: Vec<String> = api
-        .db
-        // Every table but the FTS5 shadow tables (`messages_fts_data`…), which their own table keeps.
-        .query("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT GLOB '*_fts_*' ORDER BY name", &[])
-        .unwrap()
-        .iter()
-        .map(|r| r.text(0).unwrap())
-        .collect();
-    names.into_iter().map(|n| (n.clone(), api.count(&format!("SELECT count(*) FROM \"{n}\"")))).collect()
-}
-
 // invariant 33 (docs/ARCHITECTURE.md)
 #[test]
 fn an_agent_export_imports_into_a_fresh_agent_byte_for_byte() {
@@ -148,7 +130,7 @@ fn an_agent_export_imports_into_a_fresh_agent_byte_for_byte() {
 
     let mut bob = Api::with_config(config());
     bob = bob.named("bob");
-    let r = import_agent(&bob, &first);
+    let r = import(&bob, &first);
     assert_eq!(
         ok(&r, 201),
         json!({"sessions": 2, "messages": 7, "memories": 2, "memoryVersions": 3, "entries": 2, "skills": 1,
@@ -166,7 +148,7 @@ fn an_agent_export_imports_into_a_fresh_agent_byte_for_byte() {
     assert_eq!(ok(&bob.get("/sessions/s1/context/profile"), 200)["content"], "vegetarian");
 
     // A second import into bob is refused: it holds data now.
-    let r = import_agent(&bob, &first);
+    let r = import(&bob, &first);
     assert_eq!((r.status, code(&r)), (409, "conflict".into()));
 }
 
@@ -212,7 +194,7 @@ fn a_bad_import_is_refused_whole() {
     let good = export_agent(&alice);
     let mut bob = Api::with_config(config());
     bob = bob.named("bob");
-    let before = tables(&bob);
+    let before = table_rows(&bob);
     let lines: Vec<&str> = good.lines().collect();
     let cut = lines[..lines.len() - 1].join("\n");
     let newer = good.replacen("session-agent/3", "session-agent/4", 1);
@@ -245,18 +227,18 @@ fn a_bad_import_is_refused_whole() {
         ("not json", "JSON"),
     ];
     for (body, why) in cases {
-        let r = import_agent(&bob, body);
+        let r = import(&bob, body);
         assert_eq!(r.status, 400, "{why}: {}", String::from_utf8_lossy(&r.body));
         let message = r.body_json()["error"]["message"].as_str().unwrap().to_owned();
         assert!(message.contains(why), "{why}: {message}");
-        assert_eq!(tables(&bob), before, "{why}: nothing written");
+        assert_eq!(table_rows(&bob), before, "{why}: nothing written");
     }
     // Nothing of a refused import stays in R2 after the sweep (its spilled objects were put
     // before the transaction that failed).
     let mut dup = lines.clone();
     let memory = *lines.iter().find(|l| l.starts_with("{\"kind\":\"memory\"")).unwrap();
     dup.insert(dup.len() - 1, memory);
-    let r = import_agent(&bob, &dup.join("\n"));
+    let r = import(&bob, &dup.join("\n"));
     assert_eq!(r.status, 400, "{}", String::from_utf8_lossy(&r.body));
     assert!(bob.blobs.keys().is_empty(), "{:?}", bob.blobs.keys());
     // A session document of a newer format.
@@ -307,7 +289,7 @@ fn an_import_the_api_could_never_have_written_is_refused_whole() {
     let good: Vec<String> = export_agent(&alice).lines().map(str::to_owned).collect();
     let mut bob = Api::with_config(config());
     bob = bob.named("bob");
-    let before = tables(&bob);
+    let before = table_rows(&bob);
     let find = |kind: &str, has: &str| {
         good.iter().position(|l| l.contains(&format!("\"kind\":\"{kind}\"")) && l.contains(has)).unwrap()
     };
@@ -388,11 +370,11 @@ fn an_import_the_api_could_never_have_written_is_refused_whole() {
     assert_eq!(recounted(&good), good.join("\n"));
     let tried = cases.len();
     for (lines, why) in cases {
-        let r = import_agent(&bob, &recounted(&lines));
+        let r = import(&bob, &recounted(&lines));
         let message = r.body_json()["error"]["message"].as_str().unwrap_or_default().to_owned();
         assert_eq!(r.status, 400, "{why}: {}", String::from_utf8_lossy(&r.body));
         assert!(message.contains(why), "{why}: {message}");
-        assert_eq!(tables(&bob), before, "{why}: nothing written");
+        assert_eq!(table_rows(&bob), before, "{why}: nothing written");
     }
     println!("hostile imports: {tried} tried, {tried} refused whole");
     // A session document is held to the same rules.
@@ -403,7 +385,7 @@ fn an_import_the_api_could_never_have_written_is_refused_whole() {
         .push(json!({"label": "soul", "updatedAt": "2026-11-22T11:00:00.000Z", "content": "hacked"}));
     let r = bob.send(Request::new(Method::Post, "/sessions/import").json(&doc));
     assert_eq!(r.status, 400, "{}", String::from_utf8_lossy(&r.body));
-    assert_eq!(tables(&bob), before);
+    assert_eq!(table_rows(&bob), before);
 }
 
 #[test]
@@ -418,7 +400,7 @@ fn entries_no_block_reads_any_more_stay_out_of_the_export() {
     assert!(!export.contains("left behind"), "no block reads it: not exported");
     let mut bob = Api::with_config(config());
     bob = bob.named("bob");
-    ok(&import_agent(&bob, &export), 201);
+    ok(&import(&bob, &export), 201);
     assert_eq!(export_agent(&bob), export);
 }
 
@@ -430,7 +412,7 @@ fn every_table_is_classified_for_transfer() {
     use session_agent_core::transfer::{exported, Transfer, TABLES};
     let api = Api::new();
     let mut schema: Vec<String> =
-        tables(&api).into_iter().map(|(t, _)| t).filter(|t| !t.starts_with("sqlite_")).collect();
+        table_rows(&api).into_iter().map(|(t, _)| t).filter(|t| !t.starts_with("sqlite_")).collect();
     schema.sort();
     let mut classified: Vec<String> = TABLES.iter().map(|(t, _)| (*t).to_owned()).collect();
     classified.sort();
@@ -457,10 +439,10 @@ fn an_agent_holding_only_a_schedule_takes_no_import() {
         let mut bob = Api::with_config(config());
         bob.agent = "bob".into();
         hold(&bob);
-        let before = tables(&bob);
-        let r = import_agent(&bob, &export);
+        let before = table_rows(&bob);
+        let r = import(&bob, &export);
         assert_eq!((r.status, code(&r)), (409, "conflict".into()), "{}", String::from_utf8_lossy(&r.body));
-        assert_eq!(tables(&bob), before, "nothing written");
+        assert_eq!(table_rows(&bob), before, "nothing written");
     }
 }
 
@@ -475,7 +457,7 @@ fn an_import_keeps_to_the_schedule_limits() {
         cfg["schedules"] = limits;
         let mut bob = Api::with_config(cfg);
         bob.agent = "bob".into();
-        let r = import_agent(&bob, &export);
+        let r = import(&bob, &export);
         if why.is_empty() {
             // One run of one schedule is within a limit of one.
             assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
@@ -495,7 +477,7 @@ fn an_import_keeps_to_the_schedule_limits() {
     cfg["schedules"] = json!({"maxRuns": 1});
     let mut bob = Api::with_config(cfg);
     bob.agent = "bob".into();
-    let r = import_agent(&bob, &recounted(&lines));
+    let r = import(&bob, &recounted(&lines));
     assert_eq!((r.status, code(&r)), (422, "over_budget".into()), "{}", String::from_utf8_lossy(&r.body));
     assert!(r.body_json()["error"]["message"].as_str().unwrap().contains("maxRuns"));
 }
@@ -514,7 +496,7 @@ fn an_erase_leaves_no_row_and_no_object_and_revokes_tokens() {
     // The model in use is a setting, not the agent's data; SQLite's AUTOINCREMENT counter of
     // vector_log is never reset, so no log seq is given twice.
     let kept = ["schema_version", "revocation", "embedding_model", "sqlite_sequence"];
-    for (t, n) in tables(&alice) {
+    for (t, n) in table_rows(&alice) {
         if !kept.contains(&t.as_str()) {
             assert_eq!(n, 0, "table {t} still has rows after the erase");
         }
@@ -523,7 +505,7 @@ fn an_erase_leaves_no_row_and_no_object_and_revokes_tokens() {
     assert!(alice.blobs.keys().is_empty(), "R2 objects left: {:?}", alice.blobs.keys());
     // Empty again: an agent import goes in.
     let again = export_agent(&rich("carol"));
-    assert_eq!(import_agent(&alice, &again).status, 201);
+    assert_eq!(import(&alice, &again).status, 201);
 }
 
 #[test]
@@ -606,7 +588,7 @@ fn metadata_travels_and_a_version_1_export_without_it_still_imports() {
     // Imported, the metadata filters find the same.
     let mut bob = Api::with_config(config());
     bob = bob.named("bob");
-    ok(&import_agent(&bob, &export), 201);
+    ok(&import(&bob, &export), 201);
     assert_eq!(ok(&bob.get("/sessions?metadata.vip=true"), 200)["sessions"][0]["id"], "s1");
     assert_eq!(ok(&bob.get("/memories?metadata.src=chat"), 200)["memories"][0]["content"], "The user is vegan");
 
@@ -629,14 +611,14 @@ fn metadata_travels_and_a_version_1_export_without_it_still_imports() {
     assert!(!v1.iter().any(|l| l.contains("\"src\"") || l.contains("\"vip\"")), "no metadata left");
     let mut carol = Api::with_config(config());
     carol = carol.named("carol");
-    ok(&import_agent(&carol, &v1.join("\n")), 201);
+    ok(&import(&carol, &v1.join("\n")), 201);
     let s1 = ok(&carol.get("/sessions/s1"), 200);
     assert_eq!(s1["metadata"], json!({}));
     let again = export_agent(&carol);
     assert!(again.starts_with("{\"format\":\"session-agent/3\""), "exported in the newest format");
     let mut dave = Api::with_config(config());
     dave = dave.named("dave");
-    ok(&import_agent(&dave, &again), 201);
+    ok(&import(&dave, &again), 201);
     assert_eq!(export_agent(&dave), again, "byte-identical from there on");
     // A session document of version 1 too.
     let mut doc = ok(&alice.get("/sessions/s2/export"), 200);
@@ -652,7 +634,7 @@ fn imported_metadata_is_checked_as_the_api_checks_it() {
     let good: Vec<String> = export_agent(&alice).lines().map(str::to_owned).collect();
     let mut bob = Api::with_config(config());
     bob = bob.named("bob");
-    let before = tables(&bob);
+    let before = table_rows(&bob);
     let at = |kind: &str, has: &str| {
         good.iter().position(|l| l.contains(&format!("\"kind\":\"{kind}\"")) && l.contains(has)).unwrap()
     };
@@ -674,10 +656,10 @@ fn imported_metadata_is_checked_as_the_api_checks_it() {
         (edit(version, &|j| j["metadata"] = json!({"s": "x".repeat(513)})), "longer than 512"),
     ];
     for (body, why) in cases {
-        let r = import_agent(&bob, &body);
+        let r = import(&bob, &body);
         let message = r.body_json()["error"]["message"].as_str().unwrap_or_default().to_owned();
         assert_eq!(r.status, 400, "{why}: {}", String::from_utf8_lossy(&r.body));
         assert!(message.contains(why), "{why}: {message}");
-        assert_eq!(tables(&bob), before, "{why}: nothing written");
+        assert_eq!(table_rows(&bob), before, "{why}: nothing written");
     }
 }
