@@ -26,6 +26,7 @@ use session_agent_api as api;
 use session_agent_api::object::{self, Object, Parts, Reply, Settings, SocketMessage};
 use session_agent_core::blobs::BoxFuture;
 use session_agent_core::config::SessionConfig;
+use session_agent_core::env::Secrets;
 use session_agent_core::error::{Error, Result as CoreResult};
 use session_agent_core::ids::Role;
 
@@ -81,6 +82,17 @@ impl object::Tasks for WorkersTasks {
     }
 }
 
+/// The Worker's secrets (a plain var of the same name too: local `.dev.vars` sets either),
+/// read when the config names one.
+struct WorkersSecrets(Env);
+
+impl Secrets for WorkersSecrets {
+    fn secret(&self, name: &str) -> Option<String> {
+        let env = &self.0;
+        env.secret(name).map(|v| v.to_string()).or_else(|_| env.var(name).map(|v| v.to_string())).ok()
+    }
+}
+
 impl Agent {
     /// Opens the agent with `config`: migrates its SQLite schema (synchronous in a DO, so it is
     /// done before any request) and binds `SKILLS_BUCKET` if the Worker has it.
@@ -114,6 +126,7 @@ impl Agent {
                 .map(|ns| Rc::new(WorkersDirectory(ns)) as Rc<dyn object::Directory>),
             tasks: Rc::new(WorkersTasks),
             clock: Rc::new(now_ms),
+            secrets: Rc::new(WorkersSecrets(env.clone())),
         };
         let id = state.id();
         let settings = Settings { named: id.name(), id: id.to_string(), ..Settings::from_vars(role, config, &var) };

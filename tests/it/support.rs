@@ -2,7 +2,7 @@
 
 use session_agent_api::http::Method;
 use std::cell::{Cell, RefCell};
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::rc::Rc;
 
 use futures::executor::LocalPool;
@@ -15,7 +15,7 @@ use session_agent_core::blobs::MemBlobs;
 use session_agent_core::cache::{ReadCache, DEFAULT_BUDGET};
 use session_agent_core::config::SessionConfig;
 use session_agent_core::directory::Report;
-use session_agent_core::env::Env;
+use session_agent_core::env::{Env, NoSecrets};
 use session_agent_core::error::{Error as CoreError, Result as CoreResult};
 use session_agent_core::ids::Role;
 use session_agent_core::llm::embeddings::EmbeddingsConfig;
@@ -82,6 +82,8 @@ pub struct Api {
     pub vectors_cap: Option<usize>,
     /// Whether the object reports to the directory ([`Native::reports`]); off by default.
     pub directory: Directory,
+    /// The Worker's secrets the object reads (none by default).
+    pub secrets: HashMap<String, String>,
 }
 
 /// Whether an object keeps the directory.
@@ -177,7 +179,7 @@ impl object::Tasks for Native {
 /// marked `down` cannot be reached (as a timeout would say).
 #[derive(Default)]
 pub struct InProcess {
-    pub spaces: RefCell<std::collections::HashMap<String, Rc<Api>>>,
+    pub spaces: RefCell<HashMap<String, Rc<Api>>>,
     pub down: Cell<bool>,
     /// Requests sent, as `METHOD path`.
     pub calls: RefCell<Vec<String>>,
@@ -461,6 +463,7 @@ impl Api {
             directory: None,
             tasks: native.clone(),
             clock: Rc::new(move || clock.get()),
+            secrets: Rc::new(NoSecrets),
         };
         let settings = Settings {
             embeddings: embeddings.clone(),
@@ -486,6 +489,7 @@ impl Api {
             rate: None,
             vectors_cap: None,
             directory: Directory::Off,
+            secrets: HashMap::new(),
         }
         .reopen()
     }
@@ -520,6 +524,7 @@ impl Api {
             },
             tasks: self.native.clone(),
             clock: Rc::new(move || clock.get()),
+            secrets: Rc::new(self.secrets.clone()),
         };
         self.object = Object::open(parts, settings);
         self

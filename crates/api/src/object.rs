@@ -41,7 +41,7 @@ use session_agent_core::cache::{self, ReadCache};
 use session_agent_core::config::SessionConfig;
 use session_agent_core::directory::report::{self, REPORT_DELAY_MS};
 use session_agent_core::directory::Report;
-use session_agent_core::env::Env;
+use session_agent_core::env::{Env, Secrets};
 use session_agent_core::error::{Error, ErrorKind, Result};
 use session_agent_core::events::Events;
 use session_agent_core::ids::Role;
@@ -105,6 +105,8 @@ pub struct Parts {
     pub tasks: Rc<dyn Tasks>,
     /// The time now, in milliseconds since the epoch.
     pub clock: Rc<dyn Fn() -> i64>,
+    /// The Worker's secrets, by the names the config gives.
+    pub secrets: Rc<dyn Secrets>,
 }
 
 /// What the object is and how it is configured.
@@ -273,6 +275,7 @@ impl Inner {
             reach: Reach::default(),
             role: self.role,
             spaces: &*p.spaces,
+            secrets: &*p.secrets,
         }
     }
 

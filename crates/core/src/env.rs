@@ -82,6 +82,30 @@ pub struct Env<'a> {
     pub role: Role,
     /// How the agent reaches its memory space (`crate::space`).
     pub spaces: &'a dyn Spaces,
+    /// The Worker's secrets (and plain vars) that the config names by name: the header an
+    /// operator's endpoint expects, never a value a request carries.
+    pub secrets: &'a dyn Secrets,
+}
+
+/// The Worker's secrets, read by the name the operator's config gives (`SESSION_CONFIG` names
+/// a secret; it never holds one). A secret that is not set is `None`.
+pub trait Secrets {
+    fn secret(&self, name: &str) -> Option<String>;
+}
+
+/// No secrets at all (a deployment, or a test, that sets none).
+pub struct NoSecrets;
+
+impl Secrets for NoSecrets {
+    fn secret(&self, _name: &str) -> Option<String> {
+        None
+    }
+}
+
+impl Secrets for std::collections::HashMap<String, String> {
+    fn secret(&self, name: &str) -> Option<String> {
+        self.get(name).cloned()
+    }
 }
 
 impl<'a> Env<'a> {
@@ -117,6 +141,7 @@ impl<'a> Env<'a> {
             reach,
             role: self.role,
             spaces: self.spaces,
+            secrets: self.secrets,
         }
     }
 }
