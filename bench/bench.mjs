@@ -37,6 +37,8 @@
 //                       prompt cache over 50 turns, by chat.cache setting
 //   BENCH_TOKENS=0      skip bench/tokens.mjs: our token estimates against a real tokenizer's
 //                       counts, before and after the calibration by the provider's usage
+//   BENCH_LATENCY=0     skip bench/latency.mjs: a turn's first streamed delta and a new agent's
+//                       first request against the floor (its own options: at its top)
 import { gzipSync } from "node:zlib";
 import { readFileSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -204,3 +206,4 @@ if (process.env.BENCH_SPACES !== "0") await import("./spaces.mjs"); // memory sp
 if (process.env.BENCH_DIRECTORY !== "0") await import("./directory.mjs"); // the directory of agents: bench/directory.mjs
 if (process.env.BENCH_CACHE !== "0") await import("./cache.mjs"); // the cached prefix: bench/cache.mjs
 if (process.env.BENCH_TOKENS !== "0") await import("./tokens.mjs"); // token estimates vs counts: bench/tokens.mjs
+if (process.env.BENCH_LATENCY !== "0") await import("./latency.mjs"); // the turn before its first token, a new agent: bench/latency.mjs

@@ -155,10 +155,12 @@ async function streamReply(res, r) {
 
 /**
  * Starts the scripted model on a free port of 127.0.0.1.
- * @param {{activityFile?: string}} [o] `activityFile`: where to keep `{inFlight, lastMs}`
+ * @param {{activityFile?: string, embeddingsDelayMs?: number}} [o] `embeddingsDelayMs`: every
+ *   POST /v1/embeddings answers after this long (a hosted model's round trip; default 0).
+ *   `activityFile`: where to keep `{inFlight, lastMs}`
  * @returns {Promise<LlmServer>}
  */
-export async function start({ activityFile } = {}) {
+export async function start({ activityFile, embeddingsDelayMs = 0 } = {}) {
   /** @type {RecordedRequest[]} */
   const requests = [];
   /** @type {Reply[]} */
@@ -187,6 +189,7 @@ export async function start({ activityFile } = {}) {
       let body = text;
       try { body = JSON.parse(text); } catch { /* keep the text */ }
       if (req.method === "POST" && req.url.split("?")[0] === "/v1/embeddings") {
+        if (embeddingsDelayMs) await new Promise((resolve) => setTimeout(resolve, embeddingsDelayMs));
         const failed = embeddingsFail;
         embeddingRequests.push({ method: req.method, url: req.url, headers: req.headers, body, failed });
         const input = body && typeof body === "object" ? body.input : undefined;

@@ -26,6 +26,7 @@ mod rerank;
 mod routes;
 mod rows;
 mod schedules;
+mod schema;
 mod search;
 mod sessions;
 mod spaces;
