@@ -405,6 +405,31 @@ fn forget_by_query_acts_only_on_a_clear_best_match() {
 }
 
 #[test]
+fn a_turn_asks_for_its_questions_vector_once_even_when_that_fails() {
+    // The turn asks for the vector while it reads its branch; recall then uses that answer,
+    // a failure included (not a second call to a model that just failed).
+    let api = memory_api().with_embeddings();
+    store(&api, json!({"content": "The user likes green tea."}));
+    let asked = |text: &str| api.model.embed_inputs.borrow().iter().filter(|t| t.iter().any(|t| t == text)).count();
+    for (id, question, fails) in [("u1", "Which tea do I like?", false), ("u2", "Which tea is best at night?", true)] {
+        api.model.embed_fails.set(fails);
+        api.model.reply(Ok(completion("Tea.")));
+        api.model.reply(Ok(completion("{\"facts\": []}")));
+        let r = api.post("/sessions/s/chat", json!({"message": msg(id, "user", question)}));
+        assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+        assert_eq!(asked(question), 2, "once for recall, once for the stored message's own vector (after the turn)");
+        let reply = r.body_json()["messages"][0].clone();
+        assert_eq!(
+            reply["metadata"]["memories"].as_array().map(Vec::len),
+            Some(1),
+            "found by its words at least: {reply}"
+        );
+    }
+    let warned = api.events.warnings.borrow().iter().filter(|w| w.contains("recall by meaning")).count();
+    assert_eq!(warned, 1, "the failed call, reported once");
+}
+
+#[test]
 fn inject_sends_the_facts_after_an_unchanged_frozen_prompt() {
     let api = memory_api();
     let tea = store(&api, json!({"content": "The user likes green tea.", "score": 0.9}));

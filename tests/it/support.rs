@@ -262,6 +262,8 @@ pub struct Model {
     pub requests: RefCell<Vec<Json>>,
     /// `/embeddings` calls answered (with [`embedding`] vectors), and whether they fail.
     pub embed_calls: Cell<usize>,
+    /// The texts of every `/embeddings` call, in order.
+    pub embed_inputs: RefCell<Vec<Vec<String>>>,
     pub embed_fails: Cell<bool>,
     /// An `/embeddings` call with a text containing this fails (the others are answered).
     pub embed_refuses: RefCell<Option<String>>,
@@ -379,6 +381,9 @@ impl Transport for Model {
         if req.url.ends_with("/embeddings") {
             self.embed_calls.set(self.embed_calls.get() + 1);
             let body: Json = serde_json::from_str(&req.body).unwrap_or(Json::Null);
+            let texts =
+                body["input"].as_array().map(|a| a.iter().map(|t| t.as_str().unwrap_or("").to_owned()).collect());
+            self.embed_inputs.borrow_mut().push(texts.unwrap_or_default());
             let refused = self.embed_refuses.borrow().clone().is_some_and(|word| {
                 body["input"].as_array().is_some_and(|a| a.iter().any(|t| t.as_str().unwrap_or("").contains(&word)))
             });

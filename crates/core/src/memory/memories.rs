@@ -50,11 +50,20 @@ pub(crate) enum Match {
 /// The agent's long-term memory, as one request sees it.
 pub struct Memories<'a> {
     pub(crate) env: &'a Env<'a>,
+    /// A text's vector asked for already (a turn asks for its question's while it reads its
+    /// branch), or why it could not be made: a recall of that text uses it rather than asking
+    /// the model again.
+    asked: Option<(String, Result<Rc<[f32]>>)>,
 }
 
 impl<'a> Memories<'a> {
     pub fn new(env: &'a Env<'a>) -> Self {
-        Memories { env }
+        Memories { env, asked: None }
+    }
+
+    /// The same memories, whose recall of `text` uses `vector` (or its failure).
+    pub(crate) fn with_vector(self, text: &str, vector: Result<Rc<[f32]>>) -> Self {
+        Memories { asked: Some((text.trim().to_owned(), vector)), ..self }
     }
 
     /// The configuration in effect (the defaults when `SESSION_CONFIG.memory` is absent: the
@@ -274,13 +283,19 @@ impl<'a> Memories<'a> {
         };
         let meaning = e.meaning();
         let vector = match meaning.is_on() && !query.text.trim().is_empty() {
-            true => match meaning.query(query.text.trim()).await {
-                Ok(v) => Some(v),
-                Err(err) => {
-                    e.events.warn(&format!("recall by meaning: {} (ranked by words only)", err.message));
-                    None
+            true => {
+                let made = match &self.asked {
+                    Some((text, asked)) if text == query.text.trim() => asked.clone(),
+                    _ => meaning.query(query.text.trim()).await,
+                };
+                match made {
+                    Ok(v) => Some(v),
+                    Err(err) => {
+                        e.events.warn(&format!("recall by meaning: {} (ranked by words only)", err.message));
+                        None
+                    }
                 }
-            },
+            }
             false => None,
         };
         let hits = recall::rank(&meaning, query, vector.as_deref(), &e.now)?;

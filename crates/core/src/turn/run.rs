@@ -2,8 +2,8 @@
 //! assistant message out.
 //!
 //! ```text
-//! start: validate, read the branch ──▶ the memories for the user's text (a `<user-memory>`
-//! block after the prompt) ──▶ the frozen prompt, the conversation (truncated, sanitized,
+//! start: validate, read the branch (the question's vector asked for meanwhile) ──▶ the
+//! memories for the user's text (a `<user-memory>` block after the prompt) ──▶ the frozen prompt, the conversation (truncated, sanitized,
 //! capped keeping summaries), the tools ──▶ `start` (the turn runs: followed and stopped
 //! through `Live`) ──▶ steps: the model, server tools, the model again (bounded) ──▶ one
 //! transaction (Session::commit_turn) ──▶ frames ──▶ compaction ──▶ after the answer: memory
@@ -18,6 +18,8 @@
 //! stores the reply as far as it streamed, marked `metadata.stopped` (a stop before the first
 //! piece stores the user message alone). **Continuations are checked against storage** before
 //! any model call.
+
+use std::rc::Rc;
 
 use serde_json::{json, Map, Value as Json};
 
@@ -226,14 +228,27 @@ pub async fn turn(
         true => MemoryPlan::default(),
         false => req.memory.plan(session.env.config.memory.as_ref()),
     };
-    let mut start = start(session, req.ask, &server).await?;
+    // The question's vector is asked for while the branch is read (the embeddings call waits on
+    // the network, the read on SQLite; the call is made first) and recall then uses it.
+    let early = match (&memory.inject, session.env.meaning().is_on()) {
+        (Some(_), true) => question_text(&req.ask),
+        _ => None,
+    };
+    let ask_early = async {
+        match &early {
+            Some(text) => Some(session.env.meaning().query(text.trim()).await),
+            None => None,
+        }
+    };
+    let (asked, start) = futures::future::join(ask_early, start(session, req.ask, &server)).await;
+    let mut start = start?;
     // The question: the new user message, or the stored one answered again.
     let question = match &start.user {
         Some(user) => Some(user.to_value()?),
         None => start.base.last().filter(|m| str_field(m, "role") == Some("user")).cloned(),
     };
     let injected = match (&memory.inject, &question) {
-        (Some(cfg), Some(q)) => inject(session, cfg, &memory.tags, q).await?,
+        (Some(cfg), Some(q)) => inject(session, cfg, &memory.tags, q, early.zip(asked)).await?,
         _ => None,
     };
     // Frozen with the turn's writes: a turn that fails stores nothing, not even the prompt.
@@ -446,11 +461,14 @@ fn estimate_request(req: &ChatRequest) -> i64 {
 /// The memories recalled for the user's message, as the `<user-memory>` block and their ids;
 /// `None` when nothing relevant is stored. Conversation memories of other sessions stay out, and
 /// with `tags` those holding none of them.
+/// `asked`: a text's vector asked for already, or why it could not be made (used when it is the
+/// question's text).
 async fn inject(
     session: &Session<'_>,
     cfg: &InjectConfig,
     tags: &[String],
     question: &Json,
+    asked: Option<(String, Result<Rc<[f32]>>)>,
 ) -> Result<Option<(String, Vec<String>)>> {
     let text = indexed_text(parts(question));
     if text.trim().is_empty() {
@@ -458,7 +476,10 @@ async fn inject(
     }
     let filter = Filter { any_tags: tags.to_vec(), ..Filter::default() };
     let query = Query { text: text.clone(), limit: MAX_LIMIT, filter };
-    let memories = Memories::new(session.env);
+    let memories = match asked {
+        Some((asked_text, vector)) => Memories::new(session.env).with_vector(&asked_text, vector),
+        None => Memories::new(session.env),
+    };
     let own = memories.rank(&query);
     let scope = shared::Scope { categories: &cfg.categories, tags };
     let mut hits = shared::with_space(session.env, session.id, &text, MAX_LIMIT, scope, own).await?;
@@ -470,6 +491,21 @@ async fn inject(
     });
     hits.truncate(cfg.limit as usize);
     Ok(render(&hits, cfg.token_budget))
+}
+
+/// The text a turn's memory recall will be asked with, as far as the request says before the
+/// branch is read: the new user message's, or the last message's when it is a user's (a
+/// `useChat` body). `None` for a continuation or an empty text.
+fn question_text(ask: &Ask) -> Option<String> {
+    let text = match ask {
+        Ask::Message { msg, .. } => indexed_text(parts(&msg.to_value().ok()?)),
+        Ask::Continue { .. } => return None,
+        Ask::Chat { messages, .. } => {
+            let last = messages.last().filter(|m| str_field(m, "role") == Some("user"))?;
+            indexed_text(parts(last))
+        }
+    };
+    (!text.trim().is_empty()).then_some(text)
 }
 
 /// Checks what was asked against what is stored and reads the branch the model will see.
@@ -835,7 +871,7 @@ pub(crate) async fn fresh(session: &Session<'_>, user: &Json, tools: Vec<ToolSpe
         Some((m, cfg)) => {
             let core = m.categories.contains(&Category::Core).then_some(Category::Core);
             let cfg = InjectConfig { categories: core.into_iter().collect(), ..cfg.clone() };
-            inject(session, &cfg, &m.tags, user).await?
+            inject(session, &cfg, &m.tags, user, None).await?
         }
         None => None,
     };
