@@ -11,6 +11,8 @@
 //     each question new (never a kept query vector); beside the same turn with `memory: {inject:
 //     false}`. Wall ms p50/p99 from the client, ÷ the floor's; the server's CPU per turn (workerd's
 //     utime+stime from /proc over blocks of 10 turns; 10 ms ticks).
+//     The phases of each turn before its model call as the Worker times them (`TURN_SPANS`:
+//     one JSON line per turn on its stdout), p50/p99.
 //  2. A never-used agent's first request (`GET /agents/new-N/sessions`: the Durable Object is
 //     created, its schema made) beside the same request to a warm agent, interleaved.
 // Options: BENCH_LATENCY_TURNS (turns of each kind, default 60), BENCH_LATENCY_NEW (new agents,
@@ -35,9 +37,23 @@ const sleep = (t) => new Promise((r) => setTimeout(r, t));
 
 const model = await startModel({ embeddingsDelayMs: EMBED_MS });
 const dir = mkdtempSync(join(tmpdir(), "sa-bench-latency-"));
+// The phases of each turn: the Worker logs them with TURN_SPANS set, one JSON line per turn.
+const spanLines = [];
+let pending = "";
 const w = await startWorker({
   persistDir: dir, apiToken: "bench",
+  options: {
+    handleRuntimeStdio(stdout, stderr) {
+      stdout.on("data", (chunk) => {
+        const lines = (pending + chunk.toString("utf8")).split("\n");
+        pending = lines.pop();
+        for (const l of lines) if (l.startsWith('{"spans":"turn"')) spanLines.push(JSON.parse(l).ms);
+      });
+      stderr.pipe(process.stderr);
+    },
+  },
   vars: {
+    TURN_SPANS: "1",
     LLM_PROVIDER: "openai", LLM_BASE_URL: model.baseUrl, LLM_MODEL: "bench-model",
     EMBEDDINGS_PROVIDER: "openai", EMBEDDINGS_BASE_URL: model.baseUrl, EMBEDDINGS_MODEL: "bench-embeddings",
     SESSION_CONFIG: JSON.stringify({ memory: { extract: false, inject: { limit: 5 } } }),
@@ -90,6 +106,7 @@ try {
     return first;
   }
   const floor = [];
+  const kinds = [];
   const delta = { memory: [], plain: [] };
   const cpus = { memory: [], plain: [], floor: [] };
   let n = 0;
@@ -99,7 +116,7 @@ try {
       const before = cpu();
       for (let i = 0; i < 10; i++) {
         if (kind === "floor") floor.push((await timed(() => floorCall("GET", "/sessions")))[0]);
-        else delta[kind].push(await turn(n++, kind === "memory"));
+        else { delta[kind].push(await turn(n++, kind === "memory")); kinds.push(kind); }
       }
       cpus[kind].push(((cpu() - before) * 1000) / 10);
     }
@@ -115,6 +132,20 @@ try {
       `server CPU per turn p50 ${ms(pct(cpus[kind], 50))} (${(pct(cpus[kind], 50) / Math.max(0.01, pct(cpus.floor, 50))).toFixed(1)}× floor)`);
   }
   log(`(turns whose model request carried <user-memory>: ${injected} of ${TURNS * 2})`);
+  // The seeding wrote no turn: the span lines are the measured turns', in their order.
+  await sleep(200);
+  if (spanLines.length === kinds.length) {
+    for (const kind of ["memory", "plain"]) {
+      const mine = spanLines.filter((_, i) => kinds[i] === kind);
+      log(`phases of a turn before its model call, ${kind === "memory" ? "injection on" : "memory off"} (server, performance.now()):`);
+      for (const name of Object.keys(mine[0] ?? {})) {
+        const xs = mine.map((m) => m[name]).filter((x) => x !== undefined);
+        log(`  ${name.padEnd(40)} p50 ${ms(pct(xs, 50))} p99 ${ms(pct(xs, 99))}`);
+      }
+    }
+  } else {
+    log(`(phases not shown: ${spanLines.length} span lines for ${kinds.length} turns)`);
+  }
 
   progress(`${NEW} never-used agents' first requests beside a warm agent's`);
   const fresh = [];

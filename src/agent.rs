@@ -19,7 +19,7 @@ use super::{
     do_sql::DoSql,
     llm::{WorkersTransport, AI_BINDING},
     r2::R2Blobs,
-    sockets::Sockets,
+    sockets::{Sockets, SpanLog},
     spaces::{WorkersSpaces, SPACE_BINDING},
 };
 use session_agent_api as api;
@@ -43,6 +43,20 @@ pub struct Agent {
 
 fn now_ms() -> i64 {
     Date::now().as_millis() as i64
+}
+
+/// `performance.now()`: milliseconds with fractions (locally; Cloudflare's advances with I/O
+/// only), the spans' clock.
+fn performance_now() -> f64 {
+    let global = worker::js_sys::global();
+    worker::js_sys::Reflect::get(&global, &"performance".into())
+        .and_then(|p| worker::js_sys::Reflect::get(&p, &"now".into()).map(|now| (p, now)))
+        .ok()
+        .and_then(|(p, now)| {
+            worker::wasm_bindgen::JsCast::dyn_ref::<worker::js_sys::Function>(&now).and_then(|f| f.call0(&p).ok())
+        })
+        .and_then(|v| v.as_f64())
+        .unwrap_or(0.0)
 }
 
 /// The object's alarm in its storage.
@@ -112,7 +126,11 @@ impl Agent {
         // LLM_API_KEY is a secret; a plain var is accepted too (local .dev.vars sets either).
         let var = |k: &str| env.secret(k).map(|v| v.to_string()).or_else(|_| env.var(k).map(|v| v.to_string())).ok();
         let db = Rc::new(DoSql::new(&state.storage()));
-        let sockets = Rc::new(Sockets::new(state));
+        let spans = match var("TURN_SPANS").is_some_and(|v| !v.is_empty() && v != "0") {
+            true => SpanLog::Logged,
+            false => SpanLog::Off,
+        };
+        let sockets = Rc::new(Sockets::new(state, spans));
         let parts = Parts {
             sql: db.clone(),
             blobs: Rc::new(R2Blobs::new(env.bucket(SKILLS_BUCKET).ok())),
@@ -126,6 +144,7 @@ impl Agent {
                 .map(|ns| Rc::new(WorkersDirectory(ns)) as Rc<dyn object::Directory>),
             tasks: Rc::new(WorkersTasks),
             clock: Rc::new(now_ms),
+            timer: Rc::new(performance_now),
             secrets: Rc::new(WorkersSecrets(env.clone())),
         };
         let id = state.id();

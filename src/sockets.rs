@@ -13,16 +13,25 @@ use session_agent_api::socket_tags::{self, SocketTags, AGENT_TAG};
 use session_agent_core::error::Result;
 use session_agent_core::events::Events;
 
-/// The object's accepted sockets, by session tag.
+/// The object's accepted sockets, by session tag; and where its warnings and spans go.
 pub(crate) struct Sockets {
     state: State,
+    spans: SpanLog,
+}
+
+/// Whether the phases of each turn are logged (`TURN_SPANS` set: one JSON line per turn, for
+/// `bench/latency.mjs`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SpanLog {
+    Logged,
+    Off,
 }
 
 impl Sockets {
-    pub(crate) fn new(state: &State) -> Self {
+    pub(crate) fn new(state: &State, spans: SpanLog) -> Self {
         // Another handle on the same JavaScript object (the state is not `Clone` in Rust).
         let js: &JsValue = state.as_raw().as_ref();
-        Sockets { state: State::from(js.clone().unchecked_into::<DurableObjectState>()) }
+        Sockets { state: State::from(js.clone().unchecked_into::<DurableObjectState>()), spans }
     }
 
     /// Accepts `ws` (the server end of a pair) for session `sid`, hibernatable, opened with the
@@ -89,6 +98,14 @@ impl Events for Sockets {
 
     fn warn(&self, message: &str) {
         worker::console_warn!("SessionAgent: {message}");
+    }
+
+    fn spans(&self, what: &str, spans: &[(&'static str, f64)]) {
+        if self.spans == SpanLog::Logged {
+            let phases: serde_json::Map<String, Json> =
+                spans.iter().map(|(k, v)| ((*k).to_owned(), Json::from(*v))).collect();
+            worker::console_log!("{}", serde_json::json!({ "spans": what, "ms": phases }));
+        }
     }
 
     fn revoked(&self, before_ms: i64) {

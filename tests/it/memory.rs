@@ -430,6 +430,35 @@ fn a_turn_asks_for_its_questions_vector_once_even_when_that_fails() {
 }
 
 #[test]
+fn a_turn_reports_its_phases_before_the_model_call() {
+    let api = memory_api().with_embeddings();
+    store(&api, json!({"content": "The user likes green tea."}));
+    api.model.reply(Ok(completion("Tea.")));
+    api.model.reply(Ok(completion("{\"facts\": []}")));
+    assert_eq!(api.post("/sessions/s/chat", json!({"message": msg("u1", "user", "Which tea?")})).status, 201);
+    let spans = api.events.spans.borrow().clone();
+    assert_eq!(spans.len(), 1, "one report per turn");
+    let (what, phases) = &spans[0];
+    assert_eq!(what, "turn");
+    let names: Vec<&str> = phases.iter().map(|p| p.0).collect();
+    assert_eq!(
+        names,
+        [
+            "tools",
+            "branch and question vector",
+            "recall and injection",
+            "prompt",
+            "history window",
+            "question vector ready (from the start)",
+            "before the model call"
+        ]
+    );
+    assert!(phases.iter().all(|p| p.1 >= 0.0), "{phases:?}");
+    let (sequential, total) = (phases[..5].iter().map(|p| p.1).sum::<f64>(), phases[6].1);
+    assert!((sequential - total).abs() < 1e-6, "the phases add up to the total: {phases:?}");
+}
+
+#[test]
 fn inject_sends_the_facts_after_an_unchanged_frozen_prompt() {
     let api = memory_api();
     let tea = store(&api, json!({"content": "The user likes green tea.", "score": 0.9}));

@@ -226,6 +226,17 @@ impl Spaces for InProcess {
 pub struct Frames {
     pub frames: RefCell<Vec<(String, Json)>>,
     pub warnings: RefCell<Vec<String>>,
+    /// Every `spans` report: what, and its phases.
+    pub spans: RefCell<Vec<(String, Phases)>>,
+}
+
+/// The phases of a `spans` report, in their order (ms).
+pub type Phases = Vec<(&'static str, f64)>;
+
+/// The spans' clock of native tests: milliseconds since it was made.
+fn timer() -> impl Fn() -> f64 {
+    let start = std::time::Instant::now();
+    move || start.elapsed().as_secs_f64() * 1000.0
 }
 
 impl Frames {
@@ -251,6 +262,9 @@ impl session_agent_core::events::Events for Frames {
     }
     fn warn(&self, message: &str) {
         self.warnings.borrow_mut().push(message.to_owned());
+    }
+    fn spans(&self, what: &str, spans: &[(&'static str, f64)]) {
+        self.spans.borrow_mut().push((what.to_owned(), spans.to_vec()));
     }
 }
 
@@ -468,6 +482,7 @@ impl Api {
             directory: None,
             tasks: native.clone(),
             clock: Rc::new(move || clock.get()),
+            timer: Rc::new(timer()),
             secrets: Rc::new(NoSecrets),
         };
         let settings = Settings {
@@ -529,6 +544,7 @@ impl Api {
             },
             tasks: self.native.clone(),
             clock: Rc::new(move || clock.get()),
+            timer: Rc::new(timer()),
             secrets: Rc::new(self.secrets.clone()),
         };
         self.object = Object::open(parts, settings);

@@ -105,6 +105,8 @@ pub struct Parts {
     pub tasks: Rc<dyn Tasks>,
     /// The time now, in milliseconds since the epoch.
     pub clock: Rc<dyn Fn() -> i64>,
+    /// A clock for spans: milliseconds with fractions, only differences meaningful.
+    pub timer: Rc<dyn Fn() -> f64>,
     /// The Worker's secrets, by the names the config gives.
     pub secrets: Rc<dyn Secrets>,
 }
@@ -272,6 +274,7 @@ impl Inner {
             live: &self.live,
             now: Now::at((p.clock)()),
             clock: &*p.clock,
+            timer: &*p.timer,
             reach: Reach::default(),
             role: self.role,
             spaces: &*p.spaces,

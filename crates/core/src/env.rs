@@ -76,6 +76,9 @@ pub struct Env<'a> {
     /// The time now (ms since the epoch), for what outlasts a request's moment: when a
     /// scheduled run ended, how long an alarm's wake-up has run.
     pub clock: &'a dyn Fn() -> i64,
+    /// A clock for spans (`Events::spans`): milliseconds with their fractions, only the
+    /// differences mean anything (`performance.now()` in Workers).
+    pub timer: &'a dyn Fn() -> f64,
     /// The sessions the request may see beyond its own (its token's sessions, if it is limited).
     pub reach: Reach,
     /// What this Durable Object is: an agent, or a memory space.
@@ -138,6 +141,7 @@ impl<'a> Env<'a> {
             live: self.live,
             now: self.now.clone(),
             clock: self.clock,
+            timer: self.timer,
             reach,
             role: self.role,
             spaces: self.spaces,

@@ -15,6 +15,9 @@ pub trait Events {
     /// Reports a problem no request waits for (a failed memory extraction or embedding): the
     /// Workers layer logs it.
     fn warn(&self, message: &str);
+    /// How long the phases of `what` (a turn before its model call) took, in milliseconds, in
+    /// their order: the Workers layer logs them when asked to (`TURN_SPANS`), for the bench.
+    fn spans(&self, _what: &str, _spans: &[(&'static str, f64)]) {}
     /// Tokens issued before `before_ms` were revoked: listeners that came in with one are
     /// closed (the Workers layer knows which sockets did).
     fn revoked(&self, _before_ms: i64) {}

@@ -209,6 +209,7 @@ pub async fn turn(
     req: TurnRequest,
     on_event: &mut dyn FnMut(ChatEvent) -> Result<()>,
 ) -> Result<Turn> {
+    let mut spans = Spans::start(session.env.timer);
     let server = session.tools()?;
     for (i, t) in req.tools.iter().enumerate() {
         let clash = server.iter().chain(&req.tools[..i]).any(|s| s.name == t.name);
@@ -234,14 +235,20 @@ pub async fn turn(
         (Some(_), true) => question_text(&req.ask),
         _ => None,
     };
+    spans.mark("tools");
+    let asks_early = early.is_some();
+    let mut vector_at = None;
     let ask_early = async {
-        match &early {
+        let asked = match &early {
             Some(text) => Some(session.env.meaning().query(text.trim()).await),
             None => None,
-        }
+        };
+        vector_at = Some(spans.since_start());
+        asked
     };
     let (asked, start) = futures::future::join(ask_early, start(session, req.ask, &server)).await;
     let mut start = start?;
+    spans.mark("branch and question vector");
     // The question: the new user message, or the stored one answered again.
     let question = match &start.user {
         Some(user) => Some(user.to_value()?),
@@ -251,10 +258,17 @@ pub async fn turn(
         (Some(cfg), Some(q)) => inject(session, cfg, &memory.tags, q, early.zip(asked)).await?,
         _ => None,
     };
+    spans.mark("recall and injection");
     // Frozen with the turn's writes: a turn that fails stores nothing, not even the prompt.
     let (system, to_freeze) = session.context().prompt_for_turn().await?;
+    spans.mark("prompt");
     let shown = truncate_older_messages(std::mem::take(&mut start.base), &TruncateOptions::default());
     let conversation = build(&shown, session.env.config.chat.max_messages);
+    spans.mark("history window");
+    if let Some(at) = vector_at.filter(|_| asks_early) {
+        spans.note("question vector ready (from the start)", at);
+    }
+    session.env.events.spans("turn", &spans.done());
     if session.env.config.chat.on_disconnect == OnDisconnect::Finish {
         store_user_first(session, &mut start).await?;
     }
@@ -282,6 +296,40 @@ pub async fn turn(
         Err(e) => Ending::Failed(e.clone()),
     });
     result
+}
+
+/// The phases of a turn before its model call, timed by the env's timer (`Events::spans`).
+struct Spans<'a> {
+    timer: &'a dyn Fn() -> f64,
+    started: f64,
+    last: f64,
+    phases: Vec<(&'static str, f64)>,
+}
+
+impl<'a> Spans<'a> {
+    fn start(timer: &'a dyn Fn() -> f64) -> Spans<'a> {
+        let now = timer();
+        Spans { timer, started: now, last: now, phases: Vec::new() }
+    }
+    /// The phase `name` ended now.
+    fn mark(&mut self, name: &'static str) {
+        let now = (self.timer)();
+        self.phases.push((name, now - self.last));
+        self.last = now;
+    }
+    fn since_start(&self) -> f64 {
+        (self.timer)() - self.started
+    }
+    /// A figure beside the phases (not one of them).
+    fn note(&mut self, name: &'static str, ms: f64) {
+        self.phases.push((name, ms));
+    }
+    /// The phases, and their total as `before the model call`.
+    fn done(mut self) -> Vec<(&'static str, f64)> {
+        let total = self.last - self.started;
+        self.phases.push(("before the model call", total));
+        self.phases
+    }
 }
 
 /// `chat.onDisconnect: "finish"`: the turn's user message is stored before the model is
