@@ -37,6 +37,8 @@
 //                       prompt cache over 50 turns, by chat.cache setting
 //   BENCH_TOKENS=0      skip bench/tokens.mjs: our token estimates against a real tokenizer's
 //                       counts, before and after the calibration by the provider's usage
+//   BENCH_MCP=0         skip bench/mcp.mjs: what one remote MCP tool call adds to a turn (p50,
+//                       p99) against a local server, and a new object's first turn that lists
 import { gzipSync } from "node:zlib";
 import { readFileSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -204,3 +206,4 @@ if (process.env.BENCH_SPACES !== "0") await import("./spaces.mjs"); // memory sp
 if (process.env.BENCH_DIRECTORY !== "0") await import("./directory.mjs"); // the directory of agents: bench/directory.mjs
 if (process.env.BENCH_CACHE !== "0") await import("./cache.mjs"); // the cached prefix: bench/cache.mjs
 if (process.env.BENCH_TOKENS !== "0") await import("./tokens.mjs"); // token estimates vs counts: bench/tokens.mjs
+if (process.env.BENCH_MCP !== "0") await import("./mcp.mjs"); // remote MCP tools in a turn: bench/mcp.mjs
