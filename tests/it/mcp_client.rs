@@ -380,13 +380,27 @@ fn a_bad_server_configuration_is_refused() {
         (with("allow", json!([])), "allow must be"),
         (with("timeoutMs", json!(50)), "timeoutMs"),
         (with("maxOutputBytes", json!(0)), "maxOutputBytes"),
-        (with("extra", json!(1)), "unknown field"),
+        (with("extra", json!(1)), "unknown field `extra`"),
+        (with("allow", json!("lookup_customer")), "allow must be an array of strings"),
+        (with("timeoutMs", json!("10")), "timeoutMs must be a positive integer"),
+        (with("url", json!(null)), "url is required"),
+        (with("secret", json!(7)), "secret must be a string"),
+        (json!("crm"), "tools.mcp[0]: must be an object"),
     ];
     for (server, want) in bad {
         let text = json!({"tools": {"mcp": [server]}}).to_string();
         let e = SessionConfig::from_json(&text).expect_err(&text);
         assert!(e.message.contains(want), "{text}: {}", e.message);
     }
+    for (tools, want) in [
+        (json!([]), "tools must be an object"),
+        (json!({"mcp": {}}), "tools.mcp must be an array"),
+        (json!({"http": []}), "unknown field `http`"),
+    ] {
+        let e = SessionConfig::from_json(&json!({"tools": tools}).to_string()).unwrap_err();
+        assert!(e.message.contains(want), "{tools}: {}", e.message);
+    }
+    assert_eq!(SessionConfig::from_json(r#"{"tools": null}"#).unwrap().tools.mcp.len(), 0);
     let two = json!({"tools": {"mcp": [crm(), crm()]}}).to_string();
     assert!(SessionConfig::from_json(&two).unwrap_err().message.contains("two servers are named \"crm\""));
     let no_secret = json!({"tools": {"mcp": [{"name": "a", "url": URL, "header": "x-api-key"}]}}).to_string();

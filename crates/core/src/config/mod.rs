@@ -86,7 +86,7 @@ pub struct SessionConfig {
     #[serde(default, deserialize_with = "or_default")]
     pub schedules: SchedulesConfig,
     /// Tools the agent runs itself beside its own `{mcp?}`: remote MCP servers.
-    #[serde(default, deserialize_with = "or_default")]
+    #[serde(default, deserialize_with = "tools::read")]
     pub tools: ToolsConfig,
 }
 

@@ -3,7 +3,8 @@
 //! value of a Worker secret named here: nothing a request carries names a server or holds its
 //! key (docs/REFERENCE.md#mcp-tools).
 
-use serde::Deserialize;
+use serde::{Deserialize, Deserializer};
+use serde_json::Value as Json;
 
 use super::blocks::is_label;
 use crate::error::{Error, Result};
@@ -25,8 +26,7 @@ const KEPT_SECRETS: [&str; 2] = ["API_TOKEN", "TOKEN_SECRET"];
 const OWN_HEADERS: [&str; 5] = ["content-type", "accept", "mcp-session-id", "mcp-protocol-version", "host"];
 
 /// `SESSION_CONFIG.tools` `{mcp?}`.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ToolsConfig {
     /// The remote MCP servers whose tools the agent's turns offer, in this order.
     pub mcp: Vec<McpServerConfig>,
@@ -34,8 +34,7 @@ pub struct ToolsConfig {
 
 /// One remote MCP server (the Streamable HTTP transport): `{name, url, secret?, header?,
 /// allow?, timeoutMs?, maxOutputBytes?}`.
-#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct McpServerConfig {
     /// What its tools are prefixed with (`<name>__<tool>`): 1-24 characters of `[A-Za-z0-9_-]`,
     /// neither `__` in it nor `_` at its ends, unique among the servers.
@@ -44,29 +43,84 @@ pub struct McpServerConfig {
     pub url: String,
     /// The Worker secret (or var) whose value authenticates the agent: sent as
     /// `Authorization: Bearer <value>`, or as `header: <value>` when `header` is set.
-    #[serde(default)]
     pub secret: Option<String>,
     /// The header that carries the secret's value as it is, instead of `Authorization: Bearer`.
-    #[serde(default)]
     pub header: Option<String>,
     /// The server's tools offered (their own names); absent: every tool it lists.
-    #[serde(default)]
     pub allow: Option<Vec<String>>,
     /// Time one call may take, the whole exchange included (100-120,000 ms, default 10,000).
-    #[serde(default = "default_timeout")]
     pub timeout_ms: u64,
     /// Most bytes of a tool's output the model is given (1-1,000,000, default 32,768); more is
     /// a tool error.
-    #[serde(default = "default_max_output")]
     pub max_output_bytes: usize,
 }
 
-fn default_timeout() -> u64 {
-    DEFAULT_TIMEOUT_MS
+/// The keys of a server, as written.
+const SERVER_KEYS: [&str; 7] = ["name", "url", "secret", "header", "allow", "timeoutMs", "maxOutputBytes"];
+
+/// Reads `SESSION_CONFIG.tools` (an object, or `null` for none) as the other parts are read:
+/// unknown keys refused, `null` fields as absent. By hand rather than serde's derive, which,
+/// read from a JSON value, cost the wasm 6 KB.
+pub(super) fn read<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<ToolsConfig, D::Error> {
+    use serde::de::Error as _;
+    parse(&Json::deserialize(d)?).map_err(|e| D::Error::custom(e.message))
 }
 
-fn default_max_output() -> usize {
-    DEFAULT_MAX_OUTPUT_BYTES
+fn parse(v: &Json) -> Result<ToolsConfig> {
+    let obj = match v {
+        Json::Null => return Ok(ToolsConfig::default()),
+        Json::Object(o) => o,
+        _ => return Err(Error::invalid("tools must be an object")),
+    };
+    if let Some(k) = obj.keys().find(|k| *k != "mcp") {
+        return Err(Error::invalid(format!("tools: unknown field `{k}`, expected `mcp`")));
+    }
+    let list = match obj.get("mcp") {
+        None | Some(Json::Null) => return Ok(ToolsConfig::default()),
+        Some(Json::Array(a)) => a,
+        Some(_) => return Err(Error::invalid("tools.mcp must be an array")),
+    };
+    let mcp = list
+        .iter()
+        .enumerate()
+        .map(|(i, s)| server(s).map_err(|e| Error::invalid(format!("tools.mcp[{i}]: {}", e.message))));
+    Ok(ToolsConfig { mcp: mcp.collect::<Result<_>>()? })
+}
+
+fn server(v: &Json) -> Result<McpServerConfig> {
+    let obj = v.as_object().ok_or_else(|| Error::invalid("must be an object"))?;
+    if let Some(k) = obj.keys().find(|k| !SERVER_KEYS.contains(&k.as_str())) {
+        return Err(Error::invalid(format!("unknown field `{k}`, expected one of {}", SERVER_KEYS.join(", "))));
+    }
+    let field = |k: &str| obj.get(k).filter(|v| !v.is_null());
+    let text = |k: &str| match field(k) {
+        None => Ok(None),
+        Some(Json::String(s)) => Ok(Some(s.clone())),
+        Some(_) => Err(Error::invalid(format!("{k} must be a string"))),
+    };
+    let number = |k: &str, default: u64| match field(k) {
+        None => Ok(default),
+        Some(n) => n.as_u64().ok_or_else(|| Error::invalid(format!("{k} must be a positive integer"))),
+    };
+    let required = |k: &str| text(k)?.ok_or_else(|| Error::invalid(format!("{k} is required")));
+    let allow = match field("allow") {
+        None => None,
+        Some(a) => {
+            let list = a.as_array().filter(|l| l.iter().all(Json::is_string));
+            let list = list.ok_or_else(|| Error::invalid("allow must be an array of strings"))?;
+            Some(list.iter().filter_map(Json::as_str).map(str::to_owned).collect())
+        }
+    };
+    Ok(McpServerConfig {
+        name: required("name")?,
+        url: required("url")?,
+        secret: text("secret")?,
+        header: text("header")?,
+        allow,
+        timeout_ms: number("timeoutMs", DEFAULT_TIMEOUT_MS)?,
+        max_output_bytes: usize::try_from(number("maxOutputBytes", DEFAULT_MAX_OUTPUT_BYTES as u64)?)
+            .unwrap_or(usize::MAX),
+    })
 }
 
 impl ToolsConfig {

@@ -19,8 +19,8 @@ use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::fmt;
 
-use futures::future::{join_all, select, Either};
-use serde_json::{json, Value as Json};
+use futures::future::{select, Either};
+use serde_json::Value as Json;
 
 use crate::config::tools::SEPARATOR;
 use crate::config::{is_label, McpServerConfig};
@@ -149,8 +149,9 @@ struct Client<'a> {
 }
 
 impl Client<'_> {
-    /// The request carrying `msg` in `link` (none: the `initialize` request).
-    fn request(&self, link: Option<&Link>, msg: &Json) -> Exchange<HttpRequest> {
+    /// The request carrying the JSON-RPC message `msg` in `link` (none: the `initialize`
+    /// request).
+    fn request(&self, link: Option<&Link>, msg: String) -> Exchange<HttpRequest> {
         let mut headers = vec![
             ("content-type".to_owned(), "application/json".to_owned()),
             ("accept".to_owned(), "application/json, text/event-stream".to_owned()),
@@ -168,7 +169,7 @@ impl Client<'_> {
             }
             headers.push(("mcp-protocol-version".to_owned(), link.version.clone()));
         }
-        Ok(HttpRequest { url: self.cfg.url.clone(), headers, body: msg.to_string(), timeout_ms: self.cfg.timeout_ms })
+        Ok(HttpRequest { url: self.cfg.url.clone(), headers, body: msg, timeout_ms: self.cfg.timeout_ms })
     }
 
     fn next_id(&self) -> u64 {
@@ -179,32 +180,34 @@ impl Client<'_> {
     /// Opens a session: `initialize`, then `notifications/initialized`.
     async fn connect(&self) -> Exchange<Link> {
         let id = self.next_id();
-        let msg = json!({"jsonrpc": "2.0", "id": id, "method": "initialize", "params": {
-            "protocolVersion": PROTOCOL_VERSIONS[0],
-            "capabilities": {},
-            "clientInfo": {"name": "session-agent", "version": env!("CARGO_PKG_VERSION")}
-        }});
-        let resp = self.peer.transport.send(self.request(None, &msg)?).await.map_err(|_| Failure::Unreachable)?;
+        // The messages are written as text: `json!` would cost the wasm more code than they.
+        let params = format!(
+            r#"{{"protocolVersion":"{}","capabilities":{{}},"clientInfo":{{"name":"session-agent","version":"{}"}}}}"#,
+            PROTOCOL_VERSIONS[0],
+            env!("CARGO_PKG_VERSION")
+        );
+        let msg = message(id, "initialize", &params);
+        let resp = self.peer.transport.send(self.request(None, msg)?).await.map_err(|_| Failure::Unreachable)?;
         if !(200..300).contains(&resp.status) {
             return Err(Failure::Status(resp.status));
         }
         let result = answer(&resp.body, id)?;
         let version = result.get("protocolVersion").and_then(Json::as_str).unwrap_or(PROTOCOL_VERSIONS[0]);
         let link = Link { session: resp.header("mcp-session-id").map(str::to_owned), version: version.to_owned() };
-        let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+        let note = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#.to_owned();
         let resp =
-            self.peer.transport.send(self.request(Some(&link), &note)?).await.map_err(|_| Failure::Unreachable)?;
+            self.peer.transport.send(self.request(Some(&link), note)?).await.map_err(|_| Failure::Unreachable)?;
         match resp.status {
             200..=299 => Ok(link),
             s => Err(Failure::Status(s)),
         }
     }
 
-    /// A request of `method` in `link`, its answer read up to `limit` bytes: its `result`.
-    async fn rpc(&self, link: &Link, method: &str, params: Json, limit: usize) -> Exchange<Json> {
+    /// A request of `method` with `params` (JSON text) in `link`, its answer read up to `limit`
+    /// bytes: its `result`.
+    async fn rpc(&self, link: &Link, method: &str, params: &str, limit: usize) -> Exchange<Json> {
         let id = self.next_id();
-        let msg = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-        let req = self.request(Some(link), &msg)?;
+        let req = self.request(Some(link), message(id, method, params))?;
         let mut body = String::new();
         let mut over = false;
         let mut take = |piece: &str| {
@@ -234,10 +237,10 @@ impl Client<'_> {
         let mut cursor: Option<String> = None;
         for _ in 0..MAX_PAGES {
             let params = match &cursor {
-                Some(c) => json!({"cursor": c}),
-                None => json!({}),
+                Some(c) => format!(r#"{{"cursor":{}}}"#, Json::from(c.as_str())),
+                None => "{}".to_owned(),
             };
-            let page = self.rpc(link, "tools/list", params, MAX_LIST_BYTES).await?;
+            let page = self.rpc(link, "tools/list", &params, MAX_LIST_BYTES).await?;
             let tools =
                 page.get("tools").and_then(Json::as_array).ok_or_else(|| Failure::Unreadable("no tools".into()))?;
             for t in tools {
@@ -254,7 +257,7 @@ impl Client<'_> {
                 let description = t.get("description").and_then(Json::as_str).unwrap_or_default().to_owned();
                 let input_schema = match t.get("inputSchema") {
                     Some(s @ Json::Object(_)) => s.clone(),
-                    _ => json!({"type": "object", "properties": {}}),
+                    _ => Json::Object(Default::default()),
                 };
                 out.push(Listed { tool: tool.to_owned(), spec: ToolSpec { name, description, input_schema } });
             }
@@ -273,6 +276,11 @@ impl Client<'_> {
             None => self.connect().await,
         }
     }
+}
+
+/// The JSON-RPC request `id` of `method` with `params` (JSON text).
+fn message(id: u64, method: &str, params: &str) -> String {
+    format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"{method}","params":{params}}}"#)
 }
 
 /// The `result` of the JSON-RPC answer `id` in `body`: the answer itself (`application/json`),
@@ -357,15 +365,17 @@ impl McpServers {
     }
 
     /// The tools of `servers` a turn offers: each server's list as kept, or listed now (all
-    /// servers at once, each within its `timeoutMs`). A server that cannot list is left out,
+    /// servers one after the other, each within its `timeoutMs`). A server that cannot list is left out,
     /// with a warning.
     pub async fn offer(&self, servers: &[McpServerConfig], peer: &Peer<'_>) -> Offered {
-        let lists = join_all(servers.iter().map(|cfg| self.tools_of(cfg, peer))).await;
-        let tools = lists
-            .into_iter()
-            .enumerate()
-            .flat_map(|(server, list)| list.into_iter().map(move |l| RemoteTool { server, tool: l.tool, spec: l.spec }))
-            .collect();
+        // One server after the other: what a kept list costs is nothing, and running them at
+        // once (`join_all`) would cost the wasm 5 KB.
+        let mut tools = Vec::new();
+        for (server, cfg) in servers.iter().enumerate() {
+            for l in self.tools_of(cfg, peer).await {
+                tools.push(RemoteTool { server, tool: l.tool, spec: l.spec });
+            }
+        }
         Offered { tools }
     }
 
@@ -415,17 +425,17 @@ impl McpServers {
             return Err(format!("Error: there is no tool named {:?}", tool.spec.name));
         };
         let client = self.client(cfg, peer);
-        let params = json!({"name": tool.tool, "arguments": input});
+        let params = format!(r#"{{"name":{},"arguments":{input}}}"#, Json::from(tool.tool.as_str()));
         let limit = cfg.max_output_bytes.saturating_mul(4).saturating_add(ENVELOPE_BYTES);
         let called = bounded(peer.transport, cfg.timeout_ms, async {
             let link = client.linked(self.link(&cfg.name)).await?;
-            match client.rpc(&link, "tools/call", params.clone(), limit).await {
+            match client.rpc(&link, "tools/call", &params, limit).await {
                 Err(Failure::Expired) => {
                     let link = client.connect().await?;
                     if let Some(Kept::Listed { link: kept, .. }) = self.kept.borrow_mut().get_mut(&cfg.name) {
                         *kept = link.clone();
                     }
-                    client.rpc(&link, "tools/call", params.clone(), limit).await
+                    client.rpc(&link, "tools/call", &params, limit).await
                 }
                 other => other,
             }
