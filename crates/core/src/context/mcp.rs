@@ -22,6 +22,7 @@ use std::fmt;
 use futures::future::{select, Either};
 use serde_json::Value as Json;
 
+use crate::blobs::BoxFuture;
 use crate::config::tools::SEPARATOR;
 use crate::config::{is_label, McpServerConfig};
 use crate::events::Events;
@@ -367,7 +368,11 @@ impl McpServers {
     /// The tools of `servers` a turn offers: each server's list as kept, or listed now (all
     /// servers one after the other, each within its `timeoutMs`). A server that cannot list is left out,
     /// with a warning.
-    pub async fn offer(&self, servers: &[McpServerConfig], peer: &Peer<'_>) -> Offered {
+    pub fn offer<'b>(&'b self, servers: &'b [McpServerConfig], peer: &'b Peer<'b>) -> BoxFuture<'b, Offered> {
+        Box::pin(self.offering(servers, peer))
+    }
+
+    async fn offering(&self, servers: &[McpServerConfig], peer: &Peer<'_>) -> Offered {
         // One server after the other: what a kept list costs is nothing, and running them at
         // once (`join_all`) would cost the wasm 5 KB.
         let mut tools = Vec::new();
@@ -414,7 +419,17 @@ impl McpServers {
 
     /// Calls `tool` (one `servers` offered) with `input`, within the server's `timeoutMs`: the
     /// output the model reads, or the text of the tool error it reads instead.
-    pub async fn call(
+    pub fn call<'b>(
+        &'b self,
+        servers: &'b [McpServerConfig],
+        tool: &'b RemoteTool,
+        input: &'b Json,
+        peer: &'b Peer<'b>,
+    ) -> BoxFuture<'b, std::result::Result<String, String>> {
+        Box::pin(self.calling(servers, tool, input, peer))
+    }
+
+    async fn calling(
         &self,
         servers: &[McpServerConfig],
         tool: &RemoteTool,
