@@ -67,7 +67,7 @@ try {
   row("the model calls a tool nobody has (floor)", floor);
   const added = remote.map((x, i) => x - floor[i]);
   row("added by the remote call (pairwise)", added);
-  row("first turn of an object (initialize, tools/list)", cold);
+  row("first turn of a new object (its start, initialize, tools/list)", cold);
   row("its second turn (list kept)", warm);
 } finally {
   await w.stop();
