@@ -77,7 +77,7 @@ fn serve(api: &Api) -> Rc<RefCell<Server>> {
                     json!({"tools": [tool("lookup_customer", "Finds a customer"), tool("delete_everything", "Deletes it all")], "nextCursor": "p2"})
                 }
                 Some(_) => {
-                    json!({"tools": [tool("slow", "Takes long"), tool("big", "Answers a lot"), tool("failing", "Fails"),
+                    json!({"tools": [tool("slow", "Takes long"), json!({"name": "big", "description": "Answers a lot"}), tool("failing", "Fails"),
                     tool("broken", "Errs"), tool("down", "HTTP 500"), tool("bad.name", "not a usable name")]})
                 }
             },
@@ -173,6 +173,14 @@ fn a_remote_tool_runs_its_result_reaches_the_model_and_is_stored() {
     }
     assert!(!names.iter().any(|n| n.contains("delete_everything") || n.contains("bad.name")), "{names:?}");
     assert!(api.events.warnings.borrow().iter().any(|w| w.contains("bad.name")));
+    // A tool's schema as the server gives it; one without any takes an object.
+    let req = api.model.requests.borrow()[0].clone();
+    let params = |n: &str| {
+        req["tools"].as_array().unwrap().iter().find(|t| t["function"]["name"] == n).unwrap()["function"]["parameters"]
+            .clone()
+    };
+    assert_eq!(params("crm__lookup_customer")["properties"]["id"]["type"], "string");
+    assert_eq!(params("crm__big"), json!({"type": "object"}));
     // The result went back to the model.
     let results = tool_messages(&api, 1);
     assert_eq!(

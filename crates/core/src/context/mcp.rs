@@ -258,7 +258,8 @@ impl Client<'_> {
                 let description = t.get("description").and_then(Json::as_str).unwrap_or_default().to_owned();
                 let input_schema = match t.get("inputSchema") {
                     Some(s @ Json::Object(_)) => s.clone(),
-                    _ => Json::Object(Default::default()),
+                    // What providers take for no input.
+                    _ => Json::Object([("type".to_owned(), Json::from("object"))].into_iter().collect()),
                 };
                 out.push(Listed { tool: tool.to_owned(), spec: ToolSpec { name, description, input_schema } });
             }
