@@ -39,6 +39,8 @@
 //                       counts, before and after the calibration by the provider's usage
 //   BENCH_LATENCY=0     skip bench/latency.mjs: a turn's first streamed delta and a new agent's
 //                       first request against the floor (its own options: at its top)
+//   BENCH_MCP=0         skip bench/mcp.mjs: what one remote MCP tool call adds to a turn (p50,
+//                       p99) against a local server, and a new object's first turn that lists
 import { gzipSync } from "node:zlib";
 import { readFileSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -207,3 +209,4 @@ if (process.env.BENCH_DIRECTORY !== "0") await import("./directory.mjs"); // the
 if (process.env.BENCH_CACHE !== "0") await import("./cache.mjs"); // the cached prefix: bench/cache.mjs
 if (process.env.BENCH_TOKENS !== "0") await import("./tokens.mjs"); // token estimates vs counts: bench/tokens.mjs
 if (process.env.BENCH_LATENCY !== "0") await import("./latency.mjs"); // the turn before its first token, a new agent: bench/latency.mjs
+if (process.env.BENCH_MCP !== "0") await import("./mcp.mjs"); // remote MCP tools in a turn: bench/mcp.mjs

@@ -87,8 +87,9 @@ impl Transport for WorkersTransport {
             let call = Box::pin(async move {
                 let mut resp = fetch.send_with_signal(&signal).await?;
                 let status = resp.status_code();
+                let headers = resp.headers().entries().collect();
                 let body = resp.text().await?;
-                Ok::<_, worker::Error>(HttpResponse { status, body })
+                Ok::<_, worker::Error>(HttpResponse { status, headers, body })
             });
             let timer = Delay::from(Duration::from_millis(req.timeout_ms));
             match select(call, timer).await {

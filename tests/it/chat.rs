@@ -177,7 +177,11 @@ fn a_failing_provider_or_tool_leaves_history_as_it_was() {
     api.post("/sessions/s/messages", json!({"message": user("u0", "hi")}));
     let before = history(&api, "s");
     let info = api.get("/sessions/s").body_json();
-    api.model.reply(Ok(HttpResponse { status: 500, body: json!({"error": {"message": "overloaded"}}).to_string() }));
+    api.model.reply(Ok(HttpResponse {
+        headers: Vec::new(),
+        status: 500,
+        body: json!({"error": {"message": "overloaded"}}).to_string(),
+    }));
     let r = api.post("/sessions/s/chat", json!({"message": user("u1", "hello")}));
     assert_eq!((r.status, code(&r).as_str()), (503, "llm_unavailable"));
     // The provider's words go to the log, never to the caller.
@@ -192,7 +196,7 @@ fn a_failing_provider_or_tool_leaves_history_as_it_was() {
     assert_eq!(r.status, 503);
     assert_eq!(history(&api, "s"), before);
     // An unregistered session stays unregistered.
-    api.model.reply(Ok(HttpResponse { status: 500, body: "{}".into() }));
+    api.model.reply(Ok(HttpResponse { headers: Vec::new(), status: 500, body: "{}".into() }));
     assert_eq!(api.post("/sessions/new/chat", json!({"message": user("n1", "hello")})).status, 503);
     assert_eq!(api.get("/sessions/new").status, 404);
     // Retrying works.
@@ -319,7 +323,7 @@ fn websocket_frames() {
 #[test]
 fn a_failed_turn_does_not_freeze_the_prompt_and_a_good_one_does() {
     let api = api();
-    api.model.reply(Ok(HttpResponse { status: 500, body: "{}".into() }));
+    api.model.reply(Ok(HttpResponse { headers: Vec::new(), status: 500, body: "{}".into() }));
     assert_eq!(api.post("/sessions/p/chat", json!({"message": user("u1", "hi")})).status, 503);
     let frozen = |api: &Api| {
         api.db.query_row("SELECT count(*) FROM prompts WHERE session_id = 'p'", &[]).unwrap().unwrap().int(0).unwrap()
@@ -371,7 +375,7 @@ fn updates_reach_listeners() {
 fn an_oversize_user_message_spills_only_when_the_turn_is_written() {
     let api = api();
     let big = user("big", &"word ".repeat(600_000));
-    api.model.reply(Ok(HttpResponse { status: 500, body: "{}".into() }));
+    api.model.reply(Ok(HttpResponse { headers: Vec::new(), status: 500, body: "{}".into() }));
     assert_eq!(api.post("/sessions/s/chat", json!({"message": big})).status, 503);
     assert!(api.blobs.keys().is_empty(), "a failed turn leaves no objects in R2");
     api.model.reply(Ok(completion("That is long.")));

@@ -256,6 +256,7 @@ fn sse_decoder_handles_splits_line_endings_multiline_and_comments() {
 #[test]
 fn whole_answers_parse() {
     let ok = HttpResponse {
+        headers: Vec::new(),
         status: 200,
         body: json!({"id": "chatcmpl-1", "object": "chat.completion", "choices": [{"index": 0, "message": {
             "role": "assistant", "content": null, "reasoning_content": "think",
@@ -284,6 +285,7 @@ fn whole_answers_parse() {
     );
     // `reasoning` (OpenRouter, Ollama) and an empty answer, which is not an error here.
     let empty = HttpResponse {
+        headers: Vec::new(),
         status: 200,
         body: json!({"choices": [{"message": {"content": "", "reasoning": "hm"}, "finish_reason": "stop"}]})
             .to_string(),
@@ -292,6 +294,7 @@ fn whole_answers_parse() {
     assert_eq!((r.text.as_str(), r.reasoning.as_str(), r.tool_calls.len()), ("", "hm", 0));
 
     let ok = HttpResponse {
+        headers: Vec::new(),
         status: 200,
         body: json!({"id": "msg_1", "type": "message", "role": "assistant", "model": "claude", "content": [
             {"type": "thinking", "thinking": "Let me look.", "signature": "sig"},
@@ -314,16 +317,23 @@ fn whole_answers_parse() {
         }
     );
 
-    let e = parse_chat_response(&anthropic(), &HttpResponse { status: 529, body: anthropic_error("Overloaded") })
-        .unwrap_err();
+    let e = parse_chat_response(
+        &anthropic(),
+        &HttpResponse { headers: Vec::new(), status: 529, body: anthropic_error("Overloaded") },
+    )
+    .unwrap_err();
     assert_eq!((e.kind, e.message.as_str()), (ErrorKind::LlmUnavailable, "the model answered HTTP 529"));
     assert_eq!(e.log.as_deref(), Some("the model answered HTTP 529: Overloaded"));
-    let e = parse_chat_response(&openai(), &HttpResponse { status: 502, body: "<html>bad gateway</html>".into() })
-        .unwrap_err();
+    let e = parse_chat_response(
+        &openai(),
+        &HttpResponse { headers: Vec::new(), status: 502, body: "<html>bad gateway</html>".into() },
+    )
+    .unwrap_err();
     // An upstream body is never echoed to the caller: only to the log.
     assert_eq!((e.kind, e.message.as_str()), (ErrorKind::LlmUnavailable, "the model answered HTTP 502"));
     assert_eq!(e.log.as_deref(), Some("the model answered HTTP 502: <html>bad gateway</html>"));
-    let e = parse_chat_response(&openai(), &HttpResponse { status: 200, body: "nope".into() }).unwrap_err();
+    let e = parse_chat_response(&openai(), &HttpResponse { headers: Vec::new(), status: 200, body: "nope".into() })
+        .unwrap_err();
     assert_eq!(e.kind, ErrorKind::LlmUnavailable);
 }
 
@@ -407,7 +417,7 @@ impl Transport for Whole {
 }
 
 fn ok(body: String) -> Vec<Result<HttpResponse>> {
-    vec![Ok(HttpResponse { status: 200, body })]
+    vec![Ok(HttpResponse { headers: Vec::new(), status: 200, body })]
 }
 
 /// Runs `chat`, collecting the pieces it streamed: text as is, reasoning after a `💭`.
@@ -684,7 +694,7 @@ fn http_errors_log_the_providers_message() {
         ),
         (anthropic(), anthropic_error("Internal server error"), "the model answered HTTP 500: Internal server error"),
     ] {
-        let answer = || vec![Ok(HttpResponse { status: 500, body: body.clone() })];
+        let answer = || vec![Ok(HttpResponse { headers: Vec::new(), status: 500, body: body.clone() })];
         for t in [&Chunked(Script::new(answer())) as &dyn Transport, &Whole(Script::new(answer()))] {
             let (out, deltas) = run(t, &c, &conversation());
             let e = out.unwrap_err();

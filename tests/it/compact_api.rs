@@ -95,7 +95,11 @@ fn failures_store_nothing() {
     api.model.reply(Err(Error::internal("connection refused")));
     let r = api.post("/sessions/s/compact", json!({}));
     assert_eq!((r.status, code(&r).as_str()), (503, "llm_unavailable"));
-    api.model.reply(Ok(HttpResponse { status: 500, body: json!({"error": {"message": "overloaded"}}).to_string() }));
+    api.model.reply(Ok(HttpResponse {
+        headers: Vec::new(),
+        status: 500,
+        body: json!({"error": {"message": "overloaded"}}).to_string(),
+    }));
     let r = api.post("/sessions/s/compact", json!({}));
     assert_eq!(r.status, 503);
     assert_eq!(r.body_json()["error"]["message"], "the model answered HTTP 500");
@@ -253,7 +257,7 @@ fn listeners_hear_status_frames_around_auto_compaction() {
     assert!(before > 40);
     assert!(idle["tokenEstimate"].as_i64().unwrap() > 0, "the estimate after compaction: {idle}");
     // A failing summarizer: idle with the error.
-    api.model.reply(Ok(session_agent_core::llm::HttpResponse { status: 500, body: "{}".into() }));
+    api.model.reply(Ok(session_agent_core::llm::HttpResponse { headers: Vec::new(), status: 500, body: "{}".into() }));
     api.post(
         "/sessions/s/messages",
         json!({"message": msg("x1", "user", "a message of some length about plans, once more, long enough")}),
@@ -300,7 +304,7 @@ fn every_write_sends_its_frames() {
     let phases: Vec<&str> = frames.iter().map(|f| f["phase"].as_str().unwrap()).collect();
     assert_eq!(phases, ["compacting", "idle"]);
     assert!(frames[1]["compacted"]["tokensBefore"].as_i64().unwrap() > 0, "{frames:?}");
-    api.model.reply(Ok(session_agent_core::llm::HttpResponse { status: 500, body: "{}".into() }));
+    api.model.reply(Ok(session_agent_core::llm::HttpResponse { headers: Vec::new(), status: 500, body: "{}".into() }));
     for i in 7..=9 {
         api.post(
             "/sessions/s/messages",
@@ -391,6 +395,7 @@ fn the_providers_counts_calibrate_the_estimate_auto_compaction_compares() {
     // A provider that reports no usage leaves the calibration as it was (its turn's row has no
     // estimate: there is no count to compare it with).
     let silent = HttpResponse {
+        headers: Vec::new(),
         status: 200,
         body: json!({"choices": [{"message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}]})
             .to_string(),

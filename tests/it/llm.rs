@@ -49,6 +49,7 @@ fn openai_request_and_answer() {
         "max_tokens": DEFAULT_MAX_TOKENS, "stream": false, "prompt_cache_key": "session-1"})
     );
     let ok = HttpResponse {
+        headers: Vec::new(),
         status: 200,
         body: json!({"choices": [{"message": {"content": "hello"}, "finish_reason": "stop"}],
         "usage": {"prompt_tokens": 12, "completion_tokens": 3}})
@@ -61,12 +62,17 @@ fn openai_request_and_answer() {
     );
     let err = parse_chat_response(
         &c,
-        &HttpResponse { status: 429, body: json!({"error": {"message": "slow down"}}).to_string() },
+        &HttpResponse {
+            headers: Vec::new(),
+            status: 429,
+            body: json!({"error": {"message": "slow down"}}).to_string(),
+        },
     )
     .unwrap_err();
     assert_eq!((err.kind, err.message.as_str()), (ErrorKind::LlmUnavailable, "the model answered HTTP 429"));
     assert_eq!(err.log.as_deref(), Some("the model answered HTTP 429: slow down"));
-    let err = parse_chat_response(&c, &HttpResponse { status: 200, body: "<html>".into() }).unwrap_err();
+    let err =
+        parse_chat_response(&c, &HttpResponse { headers: Vec::new(), status: 200, body: "<html>".into() }).unwrap_err();
     assert_eq!(err.kind, ErrorKind::LlmUnavailable);
 }
 
@@ -84,6 +90,7 @@ fn anthropic_request_and_answer() {
     assert_eq!(body["system"], json!([{"type": "text", "text": "sys", "cache_control": {"type": "ephemeral"}}]));
     assert_eq!(body["messages"], json!([{"role": "user", "content": [{"type": "text", "text": "hi"}]}]));
     let ok = HttpResponse {
+        headers: Vec::new(),
         status: 200,
         body: json!({"content": [{"type": "text", "text": "he"}, {"type": "text", "text": "llo"}],
         "stop_reason": "end_turn", "usage": {"input_tokens": 7, "output_tokens": 2}})

@@ -18,6 +18,7 @@ mod front;
 mod layout;
 mod llm;
 mod mcp;
+mod mcp_client;
 mod memory;
 mod memory_scope;
 mod metadata;

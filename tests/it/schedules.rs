@@ -304,7 +304,7 @@ fn a_missed_tick_runs_once_and_the_next_is_after_now() {
     assert_eq!(wake_up(&api).runs, 0);
     // A failing model makes a failed run, and the schedule goes on.
     api.now.set(next);
-    api.model.reply(Ok(session_agent_core::llm::HttpResponse { status: 500, body: "{}".into() }));
+    api.model.reply(Ok(session_agent_core::llm::HttpResponse { headers: Vec::new(), status: 500, body: "{}".into() }));
     assert_eq!(wake_up(&api).runs, 1);
     let r = runs(&api, id);
     assert_eq!((r[0]["status"].clone(), r[0]["reply"].clone()), (json!("error"), Json::Null));

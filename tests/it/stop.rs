@@ -30,7 +30,7 @@ fn streamed(pieces: &[&str]) -> HttpResponse {
     let end = json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
         "usage": {"prompt_tokens": 10, "completion_tokens": 3}});
     body.push_str(&format!("data: {end}\n\ndata: [DONE]\n\n"));
-    HttpResponse { status: 200, body }
+    HttpResponse { headers: Vec::new(), status: 200, body }
 }
 
 fn history(api: &Api, sid: &str) -> Vec<Json> {
@@ -153,7 +153,11 @@ fn the_same_user_message_sent_again_after_a_stop_is_answered_beside_the_stopped_
 #[test]
 fn a_failure_stays_all_or_nothing() {
     let api = api_with(json!({}));
-    api.model.reply(Ok(HttpResponse { status: 500, body: "{\"error\":{\"message\":\"down\"}}".into() }));
+    api.model.reply(Ok(HttpResponse {
+        headers: Vec::new(),
+        status: 500,
+        body: "{\"error\":{\"message\":\"down\"}}".into(),
+    }));
     let r = api.post("/sessions/s/chat", json!({"message": user("u1", "hi")}));
     assert_eq!(r.status, 503);
     assert_eq!(api.get("/sessions/s").status, 404, "nothing stored");
@@ -170,7 +174,7 @@ fn on_disconnect_finish_stores_the_user_message_first_and_runs_without_its_clien
     assert_eq!(texts(&h[1]).concat(), "One two three.", "stored whole");
     assert!(h[1]["metadata"].get("stopped").is_none());
     // A failed turn in this mode leaves its user message without a reply.
-    api.model.reply(Ok(HttpResponse { status: 500, body: "{}".into() }));
+    api.model.reply(Ok(HttpResponse { headers: Vec::new(), status: 500, body: "{}".into() }));
     let r = api.post("/sessions/s/chat", json!({"message": user("u2", "again"), "parentId": h[1]["id"]}));
     assert_eq!(r.status, 503);
     let h = history(&api, "s");

@@ -291,7 +291,15 @@ pub struct Model {
     /// Every re-ranking call: `{url, authorization, body}` over HTTP, `{model, input}` through
     /// the binding.
     pub rerank_calls: RefCell<Vec<Json>>,
+    /// Other HTTP peers (an MCP server), by the start of their URL: each request to one goes to
+    /// its handler (`None`: no answer ever, time runs out) and to `peer_requests`.
+    pub peers: RefCell<Vec<(String, Peer)>>,
+    /// Every request sent to one of `peers`, oldest first.
+    pub peer_requests: RefCell<Vec<HttpRequest>>,
 }
+
+/// A scripted HTTP peer of [`Model`]: a request in, an answer (or none ever) out.
+pub type Peer = Rc<dyn Fn(&HttpRequest) -> Option<HttpResponse>>;
 
 /// How [`Model`] answers a re-ranking call (`POST …/rerank`, or a binding run with `contexts`).
 pub enum Rerank {
@@ -335,7 +343,7 @@ pub fn tool_calls(list: &[(&str, &str, Json)]) -> HttpResponse {
         .collect();
     let body = json!({"choices": [{"message": {"role": "assistant", "content": null, "tool_calls": tool_calls}, "finish_reason": "tool_calls"}],
         "usage": {"prompt_tokens": 50, "completion_tokens": 5}});
-    HttpResponse { status: 200, body: body.to_string() }
+    HttpResponse { headers: Vec::new(), status: 200, body: body.to_string() }
 }
 
 pub fn completion(text: &str) -> HttpResponse {
@@ -346,7 +354,7 @@ pub fn completion(text: &str) -> HttpResponse {
 pub fn completion_with_usage(text: &str, usage: Json) -> HttpResponse {
     let body = json!({"choices": [{"message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
         "usage": usage});
-    HttpResponse { status: 200, body: body.to_string() }
+    HttpResponse { headers: Vec::new(), status: 200, body: body.to_string() }
 }
 
 impl Model {
@@ -382,13 +390,21 @@ impl Model {
 
 impl Transport for Model {
     fn send(&self, req: HttpRequest) -> BoxFuture<'_, CoreResult<HttpResponse>> {
+        let peer = self.peers.borrow().iter().find(|(url, _)| req.url.starts_with(url.as_str())).map(|p| p.1.clone());
+        if let Some(peer) = peer {
+            self.peer_requests.borrow_mut().push(req.clone());
+            return match peer(&req) {
+                Some(answer) => Box::pin(async move { Ok(answer) }),
+                None => Box::pin(futures::future::pending()),
+            };
+        }
         if req.url.ends_with("/rerank") {
             let body: Json = serde_json::from_str(&req.body).unwrap_or(Json::Null);
             let authorization = req.headers.iter().find(|(k, _)| k == "authorization").map(|(_, v)| v.clone());
             let n = body["documents"].as_array().map_or(0, Vec::len);
             self.rerank_calls.borrow_mut().push(json!({"url": req.url, "authorization": authorization, "body": body}));
             return match self.rerank_answer(n, ["results", "index", "relevance_score"]) {
-                Some((status, body)) => Box::pin(async move { Ok(HttpResponse { status, body }) }),
+                Some((status, body)) => Box::pin(async move { Ok(HttpResponse { headers: Vec::new(), status, body }) }),
                 None => Box::pin(futures::future::pending()),
             };
         }
@@ -414,11 +430,12 @@ impl Transport for Model {
             return Box::pin(async move {
                 if fails {
                     return Ok(HttpResponse {
+                        headers: Vec::new(),
                         status: 500,
                         body: "{\"error\":{\"message\":\"embeddings down\"}}".into(),
                     });
                 }
-                Ok(HttpResponse { status: 200, body: json!({"data": data}).to_string() })
+                Ok(HttpResponse { headers: Vec::new(), status: 200, body: json!({"data": data}).to_string() })
             });
         }
         self.requests.borrow_mut().push(serde_json::from_str(&req.body).unwrap_or(Json::Null));

@@ -80,7 +80,7 @@ fn a_new_user_message_streams_ui_chunks_and_stores_both_messages() {
     let api = api();
     let body = json!({"choices": [{"message": {"role": "assistant", "content": "Hello back.",
         "reasoning_content": "Greet them."}, "finish_reason": "stop"}], "usage": {"prompt_tokens": 10, "completion_tokens": 3}});
-    api.model.reply(Ok(HttpResponse { status: 200, body: body.to_string() }));
+    api.model.reply(Ok(HttpResponse { headers: Vec::new(), status: 200, body: body.to_string() }));
     let r = chat(&api, "s", &[user("u1", "hello")], "submit-message", json!({}));
     let (c, done) = chunks(&r);
     assert!(done);
@@ -268,7 +268,11 @@ fn failures_before_the_start_are_json_errors_and_after_it_error_chunks_with_noth
     assert_eq!((r.status, r.body_json()["error"]["code"].as_str()), (409, Some("not_a_prefix")));
     assert!(api.model.requests.borrow().is_empty());
     // The model failing after the start: an error chunk, [DONE], nothing stored.
-    api.model.reply(Ok(HttpResponse { status: 500, body: "{\"error\":{\"message\":\"boom\"}}".into() }));
+    api.model.reply(Ok(HttpResponse {
+        headers: Vec::new(),
+        status: 500,
+        body: "{\"error\":{\"message\":\"boom\"}}".into(),
+    }));
     let (c, done) = chunks(&chat(&api, "s", &[user("u1", "hello")], "submit-message", json!({})));
     assert!(done);
     assert_eq!(types(&c), ["start", "start-step", "error"]);

@@ -17,9 +17,9 @@ use super::http::Response;
 use session_agent_core::error::{Error, ErrorKind, Result};
 use session_agent_core::session::Session;
 
-/// The protocol versions this server speaks, newest first: a client asking for one of them gets
-/// it, any other client the newest.
-pub(crate) const PROTOCOL_VERSIONS: &[&str] = &["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
+// The protocol versions this server speaks (the core's MCP client speaks the same), newest
+// first: a client asking for one of them gets it, any other client the newest.
+use session_agent_core::context::mcp::PROTOCOL_VERSIONS;
 
 // JSON-RPC error codes.
 const METHOD_NOT_FOUND: i64 = -32601;

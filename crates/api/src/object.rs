@@ -39,6 +39,7 @@ use session_agent_core::after::{After, Ask, Flight, Next as FlightNext};
 use session_agent_core::blobs::{Blobs, BoxFuture};
 use session_agent_core::cache::{self, ReadCache};
 use session_agent_core::config::SessionConfig;
+use session_agent_core::context::mcp::McpServers;
 use session_agent_core::directory::report::{self, REPORT_DELAY_MS};
 use session_agent_core::directory::Report;
 use session_agent_core::env::{Env, Secrets};
@@ -234,6 +235,8 @@ struct Inner {
     running: Running,
     /// The turns running now: followed by resume requests, stopped by `POST …/chat/stop`.
     live: Live,
+    /// The configured MCP servers' sessions and tool lists.
+    mcp: McpServers,
     /// The alarm as this instance last set or read it.
     armed: Cell<Armed>,
     /// What the object is in the directory.
@@ -279,6 +282,7 @@ impl Inner {
             role: self.role,
             spaces: &*p.spaces,
             secrets: &*p.secrets,
+            mcp: &self.mcp,
         }
     }
 
@@ -337,6 +341,7 @@ impl Object {
             rate: settings.rate,
             running: Running::default(),
             live: Live::default(),
+            mcp: McpServers::default(),
             armed: Cell::new(Armed::Unknown),
             kind: Cell::new(kind),
             report_delay: settings.report_delay.clamp(0, 3_600_000),

@@ -34,6 +34,7 @@ use crate::access::Reach;
 use crate::blobs::Blobs;
 use crate::cache::ReadCache;
 use crate::config::SessionConfig;
+use crate::context::mcp::McpServers;
 use crate::events::Events;
 use crate::ids::Role;
 use crate::live::Live;
@@ -88,6 +89,9 @@ pub struct Env<'a> {
     /// The Worker's secrets (and plain vars) that the config names by name: the header an
     /// operator's endpoint expects, never a value a request carries.
     pub secrets: &'a dyn Secrets,
+    /// What the object's instance keeps of the configured MCP servers (their sessions and
+    /// tool lists).
+    pub mcp: &'a McpServers,
 }
 
 /// The Worker's secrets, read by the name the operator's config gives (`SESSION_CONFIG` names
@@ -146,6 +150,7 @@ impl<'a> Env<'a> {
             role: self.role,
             spaces: self.spaces,
             secrets: self.secrets,
+            mcp: self.mcp,
         }
     }
 }

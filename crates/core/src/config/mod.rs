@@ -9,7 +9,8 @@
 //! - [`compaction`]: when and how a path is compacted;
 //! - [`chat`]: the agent turn's policy;
 //! - [`memory`]: long-term memory's policy;
-//! - [`schedules`]: the limits of scheduled tasks.
+//! - [`schedules`]: the limits of scheduled tasks;
+//! - [`tools`]: tools the agent runs itself beside its own (remote MCP servers).
 //!
 //! # Where it sits
 //!
@@ -38,6 +39,7 @@ pub mod compaction;
 pub mod memory;
 mod parts;
 pub mod schedules;
+pub mod tools;
 
 use serde::Deserialize;
 
@@ -52,6 +54,7 @@ pub use memory::{
 };
 use parts::{object, or_default, switch};
 pub use schedules::SchedulesConfig;
+pub use tools::{McpServerConfig, ToolsConfig};
 
 /// Everything `SESSION_CONFIG` configures. Every key is optional.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
@@ -82,6 +85,9 @@ pub struct SessionConfig {
     /// Limits of scheduled tasks `{maxSchedules, maxPromptChars, maxRuns}`.
     #[serde(default, deserialize_with = "or_default")]
     pub schedules: SchedulesConfig,
+    /// Tools the agent runs itself beside its own `{mcp?}`: remote MCP servers.
+    #[serde(default, deserialize_with = "tools::read")]
+    pub tools: ToolsConfig,
 }
 
 fn yes() -> bool {
@@ -98,6 +104,7 @@ impl Default for SessionConfig {
             chat: ChatConfig::default(),
             memory: None,
             schedules: SchedulesConfig::default(),
+            tools: ToolsConfig::default(),
         }
     }
 }
@@ -178,6 +185,7 @@ impl SessionConfig {
         self.chat.check()?;
         self.memory.as_ref().map_or(Ok(()), MemoryConfig::check)?;
         self.schedules.check()?;
+        self.tools.check()?;
         for b in &self.context {
             b.validate()?;
         }
@@ -279,6 +287,11 @@ impl SessionConfigBuilder {
     /// The limits of scheduled tasks.
     pub fn schedules(mut self, limits: SchedulesConfig) -> Self {
         self.cfg.schedules = limits;
+        self
+    }
+    /// Tools the agent runs itself (remote MCP servers).
+    pub fn tools(mut self, tools: ToolsConfig) -> Self {
+        self.cfg.tools = tools;
         self
     }
     /// The validated config.

@@ -12,6 +12,7 @@
 //! | `entry_key.rs` | stable keys of keyed entries (slug + FNV-1a base-36 hash) |
 //! | `skills.rs` | skills listing, persisted load state, the unload rewrite of `load_context` outputs |
 //! | `tools.rs` | the `Tool` enum: definitions (names, descriptions, JSON Schemas) and execution |
+//! | `mcp.rs` | the tools of remote MCP servers: a Streamable HTTP client over the LLM `Transport`, each server's session and tool list kept in the object's instance |
 //!
 //! # What it keeps
 //!
@@ -27,6 +28,7 @@
 
 pub mod entries;
 pub mod entry_key;
+pub mod mcp;
 pub mod prompt;
 pub mod skills;
 pub mod tools;

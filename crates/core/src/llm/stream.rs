@@ -167,7 +167,7 @@ impl Run<'_> {
                 excerpt(&self.raw, 200)
             )));
         }
-        let answer = http_answer(&HttpResponse { status, body: std::mem::take(&mut self.raw) })?;
+        let answer = http_answer(&HttpResponse { headers: Vec::new(), status, body: std::mem::take(&mut self.raw) })?;
         let reply = self.state.api.reply(answer)?;
         reply.hand_out(self.on_delta)?;
         Ok(reply)

@@ -34,11 +34,20 @@ impl HttpRequest {
     }
 }
 
-/// What came back: status and body text.
+/// What came back: status, headers (names in lower case; the MCP client reads
+/// `mcp-session-id`, no provider reads any) and body text.
 #[derive(Clone, Debug, PartialEq)]
 pub struct HttpResponse {
     pub status: u16,
+    pub headers: Vec<(String, String)>,
     pub body: String,
+}
+
+impl HttpResponse {
+    /// The value of header `name` (any case), if the answer has it.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+    }
 }
 
 /// How requests reach a model. `Err` from either method is a transport failure (network,

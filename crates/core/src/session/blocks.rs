@@ -7,6 +7,7 @@ use super::Session;
 use crate::config::BlockConfig;
 use crate::context::entries::{self, Entry};
 use crate::context::entry_key::entry_key;
+use crate::context::mcp::{Offered, Peer, RemoteTool};
 use crate::context::tools::{self, Ran, Tool};
 use crate::context::{Block, LoadedBlock, Origin, SharedWrite};
 use crate::error::{Error, Result};
@@ -191,5 +192,29 @@ impl Session<'_> {
             atomically(self.env.sql, || self.register())?;
         }
         Ok(ran)
+    }
+}
+
+impl Session<'_> {
+    /// The tools of the configured MCP servers a turn offers now (their lists as the object's
+    /// instance keeps them, or listed now; a server that cannot list is left out, with a
+    /// warning).
+    pub(crate) async fn remote_tools(&self) -> Offered {
+        if self.env.config.tools.mcp.is_empty() {
+            return Offered::default();
+        }
+        let secret = |name: &str| self.env.secrets.secret(name);
+        self.env.mcp.offer(&self.env.config.tools.mcp, &self.peer(&secret)).await
+    }
+
+    /// Runs the remote tool `tool` with `input`: its output, or the text of the tool error the
+    /// model reads instead (never a failed turn).
+    pub(crate) async fn call_remote(&self, tool: &RemoteTool, input: &Json) -> std::result::Result<String, String> {
+        let secret = |name: &str| self.env.secrets.secret(name);
+        self.env.mcp.call(&self.env.config.tools.mcp, tool, input, &self.peer(&secret)).await
+    }
+
+    fn peer<'p>(&'p self, secret: &'p dyn Fn(&str) -> Option<String>) -> Peer<'p> {
+        Peer { transport: self.env.transport, secret, events: self.env.events, now_ms: (self.env.clock)() }
     }
 }

@@ -32,6 +32,7 @@ use crate::blobs::BoxFuture;
 use crate::compaction::truncate::{truncate_older_messages, TruncateOptions};
 use crate::config::category::Category;
 use crate::config::{CacheConfig, InjectConfig, MemoryConfig, OnDisconnect};
+use crate::context::mcp::Offered;
 use crate::context::tools::Tool;
 use crate::directory::usage::Measured;
 use crate::error::{Error, ErrorKind, Result};
@@ -210,7 +211,9 @@ pub async fn turn(
     on_event: &mut dyn FnMut(ChatEvent) -> Result<()>,
 ) -> Result<Turn> {
     let mut spans = Spans::start(session.env.timer);
-    let server = session.tools()?;
+    let mut server = session.tools()?;
+    let remote = session.remote_tools().await;
+    server.extend(remote.specs().cloned());
     for (i, t) in req.tools.iter().enumerate() {
         let clash = server.iter().chain(&req.tools[..i]).any(|s| s.name == t.name);
         if clash {
@@ -281,6 +284,7 @@ pub async fn turn(
     let reply = Reply {
         session,
         server: &server,
+        remote: &remote,
         client: &req.tools,
         start,
         system,
@@ -358,6 +362,8 @@ async fn store_user_first(session: &Session<'_>, start: &mut Start) -> Result<()
 struct Reply<'r, 'a> {
     session: &'r Session<'a>,
     server: &'r [ToolSpec],
+    /// The remote tools among `server` (`SESSION_CONFIG.tools.mcp`).
+    remote: &'r Offered,
     client: &'r [ToolSpec],
     start: Start,
     system: String,
@@ -413,6 +419,7 @@ impl Reply<'_, '_> {
                 let steps = Steps {
                     session,
                     server: self.server,
+                    remote: self.remote,
                     client: self.client,
                     system: self.system,
                     memory: tail,
@@ -719,6 +726,8 @@ async fn branch(session: &Session<'_>, leaf: Option<&str>) -> Result<Vec<Json>> 
 struct Steps<'s, 'a> {
     session: &'s Session<'a>,
     server: &'s [ToolSpec],
+    /// The remote tools among `server`, run by their MCP servers.
+    remote: &'s Offered,
     client: &'s [ToolSpec],
     system: String,
     /// The `<user-memory>` block of this turn, sent after the frozen prompt.
@@ -871,7 +880,8 @@ impl Steps<'_, '_> {
             let ToolCall { id, name, input } = call;
             self.publish_call(call, None);
             let server = Tool::from_name(name).filter(|_| self.server.iter().any(|t| &t.name == name));
-            let runner = if server.is_none() && self.client.iter().any(|c| &c.name == name) {
+            let remote = self.remote.find(name);
+            let runner = if server.is_none() && remote.is_none() && self.client.iter().any(|c| &c.name == name) {
                 Runner::Client
             } else {
                 Runner::Server
@@ -893,6 +903,20 @@ impl Steps<'_, '_> {
                 };
                 parts.tool_done(name, id, input, &output);
                 done(Outcome::Output(output.clone()))?;
+                results.push(ChatMessage::Tool { call_id: id.clone(), name: name.clone(), output });
+            } else if let Some(tool) = remote {
+                // Whatever goes wrong at the server is an error the model reads, never the turn's.
+                let (output, outcome) = match self.session.call_remote(tool, input).await {
+                    Ok(output) => {
+                        parts.tool_done(name, id, input, &output);
+                        (output.clone(), Outcome::Output(output))
+                    }
+                    Err(error) => {
+                        parts.tool_failed(name, id, input, &error);
+                        (error.clone(), Outcome::Error(error))
+                    }
+                };
+                done(outcome)?;
                 results.push(ChatMessage::Tool { call_id: id.clone(), name: name.clone(), output });
             } else if runner == Runner::Client {
                 parts.tool_pending(name, id, input);
@@ -929,6 +953,7 @@ pub(crate) async fn fresh(session: &Session<'_>, user: &Json, tools: Vec<ToolSpe
     let steps = Steps {
         session,
         server: &tools,
+        remote: &Offered::default(),
         client: &[],
         system,
         memory: injected.map(|i| i.0),
