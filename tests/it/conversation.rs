@@ -3,6 +3,7 @@
 //! approvals, key order).
 
 use serde_json::{json, Value as Json};
+use session_agent_core::compaction::truncate::{truncate_older_messages, TruncateOptions};
 use session_agent_core::config::DEFAULT_MAX_MESSAGES;
 use session_agent_core::error::{Error, ErrorKind};
 use session_agent_core::llm::{ChatMessage, ToolCall};
@@ -608,7 +609,8 @@ fn a_rejection_is_a_409_naming_its_code() {
 // invariant 24 (docs/ARCHITECTURE.md)
 #[test]
 fn the_cap_never_drops_a_summary_or_the_head_before_it() {
-    use session_agent_core::turn::conversation::build;
+    use session_agent_core::turn::conversation::build as build_with;
+    let build = |h: &[Json], max| build_with(h, max, &TruncateOptions::default());
     let mut history = vec![
         text("h1", "user", "head question"),
         text("h2", "assistant", "head answer"),
@@ -622,14 +624,87 @@ fn the_cap_never_drops_a_summary_or_the_head_before_it() {
     assert_eq!(&c.messages[..3], &[user("head question"), said("head answer"), said("SUMMARY of the middle")]);
     assert_eq!(c.messages[3], said("tail 13"), "the newest 47 tail messages follow");
     assert_eq!(c.messages[49], said("tail 59"));
-    assert_eq!(c.dropped, 13);
+    // Converted from the newest back until the cap's 47 are made; then an older one that converts
+    // to anything is what was left out.
+    assert_eq!(c.dropped, 1);
     // Without a summary: the plain cap.
     let plain = build(&history[3..], 50);
-    assert_eq!((plain.messages, plain.dropped), (cap(to_model_messages(&history[3..]), 50), 10));
+    assert_eq!((plain.messages, plain.dropped), (cap(to_model_messages(&history[3..]), 50), 1));
     // Everything fits: nothing dropped. No cap: nothing dropped.
     assert_eq!(build(&history[..20], 50).dropped, 0);
     assert_eq!(build(&history, 0).messages.len(), 63);
     // A head that fills the cap still leaves the last exchange.
     let c = build(&history, 2);
     assert_eq!((c.messages.len(), c.messages.last().unwrap()), (4, &said("tail 59")));
+}
+
+/// A branch made at random of the parts a conversation converts: texts (some empty, some long),
+/// tool calls with results, errors, none, repeated ids, long outputs; compaction summaries.
+fn random_branch(seed: &mut u64, len: usize) -> Vec<Json> {
+    let mut next = move || {
+        *seed ^= *seed << 13;
+        *seed ^= *seed >> 7;
+        *seed ^= *seed << 17;
+        *seed
+    };
+    (0..len)
+        .map(|i| {
+            let r = next();
+            if r % 29 == 0 {
+                return text(&format!("compaction_{i}"), "assistant", "SUMMARY");
+            }
+            if r % 2 == 0 {
+                let t = ["", "hi", "a question"][(r / 2 % 3) as usize];
+                return text(&format!("u{i}"), "user", t);
+            }
+            let parts: Vec<Json> = (0..next() % 4)
+                .map(|k| {
+                    let r = next();
+                    let id = format!("c{}", r % 5);
+                    match r % 5 {
+                        0 => json!({"type": "text", "text": if r % 7 == 0 { "x".repeat(12_000) } else { format!("say {k}") }}),
+                        1 => json!({"type": "text", "text": ""}),
+                        2 => json!({"type": "dynamic-tool", "toolName": "search", "toolCallId": id, "state": "output-available",
+                                    "input": {}, "output": if r % 3 == 0 { "y".repeat(900) } else { "out".to_owned() }}),
+                        3 => json!({"type": "tool-fetch", "toolCallId": id, "state": "output-error", "input": {}, "errorText": "e"}),
+                        _ => json!({"type": "tool-fetch", "toolCallId": id, "state": "input-available", "input": {}}),
+                    }
+                })
+                .collect();
+            ui(&format!("a{i}"), "assistant", Json::Array(parts))
+        })
+        .collect()
+}
+
+/// What `build` sends, made the long way: every message truncated and converted, then capped.
+fn converted_whole(history: &[Json], max: usize) -> (Vec<ChatMessage>, bool) {
+    let history = truncate_older_messages(history.to_vec(), &TruncateOptions::default());
+    let split = history
+        .iter()
+        .rposition(|m| m["id"].as_str().is_some_and(|id| id.starts_with("compaction_")))
+        .map_or(0, |i| i + 1);
+    let head = sanitize(to_model_messages(&history[..split]));
+    let tail = sanitize(to_model_messages(&history[split..]));
+    let before = tail.len();
+    let tail = if max == 0 { tail } else { cap(tail, max.saturating_sub(head.len()).max(1)) };
+    let dropped = before > tail.len();
+    let mut messages = head;
+    messages.extend(tail);
+    (messages, dropped)
+}
+
+#[test]
+fn the_window_converted_from_the_end_is_the_whole_conversion_capped() {
+    use session_agent_core::turn::conversation::build;
+    let mut seed = 0x5eed_u64;
+    for round in 0..240 {
+        let len = [0, 1, 3, 10, 60, 200][round % 6];
+        let history = random_branch(&mut seed, len);
+        for max in [0, 1, 2, 5, 50] {
+            let c = build(&history, max, &TruncateOptions::default());
+            let (want, dropped) = converted_whole(&history, max);
+            assert_eq!(c.messages, want, "round {round}, {len} messages, max {max}");
+            assert_eq!(c.dropped > 0, dropped, "round {round}, {len} messages, max {max}");
+        }
+    }
 }

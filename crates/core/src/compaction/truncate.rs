@@ -44,25 +44,31 @@ pub fn truncate_older_messages(mut messages: Vec<Json>, opts: &TruncateOptions) 
         return messages;
     }
     for m in &mut messages[..n - opts.keep_recent] {
-        let Some(parts) = m.get_mut("parts").and_then(Json::as_array_mut) else { continue };
-        for part in parts.iter_mut() {
-            if is_tool_part(part) {
-                if let Some(out) = part.get_mut("output") {
-                    if let Some(t) = truncate_tool_output(out, opts.max_tool_output_chars) {
-                        *out = t;
-                    }
+        truncate_message(m, opts);
+    }
+    messages
+}
+
+/// One older message as [`truncate_older_messages`] shortens it: its tool outputs and long
+/// texts.
+pub fn truncate_message(m: &mut Json, opts: &TruncateOptions) {
+    let Some(parts) = m.get_mut("parts").and_then(Json::as_array_mut) else { return };
+    for part in parts.iter_mut() {
+        if is_tool_part(part) {
+            if let Some(out) = part.get_mut("output") {
+                if let Some(t) = truncate_tool_output(out, opts.max_tool_output_chars) {
+                    *out = t;
                 }
-            } else if part.get("type").and_then(Json::as_str) == Some("text") {
-                if let Some(Json::String(text)) = part.get_mut("text") {
-                    let len = utf16_len(text);
-                    if len > opts.max_text_chars {
-                        *text = format!("{}... [truncated {len} chars]", utf16_prefix(text, opts.max_text_chars));
-                    }
+            }
+        } else if part.get("type").and_then(Json::as_str) == Some("text") {
+            if let Some(Json::String(text)) = part.get_mut("text") {
+                let len = utf16_len(text);
+                if len > opts.max_text_chars {
+                    *text = format!("{}... [truncated {len} chars]", utf16_prefix(text, opts.max_text_chars));
                 }
             }
         }
     }
-    messages
 }
 
 /// Shrinks a tool output to at most `max` units of JSON while keeping its structure where it

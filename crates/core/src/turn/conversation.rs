@@ -26,6 +26,9 @@ use std::collections::HashSet;
 
 use serde_json::{Map, Value as Json};
 
+#[cfg(doc)]
+use crate::compaction::truncate::truncate_older_messages;
+use crate::compaction::truncate::{truncate_message, TruncateOptions};
 use crate::error::Error;
 use crate::js;
 use crate::llm::{ChatMessage, ToolCall};
@@ -236,24 +239,57 @@ pub fn cap(mut messages: Vec<ChatMessage>, max: usize) -> Vec<ChatMessage> {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Conversation {
     pub messages: Vec<ChatMessage>,
-    /// Messages of the (sanitized) history that the cap did not send: when compaction is
-    /// configured, a turn that drops some compacts afterwards, so the next one sees a summary.
+    /// Messages of the converted history that the cap did not send (0: none was left out):
+    /// when compaction is configured, a turn that drops some compacts afterwards, so the next
+    /// one sees a summary. The conversion stops once the cap is passed, so on a long branch
+    /// this counts the left-out messages it converted, not all of them.
     pub dropped: usize,
 }
 
-/// [`to_model_messages`] → [`sanitize`] → [`cap`], except that the cap never drops a compaction
-/// summary, nor what comes before it (the protected head): the history up to and including the
-/// last summary (a `compaction_…` message) is always sent, and the newest messages after it fill
-/// the rest of `max` (at least the last exchange). Without a summary, this is the plain cap.
-pub fn build(history: &[Json], max: usize) -> Conversation {
+/// [`truncate_older_messages`] → [`to_model_messages`] → [`sanitize`] → [`cap`], except that the
+/// cap never drops a compaction summary, nor what comes before it (the protected head): the
+/// history up to and including the last summary (a `compaction_…` message) is always sent, and
+/// the newest messages after it fill the rest of `max` (at least the last exchange). Without a
+/// summary, this is the plain cap.
+///
+/// Only what the cap can reach is converted: the tail from its newest message back until its
+/// room is filled (a branch of 1,000 messages under a cap of 50 converts about 50). The
+/// same conversation as converting all of it, because each stored message converts on its own
+/// and never starts with a tool result, so `sanitize` of the whole is `sanitize` of each, and
+/// `cap` reads only the newest (`tests/it/conversation.rs` compares the two on random branches).
+pub fn build(history: &[Json], max: usize, older: &TruncateOptions) -> Conversation {
+    let n = history.len();
     let split =
         history.iter().rposition(|m| str_field(m, "id").is_some_and(overlay::is_synthetic_id)).map_or(0, |i| i + 1);
-    let head = sanitize(to_model_messages(&history[..split]));
-    let tail = sanitize(to_model_messages(&history[split..]));
-    let before = tail.len();
-    // `cap(_, 0)` means no cap: a head that fills `max` still leaves room for the last exchange.
-    let tail = if max == 0 { tail } else { cap(tail, max.saturating_sub(head.len()).max(1)) };
-    let dropped = before - tail.len();
+    let convert = |i: usize| -> Vec<ChatMessage> {
+        let m = &history[i];
+        if i + older.keep_recent < n {
+            let mut m = m.clone();
+            truncate_message(&mut m, older);
+            sanitize(to_model_messages(std::slice::from_ref(&m)))
+        } else {
+            sanitize(to_model_messages(std::slice::from_ref(m)))
+        }
+    };
+    let head: Vec<ChatMessage> = (0..split).flat_map(convert).collect();
+    // `max == 0` means no cap: a head that fills `max` still leaves room for the last exchange.
+    let room = if max == 0 { usize::MAX } else { max.saturating_sub(head.len()).max(1) };
+    let (mut first, mut made, mut groups) = (n, 0, Vec::new());
+    while first > split && made < room {
+        first -= 1;
+        let group = convert(first);
+        made += group.len();
+        groups.push(group);
+    }
+    let tail: Vec<ChatMessage> = groups.into_iter().rev().flatten().collect();
+    let tail = if max == 0 { tail } else { cap(tail, room) };
+    // Nothing of what was converted left out (a call kept whole with its results): then an
+    // older message that converts to anything was.
+    let mut dropped = made - tail.len();
+    while dropped == 0 && first > split {
+        first -= 1;
+        dropped = convert(first).len();
+    }
     let mut messages = head;
     messages.extend(tail);
     Conversation { messages, dropped }

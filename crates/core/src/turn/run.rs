@@ -29,7 +29,7 @@ use super::conversation::{
 use super::AssistantParts;
 use crate::after::{After, Cap};
 use crate::blobs::BoxFuture;
-use crate::compaction::truncate::{truncate_older_messages, TruncateOptions};
+use crate::compaction::truncate::TruncateOptions;
 use crate::config::category::Category;
 use crate::config::{CacheConfig, InjectConfig, MemoryConfig, OnDisconnect};
 use crate::context::mcp::Offered;
@@ -265,8 +265,8 @@ pub async fn turn(
     // Frozen with the turn's writes: a turn that fails stores nothing, not even the prompt.
     let (system, to_freeze) = session.context().prompt_for_turn().await?;
     spans.mark("prompt");
-    let shown = truncate_older_messages(std::mem::take(&mut start.base), &TruncateOptions::default());
-    let conversation = build(&shown, session.env.config.chat.max_messages);
+    let conversation =
+        build(&std::mem::take(&mut start.base), session.env.config.chat.max_messages, &TruncateOptions::default());
     spans.mark("history window");
     if let Some(at) = vector_at.filter(|_| asks_early) {
         spans.note("question vector ready (from the start)", at);
@@ -948,7 +948,7 @@ pub(crate) async fn fresh(session: &Session<'_>, user: &Json, tools: Vec<ToolSpe
         None => None,
     };
     let system = session.context().render().await?;
-    let conversation = build(std::slice::from_ref(user), 0);
+    let conversation = build(std::slice::from_ref(user), 0, &TruncateOptions::default());
     let id = new_id()?;
     let steps = Steps {
         session,
