@@ -1,6 +1,7 @@
 //! JavaScript's string semantics where the reference's behaviour depends on them (docs/REFERENCE.md#conventions):
 //! `String(v)`, `JSON.stringify`, number printing, and UTF-16 lengths and prefixes.
 
+use crate::sort;
 use serde_json::Value as Json;
 
 /// A string's JavaScript `length`: UTF-16 code units.
@@ -40,7 +41,7 @@ fn write_js(v: &Json, out: &mut String) {
         Json::Object(map) => {
             let mut index_keys: Vec<(u32, &String, &Json)> =
                 map.iter().filter_map(|(k, v)| array_index(k).map(|i| (i, k, v))).collect();
-            index_keys.sort_by_key(|(i, _, _)| *i);
+            sort::by_key(&mut index_keys, |(i, _, _)| *i);
             let others = map.iter().filter(|(k, _)| array_index(k).is_none());
             out.push('{');
             for (n, (k, v)) in index_keys.into_iter().map(|(_, k, v)| (k, v)).chain(others).enumerate() {

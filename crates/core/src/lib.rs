@@ -4,7 +4,7 @@
 //! Leaves first: each folder uses only the ones above it. The order is the folder map of
 //! `docs/ARCHITECTURE.md` (the one place it is written: `tests/it/layout.rs` reads it there and
 //! fails on an import that names a module at the same place or below); in short:
-//! - leaf modules: [`error`], [`sql`], [`ids`] (ids, names, [`Role`](ids::Role): agent or space), [`time`], [`page`] (cursors of newest-first
+//! - leaf modules: [`error`], [`sort`] (the one stable sort), [`sql`], [`ids`] (ids, names, [`Role`](ids::Role): agent or space), [`time`], [`page`] (cursors of newest-first
 //!   pages), [`metadata`] (a caller's flat JSON object on sessions and memories, and the filters
 //!   by it), [`table`] (a kind of row as data), `sqlite` (native only), [`blobs`], [`js`],
 //!   [`parts`], [`wire`] (the WebSocket frames, typed), [`tokens`], [`events`], [`access`] (the
@@ -61,6 +61,7 @@ pub(crate) mod rank;
 pub mod reads;
 pub mod schedule;
 pub mod session;
+pub mod sort;
 pub mod space;
 pub mod sql;
 #[cfg(not(target_arch = "wasm32"))]

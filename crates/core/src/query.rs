@@ -19,6 +19,8 @@
 //! - At most [`MAX_TERMS`] terms count: the phrases first, then the words, each in the order
 //!   written; the rest of a longer text is ignored.
 
+use crate::sort;
+
 /// Most terms (ranked words and prefixes, and phrases) a query keeps.
 pub const MAX_TERMS: usize = 12;
 
@@ -42,7 +44,7 @@ pub(crate) fn is_stopword(word: &str) -> bool {
     static SORTED: std::sync::OnceLock<Vec<&'static str>> = std::sync::OnceLock::new();
     let sorted = SORTED.get_or_init(|| {
         let mut list: Vec<&str> = STOPWORDS.split(' ').collect();
-        list.sort_unstable();
+        sort::ascending(&mut list);
         list
     });
     sorted.binary_search(&word).is_ok()

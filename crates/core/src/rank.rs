@@ -26,6 +26,7 @@
 
 use crate::error::{Error, Result};
 use crate::query::{Query, Term, TermKind};
+use crate::sort;
 use crate::sql::{json_ids, Row, Sql, Value};
 
 /// The newest matches taken per term and per pair of common terms: the candidate cap
@@ -141,8 +142,7 @@ pub(crate) fn rank(
             Some(Ranked { rowid, score: exact + norm * common })
         })
         .collect();
-    // Unstable is the same order here (the rowids differ) and less code than a stable sort.
-    ranked.sort_unstable_by(|a, b| b.score.total_cmp(&a.score).then(b.rowid.cmp(&a.rowid)));
+    sort::by(&mut ranked, |a, b| b.score.total_cmp(&a.score).then(b.rowid.cmp(&a.rowid)));
     ranked.truncate(limit);
     Ok(ranked)
 }
@@ -318,7 +318,7 @@ impl<'a> Plan<'a> {
             // A rowid is never null.
             let mut newest: Vec<i64> = ints(&row, at)?.into_iter().flatten().collect();
             at += 1;
-            newest.sort_unstable();
+            sort::ascending(&mut newest);
             newest.reverse();
             let (global, global_oldest) = match self.scoped() {
                 true => {
@@ -456,7 +456,7 @@ pub(crate) fn rowids(ranked: &[Ranked]) -> String {
 
 /// Sorts `v` and drops its repeats: a set of rowids.
 fn sorted_set(v: &mut Vec<i64>) {
-    v.sort_unstable();
+    sort::ascending(v);
     v.dedup();
 }
 

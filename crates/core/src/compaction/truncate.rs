@@ -5,6 +5,7 @@
 //! JavaScript lengths (UTF-16 code units) and values are measured as `JSON.stringify` prints them, so the cuts fall
 //! where the reference's do (docs/REFERENCE.md#conventions).
 
+use crate::sort;
 use serde_json::{Map, Value as Json};
 
 use crate::js::{self, utf16_len, utf16_prefix};
@@ -181,7 +182,7 @@ fn truncate_object(map: &Map<String, Json>, max: usize, orig: usize, depth: usiz
     // The string fields, longest first (a stable sort: ties keep their order).
     let mut strings: Vec<(String, usize)> =
         out.iter().filter_map(|(k, v)| v.as_str().map(|s| (k.clone(), utf16_len(s)))).collect();
-    strings.sort_by_key(|s| std::cmp::Reverse(s.1));
+    sort::by_key(&mut strings, |s| std::cmp::Reverse(s.1));
     for (key, len) in strings {
         if container_len(members, out.len()) <= max {
             break;

@@ -41,6 +41,7 @@ mod parts;
 pub mod schedules;
 pub mod tools;
 
+use crate::sort;
 use serde::Deserialize;
 
 use crate::error::{Error, Result};
@@ -195,7 +196,7 @@ impl SessionConfig {
             labels.push(h);
         }
         let mut sorted = labels.clone();
-        sorted.sort_unstable();
+        sort::ascending(&mut sorted);
         if let Some(w) = sorted.windows(2).find(|w| w[0] == w[1]) {
             return Err(Error::invalid(format!("two blocks are labelled \"{}\"", w[0])));
         }

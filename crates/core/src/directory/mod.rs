@@ -29,6 +29,7 @@ pub mod report;
 pub mod shard;
 pub mod usage;
 
+use crate::sort;
 use serde::Serialize;
 use serde_json::{Map, Value as Json};
 
@@ -255,7 +256,7 @@ impl Page {
 /// `limit` of all of them, merged, are the directory's; one more means a next page.
 pub fn merge(pages: Vec<Vec<Entry>>, limit: i64) -> Page {
     let mut all: Vec<Entry> = pages.into_iter().flatten().collect();
-    all.sort_by(|a, b| (a.name.as_str(), a.kind).cmp(&(b.name.as_str(), b.kind)));
+    sort::by(&mut all, |a, b| (a.name.as_str(), a.kind).cmp(&(b.name.as_str(), b.kind)));
     all.dedup_by(|a, b| a.name == b.name && a.kind == b.kind);
     let limit = limit.max(0) as usize;
     let more = all.len() > limit;

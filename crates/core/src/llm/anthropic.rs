@@ -3,6 +3,7 @@
 //! alternating roles), the whole answer, the streamed events and the usage (prompt cache reads
 //! and writes counted as input), as serde types read leniently. No embeddings.
 
+use crate::sort;
 use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
 
@@ -154,7 +155,7 @@ fn turns(msgs: &[ChatMessage]) -> Vec<Turn> {
         }
     }
     for t in turns.iter_mut().filter(|t| t.role == "user") {
-        t.content.sort_by_key(|c| !matches!(c.block, Block::ToolResult { .. }));
+        sort::by_key(&mut t.content, |c| !matches!(c.block, Block::ToolResult { .. }));
     }
     turns
 }

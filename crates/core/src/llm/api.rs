@@ -3,6 +3,7 @@
 //! (`chat`, `complete`, the streamed call, embeddings) does everything else the same way for
 //! every provider, through this trait alone.
 
+use crate::sort;
 use serde_json::Value as Json;
 
 use super::model::{ChatReply, ChatRequest, Delivery, Piece, ToolCall};
@@ -127,7 +128,7 @@ impl Accum {
             return Err(unavailable("the model's stream ended before its answer was complete"));
         }
         let Accum { mut reply, mut calls, .. } = self;
-        calls.sort_by_key(|c| c.index);
+        sort::by_key(&mut calls, |c| c.index);
         reply.tool_calls = calls.into_iter().map(PartialCall::into_call).collect();
         Ok(reply)
     }

@@ -19,6 +19,7 @@ use super::recall::{self, Hit};
 use super::store::{columns, filter_sql, from_row};
 use crate::error::Result;
 use crate::query::is_stopword;
+use crate::sort;
 use crate::sql::{json_ids, Sql, Value};
 use crate::time::Now;
 use crate::vectors::code::{cosine, decode};
@@ -45,7 +46,7 @@ pub(crate) const LEAST_MEANING: f64 = 0.7;
 /// The content words of a fact, cut to their first five letters (a light stem: "lives"/"lived").
 fn words(text: &str) -> Vec<String> {
     let mut words = phrase(text);
-    words.sort();
+    sort::ascending(&mut words);
     words.dedup();
     words
 }

@@ -3,6 +3,7 @@
 //! frames). A new or changed text waits for its vector, made after the answer
 //! (`crate::vectors::embed`, `Memory::embedded_at` says when).
 
+use crate::sort;
 use std::rc::Rc;
 
 use super::by::By;
@@ -315,7 +316,7 @@ impl<'a> Memories<'a> {
     /// ahead of the next ([`CLEAR_LEAD`]).
     pub(crate) async fn to_forget(&self, query: &recall::Query) -> Result<Match> {
         let (mut hits, _) = self.candidates(query).await?;
-        hits.sort_by(|a, b| b.signals.relevance.total_cmp(&a.signals.relevance));
+        sort::by(&mut hits, |a, b| b.signals.relevance.total_cmp(&a.signals.relevance));
         let mut hits = hits.into_iter();
         Ok(match (hits.next(), hits.next()) {
             (None, _) => Match::None,

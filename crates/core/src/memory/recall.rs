@@ -17,6 +17,7 @@
 //!
 //! Each hit says why it ranked (`why`, and the signals as numbers).
 
+use crate::sort;
 use serde::Serialize;
 use serde_json::Value as Json;
 
@@ -170,7 +171,7 @@ pub(crate) fn rank(meaning: &Meaning<'_>, query: &Query, vector: Option<&[f32]>,
             score(c.memory, text, c.similarity, relevance, now_ms)
         })
         .collect();
-    hits.sort_by(|a, b| b.score.total_cmp(&a.score).then(b.memory.seq.cmp(&a.memory.seq)));
+    sort::by(&mut hits, |a, b| b.score.total_cmp(&a.score).then(b.memory.seq.cmp(&a.memory.seq)));
     Ok(hits)
 }
 
@@ -283,7 +284,7 @@ fn vector_candidates(
             scored.push((m, *s));
         }
     }
-    scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.0.seq.cmp(&a.0.seq)));
+    sort::by(&mut scored, |a, b| b.1.total_cmp(&a.1).then(b.0.seq.cmp(&a.0.seq)));
     Ok(scored)
 }
 

@@ -22,6 +22,7 @@
 //! that lost their last reference in `spill_garbage`; `sweep` deletes those from the store
 //! after write requests (and retries on a later one if the store fails).
 
+use crate::sort;
 use std::collections::HashMap;
 
 use serde::Deserialize;
@@ -83,7 +84,7 @@ fn candidates(msg: &Map<String, Json>) -> Vec<Candidate> {
         }
     }
     // Largest first; ties in document order (a stable sort).
-    out.sort_by_key(|c| std::cmp::Reverse(c.bytes));
+    sort::by_key(&mut out, |c| std::cmp::Reverse(c.bytes));
     out
 }
 

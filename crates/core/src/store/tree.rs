@@ -2,6 +2,7 @@
 //! leaf. Messages are rows linked by `parent_id`; the JSON of each is stored verbatim.
 
 use crate::error::{Error, Result};
+use crate::sort;
 use crate::sql::{Sql, Value};
 use crate::store::estimate;
 use crate::store::message::{raw, NewMessage, RawMessage};
@@ -275,7 +276,7 @@ impl<'a> Tree<'a> {
         let Some(walk) = walk else { return Ok(Walk::default()) };
         let mut rows: Vec<(i64, i64, String, String, i64)> =
             serde_json::from_str(&walk.text(2)?).map_err(|e| Error::internal(format!("path walk: {e}")))?;
-        rows.sort_by_key(|r| std::cmp::Reverse(r.0));
+        sort::by_key(&mut rows, |r| std::cmp::Reverse(r.0));
         let rows = rows.into_iter().map(|(_, seq, id, role, bytes)| PathRow { seq, id, role, bytes }).collect();
         Ok(Walk { rows, count: walk.int(0)?, bytes: walk.int(1)? })
     }

@@ -12,6 +12,7 @@
 //! counts, so a cut-off export is never taken for a whole one. A space's: `{"format", "kind":
 //! "space"}`, `memory`, `memoryVersion`, `sharedBlock` and `sharedBlockFloor` records, `end`.
 
+use crate::sort;
 use serde_json::{json, Map, Value as Json};
 
 use super::tables::{
@@ -315,7 +316,7 @@ pub(crate) fn skill_prefixes(env: &Env<'_>) -> Result<Vec<String>> {
             }
         }
     }
-    out.sort();
+    sort::ascending(&mut out);
     Ok(out)
 }
 

@@ -5,6 +5,7 @@
 //! them to the start-up recovery and the sweep); then every row is written in one transaction.
 //! Its answer (a `2xx` write) arms the alarm for the schedules it brought, as any write does.
 
+use crate::sort;
 use std::collections::{HashMap, HashSet};
 
 use serde_json::{Map, Value as Json};
@@ -576,7 +577,7 @@ fn no_circle(next: &[(&str, &str)]) -> Result<()> {
 
 /// Refuses a second occurrence of any key in `keys`: `400` saying `twice`.
 fn unique(mut keys: Vec<String>, twice: &str) -> Result<()> {
-    keys.sort();
+    sort::ascending(&mut keys);
     match keys.windows(2).any(|w| w[0] == w[1]) {
         true => Err(Error::invalid(twice)),
         false => Ok(()),
@@ -645,7 +646,7 @@ impl Plan {
             "two memory records say the same (same category and text, and for conversation memories the same session)";
         unique(said, twice)?;
         let mut memories: Vec<String> = self.of(&MEMORIES).map(|v| text(v, "id")).collect();
-        memories.sort();
+        sort::ascending(&mut memories);
         let mut next: Vec<(&str, &str)> = Vec::new();
         for v in self.of(&MEMORIES) {
             let Some(by) = text_of(&MEMORIES, v, "supersededBy") else { continue };

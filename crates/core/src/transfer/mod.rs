@@ -68,6 +68,7 @@
 //!     added later cannot be forgotten here.
 
 use crate::ids::Role;
+use crate::sort;
 
 pub mod erase;
 pub mod export;
@@ -136,7 +137,7 @@ pub fn exported() -> Vec<&'static str> {
     let kinds = [&SESSIONS, &BLOCKS].into_iter().chain(SESSION_TABLES).chain(AGENT_ROWS).chain(SPACE_ROWS);
     let mut out: Vec<&str> = kinds.chain(AGENT_SINGLES).chain(SPACE_SINGLES).map(|t| t.table).collect();
     out.push("messages");
-    out.sort();
+    sort::ascending(&mut out);
     out.dedup();
     out
 }

@@ -23,6 +23,8 @@
 //! On ours the service stays below the fusion computed in the bench (0.60) because a hit by
 //! meaning alone needs the [`Scale::floor`](super::Scale::floor).
 
+use crate::sort;
+
 /// The constant of reciprocal rank fusion (60, as the paper and most search engines use).
 pub(crate) const K: f64 = 60.0;
 /// Weight of the full-text list.
@@ -47,7 +49,7 @@ pub(crate) fn fuse<T: PartialEq + Clone>(lexical: &[T], semantic: &[T], n: usize
     let score = |lex: Option<usize>, sem: Option<usize>| {
         lex.map_or(0.0, |r| LEXICAL_WEIGHT / (K + r as f64)) + sem.map_or(0.0, |r| SEMANTIC_WEIGHT / (K + r as f64))
     };
-    all.sort_by(|a, b| {
+    sort::by(&mut all, |a, b| {
         score(b.1, b.2)
             .total_cmp(&score(a.1, a.2))
             .then(a.1.unwrap_or(usize::MAX).cmp(&b.1.unwrap_or(usize::MAX)))

@@ -7,6 +7,7 @@
 //! pass over the codes counting distances into a histogram, then one over the distances. The
 //! exact cosine of those candidates is the caller's (`Vectors::nearest` reads their vectors).
 
+use crate::sort;
 use std::collections::BTreeMap;
 
 use super::code::{code_words, hamming};
@@ -372,7 +373,7 @@ impl Index {
                 out.push((d, at(j)));
             }
         }
-        out.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
+        sort::by(&mut out, |a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
         out.into_iter().map(|(_, p)| self.ids[p]).collect()
     }
 

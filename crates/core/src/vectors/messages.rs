@@ -16,6 +16,7 @@ use super::{evidence, Meaning};
 use crate::access::Reach;
 use crate::error::{Result, Warned};
 use crate::query;
+use crate::sort;
 use crate::sql::{json_ids, Value};
 use crate::store::search::{self, Hit};
 
@@ -105,7 +106,7 @@ fn nearest(meaning: &Meaning<'_>, vector: &[f32], within: Within<'_>, n: usize, 
             None => near.push((seq, similarity)),
         }
     }
-    near.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0)));
+    sort::by(&mut near, |a, b| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0)));
     near.truncate(n);
     Ok(near)
 }

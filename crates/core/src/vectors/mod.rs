@@ -45,6 +45,7 @@ pub(crate) mod fuse;
 pub(crate) mod index;
 pub(crate) mod messages;
 
+use crate::sort;
 use std::cell::RefCell;
 use std::rc::Rc;
 
@@ -343,7 +344,7 @@ impl Meaning<'_> {
             .map(|(item, v)| (item, cosine(query, &v)))
             .filter(|(_, s)| *s >= min)
             .collect();
-        out.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0)));
+        sort::by(&mut out, |a, b| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0)));
         out.truncate(n);
         Ok(out)
     }
