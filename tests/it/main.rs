@@ -15,6 +15,7 @@ mod conversation;
 mod directory;
 mod expand;
 mod front;
+mod http_blocks;
 mod layout;
 mod llm;
 mod mcp;

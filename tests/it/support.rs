@@ -275,7 +275,18 @@ pub struct Model {
     /// Every re-ranking call: `{url, authorization, body}` over HTTP, `{model, input}` through
     /// the binding.
     pub rerank_calls: RefCell<Vec<Json>>,
+    /// The operator's service of http blocks (URLs under [`SERVICE`]): its answer to each
+    /// call's body (`None`: no answer ever, as a hung service; unset: never answers either).
+    pub service: RefCell<Option<Service>>,
+    /// Every call to the service: `{url, authorization, timeoutMs, body}`.
+    pub service_calls: RefCell<Vec<Json>>,
 }
+
+/// Where the http blocks of native tests send their calls ([`Model::service`] answers them).
+pub const SERVICE: &str = "http://blocks.test/";
+
+/// How the scripted service answers a call's body.
+pub type Service = Box<dyn Fn(&Json) -> Option<CoreResult<HttpResponse>>>;
 
 /// How [`Model`] answers a re-ranking call (`POST …/rerank`, or a binding run with `contexts`).
 pub enum Rerank {
@@ -366,6 +377,18 @@ impl Model {
 
 impl Transport for Model {
     fn send(&self, req: HttpRequest) -> BoxFuture<'_, CoreResult<HttpResponse>> {
+        if req.url.starts_with(SERVICE) {
+            let body: Json = serde_json::from_str(&req.body).unwrap_or(Json::Null);
+            let authorization = req.headers.iter().find(|(k, _)| k == "authorization").map(|(_, v)| v.clone());
+            self.service_calls.borrow_mut().push(
+                json!({"url": req.url, "authorization": authorization, "timeoutMs": req.timeout_ms, "body": body}),
+            );
+            let answer = self.service.borrow().as_ref().and_then(|f| f(&body));
+            return match answer {
+                Some(r) => Box::pin(async move { r }),
+                None => Box::pin(futures::future::pending()),
+            };
+        }
         if req.url.ends_with("/rerank") {
             let body: Json = serde_json::from_str(&req.body).unwrap_or(Json::Null);
             let authorization = req.headers.iter().find(|(k, _)| k == "authorization").map(|(_, v)| v.clone());

@@ -40,6 +40,7 @@ use crate::live::Live;
 use crate::llm::embeddings::EmbeddingsConfig;
 use crate::llm::rerank::RerankConfig;
 use crate::llm::{LlmConfig, Transport};
+pub use crate::secrets::{NoSecrets, Secrets};
 use crate::space::Spaces;
 use crate::sql::Sql;
 use crate::time::Now;
@@ -85,27 +86,6 @@ pub struct Env<'a> {
     /// The Worker's secrets (and plain vars) that the config names by name: the header an
     /// operator's endpoint expects, never a value a request carries.
     pub secrets: &'a dyn Secrets,
-}
-
-/// The Worker's secrets, read by the name the operator's config gives (`SESSION_CONFIG` names
-/// a secret; it never holds one). A secret that is not set is `None`.
-pub trait Secrets {
-    fn secret(&self, name: &str) -> Option<String>;
-}
-
-/// No secrets at all (a deployment, or a test, that sets none).
-pub struct NoSecrets;
-
-impl Secrets for NoSecrets {
-    fn secret(&self, _name: &str) -> Option<String> {
-        None
-    }
-}
-
-impl Secrets for std::collections::HashMap<String, String> {
-    fn secret(&self, name: &str) -> Option<String> {
-        self.get(name).cloned()
-    }
 }
 
 impl<'a> Env<'a> {

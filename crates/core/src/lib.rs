@@ -7,7 +7,7 @@
 //! - leaf modules: [`error`], [`sql`], [`ids`] (ids, names, [`Role`](ids::Role): agent or space), [`time`], [`page`] (cursors of newest-first
 //!   pages), [`metadata`] (a caller's flat JSON object on sessions and memories, and the filters
 //!   by it), [`table`] (a kind of row as data), `sqlite` (native only), [`blobs`], [`js`],
-//!   [`parts`], [`wire`] (the WebSocket frames, typed), [`tokens`], [`events`], [`access`] (the
+//!   [`parts`], [`wire`] (the WebSocket frames, typed), [`tokens`], [`events`], [`secrets`] (the Worker's secrets by name), [`access`] (the
 //!   token revocation time), [`query`] (user text → the terms of a safe FTS5 query) and `rank`
 //!   (FTS5 rows ranked for a query at a bounded cost);
 //! - [`store`]: the message store of one agent (schema, messages, trees, oversize fields in
@@ -60,6 +60,7 @@ pub mod query;
 pub(crate) mod rank;
 pub mod reads;
 pub mod schedule;
+pub mod secrets;
 pub mod session;
 pub mod space;
 pub mod sql;

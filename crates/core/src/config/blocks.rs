@@ -12,7 +12,7 @@ pub const DEFAULT_SKILLS_PREFIX: &str = "skills/";
 /// The description of the `searchableHistory` block (docs/REFERENCE.md#block-kinds).
 pub const HISTORY_DESCRIPTION: &str = "Cross-session conversation history";
 
-/// The four kinds of block (`kind` in the config and the API).
+/// The kinds of block (`kind` in the config and the API).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum BlockKind {
@@ -24,6 +24,9 @@ pub enum BlockKind {
     Search,
     /// Documents in R2 under a prefix, listed in the prompt, loaded on demand.
     Skills,
+    /// Text (and, as `ops` says, search, writes and loads) from the operator's own service at
+    /// `url`, one JSON POST per operation (`crate::context::http`). `SESSION_CONFIG` only.
+    Http,
 }
 
 impl BlockKind {
@@ -33,6 +36,7 @@ impl BlockKind {
             BlockKind::Writable => "writable",
             BlockKind::Search => "search",
             BlockKind::Skills => "skills",
+            BlockKind::Http => "http",
         }
     }
 }
@@ -51,6 +55,26 @@ pub enum BlockScope {
     /// reads and writes (`core::space::blocks`).
     Space,
 }
+
+/// What an `http` block's service answers besides `get` (`ops` in the config), each the `op`
+/// of its request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HttpOp {
+    /// `search_context` asks it (the block is `[searchable]`).
+    Search,
+    /// `set_context` writes through it (the block is writable).
+    Set,
+    /// `load_context` loads a document by key from it (the block is `[loadable]`).
+    Load,
+}
+
+/// Default time an `http` block's call may take, answer read included (`timeoutMs`).
+pub const DEFAULT_HTTP_TIMEOUT_MS: u64 = 5_000;
+/// Most time an `http` block's call may be given.
+pub const MAX_HTTP_TIMEOUT_MS: u64 = 30_000;
+/// Longest `url` of an `http` block.
+pub const MAX_URL_BYTES: usize = 2048;
 
 /// One context block as configured (in `SESSION_CONFIG`, a builder, or `POST …/context`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -77,6 +101,18 @@ pub struct BlockConfig {
     /// one per session).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scope: Option<BlockScope>,
+    /// Http: where its service takes the block's requests (`http://` or `https://`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// Http: the name of the Worker secret (or var) sent as `Authorization: Bearer <value>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret: Option<String>,
+    /// Http: the time one call may take, answer read included (default 5,000 ms).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+    /// Http: what the service answers besides `get`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ops: Option<Vec<HttpOp>>,
 }
 
 impl BlockConfig {
@@ -91,7 +127,21 @@ impl BlockConfig {
             r2_key: None,
             prefix: None,
             scope: None,
+            url: None,
+            secret: None,
+            timeout_ms: None,
+            ops: None,
         }
+    }
+
+    /// Http: whether its service answers `op`.
+    pub(crate) fn answers(&self, op: HttpOp) -> bool {
+        self.kind == BlockKind::Http && self.ops.as_ref().is_some_and(|ops| ops.contains(&op))
+    }
+
+    /// Http: the time one call may take.
+    pub(crate) fn http_timeout_ms(&self) -> u64 {
+        self.timeout_ms.unwrap_or(DEFAULT_HTTP_TIMEOUT_MS)
     }
 
     /// The skills prefix in effect.
@@ -133,6 +183,14 @@ impl BlockConfig {
         if k == BlockKind::Skills && self.scope == Some(BlockScope::Space) {
             return Err(Error::invalid(format!("block \"{l}\": a skills block's scope is \"agent\" or \"shared\"")));
         }
+        let http = k == BlockKind::Http;
+        only("url", self.url.is_some() && !http, "http")?;
+        only("secret", self.secret.is_some() && !http, "http")?;
+        only("timeoutMs", self.timeout_ms.is_some() && !http, "http")?;
+        only("ops", self.ops.is_some() && !http, "http")?;
+        if http {
+            self.validate_http()?;
+        }
         if self.content.is_some() && self.r2_key.is_some() {
             return Err(Error::invalid(format!("block \"{l}\": give content or r2Key, not both")));
         }
@@ -148,6 +206,43 @@ impl BlockConfig {
         }
         if self.prefix.as_ref().is_some_and(|p| p.len() > 512) {
             return Err(Error::invalid(format!("block \"{l}\": prefix is longer than 512 bytes")));
+        }
+        Ok(())
+    }
+}
+
+impl BlockConfig {
+    /// An `http` block's own fields: a `url` of `http://` or `https://` without spaces or control
+    /// characters, a secret named as an environment variable is, a timeout in range, no `op` twice.
+    fn validate_http(&self) -> Result<()> {
+        let l = &self.label;
+        let url = self.url.as_deref().unwrap_or_default();
+        let scheme = url.strip_prefix("https://").or_else(|| url.strip_prefix("http://"));
+        if scheme.is_none_or(str::is_empty)
+            || url.len() > MAX_URL_BYTES
+            || url.chars().any(|c| c.is_whitespace() || c.is_control())
+        {
+            return Err(Error::invalid(format!(
+                "block \"{l}\": an http block needs a url of http:// or https://, at most {MAX_URL_BYTES} bytes, \
+                 without spaces"
+            )));
+        }
+        if let Some(name) = &self.secret {
+            let ok = (1..=128).contains(&name.len())
+                && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+                && !name.as_bytes()[0].is_ascii_digit();
+            if !ok {
+                return Err(Error::invalid(format!(
+                    "block \"{l}\": secret names a Worker secret: 1-128 characters of [A-Za-z0-9_], not starting with a digit"
+                )));
+            }
+        }
+        if self.timeout_ms.is_some_and(|t| !(1..=MAX_HTTP_TIMEOUT_MS).contains(&t)) {
+            return Err(Error::invalid(format!("block \"{l}\": timeoutMs must be 1 to {MAX_HTTP_TIMEOUT_MS}")));
+        }
+        let ops = self.ops.as_deref().unwrap_or_default();
+        if ops.iter().enumerate().any(|(i, op)| ops[..i].contains(op)) {
+            return Err(Error::invalid(format!("block \"{l}\": ops names an op twice")));
         }
         Ok(())
     }

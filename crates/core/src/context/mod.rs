@@ -10,6 +10,7 @@
 //! | `prompt.rs` | system-prompt rendering, byte for byte as the reference (blocks, header, usage percent) |
 //! | `entries.rs` | entries of searchable blocks (FTS5, and by meaning through `vectors`, fused), shared by the agent's sessions |
 //! | `entry_key.rs` | stable keys of keyed entries (slug + FNV-1a base-36 hash) |
+//! | `http.rs` | blocks kept by the operator's own service: the JSON protocol, bounded calls, the last text read kept |
 //! | `skills.rs` | skills listing, persisted load state, the unload rewrite of `load_context` outputs |
 //! | `tools.rs` | the `Tool` enum: definitions (names, descriptions, JSON Schemas) and execution |
 //!
@@ -27,6 +28,7 @@
 
 pub mod entries;
 pub mod entry_key;
+pub mod http;
 pub mod prompt;
 pub mod skills;
 pub mod tools;
@@ -35,9 +37,10 @@ use serde::Serialize;
 
 use crate::access::Reach;
 use crate::blobs::{Blob, Blobs, BoxFuture};
-use crate::config::{check_scopes, BlockConfig, BlockKind, BlockScope, SessionConfig, HISTORY_DESCRIPTION};
+use crate::config::{check_scopes, BlockConfig, BlockKind, BlockScope, HttpOp, SessionConfig, HISTORY_DESCRIPTION};
 use crate::context::prompt::{render, BlockView};
 use crate::error::{Error, ErrorKind, Result};
+use crate::secrets::Secrets;
 use crate::space::{self, choice, Operation, Spaces};
 use crate::sql::{Sql, Value};
 use crate::store::spill;
@@ -73,25 +76,44 @@ impl Block {
     pub(crate) fn scope(&self) -> BlockScope {
         self.cfg.scope.unwrap_or_default()
     }
-    /// Whether the model may write it (`set_context`): writable and search blocks, and
-    /// agent-scoped skills. Readonly, shared skills and the history block are not.
+    /// Whether the model may write it (`set_context`): writable and search blocks,
+    /// agent-scoped skills, and http blocks whose service takes `set`. Readonly, shared skills
+    /// and the history block are not.
     pub(crate) fn writable(&self) -> bool {
         match self.kind() {
             BlockKind::Writable => true,
             BlockKind::Search => self.origin != Origin::History,
             BlockKind::Skills => self.scope() == BlockScope::Agent,
             BlockKind::Readonly => false,
+            BlockKind::Http => self.cfg.answers(HttpOp::Set),
         }
     }
+    /// A skills block (its documents in R2).
     pub(crate) fn is_skill(&self) -> bool {
         self.kind() == BlockKind::Skills
     }
-    pub(crate) fn is_searchable(&self) -> bool {
-        self.kind() == BlockKind::Search
+    /// Whether `load_context` loads from it: a skills block, or an http block whose service
+    /// takes `load`.
+    pub(crate) fn loadable(&self) -> bool {
+        self.is_skill() || self.cfg.answers(HttpOp::Load)
     }
-    /// Keyed blocks take entries (`set_context` with a key), not whole-text writes.
+    /// Whether `search_context` searches it: a search block (the history block too), or an
+    /// http block whose service takes `search`.
+    pub(crate) fn is_searchable(&self) -> bool {
+        self.kind() == BlockKind::Search || self.cfg.answers(HttpOp::Search)
+    }
+    /// A block kept by the operator's service (`crate::context::http`).
+    pub(crate) fn is_http(&self) -> bool {
+        self.kind() == BlockKind::Http
+    }
+    /// Keyed blocks (search, skills) take entries (`set_context` with a key), not whole-text
+    /// writes.
     pub(crate) fn keyed(&self) -> bool {
-        self.is_skill() || self.is_searchable()
+        matches!(self.kind(), BlockKind::Skills | BlockKind::Search)
+    }
+    /// Whether it keeps a text in `context_blocks` (a writable block not kept in a space).
+    pub(crate) fn holds_text(&self) -> bool {
+        self.kind() == BlockKind::Writable
     }
     /// Whether what the model writes is shared by all the agent's sessions: keyed blocks, and
     /// writable blocks with `scope: "agent"` (a writable block is per session by default).
@@ -209,7 +231,7 @@ impl LoadedBlock {
             tokens: self.tokens,
             max_tokens: self.max_tokens,
             writable: self.writable,
-            is_skill: b.is_skill(),
+            is_skill: b.loadable(),
             is_searchable: b.is_searchable(),
         }
     }
@@ -229,6 +251,8 @@ pub(crate) struct Context<'a> {
     pub(crate) meaning: Meaning<'a>,
     /// How blocks kept in the agent's memory space are reached (`scope: "space"`).
     pub(crate) spaces: &'a dyn Spaces,
+    /// The Worker's secrets an http block's config names.
+    pub(crate) secrets: &'a dyn Secrets,
 }
 
 impl<'a> Context<'a> {
@@ -242,6 +266,18 @@ impl<'a> Context<'a> {
         )?;
         let defs = rows.iter().map(|r| Ok((r.text(0)?, r.int(1)? != 0, r.opt_text(2)?))).collect::<Result<Vec<_>>>()?;
         compose(self.config, self.agent, &defs)
+    }
+
+    /// What calls the services of the session's http blocks.
+    pub(crate) fn caller(&self) -> http::Caller<'a> {
+        http::Caller {
+            sql: self.sql,
+            transport: self.meaning.transport,
+            secrets: self.secrets,
+            events: self.meaning.events,
+            agent: self.agent,
+            session: self.session,
+        }
     }
 
     /// The block labelled `label`, if the session has it.
@@ -306,6 +342,7 @@ impl<'a> Context<'a> {
                 None => Ok(b.cfg.content.clone().unwrap_or_default()),
             },
             (BlockKind::Writable, _) => self.writable_text(b),
+            (BlockKind::Http, _) => http::text(&self.caller(), &b.cfg).await,
             (BlockKind::Search, _) => entries::summary(self.sql, b.label()),
             (BlockKind::Skills, _) => {
                 let root = self.skills_root(b);
@@ -459,6 +496,11 @@ impl<'a> Context<'a> {
                 "Block \"{label}\" is a keyed block: write its entries with the set_context tool"
             )));
         }
+        if b.is_http() {
+            return Err(Error::conflict(format!(
+                "Block \"{label}\" is kept by the operator's service: write it with the set_context tool"
+            )));
+        }
         let tokens = estimate_str(content);
         if let Some(max) = b.cfg.max_tokens.filter(|&m| tokens > m) {
             return Err(Error::new(
@@ -477,8 +519,8 @@ impl<'a> Context<'a> {
     /// text is empty or the new one starts with one. The budget applies to the whole.
     pub(crate) fn append(&self, label: &str, content: &str, now: &str) -> Result<Block> {
         let b = self.require(label)?;
-        if !b.writable() || b.keyed() {
-            self.set_block(&b, content, now)?; // reports readonly / keyed
+        if !b.holds_text() {
+            self.set_block(&b, content, now)?; // reports readonly / keyed / http
         }
         let old = self.writable_text(&b)?;
         let sep = if !old.is_empty() && !content.starts_with('\n') { "\n" } else { "" };
@@ -552,6 +594,7 @@ impl<'a> Context<'a> {
             "DELETE FROM context_blocks WHERE session_id = ? AND label = ?",
             &[self.session.into(), label.into()],
         )?;
+        http::forget(self.sql, self.session, label)?;
         skills::forget(self.sql, self.session, Some(label))
     }
 
@@ -643,13 +686,15 @@ impl<'a> Context<'a> {
     }
 }
 
-/// Forgets the versions of shared blocks `session` read (`space_block_seen`).
+/// Forgets what reading `session`'s blocks recorded: the versions of shared blocks it read
+/// (`space_block_seen`), the last texts its http blocks were given.
 pub(crate) fn forget_reads(sql: &dyn Sql, session: &str) -> Result<()> {
-    sql.execute("DELETE FROM space_block_seen WHERE session_id = ?", &[session.into()])
+    sql.execute("DELETE FROM space_block_seen WHERE session_id = ?", &[session.into()])?;
+    sql.execute("DELETE FROM http_block_texts WHERE session_id = ?", &[session.into()])
 }
 
 /// Deletes everything of `session`'s context: writable texts, runtime blocks, the frozen
-/// prompt, loaded skills, the versions of shared blocks it read. (Search entries and skills
+/// prompt, loaded skills, the versions of shared blocks it read, its http blocks' last texts. (Search entries and skills
 /// belong to the agent and stay.)
 pub(crate) fn delete_session(sql: &dyn Sql, session: &str) -> Result<()> {
     let sid = [Value::from(session)];

@@ -1,0 +1,277 @@
+//! Blocks kept by the operator's own service (`kind: "http"`, docs/REFERENCE.md#http-blocks): the
+//! block's text and, as its `ops` say, its search, writes and loads come from one JSON `POST` per
+//! operation to the `url` that `SESSION_CONFIG` gives (never a request or the model: a block added
+//! at run time cannot be one), with `Authorization: Bearer <value>` when the config names a
+//! Worker secret. Every call is bounded in time (`timeoutMs`, the answer's reading included) and
+//! in size ([`MAX_ANSWER_BYTES`]). A `get` that fails shows the last text the service gave
+//! (`http_block_texts`), with a warning in the log; a tool call that fails is the model's
+//! `Error: …`, its cause in the log. No call to the service fails a turn.
+
+use futures::future::{select, Either};
+use serde_json::{json, Map, Value as Json};
+
+use crate::config::{BlockConfig, HttpOp};
+use crate::context::entries::SEARCH_LIMIT;
+use crate::error::{Error, ErrorKind, Result};
+use crate::events::Events;
+use crate::llm::rerank::{read_capped, Unread};
+use crate::llm::wire::excerpt;
+use crate::llm::{HttpRequest, Transport};
+use crate::secrets::Secrets;
+use crate::sql::Sql;
+
+/// What calls a block's service: the session's, with the transport, the secrets, the log and
+/// where the last texts are kept.
+pub(crate) struct Caller<'a> {
+    pub(crate) sql: &'a dyn Sql,
+    pub(crate) transport: &'a dyn Transport,
+    pub(crate) secrets: &'a dyn Secrets,
+    pub(crate) events: &'a dyn Events,
+    pub(crate) agent: &'a str,
+    pub(crate) session: &'a str,
+}
+
+/// Most bytes of a service's answer read: a longer one stops the reading and is not used.
+pub const MAX_ANSWER_BYTES: usize = 256 * 1024;
+
+/// Most characters of a service's `error` text the model reads.
+pub const MAX_ERROR_CHARS: usize = 500;
+
+/// One operation of the protocol, with the fields its request carries beside `op`, `label`,
+/// `agent` and `sessionId`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Op<'a> {
+    /// The block's text (the prompt, `GET …/context`).
+    Get,
+    /// `search_context`: `query`.
+    Search { query: &'a str },
+    /// `set_context`: `content`, `action` (`replace` or `append`), and `metadata` when the model
+    /// gave one.
+    Set { content: &'a str, action: &'a str, metadata: Option<&'a Json> },
+    /// `load_context`: `key`.
+    Load { key: &'a str },
+}
+
+impl Op<'_> {
+    fn name(self) -> &'static str {
+        match self {
+            Op::Get => "get",
+            Op::Search { .. } => "search",
+            Op::Set { .. } => "set",
+            Op::Load { .. } => "load",
+        }
+    }
+
+    /// The request's JSON body.
+    fn body(self, ctx: &Caller<'_>, b: &BlockConfig) -> Json {
+        let mut body = json!({ "op": self.name(), "label": &b.label, "agent": ctx.agent, "sessionId": ctx.session });
+        match self {
+            Op::Get => {}
+            Op::Search { query } => body["query"] = query.into(),
+            Op::Set { content, action, metadata } => {
+                body["content"] = content.into();
+                body["action"] = action.into();
+                if let Some(m) = metadata {
+                    body["metadata"] = m.clone();
+                }
+            }
+            Op::Load { key } => body["key"] = key.into(),
+        }
+        body
+    }
+}
+
+/// A call that gave nothing usable: `said` is what the model reads (never the URL, the secret or
+/// the service's body), `log` the operator's detail. (Its kind is never an answer's status: a
+/// `get` falls back to the last text, a tool's failure is its output.)
+fn failed(said: impl Into<String>, log: impl Into<String>) -> Error {
+    Error::new(ErrorKind::LlmUnavailable, said).with_log(log)
+}
+
+/// Sends `op` to `b`'s service and reads its answer: a JSON object, without `error`.
+async fn call(ctx: &Caller<'_>, b: &BlockConfig, op: Op<'_>) -> Result<Map<String, Json>> {
+    let cfg = b;
+    let url = cfg.url.clone().unwrap_or_default();
+    let mut headers = vec![
+        ("content-type".to_owned(), "application/json".to_owned()),
+        ("accept".to_owned(), "application/json".to_owned()),
+    ];
+    if let Some(name) = &cfg.secret {
+        let Some(value) = ctx.secrets.secret(name) else {
+            return Err(failed("the block's service is not reachable now", format!("the secret {name} is not set")));
+        };
+        headers.push(("authorization".to_owned(), format!("Bearer {value}")));
+    }
+    let timeout = cfg.http_timeout_ms();
+    let req = HttpRequest { url, headers, body: op.body(ctx, b).to_string(), timeout_ms: timeout };
+    let t = ctx.transport;
+    let (status, body) = match select(Box::pin(read_capped(t, req, MAX_ANSWER_BYTES)), t.sleep(timeout)).await {
+        Either::Left((Ok(answer), _)) => answer,
+        Either::Left((Err(Unread::Over(cap)), _)) => {
+            return Err(failed(
+                "the block's service answered too much",
+                format!("the answer is over {cap} bytes (not used)"),
+            ))
+        }
+        Either::Left((Err(Unread::Failed(e)), _)) => {
+            let log = e.log.unwrap_or_default();
+            return Err(failed("the block's service could not be reached", format!("{} {log}", e.message)));
+        }
+        Either::Right(_) => {
+            return Err(failed(
+                format!("the block's service did not answer within {timeout} ms"),
+                format!("no answer within {timeout} ms"),
+            ))
+        }
+    };
+    let answer = serde_json::from_str::<Json>(&body).ok();
+    if let Some(e) = answer.as_ref().and_then(|a| a.get("error")).and_then(Json::as_str) {
+        return Err(failed(excerpt(e, MAX_ERROR_CHARS), format!("the service refused (HTTP {status})")));
+    }
+    if !(200..300).contains(&status) {
+        return Err(failed(format!("the block's service answered HTTP {status}"), excerpt(&body, 200)));
+    }
+    match answer {
+        Some(Json::Object(a)) => Ok(a),
+        _ => Err(failed(
+            "the block's service answered something that is not a JSON object",
+            format!("its answer: {}", excerpt(&body, 200)),
+        )),
+    }
+}
+
+/// `answer.content`: a string, or (with `absent` allowed) `None` for `null` or no field.
+fn content(answer: &Map<String, Json>, op: &str, absent: Absent) -> Result<Option<String>> {
+    match answer.get("content") {
+        Some(Json::String(s)) => Ok(Some(s.clone())),
+        None | Some(Json::Null) if absent == Absent::Allowed => Ok(None),
+        other => Err(failed(
+            "the block's service answered something that is not a text",
+            format!("{op}: content is {}", other.map_or("missing".to_owned(), |v| excerpt(&v.to_string(), 100))),
+        )),
+    }
+}
+
+/// Whether an answer may leave `content` out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Absent {
+    Allowed,
+    Refused,
+}
+
+/// Logs `e` as the warning of `op` on block `b`.
+fn warn(ctx: &Caller<'_>, b: &BlockConfig, op: Op<'_>, e: &Error, then: &str) {
+    let log = e.log.as_deref().unwrap_or_default();
+    ctx.events.warn(&format!("http block \"{}\" {}: {} ({log}){then}", &b.label, op.name(), e.message));
+}
+
+/// The block's text: the service's answer to `get`, kept as the last text read; when the call
+/// fails, the last text read (empty if there never was one), with a warning.
+pub(crate) async fn text(ctx: &Caller<'_>, b: &BlockConfig) -> Result<String> {
+    let got = match call(ctx, b, Op::Get).await {
+        Ok(answer) => content(&answer, "get", Absent::Refused),
+        Err(e) => Err(e),
+    };
+    match got {
+        Ok(text) => {
+            let text = text.unwrap_or_default();
+            remember(ctx.sql, ctx.session, &b.label, &text)?;
+            Ok(text)
+        }
+        Err(e) => {
+            let last = last_text(ctx.sql, ctx.session, &b.label)?;
+            let then = if last.is_some() { "; the last text read is shown" } else { "; no text was read yet" };
+            warn(ctx, b, Op::Get, &e, then);
+            Ok(last.unwrap_or_default())
+        }
+    }
+}
+
+/// Runs `op` (not `get`) and hands its answer to `read`; a failure is logged and comes back as
+/// the error the model reads.
+async fn tool_call<T>(
+    ctx: &Caller<'_>,
+    b: &BlockConfig,
+    op: Op<'_>,
+    read: impl FnOnce(&Map<String, Json>) -> Result<T>,
+) -> Result<T> {
+    let out = match call(ctx, b, op).await {
+        Ok(answer) => read(&answer),
+        Err(e) => Err(e),
+    };
+    if let Err(e) = &out {
+        warn(ctx, b, op, e, "");
+    }
+    out
+}
+
+/// `search_context` on `b`: the service's `results` (the first [`SEARCH_LIMIT`]), as
+/// `[key]\ncontent` (or the content alone, without a key) joined by a blank line; `None` when
+/// there are none.
+pub(crate) async fn search(ctx: &Caller<'_>, b: &BlockConfig, query: &str) -> Result<Option<String>> {
+    tool_call(ctx, b, Op::Search { query }, |answer| {
+        let shape = || failed("the block's service answered something that is not a list of results", "search");
+        let results = answer.get("results").and_then(Json::as_array).ok_or_else(shape)?;
+        let mut found = Vec::new();
+        for r in results.iter().take(SEARCH_LIMIT as usize) {
+            let text = r.get("content").and_then(Json::as_str).ok_or_else(shape)?;
+            match r.get("key") {
+                None | Some(Json::Null) => found.push(text.to_owned()),
+                Some(Json::String(key)) => found.push(format!("[{key}]\n{text}")),
+                Some(_) => return Err(shape()),
+            }
+        }
+        Ok((!found.is_empty()).then(|| found.join("\n\n")))
+    })
+    .await
+}
+
+/// `set_context` on `b`: the write goes to the service; the text it answers with (if any) is
+/// kept as the last text read.
+pub(crate) async fn set(
+    ctx: &Caller<'_>,
+    b: &BlockConfig,
+    content: &str,
+    action: &str,
+    metadata: Option<&Json>,
+) -> Result<String> {
+    if !b.answers(HttpOp::Set) {
+        return Err(Error::conflict(format!("Block \"{}\" is readonly", &b.label)));
+    }
+    let op = Op::Set { content, action, metadata };
+    let text = tool_call(ctx, b, op, |answer| self::content(answer, "set", Absent::Allowed)).await?;
+    if let Some(text) = text {
+        remember(ctx.sql, ctx.session, &b.label, &text)?;
+    }
+    Ok(format!("Written to {}.", &b.label))
+}
+
+/// `load_context` on `b`: the document `key` from the service, `None` when it has none.
+pub(crate) async fn load(ctx: &Caller<'_>, b: &BlockConfig, key: &str) -> Result<Option<String>> {
+    tool_call(ctx, b, Op::Load { key }, |answer| content(answer, "load", Absent::Allowed)).await
+}
+
+/// Keeps `text` as the last text of block `label` in `session` (writing only when it changed).
+fn remember(sql: &dyn Sql, session: &str, label: &str, text: &str) -> Result<()> {
+    sql.execute(
+        "INSERT INTO http_block_texts (session_id, label, content) VALUES (?, ?, ?)
+         ON CONFLICT (session_id, label) DO UPDATE SET content = excluded.content
+          WHERE http_block_texts.content IS NOT excluded.content",
+        &[session.into(), label.into(), text.into()],
+    )
+}
+
+/// The last text block `label` of `session` was given, if any.
+fn last_text(sql: &dyn Sql, session: &str, label: &str) -> Result<Option<String>> {
+    sql.query_row(
+        "SELECT content FROM http_block_texts WHERE session_id = ? AND label = ?",
+        &[session.into(), label.into()],
+    )?
+    .map(|r| r.text(0))
+    .transpose()
+}
+
+/// Forgets the last text of block `label` in `session` (the block removed or replaced).
+pub(crate) fn forget(sql: &dyn Sql, session: &str, label: &str) -> Result<()> {
+    sql.execute("DELETE FROM http_block_texts WHERE session_id = ? AND label = ?", &[session.into(), label.into()])
+}
