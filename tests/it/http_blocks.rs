@@ -96,7 +96,7 @@ fn the_text_comes_from_the_service_with_the_secret_and_the_documented_request() 
     assert_eq!(c.len(), 1);
     assert_eq!(c[0]["url"], format!("{SERVICE}crm"));
     assert_eq!(c[0]["authorization"], "Bearer s3cret");
-    assert_eq!(c[0]["timeoutMs"], 1500);
+    assert_eq!(c[0]["timeoutMs"], 2500, "the transport's backstop: a second after the call's own bound");
     assert_eq!(c[0]["body"], json!({"op": "get", "label": "crm", "agent": "alice", "sessionId": "s"}));
     let prompt = api.get("/sessions/s/prompt").body_json()["prompt"].as_str().unwrap().to_owned();
     assert!(prompt.contains("CRM (Customer record) [searchable]\n"), "{prompt}");
@@ -306,7 +306,7 @@ fn a_secret_that_is_not_set_sends_nothing() {
     assert_eq!(api.get("/sessions/s/context/pub").body_json()["content"], "public text");
     let c = calls(&api);
     assert_eq!(c[0]["authorization"], Json::Null);
-    assert_eq!(c[0]["timeoutMs"], 5000, "the default timeout");
+    assert_eq!(c[0]["timeoutMs"], 6000, "the default timeout, and the transport's backstop a second later");
 }
 
 #[test]
@@ -347,16 +347,16 @@ fn the_last_text_goes_with_the_block_and_the_session() {
     answering(&api, 200, r#"{"content": "kept"}"#);
     block(&api);
     api.get("/sessions/t/context/crm");
-    assert_eq!(api.count("SELECT count(*) FROM http_block_texts"), 2);
+    assert_eq!(api.count("SELECT count(*) FROM fetched_block_texts"), 2);
     // Unchanged text: no write.
     let changes = api.count("SELECT total_changes()");
     block(&api);
     assert_eq!(api.count("SELECT total_changes()"), changes);
     assert_eq!(api.delete("/sessions/s/context/crm").status, 204);
-    assert_eq!(api.count("SELECT count(*) FROM http_block_texts WHERE session_id = 's'"), 0);
+    assert_eq!(api.count("SELECT count(*) FROM fetched_block_texts WHERE session_id = 's'"), 0);
     api.append("t", "m1", None, "hello");
     assert_eq!(api.delete("/sessions/t").status, 204);
-    assert_eq!(api.count("SELECT count(*) FROM http_block_texts"), 0);
+    assert_eq!(api.count("SELECT count(*) FROM fetched_block_texts"), 0);
 }
 
 #[test]

@@ -4,7 +4,7 @@
 //! at run time cannot be one), with `Authorization: Bearer <value>` when the config names a
 //! Worker secret. Every call is bounded in time (`timeoutMs`, the answer's reading included) and
 //! in size ([`MAX_ANSWER_BYTES`]). A `get` that fails shows the last text the service gave
-//! (`http_block_texts`), with a warning in the log; a tool call that fails is the model's
+//! (`fetched_block_texts`), with a warning in the log; a tool call that fails is the model's
 //! `Error: …`, its cause in the log. No call to the service fails a turn.
 
 use futures::future::{select, Either};
@@ -33,6 +33,9 @@ pub(crate) struct Caller<'a> {
 
 /// Most bytes of a service's answer read: a longer one stops the reading and is not used.
 pub const MAX_ANSWER_BYTES: usize = 256 * 1024;
+
+/// How much later than `timeoutMs` the transport's own bound comes (see [`call`]).
+const TRANSPORT_GRACE_MS: u64 = 1_000;
 
 /// Most characters of a service's `error` text the model reads.
 pub const MAX_ERROR_CHARS: usize = 500;
@@ -103,7 +106,10 @@ async fn call(ctx: &Caller<'_>, b: &BlockConfig, op: Op<'_>) -> Result<Map<Strin
         headers.push(("authorization".to_owned(), format!("Bearer {value}")));
     }
     let timeout = cfg.http_timeout_ms();
-    let req = HttpRequest { url, headers, body: op.body(ctx, b).to_string(), timeout_ms: timeout };
+    // The call is bounded here, its answer's reading included; the transport's own bound (on
+    // the answer's headers) comes a moment later, a backstop that never decides.
+    let backstop = timeout + TRANSPORT_GRACE_MS;
+    let req = HttpRequest { url, headers, body: op.body(ctx, b).to_string(), timeout_ms: backstop };
     let t = ctx.transport;
     let (status, body) = match select(Box::pin(read_capped(t, req, MAX_ANSWER_BYTES)), t.sleep(timeout)).await {
         Either::Left((Ok(answer), _)) => answer,
@@ -254,9 +260,9 @@ pub(crate) async fn load(ctx: &Caller<'_>, b: &BlockConfig, key: &str) -> Result
 /// Keeps `text` as the last text of block `label` in `session` (writing only when it changed).
 fn remember(sql: &dyn Sql, session: &str, label: &str, text: &str) -> Result<()> {
     sql.execute(
-        "INSERT INTO http_block_texts (session_id, label, content) VALUES (?, ?, ?)
+        "INSERT INTO fetched_block_texts (session_id, label, content) VALUES (?, ?, ?)
          ON CONFLICT (session_id, label) DO UPDATE SET content = excluded.content
-          WHERE http_block_texts.content IS NOT excluded.content",
+          WHERE fetched_block_texts.content IS NOT excluded.content",
         &[session.into(), label.into(), text.into()],
     )
 }
@@ -264,7 +270,7 @@ fn remember(sql: &dyn Sql, session: &str, label: &str, text: &str) -> Result<()>
 /// The last text block `label` of `session` was given, if any.
 fn last_text(sql: &dyn Sql, session: &str, label: &str) -> Result<Option<String>> {
     sql.query_row(
-        "SELECT content FROM http_block_texts WHERE session_id = ? AND label = ?",
+        "SELECT content FROM fetched_block_texts WHERE session_id = ? AND label = ?",
         &[session.into(), label.into()],
     )?
     .map(|r| r.text(0))
@@ -273,5 +279,5 @@ fn last_text(sql: &dyn Sql, session: &str, label: &str) -> Result<Option<String>
 
 /// Forgets the last text of block `label` in `session` (the block removed or replaced).
 pub(crate) fn forget(sql: &dyn Sql, session: &str, label: &str) -> Result<()> {
-    sql.execute("DELETE FROM http_block_texts WHERE session_id = ? AND label = ?", &[session.into(), label.into()])
+    sql.execute("DELETE FROM fetched_block_texts WHERE session_id = ? AND label = ?", &[session.into(), label.into()])
 }

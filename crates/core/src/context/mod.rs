@@ -690,7 +690,7 @@ impl<'a> Context<'a> {
 /// (`space_block_seen`), the last texts its http blocks were given.
 pub(crate) fn forget_reads(sql: &dyn Sql, session: &str) -> Result<()> {
     sql.execute("DELETE FROM space_block_seen WHERE session_id = ?", &[session.into()])?;
-    sql.execute("DELETE FROM http_block_texts WHERE session_id = ?", &[session.into()])
+    sql.execute("DELETE FROM fetched_block_texts WHERE session_id = ?", &[session.into()])
 }
 
 /// Deletes everything of `session`'s context: writable texts, runtime blocks, the frozen

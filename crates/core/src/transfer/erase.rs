@@ -26,7 +26,7 @@ pub(crate) const ERASED: &[&str] = &[
     "token_estimates",
     "compactions",
     "context_blocks",
-    "http_block_texts",
+    "fetched_block_texts",
     "context_defs",
     "prompts",
     "loaded_skills",

@@ -128,7 +128,7 @@ pub const TABLES: &[(&str, Transfer)] = &[
     ("maintenance", Transfer::Local),
     ("directory_entries", Transfer::Local),
     ("directory_report", Transfer::Local),
-    ("http_block_texts", Transfer::Local),
+    ("fetched_block_texts", Transfer::Local),
 ];
 
 /// The tables whose rows the export writes (each kind of record's, and the messages'): what

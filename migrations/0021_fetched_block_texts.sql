@@ -3,7 +3,7 @@
 -- down, late, or answering something unusable) shows it instead, with a warning, so the prompt
 -- keeps what it last knew and the turn goes on. Removing the block from the session, and
 -- deleting the session, delete its rows. Not exported: the service is asked again elsewhere.
-CREATE TABLE http_block_texts (
+CREATE TABLE fetched_block_texts (
   session_id TEXT NOT NULL,
   label      TEXT NOT NULL,
   content    TEXT NOT NULL,
