@@ -12,6 +12,7 @@ mod compact_api;
 mod compaction;
 mod context;
 mod conversation;
+mod d1_blocks;
 mod directory;
 mod expand;
 mod front;

@@ -14,6 +14,7 @@ use session_agent_core::blobs::BoxFuture;
 use session_agent_core::blobs::MemBlobs;
 use session_agent_core::cache::{ReadCache, DEFAULT_BUDGET};
 use session_agent_core::config::SessionConfig;
+use session_agent_core::databases::{unbound, Databases, NoDatabases};
 use session_agent_core::directory::Report;
 use session_agent_core::env::{Env, NoSecrets};
 use session_agent_core::error::{Error as CoreError, Result as CoreResult};
@@ -22,7 +23,7 @@ use session_agent_core::llm::embeddings::EmbeddingsConfig;
 use session_agent_core::llm::rerank::{RerankConfig, RerankProvider};
 use session_agent_core::llm::{HttpRequest, HttpResponse, LlmConfig, Provider, ToolUse, Transport};
 use session_agent_core::space::{NoSpaces, Operation, SpaceReply, Spaces};
-use session_agent_core::sql::Sql;
+use session_agent_core::sql::{Row, Sql, Value};
 use session_agent_core::sqlite::SqliteDb;
 use session_agent_core::store;
 use session_agent_core::vectors::Vectors;
@@ -84,6 +85,54 @@ pub struct Api {
     pub directory: Directory,
     /// The Worker's secrets the object reads (none by default).
     pub secrets: HashMap<String, String>,
+    /// The D1 databases the object reads, by binding name (none by default).
+    pub d1: Rc<NativeD1>,
+}
+
+/// D1 natively: SQLite databases by binding name ([`NativeD1::bind`]).
+#[derive(Default)]
+pub struct NativeD1 {
+    pub dbs: RefCell<HashMap<String, SqliteDb>>,
+    /// Every query run: `{binding, sql, params}`.
+    pub queries: RefCell<Vec<Json>>,
+    /// While set, every query fails (a database that cannot be reached).
+    pub down: Cell<bool>,
+    /// While set, no query ever answers.
+    pub hangs: Cell<bool>,
+}
+
+impl NativeD1 {
+    /// Binds a fresh database as `binding`, with `schema` run on it.
+    pub fn bind(&self, binding: &str, schema: &str) {
+        let db = SqliteDb::memory().expect("sqlite");
+        db.execute_batch(schema).expect("schema");
+        self.dbs.borrow_mut().insert(binding.to_owned(), db);
+    }
+}
+
+impl Databases for NativeD1 {
+    fn query<'a>(&'a self, binding: &'a str, sql: &'a str, params: &'a [Value]) -> BoxFuture<'a, CoreResult<Vec<Row>>> {
+        let shown: Vec<Json> = params
+            .iter()
+            .map(|p| match p {
+                Value::Text(t) => json!(t),
+                other => json!(format!("{other:?}")),
+            })
+            .collect();
+        self.queries.borrow_mut().push(json!({"binding": binding, "sql": sql, "params": shown}));
+        if self.hangs.get() {
+            return Box::pin(futures::future::pending());
+        }
+        let out = if self.down.get() {
+            Err(CoreError::internal("D1 is down"))
+        } else {
+            match self.dbs.borrow().get(binding) {
+                Some(db) => db.query(sql, params),
+                None => Err(unbound(binding)),
+            }
+        };
+        Box::pin(async move { out })
+    }
 }
 
 /// Whether an object keeps the directory.
@@ -487,6 +536,7 @@ impl Api {
             tasks: native.clone(),
             clock: Rc::new(move || clock.get()),
             secrets: Rc::new(NoSecrets),
+            databases: Rc::new(NoDatabases),
         };
         let settings = Settings {
             embeddings: embeddings.clone(),
@@ -513,6 +563,7 @@ impl Api {
             vectors_cap: None,
             directory: Directory::Off,
             secrets: HashMap::new(),
+            d1: Rc::new(NativeD1::default()),
         }
         .reopen()
     }
@@ -548,6 +599,7 @@ impl Api {
             tasks: self.native.clone(),
             clock: Rc::new(move || clock.get()),
             secrets: Rc::new(self.secrets.clone()),
+            databases: self.d1.clone(),
         };
         self.object = Object::open(parts, settings);
         self
@@ -677,7 +729,6 @@ impl Api {
 
     /// The single integer a SQL query answers (for checks of what is stored).
     pub fn count(&self, sql: &str) -> i64 {
-        use session_agent_core::sql::Sql;
         self.db.query_row(sql, &[]).expect("query").expect("a row").int(0).expect("an integer")
     }
 

@@ -1182,8 +1182,8 @@ export interface paths {
          *     configured shared library, or a key the configuration itself names. Only the
          *     operator's `SESSION_CONFIG` opens a new key space, so no caller of one agent can list,
          *     load or write another agent's skills or spilled messages. Likewise only it makes the
-         *     agent call out: a block of kind `http`, or with a `url`, `secret`, `timeoutMs` or `ops`,
-         *     is `400`, nothing stored. (The agent is the one that
+         *     agent read outside: a block of kind `http` or `d1`, or with a `url`, `secret`,
+         *     `timeoutMs`, `ops`, `binding`, `query` or `search`, is `400`, nothing stored. (The agent is the one that
          *     is actually served: the Durable Object's own `idFromName` name, after the runtime has
          *     resolved `..` and `%2e%2e` in the path.)
          *
@@ -4545,10 +4545,12 @@ export interface components {
          *     in the prompt as `- key: description`, loaded with `load_context`. `http` (ours,
          *     `SESSION_CONFIG` only): the text, and as its `ops` say its search, writes and loads,
          *     from the operator's own service (docs/REFERENCE.md, "Blocks from the operator's own
-         *     service"); when the service fails, the last text it gave.
+         *     service"); when the service fails, the last text it gave. `d1` (ours, `SESSION_CONFIG`
+         *     only): the rows of the operator's query on a D1 binding, searchable over named columns
+         *     with `search` (docs/REFERENCE.md, "Blocks from the operator's D1 database").
          * @enum {string}
          */
-        BlockKind: "readonly" | "writable" | "search" | "skills" | "http";
+        BlockKind: "readonly" | "writable" | "search" | "skills" | "http" | "d1";
         /**
          * @description A block with its current content, as the prompt renders it.
          * @example {
@@ -4569,7 +4571,8 @@ export interface components {
              *     `""` (search), `N sessions available for search.` (the `searchableHistory` block),
              *     the listing `- key: description` / `- key` per skill, one per line in key order
              *     (skills; `""` when there are none), the service's text (http; the last one it gave
-             *     when it cannot answer now, `""` before the first). A readonly block whose `r2Key`
+             *     when it cannot answer now, `""` before the first), the query's rows, one line each
+             *     (d1; likewise the last ones read when the database fails). A readonly block whose `r2Key`
              *     object is missing is `""`.
              */
             content: string;
@@ -4599,9 +4602,10 @@ export interface components {
             /** @description 1–64 characters of `[A-Za-z0-9_-]`; must not be a label the session already has. */
             label: string;
             /**
-             * @description A `BlockKind` a session may add: not `http`, which only `SESSION_CONFIG` configures
-             *     (`400`, nothing stored: the agent calls out only where the operator said; so are
-             *     `url`, `secret`, `timeoutMs` and `ops`, which are the http block's fields).
+             * @description A `BlockKind` a session may add: not `http` or `d1`, which only `SESSION_CONFIG`
+             *     configures (`400`, nothing stored: the agent reads outside only where the operator
+             *     said; so are `url`, `secret`, `timeoutMs`, `ops`, `binding`, `query` and `search`,
+             *     their fields).
              * @enum {string}
              */
             kind: "readonly" | "writable" | "search" | "skills";

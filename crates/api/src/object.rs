@@ -39,6 +39,7 @@ use session_agent_core::after::{After, Ask, Flight, Next as FlightNext};
 use session_agent_core::blobs::{Blobs, BoxFuture};
 use session_agent_core::cache::{self, ReadCache};
 use session_agent_core::config::SessionConfig;
+use session_agent_core::databases::Databases;
 use session_agent_core::directory::report::{self, REPORT_DELAY_MS};
 use session_agent_core::directory::Report;
 use session_agent_core::env::{Env, Secrets};
@@ -107,6 +108,8 @@ pub struct Parts {
     pub clock: Rc<dyn Fn() -> i64>,
     /// The Worker's secrets, by the names the config gives.
     pub secrets: Rc<dyn Secrets>,
+    /// The Worker's D1 bindings, by the names the config gives.
+    pub databases: Rc<dyn Databases>,
 }
 
 /// What the object is and how it is configured.
@@ -276,6 +279,7 @@ impl Inner {
             role: self.role,
             spaces: &*p.spaces,
             secrets: &*p.secrets,
+            databases: &*p.databases,
         }
     }
 

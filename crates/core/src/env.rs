@@ -34,6 +34,7 @@ use crate::access::Reach;
 use crate::blobs::Blobs;
 use crate::cache::ReadCache;
 use crate::config::SessionConfig;
+use crate::databases::Databases;
 use crate::events::Events;
 use crate::ids::Role;
 use crate::live::Live;
@@ -86,6 +87,8 @@ pub struct Env<'a> {
     /// The Worker's secrets (and plain vars) that the config names by name: the header an
     /// operator's endpoint expects, never a value a request carries.
     pub secrets: &'a dyn Secrets,
+    /// The operator's D1 databases, by the binding names the config gives (`d1` blocks).
+    pub databases: &'a dyn Databases,
 }
 
 impl<'a> Env<'a> {
@@ -122,6 +125,7 @@ impl<'a> Env<'a> {
             role: self.role,
             spaces: self.spaces,
             secrets: self.secrets,
+            databases: self.databases,
         }
     }
 }

@@ -27,6 +27,9 @@ pub enum BlockKind {
     /// Text (and, as `ops` says, search, writes and loads) from the operator's own service at
     /// `url`, one JSON POST per operation (`crate::context::http`). `SESSION_CONFIG` only.
     Http,
+    /// The rows of the operator's query on a D1 database the Worker binds and, with `search`,
+    /// a search of named columns (`crate::context::d1`). `SESSION_CONFIG` only.
+    D1,
 }
 
 impl BlockKind {
@@ -37,6 +40,7 @@ impl BlockKind {
             BlockKind::Search => "search",
             BlockKind::Skills => "skills",
             BlockKind::Http => "http",
+            BlockKind::D1 => "d1",
         }
     }
 }
@@ -113,7 +117,34 @@ pub struct BlockConfig {
     /// Http: what the service answers besides `get`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ops: Option<Vec<HttpOp>>,
+    /// D1: the name of the Worker's D1 binding.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub binding: Option<String>,
+    /// D1: the operator's query whose rows are the block's text (a `SELECT` or `WITH`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub query: Option<String>,
+    /// D1: the table and columns `search_context` looks in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub search: Option<D1Search>,
 }
+
+/// What `search_context` searches in a `d1` block: rows of `table` with every word of the query
+/// in one of `columns` (`LIKE`, the words bound as parameters).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct D1Search {
+    pub table: String,
+    /// 1–8 columns, searched and shown in this order.
+    pub columns: Vec<String>,
+    /// A column shown as each hit's `[key]`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+}
+
+/// Longest `query` of a `d1` block.
+pub const MAX_QUERY_BYTES: usize = 4096;
+/// Most columns a `d1` block's search looks in.
+pub const MAX_SEARCH_COLUMNS: usize = 8;
 
 impl BlockConfig {
     /// A block of `kind` with nothing else set.
@@ -131,6 +162,9 @@ impl BlockConfig {
             secret: None,
             timeout_ms: None,
             ops: None,
+            binding: None,
+            query: None,
+            search: None,
         }
     }
 
@@ -139,7 +173,7 @@ impl BlockConfig {
         self.kind == BlockKind::Http && self.ops.as_ref().is_some_and(|ops| ops.contains(&op))
     }
 
-    /// Http: the time one call may take.
+    /// Http and d1: the time one call may take.
     pub(crate) fn http_timeout_ms(&self) -> u64 {
         self.timeout_ms.unwrap_or(DEFAULT_HTTP_TIMEOUT_MS)
     }
@@ -186,10 +220,17 @@ impl BlockConfig {
         let http = k == BlockKind::Http;
         only("url", self.url.is_some() && !http, "http")?;
         only("secret", self.secret.is_some() && !http, "http")?;
-        only("timeoutMs", self.timeout_ms.is_some() && !http, "http")?;
+        let d1 = k == BlockKind::D1;
+        only("timeoutMs", self.timeout_ms.is_some() && !(http || d1), "http and d1")?;
         only("ops", self.ops.is_some() && !http, "http")?;
+        only("binding", self.binding.is_some() && !d1, "d1")?;
+        only("query", self.query.is_some() && !d1, "d1")?;
+        only("search", self.search.is_some() && !d1, "d1")?;
         if http {
             self.validate_http()?;
+        }
+        if d1 {
+            self.validate_d1()?;
         }
         if self.content.is_some() && self.r2_key.is_some() {
             return Err(Error::invalid(format!("block \"{l}\": give content or r2Key, not both")));
@@ -228,24 +269,78 @@ impl BlockConfig {
             )));
         }
         if let Some(name) = &self.secret {
-            let ok = (1..=128).contains(&name.len())
-                && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
-                && !name.as_bytes()[0].is_ascii_digit();
-            if !ok {
+            if !is_env_name(name) {
                 return Err(Error::invalid(format!(
                     "block \"{l}\": secret names a Worker secret: 1-128 characters of [A-Za-z0-9_], not starting with a digit"
                 )));
             }
         }
-        if self.timeout_ms.is_some_and(|t| !(1..=MAX_HTTP_TIMEOUT_MS).contains(&t)) {
-            return Err(Error::invalid(format!("block \"{l}\": timeoutMs must be 1 to {MAX_HTTP_TIMEOUT_MS}")));
-        }
         let ops = self.ops.as_deref().unwrap_or_default();
         if ops.iter().enumerate().any(|(i, op)| ops[..i].contains(op)) {
             return Err(Error::invalid(format!("block \"{l}\": ops names an op twice")));
         }
+        self.validate_timeout()
+    }
+
+    fn validate_timeout(&self) -> Result<()> {
+        if self.timeout_ms.is_some_and(|t| !(1..=MAX_HTTP_TIMEOUT_MS).contains(&t)) {
+            return Err(Error::invalid(format!(
+                "block \"{}\": timeoutMs must be 1 to {MAX_HTTP_TIMEOUT_MS}",
+                self.label
+            )));
+        }
         Ok(())
     }
+
+    /// A `d1` block's own fields: a binding named as an environment variable is, a query that
+    /// reads (`SELECT` or `WITH`, at most [`MAX_QUERY_BYTES`]), a search of plain identifiers.
+    fn validate_d1(&self) -> Result<()> {
+        let l = &self.label;
+        if !self.binding.as_deref().is_some_and(is_env_name) {
+            return Err(Error::invalid(format!(
+                "block \"{l}\": a d1 block needs a binding: the name of a D1 binding, 1-128 characters of \
+                 [A-Za-z0-9_], not starting with a digit"
+            )));
+        }
+        let query = self.query.as_deref().unwrap_or_default().trim_start();
+        let first: String = query.chars().take_while(char::is_ascii_alphabetic).collect();
+        if !(first.eq_ignore_ascii_case("select") || first.eq_ignore_ascii_case("with"))
+            || query.len() > MAX_QUERY_BYTES
+        {
+            return Err(Error::invalid(format!(
+                "block \"{l}\": a d1 block needs a query that reads (SELECT or WITH), at most {MAX_QUERY_BYTES} bytes"
+            )));
+        }
+        if let Some(s) = &self.search {
+            let names = std::iter::once(&s.table).chain(&s.columns).chain(&s.key);
+            let dup = s.columns.iter().enumerate().any(|(i, c)| s.columns[..i].contains(c));
+            if !names.into_iter().all(|n| is_identifier(n))
+                || s.columns.is_empty()
+                || s.columns.len() > MAX_SEARCH_COLUMNS
+                || dup
+            {
+                return Err(Error::invalid(format!(
+                    "block \"{l}\": search names a table and 1-{MAX_SEARCH_COLUMNS} distinct columns (and a key column), \
+                     each 1-64 characters of [A-Za-z0-9_], not starting with a digit"
+                )));
+            }
+        }
+        self.validate_timeout()
+    }
+}
+
+/// Whether `name` could be an environment variable's: 1–128 characters of `[A-Za-z0-9_]`, not
+/// starting with a digit (a Worker secret's or binding's name).
+fn is_env_name(name: &str) -> bool {
+    (1..=128).contains(&name.len())
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+        && !name.as_bytes()[0].is_ascii_digit()
+}
+
+/// Whether `name` is a plain SQL identifier (1–64 characters of `[A-Za-z0-9_]`, not starting
+/// with a digit), safe to write double-quoted into a statement.
+pub(crate) fn is_identifier(name: &str) -> bool {
+    name.len() <= 64 && is_env_name(name)
 }
 
 /// Whether `name` is 1–64 characters of `[A-Za-z0-9_-]`: the shape of block labels and of

@@ -43,8 +43,9 @@ use serde::Deserialize;
 
 use crate::error::{Error, Result};
 pub use blocks::{
-    check_label, check_scopes, is_label, BlockConfig, BlockKind, BlockScope, HttpOp, DEFAULT_HTTP_TIMEOUT_MS,
-    DEFAULT_SKILLS_PREFIX, HISTORY_DESCRIPTION, MAX_HTTP_TIMEOUT_MS, MAX_URL_BYTES,
+    check_label, check_scopes, is_label, BlockConfig, BlockKind, BlockScope, D1Search, HttpOp, DEFAULT_HTTP_TIMEOUT_MS,
+    DEFAULT_SKILLS_PREFIX, HISTORY_DESCRIPTION, MAX_HTTP_TIMEOUT_MS, MAX_QUERY_BYTES, MAX_SEARCH_COLUMNS,
+    MAX_URL_BYTES,
 };
 pub use chat::{CacheConfig, CacheTtl, ChatConfig, OnDisconnect, DEFAULT_MAX_MESSAGES, DEFAULT_MAX_STEPS};
 pub use compaction::{CompactOptions, CompactionConfig};
@@ -128,10 +129,11 @@ impl SessionConfig {
     /// out: no block added at run time is an `http` block.
     pub(crate) fn check_runtime(&self, b: &BlockConfig, agent: &str) -> Result<()> {
         let l = &b.label;
-        if b.kind == BlockKind::Http {
+        if matches!(b.kind, BlockKind::Http | BlockKind::D1) {
             return Err(Error::invalid(format!(
-                "block \"{l}\": an http block calls the operator's service, so only SESSION_CONFIG configures one; \
-                 a block added at run time cannot be one"
+                "block \"{l}\": {} block reads from outside the agent (the operator's service or database), so only \
+                 SESSION_CONFIG configures one; a block added at run time cannot be one",
+                if b.kind == BlockKind::Http { "an http" } else { "a d1" }
             )));
         }
         let skills = |scope: BlockScope| {

@@ -12,24 +12,11 @@ use serde_json::{json, Map, Value as Json};
 
 use crate::config::{BlockConfig, HttpOp};
 use crate::context::entries::SEARCH_LIMIT;
-use crate::error::{Error, ErrorKind, Result};
-use crate::events::Events;
+use crate::context::fetched::{failed, remember, Caller};
+use crate::error::{Error, Result};
 use crate::llm::rerank::{read_capped, Unread};
 use crate::llm::wire::excerpt;
-use crate::llm::{HttpRequest, Transport};
-use crate::secrets::Secrets;
-use crate::sql::Sql;
-
-/// What calls a block's service: the session's, with the transport, the secrets, the log and
-/// where the last texts are kept.
-pub(crate) struct Caller<'a> {
-    pub(crate) sql: &'a dyn Sql,
-    pub(crate) transport: &'a dyn Transport,
-    pub(crate) secrets: &'a dyn Secrets,
-    pub(crate) events: &'a dyn Events,
-    pub(crate) agent: &'a str,
-    pub(crate) session: &'a str,
-}
+use crate::llm::HttpRequest;
 
 /// Most bytes of a service's answer read: a longer one stops the reading and is not used.
 pub const MAX_ANSWER_BYTES: usize = 256 * 1024;
@@ -82,13 +69,6 @@ impl Op<'_> {
         }
         body
     }
-}
-
-/// A call that gave nothing usable: `said` is what the model reads (never the URL, the secret or
-/// the service's body), `log` the operator's detail. (Its kind is never an answer's status: a
-/// `get` falls back to the last text, a tool's failure is its output.)
-fn failed(said: impl Into<String>, log: impl Into<String>) -> Error {
-    Error::new(ErrorKind::LlmUnavailable, said).with_log(log)
 }
 
 /// Sends `op` to `b`'s service and reads its answer: a JSON object, without `error`.
@@ -165,32 +145,14 @@ enum Absent {
     Refused,
 }
 
-/// Logs `e` as the warning of `op` on block `b`.
-fn warn(ctx: &Caller<'_>, b: &BlockConfig, op: Op<'_>, e: &Error, then: &str) {
-    let log = e.log.as_deref().unwrap_or_default();
-    ctx.events.warn(&format!("http block \"{}\" {}: {} ({log}){then}", &b.label, op.name(), e.message));
-}
-
 /// The block's text: the service's answer to `get`, kept as the last text read; when the call
 /// fails, the last text read (empty if there never was one), with a warning.
 pub(crate) async fn text(ctx: &Caller<'_>, b: &BlockConfig) -> Result<String> {
     let got = match call(ctx, b, Op::Get).await {
-        Ok(answer) => content(&answer, "get", Absent::Refused),
+        Ok(answer) => content(&answer, "get", Absent::Refused).map(Option::unwrap_or_default),
         Err(e) => Err(e),
     };
-    match got {
-        Ok(text) => {
-            let text = text.unwrap_or_default();
-            remember(ctx.sql, ctx.session, &b.label, &text)?;
-            Ok(text)
-        }
-        Err(e) => {
-            let last = last_text(ctx.sql, ctx.session, &b.label)?;
-            let then = if last.is_some() { "; the last text read is shown" } else { "; no text was read yet" };
-            warn(ctx, b, Op::Get, &e, then);
-            Ok(last.unwrap_or_default())
-        }
-    }
+    ctx.text_or_last(b, got)
 }
 
 /// Runs `op` (not `get`) and hands its answer to `read`; a failure is logged and comes back as
@@ -206,7 +168,7 @@ async fn tool_call<T>(
         Err(e) => Err(e),
     };
     if let Err(e) = &out {
-        warn(ctx, b, op, e, "");
+        ctx.warn(b, op.name(), e, "");
     }
     out
 }
@@ -255,29 +217,4 @@ pub(crate) async fn set(
 /// `load_context` on `b`: the document `key` from the service, `None` when it has none.
 pub(crate) async fn load(ctx: &Caller<'_>, b: &BlockConfig, key: &str) -> Result<Option<String>> {
     tool_call(ctx, b, Op::Load { key }, |answer| content(answer, "load", Absent::Allowed)).await
-}
-
-/// Keeps `text` as the last text of block `label` in `session` (writing only when it changed).
-fn remember(sql: &dyn Sql, session: &str, label: &str, text: &str) -> Result<()> {
-    sql.execute(
-        "INSERT INTO fetched_block_texts (session_id, label, content) VALUES (?, ?, ?)
-         ON CONFLICT (session_id, label) DO UPDATE SET content = excluded.content
-          WHERE fetched_block_texts.content IS NOT excluded.content",
-        &[session.into(), label.into(), text.into()],
-    )
-}
-
-/// The last text block `label` of `session` was given, if any.
-fn last_text(sql: &dyn Sql, session: &str, label: &str) -> Result<Option<String>> {
-    sql.query_row(
-        "SELECT content FROM fetched_block_texts WHERE session_id = ? AND label = ?",
-        &[session.into(), label.into()],
-    )?
-    .map(|r| r.text(0))
-    .transpose()
-}
-
-/// Forgets the last text of block `label` in `session` (the block removed or replaced).
-pub(crate) fn forget(sql: &dyn Sql, session: &str, label: &str) -> Result<()> {
-    sql.execute("DELETE FROM fetched_block_texts WHERE session_id = ? AND label = ?", &[session.into(), label.into()])
 }

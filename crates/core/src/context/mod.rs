@@ -10,7 +10,9 @@
 //! | `prompt.rs` | system-prompt rendering, byte for byte as the reference (blocks, header, usage percent) |
 //! | `entries.rs` | entries of searchable blocks (FTS5, and by meaning through `vectors`, fused), shared by the agent's sessions |
 //! | `entry_key.rs` | stable keys of keyed entries (slug + FNV-1a base-36 hash) |
-//! | `http.rs` | blocks kept by the operator's own service: the JSON protocol, bounded calls, the last text read kept |
+//! | `fetched.rs` | what the blocks that read from outside share: the `Caller`, the last text each was given |
+//! | `http.rs` | blocks kept by the operator's own service: the JSON protocol, bounded calls |
+//! | `d1.rs` | blocks read from the operator's D1 database: the query's rows, a search of named columns |
 //! | `skills.rs` | skills listing, persisted load state, the unload rewrite of `load_context` outputs |
 //! | `tools.rs` | the `Tool` enum: definitions (names, descriptions, JSON Schemas) and execution |
 //!
@@ -26,8 +28,10 @@
 //! 15. **Search entries and skills belong to the agent**, writable texts and runtime blocks to a
 //!     session; deleting a session deletes only the latter.
 
+pub mod d1;
 pub mod entries;
 pub mod entry_key;
+pub(crate) mod fetched;
 pub mod http;
 pub mod prompt;
 pub mod skills;
@@ -39,6 +43,7 @@ use crate::access::Reach;
 use crate::blobs::{Blob, Blobs, BoxFuture};
 use crate::config::{check_scopes, BlockConfig, BlockKind, BlockScope, HttpOp, SessionConfig, HISTORY_DESCRIPTION};
 use crate::context::prompt::{render, BlockView};
+use crate::databases::Databases;
 use crate::error::{Error, ErrorKind, Result};
 use crate::secrets::Secrets;
 use crate::space::{self, choice, Operation, Spaces};
@@ -86,6 +91,7 @@ impl Block {
             BlockKind::Skills => self.scope() == BlockScope::Agent,
             BlockKind::Readonly => false,
             BlockKind::Http => self.cfg.answers(HttpOp::Set),
+            BlockKind::D1 => false,
         }
     }
     /// A skills block (its documents in R2).
@@ -100,7 +106,9 @@ impl Block {
     /// Whether `search_context` searches it: a search block (the history block too), or an
     /// http block whose service takes `search`.
     pub(crate) fn is_searchable(&self) -> bool {
-        self.kind() == BlockKind::Search || self.cfg.answers(HttpOp::Search)
+        self.kind() == BlockKind::Search
+            || self.cfg.answers(HttpOp::Search)
+            || (self.kind() == BlockKind::D1 && self.cfg.search.is_some())
     }
     /// A block kept by the operator's service (`crate::context::http`).
     pub(crate) fn is_http(&self) -> bool {
@@ -253,6 +261,8 @@ pub(crate) struct Context<'a> {
     pub(crate) spaces: &'a dyn Spaces,
     /// The Worker's secrets an http block's config names.
     pub(crate) secrets: &'a dyn Secrets,
+    /// The D1 databases `d1` blocks read.
+    pub(crate) databases: &'a dyn Databases,
 }
 
 impl<'a> Context<'a> {
@@ -269,11 +279,12 @@ impl<'a> Context<'a> {
     }
 
     /// What calls the services of the session's http blocks.
-    pub(crate) fn caller(&self) -> http::Caller<'a> {
-        http::Caller {
+    pub(crate) fn caller(&self) -> fetched::Caller<'a> {
+        fetched::Caller {
             sql: self.sql,
             transport: self.meaning.transport,
             secrets: self.secrets,
+            databases: self.databases,
             events: self.meaning.events,
             agent: self.agent,
             session: self.session,
@@ -343,6 +354,7 @@ impl<'a> Context<'a> {
             },
             (BlockKind::Writable, _) => self.writable_text(b),
             (BlockKind::Http, _) => http::text(&self.caller(), &b.cfg).await,
+            (BlockKind::D1, _) => d1::text(&self.caller(), &b.cfg).await,
             (BlockKind::Search, _) => entries::summary(self.sql, b.label()),
             (BlockKind::Skills, _) => {
                 let root = self.skills_root(b);
@@ -594,7 +606,7 @@ impl<'a> Context<'a> {
             "DELETE FROM context_blocks WHERE session_id = ? AND label = ?",
             &[self.session.into(), label.into()],
         )?;
-        http::forget(self.sql, self.session, label)?;
+        fetched::forget(self.sql, self.session, label)?;
         skills::forget(self.sql, self.session, Some(label))
     }
 

@@ -5,11 +5,12 @@
 use serde_json::{json, Map, Value as Json};
 
 use crate::compaction::expand::{self, DEFAULT_LIMIT, MAX_LIMIT};
-use crate::context::entries;
+use crate::config::BlockKind;
 use crate::context::entry_key::entry_key;
 use crate::context::http;
 use crate::context::prompt::usage_percent;
 use crate::context::skills;
+use crate::context::{d1, entries};
 use crate::context::{Block, Context, Origin, SharedWrite};
 use crate::error::{Error, Result};
 use crate::llm::ToolSpec;
@@ -523,6 +524,7 @@ async fn search_context_run(ctx: &Context<'_>, blocks: &[Block], input: &Map<Str
     let found = match b.origin {
         Origin::History => history_search(ctx, query).await?,
         _ if b.is_http() => http::search(&ctx.caller(), &b.cfg, query).await?,
+        _ if b.kind() == BlockKind::D1 => d1::search(&ctx.caller(), &b.cfg, query).await?,
         _ => entries::search(&ctx.meaning, label, query).await?,
     };
     Ok(found.unwrap_or_else(|| "No results found.".to_owned()))

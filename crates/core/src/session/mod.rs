@@ -187,6 +187,7 @@ impl<'a> Session<'a> {
             meaning: e.meaning(),
             spaces: e.spaces,
             secrets: e.secrets,
+            databases: e.databases,
         }
     }
 
