@@ -15,7 +15,7 @@ use session_agent_core::context::http::MAX_ANSWER_BYTES;
 use session_agent_core::error::Error;
 use session_agent_core::llm::HttpResponse;
 
-use crate::support::{code, completion, msg, Api, Service, SERVICE};
+use crate::support::{code, completion, msg, Api, Rng, Service, SERVICE};
 
 /// The http block `crm` with `ops`, its secret `CRM_TOKEN` set to `s3cret`.
 fn api_with(ops: Json, extra: Json) -> Api {
@@ -428,4 +428,77 @@ fn an_import_cannot_bring_an_http_block_in() {
     assert_eq!(r.status, 400, "{}", String::from_utf8_lossy(&r.body));
     assert!(String::from_utf8_lossy(&r.body).contains("http block"), "{}", String::from_utf8_lossy(&r.body));
     assert_eq!(crate::support::table_rows(&fresh), before);
+}
+
+/// A random JSON value of at most `depth` levels, its strings of any characters (control ones,
+/// quotes, lone-surrogate escapes cannot be made from Rust strings, so their neighbours).
+fn random_json(rng: &mut Rng, depth: usize) -> Json {
+    let text = |rng: &mut Rng| -> String {
+        let pool = [
+            "a", "é", "\u{0}", "\n", "\"", "\\", "{", "}", "[", "]", "\u{202e}", "💥", " ", "content", "results",
+            "error",
+        ];
+        (0..rng.below(12)).map(|_| pool[rng.below(pool.len())]).collect()
+    };
+    match rng.below(if depth == 0 { 5 } else { 8 }) {
+        0 => Json::Null,
+        1 => json!(rng.below(2) == 1),
+        2 => json!(rng.below(1000) as i64 - 500),
+        3 => json!(rng.below(1000) as f64 / 7.0),
+        4 => json!(text(rng)),
+        5 => Json::Array((0..rng.below(4)).map(|_| random_json(rng, depth - 1)).collect()),
+        _ => {
+            let keys = ["content", "results", "error", "key", "x"];
+            let mut m = serde_json::Map::new();
+            for _ in 0..rng.below(4) {
+                m.insert(keys[rng.below(keys.len())].to_owned(), random_json(rng, depth - 1));
+            }
+            Json::Object(m)
+        }
+    }
+}
+
+#[test]
+fn random_answers_never_fail_a_request_and_keep_the_last_text() {
+    let api = api();
+    answering(&api, 200, r#"{"content": "the good text"}"#);
+    assert_eq!(block(&api)["content"], "the good text");
+    let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+    for i in 0..400 {
+        // The known text first (a `set` answered with a text below replaces it).
+        answering(&api, 200, r#"{"content": "the good text"}"#);
+        block(&api);
+        let answer = random_json(&mut rng, 3);
+        let mut body = answer.to_string();
+        match rng.below(6) {
+            0 => body = body.chars().take(rng.below(body.chars().count() + 1)).collect(), // cut short
+            1 => body = format!("{body}{body}"),                                          // two values
+            _ => {}
+        }
+        let status = [200, 200, 200, 201, 204, 301, 400, 404, 500, 503][rng.below(10)];
+        answering(&api, status, body.clone());
+        let b = block(&api);
+        let shown = b["content"].as_str().unwrap();
+        let given = serde_json::from_str::<Json>(&body).ok().filter(|_| (200..300).contains(&status));
+        let fresh = given
+            .as_ref()
+            .and_then(|a| a.get("content"))
+            .and_then(Json::as_str)
+            .filter(|_| given.as_ref().is_some_and(|a| a.get("error").and_then(Json::as_str).is_none()));
+        match fresh {
+            Some(text) => assert_eq!(shown, text, "{i}: {body}"),
+            None => assert_eq!(shown, "the good text", "{i}: {status} {body}"),
+        }
+        for (name, input) in [
+            ("search_context", json!({"label": "crm", "query": "q"})),
+            ("load_context", json!({"label": "crm", "key": "k"})),
+            ("set_context", json!({"label": "crm", "content": "c"})),
+        ] {
+            answering(&api, status, body.clone());
+            let out = tool(&api, name, input);
+            assert!(!out.contains("blocks.test"), "{i} {name}: {out}");
+        }
+    }
+    answering(&api, 500, "");
+    assert!(!block(&api)["content"].as_str().unwrap().is_empty(), "a last text is kept");
 }

@@ -898,3 +898,17 @@ pub fn table_rows(api: &Api) -> Vec<(String, i64)> {
         .collect();
     names.into_iter().map(|n| (n.clone(), api.count(&format!("SELECT count(*) FROM \"{n}\"")))).collect()
 }
+
+/// A small deterministic generator (xorshift) for random walks and fuzzing: seed it with a
+/// non-zero number.
+pub struct Rng(pub u64);
+
+impl Rng {
+    /// A number in `0..n`.
+    pub fn below(&mut self, n: usize) -> usize {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 % n as u64) as usize
+    }
+}
