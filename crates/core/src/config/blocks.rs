@@ -60,17 +60,27 @@ pub enum BlockScope {
     Space,
 }
 
-/// What an `http` block's service answers besides `get` (`ops` in the config), each the `op`
-/// of its request.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+/// What an `http` block's service answers besides `get` (`ops` in the config, by these names),
+/// each the `op` of its request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum HttpOp {
-    /// `search_context` asks it (the block is `[searchable]`).
+    /// `search`: `search_context` asks it (the block is `[searchable]`).
     Search,
-    /// `set_context` writes through it (the block is writable).
+    /// `set`: `set_context` writes through it (the block is writable).
     Set,
-    /// `load_context` loads a document by key from it (the block is `[loadable]`).
+    /// `load`: `load_context` loads a document by key from it (the block is `[loadable]`).
     Load,
+}
+
+impl HttpOp {
+    /// Its name in `ops` and in a request's `op`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HttpOp::Search => "search",
+            HttpOp::Set => "set",
+            HttpOp::Load => "load",
+        }
+    }
 }
 
 /// Default time an `http` block's call may take, answer read included (`timeoutMs`).
@@ -114,30 +124,30 @@ pub struct BlockConfig {
     /// Http: the time one call may take, answer read included (default 5,000 ms).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_ms: Option<u64>,
-    /// Http: what the service answers besides `get`.
+    /// Http: what the service answers besides `get`: names of [`HttpOp`]s.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ops: Option<Vec<HttpOp>>,
+    pub ops: Option<Vec<String>>,
     /// D1: the name of the Worker's D1 binding.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub binding: Option<String>,
     /// D1: the operator's query whose rows are the block's text (a `SELECT` or `WITH`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub query: Option<String>,
-    /// D1: the table and columns `search_context` looks in.
+    /// D1: the table and columns `search_context` looks in, `{table, columns, key?}`
+    /// (read by `BlockConfig::d1_search`; kept as JSON, which every config already reads, rather than
+    /// a struct of its own: a smaller wasm).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub search: Option<D1Search>,
+    pub search: Option<serde_json::Value>,
 }
 
 /// What `search_context` searches in a `d1` block: rows of `table` with every word of the query
 /// in one of `columns` (`LIKE`, the words bound as parameters).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct D1Search {
     pub table: String,
     /// 1–8 columns, searched and shown in this order.
     pub columns: Vec<String>,
     /// A column shown as each hit's `[key]`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key: Option<String>,
 }
 
@@ -170,7 +180,23 @@ impl BlockConfig {
 
     /// Http: whether its service answers `op`.
     pub(crate) fn answers(&self, op: HttpOp) -> bool {
-        self.kind == BlockKind::Http && self.ops.as_ref().is_some_and(|ops| ops.contains(&op))
+        self.kind == BlockKind::Http && self.ops.as_ref().is_some_and(|ops| ops.iter().any(|o| o == op.as_str()))
+    }
+
+    /// D1: its `search`, read (`None` without one, or one of another shape, which
+    /// [`BlockConfig::validate`] refuses).
+    pub(crate) fn d1_search(&self) -> Option<D1Search> {
+        let s = self.search.as_ref()?.as_object()?;
+        let name = |v: &serde_json::Value| v.as_str().map(str::to_owned);
+        if s.keys().any(|k| !matches!(k.as_str(), "table" | "columns" | "key")) {
+            return None;
+        }
+        let columns = s.get("columns")?.as_array()?.iter().map(name).collect::<Option<Vec<_>>>()?;
+        let key = match s.get("key") {
+            None => None,
+            Some(k) => Some(name(k)?),
+        };
+        Some(D1Search { table: name(s.get("table")?)?, columns, key })
     }
 
     /// Http and d1: the time one call may take.
@@ -276,8 +302,11 @@ impl BlockConfig {
             }
         }
         let ops = self.ops.as_deref().unwrap_or_default();
-        if ops.iter().enumerate().any(|(i, op)| ops[..i].contains(op)) {
-            return Err(Error::invalid(format!("block \"{l}\": ops names an op twice")));
+        let known = |o: &String| [HttpOp::Search, HttpOp::Set, HttpOp::Load].iter().any(|k| k.as_str() == o);
+        if !ops.iter().all(known) || ops.iter().enumerate().any(|(i, op)| ops[..i].contains(op)) {
+            return Err(Error::invalid(format!(
+                "block \"{l}\": ops holds \"search\", \"set\" and \"load\", each at most once"
+            )));
         }
         self.validate_timeout()
     }
@@ -311,7 +340,10 @@ impl BlockConfig {
                 "block \"{l}\": a d1 block needs a query that reads (SELECT or WITH), at most {MAX_QUERY_BYTES} bytes"
             )));
         }
-        if let Some(s) = &self.search {
+        if self.search.is_some() {
+            let s = self.d1_search().ok_or_else(|| {
+                Error::invalid(format!("block \"{l}\": search is {{table, columns, key?}}, each a name"))
+            })?;
             let names = std::iter::once(&s.table).chain(&s.columns).chain(&s.key);
             let dup = s.columns.iter().enumerate().any(|(i, c)| s.columns[..i].contains(c));
             if !names.into_iter().all(|n| is_identifier(n))

@@ -9,6 +9,7 @@
 
 use futures::future::{select, Either};
 
+use crate::blobs::BoxFuture;
 use crate::config::BlockConfig;
 use crate::context::entries::SEARCH_LIMIT;
 use crate::context::fetched::{failed, Caller};
@@ -26,20 +27,27 @@ pub const MAX_WORDS: usize = 8;
 pub const MAX_PATTERN_BYTES: usize = 50;
 
 /// Runs `sql` with `params` on `b`'s database, bounded by its `timeoutMs`.
-async fn run(ctx: &Caller<'_>, b: &BlockConfig, sql: &str, params: &[Value]) -> Result<Vec<Row>> {
-    let binding = b.binding.as_deref().unwrap_or_default();
-    let timeout = b.http_timeout_ms();
-    match select(ctx.databases.query(binding, sql, params), ctx.transport.sleep(timeout)).await {
-        Either::Left((Ok(rows), _)) => Ok(rows),
-        Either::Left((Err(e), _)) => Err(failed(
-            "the block's database could not be read",
-            format!("{}{}", e.message, e.log.map(|l| format!(": {l}")).unwrap_or_default()),
-        )),
-        Either::Right(_) => Err(failed(
-            format!("the block's database did not answer within {timeout} ms"),
-            format!("no answer within {timeout} ms"),
-        )),
-    }
+fn run<'a>(
+    ctx: &'a Caller<'a>,
+    b: &'a BlockConfig,
+    sql: &'a str,
+    params: &'a [Value],
+) -> BoxFuture<'a, Result<Vec<Row>>> {
+    Box::pin(async move {
+        let binding = b.binding.as_deref().unwrap_or_default();
+        let timeout = b.http_timeout_ms();
+        match select(ctx.databases.query(binding, sql, params), ctx.transport.sleep(timeout)).await {
+            Either::Left((Ok(rows), _)) => Ok(rows),
+            Either::Left((Err(e), _)) => Err(failed(
+                "the block's database could not be read",
+                format!("{}{}", e.message, e.log.map(|l| format!(": {l}")).unwrap_or_default()),
+            )),
+            Either::Right(_) => Err(failed(
+                format!("the block's database did not answer within {timeout} ms"),
+                format!("no answer within {timeout} ms"),
+            )),
+        }
+    })
 }
 
 /// One value as the block shows it: text as it is, numbers as written, `NULL` as nothing.
@@ -61,23 +69,25 @@ fn line(values: &[Value]) -> String {
 /// The block's text: the first [`MAX_ROWS`] rows of its query, one line each, as long as the
 /// text stays within [`MAX_TEXT_BYTES`]; kept as the last text read. When the query fails, the
 /// last text read, with a warning.
-pub(crate) async fn text(ctx: &Caller<'_>, b: &BlockConfig) -> Result<String> {
-    let got = run(ctx, b, b.query.as_deref().unwrap_or_default(), &[]).await.map(|rows| {
-        let mut text = String::new();
-        for r in rows.iter().take(MAX_ROWS) {
-            let l = line(&r.0);
-            let sep = usize::from(!text.is_empty());
-            if text.len() + sep + l.len() > MAX_TEXT_BYTES {
-                break;
+pub(crate) fn text<'a>(ctx: &'a Caller<'a>, b: &'a BlockConfig) -> BoxFuture<'a, Result<String>> {
+    Box::pin(async move {
+        let got = run(ctx, b, b.query.as_deref().unwrap_or_default(), &[]).await.map(|rows| {
+            let mut text = String::new();
+            for r in rows.iter().take(MAX_ROWS) {
+                let l = line(&r.0);
+                let sep = usize::from(!text.is_empty());
+                if text.len() + sep + l.len() > MAX_TEXT_BYTES {
+                    break;
+                }
+                if sep == 1 {
+                    text.push('\n');
+                }
+                text.push_str(&l);
             }
-            if sep == 1 {
-                text.push('\n');
-            }
-            text.push_str(&l);
-        }
-        text
-    });
-    ctx.text_or_last(b, got)
+            text
+        });
+        ctx.text_or_last(b, got)
+    })
 }
 
 /// `word` as a `LIKE` pattern that matches it anywhere, its `\`, `%` and `_` escaped (`ESCAPE
@@ -102,7 +112,7 @@ fn pattern(word: &str) -> String {
 /// whose columns hold each word (`?1`…`?n`), at most [`SEARCH_LIMIT`]; built from the config's
 /// identifiers (plain, checked when the config was read) and placeholders only.
 fn statement(b: &BlockConfig, words: usize) -> Option<String> {
-    let s = b.search.as_ref()?;
+    let s = b.d1_search()?;
     let q = |n: &str| format!("\"{n}\"");
     let shown: Vec<String> = s.key.iter().chain(&s.columns).map(|c| q(c)).collect();
     let each: Vec<String> = (1..=words)
@@ -117,40 +127,42 @@ fn statement(b: &BlockConfig, words: usize) -> Option<String> {
 /// `search_context` on `b`: the rows whose columns hold every word of `query` (the first
 /// [`MAX_WORDS`]), each `[key]\n<columns>` (the columns alone without a key column), joined by
 /// a blank line; `None` when none does or the query has no word.
-pub(crate) async fn search(ctx: &Caller<'_>, b: &BlockConfig, query: &str) -> Result<Option<String>> {
-    let words: Vec<Value> = query.split_whitespace().take(MAX_WORDS).map(|w| Value::Text(pattern(w))).collect();
-    let Some(sql) = statement(b, words.len()).filter(|_| !words.is_empty()) else { return Ok(None) };
-    let keyed = b.search.as_ref().is_some_and(|s| s.key.is_some());
-    let rows = match run(ctx, b, &sql, &words).await {
-        Ok(rows) => rows,
-        Err(e) => {
-            ctx.warn(b, "search", &e, "");
-            return Err(e);
-        }
-    };
-    let found: Vec<String> = rows
-        .iter()
-        .map(|r| match r.0.split_first() {
-            Some((key, rest)) if keyed => format!("[{}]\n{}", cell(key), line(rest)),
-            _ => line(&r.0),
-        })
-        .collect();
-    Ok((!found.is_empty()).then(|| found.join("\n\n")))
+pub(crate) fn search<'a>(
+    ctx: &'a Caller<'a>,
+    b: &'a BlockConfig,
+    query: &'a str,
+) -> BoxFuture<'a, Result<Option<String>>> {
+    Box::pin(async move {
+        let words: Vec<Value> = query.split_whitespace().take(MAX_WORDS).map(|w| Value::Text(pattern(w))).collect();
+        let Some(sql) = statement(b, words.len()).filter(|_| !words.is_empty()) else { return Ok(None) };
+        let keyed = b.d1_search().is_some_and(|s| s.key.is_some());
+        let rows = match run(ctx, b, &sql, &words).await {
+            Ok(rows) => rows,
+            Err(e) => {
+                ctx.warn(b, "search", &e, "");
+                return Err(e);
+            }
+        };
+        let found: Vec<String> = rows
+            .iter()
+            .map(|r| match r.0.split_first() {
+                Some((key, rest)) if keyed => format!("[{}]\n{}", cell(key), line(rest)),
+                _ => line(&r.0),
+            })
+            .collect();
+        Ok((!found.is_empty()).then(|| found.join("\n\n")))
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{BlockKind, D1Search};
+    use crate::config::BlockKind;
 
     #[test]
     fn the_search_statement_holds_identifiers_and_placeholders_only() {
         let mut b = BlockConfig::new("catalog", BlockKind::D1);
-        b.search = Some(D1Search {
-            table: "products".into(),
-            columns: vec!["name".into(), "notes".into()],
-            key: Some("sku".into()),
-        });
+        b.search = Some(serde_json::json!({"table": "products", "columns": ["name", "notes"], "key": "sku"}));
         assert_eq!(
             statement(&b, 2).unwrap(),
             "SELECT \"sku\", \"name\", \"notes\" FROM \"products\" WHERE (\"name\" LIKE ?1 ESCAPE '\\' OR \"notes\" \
