@@ -271,6 +271,13 @@ CREATE TABLE space_block_floor (
   version INTEGER NOT NULL
 );
 
+CREATE TABLE fetched_block_texts (
+  session_id TEXT NOT NULL,
+  label      TEXT NOT NULL,
+  content    TEXT NOT NULL,
+  PRIMARY KEY (session_id, label)
+) WITHOUT ROWID;
+
 CREATE INDEX sessions_recent ON sessions (updated_at DESC, touch_seq DESC);
 
 CREATE INDEX sessions_touch  ON sessions (touch_seq);

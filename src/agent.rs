@@ -15,6 +15,7 @@ use worker::{
 
 use super::{
     convert,
+    d1::WorkersDatabases,
     directory::{WorkersDirectory, AGENT_DIRECTORY},
     do_sql::DoSql,
     llm::{WorkersTransport, AI_BINDING},
@@ -146,6 +147,7 @@ impl Agent {
             clock: Rc::new(now_ms),
             timer: Rc::new(performance_now),
             secrets: Rc::new(WorkersSecrets(env.clone())),
+            databases: Rc::new(WorkersDatabases(env.clone())),
         };
         let id = state.id();
         let settings = Settings { named: id.name(), id: id.to_string(), ..Settings::from_vars(role, config, &var) };

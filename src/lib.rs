@@ -17,6 +17,7 @@
 //! - `directory`: the `AgentDirectory` Durable Object (a shard of the directory of agents and
 //!   spaces), an object's report to it, and the front door's `GET /directory…` reads;
 //! - `do_sql`: the core's SQL trait over the DO's `SqlStorage`;
+//! - `d1`: the operator's D1 databases (what `d1` blocks read) over the Worker's D1 bindings;
 //! - `crypto`: HMAC-SHA-256 of scoped tokens through WebCrypto;
 //! - `convert`: requests and responses between `worker` types and the API layer's;
 //! - `llm`: the LLM transport (fetch with a timeout, the AI binding);
@@ -30,6 +31,8 @@ pub mod agent;
 mod convert;
 #[cfg(target_arch = "wasm32")]
 mod crypto;
+#[cfg(target_arch = "wasm32")]
+mod d1;
 #[cfg(target_arch = "wasm32")]
 mod directory;
 #[cfg(target_arch = "wasm32")]

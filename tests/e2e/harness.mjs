@@ -53,9 +53,11 @@ export function wranglerConfig() {
  * @param {{worker: {name: string}}} [o.ai] binds `AI` to this stand-in of the Workers AI binding
  *   (ai-binding.mjs's aiBinding()); its worker must be in the same Miniflare (startWorker's `ai`
  *   puts it there).
+ * @param {string[]} [o.d1] binds a local D1 database under each of these names (Miniflare's
+ *   `d1Databases`; fill one through `w.mf.getD1Database(name)`): what `d1` context blocks read.
  * @returns {import("miniflare").MiniflareOptions}
  */
-export function workerOptions({ persistDir, apiToken, vars = {}, port, ai } = {}) {
+export function workerOptions({ persistDir, apiToken, vars = {}, port, ai, d1 } = {}) {
   const cfg = wranglerConfig();
   return {
     name: "session-agent",
@@ -72,6 +74,7 @@ export function workerOptions({ persistDir, apiToken, vars = {}, port, ai } = {}
       AGENT_DIRECTORY: { className: "AgentDirectory", useSQLite: true },
     },
     r2Buckets: ["SKILLS_BUCKET"],
+    ...(d1 ? { d1Databases: d1 } : {}),
     // wrangler.toml's [assets]: the console, with the Worker run first for every path.
     assets: { directory: join(BUILD, "console"), binding: "ASSETS",
       routerConfig: { has_user_worker: true, invoke_user_worker_ahead_of_assets: true } },
@@ -277,17 +280,18 @@ export function collect(ws, until, timeoutMs = 5000) {
  * @param {object} [o.options] more Miniflare worker options (e.g. `ratelimits`), merged last.
  * @param {{worker: object}} [o.ai] a stand-in of the `AI` binding (ai-binding.mjs's aiBinding()):
  *   bound as `AI`, its worker run beside the Worker.
+ * @param {string[]} [o.d1] local D1 databases bound under these names (`w.mf.getD1Database`).
  * @returns {Promise<WorkerClient & {mf: Miniflare}>} `mf` is the live Miniflare instance
  *   (e.g. `await w.mf.getR2Bucket("SKILLS_BUCKET")` to seed skills).
  */
-export async function startWorker({ persistDir, apiToken = "test-token", vars = {}, port = 0, options: extra = {}, ai } = {}) {
+export async function startWorker({ persistDir, apiToken = "test-token", vars = {}, port = 0, options: extra = {}, ai, d1 } = {}) {
   if (!existsSync(join(BUILD, "index.js"))) {
     throw new Error("build/index.js is missing: run `bash scripts/build.sh` first");
   }
   const ownDir = !persistDir;
   const dir = persistDir ?? mkdtempSync(join(tmpdir(), "sa-worker-"));
   let options = {
-    ...workerOptions({ persistDir: dir, apiToken, vars, port, ai }),
+    ...workerOptions({ persistDir: dir, apiToken, vars, port, ai, d1 }),
     // SA_E2E_LOG=1 shows the Worker's console output and workerd's errors. Otherwise the
     // Worker's console.log (the front door's request log lines) is read and dropped: thousands
     // of lines per test would only slow the runs down; warnings and errors still show.

@@ -14,6 +14,7 @@ use session_agent_core::blobs::BoxFuture;
 use session_agent_core::blobs::MemBlobs;
 use session_agent_core::cache::{ReadCache, DEFAULT_BUDGET};
 use session_agent_core::config::SessionConfig;
+use session_agent_core::databases::{unbound, Databases, NoDatabases};
 use session_agent_core::directory::Report;
 use session_agent_core::env::{Env, NoSecrets};
 use session_agent_core::error::{Error as CoreError, Result as CoreResult};
@@ -22,7 +23,7 @@ use session_agent_core::llm::embeddings::EmbeddingsConfig;
 use session_agent_core::llm::rerank::{RerankConfig, RerankProvider};
 use session_agent_core::llm::{HttpRequest, HttpResponse, LlmConfig, Provider, ToolUse, Transport};
 use session_agent_core::space::{NoSpaces, Operation, SpaceReply, Spaces};
-use session_agent_core::sql::Sql;
+use session_agent_core::sql::{Row, Sql, Value};
 use session_agent_core::sqlite::SqliteDb;
 use session_agent_core::store;
 use session_agent_core::vectors::Vectors;
@@ -84,6 +85,54 @@ pub struct Api {
     pub directory: Directory,
     /// The Worker's secrets the object reads (none by default).
     pub secrets: HashMap<String, String>,
+    /// The D1 databases the object reads, by binding name (none by default).
+    pub d1: Rc<NativeD1>,
+}
+
+/// D1 natively: SQLite databases by binding name ([`NativeD1::bind`]).
+#[derive(Default)]
+pub struct NativeD1 {
+    pub dbs: RefCell<HashMap<String, SqliteDb>>,
+    /// Every query run: `{binding, sql, params}`.
+    pub queries: RefCell<Vec<Json>>,
+    /// While set, every query fails (a database that cannot be reached).
+    pub down: Cell<bool>,
+    /// While set, no query ever answers.
+    pub hangs: Cell<bool>,
+}
+
+impl NativeD1 {
+    /// Binds a fresh database as `binding`, with `schema` run on it.
+    pub fn bind(&self, binding: &str, schema: &str) {
+        let db = SqliteDb::memory().expect("sqlite");
+        db.execute_batch(schema).expect("schema");
+        self.dbs.borrow_mut().insert(binding.to_owned(), db);
+    }
+}
+
+impl Databases for NativeD1 {
+    fn query<'a>(&'a self, binding: &'a str, sql: &'a str, params: &'a [Value]) -> BoxFuture<'a, CoreResult<Vec<Row>>> {
+        let shown: Vec<Json> = params
+            .iter()
+            .map(|p| match p {
+                Value::Text(t) => json!(t),
+                other => json!(format!("{other:?}")),
+            })
+            .collect();
+        self.queries.borrow_mut().push(json!({"binding": binding, "sql": sql, "params": shown}));
+        if self.hangs.get() {
+            return Box::pin(futures::future::pending());
+        }
+        let out = if self.down.get() {
+            Err(CoreError::internal("D1 is down"))
+        } else {
+            match self.dbs.borrow().get(binding) {
+                Some(db) => db.query(sql, params),
+                None => Err(unbound(binding)),
+            }
+        };
+        Box::pin(async move { out })
+    }
 }
 
 /// Whether an object keeps the directory.
@@ -296,10 +345,21 @@ pub struct Model {
     pub peers: RefCell<Vec<(String, Peer)>>,
     /// Every request sent to one of `peers`, oldest first.
     pub peer_requests: RefCell<Vec<HttpRequest>>,
+    /// The operator's service of http blocks (URLs under [`SERVICE`]): its answer to each
+    /// call's body (`None`: no answer ever, as a hung service; unset: never answers either).
+    pub service: RefCell<Option<Service>>,
+    /// Every call to the service: `{url, authorization, timeoutMs, body}`.
+    pub service_calls: RefCell<Vec<Json>>,
 }
 
 /// A scripted HTTP peer of [`Model`]: a request in, an answer (or none ever) out.
 pub type Peer = Rc<dyn Fn(&HttpRequest) -> Option<HttpResponse>>;
+
+/// Where the http blocks of native tests send their calls ([`Model::service`] answers them).
+pub const SERVICE: &str = "http://blocks.test/";
+
+/// How the scripted service answers a call's body.
+pub type Service = Box<dyn Fn(&Json) -> Option<CoreResult<HttpResponse>>>;
 
 /// How [`Model`] answers a re-ranking call (`POST …/rerank`, or a binding run with `contexts`).
 pub enum Rerank {
@@ -395,6 +455,18 @@ impl Transport for Model {
             self.peer_requests.borrow_mut().push(req.clone());
             return match peer(&req) {
                 Some(answer) => Box::pin(async move { Ok(answer) }),
+                None => Box::pin(futures::future::pending()),
+            };
+        }
+        if req.url.starts_with(SERVICE) {
+            let body: Json = serde_json::from_str(&req.body).unwrap_or(Json::Null);
+            let authorization = req.headers.iter().find(|(k, _)| k == "authorization").map(|(_, v)| v.clone());
+            self.service_calls.borrow_mut().push(
+                json!({"url": req.url, "authorization": authorization, "timeoutMs": req.timeout_ms, "body": body}),
+            );
+            let answer = self.service.borrow().as_ref().and_then(|f| f(&body));
+            return match answer {
+                Some(r) => Box::pin(async move { r }),
                 None => Box::pin(futures::future::pending()),
             };
         }
@@ -501,6 +573,7 @@ impl Api {
             clock: Rc::new(move || clock.get()),
             timer: Rc::new(timer()),
             secrets: Rc::new(NoSecrets),
+            databases: Rc::new(NoDatabases),
         };
         let settings = Settings {
             embeddings: embeddings.clone(),
@@ -527,6 +600,7 @@ impl Api {
             vectors_cap: None,
             directory: Directory::Off,
             secrets: HashMap::new(),
+            d1: Rc::new(NativeD1::default()),
         }
         .reopen()
     }
@@ -563,6 +637,7 @@ impl Api {
             clock: Rc::new(move || clock.get()),
             timer: Rc::new(timer()),
             secrets: Rc::new(self.secrets.clone()),
+            databases: self.d1.clone(),
         };
         self.object = Object::open(parts, settings);
         self
@@ -692,7 +767,6 @@ impl Api {
 
     /// The single integer a SQL query answers (for checks of what is stored).
     pub fn count(&self, sql: &str) -> i64 {
-        use session_agent_core::sql::Sql;
         self.db.query_row(sql, &[]).expect("query").expect("a row").int(0).expect("an integer")
     }
 
@@ -861,4 +935,18 @@ pub fn table_rows(api: &Api) -> Vec<(String, i64)> {
         .map(|r| r.text(0).unwrap())
         .collect();
     names.into_iter().map(|n| (n.clone(), api.count(&format!("SELECT count(*) FROM \"{n}\"")))).collect()
+}
+
+/// A small deterministic generator (xorshift) for random walks and fuzzing: seed it with a
+/// non-zero number.
+pub struct Rng(pub u64);
+
+impl Rng {
+    /// A number in `0..n`.
+    pub fn below(&mut self, n: usize) -> usize {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 % n as u64) as usize
+    }
 }

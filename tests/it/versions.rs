@@ -3,7 +3,7 @@
 //! appends at its end (single, batch, an agent turn), and what is served always equals a fresh
 //! read.
 
-use crate::support::{completion, db_at, ids, msg, Api};
+use crate::support::{completion, db_at, ids, msg, Api, Rng};
 use serde_json::{json, Value as Json};
 use session_agent_api::http::Method;
 use session_agent_core::sql::{Sql, Value};
@@ -337,18 +337,6 @@ fn texts_that_search_the_same_share_one_kept_answer() {
     assert_eq!(api.get("/sessions/s/search?q=%20deploy%20%20database%20").body, r.body);
     assert_eq!(api.cache().hits(), hits + 1);
     assert_eq!(api.get("/sessions/s/search?q=%20%20").body_json(), json!({"results": []}), "nothing to search for");
-}
-
-/// A small deterministic generator for the random walk below.
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: usize) -> usize {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        (self.0 % n as u64) as usize
-    }
 }
 
 /// One of `ids`, if any.

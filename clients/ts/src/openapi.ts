@@ -1181,7 +1181,9 @@ export interface paths {
          *     library; an `r2Key` names an object under `<prefix><agent>/` of such a prefix, under a
          *     configured shared library, or a key the configuration itself names. Only the
          *     operator's `SESSION_CONFIG` opens a new key space, so no caller of one agent can list,
-         *     load or write another agent's skills or spilled messages. (The agent is the one that
+         *     load or write another agent's skills or spilled messages. Likewise only it makes the
+         *     agent read outside: a block of kind `http` or `d1`, or with a `url`, `secret`,
+         *     `timeoutMs`, `ops`, `binding`, `query` or `search`, is `400`, nothing stored. (The agent is the one that
          *     is actually served: the Durable Object's own `idFromName` name, after the runtime has
          *     resolved `..` and `%2e%2e` in the path.)
          *
@@ -4540,10 +4542,15 @@ export interface components {
          *     write it. `writable`: per-session text (initial text `content`), within `maxTokens`.
          *     `search`: keyed entries in SQLite FTS5, shared by all sessions of the agent
          *     (`N entries indexed.` in the prompt). `skills`: documents in R2 under `prefix`, listed
-         *     in the prompt as `- key: description`, loaded with `load_context`.
+         *     in the prompt as `- key: description`, loaded with `load_context`. `http` (ours,
+         *     `SESSION_CONFIG` only): the text, and as its `ops` say its search, writes and loads,
+         *     from the operator's own service (docs/REFERENCE.md, "Blocks from the operator's own
+         *     service"); when the service fails, the last text it gave. `d1` (ours, `SESSION_CONFIG`
+         *     only): the rows of the operator's query on a D1 binding, searchable over named columns
+         *     with `search` (docs/REFERENCE.md, "Blocks from the operator's D1 database").
          * @enum {string}
          */
-        BlockKind: "readonly" | "writable" | "search" | "skills";
+        BlockKind: "readonly" | "writable" | "search" | "skills" | "http" | "d1";
         /**
          * @description A block with its current content, as the prompt renders it.
          * @example {
@@ -4563,8 +4570,10 @@ export interface components {
              * @description The block's current content: the text (readonly, writable), `N entries indexed.` or
              *     `""` (search), `N sessions available for search.` (the `searchableHistory` block),
              *     the listing `- key: description` / `- key` per skill, one per line in key order
-             *     (skills; `""` when there are none). A readonly block whose `r2Key` object is missing
-             *     is `""`.
+             *     (skills; `""` when there are none), the service's text (http; the last one it gave
+             *     when it cannot answer now, `""` before the first), the query's rows, one line each
+             *     (d1; likewise the last ones read when the database fails). A readonly block whose `r2Key`
+             *     object is missing is `""`.
              */
             content: string;
             /** @description The token estimate of `content` (the reference heuristic). */
@@ -4573,8 +4582,8 @@ export interface components {
             maxTokens: number | null;
             kind: components["schemas"]["BlockKind"];
             /**
-             * @description Whether the model may write it with `set_context`: `writable` and `search` blocks
-             *     and `skills` blocks of scope `agent`. Readonly blocks, shared skills and the
+             * @description Whether the model may write it with `set_context`: `writable` and `search` blocks,
+             *     `skills` blocks of scope `agent`, and `http` blocks whose `ops` hold `set`. Readonly blocks, shared skills and the
              *     `searchableHistory` block are not writable.
              */
             writable: boolean;
@@ -4592,7 +4601,14 @@ export interface components {
         AddBlockRequest: {
             /** @description 1–64 characters of `[A-Za-z0-9_-]`; must not be a label the session already has. */
             label: string;
-            kind: components["schemas"]["BlockKind"];
+            /**
+             * @description A `BlockKind` a session may add: not `http` or `d1`, which only `SESSION_CONFIG`
+             *     configures (`400`, nothing stored: the agent reads outside only where the operator
+             *     said; so are `url`, `secret`, `timeoutMs`, `ops`, `binding`, `query` and `search`,
+             *     their fields).
+             * @enum {string}
+             */
+            kind: "readonly" | "writable" | "search" | "skills";
             description?: string;
             /** @description Writable only. The initial `content` must fit (`422` otherwise). */
             maxTokens?: number;

@@ -40,6 +40,7 @@ use session_agent_core::blobs::{Blobs, BoxFuture};
 use session_agent_core::cache::{self, ReadCache};
 use session_agent_core::config::SessionConfig;
 use session_agent_core::context::mcp::McpServers;
+use session_agent_core::databases::Databases;
 use session_agent_core::directory::report::{self, REPORT_DELAY_MS};
 use session_agent_core::directory::Report;
 use session_agent_core::env::{Env, Secrets};
@@ -110,6 +111,8 @@ pub struct Parts {
     pub timer: Rc<dyn Fn() -> f64>,
     /// The Worker's secrets, by the names the config gives.
     pub secrets: Rc<dyn Secrets>,
+    /// The Worker's D1 bindings, by the names the config gives.
+    pub databases: Rc<dyn Databases>,
 }
 
 /// What the object is and how it is configured.
@@ -283,6 +286,7 @@ impl Inner {
             spaces: &*p.spaces,
             secrets: &*p.secrets,
             mcp: &self.mcp,
+            databases: &*p.databases,
         }
     }
 

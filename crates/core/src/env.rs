@@ -35,12 +35,14 @@ use crate::blobs::Blobs;
 use crate::cache::ReadCache;
 use crate::config::SessionConfig;
 use crate::context::mcp::McpServers;
+use crate::databases::Databases;
 use crate::events::Events;
 use crate::ids::Role;
 use crate::live::Live;
 use crate::llm::embeddings::EmbeddingsConfig;
 use crate::llm::rerank::RerankConfig;
 use crate::llm::{LlmConfig, Transport};
+pub use crate::secrets::{NoSecrets, Secrets};
 use crate::space::Spaces;
 use crate::sql::Sql;
 use crate::time::Now;
@@ -92,27 +94,8 @@ pub struct Env<'a> {
     /// What the object's instance keeps of the configured MCP servers (their sessions and
     /// tool lists).
     pub mcp: &'a McpServers,
-}
-
-/// The Worker's secrets, read by the name the operator's config gives (`SESSION_CONFIG` names
-/// a secret; it never holds one). A secret that is not set is `None`.
-pub trait Secrets {
-    fn secret(&self, name: &str) -> Option<String>;
-}
-
-/// No secrets at all (a deployment, or a test, that sets none).
-pub struct NoSecrets;
-
-impl Secrets for NoSecrets {
-    fn secret(&self, _name: &str) -> Option<String> {
-        None
-    }
-}
-
-impl Secrets for std::collections::HashMap<String, String> {
-    fn secret(&self, name: &str) -> Option<String> {
-        self.get(name).cloned()
-    }
+    /// The operator's D1 databases, by the binding names the config gives (`d1` blocks).
+    pub databases: &'a dyn Databases,
 }
 
 impl<'a> Env<'a> {
@@ -151,6 +134,7 @@ impl<'a> Env<'a> {
             spaces: self.spaces,
             secrets: self.secrets,
             mcp: self.mcp,
+            databases: self.databases,
         }
     }
 }

@@ -6,10 +6,11 @@
 //! fails on an import that names a module at the same place or below); in short:
 //! - leaf modules: [`error`], [`sort`] (the one stable sort), [`sql`], [`ids`] (ids, names, [`Role`](ids::Role): agent or space), [`time`], [`page`] (cursors of newest-first
 //!   pages), [`metadata`] (a caller's flat JSON object on sessions and memories, and the filters
-//!   by it), [`table`] (a kind of row as data), `sqlite` (native only), [`blobs`], [`js`],
-//!   [`parts`], [`wire`] (the WebSocket frames, typed), [`tokens`], [`events`], [`access`] (the
-//!   token revocation time), [`query`] (user text → the terms of a safe FTS5 query) and `rank`
-//!   (FTS5 rows ranked for a query at a bounded cost);
+//!   by it), [`table`] (a kind of row as data), `sqlite` (native only), [`blobs`], [`databases`]
+//!   (the operator's D1 databases), [`js`], [`parts`], [`wire`] (the WebSocket frames, typed),
+//!   [`tokens`], [`events`], [`secrets`] (the Worker's secrets by name), [`access`] (the token
+//!   revocation time), [`query`] (user text → the terms of a safe FTS5 query) and `rank` (FTS5
+//!   rows ranked for a query at a bounded cost);
 //! - [`store`]: the message store of one agent (schema, messages, trees, oversize fields in
 //!   R2, compaction overlays, history, estimates, sessions, search);
 //! - [`cache`]: texts kept between writes;
@@ -44,6 +45,7 @@ pub mod cache;
 pub mod compaction;
 pub mod config;
 pub mod context;
+pub mod databases;
 pub mod directory;
 pub mod env;
 pub mod error;
@@ -60,6 +62,7 @@ pub mod query;
 pub(crate) mod rank;
 pub mod reads;
 pub mod schedule;
+pub mod secrets;
 pub mod session;
 pub mod sort;
 pub mod space;

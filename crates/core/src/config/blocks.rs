@@ -12,7 +12,7 @@ pub const DEFAULT_SKILLS_PREFIX: &str = "skills/";
 /// The description of the `searchableHistory` block (docs/REFERENCE.md#block-kinds).
 pub const HISTORY_DESCRIPTION: &str = "Cross-session conversation history";
 
-/// The four kinds of block (`kind` in the config and the API).
+/// The kinds of block (`kind` in the config and the API).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum BlockKind {
@@ -24,6 +24,12 @@ pub enum BlockKind {
     Search,
     /// Documents in R2 under a prefix, listed in the prompt, loaded on demand.
     Skills,
+    /// Text (and, as `ops` says, search, writes and loads) from the operator's own service at
+    /// `url`, one JSON POST per operation (`crate::context::http`). `SESSION_CONFIG` only.
+    Http,
+    /// The rows of the operator's query on a D1 database the Worker binds and, with `search`,
+    /// a search of named columns (`crate::context::d1`). `SESSION_CONFIG` only.
+    D1,
 }
 
 impl BlockKind {
@@ -33,6 +39,8 @@ impl BlockKind {
             BlockKind::Writable => "writable",
             BlockKind::Search => "search",
             BlockKind::Skills => "skills",
+            BlockKind::Http => "http",
+            BlockKind::D1 => "d1",
         }
     }
 }
@@ -51,6 +59,36 @@ pub enum BlockScope {
     /// reads and writes (`core::space::blocks`).
     Space,
 }
+
+/// What an `http` block's service answers besides `get` (`ops` in the config, by these names),
+/// each the `op` of its request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HttpOp {
+    /// `search`: `search_context` asks it (the block is `[searchable]`).
+    Search,
+    /// `set`: `set_context` writes through it (the block is writable).
+    Set,
+    /// `load`: `load_context` loads a document by key from it (the block is `[loadable]`).
+    Load,
+}
+
+impl HttpOp {
+    /// Its name in `ops` and in a request's `op`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HttpOp::Search => "search",
+            HttpOp::Set => "set",
+            HttpOp::Load => "load",
+        }
+    }
+}
+
+/// Default time an `http` block's call may take, answer read included (`timeoutMs`).
+pub const DEFAULT_HTTP_TIMEOUT_MS: u64 = 5_000;
+/// Most time an `http` block's call may be given.
+pub const MAX_HTTP_TIMEOUT_MS: u64 = 30_000;
+/// Longest `url` of an `http` block.
+pub const MAX_URL_BYTES: usize = 2048;
 
 /// One context block as configured (in `SESSION_CONFIG`, a builder, or `POST …/context`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -77,7 +115,46 @@ pub struct BlockConfig {
     /// one per session).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scope: Option<BlockScope>,
+    /// Http: where its service takes the block's requests (`http://` or `https://`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// Http: the name of the Worker secret (or var) sent as `Authorization: Bearer <value>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret: Option<String>,
+    /// Http: the time one call may take, answer read included (default 5,000 ms).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+    /// Http: what the service answers besides `get`: names of [`HttpOp`]s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ops: Option<Vec<String>>,
+    /// D1: the name of the Worker's D1 binding.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub binding: Option<String>,
+    /// D1: the operator's query whose rows are the block's text (a `SELECT` or `WITH`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub query: Option<String>,
+    /// D1: the table and columns `search_context` looks in, `{table, columns, key?}`
+    /// (read by `BlockConfig::d1_search`; kept as JSON, which every config already reads, rather than
+    /// a struct of its own: a smaller wasm).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub search: Option<serde_json::Value>,
 }
+
+/// What `search_context` searches in a `d1` block: rows of `table` with every word of the query
+/// in one of `columns` (`LIKE`, the words bound as parameters).
+#[derive(Clone, Debug, PartialEq)]
+pub struct D1Search {
+    pub table: String,
+    /// 1–8 columns, searched and shown in this order.
+    pub columns: Vec<String>,
+    /// A column shown as each hit's `[key]`.
+    pub key: Option<String>,
+}
+
+/// Longest `query` of a `d1` block.
+pub const MAX_QUERY_BYTES: usize = 4096;
+/// Most columns a `d1` block's search looks in.
+pub const MAX_SEARCH_COLUMNS: usize = 8;
 
 impl BlockConfig {
     /// A block of `kind` with nothing else set.
@@ -91,7 +168,40 @@ impl BlockConfig {
             r2_key: None,
             prefix: None,
             scope: None,
+            url: None,
+            secret: None,
+            timeout_ms: None,
+            ops: None,
+            binding: None,
+            query: None,
+            search: None,
         }
+    }
+
+    /// Http: whether its service answers `op`.
+    pub(crate) fn answers(&self, op: HttpOp) -> bool {
+        self.kind == BlockKind::Http && self.ops.as_ref().is_some_and(|ops| ops.iter().any(|o| o == op.as_str()))
+    }
+
+    /// D1: its `search`, read (`None` without one, or one of another shape, which
+    /// [`BlockConfig::validate`] refuses).
+    pub(crate) fn d1_search(&self) -> Option<D1Search> {
+        let s = self.search.as_ref()?.as_object()?;
+        let name = |v: &serde_json::Value| v.as_str().map(str::to_owned);
+        if s.keys().any(|k| !matches!(k.as_str(), "table" | "columns" | "key")) {
+            return None;
+        }
+        let columns = s.get("columns")?.as_array()?.iter().map(name).collect::<Option<Vec<_>>>()?;
+        let key = match s.get("key") {
+            None => None,
+            Some(k) => Some(name(k)?),
+        };
+        Some(D1Search { table: name(s.get("table")?)?, columns, key })
+    }
+
+    /// Http and d1: the time one call may take.
+    pub(crate) fn http_timeout_ms(&self) -> u64 {
+        self.timeout_ms.unwrap_or(DEFAULT_HTTP_TIMEOUT_MS)
     }
 
     /// The skills prefix in effect.
@@ -133,6 +243,21 @@ impl BlockConfig {
         if k == BlockKind::Skills && self.scope == Some(BlockScope::Space) {
             return Err(Error::invalid(format!("block \"{l}\": a skills block's scope is \"agent\" or \"shared\"")));
         }
+        let http = k == BlockKind::Http;
+        only("url", self.url.is_some() && !http, "http")?;
+        only("secret", self.secret.is_some() && !http, "http")?;
+        let d1 = k == BlockKind::D1;
+        only("timeoutMs", self.timeout_ms.is_some() && !(http || d1), "http and d1")?;
+        only("ops", self.ops.is_some() && !http, "http")?;
+        only("binding", self.binding.is_some() && !d1, "d1")?;
+        only("query", self.query.is_some() && !d1, "d1")?;
+        only("search", self.search.is_some() && !d1, "d1")?;
+        if http {
+            self.validate_http()?;
+        }
+        if d1 {
+            self.validate_d1()?;
+        }
         if self.content.is_some() && self.r2_key.is_some() {
             return Err(Error::invalid(format!("block \"{l}\": give content or r2Key, not both")));
         }
@@ -151,6 +276,103 @@ impl BlockConfig {
         }
         Ok(())
     }
+}
+
+impl BlockConfig {
+    /// An `http` block's own fields: a `url` of `http://` or `https://` without spaces or control
+    /// characters, a secret named as an environment variable is, a timeout in range, no `op` twice.
+    fn validate_http(&self) -> Result<()> {
+        let l = &self.label;
+        let url = self.url.as_deref().unwrap_or_default();
+        let scheme = url.strip_prefix("https://").or_else(|| url.strip_prefix("http://"));
+        if scheme.is_none_or(str::is_empty)
+            || url.len() > MAX_URL_BYTES
+            || url.chars().any(|c| c.is_whitespace() || c.is_control())
+        {
+            return Err(Error::invalid(format!(
+                "block \"{l}\": an http block needs a url of http:// or https://, at most {MAX_URL_BYTES} bytes, \
+                 without spaces"
+            )));
+        }
+        if let Some(name) = &self.secret {
+            if !is_env_name(name) {
+                return Err(Error::invalid(format!(
+                    "block \"{l}\": secret names a Worker secret: 1-128 characters of [A-Za-z0-9_], not starting with a digit"
+                )));
+            }
+        }
+        let ops = self.ops.as_deref().unwrap_or_default();
+        let known = |o: &String| [HttpOp::Search, HttpOp::Set, HttpOp::Load].iter().any(|k| k.as_str() == o);
+        if !ops.iter().all(known) || ops.iter().enumerate().any(|(i, op)| ops[..i].contains(op)) {
+            return Err(Error::invalid(format!(
+                "block \"{l}\": ops holds \"search\", \"set\" and \"load\", each at most once"
+            )));
+        }
+        self.validate_timeout()
+    }
+
+    fn validate_timeout(&self) -> Result<()> {
+        if self.timeout_ms.is_some_and(|t| !(1..=MAX_HTTP_TIMEOUT_MS).contains(&t)) {
+            return Err(Error::invalid(format!(
+                "block \"{}\": timeoutMs must be 1 to {MAX_HTTP_TIMEOUT_MS}",
+                self.label
+            )));
+        }
+        Ok(())
+    }
+
+    /// A `d1` block's own fields: a binding named as an environment variable is, a query that
+    /// reads (`SELECT` or `WITH`, at most [`MAX_QUERY_BYTES`]), a search of plain identifiers.
+    fn validate_d1(&self) -> Result<()> {
+        let l = &self.label;
+        if !self.binding.as_deref().is_some_and(is_env_name) {
+            return Err(Error::invalid(format!(
+                "block \"{l}\": a d1 block needs a binding: the name of a D1 binding, 1-128 characters of \
+                 [A-Za-z0-9_], not starting with a digit"
+            )));
+        }
+        let query = self.query.as_deref().unwrap_or_default().trim_start();
+        let first: String = query.chars().take_while(char::is_ascii_alphabetic).collect();
+        if !(first.eq_ignore_ascii_case("select") || first.eq_ignore_ascii_case("with"))
+            || query.len() > MAX_QUERY_BYTES
+        {
+            return Err(Error::invalid(format!(
+                "block \"{l}\": a d1 block needs a query that reads (SELECT or WITH), at most {MAX_QUERY_BYTES} bytes"
+            )));
+        }
+        if self.search.is_some() {
+            let s = self.d1_search().ok_or_else(|| {
+                Error::invalid(format!("block \"{l}\": search is {{table, columns, key?}}, each a name"))
+            })?;
+            let names = std::iter::once(&s.table).chain(&s.columns).chain(&s.key);
+            let dup = s.columns.iter().enumerate().any(|(i, c)| s.columns[..i].contains(c));
+            if !names.into_iter().all(|n| is_identifier(n))
+                || s.columns.is_empty()
+                || s.columns.len() > MAX_SEARCH_COLUMNS
+                || dup
+            {
+                return Err(Error::invalid(format!(
+                    "block \"{l}\": search names a table and 1-{MAX_SEARCH_COLUMNS} distinct columns (and a key column), \
+                     each 1-64 characters of [A-Za-z0-9_], not starting with a digit"
+                )));
+            }
+        }
+        self.validate_timeout()
+    }
+}
+
+/// Whether `name` could be an environment variable's: 1–128 characters of `[A-Za-z0-9_]`, not
+/// starting with a digit (a Worker secret's or binding's name).
+fn is_env_name(name: &str) -> bool {
+    (1..=128).contains(&name.len())
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+        && !name.as_bytes()[0].is_ascii_digit()
+}
+
+/// Whether `name` is a plain SQL identifier (1–64 characters of `[A-Za-z0-9_]`, not starting
+/// with a digit), safe to write double-quoted into a statement.
+pub(crate) fn is_identifier(name: &str) -> bool {
+    name.len() <= 64 && is_env_name(name)
 }
 
 /// Whether `name` is 1–64 characters of `[A-Za-z0-9_-]`: the shape of block labels and of

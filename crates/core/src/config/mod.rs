@@ -46,7 +46,9 @@ use serde::Deserialize;
 
 use crate::error::{Error, Result};
 pub use blocks::{
-    check_label, check_scopes, is_label, BlockConfig, BlockKind, BlockScope, DEFAULT_SKILLS_PREFIX, HISTORY_DESCRIPTION,
+    check_label, check_scopes, is_label, BlockConfig, BlockKind, BlockScope, D1Search, HttpOp, DEFAULT_HTTP_TIMEOUT_MS,
+    DEFAULT_SKILLS_PREFIX, HISTORY_DESCRIPTION, MAX_HTTP_TIMEOUT_MS, MAX_QUERY_BYTES, MAX_SEARCH_COLUMNS,
+    MAX_URL_BYTES,
 };
 pub use chat::{CacheConfig, CacheTtl, ChatConfig, OnDisconnect, DEFAULT_MAX_MESSAGES, DEFAULT_MAX_STEPS};
 pub use compaction::{CompactOptions, CompactionConfig};
@@ -131,9 +133,17 @@ impl SessionConfig {
     /// the bucket, whichever session adds it: its own skills under a configured agent-scoped
     /// prefix (or the default `skills/` when none is configured), a configured shared library
     /// (or a part of one), and for `r2Key` an object in one of those or a key the config itself
-    /// names. Only the operator's config opens a new space.
+    /// names. Only the operator's config opens a new space, and only it makes the agent call
+    /// out: no block added at run time is an `http` block.
     pub(crate) fn check_runtime(&self, b: &BlockConfig, agent: &str) -> Result<()> {
         let l = &b.label;
+        if matches!(b.kind, BlockKind::Http | BlockKind::D1) {
+            return Err(Error::invalid(format!(
+                "block \"{l}\": {} block reads from outside the agent (the operator's service or database), so only \
+                 SESSION_CONFIG configures one; a block added at run time cannot be one",
+                if b.kind == BlockKind::Http { "an http" } else { "a d1" }
+            )));
+        }
         let skills = |scope: BlockScope| {
             self.context.iter().filter(move |c| c.kind == BlockKind::Skills && c.scope.unwrap_or_default() == scope)
         };

@@ -10,6 +10,9 @@
 //! | `prompt.rs` | system-prompt rendering, byte for byte as the reference (blocks, header, usage percent) |
 //! | `entries.rs` | entries of searchable blocks (FTS5, and by meaning through `vectors`, fused), shared by the agent's sessions |
 //! | `entry_key.rs` | stable keys of keyed entries (slug + FNV-1a base-36 hash) |
+//! | `fetched.rs` | what the blocks that read from outside share: the `Caller`, the last text each was given |
+//! | `http.rs` | blocks kept by the operator's own service: the JSON protocol, bounded calls |
+//! | `d1.rs` | blocks read from the operator's D1 database: the query's rows, a search of named columns |
 //! | `skills.rs` | skills listing, persisted load state, the unload rewrite of `load_context` outputs |
 //! | `tools.rs` | the `Tool` enum: definitions (names, descriptions, JSON Schemas) and execution |
 //! | `mcp.rs` | the tools of remote MCP servers: a Streamable HTTP client over the LLM `Transport`, each server's session and tool list kept in the object's instance |
@@ -26,8 +29,11 @@
 //! 15. **Search entries and skills belong to the agent**, writable texts and runtime blocks to a
 //!     session; deleting a session deletes only the latter.
 
+pub mod d1;
 pub mod entries;
 pub mod entry_key;
+pub(crate) mod fetched;
+pub mod http;
 pub mod mcp;
 pub mod prompt;
 pub mod skills;
@@ -37,9 +43,11 @@ use serde::Serialize;
 
 use crate::access::Reach;
 use crate::blobs::{Blob, Blobs, BoxFuture};
-use crate::config::{check_scopes, BlockConfig, BlockKind, BlockScope, SessionConfig, HISTORY_DESCRIPTION};
+use crate::config::{check_scopes, BlockConfig, BlockKind, BlockScope, HttpOp, SessionConfig, HISTORY_DESCRIPTION};
 use crate::context::prompt::{render, BlockView};
+use crate::databases::Databases;
 use crate::error::{Error, ErrorKind, Result};
+use crate::secrets::Secrets;
 use crate::space::{self, choice, Operation, Spaces};
 use crate::sql::{Sql, Value};
 use crate::store::spill;
@@ -75,25 +83,47 @@ impl Block {
     pub(crate) fn scope(&self) -> BlockScope {
         self.cfg.scope.unwrap_or_default()
     }
-    /// Whether the model may write it (`set_context`): writable and search blocks, and
-    /// agent-scoped skills. Readonly, shared skills and the history block are not.
+    /// Whether the model may write it (`set_context`): writable and search blocks,
+    /// agent-scoped skills, and http blocks whose service takes `set`. Readonly, shared skills
+    /// and the history block are not.
     pub(crate) fn writable(&self) -> bool {
         match self.kind() {
             BlockKind::Writable => true,
             BlockKind::Search => self.origin != Origin::History,
             BlockKind::Skills => self.scope() == BlockScope::Agent,
             BlockKind::Readonly => false,
+            BlockKind::Http => self.cfg.answers(HttpOp::Set),
+            BlockKind::D1 => false,
         }
     }
+    /// A skills block (its documents in R2).
     pub(crate) fn is_skill(&self) -> bool {
         self.kind() == BlockKind::Skills
     }
+    /// Whether `load_context` loads from it: a skills block, or an http block whose service
+    /// takes `load`.
+    pub(crate) fn loadable(&self) -> bool {
+        self.is_skill() || self.cfg.answers(HttpOp::Load)
+    }
+    /// Whether `search_context` searches it: a search block (the history block too), or an
+    /// http block whose service takes `search`.
     pub(crate) fn is_searchable(&self) -> bool {
         self.kind() == BlockKind::Search
+            || self.cfg.answers(HttpOp::Search)
+            || (self.kind() == BlockKind::D1 && self.cfg.search.is_some())
     }
-    /// Keyed blocks take entries (`set_context` with a key), not whole-text writes.
+    /// A block kept by the operator's service (`crate::context::http`).
+    pub(crate) fn is_http(&self) -> bool {
+        self.kind() == BlockKind::Http
+    }
+    /// Keyed blocks (search, skills) take entries (`set_context` with a key), not whole-text
+    /// writes.
     pub(crate) fn keyed(&self) -> bool {
-        self.is_skill() || self.is_searchable()
+        matches!(self.kind(), BlockKind::Skills | BlockKind::Search)
+    }
+    /// Whether it keeps a text in `context_blocks` (a writable block not kept in a space).
+    pub(crate) fn holds_text(&self) -> bool {
+        self.kind() == BlockKind::Writable
     }
     /// Whether what the model writes is shared by all the agent's sessions: keyed blocks, and
     /// writable blocks with `scope: "agent"` (a writable block is per session by default).
@@ -211,7 +241,7 @@ impl LoadedBlock {
             tokens: self.tokens,
             max_tokens: self.max_tokens,
             writable: self.writable,
-            is_skill: b.is_skill(),
+            is_skill: b.loadable(),
             is_searchable: b.is_searchable(),
         }
     }
@@ -231,6 +261,10 @@ pub(crate) struct Context<'a> {
     pub(crate) meaning: Meaning<'a>,
     /// How blocks kept in the agent's memory space are reached (`scope: "space"`).
     pub(crate) spaces: &'a dyn Spaces,
+    /// The Worker's secrets an http block's config names.
+    pub(crate) secrets: &'a dyn Secrets,
+    /// The D1 databases `d1` blocks read.
+    pub(crate) databases: &'a dyn Databases,
 }
 
 impl<'a> Context<'a> {
@@ -244,6 +278,19 @@ impl<'a> Context<'a> {
         )?;
         let defs = rows.iter().map(|r| Ok((r.text(0)?, r.int(1)? != 0, r.opt_text(2)?))).collect::<Result<Vec<_>>>()?;
         compose(self.config, self.agent, &defs)
+    }
+
+    /// What calls the services of the session's http blocks.
+    pub(crate) fn caller(&self) -> fetched::Caller<'a> {
+        fetched::Caller {
+            sql: self.sql,
+            transport: self.meaning.transport,
+            secrets: self.secrets,
+            databases: self.databases,
+            events: self.meaning.events,
+            agent: self.agent,
+            session: self.session,
+        }
     }
 
     /// The block labelled `label`, if the session has it.
@@ -308,6 +355,8 @@ impl<'a> Context<'a> {
                 None => Ok(b.cfg.content.clone().unwrap_or_default()),
             },
             (BlockKind::Writable, _) => self.writable_text(b),
+            (BlockKind::Http, _) => http::text(&self.caller(), &b.cfg).await,
+            (BlockKind::D1, _) => d1::text(&self.caller(), &b.cfg).await,
             (BlockKind::Search, _) => entries::summary(self.sql, b.label()),
             (BlockKind::Skills, _) => {
                 let root = self.skills_root(b);
@@ -461,6 +510,11 @@ impl<'a> Context<'a> {
                 "Block \"{label}\" is a keyed block: write its entries with the set_context tool"
             )));
         }
+        if b.is_http() {
+            return Err(Error::conflict(format!(
+                "Block \"{label}\" is kept by the operator's service: write it with the set_context tool"
+            )));
+        }
         let tokens = estimate_str(content);
         if let Some(max) = b.cfg.max_tokens.filter(|&m| tokens > m) {
             return Err(Error::new(
@@ -479,8 +533,8 @@ impl<'a> Context<'a> {
     /// text is empty or the new one starts with one. The budget applies to the whole.
     pub(crate) fn append(&self, label: &str, content: &str, now: &str) -> Result<Block> {
         let b = self.require(label)?;
-        if !b.writable() || b.keyed() {
-            self.set_block(&b, content, now)?; // reports readonly / keyed
+        if !b.holds_text() {
+            self.set_block(&b, content, now)?; // reports readonly / keyed / http
         }
         let old = self.writable_text(&b)?;
         let sep = if !old.is_empty() && !content.starts_with('\n') { "\n" } else { "" };
@@ -554,6 +608,7 @@ impl<'a> Context<'a> {
             "DELETE FROM context_blocks WHERE session_id = ? AND label = ?",
             &[self.session.into(), label.into()],
         )?;
+        fetched::forget(self.sql, self.session, label)?;
         skills::forget(self.sql, self.session, Some(label))
     }
 
@@ -645,13 +700,15 @@ impl<'a> Context<'a> {
     }
 }
 
-/// Forgets the versions of shared blocks `session` read (`space_block_seen`).
+/// Forgets what reading `session`'s blocks recorded: the versions of shared blocks it read
+/// (`space_block_seen`), the last texts its http blocks were given.
 pub(crate) fn forget_reads(sql: &dyn Sql, session: &str) -> Result<()> {
-    sql.execute("DELETE FROM space_block_seen WHERE session_id = ?", &[session.into()])
+    sql.execute("DELETE FROM space_block_seen WHERE session_id = ?", &[session.into()])?;
+    sql.execute("DELETE FROM fetched_block_texts WHERE session_id = ?", &[session.into()])
 }
 
 /// Deletes everything of `session`'s context: writable texts, runtime blocks, the frozen
-/// prompt, loaded skills, the versions of shared blocks it read. (Search entries and skills
+/// prompt, loaded skills, the versions of shared blocks it read, its http blocks' last texts. (Search entries and skills
 /// belong to the agent and stay.)
 pub(crate) fn delete_session(sql: &dyn Sql, session: &str) -> Result<()> {
     let sid = [Value::from(session)];

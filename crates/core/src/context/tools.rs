@@ -5,10 +5,12 @@
 use serde_json::{json, Map, Value as Json};
 
 use crate::compaction::expand::{self, DEFAULT_LIMIT, MAX_LIMIT};
-use crate::context::entries;
+use crate::config::BlockKind;
 use crate::context::entry_key::entry_key;
+use crate::context::http;
 use crate::context::prompt::usage_percent;
 use crate::context::skills;
+use crate::context::{d1, entries};
 use crate::context::{Block, Context, Origin, SharedWrite};
 use crate::error::{Error, Result};
 use crate::llm::ToolSpec;
@@ -130,7 +132,7 @@ pub(crate) fn definitions(blocks: &[Block], loaded: &[String], expand: Expand) -
     if !writable.is_empty() {
         tools.push(set_context(&writable));
     }
-    let skill_labels: Vec<&str> = blocks.iter().filter(|b| b.is_skill()).map(Block::label).collect();
+    let skill_labels: Vec<&str> = blocks.iter().filter(|b| b.loadable()).map(Block::label).collect();
     if !skill_labels.is_empty() {
         tools.push(spec(
             Tool::LoadContext,
@@ -212,7 +214,9 @@ fn set_context(writable: &[&Block]) -> ToolSpec {
     let lines: Vec<String> = writable
         .iter()
         .map(|b| {
-            let kind = if b.is_skill() {
+            let kind = if b.is_http() {
+                "writable, kept by the operator's service"
+            } else if b.is_skill() {
                 "skill collection, keyed entries"
             } else if b.is_searchable() {
                 "searchable, keyed entries"
@@ -428,6 +432,10 @@ async fn set_context_run(ctx: &Context<'_>, blocks: &[Block], input: &Map<String
     let Some(b) = blocks.iter().find(|b| b.label() == label) else {
         return Err(Error::not_found(format!("block \"{label}\" not found")));
     };
+    if b.is_http() {
+        let action = if s(input, "action") == "append" { "append" } else { "replace" };
+        return http::set(&ctx.caller(), &b.cfg, content, action, input.get("metadata")).await;
+    }
     if b.keyed() {
         let meta = input.get("metadata");
         let field = |f: &str| meta.and_then(|m| m.get(f)).and_then(Json::as_str);
@@ -469,16 +477,17 @@ async fn set_context_run(ctx: &Context<'_>, blocks: &[Block], input: &Map<String
 }
 
 fn not_a_skill(label: &str, blocks: &[Block]) -> Error {
-    let labels: Vec<&str> = blocks.iter().filter(|b| b.is_skill()).map(Block::label).collect();
+    let labels: Vec<&str> = blocks.iter().filter(|b| b.loadable()).map(Block::label).collect();
     Error::invalid(format!("\"{label}\" is not a skill block. Skill blocks: {}", labels.join(", ")))
 }
 
 async fn load_context_run(ctx: &Context<'_>, blocks: &[Block], input: &Map<String, Json>) -> Result<Ran> {
     let (label, key) = (s(input, "label"), s(input, "key"));
-    let Some(b) = blocks.iter().find(|b| b.label() == label && b.is_skill()) else {
+    let Some(b) = blocks.iter().find(|b| b.label() == label && b.loadable()) else {
         return Err(not_a_skill(label, blocks));
     };
-    match ctx.skill_text(b, key).await? {
+    let text = if b.is_http() { http::load(&ctx.caller(), &b.cfg, key).await? } else { ctx.skill_text(b, key).await? };
+    match text {
         Some(text) => {
             skills::mark_loaded(ctx.sql, ctx.session, label, key)?;
             Ok(Ran::stored(text))
@@ -489,7 +498,7 @@ async fn load_context_run(ctx: &Context<'_>, blocks: &[Block], input: &Map<Strin
 
 fn unload_context_run(ctx: &Context<'_>, blocks: &[Block], input: &Map<String, Json>) -> Result<Ran> {
     let (label, key) = (s(input, "label"), s(input, "key"));
-    if !blocks.iter().any(|b| b.label() == label && b.is_skill()) {
+    if !blocks.iter().any(|b| b.label() == label && b.loadable()) {
         return Err(not_a_skill(label, blocks));
     }
     let (unloaded, rewrote) = atomically(ctx.sql, || {
@@ -514,6 +523,8 @@ async fn search_context_run(ctx: &Context<'_>, blocks: &[Block], input: &Map<Str
     };
     let found = match b.origin {
         Origin::History => history_search(ctx, query).await?,
+        _ if b.is_http() => http::search(&ctx.caller(), &b.cfg, query).await?,
+        _ if b.kind() == BlockKind::D1 => d1::search(&ctx.caller(), &b.cfg, query).await?,
         _ => entries::search(&ctx.meaning, label, query).await?,
     };
     Ok(found.unwrap_or_else(|| "No results found.".to_owned()))

@@ -40,7 +40,7 @@ pub mod sse;
 mod stream;
 mod surrogates;
 mod transport;
-mod wire;
+pub(crate) mod wire;
 pub mod workers_ai;
 
 use registry::Purpose;

@@ -193,7 +193,9 @@ async fn call(t: &dyn Transport, cfg: &RerankConfig, query: &str, texts: &[&str]
             if let Some(key) = &cfg.api_key {
                 req.headers.push(("authorization".into(), format!("Bearer {key}")));
             }
-            let (status, body) = read_capped(t, req).await?;
+            let (status, body) = read_capped(t, req, MAX_ANSWER_BYTES)
+                .await
+                .map_err(|e| e.over(|cap| unavailable(format!("the re-ranker's answer is over {cap} bytes"))))?;
             if !(200..300).contains(&status) {
                 return Err(unavailable(format!("the re-ranker answered HTTP {status}"))
                     .with_log(format!("the re-ranker answered HTTP {status}: {}", excerpt(&body, 200))));
@@ -207,14 +209,36 @@ async fn call(t: &dyn Transport, cfg: &RerankConfig, query: &str, texts: &[&str]
     }
 }
 
-/// The status and body of `req`'s answer, read up to [`MAX_ANSWER_BYTES`] (a longer one stops
-/// the reading and is an error).
-async fn read_capped(t: &dyn Transport, req: HttpRequest) -> Result<(u16, String)> {
+/// How reading an answer up to a cap failed.
+pub(crate) enum Unread {
+    /// The transport's error (unreachable, late, …).
+    Failed(Error),
+    /// The answer went past this many bytes: the reading stopped there.
+    Over(usize),
+}
+
+impl Unread {
+    /// The transport's error, or `over(cap)` for an answer past the cap.
+    pub(crate) fn over(self, over: impl FnOnce(usize) -> Error) -> Error {
+        match self {
+            Unread::Failed(e) => e,
+            Unread::Over(cap) => over(cap),
+        }
+    }
+}
+
+/// The status and body of `req`'s answer, read up to `cap` bytes (a longer one stops the
+/// reading: [`Unread::Over`]).
+pub(crate) async fn read_capped(
+    t: &dyn Transport,
+    req: HttpRequest,
+    cap: usize,
+) -> std::result::Result<(u16, String), Unread> {
     let mut body = String::new();
     let mut over = false;
     let sent = {
         let mut keep = |chunk: &str| {
-            if body.len() + chunk.len() > MAX_ANSWER_BYTES {
+            if body.len() + chunk.len() > cap {
                 over = true;
                 return Err(unavailable("too long"));
             }
@@ -225,8 +249,8 @@ async fn read_capped(t: &dyn Transport, req: HttpRequest) -> Result<(u16, String
     };
     match sent {
         Ok(status) => Ok((status, body)),
-        Err(_) if over => Err(unavailable(format!("the re-ranker's answer is over {MAX_ANSWER_BYTES} bytes"))),
-        Err(e) => Err(e),
+        Err(_) if over => Err(Unread::Over(cap)),
+        Err(e) => Err(Unread::Failed(e)),
     }
 }
 

@@ -4,7 +4,7 @@
 use serde_json::Value as Json;
 
 use super::Session;
-use crate::config::BlockConfig;
+use crate::config::{BlockConfig, BlockKind};
 use crate::context::entries::{self, Entry};
 use crate::context::entry_key::entry_key;
 use crate::context::mcp::{Offered, Peer, RemoteTool};
@@ -99,7 +99,7 @@ impl Session<'_> {
     /// The searchable block `label` whose entries the API manages (not the history block).
     fn entry_block(&self, label: &str) -> Result<Block> {
         let b = self.context().require(label)?;
-        if !b.is_searchable() || b.origin == Origin::History {
+        if b.kind() != BlockKind::Search || b.origin == Origin::History {
             return Err(Error::invalid(format!("Block \"{label}\" has no entries: only search blocks do")));
         }
         Ok(b)

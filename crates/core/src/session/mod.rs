@@ -186,6 +186,8 @@ impl<'a> Session<'a> {
             reach: &e.reach,
             meaning: e.meaning(),
             spaces: e.spaces,
+            secrets: e.secrets,
+            databases: e.databases,
         }
     }
 
@@ -543,7 +545,8 @@ impl<'a> Session<'a> {
         self.publish_cleared();
         self.publish_idle().await;
         // The idle status renders the (now empty) session's prompt, which records the versions
-        // of the shared blocks it read: forgotten again, as the session is gone.
+        // of the shared blocks it read and its http blocks' texts: forgotten again, as the
+        // session is gone.
         crate::context::forget_reads(self.env.sql, self.id)
     }
 

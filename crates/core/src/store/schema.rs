@@ -46,6 +46,7 @@ pub const MIGRATIONS: &[(i64, &str, &str)] = &[
     (18, "schedule_reach", migration!("0018_schedule_reach.sql")),
     (19, "message_parts", migration!("0019_message_parts.sql")),
     (20, "calibration", migration!("0020_calibration.sql")),
+    (21, "fetched_block_texts", migration!("0021_fetched_block_texts.sql")),
 ];
 
 /// Where the line that starts at `at` ends (after its `\n`, or at the end), and whether it is a

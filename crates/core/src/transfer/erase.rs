@@ -26,6 +26,7 @@ pub(crate) const ERASED: &[&str] = &[
     "token_estimates",
     "compactions",
     "context_blocks",
+    "fetched_block_texts",
     "context_defs",
     "prompts",
     "loaded_skills",

@@ -480,11 +480,11 @@ impl SessionPlan {
         for values in self.of(&BLOCKS) {
             let label = text_of(&BLOCKS, values, "label").unwrap_or_default();
             match block(label) {
-                Some(b) if b.writable() && !b.keyed() && !b.agent_wide() => {}
+                Some(b) if b.holds_text() && !b.agent_wide() => {}
                 Some(b) => {
                     return Err(Error::invalid(format!(
                         "session {sid}: a text of block {label}, which is {} here: only a writable block of the session holds one",
-                        if b.writable() && !b.keyed() { "shared by the agent's sessions" } else { b.kind().as_str() }
+                        if b.holds_text() { "shared by the agent's sessions" } else { b.kind().as_str() }
                     )))
                 }
                 None => return Err(Error::invalid(format!("session {sid}: a text of block {label}, which it does not have"))),
@@ -500,7 +500,7 @@ impl SessionPlan {
         }
         for values in self.of(&LOADED_SKILLS) {
             let label = text_of(&LOADED_SKILLS, values, "label").unwrap_or_default();
-            if !block(label).is_some_and(|b| b.is_skill()) {
+            if !block(label).is_some_and(|b| b.loadable()) {
                 return Err(Error::invalid(format!(
                     "session {sid}: a skill loaded from {label}, which is not a skills block here"
                 )));
@@ -607,7 +607,7 @@ impl Plan {
         for s in &self.sessions {
             shared.extend(compose(env.config, env.agent, &s.defs())?);
         }
-        shared.retain(|b| b.writable() && !b.keyed() && b.agent_wide());
+        shared.retain(|b| b.holds_text() && b.agent_wide());
         unique(
             self.of(&BLOCKS).map(|v| key_of(&BLOCKS, v, &["label"])).collect(),
             "two agent-wide contextBlock records with the same label",

@@ -85,7 +85,8 @@ pub enum Transfer {
     Derived,
     /// The object's own bookkeeping, which does not travel: the schema's version, token
     /// revocation, R2 objects waiting for the sweep, the embedding model in use, when the
-    /// maintenance last ran, the directory's rows and the object's report to it.
+    /// maintenance last ran, the directory's rows and the object's report to it, the last texts
+    /// of http blocks (their service is asked again).
     Local,
 }
 
@@ -128,6 +129,7 @@ pub const TABLES: &[(&str, Transfer)] = &[
     ("maintenance", Transfer::Local),
     ("directory_entries", Transfer::Local),
     ("directory_report", Transfer::Local),
+    ("fetched_block_texts", Transfer::Local),
 ];
 
 /// The tables whose rows the export writes (each kind of record's, and the messages'): what
