@@ -22,6 +22,7 @@ mod memory;
 mod memory_scope;
 mod metadata;
 mod object;
+mod openai;
 mod rerank;
 mod routes;
 mod rows;
