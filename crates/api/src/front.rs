@@ -347,9 +347,12 @@ pub fn log_route(path: &str) -> (String, &'static str) {
 }
 
 /// Request headers a page may send: the token, JSON bodies, the erase confirmation, and what the
-/// AI SDK's and MCP's clients add. (`*` would not cover `authorization`.)
-const ALLOW_HEADERS: &str =
-    "authorization, content-type, accept, confirm, mcp-session-id, mcp-protocol-version, last-event-id, x-session-id";
+/// AI SDK's, MCP's and the `openai` package's clients add (`x-session-id` names an OpenAI
+/// request's session). (`*` would not cover `authorization`.)
+const ALLOW_HEADERS: &str = "authorization, content-type, accept, confirm, mcp-session-id, mcp-protocol-version, \
+     last-event-id, x-session-id, openai-organization, openai-project, x-stainless-arch, x-stainless-helper-method, \
+     x-stainless-lang, x-stainless-os, x-stainless-package-version, x-stainless-retry-count, x-stainless-runtime, \
+     x-stainless-runtime-version, x-stainless-timeout";
 /// Answer headers a page may read: the AI SDK's stream marker, MCP's session, and rate limits.
 const EXPOSE_HEADERS: &str = "x-vercel-ai-ui-message-stream, mcp-session-id, retry-after";
 const ALLOW_METHODS: &str = "GET, HEAD, POST, PUT, PATCH, DELETE";

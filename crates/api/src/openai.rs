@@ -252,6 +252,11 @@ fn stored_said(stored: &[Json], server: &[String]) -> Vec<(Said, String)> {
     out
 }
 
+/// A new user message of `text`.
+fn user_message(text: &str) -> Result<NewMessage> {
+    NewMessage::from_json(&json!({"id": new_id()?, "role": "user", "parts": [{"type": "text", "text": text}]}))
+}
+
 /// The stored branch to `leaf` (the newest when `None`) with `overlays`.
 async fn branch(session: &Session<'_>, leaf: Option<&str>, overlays: Overlays) -> Result<Vec<Json>> {
     let text = session.history_text(leaf, overlays).await?.value;
@@ -277,6 +282,11 @@ async fn reconcile(session: &Session<'_>, leaf: Option<&str>, asked: &Asked, wha
         }
     };
     let prefix = &said[..said.len() - new];
+    if let (true, Said::User(text)) = (prefix.is_empty(), &said[said.len() - 1]) {
+        // Only the new message: it goes under the branch's newest, which needs no read.
+        let parent = leaf.map_or(Parent::Latest, |id| Parent::Id(id.to_owned()));
+        return Ok(Ask::Message { msg: user_message(text)?, parent });
+    }
     let server = server_tools(session)?;
     let stored = branch(session, leaf, Overlays::Raw).await?;
     let held = stored_said(&stored, &server);
@@ -295,14 +305,8 @@ async fn reconcile(session: &Session<'_>, leaf: Option<&str>, asked: &Asked, wha
         true => held.last(),
         false => held.get(prefix.len() - 1),
     };
-    if let Said::User(text) = &said[said.len() - 1] {
-        let user = json!({"id": new_id()?, "role": "user", "parts": [{"type": "text", "text": text}]});
-        let parent = match anchor {
-            Some((_, id)) => Parent::Id(id.clone()),
-            None if leaf.is_some() => Parent::Id(leaf.unwrap_or_default().to_owned()),
-            None => Parent::Latest,
-        };
-        return Ok(Ask::Message { msg: NewMessage::from_json(&user)?, parent });
+    if let (Said::User(text), Some((_, id))) = (&said[said.len() - 1], anchor) {
+        return Ok(Ask::Message { msg: user_message(text)?, parent: Parent::Id(id.clone()) });
     }
     // Tool results: they fill the calls of the assistant message they follow.
     let first = said.len() - new;
