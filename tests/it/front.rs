@@ -111,6 +111,17 @@ fn health_the_console_and_names() {
         assert_eq!(d("GET", bad, &PLAIN).0, 400, "{bad}");
     }
     assert_eq!(d("DELETE", "/agents/alice", &PLAIN).1.unwrap(), "alice / None None", "the agent itself is its `/`");
+    // Below an agent's `/v1/`, the front door's own refusals are in OpenAI's error shape too.
+    for bad in ["/agents/a%2Fb/v1/models", "/agents/a b/v1/chat/completions", "/agents/a/v1/models?q=%FF"] {
+        match door_of("GET", bad, &[], Sent::Nothing, &PLAIN) {
+            Door::Answer(r) => {
+                let e = r.body_json()["error"].clone();
+                assert_eq!((r.status, e["type"].as_str()), (400, Some("invalid_request_error")), "{bad}: {e}");
+                assert!(e.get("param").is_some(), "{bad}: {e}");
+            }
+            _ => panic!("{bad}: answered by the door"),
+        }
+    }
 }
 
 #[test]

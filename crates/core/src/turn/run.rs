@@ -17,7 +17,9 @@
 //! [`Stop`] set, or its caller unable to take the next event) ends its model call at once and
 //! stores the reply as far as it streamed, marked `metadata.stopped` (a stop before the first
 //! piece stores the user message alone). **Continuations are checked against storage** before
-//! any model call.
+//! any model call. A caller's own system text for one turn (`TurnRequest::instructions`: an
+//! OpenAI client's system message) goes after the frozen prompt and is never stored; a turn
+//! with [`Record::Discard`] (a Responses `store: false`) answers and stores no message.
 
 use serde_json::{json, Map, Value as Json};
 
