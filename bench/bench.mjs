@@ -35,6 +35,9 @@
 //                       space against own memories (the space reachable, then unreachable)
 //   BENCH_CACHE=0       skip bench/cache.mjs: input tokens read from / written to the provider's
 //                       prompt cache over 50 turns, by chat.cache setting
+//   BENCH_OPENAI=0      skip bench/openai.mjs: the OpenAI-compatible face's first streamed token
+//                       against POST …/chat on a 1,000-message conversation, and bytes per turn
+//                       with previous_response_id against the whole history resent
 //   BENCH_TOKENS=0      skip bench/tokens.mjs: our token estimates against a real tokenizer's
 //                       counts, before and after the calibration by the provider's usage
 //   BENCH_LATENCY=0     skip bench/latency.mjs: a turn's first streamed delta and a new agent's
@@ -207,6 +210,7 @@ if (process.env.BENCH_SCHEDULES_RUN !== "0") await import("./schedules.mjs"); //
 if (process.env.BENCH_SPACES !== "0") await import("./spaces.mjs"); // memory spaces: bench/spaces.mjs
 if (process.env.BENCH_DIRECTORY !== "0") await import("./directory.mjs"); // the directory of agents: bench/directory.mjs
 if (process.env.BENCH_CACHE !== "0") await import("./cache.mjs"); // the cached prefix: bench/cache.mjs
+if (process.env.BENCH_OPENAI !== "0") await import("./openai.mjs"); // the OpenAI-compatible face: bench/openai.mjs
 if (process.env.BENCH_TOKENS !== "0") await import("./tokens.mjs"); // token estimates vs counts: bench/tokens.mjs
 if (process.env.BENCH_LATENCY !== "0") await import("./latency.mjs"); // the turn before its first token, a new agent: bench/latency.mjs
 if (process.env.BENCH_MCP !== "0") await import("./mcp.mjs"); // remote MCP tools in a turn: bench/mcp.mjs

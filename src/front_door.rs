@@ -108,7 +108,10 @@ async fn agent_call(
         Ok(c) => c,
         Err(e) => {
             convert::drain(req).await;
-            return (template(call.role, call.tail), convert::error(&e));
+            return (
+                template(call.role, call.tail),
+                convert::write(session_agent_api::openai::error_at(call.tail, &e)),
+            );
         }
     };
     let length = req.headers().get("content-length").ok().flatten().and_then(|v| v.trim().parse::<u64>().ok());
@@ -134,7 +137,7 @@ async fn agent_call(
             let answer = match limited(env, &key).await {
                 Some(e) => {
                     convert::drain(req).await;
-                    convert::error(&e)
+                    convert::write(session_agent_api::openai::error_at(call.tail, &e))
                 }
                 None => forward(req, env, method, url, query, call, claims.as_ref()).await,
             };

@@ -111,6 +111,17 @@ fn health_the_console_and_names() {
         assert_eq!(d("GET", bad, &PLAIN).0, 400, "{bad}");
     }
     assert_eq!(d("DELETE", "/agents/alice", &PLAIN).1.unwrap(), "alice / None None", "the agent itself is its `/`");
+    // Below an agent's `/v1/`, the front door's own refusals are in OpenAI's error shape too.
+    for bad in ["/agents/a%2Fb/v1/models", "/agents/a b/v1/chat/completions", "/agents/a/v1/models?q=%FF"] {
+        match door_of("GET", bad, &[], Sent::Nothing, &PLAIN) {
+            Door::Answer(r) => {
+                let e = r.body_json()["error"].clone();
+                assert_eq!((r.status, e["type"].as_str()), (400, Some("invalid_request_error")), "{bad}: {e}");
+                assert!(e.get("param").is_some(), "{bad}: {e}");
+            }
+            _ => panic!("{bad}: answered by the door"),
+        }
+    }
 }
 
 #[test]
@@ -125,7 +136,12 @@ fn cors_preflights_and_headers() {
     };
     let (status, allowed) = pre("https://APP.example", &listed).unwrap();
     assert_eq!(status, 204);
-    assert!(allowed.unwrap().contains("authorization"));
+    let allowed = allowed.unwrap();
+    assert!(allowed.contains("authorization"));
+    // The openai package in a page sends these (a preflight that left one out fails the call).
+    for h in ["x-session-id", "x-stainless-os", "x-stainless-retry-count", "x-stainless-timeout", "openai-project"] {
+        assert!(allowed.split(", ").any(|a| a == h), "{h}: {allowed}");
+    }
     assert_eq!(pre("https://evil.example", &listed).unwrap().0, 403);
     assert!(pre("https://app.example", &PLAIN).is_none(), "without CORS_ORIGINS no preflight is answered as one");
     let header = |name: &str| (name == "origin").then(|| "https://app.example".to_owned());

@@ -25,6 +25,7 @@ mod memory;
 mod memory_scope;
 mod metadata;
 mod object;
+mod openai;
 mod rerank;
 mod routes;
 mod rows;

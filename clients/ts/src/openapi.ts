@@ -4092,6 +4092,227 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/agents/{agent}/v1/models": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The agent: picks the Durable Object (`idFromName(agent)`), so each agent has its own
+                 *     database. 1–128 characters of `[A-Za-z0-9._:-]`, checked after percent-decoding
+                 *     (`400` otherwise). Front door only; absent when calling the DO stub directly.
+                 * @example alice
+                 */
+                agent: components["parameters"]["agent"];
+            };
+            cookie?: never;
+        };
+        /**
+         * The configured model, as OpenAI's model list
+         * @description The OpenAI-compatible face (`baseURL` = `…/agents/{agent}/v1`, the API key = a token):
+         *     `LLM_MODEL` as the one model (none when no model is configured). Errors under `/v1/`
+         *     are OpenAI's shape (`OpenAiError`).
+         */
+        get: operations["openaiListModels"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/agents/{agent}/v1/chat/completions": {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description The session an OpenAI-compatible request talks to (before the body's own ways of naming
+                 *     it): a session id, 1–128 characters of `[A-Za-z0-9._:-]`.
+                 */
+                "x-session-id"?: components["parameters"]["openaiSession"];
+            };
+            path: {
+                /**
+                 * @description The agent: picks the Durable Object (`idFromName(agent)`), so each agent has its own
+                 *     database. 1–128 characters of `[A-Za-z0-9._:-]`, checked after percent-decoding
+                 *     (`400` otherwise). Front door only; absent when calling the DO stub directly.
+                 * @example alice
+                 */
+                agent: components["parameters"]["agent"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * One agent turn as an OpenAI chat completion
+         * @description OpenAI's chat completion over the agent's turn (`POST …/chat`): the session's frozen
+         *     prompt, memories, history, tools and compaction, and the client's function tools, which
+         *     come back as `tool_calls` (the agent's own tools run inside and never show).
+         *
+         *     **The session**: the header `x-session-id`, else `metadata.session_id`, else `user`
+         *     (each checked as a session id), else `dashboard`; a token limited to some sessions must
+         *     open it. **The conversation**: `messages` without the system ones are matched with the
+         *     session's newest branch by what they say (user text, assistant text with the client's
+         *     tool calls, `tool` results). They end with the new user message (stored under the last
+         *     message matched: the branch grows, or a sibling branch starts when an earlier message was
+         *     edited) or with the results of the last assistant message's tool calls (stored in it;
+         *     the turn continues). Before that, send the stored conversation from its first message,
+         *     whole or in part, or nothing (the session's branch continues: the server holds the
+         *     history); anything else is `409` and stores nothing. System and developer messages are
+         *     sent after the frozen prompt for this call only. `model` is ignored (the agent's
+         *     `LLM_MODEL` answers); `temperature`, `max_tokens` and `max_completion_tokens` are
+         *     checked and ignored (the configuration decides); `n` must be 1.
+         *
+         *     The answer's `id` is the stored assistant message's. With `stream: true`:
+         *     `chat.completion.chunk` events (the first with `role`, then `content` pieces and
+         *     `tool_calls`, then `finish_reason`; with `stream_options.include_usage` every chunk has
+         *     `usage: null` and one more chunk with no choices carries it), then `data: [DONE]`; an
+         *     error after the first event is a `data: {"error": …}` event.
+         */
+        post: operations["openaiChatCompletion"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/agents/{agent}/v1/responses": {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description The session an OpenAI-compatible request talks to (before the body's own ways of naming
+                 *     it): a session id, 1–128 characters of `[A-Za-z0-9._:-]`.
+                 */
+                "x-session-id"?: components["parameters"]["openaiSession"];
+            };
+            path: {
+                /**
+                 * @description The agent: picks the Durable Object (`idFromName(agent)`), so each agent has its own
+                 *     database. 1–128 characters of `[A-Za-z0-9._:-]`, checked after percent-decoding
+                 *     (`400` otherwise). Front door only; absent when calling the DO stub directly.
+                 * @example alice
+                 */
+                agent: components["parameters"]["agent"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * One agent turn as an OpenAI response
+         * @description OpenAI's Responses API over the agent's turn. A response's `id` is the id of the
+         *     assistant message it stored. **The session**: `conversation` (a session id, or `{id}`),
+         *     else the session of `previous_response_id`, else the header `x-session-id`, else a new
+         *     session, which the answer's `conversation.id` names. **The tree**:
+         *     `previous_response_id` names the message the new input goes under (from the newest it
+         *     extends the branch, from an older one it starts a sibling); without it the input is
+         *     matched with the session's newest branch as `POST …/v1/chat/completions` matches
+         *     `messages` (a string `input` is one new user message). `function_call_output` items
+         *     answer the function calls of that response (the turn continues). `instructions` and
+         *     system or developer items are sent after the frozen prompt for this call only.
+         *     `tools` are the client's function tools (`{type: "function", name, description,
+         *     parameters}`); the agent's own tools never show. `store: false` runs the turn and
+         *     stores nothing (a server tool's own effect, such as a block write, stays).
+         *
+         *     With `stream: true`: the Responses events (`event:` and `data:` lines, each with its
+         *     `sequence_number`): `response.created`, `response.in_progress`, then per output item
+         *     `response.output_item.added`, `response.content_part.added`,
+         *     `response.output_text.delta`…, `response.output_text.done`,
+         *     `response.content_part.done`, `response.output_item.done` (a function call:
+         *     `response.function_call_arguments.delta` and `.done`), last `response.completed` (or
+         *     `response.incomplete` for a stopped turn); an error after the first event is an `error`
+         *     event.
+         */
+        post: operations["openaiCreateResponse"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/agents/{agent}/v1/responses/{mid}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The agent: picks the Durable Object (`idFromName(agent)`), so each agent has its own
+                 *     database. 1–128 characters of `[A-Za-z0-9._:-]`, checked after percent-decoding
+                 *     (`400` otherwise). Front door only; absent when calling the DO stub directly.
+                 * @example alice
+                 */
+                agent: components["parameters"]["agent"];
+                /**
+                 * @description Message id: 1–256 characters, no control characters (`400` otherwise), checked after
+                 *     percent-decoding. Percent-encode it (`/` → `%2F`, `?` → `%3F`, `#` → `%23`,
+                 *     `%` → `%25`, non-ASCII as UTF-8).
+                 * @example m1
+                 */
+                mid: components["parameters"]["mid"];
+            };
+            cookie?: never;
+        };
+        /**
+         * A stored response
+         * @description The stored assistant message `{mid}` as a `response` (found in whichever session of
+         *     the agent holds it that the token opens; `404` when none does): its text and the
+         *     client's function calls, its usage, its conversation, the response before it on its
+         *     branch. `instructions` and `tools` are not kept (`null`, `[]`).
+         */
+        get: operations["openaiGetResponse"];
+        put?: never;
+        post?: never;
+        /**
+         * Delete a stored response
+         * @description Deletes the assistant message `{mid}` as `DELETE …/messages/{mid}` does (what was
+         *     written after it stays, orphaned).
+         */
+        delete: operations["openaiDeleteResponse"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/agents/{agent}/v1/responses/{mid}/input_items": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The agent: picks the Durable Object (`idFromName(agent)`), so each agent has its own
+                 *     database. 1–128 characters of `[A-Za-z0-9._:-]`, checked after percent-decoding
+                 *     (`400` otherwise). Front door only; absent when calling the DO stub directly.
+                 * @example alice
+                 */
+                agent: components["parameters"]["agent"];
+                /**
+                 * @description Message id: 1–256 characters, no control characters (`400` otherwise), checked after
+                 *     percent-decoding. Percent-encode it (`/` → `%2F`, `?` → `%3F`, `#` → `%23`,
+                 *     `%` → `%25`, non-ASCII as UTF-8).
+                 * @example m1
+                 */
+                mid: components["parameters"]["mid"];
+            };
+            cookie?: never;
+        };
+        /**
+         * The items that led to a stored response
+         * @description The stored branch before response `{mid}` as Responses items (user messages, the
+         *     assistant's text messages, its function calls and their outputs), newest first unless
+         *     `order=asc`, `limit` at a time after the item `after`.
+         */
+        get: operations["openaiListInputItems"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -4347,6 +4568,201 @@ export interface components {
                 name: string;
             })[];
             nextCursor: string | null;
+        };
+        /**
+         * @description `type`: `invalid_request_error` (400, 404 of a route, 405, 409, 413),
+         *     `authentication_error` (401), `permission_error` (403), `not_found_error` (404),
+         *     `rate_limit_error` (429), `server_error` (5xx). `code` is this API's (`Error`); `param`
+         *     the request field the message starts with, when it names one.
+         */
+        OpenAiError: {
+            error: {
+                message: string;
+                /** @enum {string} */
+                type: "invalid_request_error" | "authentication_error" | "permission_error" | "not_found_error" | "rate_limit_error" | "server_error";
+                code: string | null;
+                param: string | null;
+            };
+        };
+        OpenAiModelList: {
+            /** @constant */
+            object: "list";
+            data: {
+                id: string;
+                /** @constant */
+                object: "model";
+                created: number;
+                owned_by: string;
+            }[];
+        };
+        /** @description Text content; an array holds text parts only. */
+        OpenAiText: string | {
+            /** @enum {string} */
+            type: "text" | "input_text" | "output_text";
+            text: string;
+        }[] | null;
+        OpenAiChatMessage: {
+            /** @enum {string} */
+            role: "system" | "developer" | "user" | "assistant" | "tool";
+            content?: components["schemas"]["OpenAiText"];
+            tool_calls?: {
+                id: string;
+                type?: string;
+                function: {
+                    name: string;
+                    arguments: string;
+                };
+            }[] | null;
+            /** @description A `tool` message's call (required there). */
+            tool_call_id?: string;
+        };
+        /** @description A chat completion's function tool. */
+        OpenAiChatTool: {
+            /** @constant */
+            type: "function";
+            function: {
+                name: string;
+                description?: string | null;
+                parameters?: Record<string, unknown> | null;
+            };
+        };
+        /** @description A Responses function tool. */
+        OpenAiResponseTool: {
+            /** @constant */
+            type: "function";
+            name: string;
+            description?: string | null;
+            parameters?: Record<string, unknown> | null;
+        };
+        OpenAiToolChoice: ("none" | "auto" | "required") | Record<string, unknown> | null;
+        /** @description OpenAI's chat completion request; fields not listed are ignored. */
+        OpenAiChatRequest: {
+            model?: string | null;
+            messages: components["schemas"]["OpenAiChatMessage"][];
+            tools?: components["schemas"]["OpenAiChatTool"][] | null;
+            tool_choice?: components["schemas"]["OpenAiToolChoice"];
+            stream?: boolean | null;
+            stream_options?: {
+                include_usage?: boolean | null;
+            } | null;
+            temperature?: number | null;
+            max_tokens?: number | null;
+            max_completion_tokens?: number | null;
+            n?: number | null;
+            /** @description Names the session when neither `x-session-id` nor `metadata.session_id` does. */
+            user?: string | null;
+            metadata?: {
+                session_id?: string;
+            } | null;
+        };
+        OpenAiChatCompletion: {
+            /** @description The stored assistant message's id. */
+            id: string;
+            /** @constant */
+            object: "chat.completion";
+            created: number;
+            model: string;
+            choices: {
+                index: number;
+                /** @enum {string} */
+                finish_reason: "stop" | "tool_calls";
+                message: {
+                    /** @constant */
+                    role: "assistant";
+                    content: string;
+                    tool_calls?: {
+                        id: string;
+                        /** @constant */
+                        type: "function";
+                        function: {
+                            name: string;
+                            arguments: string;
+                        };
+                    }[];
+                };
+            }[];
+            usage: {
+                prompt_tokens: number;
+                completion_tokens: number;
+                total_tokens: number;
+            };
+        };
+        OpenAiInputItem: {
+            /** @constant */
+            type?: "message";
+            /** @enum {string} */
+            role: "system" | "developer" | "user" | "assistant";
+            content?: components["schemas"]["OpenAiText"];
+        } | {
+            /** @constant */
+            type: "function_call";
+            call_id: string;
+            name: string;
+            arguments: string;
+        } | {
+            /** @constant */
+            type: "function_call_output";
+            call_id: string;
+            output?: components["schemas"]["OpenAiText"];
+        };
+        /** @description OpenAI's Responses request; fields not listed are ignored. */
+        OpenAiResponseRequest: {
+            model?: string | null;
+            input: string | components["schemas"]["OpenAiInputItem"][];
+            instructions?: string | null;
+            previous_response_id?: string | null;
+            conversation?: string | {
+                id: string;
+            } | null;
+            store?: boolean | null;
+            stream?: boolean | null;
+            tools?: components["schemas"]["OpenAiResponseTool"][] | null;
+            tool_choice?: components["schemas"]["OpenAiToolChoice"];
+            temperature?: number | null;
+            max_output_tokens?: number | null;
+        };
+        /** @description A `message` item (`role`, `content` of `output_text` parts) or a `function_call` (`call_id`, `name`, `arguments`). */
+        OpenAiOutputItem: {
+            /** @enum {string} */
+            type: "message" | "function_call" | "function_call_output";
+            id: string;
+            status: string;
+            role?: string;
+            content?: unknown[];
+            call_id?: string;
+            name?: string;
+            arguments?: string;
+            output?: string;
+        };
+        OpenAiResponse: {
+            /** @description The stored assistant message's id. */
+            id: string;
+            /** @constant */
+            object: "response";
+            created_at: number;
+            /** @enum {string} */
+            status: "completed" | "incomplete" | "in_progress";
+            model: string;
+            output: components["schemas"]["OpenAiOutputItem"][];
+            usage?: {
+                input_tokens?: number;
+                output_tokens?: number;
+                total_tokens?: number;
+            } | null;
+            conversation: {
+                id: string;
+            };
+            previous_response_id?: string | null;
+            instructions?: string | null;
+            store?: boolean;
+        };
+        OpenAiItemList: {
+            /** @constant */
+            object: "list";
+            data: components["schemas"]["OpenAiOutputItem"][];
+            first_id: string | null;
+            last_id: string | null;
+            has_more: boolean;
         };
         Error: {
             error: {
@@ -5762,6 +6178,28 @@ export interface components {
         };
     };
     responses: {
+        /**
+         * @description An error under `/v1/`, in OpenAI's shape, with this API's status and `code` (so the
+         *     `openai` package raises its `APIError` class of that status). Nothing changed.
+         */
+        OpenAiError: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "error": {
+                 *         "message": "messages must be a non-empty array",
+                 *         "type": "invalid_request_error",
+                 *         "code": "invalid_request",
+                 *         "param": "messages"
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["OpenAiError"];
+            };
+        };
         /** @description `invalid_request`: a bad path parameter, query parameter or body. Nothing changed. */
         BadRequest: {
             headers: {
@@ -6034,6 +6472,11 @@ export interface components {
         };
     };
     parameters: {
+        /**
+         * @description The session an OpenAI-compatible request talks to (before the body's own ways of naming
+         *     it): a session id, 1–128 characters of `[A-Za-z0-9._:-]`.
+         */
+        openaiSession: string;
         /**
          * @description The memory space: picks the `MemorySpace` Durable Object (`idFromName(space)`), a
          *     namespace apart from the agents' (an agent and a space may share a name). The agent
@@ -12648,6 +13091,287 @@ export interface operations {
             429: components["responses"]["RateLimited"];
             500: components["responses"]["Internal"];
             503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    openaiListModels: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The agent: picks the Durable Object (`idFromName(agent)`), so each agent has its own
+                 *     database. 1–128 characters of `[A-Za-z0-9._:-]`, checked after percent-decoding
+                 *     (`400` otherwise). Front door only; absent when calling the DO stub directly.
+                 * @example alice
+                 */
+                agent: components["parameters"]["agent"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The model list. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAiModelList"];
+                };
+            };
+            400: components["responses"]["OpenAiError"];
+            401: components["responses"]["OpenAiError"];
+            403: components["responses"]["OpenAiError"];
+            429: components["responses"]["OpenAiError"];
+        };
+    };
+    openaiChatCompletion: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description The session an OpenAI-compatible request talks to (before the body's own ways of naming
+                 *     it): a session id, 1–128 characters of `[A-Za-z0-9._:-]`.
+                 */
+                "x-session-id"?: components["parameters"]["openaiSession"];
+            };
+            path: {
+                /**
+                 * @description The agent: picks the Durable Object (`idFromName(agent)`), so each agent has its own
+                 *     database. 1–128 characters of `[A-Za-z0-9._:-]`, checked after percent-decoding
+                 *     (`400` otherwise). Front door only; absent when calling the DO stub directly.
+                 * @example alice
+                 */
+                agent: components["parameters"]["agent"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "model": "any",
+                 *       "messages": [
+                 *         {
+                 *           "role": "user",
+                 *           "content": "Hello"
+                 *         }
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["OpenAiChatRequest"];
+            };
+        };
+        responses: {
+            /** @description The completion, or its events with `stream`. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAiChatCompletion"];
+                    "text/event-stream": {
+                        data: string;
+                    };
+                };
+            };
+            400: components["responses"]["OpenAiError"];
+            401: components["responses"]["OpenAiError"];
+            403: components["responses"]["OpenAiError"];
+            404: components["responses"]["OpenAiError"];
+            409: components["responses"]["OpenAiError"];
+            413: components["responses"]["OpenAiError"];
+            429: components["responses"]["OpenAiError"];
+            500: components["responses"]["OpenAiError"];
+            503: components["responses"]["OpenAiError"];
+        };
+    };
+    openaiCreateResponse: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description The session an OpenAI-compatible request talks to (before the body's own ways of naming
+                 *     it): a session id, 1–128 characters of `[A-Za-z0-9._:-]`.
+                 */
+                "x-session-id"?: components["parameters"]["openaiSession"];
+            };
+            path: {
+                /**
+                 * @description The agent: picks the Durable Object (`idFromName(agent)`), so each agent has its own
+                 *     database. 1–128 characters of `[A-Za-z0-9._:-]`, checked after percent-decoding
+                 *     (`400` otherwise). Front door only; absent when calling the DO stub directly.
+                 * @example alice
+                 */
+                agent: components["parameters"]["agent"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "model": "any",
+                 *       "input": "Hello"
+                 *     }
+                 */
+                "application/json": components["schemas"]["OpenAiResponseRequest"];
+            };
+        };
+        responses: {
+            /** @description The response, or its events with `stream`. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAiResponse"];
+                    "text/event-stream": {
+                        data: string;
+                    };
+                };
+            };
+            400: components["responses"]["OpenAiError"];
+            401: components["responses"]["OpenAiError"];
+            403: components["responses"]["OpenAiError"];
+            404: components["responses"]["OpenAiError"];
+            409: components["responses"]["OpenAiError"];
+            413: components["responses"]["OpenAiError"];
+            429: components["responses"]["OpenAiError"];
+            500: components["responses"]["OpenAiError"];
+            503: components["responses"]["OpenAiError"];
+        };
+    };
+    openaiGetResponse: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The agent: picks the Durable Object (`idFromName(agent)`), so each agent has its own
+                 *     database. 1–128 characters of `[A-Za-z0-9._:-]`, checked after percent-decoding
+                 *     (`400` otherwise). Front door only; absent when calling the DO stub directly.
+                 * @example alice
+                 */
+                agent: components["parameters"]["agent"];
+                /**
+                 * @description Message id: 1–256 characters, no control characters (`400` otherwise), checked after
+                 *     percent-decoding. Percent-encode it (`/` → `%2F`, `?` → `%3F`, `#` → `%23`,
+                 *     `%` → `%25`, non-ASCII as UTF-8).
+                 * @example m1
+                 */
+                mid: components["parameters"]["mid"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The response. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAiResponse"];
+                };
+            };
+            400: components["responses"]["OpenAiError"];
+            401: components["responses"]["OpenAiError"];
+            403: components["responses"]["OpenAiError"];
+            404: components["responses"]["OpenAiError"];
+            429: components["responses"]["OpenAiError"];
+        };
+    };
+    openaiDeleteResponse: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The agent: picks the Durable Object (`idFromName(agent)`), so each agent has its own
+                 *     database. 1–128 characters of `[A-Za-z0-9._:-]`, checked after percent-decoding
+                 *     (`400` otherwise). Front door only; absent when calling the DO stub directly.
+                 * @example alice
+                 */
+                agent: components["parameters"]["agent"];
+                /**
+                 * @description Message id: 1–256 characters, no control characters (`400` otherwise), checked after
+                 *     percent-decoding. Percent-encode it (`/` → `%2F`, `?` → `%3F`, `#` → `%23`,
+                 *     `%` → `%25`, non-ASCII as UTF-8).
+                 * @example m1
+                 */
+                mid: components["parameters"]["mid"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        id: string;
+                        /** @constant */
+                        object: "response";
+                        /** @constant */
+                        deleted: true;
+                    };
+                };
+            };
+            400: components["responses"]["OpenAiError"];
+            401: components["responses"]["OpenAiError"];
+            403: components["responses"]["OpenAiError"];
+            404: components["responses"]["OpenAiError"];
+            429: components["responses"]["OpenAiError"];
+        };
+    };
+    openaiListInputItems: {
+        parameters: {
+            query?: {
+                /** @description Items per page, 1–100 (default 20). */
+                limit?: number;
+                order?: "asc" | "desc";
+                /** @description The id of the item the page starts after (`404` when it is not one of them). */
+                after?: string;
+            };
+            header?: never;
+            path: {
+                /**
+                 * @description The agent: picks the Durable Object (`idFromName(agent)`), so each agent has its own
+                 *     database. 1–128 characters of `[A-Za-z0-9._:-]`, checked after percent-decoding
+                 *     (`400` otherwise). Front door only; absent when calling the DO stub directly.
+                 * @example alice
+                 */
+                agent: components["parameters"]["agent"];
+                /**
+                 * @description Message id: 1–256 characters, no control characters (`400` otherwise), checked after
+                 *     percent-decoding. Percent-encode it (`/` → `%2F`, `?` → `%3F`, `#` → `%23`,
+                 *     `%` → `%25`, non-ASCII as UTF-8).
+                 * @example m1
+                 */
+                mid: components["parameters"]["mid"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of items. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAiItemList"];
+                };
+            };
+            400: components["responses"]["OpenAiError"];
+            401: components["responses"]["OpenAiError"];
+            403: components["responses"]["OpenAiError"];
+            404: components["responses"]["OpenAiError"];
+            429: components["responses"]["OpenAiError"];
         };
     };
 }

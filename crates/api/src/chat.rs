@@ -29,7 +29,9 @@ use session_agent_core::llm::ToolSpec;
 use session_agent_core::memory::Category;
 use session_agent_core::session::Session;
 use session_agent_core::store::message::NewMessage;
-use session_agent_core::turn::run::{turn, Ask, CacheUse, ChatEvent, Ended, MemoryUse, Trigger, Turn, TurnRequest};
+use session_agent_core::turn::run::{
+    turn, Ask, CacheUse, ChatEvent, Ended, MemoryUse, Record, Trigger, Turn, TurnRequest,
+};
 use session_agent_core::wire::{Delta, Failure, Whole};
 
 /// The caller's tools: offered to the model, answered by the caller.
@@ -168,7 +170,7 @@ fn turn_request(req: &Request) -> Result<TurnRequest> {
         Some(v) => CacheUse::Instead(CacheConfig::from_json(v, "cache")?),
     };
     let stop = req.stop.clone().unwrap_or_default();
-    Ok(TurnRequest { ask: ask(&body)?, tools, memory, stop, cache })
+    Ok(TurnRequest { ask: ask(&body)?, tools, memory, stop, cache, instructions: None, record: Record::Store })
 }
 
 /// How a turn's answer is streamed: as our events, or as the AI SDK's UI message stream.
@@ -178,6 +180,10 @@ pub enum Dialect {
     Events,
     /// The AI SDK's UI message stream (a `useChat` body).
     UiMessages,
+    /// OpenAI's `chat.completion.chunk` events (`POST /v1/chat/completions` with `stream`).
+    Completions,
+    /// OpenAI's Responses events (`POST /v1/responses` with `stream`).
+    Responses,
 }
 
 impl Dialect {
@@ -245,15 +251,27 @@ enum Encoder {
     Ui(UiStream),
 }
 
+/// What writes the events of a streamed turn in one dialect: ours, the AI SDK's, or OpenAI's
+/// (`super::openai`).
+pub(crate) trait Encode {
+    /// The text of one event, if it has any.
+    fn event(&mut self, e: &ChatEvent) -> Option<String>;
+    /// The closing events of a finished turn (a stopped one's message, if anything was shown).
+    fn done(&mut self, turn: &Turn) -> String;
+    /// The closing events of a turn that failed after its stream started.
+    fn failed(&mut self, e: &Error) -> String;
+}
+
 impl Encoder {
     fn new(dialect: Dialect) -> Self {
         match dialect {
-            Dialect::Events => Encoder::Events,
             Dialect::UiMessages => Encoder::Ui(UiStream::default()),
+            _ => Encoder::Events,
         }
     }
+}
 
-    /// The text of one event, if it has any.
+impl Encode for Encoder {
     fn event(&mut self, e: &ChatEvent) -> Option<String> {
         match (self, e) {
             (Encoder::Events, ChatEvent::Delta { message_id, text }) => {
@@ -264,7 +282,6 @@ impl Encoder {
         }
     }
 
-    /// The closing events of a stored turn (a stopped one's message, if anything was shown).
     fn done(&mut self, turn: &Turn) -> String {
         match (self, &turn.message, turn.ended) {
             (Encoder::Events, Some(message), _) => {
@@ -276,7 +293,6 @@ impl Encoder {
         }
     }
 
-    /// The closing events of a turn that failed after its stream started.
     fn failed(&mut self, e: &Error) -> String {
         match self {
             Encoder::Events => sse(&SseEvent::Error(Failure { code: e.code(), message: &e.message })),
@@ -301,7 +317,17 @@ async fn answer(s: &Session<'_>, req: &Request) -> Result<Response> {
         resp.after.extend(done.after);
         return Ok(resp);
     };
-    let mut encoder = Encoder::new(dialect);
+    answered(s, request, &mut Encoder::new(dialect), dialect.headers()).await
+}
+
+/// A turn's events in `encoder`'s dialect as one answer with `headers` (for a caller that
+/// cannot stream); an error before the first event is an ordinary error answer.
+pub(crate) async fn answered(
+    s: &Session<'_>,
+    request: TurnRequest,
+    encoder: &mut dyn Encode,
+    headers: Vec<(String, String)>,
+) -> Result<Response> {
     let mut body = String::new();
     let result = turn(s, request, &mut |e| {
         if let Some(text) = encoder.event(&e) {
@@ -319,7 +345,7 @@ async fn answer(s: &Session<'_>, req: &Request) -> Result<Response> {
         Err(e) if body.is_empty() => return Err(e),
         Err(e) => body.push_str(&encoder.failed(&e)),
     }
-    Ok(Response { status: 200, headers: dialect.headers(), body: body.into_bytes(), warnings: Vec::new(), after })
+    Ok(Response { status: 200, headers, body: body.into_bytes(), warnings: Vec::new(), after })
 }
 
 /// A piece of a streamed turn for the Workers layer: the text of server-sent events, or the
@@ -357,11 +383,22 @@ pub(crate) async fn stream(
     gone: &Stop,
     send: &mut dyn FnMut(Streamed) -> Result<()>,
 ) -> Vec<After> {
+    streamed(s, turn_request(req), &mut Encoder::new(dialect), gone, send).await
+}
+
+/// Runs the streamed turn `request` (or answers its refusal) in `encoder`'s dialect: see
+/// [`stream`].
+pub(crate) async fn streamed(
+    s: &Session<'_>,
+    request: Result<TurnRequest>,
+    encoder: &mut dyn Encode,
+    gone: &Stop,
+    send: &mut dyn FnMut(Streamed) -> Result<()>,
+) -> Vec<After> {
     let started = std::cell::Cell::new(false);
-    let mut encoder = Encoder::new(dialect);
     let finish = s.env.config.chat.on_disconnect == OnDisconnect::Finish;
     let result = async {
-        let mut request = turn_request(req)?;
+        let mut request = request?;
         if !finish {
             request.stop = gone.clone();
         }
@@ -423,7 +460,7 @@ pub(crate) fn named_session(req: &Request) -> Result<String> {
 
 /// Refuses a request of the agent-level chat routes whose token does not open `sid` (as the
 /// session's own routes would).
-fn opens(req: &Request, sid: &str, needs: Needs) -> Result<()> {
+pub(crate) fn opens(req: &Request, sid: &str, needs: Needs) -> Result<()> {
     let Some(claims) = claims_of(req)? else { return Ok(()) };
     permit(&claims, Who::Session, Some(sid), needs)
 }

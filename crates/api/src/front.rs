@@ -165,15 +165,15 @@ pub fn door<'a>(inc: &Incoming<'a, '_>, settings: &Settings<'_>) -> Door<'a> {
             return Door::Answer(Response::error(&e));
         }
     };
+    let (agent_raw, tail) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
     // The DO refuses a query that is not UTF-8 too; this also covers the `token` it never sees.
     if let Err(e) = parse_query(inc.query) {
-        return Door::Answer(Response::error(&e));
+        return Door::Answer(super::openai::error_at(tail, &e));
     }
-    let (agent_raw, tail) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
     let what = role.as_str();
     let agent = match decode_segment(what, agent_raw).and_then(|a| check_name(what, &a).map(|_| a)) {
         Ok(a) => a,
-        Err(e) => return Door::Answer(Response::error(&e)),
+        Err(e) => return Door::Answer(super::openai::error_at(tail, &e)),
     };
     let tail = if tail.is_empty() { "/" } else { tail };
     // A space's `/link/…` routes are for its agents' Durable Objects only.
@@ -288,14 +288,15 @@ pub fn next(call: &AgentCall<'_>, caller: &Caller, method: &str, now_ms: i64, le
         if let Err(e) =
             c.valid_for(&call.agent, call.role, now_ms, None).and_then(|_| permits(c, Method::parse(method), call.tail))
         {
-            return Next::Answer(Response::error(&e));
+            return Next::Answer(super::openai::error_at(call.tail, &e));
         }
     }
     if call.tail == "/tokens" {
         return match (caller, method) {
-            (Caller::Scoped(_), _) => {
-                Next::Answer(Response::error(&Error::forbidden("only the admin token issues tokens")))
-            }
+            (Caller::Scoped(_), _) => Next::Answer(super::openai::error_at(
+                call.tail,
+                &Error::forbidden("only the admin token issues tokens"),
+            )),
             (Caller::Admin, "POST") => Next::Issue,
             (Caller::Admin, _) => {
                 Next::Answer(refusal(&Error::new(ErrorKind::MethodNotAllowed, "allowed methods: POST"), "POST"))
@@ -303,7 +304,7 @@ pub fn next(call: &AgentCall<'_>, caller: &Caller, method: &str, now_ms: i64, le
         };
     }
     if length.is_some_and(|n| n > MAX_BODY_BYTES as u64) {
-        return Next::Answer(Response::error(&Error::too_large("request body is over 32 MiB")));
+        return Next::Answer(super::openai::error_at(call.tail, &Error::too_large("request body is over 32 MiB")));
     }
     Next::Forward
 }
@@ -346,9 +347,12 @@ pub fn log_route(path: &str) -> (String, &'static str) {
 }
 
 /// Request headers a page may send: the token, JSON bodies, the erase confirmation, and what the
-/// AI SDK's and MCP's clients add. (`*` would not cover `authorization`.)
-const ALLOW_HEADERS: &str =
-    "authorization, content-type, accept, confirm, mcp-session-id, mcp-protocol-version, last-event-id";
+/// AI SDK's, MCP's and the `openai` package's clients add (`x-session-id` names an OpenAI
+/// request's session). (`*` would not cover `authorization`.)
+const ALLOW_HEADERS: &str = "authorization, content-type, accept, confirm, mcp-session-id, mcp-protocol-version, \
+     last-event-id, x-session-id, openai-organization, openai-project, x-stainless-arch, x-stainless-helper-method, \
+     x-stainless-lang, x-stainless-os, x-stainless-package-version, x-stainless-retry-count, x-stainless-runtime, \
+     x-stainless-runtime-version, x-stainless-timeout";
 /// Answer headers a page may read: the AI SDK's stream marker, MCP's session, and rate limits.
 const EXPOSE_HEADERS: &str = "x-vercel-ai-ui-message-stream, mcp-session-id, retry-after";
 const ALLOW_METHODS: &str = "GET, HEAD, POST, PUT, PATCH, DELETE";

@@ -26,6 +26,7 @@ pub mod mcp;
 pub mod memories;
 pub mod messages;
 pub mod object;
+pub mod openai;
 pub mod routes;
 pub mod running;
 pub mod schedules;
@@ -186,7 +187,7 @@ pub(crate) fn enter<'a>(env: &Env<'a>, req: &Request) -> Entry<'a> {
 /// wasm).
 pub fn handle<'a>(env: &'a Env<'a>, req: &'a Request) -> BoxFuture<'a, Response> {
     Box::pin(async move {
-        match enter(env, req) {
+        let resp = match enter(env, req) {
             Entry::Refused(resp) => resp,
             Entry::Answered(resp) => written(env, req, resp),
             Entry::Admitted { env: admitted, op, params, query } => {
@@ -194,6 +195,10 @@ pub fn handle<'a>(env: &'a Env<'a>, req: &'a Request) -> BoxFuture<'a, Response>
                 let resp = op.handler.run(&call).await.unwrap_or_else(|e| Response::error(&e));
                 written(env, req, resp)
             }
+        };
+        match openai::is_openai(&req.path) {
+            true => openai::shaped(resp),
+            false => resp,
         }
     })
 }

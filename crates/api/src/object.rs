@@ -64,6 +64,7 @@ use super::access::{claims_of, Claims};
 use super::call::{Call, Params};
 use super::chat::{self, Dialect, Streamed};
 use super::http::{Request, Response};
+use super::openai;
 use super::routes::{Delivery, Op, Stream};
 use super::running::{Running, Then};
 use super::socket_tags::SocketTags;
@@ -390,6 +391,19 @@ impl Object {
     /// and the request admitted once, then answered as the route's row says.
     pub fn fetch(&self, req: Request) -> BoxFuture<'_, Reply> {
         Box::pin(async move {
+            // OpenAI's routes answer errors in OpenAI's shape, whoever refused.
+            match openai::is_openai(&req.path) {
+                true => match self.serve(req).await {
+                    Reply::Whole(resp) => Reply::Whole(openai::shaped(resp)),
+                    other => other,
+                },
+                false => self.serve(req).await,
+            }
+        })
+    }
+
+    async fn serve(&self, req: Request) -> Reply {
+        {
             if let Some(e) = &self.inner.broken {
                 return Reply::Whole(Response::error(e));
             }
@@ -417,6 +431,11 @@ impl Object {
                         return self.chat(req, params, reach, dialect).await;
                     }
                 }
+                Delivery::Stream(Stream::OpenAi) => {
+                    if let Some(dialect) = openai::dialect(&req) {
+                        return self.chat(req, params, reach, dialect).await;
+                    }
+                }
                 Delivery::Stream(Stream::Resume) => return self.resume(&admitted, &req, &params),
                 Delivery::Stream(Stream::Export) => return self.export(),
                 Delivery::Upgrade => return self.upgrade(&req, params),
@@ -424,7 +443,7 @@ impl Object {
             }
             let resp = whole(op, &Call { env: &admitted, req: &req, params, query }).await;
             self.answered(written(&env, &req, resp))
-        })
+        }
     }
 
     /// A whole answer: only one that succeeded wrote something (a refused one changes nothing,
@@ -510,9 +529,11 @@ impl Object {
     /// `gone` (the turn stops and keeps what was shown, unless `chat.onDisconnect` is
     /// `"finish"`). A turn refused before its first event is answered whole (JSON).
     async fn chat(&self, req: Request, params: Params, reach: Reach, dialect: Dialect) -> Reply {
-        let sid = match params.sid.is_empty() {
-            true => chat::named_session(&req),
-            false => Ok(params.sid),
+        let sid = match (dialect, params.sid.is_empty()) {
+            // An OpenAI request names its session in its own ways (`openai::stream`).
+            (Dialect::Completions | Dialect::Responses, _) => Ok(String::new()),
+            (_, true) => chat::named_session(&req),
+            (_, false) => Ok(params.sid),
         };
         let sid = match sid {
             Ok(sid) => sid,
@@ -535,7 +556,12 @@ impl Object {
                 }
                 tx.unbounded_send(s).map_err(|_| Error::new(ErrorKind::Conflict, "the client went away"))
             };
-            let after = chat::stream_turn(&env, &sid, &req, dialect, &gone, &mut send).await;
+            let after = match dialect {
+                Dialect::Completions | Dialect::Responses => {
+                    openai::stream_turn(&env, &req, dialect, &gone, &mut send).await
+                }
+                _ => chat::stream_turn(&env, &sid, &req, dialect, &gone, &mut send).await,
+            };
             // The stream ends here; the sweep and the work the turn left come after the answer
             // (the embeddings through the one flight).
             drop(tx);

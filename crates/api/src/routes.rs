@@ -15,8 +15,8 @@ use super::call::{Call, Handler, Pending};
 use super::http::Method::{self, Delete, Get, Patch, Post, Put};
 use super::http::Response;
 use super::{
-    chat, compactions, context, directory, mcp, memories, messages, schedules, search, sessions, spaces, tokens,
-    transfer,
+    chat, compactions, context, directory, mcp, memories, messages, openai, schedules, search, sessions, spaces,
+    tokens, transfer,
 };
 use session_agent_core::error::{Error, Result};
 use session_agent_core::ids::Role;
@@ -56,6 +56,9 @@ pub enum Stream {
     Resume,
     /// The agent's NDJSON export, read chunk by chunk as the client takes it.
     Export,
+    /// An OpenAI-compatible turn as OpenAI's server-sent events, when its body says `stream`
+    /// (`openai::dialect`); answered whole otherwise.
+    OpenAi,
 }
 
 /// One method of a route.
@@ -407,6 +410,29 @@ pub const ROUTES: &[Route] = &[
     },
     route("/sessions/{sid}/export", Who::Session, &[get(later(transfer::export_session), &[])]),
     route("/sessions/{sid}/split", Who::Session, &[makes_session(later(transfer::split))]),
+    // The OpenAI-compatible face: the session is named by the request and checked against the
+    // token there (`openai::opened`).
+    route("/v1/models", Who::Session, &[get(now(openai::models), &[])]),
+    route(
+        "/v1/chat/completions",
+        Who::Session,
+        &[delivered(Delivery::Stream(Stream::OpenAi), write(Post, later(openai::completions)))],
+    ),
+    route(
+        "/v1/responses",
+        Who::Session,
+        &[delivered(Delivery::Stream(Stream::OpenAi), write(Post, later(openai::responses)))],
+    ),
+    route(
+        "/v1/responses/{mid}",
+        Who::Session,
+        &[get(later(openai::response), &[]), bare(Delete, later(openai::delete_response))],
+    ),
+    route(
+        "/v1/responses/{mid}/input_items",
+        Who::Session,
+        &[get(later(openai::input_items), &["limit", "order", "after"])],
+    ),
     // A `read` token may initialize and list tools; `mcp` refuses its `tools/call`.
     Route {
         path: "/sessions/{sid}/mcp",

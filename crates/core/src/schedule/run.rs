@@ -37,7 +37,7 @@ use crate::sql::{atomically, Row, Sql, Value};
 use crate::store::message::NewMessage;
 use crate::store::tree::Parent;
 use crate::time::iso_millis;
-use crate::turn::run::{fresh, turn, Ask, CacheUse, MemoryUse, TurnRequest};
+use crate::turn::run::{fresh, turn, Ask, CacheUse, MemoryUse, Record, TurnRequest};
 use crate::wire::{Frame, ScheduleOp};
 
 /// The session id a fresh run renders its prompt for: `#` is in no session id, so it has no
@@ -160,6 +160,8 @@ async fn execute(env: &Env<'_>, s: &Schedule) -> Result<Executed> {
                 memory: MemoryUse::default(),
                 stop: Stop::default(),
                 cache: CacheUse::AsConfigured,
+                instructions: None,
+                record: Record::Store,
             };
             let done = turn(&session, req, &mut |_| Ok(())).await?;
             // Nothing stops a scheduled run: its reply is always there.

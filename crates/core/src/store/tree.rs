@@ -83,6 +83,14 @@ enum Keep {
     Window { max_bytes: i64, min_messages: i64 },
 }
 
+/// The sessions holding a message `id`, oldest first (ids are unique per session only, so
+/// there may be several). One scan of the messages: for the rare call that knows a message but
+/// not its session (an OpenAI response id).
+pub fn sessions_of(sql: &dyn Sql, id: &str) -> Result<Vec<String>> {
+    let rows = sql.query("SELECT session_id FROM messages WHERE id = ? ORDER BY seq", &[id.into()])?;
+    rows.iter().map(|r| r.text(0)).collect()
+}
+
 /// The tree of one session.
 pub struct Tree<'a> {
     sql: &'a dyn Sql,
@@ -133,7 +141,7 @@ impl<'a> Tree<'a> {
     }
 
     /// One message, as stored.
-    pub(crate) fn get(&self, id: &str) -> Result<Option<RawMessage>> {
+    pub fn get(&self, id: &str) -> Result<Option<RawMessage>> {
         self.sql
             .query_row("SELECT content FROM messages WHERE session_id = ? AND id = ?", &[self.sid(), id.into()])?
             .map(|r| raw(r.text(0)?))

@@ -17,7 +17,9 @@
 //! [`Stop`] set, or its caller unable to take the next event) ends its model call at once and
 //! stores the reply as far as it streamed, marked `metadata.stopped` (a stop before the first
 //! piece stores the user message alone). **Continuations are checked against storage** before
-//! any model call.
+//! any model call. A caller's own system text for one turn (`TurnRequest::instructions`: an
+//! OpenAI client's system message) goes after the frozen prompt and is never stored; a turn
+//! with [`Record::Discard`] (a Responses `store: false`) answers and stores no message.
 
 use std::rc::Rc;
 
@@ -89,6 +91,21 @@ pub struct TurnRequest {
     pub stop: Stop,
     /// What the provider's prompt cache keeps of this turn's steps.
     pub cache: CacheUse,
+    /// The caller's own system text for this turn only (an OpenAI client's system message, a
+    /// Responses `instructions`): sent after the frozen prompt, never stored, never frozen.
+    pub instructions: Option<String>,
+    /// Whether the turn's messages are stored (a Responses `store: false` keeps nothing).
+    pub record: Record,
+}
+
+/// Whether a turn stores what it exchanged.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Record {
+    /// The user message and the reply are stored (and compaction and extraction follow).
+    #[default]
+    Store,
+    /// The turn runs and answers, and writes no message (server tools' own effects stay).
+    Discard,
 }
 
 /// What the provider's prompt cache keeps of a turn's steps.
@@ -272,7 +289,7 @@ pub async fn turn(
         spans.note("question vector ready (from the start)", at);
     }
     session.env.events.spans("turn", &spans.done());
-    if session.env.config.chat.on_disconnect == OnDisconnect::Finish {
+    if session.env.config.chat.on_disconnect == OnDisconnect::Finish && req.record == Record::Store {
         store_user_first(session, &mut start).await?;
     }
     let stop = req.stop;
@@ -291,8 +308,10 @@ pub async fn turn(
         to_freeze,
         cache,
         injected,
+        instructions: req.instructions,
         injects: memory.inject.is_some(),
         extracts: memory.extract.then_some(memory.tags),
+        record: req.record,
     };
     let result = reply.run(conversation, &running, &stop, on_event).await;
     running.end(match &result {
@@ -373,9 +392,12 @@ struct Reply<'r, 'a> {
     cache: Option<CacheConfig>,
     /// The `<user-memory>` block and the ids of the memories in it.
     injected: Option<(String, Vec<String>)>,
+    /// The caller's system text for this turn (before the memory block).
+    instructions: Option<String>,
     /// The tags extraction gives what it stores, when the turn extracts.
     extracts: Option<Vec<String>>,
     injects: bool,
+    record: Record,
 }
 
 impl Reply<'_, '_> {
@@ -415,7 +437,9 @@ impl Reply<'_, '_> {
         let (mut parts, spent, ended) = match emit(ChatEvent::Start { message_id: assistant_id.clone() }) {
             Err(_) => (parts, Spent::default(), Ended::Stopped),
             Ok(()) => {
-                let tail = self.injected.as_ref().map(|i| i.0.clone());
+                let memory = self.injected.as_ref().map(|i| i.0.as_str());
+                let tail = [self.instructions.as_deref(), memory].into_iter().flatten().collect::<Vec<_>>();
+                let tail = (!tail.is_empty()).then(|| tail.join("\n\n"));
                 let steps = Steps {
                     session,
                     server: self.server,
@@ -472,6 +496,9 @@ impl Reply<'_, '_> {
             ledger: Some(if ended == Ended::Stopped { Measured::Estimated } else { Measured::Provider }),
             input_estimate: spent.input_estimate,
         };
+        if self.record == Record::Discard {
+            return Ok(Turn { message, ended, after: Vec::new() });
+        }
         session.commit_turn(write).await?;
         // After the answer: compaction as after an append, or, when the cap left messages out
         // (the model forgot them), in any case when configured, so the next turn sees them in a
