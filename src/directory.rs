@@ -9,8 +9,8 @@ use futures::future::join_all;
 use futures::StreamExt;
 use worker::wasm_bindgen::JsValue;
 use worker::{
-    console_error, durable_object, ByteStream, Date, DurableObject, Env, Method, ObjectNamespace, Request, RequestInit,
-    Response, Result, State,
+    console_error, durable_object, ByteStream, Date, DurableObject, Env, ObjectNamespace, Request, Response, Result,
+    State,
 };
 
 use super::{convert, do_sql::DoSql};
@@ -62,11 +62,11 @@ impl DurableObject for AgentDirectory {
 
 /// A request to a Durable Object of `ns` called `name`: `path` (with its query), `body` if any.
 async fn call(ns: &ObjectNamespace, name: &str, path: &str, body: Option<String>) -> Result<Response> {
-    let mut init = RequestInit::new();
-    if let Some(b) = body {
-        init.with_method(Method::Post).with_body(Some(JsValue::from_str(&b)));
-    }
-    let req = Request::new_with_init(&format!("https://do{path}"), &init)?;
+    let (method, body) = match body {
+        Some(b) => ("POST", Some(JsValue::from_str(&b))),
+        None => ("GET", None),
+    };
+    let req = convert::request(&format!("https://do{path}"), method, None, body)?;
     ns.id_from_name(name)?.get_stub()?.fetch_with_request(req).await
 }
 

@@ -10,7 +10,9 @@ use wasm_bindgen::JsCast;
 use worker::js_sys::{Promise, JSON};
 use worker::wasm_bindgen_futures::JsFuture;
 use worker::web_sys::ReadableStream;
-use worker::{AbortController, AbortSignal, Ai, ByteStream, Delay, Fetch, Headers, Method, RequestInit};
+use worker::{AbortController, AbortSignal, Ai, ByteStream, Delay, Fetch, Headers};
+
+use crate::convert;
 
 use session_agent_core::blobs::BoxFuture;
 use session_agent_core::error::{Error, ErrorKind, Result};
@@ -71,9 +73,7 @@ fn build(req: &HttpRequest) -> Result<worker::Request> {
     for (k, v) in &req.headers {
         headers.set(k, v).map_err(|e| Error::internal(format!("header {k}: {e}")))?;
     }
-    let mut init = RequestInit::new();
-    init.with_method(Method::Post).with_headers(headers).with_body(Some(req.body.clone().into()));
-    worker::Request::new_with_init(&req.url, &init).map_err(|e| {
+    convert::request(&req.url, "POST", Some(&headers), Some(req.body.as_str().into())).map_err(|e| {
         unavailable("LLM_BASE_URL is not a usable URL").with_log(format!("bad LLM_BASE_URL {:?}: {e}", req.url))
     })
 }

@@ -8,7 +8,9 @@ use std::time::Duration;
 
 use futures::future::{select, Either};
 use serde_json::Value as Json;
-use worker::{Delay, Method, ObjectNamespace, Request, RequestInit};
+use worker::{Delay, ObjectNamespace};
+
+use crate::convert;
 
 use session_agent_api as api;
 use session_agent_core::blobs::BoxFuture;
@@ -37,14 +39,16 @@ impl WorkersSpaces {
             return Err(worker::Error::RustError("the Worker has no MEMORY_SPACE binding".into()));
         };
         let stub = ns.id_from_name(space)?.get_stub()?;
-        let mut init = RequestInit::new();
-        init.with_method(Method::from(call.method.as_str().to_owned()));
-        if !call.body.is_empty() {
-            init.with_body(Some(String::from_utf8_lossy(&call.body).into_owned().into()));
-        }
+        let body = (!call.body.is_empty()).then(|| String::from_utf8_lossy(&call.body).into_owned().into());
         let query = if call.query.is_empty() { String::new() } else { format!("?{}", call.query) };
-        let mut req = Request::new_with_init(&format!("https://space{}{query}", call.path), &init)?;
-        req.headers_mut()?.set("content-type", "application/json")?;
+        let headers = worker::Headers::new();
+        headers.set("content-type", "application/json")?;
+        let req = convert::request(
+            &format!("https://space{}{query}", call.path),
+            call.method.as_str(),
+            Some(&headers),
+            body,
+        )?;
         let mut resp = stub.fetch_with_request(req).await?;
         let status = resp.status_code();
         let text = resp.text().await?;
