@@ -55,7 +55,9 @@ pub(crate) fn render(blocks: &[BlockView]) -> String {
         .iter()
         .filter(|b| !(b.content.is_empty() && !b.writable && !b.is_searchable && !b.is_skill))
         .map(|b| {
-            let mut header = b.label.to_uppercase();
+            // Labels are ASCII (`config::check_label`), so the ASCII mapping is the reference's
+            // `toUpperCase()`, without Unicode's case table in the wasm.
+            let mut header = b.label.to_ascii_uppercase();
             if let Some(d) = b.description.as_deref().filter(|d| !d.is_empty()) {
                 header.push_str(&format!(" ({d})"));
             }
