@@ -122,8 +122,11 @@ mod tests {
     }
 
     #[test]
-    fn full_unicode_uppercase() {
-        let b = block("straße", None, "x", None, "readonly");
-        assert!(render(&[b]).contains("\nSTRASSE [readonly]\n"));
+    fn labels_are_upper_cased_as_the_reference_does() {
+        // Labels are `[A-Za-z0-9_-]` (`config::check_label` refuses "straße" and every other
+        // non-ASCII label), where `toUpperCase()` is the ASCII mapping.
+        let b = block("notes_v2-x", None, "x", None, "readonly");
+        assert!(render(&[b]).contains("\nNOTES_V2-X [readonly]\n"));
+        assert!(crate::config::check_label("straße").is_err());
     }
 }
