@@ -250,7 +250,8 @@ pub async fn turn(
         false => req.memory.plan(session.env.config.memory.as_ref()),
     };
     // The question's vector is asked for while the branch is read (the embeddings call waits on
-    // the network, the read on SQLite; the call is made first) and recall then uses it.
+    // the network, the read on SQLite; the call is made first) and recall then uses it. A
+    // request the read refuses does not wait for the vector.
     let early = match (&memory.inject, session.env.meaning().is_on()) {
         (Some(_), true) => question_text(&req.ask),
         _ => None,
@@ -264,10 +265,9 @@ pub async fn turn(
             None => None,
         };
         vector_at = Some(spans.since_start());
-        asked
+        Ok(asked)
     };
-    let (asked, start) = futures::future::join(ask_early, start(session, req.ask, &server)).await;
-    let mut start = start?;
+    let (asked, mut start) = futures::future::try_join(ask_early, start(session, req.ask, &server)).await?;
     spans.mark("branch and question vector");
     // The question: the new user message, or the stored one answered again.
     let question = match &start.user {
