@@ -5,11 +5,11 @@
 //! JavaScript lengths (UTF-16 code units) and values are measured as `JSON.stringify` prints them, so the cuts fall
 //! where the reference's do (docs/REFERENCE.md#conventions).
 
-use crate::sort;
 use serde_json::{Map, Value as Json};
 
 use crate::js::{self, utf16_len, utf16_prefix};
 use crate::parts::is_tool_part;
+use crate::sort;
 
 /// Objects and arrays nested this deep are replaced by a marker.
 pub(crate) const MAX_DEPTH: usize = 8;

@@ -41,10 +41,10 @@ mod parts;
 pub mod schedules;
 pub mod tools;
 
-use crate::sort;
 use serde::Deserialize;
 
 use crate::error::{Error, Result};
+use crate::sort;
 pub use blocks::{
     check_label, check_scopes, is_label, BlockConfig, BlockKind, BlockScope, D1Search, HttpOp, DEFAULT_HTTP_TIMEOUT_MS,
     DEFAULT_SKILLS_PREFIX, HISTORY_DESCRIPTION, MAX_HTTP_TIMEOUT_MS, MAX_QUERY_BYTES, MAX_SEARCH_COLUMNS,

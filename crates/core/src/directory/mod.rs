@@ -29,12 +29,12 @@ pub mod report;
 pub mod shard;
 pub mod usage;
 
-use crate::sort;
 use serde::Serialize;
 use serde_json::{Map, Value as Json};
 
 use crate::error::{Error, Result};
 use crate::ids::{check_name, Role};
+use crate::sort;
 use crate::time::{instant, parse_iso};
 
 /// How many directory objects the directory is spread over. Fixed: an object's shard is a hash

@@ -3,7 +3,6 @@
 //! alternating roles), the whole answer, the streamed events and the usage (prompt cache reads
 //! and writes counted as input), as serde types read leniently. No embeddings.
 
-use crate::sort;
 use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
 
@@ -16,6 +15,7 @@ use super::wire::{
 };
 use crate::config::CacheTtl;
 use crate::error::Result;
+use crate::sort;
 
 /// The Anthropic Messages API (`LLM_PROVIDER=anthropic`): the key as `x-api-key`, and the API
 /// version every request names.

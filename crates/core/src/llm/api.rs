@@ -3,7 +3,6 @@
 //! (`chat`, `complete`, the streamed call, embeddings) does everything else the same way for
 //! every provider, through this trait alone.
 
-use crate::sort;
 use serde_json::Value as Json;
 
 use super::model::{ChatReply, ChatRequest, Delivery, Piece, ToolCall};
@@ -11,6 +10,7 @@ use super::sse::SseEvent;
 use super::transport::{Call, Endpoint, Returned};
 use super::wire::{event_json, parse_arguments, unavailable};
 use crate::error::{Error, Result};
+use crate::sort;
 
 /// One provider's API: how a chat step and an embeddings request are put to it, and how its
 /// answers read. Everything a provider does not share with the others is here, in its own

@@ -3,7 +3,6 @@
 //! frames). A new or changed text waits for its vector, made after the answer
 //! (`crate::vectors::embed`, `Memory::embedded_at` says when).
 
-use crate::sort;
 use std::rc::Rc;
 
 use super::by::By;
@@ -16,6 +15,7 @@ use crate::config::MemoryConfig;
 use crate::env::Env;
 use crate::error::{Error, Result};
 use crate::ids::Role;
+use crate::sort;
 use crate::sql::atomically;
 use crate::store::sessions;
 use crate::wire::Frame;

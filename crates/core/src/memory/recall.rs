@@ -17,7 +17,6 @@
 //!
 //! Each hit says why it ranked (`why`, and the signals as numbers).
 
-use crate::sort;
 use serde::Serialize;
 use serde_json::Value as Json;
 
@@ -25,6 +24,7 @@ use super::store::{columns, filter_sql, from_row, Filter, Memory, WIDTH};
 use crate::error::Result;
 use crate::query::{self, Query as Words};
 use crate::rank::{self, Index, Rows, Scope, Unmatched};
+use crate::sort;
 use crate::sql::{json_ids, Sql, Value};
 use crate::time::{parse_iso, Now};
 use crate::vectors::index::Within;

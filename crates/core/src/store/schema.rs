@@ -3,7 +3,7 @@
 //! A database made before brings itself up to date by replaying the migrations it lacks. A new
 //! database (a never-used agent's first request) is made whole instead: `migrations/schema.sql`
 //! is the schema the replay of every migration ends with, generated from that replay by a test
-//! (`tests/it/versions.rs` fails when the two differ), and made in one transaction with the rows
+//! (`tests/it/schema.rs` fails when the two differ), and made in one transaction with the rows
 //! of every version. The replay re-reads SQLite's whole schema after each `ALTER TABLE`; the
 //! schema made whole costs a quarter of it (natively 2.2 ms against 8.1 ms).
 

@@ -22,7 +22,6 @@
 //! that lost their last reference in `spill_garbage`; `sweep` deletes those from the store
 //! after write requests (and retries on a later one if the store fails).
 
-use crate::sort;
 use std::collections::HashMap;
 
 use serde::Deserialize;
@@ -31,6 +30,7 @@ use serde_json::{Map, Value as Json};
 use crate::blobs::{Blob, BlobInfo, Blobs};
 use crate::error::{Error, Result, Warned};
 use crate::ids::new_id;
+use crate::sort;
 use crate::sql::{atomically, Sql, Value};
 use crate::store::message::{raw, NewMessage, RawMessage, SpillRef, MAX_MESSAGE_BYTES};
 

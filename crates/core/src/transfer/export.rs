@@ -12,7 +12,6 @@
 //! counts, so a cut-off export is never taken for a whole one. A space's: `{"format", "kind":
 //! "space"}`, `memory`, `memoryVersion`, `sharedBlock` and `sharedBlockFloor` records, `end`.
 
-use crate::sort;
 use serde_json::{json, Map, Value as Json};
 
 use super::tables::{
@@ -25,6 +24,7 @@ use crate::context::entry_labels;
 use crate::env::Env;
 use crate::error::{Error, Result, Warned};
 use crate::ids::Role;
+use crate::sort;
 use crate::sql::{Sql, Value};
 use crate::store::message::raw;
 use crate::store::spill;

@@ -5,7 +5,6 @@
 //! them to the start-up recovery and the sweep); then every row is written in one transaction.
 //! Its answer (a `2xx` write) arms the alarm for the schedules it brought, as any write does.
 
-use crate::sort;
 use std::collections::{HashMap, HashSet};
 
 use serde_json::{Map, Value as Json};
@@ -26,6 +25,7 @@ use crate::ids::check_name;
 use crate::ids::Role;
 use crate::memory::store::{self as memory_store, check_content, check_score, check_tags, normalize};
 use crate::schedule::store::{check_prompt, check_schedule_name, RunReach, Timing};
+use crate::sort;
 use crate::space::blocks::{MAX_BLOCKS, MAX_BLOCK_BYTES, MAX_TOMBSTONES};
 use crate::sql::{atomically, Sql, Value};
 use crate::store::message::{check_id, NewMessage, MAX_INDEXED_BYTES};

@@ -7,11 +7,11 @@
 //! pass over the codes counting distances into a histogram, then one over the distances. The
 //! exact cosine of those candidates is the caller's (`Vectors::nearest` reads their vectors).
 
-use crate::sort;
 use std::collections::BTreeMap;
 
 use super::code::{code_words, hamming};
 use crate::error::Result;
+use crate::sort;
 use crate::sql::{Sql, Value};
 
 /// Most items one index holds: at ≤ 76 bytes each (a code of at most 512 bits, an 8-byte seq

@@ -45,7 +45,6 @@ pub(crate) mod fuse;
 pub(crate) mod index;
 pub(crate) mod messages;
 
-use crate::sort;
 use std::cell::RefCell;
 use std::rc::Rc;
 
@@ -59,6 +58,7 @@ use crate::events::Events;
 use crate::llm::embeddings::{embed_one, EmbeddingsConfig};
 use crate::llm::rerank::{self, RerankConfig};
 use crate::llm::Transport;
+use crate::sort;
 use crate::sql::{atomically, json_ids, Sql, Value};
 
 /// How much a similarity means in one object, for one kind of row: its **baseline**, how similar
