@@ -487,6 +487,16 @@ fn blocks_added_and_removed_at_run_time() {
         422
     );
     assert_eq!(api.post("/sessions/s/context", json!({"label": "x y", "kind": "writable"})).status, 400);
+    // An optional field given as `null` counts as absent (docs/openapi.yaml says so; Schemathesis
+    // sends it): a readonly block of no text, and not a refusal.
+    let r = api.post(
+        "/sessions/s/context",
+        json!({"label": "nulls", "kind": "readonly", "content": null, "description": null, "r2Key": null,
+               "prefix": null, "scope": null, "maxTokens": null}),
+    );
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!((r.body_json()["content"].as_str(), r.body_json()["description"].is_null()), (Some(""), true));
+    assert_eq!(api.delete("/sessions/s/context/nulls").status, 204);
     assert_eq!(
         api.post("/sessions/s/context", json!({"label": "lib", "kind": "skills", "scope": "shared"})).status,
         400,

@@ -5012,7 +5012,8 @@ export interface components {
         };
         /**
          * @description A block for this session (the fields of a `SESSION_CONFIG.context[]` entry). Unknown
-         *     fields are refused (`400`), and so is a field that does not belong to the kind.
+         *     fields are refused (`400`), and so is a field that does not belong to the kind. An
+         *     optional field given as `null` counts as absent.
          */
         AddBlockRequest: {
             /** @description 1–64 characters of `[A-Za-z0-9_-]`; must not be a label the session already has. */
@@ -5025,18 +5026,18 @@ export interface components {
              * @enum {string}
              */
             kind: "readonly" | "writable" | "search" | "skills";
-            description?: string;
+            description?: string | null;
             /** @description Writable only. The initial `content` must fit (`422` otherwise). */
-            maxTokens?: number;
+            maxTokens?: number | null;
             /** @description Readonly (the text) and writable (the initial text) only; not with `r2Key`. */
-            content?: string;
+            content?: string | null;
             /**
              * @description Readonly only; the text is that object of `SKILLS_BUCKET` (bytes). At run time only
              *     a key in the agent's own space (see `POST …/context`).
              */
-            r2Key?: string;
+            r2Key?: string | null;
             /** @description Skills only; the R2 key prefix, default `skills/`. */
-            prefix?: string;
+            prefix?: string | null;
             /**
              * @description Skills and writable blocks. Writable blocks may also be `space` (our addition): one
              *     text kept in the agent's memory space, read and written by every agent of it
@@ -5047,9 +5048,9 @@ export interface components {
              *     session has its own (`shared` is `400`). A shared prefix that covers or is covered by the prefix of an agent-scoped
              *     skills block of the session is refused (`400`), and so is a prefix outside the
              *     agent's own space (see `POST …/context`).
-             * @enum {string}
+             * @enum {string|null}
              */
-            scope?: "agent" | "shared" | "space";
+            scope?: "agent" | "shared" | "space" | null;
         };
         BlockContentRequest: {
             content: string;
