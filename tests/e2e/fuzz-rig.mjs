@@ -6,9 +6,10 @@
 // accepted and schema-violating ones refused, Allow headers, auth, links), plus our own check from
 // tests/fuzz/hooks.py: a request answered 4xx changed nothing stored (every table of every agent's
 // SQLite and local R2, compared before and after the call, but for what only background work
-// writes; each call waits until the Worker's model calls, which only background work makes
-// then, are over, and a change while the model was called anyway is let go: each run prints how
-// many calls were judged and changes let go, and fails if none was judged).
+// writes; a refused call that changed something while the Worker's model was called, which only
+// background work does then, is sent again once the model is quiet and judged by that call, and a
+// change while the model was called anyway is let go: each run prints how many calls were judged,
+// sent again and let go, and fails if none was judged).
 //
 // The WebSocket route (GET …/ws) is left out: an upgrade is not an HTTP exchange Schemathesis can
 // drive (tests/e2e/chat.test.mjs and holes.test.mjs cover it). Answers that depend on stored data
@@ -194,8 +195,8 @@ export async function fuzz(t, paths) {
     const seconds = ((Date.now() - started) / 1000).toFixed(0);
     const generated = /(\d+) generated/.exec(out)?.[1] ?? "?";
     const kinds = [...out.matchAll(/❌ (.+)$/gm)].map((m) => m[1]).filter((k) => !/^(Examples|Coverage|Fuzzing|Stateful)$/.test(k));
-    const judged = !tally ? "no tally" : `${tally.judged} refused requests judged, ${tally.model_busy} changes let go (the model ` +
-      `was called meanwhile${tally.model_busy ? `: ${tally.model_busy_tables.join(" ")}` : ""}), ${(tally.waited_ms / 1000).toFixed(1)} s waited for it`;
+    const judged = !tally ? "no tally" : `${tally.judged} refused requests judged, ${tally.sent_again} sent again after the model's work, ` +
+      `${tally.model_busy} changes let go (the model was called meanwhile${tally.model_busy ? `: ${tally.model_busy_tables.join(" ")}` : ""}), ${(tally.waited_ms / 1000).toFixed(1)} s waited for it`;
     const line = `fuzz (${run.kind} token, seed ${run.seed}, ${run.examples} per operation): ${generated} requests, ` +
       `${kinds.length ? kinds.join("; ") : "0 failures"}; ${judged} (${seconds} s)`;
     t.diagnostic(line);

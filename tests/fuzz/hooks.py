@@ -21,11 +21,15 @@ time). Two rules keep it out of the comparison, and nothing else is left out:
   - Background work that writes what a request writes (a scheduled run's turn and usage row, a
     compaction, an extraction, a consolidation, an embedding) calls the model first, and its
     writes follow the model's answer within milliseconds; a refused request never calls it.
-    So before each call the check waits until the scripted model has been quiet for
-    MODEL_QUIET_MS (only calls right after a model call wait), and a change seen after a
-    refused call during which the model was called anyway (a schedule fell due) is let go.
-    The tally counts the refused calls judged and the changes let go (with their tables);
-    tests/e2e/fuzz-rig.mjs prints it and fails a run that judged none.
+    So a refused call that changed something while the model was called, or had been called
+    less than MODEL_QUIET_MS before it, is sent again (the same bytes: a refused request is
+    refused again) once the model has been quiet that long, and judged by that second call;
+    a change seen then while the model was called anyway (a schedule fell due) is let go.
+    Waiting before every call instead cost the admin run ~85 s of 200 (each turn started by
+    an accepted /v1 or /chat call makes the next call wait); the second call judges the same
+    request as strictly. The tally counts the refused calls judged, the calls sent again, the
+    changes let go (with their tables); tests/e2e/fuzz-rig.mjs prints it and fails a run that
+    judged none.
 A refused request that leaks a write is caught unless the model happened to be called during that
 very call: the tally shows how often that was.
 
@@ -51,6 +55,7 @@ import re
 import sqlite3
 import time
 
+import requests
 import schemathesis
 
 STATE_DIR = os.environ.get("SA_FUZZ_STATE_DIR", "")
@@ -85,9 +90,9 @@ for _k in BACKGROUND:
     if "." in _k:
         _t, _c = _k.split(".", 1)
         BACKGROUND_COLUMNS.setdefault(_t, set()).add(_c)
-# Before each call the check waits until the model has been quiet this long: the writes of
-# background work land within milliseconds of its model's answer (half a second covers a loaded
-# machine). Only the calls right after a model call wait (a few dozen in a run).
+# The writes of background work land within milliseconds of its model's answer (half a second
+# covers a loaded machine): a refused call that changed something this soon after a model call is
+# sent again once the model has been quiet this long.
 MODEL_QUIET_MS = 500
 # Tables that hold rows in a freshly migrated, empty agent database: the schema versions, and
 # the structure records FTS5 writes when an index is created.
@@ -96,7 +101,7 @@ SCHEMA_TABLES = ("schema_version", "_fts_data", "_fts_config")
 # What the check did, written to SA_FUZZ_STATE_DIR/state-check.json at exit for fuzz-rig.mjs:
 # refused calls judged, changes let go (the model was called meanwhile) and their tables, and the
 # names of BACKGROUND no database of the run had (a name that is not a table or column: a mistake).
-_tally = {"judged": 0, "model_busy": 0, "model_busy_tables": [], "waited_ms": 0}
+_tally = {"judged": 0, "sent_again": 0, "model_busy": 0, "model_busy_tables": [], "waited_ms": 0}
 _seen = set()
 
 
@@ -224,17 +229,11 @@ def _wait_for_quiet_model():
 @schemathesis.hook
 def before_call(context, case, kwargs):
     if STATE_DIR:
-        if MODEL_ACTIVITY:
-            _wait_for_quiet_model()
         _before[id(case)] = (time.time() * 1000, _fingerprints())
 
 
-@schemathesis.check
-def rejected_request_changes_nothing(ctx, response, case):
-    began, before = _before.get(id(case), (None, None))
-    if before is None or not 400 <= response.status_code < 500:
-        return None
-    after = _fingerprints()
+def _changes(before, after):
+    """What differs between two fingerprints: `file:table` names."""
     changed = []
     for path, tables in after.items():
         old = before.get(path)
@@ -247,20 +246,48 @@ def rejected_request_changes_nothing(ctx, response, case):
             continue
         changed += [f"{os.path.basename(path)}:{t}" for t in set(tables) | set(old) if tables.get(t) != old.get(t)]
     changed += [f"{os.path.basename(p)} (deleted)" for p in before if p not in after]
-    if not changed:
-        _tally["judged"] += 1
+    return changed
+
+
+def _model_called_since(ms):
+    model = _model_activity()
+    return model["inFlight"] > 0 or model["lastMs"] >= ms
+
+
+def _let_go(changed):
+    _tally["model_busy"] += 1
+    _tally["model_busy_tables"] = sorted(set(_tally["model_busy_tables"]) | {c.split(":")[-1] for c in changed})
+
+
+@schemathesis.check
+def rejected_request_changes_nothing(ctx, response, case):
+    began, before = _before.pop(id(case), (None, None))
+    if before is None or not 400 <= response.status_code < 500:
         return None
-    # Asked after the reading: a model call that began before it is seen.
-    if MODEL_ACTIVITY:
-        model = _model_activity()
-        if model["inFlight"] > 0 or model["lastMs"] >= began:
-            _tally["model_busy"] += 1
-            _tally["model_busy_tables"] = sorted(set(_tally["model_busy_tables"]) | {c.split(":")[-1] for c in changed})
+    changed = _changes(before, _fingerprints())
+    if changed and MODEL_ACTIVITY and _model_called_since(began - MODEL_QUIET_MS):
+        # Background work that follows a model call may have written meanwhile: the same request
+        # again, once the model is quiet, judged alone.
+        _tally["sent_again"] += 1
+        _wait_for_quiet_model()
+        began, before = time.time() * 1000, _fingerprints()
+        with requests.Session() as http:
+            again = http.send(response.request.copy(), timeout=60)
+        if not 400 <= again.status_code < 500:
+            # Refused once, not the second time (what it needed came meanwhile): not judged.
+            _let_go(changed)
+            return None
+        changed = _changes(before, _fingerprints())
+        # Asked after the reading: a model call that began before it is seen.
+        if changed and _model_called_since(began):
+            _let_go(changed)
             return None
     _tally["judged"] += 1
-    raise AssertionError(
-        f"a request answered {response.status_code} changed stored state: {', '.join(sorted(changed)[:8])}"
-    )
+    if changed:
+        raise AssertionError(
+            f"a request answered {response.status_code} changed stored state: {', '.join(sorted(changed)[:8])}"
+        )
+    return None
 
 
 @schemathesis.check
