@@ -322,6 +322,8 @@ CREATE INDEX usage_ledger_at ON usage_ledger (at);
 
 CREATE INDEX usage_ledger_model ON usage_ledger (model, seq);
 
+CREATE INDEX messages_by_id ON messages (id);
+
 CREATE TRIGGER spill_unreferenced AFTER DELETE ON spills
 WHEN NOT EXISTS (SELECT 1 FROM spills WHERE key = old.key)
 BEGIN

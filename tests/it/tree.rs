@@ -225,6 +225,12 @@ fn latest_leaf_survives_a_reopen_without_scanning() {
         .unwrap();
     let plan: Vec<String> = plan.iter().map(|r| r.text(3).unwrap()).collect();
     assert!(plan.iter().all(|p| !p.starts_with("SCAN messages") && !p.contains("TEMP B-TREE")), "{plan:?}");
+    // A message found by its id alone (an OpenAI response id, in any session): an index probe.
+    let plan = db
+        .query("EXPLAIN QUERY PLAN SELECT session_id FROM messages WHERE id = ? ORDER BY seq", &["m".into()])
+        .unwrap();
+    let plan: Vec<String> = plan.iter().map(|r| r.text(3).unwrap()).collect();
+    assert!(plan.iter().all(|p| !p.starts_with("SCAN messages")), "{plan:?}");
     let api = Api::with_db(db);
     assert_eq!(api.get("/sessions/s/leaf").body_json()["id"], "branch");
     assert_eq!(api.append("s", "next", None, "after reopen")["parentId"], "branch");

@@ -47,6 +47,7 @@ pub const MIGRATIONS: &[(i64, &str, &str)] = &[
     (19, "message_parts", migration!("0019_message_parts.sql")),
     (20, "calibration", migration!("0020_calibration.sql")),
     (21, "fetched_block_texts", migration!("0021_fetched_block_texts.sql")),
+    (22, "messages_by_id", migration!("0022_messages_by_id.sql")),
 ];
 
 /// Where the line that starts at `at` ends (after its `\n`, or at the end), and whether it is a
