@@ -3,8 +3,8 @@
 // HTTP, stateful, event-stream answers) and the scripted model (./llm-server.mjs) calling them.
 // The result reaches the model and is stored; the secret's header reaches the server; the
 // allow-list filters; a slow tool is a tool error within timeoutMs, the turn answered; the tool
-// list is kept between turns; a body naming another server reaches nothing. Mirrors
-// tests/it/mcp_client.rs.
+// list is kept between turns; a body naming another server reaches nothing; a stop while a
+// tool runs ends the turn at once, the call stored with an error. Mirrors tests/it/mcp_client.rs.
 import { test, before, after, beforeEach } from "node:test";
 import assert from "node:assert/strict";
 import { startWorker } from "./harness.mjs";
@@ -15,15 +15,18 @@ let w;
 let model;
 let crm;
 let other;
+let patient;
 const TIMEOUT_MS = 1000;
 
 before(async () => {
   model = await startModel();
   crm = await startMcp();
   other = await startMcp();
+  patient = await startMcp();
   const config = {
     context: [{ label: "memory", kind: "writable", description: "Facts" }],
-    tools: { mcp: [{ name: "crm", url: crm.url, secret: "CRM_MCP_TOKEN", allow: ["lookup_customer", "slow"], timeoutMs: TIMEOUT_MS }] },
+    tools: { mcp: [{ name: "crm", url: crm.url, secret: "CRM_MCP_TOKEN", allow: ["lookup_customer", "slow"], timeoutMs: TIMEOUT_MS },
+      { name: "patient", url: patient.url, allow: ["slow"], timeoutMs: 20_000 }] },
   };
   w = await startWorker({
     vars: {
@@ -32,8 +35,8 @@ before(async () => {
     },
   });
 });
-after(async () => { await w?.stop(); await model?.close(); await crm?.close(); await other?.close(); });
-beforeEach(() => { model.reset(); crm.reset(); other.reset(); });
+after(async () => { await w?.stop(); await model?.close(); await crm?.close(); await other?.close(); await patient?.close(); });
+beforeEach(() => { model.reset(); crm.reset(); other.reset(); patient.reset(); });
 
 const A = "/agents/remote";
 const call = (method, path, body) => w.json(method, `${A}${path}`, body);
@@ -94,6 +97,30 @@ test("a slow tool is a tool error within timeoutMs; the turn is answered and the
   assert.equal(result.content, part.errorText, "the model read the error");
   const stored = (await call("GET", "/sessions/s3/history")).body.messages;
   assert.equal(stored[1].parts[0].errorText, part.errorText);
+});
+
+test("a stop while a remote tool runs ends the turn at once; the call is stored with an error", async () => {
+  model.reply({ toolCalls: [{ id: "c1", name: "patient__slow", arguments: { ms: 15_000 } }] }, { content: "never asked" });
+  const started = Date.now();
+  const turn = call("POST", "/sessions/s5/chat", { message: user("u1", "take your time") });
+  while (patient.calls.length === 0) {
+    assert.ok(Date.now() - started < 10_000, "the tool call never reached the server");
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  const stop = await call("POST", "/sessions/s5/chat/stop");
+  assert.deepEqual([stop.status, stop.body], [200, { stopped: true }]);
+  const r = await turn;
+  const took = Date.now() - started;
+  // The server's 15 s and its 20 s timeout are not waited for.
+  assert.ok(took < 8000, `the turn ended ${took} ms after it began`);
+  assert.ok(r.status < 500, JSON.stringify(r.body));
+  const stored = (await call("GET", "/sessions/s5/history")).body.messages;
+  assert.equal(stored.length, 2, JSON.stringify(stored));
+  const [part] = stored[1].parts;
+  assert.deepEqual([part.toolName, part.state, part.errorText], ["patient__slow", "output-error",
+    "Error: the turn was stopped before the tool answered"]);
+  assert.equal(stored[1].metadata.stopped, true);
+  assert.equal(model.requests.length, 1, "the model was not called again");
 });
 
 test("a tool outside the allow-list is never run; a body naming another server reaches nothing", async () => {

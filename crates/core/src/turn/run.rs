@@ -56,6 +56,9 @@ use crate::store::tree::Parent;
 use crate::tokens::estimate_str;
 use crate::wire::{Delta, Frame, ToolAnswer};
 
+/// The error stored for a remote tool's call that a stop ended before the server answered.
+const STOPPED_DURING_TOOL: &str = "Error: the turn was stopped before the tool answered";
+
 /// What a client asked for.
 pub enum Ask {
     /// A new user message, attached like an append (`parentId` absent / null / an id).
@@ -857,7 +860,7 @@ impl Steps<'_, '_> {
                 let _ = on_event(ChatEvent::StepEnd);
                 break;
             }
-            let (results, pending) = match self.tools(&reply.tool_calls, &mut parts, on_event).await {
+            let (results, pending) = match self.tools(&reply.tool_calls, &mut parts, stop, on_event).await {
                 Err(_) if stop.is_stopped() => return Ok((parts, spent, Ended::Stopped)),
                 other => other?,
             };
@@ -894,11 +897,13 @@ impl Steps<'_, '_> {
 
     /// Answers one step's tool calls: server tools run (their results go back to the model),
     /// client tools stay pending (`true`: the turn ends), unknown ones are errors the model
-    /// reads. Each call and answer is an event of the turn.
+    /// reads. Each call and answer is an event of the turn. A remote tool's call is awaited
+    /// beside `stop`: a stop ends it at once (its connection dropped), stored as a tool error.
     async fn tools(
         &self,
         calls: &[ToolCall],
         parts: &mut AssistantParts,
+        stop: &Stop,
         on_event: &mut dyn FnMut(ChatEvent) -> Result<()>,
     ) -> Result<(Vec<ChatMessage>, bool)> {
         let mut results = Vec::new();
@@ -933,7 +938,19 @@ impl Steps<'_, '_> {
                 results.push(ChatMessage::Tool { call_id: id.clone(), name: name.clone(), output });
             } else if let Some(tool) = remote {
                 // Whatever goes wrong at the server is an error the model reads, never the turn's.
-                let (output, outcome) = match self.session.call_remote(tool, input).await {
+                let answer = {
+                    let call = std::pin::pin!(self.session.call_remote(tool, input));
+                    until_stopped(stop, call).await
+                };
+                let Some(answer) = answer else {
+                    // Stopped while the server worked: what was shown (the call) is kept, with
+                    // an error where its result would be, so the tree holds no call left open.
+                    let error = STOPPED_DURING_TOOL.to_owned();
+                    parts.tool_failed(name, id, input, &error);
+                    self.publish_call(call, Some(&Outcome::Error(error)));
+                    return Err(Error::conflict("the turn was stopped"));
+                };
+                let (output, outcome) = match answer {
                     Ok(output) => {
                         parts.tool_done(name, id, input, &output);
                         (output.clone(), Outcome::Output(output))
