@@ -11,7 +11,7 @@ import { start as startModel } from "./llm-server.mjs";
 
 let w;
 let model;
-const CONFIG = { context: [{ label: "memory", kind: "writable", description: "Facts", maxTokens: 200 }] };
+const CONFIG = { context: [{ label: "memory", kind: "writable", description: "Facts", maxTokens: 200 }], chat: { models: ["small-model"] } };
 const A = "/agents/oai";
 
 before(async () => {
@@ -32,9 +32,18 @@ const texts = (messages) => messages.map((m) => `${m.role}:${m.parts.filter((p) 
 /** The last chat request the model got: its messages as role:text. */
 const seen = () => model.requests.at(-1).body.messages.map((m) => `${m.role}:${typeof m.content === "string" ? m.content : JSON.stringify(m.content)}`);
 
-test("GET /v1/models names the configured model", async () => {
+test("GET /v1/models names the configured models; a model chat.models names answers, any other is ignored", async () => {
   const list = await client().models.list();
-  assert.deepEqual(list.data.map((m) => [m.id, m.object]), [["test-model", "model"]]);
+  assert.deepEqual(list.data.map((m) => [m.id, m.object]), [["test-model", "model"], ["small-model", "model"]]);
+  const oai = client("test-token", { "x-session-id": "models" });
+  model.reply({ content: "Small." });
+  const small = await oai.chat.completions.create({ model: "small-model", messages: [{ role: "user", content: "hi" }] });
+  assert.deepEqual([small.model, model.requests.at(-1).body.model], ["small-model", "small-model"]);
+  model.reply({ content: "Configured." });
+  const other = await oai.responses.create({ model: "gpt-4o", input: "hi again", conversation: "models" });
+  assert.deepEqual([other.model, model.requests.at(-1).body.model], ["test-model", "test-model"]);
+  const stored = await history("models");
+  assert.deepEqual(stored.filter((m) => m.role === "assistant").map((m) => m.metadata.model), ["small-model", "test-model"]);
 });
 
 test("chat completions: whole, the history kept, a resent prefix, a sibling branch, a per-call system message", async () => {

@@ -333,3 +333,56 @@ fn store_false_keeps_nothing_and_a_stored_response_reads_back() {
     assert_eq!(r.body_json(), json!({"id": id, "object": "response", "deleted": true}));
     assert_eq!(texts(&api, "r"), ["user:I am Ada"]);
 }
+
+#[test]
+fn a_model_the_config_allows_answers_and_any_other_name_is_ignored() {
+    let api = Api::with_config(json!({"chat": {"models": ["small-model", "test-model"]}})).with_model();
+    let listed: Vec<Json> =
+        api.get("/v1/models").body_json()["data"].as_array().unwrap().iter().map(|m| m["id"].clone()).collect();
+    assert_eq!(listed, [json!("test-model"), json!("small-model")], "the configured model first, each once");
+    // Named and allowed: that model is called, answers, and is what the reply and ledger name.
+    api.model.reply(Ok(completion("Small.")));
+    let r = completions(&api, "m", json!({"model": "small-model", "messages": [user("Q1")]}));
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(r.body_json()["model"], "small-model");
+    assert_eq!(api.model.requests.borrow().last().unwrap()["model"], "small-model");
+    let h = api.get("/sessions/m/history").body_json();
+    assert_eq!(h["messages"][1]["metadata"]["model"], "small-model");
+    let ledger =
+        session_agent_core::sql::Sql::query(&*api.db, "SELECT model FROM usage_ledger ORDER BY seq", &[]).unwrap();
+    assert_eq!(ledger.last().unwrap().text(0).unwrap(), "small-model");
+    // Responses too.
+    api.model.reply(Ok(completion("Small again.")));
+    let r = api.send(
+        Request::new(Post, "/v1/responses").json(&json!({"model": "small-model", "input": "Q2", "conversation": "m"})),
+    );
+    assert_eq!((r.status, r.body_json()["model"].as_str()), (200, Some("small-model")));
+    assert_eq!(api.model.requests.borrow().last().unwrap()["model"], "small-model");
+    // A name the config does not list is ignored: the configured model answers and is named.
+    for asked in ["gpt-4o", "Small-Model", ""] {
+        api.model.reply(Ok(completion("Configured.")));
+        let r = completions(&api, "m", json!({"model": asked, "messages": [user(&format!("Q {asked}"))]}));
+        assert_eq!((r.status, r.body_json()["model"].as_str()), (200, Some("test-model")), "{asked}");
+        assert_eq!(api.model.requests.borrow().last().unwrap()["model"], "test-model", "{asked}");
+    }
+    // Not a string: 400, no call.
+    let calls = api.model.requests.borrow().len();
+    refused(
+        &completions(&api, "m", json!({"model": 5, "messages": [user("Q")]})),
+        400,
+        "invalid_request_error",
+        Some("model"),
+    );
+    assert_eq!(api.model.requests.borrow().len(), calls);
+    // The config's own limits.
+    for bad in [
+        json!({"models": [""]}),
+        json!({"models": ["a\nb"]}),
+        json!({"models": ["x".repeat(129)]}),
+        json!({"models": (0..17).map(|i| format!("m{i}")).collect::<Vec<_>>()}),
+        json!({"models": "small-model"}),
+    ] {
+        let text = json!({"chat": bad.clone()}).to_string();
+        assert!(session_agent_core::config::SessionConfig::from_json(&text).is_err(), "{bad}");
+    }
+}

@@ -4108,9 +4108,10 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * The configured model, as OpenAI's model list
+         * The configured models, as OpenAI's model list
          * @description The OpenAI-compatible face (`baseURL` = `…/agents/{agent}/v1`, the API key = a token):
-         *     `LLM_MODEL` as the one model (none when no model is configured). Errors under `/v1/`
+         *     `LLM_MODEL`, then the other models `SESSION_CONFIG.chat.models` lets a request name
+         *     (none when no model is configured). Errors under `/v1/`
          *     are OpenAI's shape (`OpenAiError`).
          */
         get: operations["openaiListModels"];
@@ -4161,8 +4162,10 @@ export interface paths {
          *     the turn continues). Before that, send the stored conversation from its first message,
          *     whole or in part, or nothing (the session's branch continues: the server holds the
          *     history); anything else is `409` and stores nothing. System and developer messages are
-         *     sent after the frozen prompt for this call only. `model` is ignored (the agent's
-         *     `LLM_MODEL` answers); `temperature`, `max_tokens` and `max_completion_tokens` are
+         *     sent after the frozen prompt for this call only. `model` chooses the model when
+         *     `SESSION_CONFIG.chat.models` names it (on the configured provider; the answer's `model`,
+         *     the reply's `metadata.model` and the usage ledger name it), and is ignored otherwise
+         *     (`LLM_MODEL` answers); `temperature`, `max_tokens` and `max_completion_tokens` are
          *     checked and ignored (the configuration decides); `n` must be 1.
          *
          *     The answer's `id` is the stored assistant message's. With `stream: true`:
@@ -4215,7 +4218,8 @@ export interface paths {
          *     system or developer items are sent after the frozen prompt for this call only.
          *     `tools` are the client's function tools (`{type: "function", name, description,
          *     parameters}`); the agent's own tools never show. `store: false` runs the turn and
-         *     stores nothing (a server tool's own effect, such as a block write, stays).
+         *     stores nothing (a server tool's own effect, such as a block write, stays). `model`
+         *     chooses the model as in `POST …/v1/chat/completions`.
          *
          *     With `stream: true`: the Responses events (`event:` and `data:` lines, each with its
          *     `sequence_number`): `response.created`, `response.in_progress`, then per output item

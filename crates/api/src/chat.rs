@@ -170,7 +170,16 @@ fn turn_request(req: &Request) -> Result<TurnRequest> {
         Some(v) => CacheUse::Instead(CacheConfig::from_json(v, "cache")?),
     };
     let stop = req.stop.clone().unwrap_or_default();
-    Ok(TurnRequest { ask: ask(&body)?, tools, memory, stop, cache, instructions: None, record: Record::Store })
+    Ok(TurnRequest {
+        ask: ask(&body)?,
+        tools,
+        memory,
+        stop,
+        cache,
+        instructions: None,
+        record: Record::Store,
+        model: None,
+    })
 }
 
 /// How a turn's answer is streamed: as our events, or as the AI SDK's UI message stream.

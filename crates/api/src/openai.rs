@@ -125,17 +125,25 @@ fn seconds(env: &Env<'_>) -> i64 {
     env.now.ms() / 1000
 }
 
-/// `GET /v1/models`: the configured model (none when no model is configured).
+/// `GET /v1/models`: the configured model, then the others `chat.models` lets a request name
+/// (none when no model is configured).
 pub(crate) fn models(c: &Call<'_>) -> Result<Response> {
     let name = model(c.env);
+    let mut names = vec![name.as_str()];
+    names.extend(c.env.config.chat.models.iter().map(String::as_str).filter(|m| *m != name));
     let data: Vec<Json> = match name.is_empty() {
         true => Vec::new(),
-        false => vec![obj(vec![
-            ("id", j(name)),
-            ("object", j("model")),
-            ("created", j(0_i64)),
-            ("owned_by", j("session-agent")),
-        ])],
+        false => names
+            .into_iter()
+            .map(|id| {
+                obj(vec![
+                    ("id", j(id)),
+                    ("object", j("model")),
+                    ("created", j(0_i64)),
+                    ("owned_by", j("session-agent")),
+                ])
+            })
+            .collect(),
     };
     Ok(Response::json(200, &obj(vec![("object", j("list")), ("data", j(data))])))
 }
@@ -391,8 +399,15 @@ fn sampling(body: &Map<String, Json>) -> Result<()> {
     if body.get("n").is_some_and(|v| !v.is_null() && v.as_i64() != Some(1)) {
         return Err(Error::invalid("n must be 1 (one choice per turn)"));
     }
-    string(body, "model")?;
     Ok(())
+}
+
+/// The model a request names, when `chat.models` lets a caller choose it (`None`: `LLM_MODEL`
+/// answers, whatever the request named).
+fn asked_model(env: &Env<'_>, body: &Map<String, Json>) -> Result<Option<String>> {
+    let asked = string(body, "model")?;
+    let chosen = asked.as_deref().and_then(|m| env.config.chat.allowed_model(m));
+    Ok(chosen.filter(|m| *m != env.llm.model).map(str::to_owned))
 }
 
 /// Text content: a string, or an array of text parts (`text`, `input_text`, `output_text`).
@@ -563,9 +578,11 @@ fn turn_request(
     tools: Vec<ToolSpec>,
     instructions: Option<String>,
     record: Record,
+    model: Option<String>,
 ) -> TurnRequest {
     let stop = req.stop.clone().unwrap_or_default();
-    TurnRequest { ask, tools, memory: MemoryUse::default(), stop, cache: CacheUse::AsConfigured, instructions, record }
+    let (memory, cache) = (MemoryUse::default(), CacheUse::AsConfigured);
+    TurnRequest { ask, tools, memory, stop, cache, instructions, record, model }
 }
 
 /// A chat completion request read: its session and turn, and how its answer is written.
@@ -584,8 +601,10 @@ async fn completion_turn(env: &Env<'_>, req: &Request) -> Result<(String, TurnRe
     let sid = completion_session(req, &body)?;
     let session = Session::new(env, &sid);
     let ask = reconcile(&session, None, &asked, "messages").await?;
-    let request = turn_request(req, ask, tools, asked.instructions(), Record::Store);
-    let encoder = Completion { id: String::new(), created: seconds(env), model: model(env), usage, calls: 0 };
+    let chosen = asked_model(env, &body)?;
+    let model = chosen.clone().unwrap_or_else(|| model(env));
+    let request = turn_request(req, ask, tools, asked.instructions(), Record::Store, chosen);
+    let encoder = Completion { id: String::new(), created: seconds(env), model, usage, calls: 0 };
     Ok((sid, request, encoder))
 }
 
@@ -1016,9 +1035,10 @@ async fn response_turn(env: &Env<'_>, req: &Request) -> Result<(String, TurnRequ
     let leaf = previous.as_ref().map(|(id, _)| id.as_str());
     let ask = reconcile(&session, leaf, &asked, "input").await?;
     let instructions = asked.instructions();
+    let chosen = asked_model(env, &body)?;
     let framing = Framing {
         created: seconds(env),
-        model: model(env),
+        model: chosen.clone().unwrap_or_else(|| model(env)),
         conversation: sid.clone(),
         previous: previous.map(|(id, _)| id),
         instructions: instructions.clone(),
@@ -1026,7 +1046,7 @@ async fn response_turn(env: &Env<'_>, req: &Request) -> Result<(String, TurnRequ
         store,
     };
     let record = if store { Record::Store } else { Record::Discard };
-    let request = turn_request(req, ask, offered, instructions, record);
+    let request = turn_request(req, ask, offered, instructions, record, chosen);
     Ok((sid, request, Responses { framing, id: String::new(), seq: 0, text: String::new(), open: false, index: 0 }))
 }
 

@@ -137,4 +137,10 @@ impl<'a> Env<'a> {
             databases: self.databases,
         }
     }
+
+    /// This agent with `llm` as its model: a turn that names another model `chat.models`
+    /// allows (see [`crate::turn::TurnRequest::model`]).
+    pub fn with_llm<'b>(&'b self, llm: &'b LlmConfig) -> Env<'b> {
+        Env { llm, ..self.reaching(self.reach.clone()) }
+    }
 }

@@ -11,7 +11,7 @@ pub const DEFAULT_MAX_MESSAGES: usize = 50;
 /// Model calls per turn, by default: a turn whose model keeps calling server tools stops there.
 pub const DEFAULT_MAX_STEPS: usize = 8;
 
-/// `SESSION_CONFIG.chat` `{maxMessages?, maxSteps?, maxTokens?, onDisconnect?, cache?}`.
+/// `SESSION_CONFIG.chat` `{maxMessages?, maxSteps?, maxTokens?, onDisconnect?, cache?, models?}`.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct ChatConfig {
@@ -26,7 +26,15 @@ pub struct ChatConfig {
     /// What the provider's prompt cache keeps of each step (`None`: nothing, `cache: false`).
     #[serde(deserialize_with = "cache_setting")]
     pub cache: Option<CacheConfig>,
+    /// Other models of the configured provider that a caller may name for one turn (an OpenAI
+    /// client's `model`); any other name is ignored and `LLM_MODEL` answers.
+    pub models: Vec<String>,
 }
+
+/// Most names in `chat.models`.
+pub const MAX_MODELS: usize = 16;
+/// Longest name in `chat.models`.
+pub const MAX_MODEL_NAME_BYTES: usize = 128;
 
 /// `chat.cache` (and a turn's own `cache`): what of a step's request the provider's prompt cache
 /// keeps. `false`: nothing (no marks, no OpenAI `prompt_cache_key`); `true` or absent: the
@@ -111,6 +119,7 @@ impl Default for ChatConfig {
             max_tokens: None,
             on_disconnect: OnDisconnect::Stop,
             cache: Some(CacheConfig::default()),
+            models: Vec::new(),
         }
     }
 }
@@ -124,6 +133,20 @@ impl ChatConfig {
         if self.max_tokens == Some(0) {
             return Err(Error::invalid("chat.maxTokens must be positive"));
         }
+        if self.models.len() > MAX_MODELS {
+            return Err(Error::invalid(format!("chat.models names at most {MAX_MODELS} models")));
+        }
+        let bad = |m: &String| m.is_empty() || m.len() > MAX_MODEL_NAME_BYTES || m.chars().any(char::is_control);
+        if let Some(m) = self.models.iter().find(|m| bad(m)) {
+            return Err(Error::invalid(format!(
+                "chat.models: {m:?} is not a model name (1-{MAX_MODEL_NAME_BYTES} bytes, no control characters)"
+            )));
+        }
         Ok(())
+    }
+
+    /// The model a caller named, when it is one of `models` (else `None`: the configured one).
+    pub fn allowed_model(&self, asked: &str) -> Option<&str> {
+        self.models.iter().find(|m| *m == asked).map(String::as_str)
     }
 }

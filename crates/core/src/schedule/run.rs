@@ -162,6 +162,7 @@ async fn execute(env: &Env<'_>, s: &Schedule) -> Result<Executed> {
                 cache: CacheUse::AsConfigured,
                 instructions: None,
                 record: Record::Store,
+                model: None,
             };
             let done = turn(&session, req, &mut |_| Ok(())).await?;
             // Nothing stops a scheduled run: its reply is always there.

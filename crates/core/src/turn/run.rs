@@ -42,7 +42,7 @@ use crate::ids::new_id;
 pub use crate::live::event::{ChatEvent, Outcome, Runner};
 use crate::live::stop::{until_stopped, Stop};
 use crate::live::{Ending, Registered};
-use crate::llm::{chat, ChatMessage, ChatRequest, Format, Piece, PromptCache, ToolCall, ToolSpec, Usage};
+use crate::llm::{chat, ChatMessage, ChatRequest, Format, LlmConfig, Piece, PromptCache, ToolCall, ToolSpec, Usage};
 use crate::memory::inject::render;
 use crate::memory::recall::{Query, MAX_LIMIT};
 use crate::memory::shared;
@@ -99,6 +99,9 @@ pub struct TurnRequest {
     pub instructions: Option<String>,
     /// Whether the turn's messages are stored (a Responses `store: false` keeps nothing).
     pub record: Record,
+    /// Another model of the configured provider for this turn, one `chat.models` names (an
+    /// OpenAI client's `model`); `None`: `LLM_MODEL`.
+    pub model: Option<String>,
 }
 
 /// Whether a turn stores what it exchanged.
@@ -226,6 +229,23 @@ struct Start {
 /// (the caller cannot take more) stops the turn as `req.stop` does. Returns the stored
 /// assistant message.
 pub async fn turn(
+    session: &Session<'_>,
+    req: TurnRequest,
+    on_event: &mut dyn FnMut(ChatEvent) -> Result<()>,
+) -> Result<Turn> {
+    match req.model.clone() {
+        None => run_turn(session, req, on_event).await,
+        // The named model answers, on the configured provider: its name is in the reply's
+        // metadata and the usage ledger, and the token calibration is its own.
+        Some(model) => {
+            let llm = LlmConfig { model, ..session.env.llm.clone() };
+            let env = session.env.with_llm(&llm);
+            run_turn(&Session::new(&env, session.id), req, on_event).await
+        }
+    }
+}
+
+async fn run_turn(
     session: &Session<'_>,
     req: TurnRequest,
     on_event: &mut dyn FnMut(ChatEvent) -> Result<()>,
