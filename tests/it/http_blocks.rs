@@ -13,9 +13,10 @@ use serde_json::{json, Value as Json};
 use session_agent_core::config::SessionConfig;
 use session_agent_core::context::http::MAX_ANSWER_BYTES;
 use session_agent_core::error::Error;
+use session_agent_core::error::Result as CoreResult;
 use session_agent_core::llm::HttpResponse;
 
-use crate::support::{code, completion, msg, Api, Rng, Service, SERVICE};
+use crate::support::{code, completion, msg, Api, Rng, SERVICE};
 
 /// The http block `crm` with `ops`, its secret `CRM_TOKEN` set to `s3cret`.
 fn api_with(ops: Json, extra: Json) -> Api {
@@ -36,31 +37,34 @@ fn api() -> Api {
 /// A service whose `get` answers the text in `state`, whose `set` replaces it (answering the new
 /// text), whose `search` finds `results` and whose `load` knows the key `pricing`.
 fn stateful(api: &Api, state: Rc<RefCell<String>>) {
-    *api.model.service.borrow_mut() = Some(Box::new(move |body: &Json| {
-        let answer = match body["op"].as_str().unwrap() {
-            "get" => json!({"content": state.borrow().clone()}),
-            "set" => {
-                let c = body["content"].as_str().unwrap();
-                let new = if body["action"] == "append" { format!("{}\n{c}", state.borrow()) } else { c.to_owned() };
-                *state.borrow_mut() = new.clone();
-                json!({"content": new})
-            }
-            "search" => json!({"results": [
+    serve(
+        api,
+        Box::new(move |body: &Json| {
+            let answer = match body["op"].as_str().unwrap() {
+                "get" => json!({"content": state.borrow().clone()}),
+                "set" => {
+                    let c = body["content"].as_str().unwrap();
+                    let new =
+                        if body["action"] == "append" { format!("{}\n{c}", state.borrow()) } else { c.to_owned() };
+                    *state.borrow_mut() = new.clone();
+                    json!({"content": new})
+                }
+                "search" => json!({"results": [
                 {"key": "acme", "content": format!("ACME matches {}", body["query"].as_str().unwrap())},
                 {"content": "a result without a key"}]}),
-            "load" if body["key"] == "pricing" => json!({"content": "Pricing: 10 EUR a seat."}),
-            "load" => json!({"content": null}),
-            op => panic!("unexpected op {op}"),
-        };
-        Some(Ok(HttpResponse { status: 200, body: answer.to_string(), headers: Vec::new() }))
-    }));
+                "load" if body["key"] == "pricing" => json!({"content": "Pricing: 10 EUR a seat."}),
+                "load" => json!({"content": null}),
+                op => panic!("unexpected op {op}"),
+            };
+            Some(Ok(HttpResponse { status: 200, body: answer.to_string(), headers: Vec::new() }))
+        }),
+    );
 }
 
 /// The service answers every call with `status` and `body`.
 fn answering(api: &Api, status: u16, body: impl Into<String>) {
     let body = body.into();
-    *api.model.service.borrow_mut() =
-        Some(Box::new(move |_: &Json| Some(Ok(HttpResponse { status, body: body.clone(), headers: Vec::new() }))));
+    serve(api, Box::new(move |_: &Json| Some(Ok(HttpResponse { status, body: body.clone(), headers: Vec::new() }))));
 }
 
 fn tool(api: &Api, name: &str, input: Json) -> String {
@@ -80,8 +84,26 @@ fn warnings(api: &Api) -> Vec<String> {
     std::mem::take(&mut *api.events.warnings.borrow_mut())
 }
 
+/// How the scripted service answers a call's body (`None`: no answer ever, a hung service).
+type Service = Box<dyn Fn(&Json) -> Option<CoreResult<HttpResponse>>>;
+
+/// Makes `service` the operator's service of http blocks (at [`SERVICE`]), in place of any other.
+fn serve(api: &Api, service: Service) {
+    api.model.serve(SERVICE, move |req| service(&serde_json::from_str(&req.body).unwrap_or(Json::Null)));
+}
+
+/// The calls to the service since the last call, `{url, authorization, timeoutMs, body}` each,
+/// and forgets them.
 fn calls(api: &Api) -> Vec<Json> {
-    std::mem::take(&mut *api.model.service_calls.borrow_mut())
+    let sent = std::mem::take(&mut *api.model.peer_requests.borrow_mut());
+    sent.iter()
+        .filter(|r| r.url.starts_with(SERVICE))
+        .map(|r| {
+            let authorization = r.headers.iter().find(|(k, _)| k == "authorization").map(|(_, v)| v.clone());
+            let body: Json = serde_json::from_str(&r.body).unwrap_or(Json::Null);
+            json!({"url": r.url, "authorization": authorization, "timeoutMs": r.timeout_ms, "body": body})
+        })
+        .collect()
 }
 
 #[test]
@@ -243,7 +265,7 @@ fn a_failing_service_leaves_the_last_text_with_a_warning_and_the_turn_goes_on() 
         ),
     ];
     for (said, service) in cases {
-        *api.model.service.borrow_mut() = Some(service);
+        serve(&api, service);
         warnings(&api);
         assert_eq!(block(&api)["content"], "Alice, gold customer", "{said}");
         let w = warnings(&api);
@@ -252,7 +274,7 @@ fn a_failing_service_leaves_the_last_text_with_a_warning_and_the_turn_goes_on() 
         assert!(w[0].contains(said) && w[0].ends_with("; the last text read is shown"), "{said}: {w:?}");
     }
     // A turn renders its prompt while the service is down: the last text, and a reply.
-    *api.model.service.borrow_mut() = Some(Box::new(|_: &Json| Some(Err(Error::internal("down")))));
+    serve(&api, Box::new(|_: &Json| Some(Err(Error::internal("down")))));
     api.model.reply(Ok(completion("Hi Alice.")));
     let r = api.post("/sessions/s/chat", json!({"message": msg("u1", "user", "hello")}));
     assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
@@ -306,7 +328,7 @@ fn a_failing_tool_call_is_the_models_error_without_the_url() {
     answering(&api, 200, r#"{"content": 7}"#);
     assert!(tool(&api, "load_context", json!({"label": "crm", "key": "k"})).starts_with("Error: "));
     assert!(tool(&api, "set_context", json!({"label": "crm", "content": "c"})).starts_with("Error: "));
-    *api.model.service.borrow_mut() = None;
+    serve(&api, Box::new(|_: &Json| None));
     assert_eq!(
         tool(&api, "set_context", json!({"label": "crm", "content": "c"})),
         "Error: the block's service did not answer within 1500 ms"

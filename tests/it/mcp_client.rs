@@ -14,6 +14,7 @@ use session_agent_api::http::Method;
 use session_agent_api::Request;
 use session_agent_core::config::SessionConfig;
 use session_agent_core::context::mcp::{LIST_TTL_MS, RETRY_MS};
+use session_agent_core::error::Result as CoreResult;
 use session_agent_core::ids::Role;
 use session_agent_core::llm::{HttpRequest, HttpResponse};
 
@@ -36,15 +37,15 @@ fn sse(msg: &Json) -> String {
     format!("event: message\ndata: {msg}\n\n")
 }
 
-fn answer(status: u16, headers: Vec<(String, String)>, body: String) -> Option<HttpResponse> {
-    Some(HttpResponse { status, headers, body })
+fn answer(status: u16, headers: Vec<(String, String)>, body: String) -> Option<CoreResult<HttpResponse>> {
+    Some(Ok(HttpResponse { status, headers, body }))
 }
 
 /// Registers the scripted MCP server at [`URL`] on `api`'s transport.
 fn serve(api: &Api) -> Rc<RefCell<Server>> {
     let state = Rc::new(RefCell::new(Server::default()));
     let s = state.clone();
-    let handler = move |req: &HttpRequest| -> Option<HttpResponse> {
+    let handler = move |req: &HttpRequest| -> Option<CoreResult<HttpResponse>> {
         let msg: Json = serde_json::from_str(&req.body).unwrap();
         let method = msg["method"].as_str().unwrap_or_default().to_owned();
         let id = msg["id"].clone();
@@ -106,7 +107,7 @@ fn serve(api: &Api) -> Rc<RefCell<Server>> {
             json!({"jsonrpc": "2.0", "id": id, "result": result}).to_string(),
         )
     };
-    api.model.peers.borrow_mut().push((URL.to_owned(), Rc::new(handler)));
+    api.model.serve(URL, handler);
     state
 }
 
@@ -263,7 +264,7 @@ fn an_answer_too_large_to_read_is_an_oversize_error() {
         }
         inner(req)
     };
-    api.model.peers.borrow_mut().insert(0, (URL.to_owned(), Rc::new(huge)));
+    api.model.serve(URL, huge);
     api.model.reply(Ok(tool_calls(&[("c1", "crm__lookup_customer", json!({"id": "1"}))])));
     api.model.reply(Ok(completion("Too much.")));
     let reply = turn(&api, "s", "look");

@@ -340,26 +340,20 @@ pub struct Model {
     /// Every re-ranking call: `{url, authorization, body}` over HTTP, `{model, input}` through
     /// the binding.
     pub rerank_calls: RefCell<Vec<Json>>,
-    /// Other HTTP peers (an MCP server), by the start of their URL: each request to one goes to
-    /// its handler (`None`: no answer ever, time runs out) and to `peer_requests`.
+    /// Other HTTP peers (an MCP server, the service of http blocks), by the start of their URL,
+    /// the first that matches answering: each request to one goes to its handler and to
+    /// `peer_requests`. Set with [`Model::serve`].
     pub peers: RefCell<Vec<(String, Peer)>>,
     /// Every request sent to one of `peers`, oldest first.
     pub peer_requests: RefCell<Vec<HttpRequest>>,
-    /// The operator's service of http blocks (URLs under [`SERVICE`]): its answer to each
-    /// call's body (`None`: no answer ever, as a hung service; unset: never answers either).
-    pub service: RefCell<Option<Service>>,
-    /// Every call to the service: `{url, authorization, timeoutMs, body}`.
-    pub service_calls: RefCell<Vec<Json>>,
 }
 
-/// A scripted HTTP peer of [`Model`]: a request in, an answer (or none ever) out.
-pub type Peer = Rc<dyn Fn(&HttpRequest) -> Option<HttpResponse>>;
+/// A scripted HTTP peer of [`Model`]: a request in, its answer or a transport error out (`None`:
+/// no answer ever, time runs out).
+pub type Peer = Rc<dyn Fn(&HttpRequest) -> Option<CoreResult<HttpResponse>>>;
 
-/// Where the http blocks of native tests send their calls ([`Model::service`] answers them).
+/// Where the http blocks of native tests send their calls (a peer of [`Model`] answers them).
 pub const SERVICE: &str = "http://blocks.test/";
-
-/// How the scripted service answers a call's body.
-pub type Service = Box<dyn Fn(&Json) -> Option<CoreResult<HttpResponse>>>;
 
 /// How [`Model`] answers a re-ranking call (`POST …/rerank`, or a binding run with `contexts`).
 pub enum Rerank {
@@ -422,6 +416,13 @@ impl Model {
     pub fn reply(&self, r: CoreResult<HttpResponse>) {
         self.replies.borrow_mut().push_back(r);
     }
+    /// Makes `peer` answer the requests whose URL starts with `url`, first among the peers,
+    /// in place of any other peer of that `url`.
+    pub fn serve(&self, url: &str, peer: impl Fn(&HttpRequest) -> Option<CoreResult<HttpResponse>> + 'static) {
+        let mut peers = self.peers.borrow_mut();
+        peers.retain(|(u, _)| u != url);
+        peers.insert(0, (url.to_owned(), Rc::new(peer)));
+    }
     /// The user prompts sent so far.
     pub fn prompts(&self) -> Vec<String> {
         self.requests
@@ -454,21 +455,13 @@ impl Transport for Model {
         if let Some(peer) = peer {
             self.peer_requests.borrow_mut().push(req.clone());
             return match peer(&req) {
-                Some(answer) => Box::pin(async move { Ok(answer) }),
+                Some(answer) => Box::pin(async move { answer }),
                 None => Box::pin(futures::future::pending()),
             };
         }
         if req.url.starts_with(SERVICE) {
-            let body: Json = serde_json::from_str(&req.body).unwrap_or(Json::Null);
-            let authorization = req.headers.iter().find(|(k, _)| k == "authorization").map(|(_, v)| v.clone());
-            self.service_calls.borrow_mut().push(
-                json!({"url": req.url, "authorization": authorization, "timeoutMs": req.timeout_ms, "body": body}),
-            );
-            let answer = self.service.borrow().as_ref().and_then(|f| f(&body));
-            return match answer {
-                Some(r) => Box::pin(async move { r }),
-                None => Box::pin(futures::future::pending()),
-            };
+            // The service of http blocks before a test serves one: it never answers.
+            return Box::pin(futures::future::pending());
         }
         if req.url.ends_with("/rerank") {
             let body: Json = serde_json::from_str(&req.body).unwrap_or(Json::Null);
