@@ -16,7 +16,7 @@ use crate::convert;
 
 use session_agent_core::blobs::BoxFuture;
 use session_agent_core::error::{Error, ErrorKind, Result};
-use session_agent_core::llm::{HttpRequest, HttpResponse, Transport};
+use session_agent_core::llm::{HttpRequest, HttpResponse, Transport, MAX_ANSWER_BYTES};
 
 /// The binding Workers AI is reached through.
 pub(crate) const AI_BINDING: &str = "AI";
@@ -84,17 +84,29 @@ impl Transport for WorkersTransport {
             let request = build(&req)?;
             let (mut controller, signal) = AbortOnDrop::new();
             let fetch = Fetch::Request(request);
+            let url = req.url.as_str();
             let call = Box::pin(async move {
-                let mut resp = fetch.send_with_signal(&signal).await?;
+                let mut resp = fetch.send_with_signal(&signal).await.map_err(|e| unreachable(url, e))?;
                 let status = resp.status_code();
                 let headers = resp.headers().entries().collect();
-                let body = resp.text().await?;
-                Ok::<_, worker::Error>(HttpResponse { status, headers, body })
+                // Read piece by piece up to the trait's cap (`text()` would take any size).
+                let mut body = String::new();
+                if let Ok(stream) = resp.stream() {
+                    pump(stream, url, &mut |piece| {
+                        if body.len() + piece.len() > MAX_ANSWER_BYTES {
+                            return Err(unavailable(format!("the answer is over {MAX_ANSWER_BYTES} bytes"))
+                                .with_log(format!("{url} answered over {MAX_ANSWER_BYTES} bytes")));
+                        }
+                        body.push_str(piece);
+                        Ok(())
+                    })
+                    .await?;
+                }
+                Ok(HttpResponse { status, headers, body })
             });
             let timer = Delay::from(Duration::from_millis(req.timeout_ms));
             match select(call, timer).await {
-                Either::Left((Ok(r), _)) => Ok(r),
-                Either::Left((Err(e), _)) => Err(unreachable(&req.url, e)),
+                Either::Left((answer, _)) => answer,
                 Either::Right(_) => {
                     controller.abort();
                     Err(too_slow(&req.url, req.timeout_ms))

@@ -384,6 +384,12 @@ test("the model failing: 503 llm_unavailable and nothing is stored", async () =>
   }
   assert.equal(llm.requests.length, 7, "one call each");
   await unchanged();
+  // An answer over the 8 MiB a whole answer may be is not read on (nor kept in memory): 503.
+  llm.reply({ status: 200, body: "x".repeat(9 * 1024 * 1024) });
+  r = await call(w, a, "POST", "/sessions/s/compact", {});
+  assert.equal(r.status, 503, JSON.stringify(r.body));
+  assert.deepEqual([r.body.error.code, r.body.error.message], ["llm_unavailable", "the answer is over 8388608 bytes"]);
+  await unchanged();
 });
 
 test("LLM_TIMEOUT_MS: a model slower than that is 503 llm_unavailable", async () => {

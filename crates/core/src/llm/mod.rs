@@ -55,7 +55,9 @@ pub use model::{
 pub use registry::Provider;
 pub use sse::{SseDecoder, SseEvent};
 pub use stream::StreamState;
-pub use transport::{Call, Endpoint, HttpRequest, HttpResponse, Returned, ToolUse, Transport, DEFAULT_TIMEOUT_MS};
+pub use transport::{
+    Call, Endpoint, HttpRequest, HttpResponse, Returned, ToolUse, Transport, DEFAULT_TIMEOUT_MS, MAX_ANSWER_BYTES,
+};
 
 // ── Configuration ────────────────────────────────────────────────────────────────────────────────────
 

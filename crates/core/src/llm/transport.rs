@@ -12,6 +12,11 @@ use crate::error::Result;
 /// Default time allowed for one LLM call.
 pub const DEFAULT_TIMEOUT_MS: u64 = 60_000;
 
+/// Most bytes of an answer [`Transport::send`] reads: a larger one is an `Err` (a whole chat
+/// answer, a batch of embeddings and an MCP server's `initialize` answer are far smaller; the
+/// Durable Object's memory is not left to the peer's goodwill).
+pub const MAX_ANSWER_BYTES: usize = 8 * 1024 * 1024;
+
 /// An outgoing HTTP request.
 #[derive(Clone, Debug, PartialEq)]
 pub struct HttpRequest {
@@ -53,6 +58,8 @@ impl HttpResponse {
 /// How requests reach a model. `Err` from either method is a transport failure (network,
 /// timeout, missing binding), reported as `llm_unavailable`.
 pub trait Transport {
+    /// Sends `req` and reads its whole answer within `req.timeout_ms`, at most
+    /// [`MAX_ANSWER_BYTES`] of it (more is an `Err`).
     fn send(&self, req: HttpRequest) -> BoxFuture<'_, Result<HttpResponse>>;
     /// Sends `req` and hands the response body to `on_chunk` piece by piece as it arrives
     /// (server-sent events); returns the HTTP status. An `Err` from `on_chunk` (the client went
