@@ -139,7 +139,7 @@ impl<'a> Env<'a> {
     }
 
     /// This agent with `llm` as its model: a turn that names another model `chat.models`
-    /// allows (see [`crate::turn::TurnRequest::model`]).
+    /// allows (see [`crate::turn::run::TurnRequest::model`]).
     pub fn with_llm<'b>(&'b self, llm: &'b LlmConfig) -> Env<'b> {
         Env { llm, ..self.reaching(self.reach.clone()) }
     }
