@@ -100,7 +100,7 @@ test("a slow tool is a tool error within timeoutMs; the turn is answered and the
 });
 
 test("a stop while a remote tool runs ends the turn at once; the call is stored with an error", async () => {
-  model.reply({ toolCalls: [{ id: "c1", name: "patient__slow", arguments: { ms: 15_000 } }] }, { content: "never asked" });
+  model.reply({ toolCalls: [{ id: "c1", name: "patient__slow", arguments: { ms: 5000 } }] }, { content: "never asked" });
   const started = Date.now();
   const turn = call("POST", "/sessions/s5/chat", { message: user("u1", "take your time") });
   while (patient.calls.length === 0) {
@@ -111,8 +111,9 @@ test("a stop while a remote tool runs ends the turn at once; the call is stored 
   assert.deepEqual([stop.status, stop.body], [200, { stopped: true }]);
   const r = await turn;
   const took = Date.now() - started;
-  // The server's 15 s and its 20 s timeout are not waited for.
-  assert.ok(took < 8000, `the turn ended ${took} ms after it began`);
+  // The tool's 5 s and the server's 20 s timeout are not waited for (the tool's timer is, by
+  // the test process, before it exits: keep it short).
+  assert.ok(took < 4000, `the turn ended ${took} ms after it began`);
   assert.ok(r.status < 500, JSON.stringify(r.body));
   const stored = (await call("GET", "/sessions/s5/history")).body.messages;
   assert.equal(stored.length, 2, JSON.stringify(stored));
