@@ -308,3 +308,82 @@ fn a_model_that_answers_whole_when_asked_to_stream_is_read_as_a_whole_answer() {
     assert_eq!(out.usage, Usage { input_tokens: 2, output_tokens: 1, cached_input_tokens: 0 });
     assert_eq!(t.input(0)["stream"], json!(true));
 }
+
+/// The binding as a script that keeps the model waiting: no answer ever (`Never`), or a stream's
+/// first piece then the rest after the timeout passed (`Late`). Its clock is always past due:
+/// `sleep` ends at once.
+enum Slow {
+    Never,
+    Late,
+}
+
+/// Pending once (waking itself), then ready: time passing while a call waits.
+struct Later(bool);
+
+impl std::future::Future for Later {
+    type Output = ();
+    fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
+        if self.0 {
+            return std::task::Poll::Ready(());
+        }
+        self.0 = true;
+        cx.waker().wake_by_ref();
+        std::task::Poll::Pending
+    }
+}
+
+impl Transport for Slow {
+    fn send(&self, _req: HttpRequest) -> BoxFuture<'_, Result<HttpResponse>> {
+        panic!("Workers AI goes through the binding")
+    }
+    fn workers_ai<'a>(&'a self, _model: &'a str, _input: Json) -> BoxFuture<'a, Result<Json>> {
+        Box::pin(std::future::pending())
+    }
+    fn workers_ai_stream<'a>(
+        &'a self,
+        _model: &'a str,
+        _input: Json,
+        on_chunk: &'a mut dyn FnMut(&str) -> Result<()>,
+    ) -> BoxFuture<'a, Result<()>> {
+        match self {
+            Slow::Never => Box::pin(std::future::pending()),
+            Slow::Late => Box::pin(async move {
+                on_chunk(&format!("data: {}\n\n", json!({"response": "Hel"})))?;
+                Later(false).await;
+                Later(false).await;
+                on_chunk(&format!("data: {}\n\ndata: [DONE]\n\n", json!({"response": "lo."})))
+            }),
+        }
+    }
+    fn sleep(&self, _ms: u64) -> BoxFuture<'_, ()> {
+        Box::pin(async {})
+    }
+}
+
+#[test]
+fn a_binding_that_does_not_answer_in_time_is_llm_unavailable_and_a_started_stream_runs_on() {
+    let c = cfg(&[("LLM_MODEL", TOOL_MODEL), ("LLM_TIMEOUT_MS", "250")]).unwrap();
+    let req = conversation();
+    let ask = |t: &Slow, delivery: Delivery| {
+        let mut text = String::new();
+        let mut on = |p: &Piece| {
+            if let Piece::Text(s) = p {
+                text.push_str(s);
+            }
+            Ok(())
+        };
+        let out = match delivery {
+            Delivery::Streamed => futures::executor::block_on(chat(t, &c, &req, &mut on)),
+            Delivery::Whole => futures::executor::block_on(complete(t, &c, &req)),
+        };
+        (out.map(|r| r.text), text)
+    };
+    // No answer, whole or streamed: the timeout ends the call.
+    for delivery in [Delivery::Whole, Delivery::Streamed] {
+        let e = ask(&Slow::Never, delivery).0.unwrap_err();
+        assert_eq!((e.kind, e.message.as_str()), (ErrorKind::LlmUnavailable, "the model did not answer within 250 ms"));
+    }
+    // A stream that started is not cut by the timeout.
+    let (reply, streamed) = ask(&Slow::Late, Delivery::Streamed);
+    assert_eq!((reply.unwrap(), streamed.as_str()), ("Hello.".to_owned(), "Hello."));
+}

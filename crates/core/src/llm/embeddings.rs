@@ -4,7 +4,9 @@
 
 use super::api::Api;
 use super::registry::{Provider, Purpose};
-use super::transport::{Call, Endpoint, Returned, ToolUse, Transport, DEFAULT_TIMEOUT_MS};
+use std::cell::Cell;
+
+use super::transport::{within, Call, Endpoint, Returned, ToolUse, Transport, DEFAULT_TIMEOUT_MS};
 use super::wire::unavailable;
 use crate::error::{Error, ErrorKind, Result};
 
@@ -82,8 +84,9 @@ pub(crate) async fn embed(t: &dyn Transport, cfg: &EmbeddingsConfig, texts: &[St
             }
             vectors(api, Returned::Body(&resp.body), texts.len())
         }
-        Call::Binding { model, input } => {
-            let answer = t.workers_ai(&model, input).await.map_err(|e| unavailable(e.message))?;
+        Call::Binding { model, input, timeout_ms } => {
+            let call = std::pin::pin!(t.workers_ai(&model, input));
+            let answer = within(t, timeout_ms, &Cell::new(false), call).await.map_err(|e| unavailable(e.message))?;
             vectors(api, Returned::Binding(&answer), texts.len())
         }
     }

@@ -43,7 +43,10 @@ mod transport;
 pub(crate) mod wire;
 pub mod workers_ai;
 
+use std::cell::Cell;
+
 use registry::Purpose;
+use transport::within;
 use wire::{http_answer, unavailable, without_error};
 
 use crate::error::{Error, ErrorKind, Result};
@@ -198,8 +201,9 @@ async fn step(
             let resp = t.send(http).await.map_err(|e| unavailable(e.message))?;
             api.reply(http_answer(&resp)?)?
         }
-        Call::Binding { model, input } => {
-            let answer = t.workers_ai(&model, input).await.map_err(|e| unavailable(e.message))?;
+        Call::Binding { model, input, timeout_ms } => {
+            let call = std::pin::pin!(t.workers_ai(&model, input));
+            let answer = within(t, timeout_ms, &Cell::new(false), call).await.map_err(|e| unavailable(e.message))?;
             api.reply(without_error(answer)?)?
         }
     };

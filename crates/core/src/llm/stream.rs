@@ -4,6 +4,7 @@
 //! decodes its own events ([`Api::decode`]) into the common accumulator ([`Accum`]).
 
 use std::borrow::Cow;
+use std::cell::Cell;
 
 use serde_json::Value as Json;
 
@@ -11,7 +12,7 @@ use super::api::{Accum, Api};
 use super::model::{ChatReply, Piece};
 use super::sse::{SseDecoder, SseEvent};
 use super::surrogates::Surrogates;
-use super::transport::{Call, HttpResponse, Transport};
+use super::transport::{within, Call, HttpResponse, Transport};
 use super::wire::{excerpt, http_answer, http_failure, unavailable};
 use crate::error::{Error, Result};
 
@@ -192,11 +193,18 @@ pub(crate) async fn run(
         stop: None,
         on_delta,
     };
+    let started = Cell::new(false);
     let sent = {
-        let mut on_chunk = |chunk: &str| run.chunk(chunk);
+        let mut on_chunk = |chunk: &str| {
+            started.set(true);
+            run.chunk(chunk)
+        };
         match call {
             Call::Http(http) => t.send_stream(http, &mut on_chunk).await,
-            Call::Binding { model, input } => t.workers_ai_stream(&model, input, &mut on_chunk).await.map(|()| 200),
+            Call::Binding { model, input, timeout_ms } => {
+                let call = std::pin::pin!(t.workers_ai_stream(&model, input, &mut on_chunk));
+                within(t, timeout_ms, &started, call).await.map(|()| 200)
+            }
         }
     };
     run.end(sent)

@@ -3,11 +3,16 @@
 //! binding's input), the [`Returned`] that comes back, and the [`Endpoint`] settings a call is
 //! built from (with [`ToolUse`], whether tools are offered).
 
+use std::cell::Cell;
+use std::future::Future;
+use std::pin::Pin;
+
+use futures::future::{select, Either};
 use serde_json::Value as Json;
 
 use super::model::Delivery;
 use crate::blobs::BoxFuture;
-use crate::error::Result;
+use crate::error::{Error, ErrorKind, Result};
 
 /// Default time allowed for one LLM call.
 pub const DEFAULT_TIMEOUT_MS: u64 = 60_000;
@@ -108,8 +113,33 @@ pub enum Call {
     /// answer).
     Http(HttpRequest),
     /// A model run through the `AI` binding with this input ([`Transport::workers_ai`], or
-    /// [`Transport::workers_ai_stream`] for a streamed answer).
-    Binding { model: String, input: Json },
+    /// [`Transport::workers_ai_stream`] for a streamed answer): the answer, or a stream's first
+    /// piece, must come within `timeout_ms`.
+    Binding { model: String, input: Json, timeout_ms: u64 },
+}
+
+/// Runs `call` (one through the `AI` binding) until it ends, unless nothing has `started` within
+/// `timeout_ms`: then it is dropped and `llm_unavailable`. A stream sets `started` on its first
+/// piece and then runs as long as it sends, as an HTTP stream is bounded until its answer starts
+/// (`fetch` in the Workers adapter bounds those; the binding has no timeout of its own).
+pub(crate) async fn within<T>(
+    t: &dyn Transport,
+    timeout_ms: u64,
+    started: &Cell<bool>,
+    call: Pin<&mut dyn Future<Output = Result<T>>>,
+) -> Result<T> {
+    let watch = std::pin::pin!(async {
+        t.sleep(timeout_ms).await;
+        if started.get() {
+            std::future::pending::<()>().await;
+        }
+    });
+    match select(call, watch).await {
+        Either::Left((answer, _)) => answer,
+        Either::Right(_) => {
+            Err(Error::new(ErrorKind::LlmUnavailable, format!("the model did not answer within {timeout_ms} ms")))
+        }
+    }
 }
 
 /// The answer to a [`Call`], as it came back.

@@ -48,7 +48,8 @@ impl Api for WorkersAi {
     /// The binding's input; a streamed step asks for server-sent events (`stream: true`).
     fn chat_call(&self, to: &Endpoint<'_>, req: &ChatRequest, delivery: Delivery) -> Result<Call> {
         let tools = offers_tools(to.tools, to.model);
-        Ok(Call::Binding { model: to.model.to_owned(), input: input(req, tools, delivery == Delivery::Streamed) })
+        let input = input(req, tools, delivery == Delivery::Streamed);
+        Ok(Call::Binding { model: to.model.to_owned(), input, timeout_ms: to.timeout_ms })
     }
 
     /// `{response, tool_calls, usage}`, or (the models that answer in OpenAI's format) a chat
@@ -99,7 +100,7 @@ impl Api for WorkersAi {
 
     /// The input of an embeddings model: `{text: [...]}`.
     fn embeddings_call(&self, to: &Endpoint<'_>, texts: &[String]) -> Result<Call> {
-        Ok(Call::Binding { model: to.model.to_owned(), input: json!({ "text": texts }) })
+        Ok(Call::Binding { model: to.model.to_owned(), input: json!({ "text": texts }), timeout_ms: to.timeout_ms })
     }
 
     /// The vectors of an embeddings answer: `{shape, data: [[...], ...]}`, one row per text.
