@@ -937,3 +937,43 @@ fn the_cache_marks_close_the_prompt_the_tools_and_the_nth_turn_from_the_end() {
     assert!(body(&openai(), None).get("prompt_cache_key").is_none());
     assert_eq!(body(&openai(), Some(CacheConfig::default()))["prompt_cache_key"], "session-1");
 }
+
+/// A stream that never ends its line (`data: xxxx…`, 64 KiB a piece, up to 1 GiB): how many
+/// pieces were handed over.
+struct Endless(std::cell::Cell<usize>);
+
+impl Transport for Endless {
+    fn send(&self, _req: HttpRequest) -> BoxFuture<'_, Result<HttpResponse>> {
+        panic!("chat streams: send_stream only")
+    }
+    fn send_stream<'a>(
+        &'a self,
+        _req: HttpRequest,
+        on_chunk: &'a mut dyn FnMut(&str) -> Result<()>,
+    ) -> BoxFuture<'a, Result<u16>> {
+        Box::pin(async move {
+            let piece = "x".repeat(64 * 1024);
+            on_chunk("data: ")?;
+            for _ in 0..16 * 1024 {
+                self.0.set(self.0.get() + 1);
+                on_chunk(&piece)?;
+            }
+            Ok(200)
+        })
+    }
+    fn workers_ai<'a>(&'a self, _model: &'a str, _input: Json) -> BoxFuture<'a, Result<Json>> {
+        panic!("HTTP only")
+    }
+}
+
+#[test]
+fn a_stream_whose_event_never_ends_is_cut_at_8_mb() {
+    let t = Endless(std::cell::Cell::new(0));
+    let e = run(&t, &openai(), &conversation()).0.unwrap_err();
+    assert_eq!(
+        (e.kind, e.message.as_str()),
+        (ErrorKind::LlmUnavailable, "the model's stream holds an event of over 8 MB")
+    );
+    // "data: " and 128 pieces of 64 KiB pass 8 MiB: reading stops there.
+    assert_eq!(t.0.get(), 128, "read no further than the piece that passed 8 MiB");
+}

@@ -64,6 +64,11 @@ impl SseDecoder {
         out
     }
 
+    /// The bytes read but not yet given out: the line being read and the event's data so far.
+    pub fn pending_bytes(&self) -> usize {
+        self.line.len() + self.data.as_ref().map_or(0, String::len)
+    }
+
     /// The end of the body: dispatches a last event not followed by a blank line.
     pub fn finish(&mut self) -> Vec<SseEvent> {
         let mut out = Vec::new();

@@ -21,6 +21,9 @@ const RAW_CAP: usize = 64 * 1024;
 /// How much of a body without any event is kept: it may be a whole plain JSON answer from a
 /// provider that ignored `stream: true`.
 const PLAIN_BODY_CAP: usize = 4 * 1024 * 1024;
+/// Most bytes of one event (or of one line) still being read: a stream that never ends its
+/// line or its event stops there instead of filling the Durable Object's memory.
+const MAX_PENDING_BYTES: usize = 2 * PLAIN_BODY_CAP;
 
 /// Accumulates a streamed answer from its events ([`SseEvent`]) into a [`ChatReply`], handing
 /// out the text deltas as they come.
@@ -111,7 +114,16 @@ impl Run<'_> {
             self.raw_truncated = true;
         }
         let events = self.decoder.push(chunk);
-        self.take_events(events)
+        self.take_events(events)?;
+        if self.decoder.pending_bytes() > MAX_PENDING_BYTES {
+            let e = unavailable(format!(
+                "the model's stream holds an event of over {} MB",
+                MAX_PENDING_BYTES / (1024 * 1024)
+            ));
+            self.stop = Some(Stop::Provider(e.clone()));
+            return Err(e);
+        }
+        Ok(())
     }
 
     fn take_events(&mut self, events: Vec<SseEvent>) -> Result<()> {
