@@ -450,8 +450,13 @@ impl<'a> Context<'a> {
         })
     }
 
-    /// A block with its content and token count.
-    pub(crate) async fn load(&self, b: &Block) -> Result<LoadedBlock> {
+    /// A block with its content and token count. Boxed, so its code is made once for its
+    /// callers (each held a copy: 3 KB of wasm).
+    pub(crate) fn load<'b>(&'b self, b: &'b Block) -> BoxFuture<'b, Result<LoadedBlock>> {
+        Box::pin(self.loaded_block(b))
+    }
+
+    async fn loaded_block(&self, b: &Block) -> Result<LoadedBlock> {
         if b.in_space() {
             let (content, version) = self.shared(b).await?;
             return Ok(self.loaded(b, content, Some(version)));

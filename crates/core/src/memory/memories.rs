@@ -10,6 +10,7 @@ use super::current;
 use super::recall;
 use super::store::{self, Filter, Held, Memory, NewMemory, Patch, Stored};
 use crate::access::Reach;
+use crate::blobs::BoxFuture;
 use crate::config::category::Category;
 use crate::config::MemoryConfig;
 use crate::env::Env;
@@ -245,8 +246,13 @@ impl<'a> Memories<'a> {
         self.ranked(query, Order::Reranked).await
     }
 
-    /// [`Memories::rank`], re-ranked or not.
-    async fn ranked(&self, query: &recall::Query, order: Order) -> Result<Vec<recall::Hit>> {
+    /// [`Memories::rank`], re-ranked or not. Boxed, so its code is made once for its callers
+    /// (each held a copy: 2 KB of wasm).
+    fn ranked<'q>(&'q self, query: &'q recall::Query, order: Order) -> BoxFuture<'q, Result<Vec<recall::Hit>>> {
+        Box::pin(self.ranked_now(query, order))
+    }
+
+    async fn ranked_now(&self, query: &recall::Query, order: Order) -> Result<Vec<recall::Hit>> {
         let e = self.env;
         let (mut hits, vector) = self.candidates(query).await?;
         let limit = query.limit.clamp(1, recall::MAX_LIMIT) as usize;

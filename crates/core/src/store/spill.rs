@@ -27,6 +27,7 @@ use std::collections::HashMap;
 use serde::Deserialize;
 use serde_json::{Map, Value as Json};
 
+use crate::blobs::BoxFuture;
 use crate::blobs::{Blob, BlobInfo, Blobs};
 use crate::error::{Error, Result, Warned};
 use crate::ids::new_id;
@@ -240,7 +241,17 @@ pub(crate) fn any(sql: &dyn Sql, session: &str) -> Result<bool> {
 
 /// Puts spilled fields back into `messages` (read from `session`'s tree). A missing object
 /// leaves its placeholder and is reported in the returned warnings; nothing else fails the read.
-pub(crate) async fn rehydrate(
+/// Boxed, so its code is made once for its callers (each held a copy: 3.9 KB of wasm).
+pub(crate) fn rehydrate<'a>(
+    sql: &'a dyn Sql,
+    blobs: &'a dyn Blobs,
+    session: &'a str,
+    messages: Vec<RawMessage>,
+) -> BoxFuture<'a, Result<Warned<Vec<RawMessage>>>> {
+    Box::pin(rehydrated(sql, blobs, session, messages))
+}
+
+async fn rehydrated(
     sql: &dyn Sql,
     blobs: &dyn Blobs,
     session: &str,

@@ -53,6 +53,7 @@ pub use embed::{PARTS, PART_BYTES};
 pub use index::ItemKind;
 use index::{Followed, Index, Within, MAX_ITEMS};
 
+use crate::blobs::BoxFuture;
 use crate::error::{Result, Warned};
 use crate::events::Events;
 use crate::llm::embeddings::{embed_one, EmbeddingsConfig};
@@ -239,8 +240,13 @@ impl Meaning<'_> {
         Warned { value: rerank::put_in_order(items, &order), warnings }
     }
 
-    /// The vector of `text` as a query (kept for the next searches of the same text).
-    pub(crate) async fn query(&self, text: &str) -> Result<Rc<[f32]>> {
+    /// The vector of `text` as a query (kept for the next searches of the same text). Boxed, so
+    /// its code is made once for its callers (each held a copy: 1.5 KB of wasm).
+    pub(crate) fn query<'t>(&'t self, text: &'t str) -> BoxFuture<'t, Result<Rc<[f32]>>> {
+        Box::pin(self.query_vector(text))
+    }
+
+    async fn query_vector(&self, text: &str) -> Result<Rc<[f32]>> {
         let kept = self.vectors.queries.borrow().iter().find(|(t, _)| t == text).map(|(_, v)| v.clone());
         if let Some(v) = kept {
             return Ok(v);
