@@ -7,7 +7,7 @@
 // time cannot be one. Mirrors tests/it/d1_blocks.rs.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { startWorker } from "./harness.mjs";
+import { captureOutput, startWorker } from "./harness.mjs";
 import { start as startModel } from "./llm-server.mjs";
 
 /** The Worker's log lines (stdout and stderr). */
@@ -15,19 +15,6 @@ const log = [];
 let w;
 let model;
 let db;
-
-const capture = (into) => ({
-  handleRuntimeStdio: (stdout, stderr) => {
-    for (const s of [stdout, stderr]) {
-      let rest = "";
-      s.on("data", (d) => {
-        const parts = (rest + d).split("\n");
-        rest = parts.pop();
-        into.push(...parts);
-      });
-    }
-  },
-});
 
 before(async () => {
   model = await startModel();
@@ -43,7 +30,7 @@ before(async () => {
   w = await startWorker({
     vars: { LLM_PROVIDER: "openai", LLM_BASE_URL: model.baseUrl, LLM_MODEL: "test-model", SESSION_CONFIG: JSON.stringify(config) },
     d1: ["CATALOG"],
-    options: capture(log),
+    options: captureOutput(log),
   });
   db = await w.mf.getD1Database("CATALOG");
   await db.exec("CREATE TABLE products (sku TEXT PRIMARY KEY, name TEXT, notes TEXT, price REAL)");

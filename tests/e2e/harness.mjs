@@ -269,6 +269,21 @@ export function collect(ws, until, timeoutMs = 5000) {
   });
 }
 
+/** `startWorker`'s `options` that keep the runtime's output (stdout and stderr) as lines in
+ * `into`, for a test that reads what the Worker logged. */
+export const captureOutput = (into) => ({
+  handleRuntimeStdio: (stdout, stderr) => {
+    for (const s of [stdout, stderr]) {
+      let rest = "";
+      s.on("data", (d) => {
+        const parts = (rest + d).split("\n");
+        rest = parts.pop();
+        into.push(...parts);
+      });
+    }
+  },
+});
+
 /**
  * Starts the built Worker in workerd through Miniflare.
  * @param {object} [o]

@@ -9,7 +9,7 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import http from "node:http";
-import { startWorker } from "./harness.mjs";
+import { captureOutput, startWorker } from "./harness.mjs";
 import { start as startModel } from "./llm-server.mjs";
 
 const TIMEOUT_MS = 600;
@@ -28,20 +28,6 @@ const calls = [];
  * @type {(body: any) => any}
  */
 let answer = () => ({ body: { content: "" } });
-
-/** Keeps the runtime's output lines in `into`. */
-const capture = (into) => ({
-  handleRuntimeStdio: (stdout, stderr) => {
-    for (const s of [stdout, stderr]) {
-      let rest = "";
-      s.on("data", (d) => {
-        const parts = (rest + d).split("\n");
-        rest = parts.pop();
-        into.push(...parts);
-      });
-    }
-  },
-});
 
 before(async () => {
   server = http.createServer((req, res) => {
@@ -71,7 +57,7 @@ before(async () => {
   w = await startWorker({
     vars: { LLM_PROVIDER: "openai", LLM_BASE_URL: model.baseUrl, LLM_MODEL: "test-model",
       CRM_TOKEN: "crm-s3cret", SESSION_CONFIG: JSON.stringify(config) },
-    options: capture(log),
+    options: captureOutput(log),
   });
 });
 after(async () => {

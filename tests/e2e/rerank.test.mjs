@@ -7,7 +7,7 @@
 // Mirrors tests/it/rerank.rs. The stand-in scores nothing by meaning: only the plumbing is tested.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { startWorker } from "./harness.mjs";
+import { captureOutput, startWorker } from "./harness.mjs";
 import { aiBinding } from "./ai-binding.mjs";
 import { start as startReranker } from "./rerank-server.mjs";
 
@@ -19,20 +19,6 @@ const log = [];
 const TIMEOUT_MS = 400;
 const CONFIG = { context: [{ label: "soul", kind: "readonly", content: "You are brief." }], searchableHistory: "history" };
 
-/** Keeps the runtime's output lines in `into`. */
-const capture = (into) => ({
-  handleRuntimeStdio: (stdout, stderr) => {
-    for (const s of [stdout, stderr]) {
-      let rest = "";
-      s.on("data", (d) => {
-        const parts = (rest + d).split("\n");
-        rest = parts.pop();
-        into.push(...parts);
-      });
-    }
-  },
-});
-
 before(async () => {
   reranker = await startReranker();
   w = await startWorker({
@@ -40,7 +26,7 @@ before(async () => {
       RERANK_PROVIDER: "http", RERANK_BASE_URL: reranker.baseUrl, RERANK_MODEL: "test-rerank",
       RERANK_API_KEY: "rerank-secret", RERANK_TIMEOUT_MS: String(TIMEOUT_MS), SESSION_CONFIG: JSON.stringify(CONFIG),
     },
-    options: capture(log),
+    options: captureOutput(log),
   });
 });
 after(async () => { await w?.stop(); await reranker?.close(); });
